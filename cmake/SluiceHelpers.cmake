@@ -1,0 +1,67 @@
+# sluice_cc_library(NAME name HDRS ... SRCS ... DEPS ... [CUDA_SRCS ...])
+#   Builds target sluice_<name> with alias sluice::<name>. Consumers link the alias only.
+#   Public headers are included as "<component>/<header>.h" from the source root.
+# sluice_cc_test(NAME name SRCS ... DEPS ... [LABELS ...])
+#   A GoogleTest executable registered with ctest through gtest_discover_tests.
+# sluice_cc_binary(NAME name SRCS ... DEPS ... [OUTPUT_NAME n])
+
+set(SLUICE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unused-parameter)
+if(SLUICE_STRICT)
+  list(APPEND SLUICE_WARNINGS -Werror)
+endif()
+
+set(SLUICE_HOST_FLAGS "")
+if(SLUICE_NATIVE)
+  list(APPEND SLUICE_HOST_FLAGS -march=native)
+endif()
+
+if(SLUICE_SANITIZE)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${SLUICE_SANITIZE}> $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
+  add_link_options(-fsanitize=${SLUICE_SANITIZE})
+endif()
+
+function(_sluice_apply_flags target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${SLUICE_WARNINGS} ${SLUICE_HOST_FLAGS}>)
+endfunction()
+
+function(sluice_cc_library)
+  cmake_parse_arguments(L "" "NAME" "HDRS;SRCS;DEPS;CUDA_SRCS" ${ARGN})
+  set(target sluice_${L_NAME})
+  if(L_SRCS OR L_CUDA_SRCS)
+    add_library(${target} STATIC ${L_SRCS} ${L_CUDA_SRCS} ${L_HDRS})
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${target} PUBLIC ${L_DEPS})
+    _sluice_apply_flags(${target})
+  else()
+    add_library(${target} INTERFACE ${L_HDRS})
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${target} INTERFACE ${L_DEPS})
+  endif()
+  add_library(sluice::${L_NAME} ALIAS ${target})
+endfunction()
+
+function(sluice_cc_binary)
+  cmake_parse_arguments(B "" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${B_NAME} ${B_SRCS})
+  target_link_libraries(${B_NAME} PRIVATE ${B_DEPS})
+  _sluice_apply_flags(${B_NAME})
+  if(B_OUTPUT_NAME)
+    set_target_properties(${B_NAME} PROPERTIES OUTPUT_NAME ${B_OUTPUT_NAME})
+  endif()
+endfunction()
+
+include(GoogleTest)
+function(sluice_cc_test)
+  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
+  _sluice_apply_flags(${T_NAME})
+  target_compile_definitions(${T_NAME} PRIVATE
+    SLUICE_SOURCE_DIR="${PROJECT_SOURCE_DIR}" SLUICE_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  set(labels ${T_LABELS})
+  if(NOT labels)
+    set(labels cpu)
+  endif()
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+endfunction()

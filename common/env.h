@@ -1,0 +1,123 @@
+// Env: every file access of sluice goes through this interface, so tests can substitute
+// in-memory files (NewMemEnv) and failing files (FaultInjectionEnv). Modeled on leveldb's Env.
+//
+// Errors: every method returns absl::Status; messages name the path and the operation.
+//   kNotFound for a missing file, kResourceExhausted for ENOSPC/EDQUOT, kInternal otherwise
+//   (kDataLoss is reserved for content checks done by callers).
+// Thread safety: Env implementations are thread safe. A RandomAccessFile may be read from
+//   many threads at once; a WritableFile is used by one thread at a time.
+#ifndef SLUICE_COMMON_ENV_H_
+#define SLUICE_COMMON_ENV_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sluice {
+
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to `n` bytes at `offset` into `scratch`; returns the bytes read (fewer only at
+  // end of file). Thread safe.
+  virtual absl::StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
+  virtual uint64_t Size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // Flushes to stable storage (fsync).
+  virtual absl::Status Sync() = 0;
+  virtual absl::Status Close() = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX environment. Never deleted.
+  static Env* Default();
+
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
+  // Creates or truncates `path`.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  virtual absl::StatusOr<uint64_t> GetFileSize(const std::string& path) = 0;
+  // Names (not paths) of the entries of `dir`, sorted.
+  virtual absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) = 0;
+  // Creates `dir` and missing parents; OK if it exists.
+  virtual absl::Status CreateDirs(const std::string& dir) = 0;
+  virtual absl::Status DeleteFile(const std::string& path) = 0;
+  // Atomically replaces `to` with `from`.
+  virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Makes renames within `dir` durable (fsync of the directory).
+  virtual absl::Status SyncDir(const std::string& dir) = 0;
+};
+
+// Reads a whole file.
+absl::StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);
+// Writes `data` to `path` atomically: `path`.tmp, fsync, rename, fsync of the directory.
+// On failure the temporary is removed and `path` is untouched.
+absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view data);
+
+// Path helpers.
+std::string JoinPath(absl::string_view dir, absl::string_view name);
+std::string DirName(absl::string_view path);
+std::string BaseName(absl::string_view path);
+
+// An Env holding files in memory. Directories are implicit. Thread safe.
+std::unique_ptr<Env> NewMemEnv();
+
+// Wraps another Env and injects failures, for tests.
+class FaultInjectionEnv : public Env {
+ public:
+  explicit FaultInjectionEnv(Env* base) : base_(base) {}
+
+  // After `bytes` more bytes have been appended (over all writable files), every Append
+  // fails with ResourceExhausted ("No space left on device"), as a full disk does.
+  // A negative value disables the fault.
+  void FailWritesAfter(int64_t bytes);
+  // Makes the next RenameFile calls fail (when `fail` is true).
+  void FailRenames(bool fail) { fail_renames_ = fail; }
+  // Makes NewRandomAccessFile of any path containing `substring` fail (empty: never).
+  void FailOpensOf(std::string substring) { fail_open_substring_ = std::move(substring); }
+
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override {
+    return base_->GetFileSize(path);
+  }
+  absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) override {
+    return base_->GetChildren(dir);
+  }
+  absl::Status CreateDirs(const std::string& dir) override { return base_->CreateDirs(dir); }
+  absl::Status DeleteFile(const std::string& path) override { return base_->DeleteFile(path); }
+  absl::Status RenameFile(const std::string& from, const std::string& to) override;
+  absl::Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+
+  // Called by the injected writable files; returns false when the write must fail.
+  bool ConsumeWriteBudget(size_t n);
+
+ private:
+  Env* base_;
+  std::atomic<int64_t> write_budget_{-1};
+  std::atomic<bool> fail_renames_{false};
+  std::string fail_open_substring_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_ENV_H_

@@ -1,0 +1,96 @@
+// Backend: runs training and evaluation steps of an MLP on one device (CPU or one CUDA GPU).
+//
+// A step is: forward, loss, backward, [gradient exchange point: data-parallel all-reduce goes
+// here], optimizer update. On CUDA the whole step is enqueued on the compute stream (after
+// waiting on the batch's ready_event) and TrainStep returns without synchronizing.
+//
+// Errors: kInvalidArgument for a batch that does not fit the model (features, size > max batch,
+// label out of range is reported by TakeLoss), kResourceExhausted for out-of-memory,
+// kUnavailable when the device is missing, kInternal for a failed CUDA/cuBLAS call
+// (file:line in the message).
+// Thread safety: a Backend is used by one thread at a time.
+#ifndef SLUICE_ENGINE_BACKEND_H_
+#define SLUICE_ENGINE_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/memory.h"
+#include "engine/model.h"
+#include "pipeline/batch.h"
+
+namespace sluice {
+
+enum class Precision { kF32, kBF16, kF16 };
+absl::StatusOr<Precision> ParsePrecision(absl::string_view name);  // "fp32" | "bf16" | "fp16"
+
+struct BackendOptions {
+  int max_batch = 32;        // largest batch TrainStep/Evaluate will see
+  Normalization normalization;  // applied to u8 batches by the backend
+  Precision precision = Precision::kF32;
+  int threads = 0;           // CPU backend: BLAS/TBB threads (0: all cores)
+  int device_ordinal = 0;    // CUDA backend
+  bool cuda_graph = false;   // CUDA backend: capture the step into a CUDA Graph
+};
+
+struct LossStats {
+  double mean_loss = 0;  // mean per-sample loss over the steps since the last TakeLoss
+  int64_t samples = 0;
+  int64_t correct = 0;   // training predictions that matched the label
+};
+
+struct EvalStats {
+  double loss_sum = 0;
+  int64_t samples = 0;
+  int64_t correct = 0;
+  double accuracy() const { return samples ? static_cast<double>(correct) / samples : 0.0; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu (OpenBLAS, 2 threads)" or "cuda:0 (NVIDIA H200, sm_90)".
+  virtual std::string name() const = 0;
+  virtual bool is_cuda() const = 0;
+
+  // One optimizer step on `batch` with learning rate `lr`.
+  virtual absl::Status TrainStep(const BatchView& batch, float lr) = 0;
+  // Loss/accuracy accumulated since the last call; synchronizes with the device.
+  virtual absl::StatusOr<LossStats> TakeLoss() = 0;
+  // Forward only; adds the batch's loss sum and correct count to `stats`.
+  virtual absl::Status Evaluate(const BatchView& batch, EvalStats* stats) = 0;
+  // Waits for all enqueued work.
+  virtual absl::Status Synchronize() = 0;
+
+  // Copies the model and optimizer state to the host (device -> host).
+  virtual absl::StatusOr<ModelState> SaveState() = 0;
+  // Replaces the model and optimizer state (host -> device). Shapes must match.
+  virtual absl::Status LoadState(const ModelState& state) = 0;
+
+  // Bytes allocated per tag, and the peak, as the backend's allocator recorded them.
+  virtual MemoryReport memory() const = 0;
+
+  // For CUDA backends: the compute stream (cudaStream_t as void*); null on the CPU.
+  virtual void* compute_stream() const { return nullptr; }
+};
+
+// Creates the CPU backend (OpenBLAS sgemm). Starts from `state` (see InitModelState).
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& state,
+                                                          const OptimizerConfig& opt,
+                                                          const BackendOptions& options);
+
+// Creates the CUDA backend on options.device_ordinal. kUnavailable when sluice was built
+// without CUDA or no device is present.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
+                                                           const OptimizerConfig& opt,
+                                                           const BackendOptions& options);
+
+// Number of usable CUDA devices (0 without CUDA support or without a driver/device).
+int CudaDeviceCount();
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_BACKEND_H_

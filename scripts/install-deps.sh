@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every build, test and benchmark dependency of sluice by Debian package name.
+# Idempotent: packages already present are left alone. Run as root on Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # libraries sluice links
+  libtbb-dev        # oneTBB flow graph
+  libabsl-dev       # absl::Status, flags, strings
+  libzstd-dev       # frame compression
+  libxxhash-dev     # XXH3 checksums
+  zlib1g-dev        # reading .gz IDX files
+  libopenblas-dev   # CPU backend sgemm
+  nlohmann-json3-dev  # manifest, report and trace JSON
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # real data: the original Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist/
+  dataset-fashion-mnist
+  # fuzz builds (SLUICE_FUZZ): clang with libFuzzer and the sanitizer runtimes
+  clang libclang-rt-14-dev
+  # PyTorch side-by-side comparisons (bench/) and the safetensors interop test
+  python3 python3-numpy python3-torch python3-torchvision
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[[ $(id -u) -eq 0 ]] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,91 @@
+// Dataset: one split of a shard dataset, described by its manifest
+// (docs/formats/shard.md, "Dataset directory and manifest").
+//
+// Errors: kNotFound when no manifest exists, kDataLoss for a manifest that does not parse or
+// disagrees with a shard (message names the file and the field), kInvalidArgument for bad paths.
+// Thread safety: immutable after Open(); shard readers are opened lazily and cached, thread safe.
+#ifndef SLUICE_STORAGE_DATASET_H_
+#define SLUICE_STORAGE_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/env.h"
+#include "storage/shard_format.h"
+#include "storage/shard_reader.h"
+
+namespace sluice {
+
+struct ShardEntry {
+  std::string file;  // base name within the dataset directory
+  uint64_t first_record = 0;
+  uint64_t record_count = 0;
+  uint32_t frame_count = 0;
+  uint64_t bytes = 0;
+  uint64_t xxh3 = 0;
+};
+
+struct SourceEntry {
+  std::string role;  // "images" | "labels"
+  std::string file;
+  uint64_t bytes = 0;
+  uint64_t xxh3 = 0;
+};
+
+struct ShardingOptions {
+  uint64_t records_per_shard = 16384;
+  uint32_t records_per_frame = 256;
+  int zstd_level = 3;
+};
+
+struct Manifest {
+  std::string split;
+  uint64_t record_count = 0;
+  RecordSpec spec;
+  ShardingOptions options;
+  std::vector<ShardEntry> shards;
+  std::vector<SourceEntry> sources;
+
+  // Canonical JSON text (deterministic; see the format doc).
+  std::string ToJson() const;
+  // Parses and validates (counts add up, names are plain file names). `path` names errors.
+  static absl::StatusOr<Manifest> FromJson(absl::string_view json, const std::string& path);
+};
+
+class Dataset {
+ public:
+  // `path` is a manifest file, or a directory holding exactly one manifest or a manifest of
+  // `default_split` (e.g. "train").
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(Env* env, const std::string& path,
+                                                       absl::string_view default_split = "train");
+
+  const Manifest& manifest() const { return manifest_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& manifest_path() const { return manifest_path_; }
+  uint64_t record_count() const { return manifest_.record_count; }
+  const RecordSpec& spec() const { return manifest_.spec; }
+  // Manifest path of the sibling split `split` in the same directory, if it exists.
+  absl::StatusOr<std::string> SiblingManifest(absl::string_view split) const;
+
+  // The reader of shard `i`, opened on first use and checked against the manifest entry
+  // (record counts, spec, frame count).
+  absl::StatusOr<const ShardReader*> shard(size_t i) const;
+  Env* env() const { return env_; }
+
+ private:
+  Dataset(Env* env, std::string dir, std::string manifest_path, Manifest m);
+  Env* env_;
+  std::string dir_;
+  std::string manifest_path_;
+  Manifest manifest_;
+  mutable absl::Mutex mu_;
+  mutable std::vector<std::unique_ptr<ShardReader>> readers_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORAGE_DATASET_H_

@@ -1,0 +1,75 @@
+// Constants of the shard format. The format is specified byte by byte in
+// docs/formats/shard.md; keep the two in step.
+#ifndef SLUICE_STORAGE_SHARD_FORMAT_H_
+#define SLUICE_STORAGE_SHARD_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sluice {
+
+inline constexpr char kShardMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'H'};
+inline constexpr char kFooterMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'F', 'T'};
+inline constexpr uint32_t kShardVersion = 1;
+inline constexpr uint32_t kShardHeaderSize = 64;
+inline constexpr uint32_t kIndexEntrySize = 40;
+inline constexpr uint32_t kFooterSize = 32;
+inline constexpr uint32_t kFooterChecksummedPrefix = 16;
+inline constexpr char kManifestSuffix[] = ".manifest.json";
+inline constexpr char kShardSuffix[] = ".shard";
+
+enum class SampleDType : uint8_t { kU8 = 1, kF32 = 2 };
+enum class LabelDType : uint8_t { kU8 = 1, kI32 = 2 };
+
+inline constexpr size_t SampleDTypeSize(SampleDType t) { return t == SampleDType::kU8 ? 1 : 4; }
+inline constexpr size_t LabelDTypeSize(LabelDType t) { return t == LabelDType::kU8 ? 1 : 4; }
+absl::string_view SampleDTypeName(SampleDType t);   // "u8" | "f32"
+absl::string_view LabelDTypeName(LabelDType t);     // "u8" | "i32"
+absl::StatusOr<SampleDType> ParseSampleDType(absl::string_view name);
+absl::StatusOr<LabelDType> ParseLabelDType(absl::string_view name);
+
+// The shape and types of one record; identical for every shard of a split.
+struct RecordSpec {
+  SampleDType sample_dtype = SampleDType::kU8;
+  LabelDType label_dtype = LabelDType::kU8;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  uint32_t channels = 1;
+
+  size_t sample_values() const { return size_t{height} * width * channels; }
+  size_t sample_bytes() const { return sample_values() * SampleDTypeSize(sample_dtype); }
+  size_t label_bytes() const { return LabelDTypeSize(label_dtype); }
+  size_t record_bytes() const { return sample_bytes() + label_bytes(); }
+  bool operator==(const RecordSpec&) const = default;
+};
+
+// One entry of a shard's footer index (docs/formats/shard.md, "Index entry").
+struct FrameInfo {
+  uint64_t offset = 0;
+  uint32_t stored_size = 0;
+  uint32_t raw_size = 0;
+  uint64_t first_record = 0;  // within the shard
+  uint32_t record_count = 0;
+  uint64_t checksum = 0;
+};
+
+// The decoded header of a shard.
+struct ShardHeader {
+  RecordSpec spec;
+  uint64_t record_count = 0;
+  uint64_t first_record = 0;  // within the split
+  uint32_t records_per_frame = 0;
+  uint32_t frame_count = 0;
+  uint32_t shard_index = 0;
+};
+
+// "<split>-<5-digit index>.shard" and "<split>.manifest.json".
+std::string ShardFileName(absl::string_view split, uint32_t shard_index);
+std::string ManifestFileName(absl::string_view split);
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORAGE_SHARD_FORMAT_H_

@@ -1,0 +1,79 @@
+#include "common/env.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/sluice_env_test_XXXXXX";
+  char* d = ::mkdtemp(tmpl);
+  EXPECT_NE(d, nullptr);
+  return d;
+}
+
+void ExerciseEnv(Env* env, const std::string& dir) {
+  ASSERT_TRUE(env->CreateDirs(JoinPath(dir, "a/b")).ok());
+  const std::string path = JoinPath(dir, "a/b/file");
+  ASSERT_TRUE(WriteFileAtomically(env, path, "hello world").ok());
+  EXPECT_TRUE(env->FileExists(path));
+  EXPECT_FALSE(env->FileExists(path + ".tmp"));
+  auto size = env->GetFileSize(path);
+  ASSERT_TRUE(size.ok());
+  EXPECT_EQ(*size, 11u);
+  auto file = env->NewRandomAccessFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  char buf[16];
+  auto n = (*file)->Read(6, 16, buf);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::string(buf, *n), "world");
+  auto children = env->GetChildren(JoinPath(dir, "a/b"));
+  ASSERT_TRUE(children.ok());
+  EXPECT_EQ(*children, std::vector<std::string>{"file"});
+  auto missing = env->NewRandomAccessFile(JoinPath(dir, "nope"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
+}
+
+TEST(EnvTest, PosixEnvReadsWritesAndRenames) { ExerciseEnv(Env::Default(), TempDir()); }
+
+TEST(EnvTest, MemEnvBehavesLikePosix) {
+  auto env = NewMemEnv();
+  ExerciseEnv(env.get(), "/mem");
+}
+
+TEST(EnvTest, InjectedEnospcFailsAtomicWriteAndLeavesNothing) {
+  auto mem = NewMemEnv();
+  FaultInjectionEnv env(mem.get());
+  env.FailWritesAfter(4);
+  absl::Status s = WriteFileAtomically(&env, "/d/file", "more than four bytes");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("No space left"), std::string::npos);
+  EXPECT_FALSE(env.FileExists("/d/file"));
+  EXPECT_FALSE(env.FileExists("/d/file.tmp"));
+}
+
+TEST(EnvTest, FailedRenameKeepsOldContents) {
+  auto mem = NewMemEnv();
+  FaultInjectionEnv env(mem.get());
+  ASSERT_TRUE(WriteFileAtomically(&env, "/d/file", "old").ok());
+  env.FailRenames(true);
+  EXPECT_FALSE(WriteFileAtomically(&env, "/d/file", "new").ok());
+  auto contents = ReadFileToString(&env, "/d/file");
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(*contents, "old");
+}
+
+TEST(PathTest, DirAndBaseNames) {
+  EXPECT_EQ(DirName("/a/b/c"), "/a/b");
+  EXPECT_EQ(DirName("c"), ".");
+  EXPECT_EQ(DirName("/c"), "/");
+  EXPECT_EQ(BaseName("/a/b/c/"), "c");
+  EXPECT_EQ(JoinPath("a/", "b"), "a/b");
+}
+
+}  // namespace
+}  // namespace sluice
