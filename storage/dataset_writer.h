@@ -1,0 +1,43 @@
+// Writing a whole split: records -> shards -> manifest, atomically
+// (docs/formats/shard.md, "Atomicity").
+#ifndef SLUICE_STORAGE_DATASET_WRITER_H_
+#define SLUICE_STORAGE_DATASET_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "storage/dataset.h"
+#include "storage/shard_format.h"
+
+namespace sluice {
+
+// Records in memory: `samples` holds count * spec.sample_bytes() bytes (little-endian values),
+// `labels` count * spec.label_bytes().
+struct RecordArrays {
+  RecordSpec spec;
+  uint64_t count = 0;
+  std::string samples;
+  std::string labels;
+};
+
+struct WriteDatasetOptions {
+  ShardingOptions sharding;
+  int threads = 0;  // frame compression threads (0: all cores); output bytes do not depend on it
+  std::vector<SourceEntry> sources;  // recorded in the manifest
+  // Called with the number of records finished so far (from any thread); may be empty.
+  std::function<void(uint64_t)> on_progress;
+};
+
+// Writes split `split` of `records` into `dir` (created if needed). Output is byte-identical
+// for the same input and options whatever `threads` is. On error, removes what it wrote.
+absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
+                                      const RecordArrays& records,
+                                      const WriteDatasetOptions& options);
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORAGE_DATASET_WRITER_H_
