@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine: install dependencies, build (CUDA parts
+# compile and link when nvcc is present), run every test with ctest. GPU tests skip, saying
+# why, when no CUDA device is present. Exits non-zero when anything fails.
+#   SLUICE_SKIP_SANITIZERS=1  skips the ThreadSanitizer/AddressSanitizer runs of the pipeline
+#                             and storage tests (scripts/sanitize.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=$(nproc)
+cmake --preset ci
+cmake --build --preset ci -j "$jobs"
+ctest --preset ci -j "$jobs"
+if [[ "${SLUICE_SKIP_SANITIZERS:-0}" != 1 && -x scripts/sanitize.sh ]]; then
+  bash scripts/sanitize.sh
+fi
