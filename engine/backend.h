@@ -91,6 +91,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& sta
 // Number of usable CUDA devices (0 without CUDA support or without a driver/device).
 int CudaDeviceCount();
 
+// Creates the backend that `device` names (--device): "auto" (CUDA device 0 when
+// CudaDeviceCount() > 0, else the CPU), "cpu", "cuda" (device 0) or "cuda:N" (overrides
+// options.device_ordinal). Errors: kInvalidArgument for any other name, kUnavailable when CUDA
+// is asked for and sluice was built without it or no device is present; else as the backend's
+// Create function. Defined in the sluice::engine target.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
+                                                       const ModelState& state,
+                                                       const OptimizerConfig& opt,
+                                                       BackendOptions options);
+
 }  // namespace sluice
 
 #endif  // SLUICE_ENGINE_BACKEND_H_

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/model.h"
 
 namespace sluice {
@@ -32,11 +34,34 @@ struct MemoryReport {
   int64_t bytes(MemoryTag t) const { return current_bytes[static_cast<int>(t)]; }
 };
 
-// The analytic figures for an MLP, fp32 unless noted:
-//   parameters = 4 * num_parameters; gradients = parameters; optimizer_state = slots * parameters;
-//   activations = 4 * max_batch * (sum of hidden+output widths) * 2 (pre/post activation and
-//   gradient buffers) -- the exact formula is documented next to the implementation and in
-//   docs/architecture.md, and tested against what the backends allocate.
+// Records what a backend allocates, per tag, and the high-water marks. Backends call Add/Remove
+// around every allocation (the CPU backend through HostBuffer in engine/cpu/; the CUDA backend
+// around cudaMalloc/cudaFree).
+// Thread safety: thread safe (one mutex; allocations are rare, never per step).
+class MemoryLedger {
+ public:
+  void Add(MemoryTag tag, int64_t bytes);
+  void Remove(MemoryTag tag, int64_t bytes);
+  MemoryReport report() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  MemoryReport report_ ABSL_GUARDED_BY(mu_);
+};
+
+// The analytic figures for an MLP with L Linear layers of widths n_0 (inputs) .. n_L (classes),
+// fp32 (4 bytes per value), P = num_parameters = sum_k (n_k * n_{k+1} + n_{k+1}):
+//   parameters      = 4 * P
+//   gradients       = 4 * P
+//   optimizer_state = 4 * P * state_slots   (0: SGD, 1: SGD with momentum, 2: AdamW m and v)
+//   activations     = 2 * 4 * max_batch * (n_1 + ... + n_L)
+//     one output buffer per Linear (post-ReLU for hidden layers, logits for the last) and one
+//     gradient buffer of the same shape; ReLU backward reads the post-ReLU output (y > 0), so no
+//     pre-activation copy is kept, and the input layer needs no gradient buffer.
+// Not in the formula, but tagged and reported: input batches (the normalized f32 copy,
+// 4 * max_batch * n_0 when the batch is u8 or f16) and workspace (backend scratch, e.g. the
+// CPU backend's sparse-input index lists). Mixed precision adds reduced-precision operand copies
+// on the CUDA backend; see docs/architecture.md. Tested against what the backends allocate.
 struct MemoryFormula {
   int64_t parameters = 0;
   int64_t gradients = 0;

@@ -1,0 +1,44 @@
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/backend.h"
+
+namespace sluice {
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
+                                                       const ModelState& state,
+                                                       const OptimizerConfig& opt,
+                                                       BackendOptions options) {
+  if (device == "cpu") return CreateCpuBackend(state, opt, options);
+  if (device == "auto") {
+    if (CudaDeviceCount() > 0) return CreateCudaBackend(state, opt, options);
+    return CreateCpuBackend(state, opt, options);
+  }
+  if (device == "cuda" || absl::StartsWith(device, "cuda:")) {
+    if (device != "cuda") {
+      int ordinal = -1;
+      if (!absl::SimpleAtoi(device.substr(5), &ordinal) || ordinal < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--device: '", device, "' is not auto, cpu, cuda or cuda:N"));
+      }
+      options.device_ordinal = ordinal;
+    } else {
+      options.device_ordinal = 0;
+    }
+    const int count = CudaDeviceCount();
+    if (count == 0) {
+      // CreateCudaBackend says why (built without CUDA, no driver, no device).
+      return CreateCudaBackend(state, opt, options);
+    }
+    if (options.device_ordinal >= count) {
+      return absl::UnavailableError(absl::StrCat("--device ", device, ": only ", count,
+                                                 " CUDA device(s) present (cuda:0..cuda:",
+                                                 count - 1, ")"));
+    }
+    return CreateCudaBackend(state, opt, options);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device: '", device, "' is not auto, cpu, cuda or cuda:N"));
+}
+
+}  // namespace sluice
