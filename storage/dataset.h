@@ -8,6 +8,7 @@
 #define SLUICE_STORAGE_DATASET_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,13 @@ class Dataset {
   mutable absl::Mutex mu_;
   mutable std::vector<std::unique_ptr<ShardReader>> readers_;
 };
+
+// Checks every shard of `dataset` against its manifest entry (header fields, size, whole-file
+// XXH3) and every frame's checksum and decompressed size (ShardReader::Verify). Returns the first
+// failure; frame-level failures name the file, frame and byte offset. `progress`, if set, is
+// called with the record count of each shard verified. (Added by the storage work.)
+absl::Status VerifyDataset(const Dataset& dataset,
+                           const std::function<void(uint64_t)>& progress = {});
 
 }  // namespace sluice
 

@@ -1,0 +1,324 @@
+#include "storage/dataset.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace sluice {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The manifest's field order is part of the format (byte-identical output), hence ordered_json.
+Json ObjectOf(std::initializer_list<std::pair<const char*, Json>> fields) {
+  Json j = Json::object();
+  for (const auto& [k, v] : fields) j[k] = v;
+  return j;
+}
+
+// Typed field access that reports what was expected instead of throwing.
+class Fields {
+ public:
+  Fields(const Json& j, std::string where, const std::string& path)
+      : j_(j), where_(std::move(where)), path_(path) {}
+
+  absl::Status Error(absl::string_view key, absl::string_view what) const {
+    return absl::DataLossError(absl::StrCat(path_, ": ", where_, key, ": ", what));
+  }
+  absl::StatusOr<const Json*> Get(absl::string_view key) const {
+    if (!j_.is_object()) return Error("", "expected a JSON object");
+    auto it = j_.find(std::string(key));
+    if (it == j_.end()) return Error(key, "missing");
+    return &*it;
+  }
+  absl::StatusOr<uint64_t> U64(absl::string_view key) const {
+    ASSIGN_OR_RETURN(const Json* v, Get(key));
+    if (!v->is_number_unsigned()) return Error(key, "expected a non-negative integer");
+    return v->get<uint64_t>();
+  }
+  absl::StatusOr<int64_t> I64(absl::string_view key) const {
+    ASSIGN_OR_RETURN(const Json* v, Get(key));
+    if (!v->is_number_integer()) return Error(key, "expected an integer");
+    return v->get<int64_t>();
+  }
+  absl::StatusOr<std::string> Str(absl::string_view key) const {
+    ASSIGN_OR_RETURN(const Json* v, Get(key));
+    if (!v->is_string()) return Error(key, "expected a string");
+    return v->get<std::string>();
+  }
+  absl::StatusOr<uint64_t> Hex(absl::string_view key) const {
+    ASSIGN_OR_RETURN(std::string s, Str(key));
+    uint64_t v = 0;
+    if (s.size() != 16 || !absl::SimpleHexAtoi(s, &v)) {
+      return Error(key, "expected 16 hex digits");
+    }
+    return v;
+  }
+
+ private:
+  const Json& j_;
+  std::string where_;
+  const std::string& path_;
+};
+
+bool IsPlainFileName(absl::string_view name) {
+  return !name.empty() && name != "." && name != ".." && !absl::StrContains(name, '/');
+}
+
+}  // namespace
+
+std::string Manifest::ToJson() const {
+  Json shards_json = Json::array();
+  for (const ShardEntry& s : shards) {
+    shards_json.push_back(ObjectOf({{"file", s.file},
+                                    {"first_record", s.first_record},
+                                    {"record_count", s.record_count},
+                                    {"frame_count", s.frame_count},
+                                    {"bytes", s.bytes},
+                                    {"xxh3", ChecksumToHex(s.xxh3)}}));
+  }
+  Json sources_json = Json::array();
+  for (const SourceEntry& s : sources) {
+    sources_json.push_back(ObjectOf({{"role", s.role},
+                                     {"file", s.file},
+                                     {"bytes", s.bytes},
+                                     {"xxh3", ChecksumToHex(s.xxh3)}}));
+  }
+  Json j = ObjectOf({
+      {"format", "sluice-dataset"},
+      {"version", 1},
+      {"split", split},
+      {"record_count", record_count},
+      {"sample", ObjectOf({{"dtype", std::string(SampleDTypeName(spec.sample_dtype))},
+                           {"height", spec.height},
+                           {"width", spec.width},
+                           {"channels", spec.channels}})},
+      {"label", ObjectOf({{"dtype", std::string(LabelDTypeName(spec.label_dtype))}})},
+      {"options", ObjectOf({{"records_per_shard", options.records_per_shard},
+                            {"records_per_frame", options.records_per_frame},
+                            {"zstd_level", options.zstd_level}})},
+      {"shards", shards_json},
+      {"sources", sources_json},
+  });
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::string& path) {
+  Json j = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::DataLossError(absl::StrCat(path, ": not valid JSON (truncated or corrupt?)"));
+  }
+  Fields top(j, "", path);
+  Manifest m;
+  ASSIGN_OR_RETURN(std::string format, top.Str("format"));
+  if (format != "sluice-dataset") return top.Error("format", "expected \"sluice-dataset\"");
+  ASSIGN_OR_RETURN(uint64_t version, top.U64("version"));
+  if (version != 1) {
+    return top.Error("version", absl::StrCat("unsupported version ", version, ", expected 1"));
+  }
+  ASSIGN_OR_RETURN(m.split, top.Str("split"));
+  if (!IsPlainFileName(m.split)) return top.Error("split", "expected a plain name");
+  if (absl::EndsWith(path, kManifestSuffix) && BaseName(path) != ManifestFileName(m.split)) {
+    return top.Error("split", absl::StrCat("\"", m.split, "\" does not match the file name"));
+  }
+  ASSIGN_OR_RETURN(m.record_count, top.U64("record_count"));
+  if (m.record_count == 0) return top.Error("record_count", "expected >= 1");
+
+  ASSIGN_OR_RETURN(const Json* sample, top.Get("sample"));
+  Fields sf(*sample, "sample.", path);
+  ASSIGN_OR_RETURN(std::string sdt, sf.Str("dtype"));
+  auto sample_dtype = ParseSampleDType(sdt);
+  if (!sample_dtype.ok()) return sf.Error("dtype", sample_dtype.status().message());
+  m.spec.sample_dtype = *sample_dtype;
+  ASSIGN_OR_RETURN(uint64_t height, sf.U64("height"));
+  ASSIGN_OR_RETURN(uint64_t width, sf.U64("width"));
+  ASSIGN_OR_RETURN(uint64_t channels, sf.U64("channels"));
+  if (height == 0 || width == 0 || channels == 0 || height > UINT32_MAX || width > UINT32_MAX ||
+      channels > UINT32_MAX) {
+    return sf.Error("height/width/channels", "expected each in [1, 2^32)");
+  }
+  m.spec.height = static_cast<uint32_t>(height);
+  m.spec.width = static_cast<uint32_t>(width);
+  m.spec.channels = static_cast<uint32_t>(channels);
+  ASSIGN_OR_RETURN(const Json* label, top.Get("label"));
+  Fields lf(*label, "label.", path);
+  ASSIGN_OR_RETURN(std::string ldt, lf.Str("dtype"));
+  auto label_dtype = ParseLabelDType(ldt);
+  if (!label_dtype.ok()) return lf.Error("dtype", label_dtype.status().message());
+  m.spec.label_dtype = *label_dtype;
+
+  ASSIGN_OR_RETURN(const Json* options, top.Get("options"));
+  Fields of(*options, "options.", path);
+  ASSIGN_OR_RETURN(m.options.records_per_shard, of.U64("records_per_shard"));
+  ASSIGN_OR_RETURN(uint64_t rpf, of.U64("records_per_frame"));
+  if (m.options.records_per_shard == 0) return of.Error("records_per_shard", "expected >= 1");
+  if (rpf == 0 || rpf > UINT32_MAX) return of.Error("records_per_frame", "expected in [1, 2^32)");
+  m.options.records_per_frame = static_cast<uint32_t>(rpf);
+  ASSIGN_OR_RETURN(int64_t level, of.I64("zstd_level"));
+  m.options.zstd_level = static_cast<int>(level);
+
+  ASSIGN_OR_RETURN(const Json* shards, top.Get("shards"));
+  if (!shards->is_array() || shards->empty()) {
+    return top.Error("shards", "expected a non-empty array");
+  }
+  uint64_t next_record = 0;
+  for (size_t i = 0; i < shards->size(); ++i) {
+    Fields f((*shards)[i], absl::StrCat("shards[", i, "]."), path);
+    ShardEntry s;
+    ASSIGN_OR_RETURN(s.file, f.Str("file"));
+    if (!IsPlainFileName(s.file)) return f.Error("file", "expected a plain file name");
+    ASSIGN_OR_RETURN(s.first_record, f.U64("first_record"));
+    ASSIGN_OR_RETURN(s.record_count, f.U64("record_count"));
+    ASSIGN_OR_RETURN(uint64_t frames, f.U64("frame_count"));
+    ASSIGN_OR_RETURN(s.bytes, f.U64("bytes"));
+    ASSIGN_OR_RETURN(s.xxh3, f.Hex("xxh3"));
+    if (s.first_record != next_record) {
+      return f.Error("first_record", absl::StrCat(s.first_record, ", expected ", next_record));
+    }
+    const bool last = i + 1 == shards->size();
+    if (s.record_count == 0 || s.record_count > m.options.records_per_shard ||
+        (!last && s.record_count != m.options.records_per_shard)) {
+      return f.Error("record_count",
+                     absl::StrCat(s.record_count, ", expected ", m.options.records_per_shard,
+                                  last ? " or fewer" : ""));
+    }
+    const uint64_t want_frames =
+        (s.record_count + m.options.records_per_frame - 1) / m.options.records_per_frame;
+    if (frames != want_frames) {
+      return f.Error("frame_count", absl::StrCat(frames, ", expected ", want_frames));
+    }
+    s.frame_count = static_cast<uint32_t>(frames);
+    next_record += s.record_count;
+    m.shards.push_back(std::move(s));
+  }
+  if (next_record != m.record_count) {
+    return top.Error("record_count", absl::StrCat(m.record_count, ", but the shards hold ",
+                                                  next_record));
+  }
+
+  ASSIGN_OR_RETURN(const Json* sources, top.Get("sources"));
+  if (!sources->is_array()) return top.Error("sources", "expected an array");
+  for (size_t i = 0; i < sources->size(); ++i) {
+    Fields f((*sources)[i], absl::StrCat("sources[", i, "]."), path);
+    SourceEntry s;
+    ASSIGN_OR_RETURN(s.role, f.Str("role"));
+    ASSIGN_OR_RETURN(s.file, f.Str("file"));
+    ASSIGN_OR_RETURN(s.bytes, f.U64("bytes"));
+    ASSIGN_OR_RETURN(s.xxh3, f.Hex("xxh3"));
+    m.sources.push_back(std::move(s));
+  }
+  return m;
+}
+
+Dataset::Dataset(Env* env, std::string dir, std::string manifest_path, Manifest m)
+    : env_(env),
+      dir_(std::move(dir)),
+      manifest_path_(std::move(manifest_path)),
+      manifest_(std::move(m)),
+      readers_(manifest_.shards.size()) {}
+
+absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::string& path,
+                                                       absl::string_view default_split) {
+  std::string manifest_path = path;
+  if (!absl::EndsWith(path, kManifestSuffix)) {
+    auto children = env->GetChildren(path);
+    if (!children.ok()) {
+      return absl::NotFoundError(absl::StrCat(
+          path, ": expected a dataset directory or a *", kManifestSuffix, " file (",
+          children.status().message(), ")"));
+    }
+    std::vector<std::string> manifests;
+    for (const std::string& c : *children) {
+      if (absl::EndsWith(c, kManifestSuffix)) manifests.push_back(c);
+    }
+    const std::string preferred = ManifestFileName(default_split);
+    if (std::find(manifests.begin(), manifests.end(), preferred) != manifests.end()) {
+      manifest_path = JoinPath(path, preferred);
+    } else if (manifests.size() == 1) {
+      manifest_path = JoinPath(path, manifests[0]);
+    } else if (manifests.empty()) {
+      return absl::NotFoundError(absl::StrCat(path, ": no *", kManifestSuffix,
+                                              " (not a dataset, or its writing did not finish)"));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": holds ", manifests.size(), " manifests and none of split \"", default_split,
+          "\"; name the manifest file"));
+    }
+  }
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, manifest_path));
+  ASSIGN_OR_RETURN(Manifest m, Manifest::FromJson(text, manifest_path));
+  return std::unique_ptr<Dataset>(
+      new Dataset(env, DirName(manifest_path), manifest_path, std::move(m)));
+}
+
+absl::StatusOr<std::string> Dataset::SiblingManifest(absl::string_view split) const {
+  std::string p = JoinPath(dir_, ManifestFileName(split));
+  if (!env_->FileExists(p)) {
+    return absl::NotFoundError(absl::StrCat(p, ": no split \"", split, "\" beside ",
+                                            manifest_path_));
+  }
+  return p;
+}
+
+absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
+  if (i >= manifest_.shards.size()) {
+    return absl::OutOfRangeError(absl::StrCat(manifest_path_, ": shard ", i, " requested, ",
+                                              manifest_.shards.size(), " exist"));
+  }
+  absl::MutexLock l(&mu_);
+  if (readers_[i] != nullptr) return readers_[i].get();
+  const ShardEntry& e = manifest_.shards[i];
+  const std::string path = JoinPath(dir_, e.file);
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env_, path));
+  const ShardHeader& h = r->header();
+  auto mismatch = [&](absl::string_view field, auto shard_value, auto manifest_value) {
+    return absl::DataLossError(absl::StrCat(path, ": header: ", field, " ", shard_value,
+                                            " disagrees with ", manifest_path_, " (expected ",
+                                            manifest_value, ")"));
+  };
+  if (!(h.spec == manifest_.spec)) {
+    return absl::DataLossError(absl::StrCat(path, ": header: record shape/dtypes disagree with ",
+                                            manifest_path_));
+  }
+  if (h.record_count != e.record_count) {
+    return mismatch("record_count", h.record_count, e.record_count);
+  }
+  if (h.first_record != e.first_record) {
+    return mismatch("first_record", h.first_record, e.first_record);
+  }
+  if (h.frame_count != e.frame_count) return mismatch("frame_count", h.frame_count, e.frame_count);
+  if (h.records_per_frame != manifest_.options.records_per_frame) {
+    return mismatch("records_per_frame", h.records_per_frame,
+                    manifest_.options.records_per_frame);
+  }
+  if (h.shard_index != i) return mismatch("shard_index", h.shard_index, i);
+  if (r->file_size() != e.bytes) return mismatch("file size", r->file_size(), e.bytes);
+  readers_[i] = std::move(r);
+  return readers_[i].get();
+}
+
+absl::Status VerifyDataset(const Dataset& dataset, const std::function<void(uint64_t)>& progress) {
+  const Manifest& m = dataset.manifest();
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    ASSIGN_OR_RETURN(const ShardReader* r, dataset.shard(i));
+    // Frame checks first: they name the frame and byte offset of a corruption.
+    RETURN_IF_ERROR(r->Verify());
+    ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(dataset.env(), r->path()));
+    const uint64_t sum = Xxh3(bytes);
+    if (sum != m.shards[i].xxh3) {
+      return absl::DataLossError(absl::StrCat(r->path(), ": whole-file xxh3 ",
+                                              ChecksumToHex(sum), " disagrees with ",
+                                              dataset.manifest_path(), " (expected ",
+                                              ChecksumToHex(m.shards[i].xxh3), ")"));
+    }
+    if (progress) progress(m.shards[i].record_count);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

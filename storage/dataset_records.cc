@@ -1,0 +1,52 @@
+#include "storage/dataset_records.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <cstring>
+
+#include "common/status_macros.h"
+
+namespace sluice {
+
+absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads) {
+  RecordArrays out;
+  out.spec = dataset.spec();
+  out.count = dataset.record_count();
+  const size_t sb = out.spec.sample_bytes();
+  const size_t lb = out.spec.label_bytes();
+  out.samples.resize(out.count * sb);
+  out.labels.resize(out.count * lb);
+
+  struct Job {
+    const ShardReader* reader;
+    uint32_t frame;
+    uint64_t first;  // within the split
+  };
+  std::vector<Job> jobs;
+  const Manifest& m = dataset.manifest();
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    ASSIGN_OR_RETURN(const ShardReader* r, dataset.shard(s));
+    for (uint32_t f = 0; f < r->frame_count(); ++f) {
+      jobs.push_back({r, f, m.shards[s].first_record + r->frames()[f].first_record});
+    }
+  }
+  std::vector<absl::Status> errors(jobs.size());
+  tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
+  arena.execute([&] {
+    tbb::parallel_for(size_t{0}, jobs.size(), [&](size_t j) {
+      const Job& job = jobs[j];
+      std::string raw;
+      errors[j] = job.reader->ReadFrame(job.frame, &raw);
+      if (!errors[j].ok()) return;
+      const size_t n = job.reader->frames()[job.frame].record_count;
+      // Frames are columnar (samples, then labels); the arrays are too.
+      std::memcpy(out.samples.data() + job.first * sb, raw.data(), n * sb);
+      std::memcpy(out.labels.data() + job.first * lb, raw.data() + n * sb, n * lb);
+    });
+  });
+  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,276 @@
+#include "storage/shard_reader.h"
+
+#include <zstd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "common/status_macros.h"
+#include "storage/internal/shard_layout.h"
+
+namespace sluice {
+namespace {
+
+using storage_internal::DecodeIndexEntry;
+using storage_internal::FrameRecordCount;
+
+absl::Status HeaderError(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path, ": header: ", what));
+}
+absl::Status FooterError(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path, ": footer: ", what));
+}
+
+// Reads exactly n bytes at offset; a short read means the file changed under us.
+absl::Status ReadExactly(const RandomAccessFile& f, uint64_t offset, size_t n, char* dst) {
+  ASSIGN_OR_RETURN(size_t got, f.Read(offset, n, dst));
+  if (got != n) {
+    return absl::DataLossError(absl::StrCat(f.path(), ": short read at byte offset ", offset,
+                                            ": expected ", n, " bytes, got ", got));
+  }
+  return absl::OkStatus();
+}
+
+struct DCtxHolder {
+  ZSTD_DCtx* ctx = ZSTD_createDCtx();
+  ~DCtxHolder() { ZSTD_freeDCtx(ctx); }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
+                                                               const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  const uint64_t size = file->Size();
+
+  // 1. Size, footer magic, header magic.
+  if (size < kShardHeaderSize + kFooterSize) {
+    return absl::DataLossError(absl::StrCat(path, ": file is ", size, " bytes, expected at least ",
+                                            kShardHeaderSize + kFooterSize,
+                                            " (header and footer); truncated?"));
+  }
+  char footer[kFooterSize];
+  RETURN_IF_ERROR(ReadExactly(*file, size - kFooterSize, kFooterSize, footer));
+  if (std::memcmp(footer + 24, kFooterMagic, 8) != 0) {
+    return FooterError(path, "magic is not SLUICEFT (truncated or not a sluice shard)");
+  }
+  std::string header_bytes(kShardHeaderSize, '\0');
+  RETURN_IF_ERROR(ReadExactly(*file, 0, kShardHeaderSize, header_bytes.data()));
+  const char* h = header_bytes.data();
+  if (std::memcmp(h, kShardMagic, 8) != 0) {
+    return HeaderError(path, "magic is not SLUICESH (not a sluice shard)");
+  }
+  // 2. Version and header size.
+  const uint32_t version = DecodeFixed32(h + 8);
+  if (version != kShardVersion) {
+    return HeaderError(path, absl::StrCat("unsupported version ", version, ", expected ",
+                                          kShardVersion));
+  }
+  if (DecodeFixed32(h + 12) != kShardHeaderSize) {
+    return HeaderError(path, absl::StrCat("header_size ", DecodeFixed32(h + 12), ", expected ",
+                                          kShardHeaderSize));
+  }
+
+  // 3. meta_checksum. The index's position comes from the footer, so check that it fits the
+  // file before reading it; a mismatch is what truncation or appended bytes look like.
+  const uint64_t index_offset = DecodeFixed64(footer);
+  const uint32_t footer_frames = DecodeFixed32(footer + 8);
+  const uint64_t index_bytes = uint64_t{kIndexEntrySize} * footer_frames;
+  if (size < kShardHeaderSize + index_bytes + kFooterSize ||
+      index_offset != size - kFooterSize - index_bytes) {
+    return FooterError(path, absl::StrCat("index_offset ", index_offset, " with ", footer_frames,
+                                          " frames does not fit a file of ", size,
+                                          " bytes; expected index_offset ",
+                                          size >= kFooterSize + index_bytes
+                                              ? size - kFooterSize - index_bytes
+                                              : 0));
+  }
+  std::string index(index_bytes, '\0');
+  RETURN_IF_ERROR(ReadExactly(*file, index_offset, index.size(), index.data()));
+  Xxh3Stream meta;
+  meta.Update(header_bytes);
+  meta.Update(index);
+  meta.Update(absl::string_view(footer, kFooterChecksummedPrefix));
+  const uint64_t stored_meta = DecodeFixed64(footer + 16);
+  if (meta.Digest() != stored_meta) {
+    return FooterError(path, absl::StrCat("meta_checksum ", ChecksumToHex(stored_meta),
+                                          " does not match header, index and footer (computed ",
+                                          ChecksumToHex(meta.Digest()), ")"));
+  }
+
+  // 4. Header fields.
+  ShardHeader hdr;
+  const uint8_t sdt = static_cast<uint8_t>(h[16]);
+  const uint8_t ldt = static_cast<uint8_t>(h[17]);
+  if (sdt != 1 && sdt != 2) {
+    return HeaderError(path, absl::StrCat("unknown sample_dtype ", sdt, ", expected 1 or 2"));
+  }
+  if (ldt != 1 && ldt != 2) {
+    return HeaderError(path, absl::StrCat("unknown label_dtype ", ldt, ", expected 1 or 2"));
+  }
+  hdr.spec.sample_dtype = static_cast<SampleDType>(sdt);
+  hdr.spec.label_dtype = static_cast<LabelDType>(ldt);
+  hdr.spec.height = DecodeFixed32(h + 20);
+  hdr.spec.width = DecodeFixed32(h + 24);
+  hdr.spec.channels = DecodeFixed32(h + 28);
+  hdr.record_count = DecodeFixed64(h + 32);
+  hdr.first_record = DecodeFixed64(h + 40);
+  hdr.records_per_frame = DecodeFixed32(h + 48);
+  hdr.frame_count = DecodeFixed32(h + 52);
+  hdr.shard_index = DecodeFixed32(h + 56);
+  if (DecodeFixed16(h + 18) != 0 || DecodeFixed32(h + 60) != 0) {
+    return HeaderError(path, "reserved fields are not 0");
+  }
+  if (DecodeFixed32(footer + 12) != 0) return FooterError(path, "reserved field is not 0");
+  if (hdr.spec.height == 0 || hdr.spec.width == 0 || hdr.spec.channels == 0) {
+    return HeaderError(path, absl::StrCat("dimensions ", hdr.spec.height, "x", hdr.spec.width,
+                                          "x", hdr.spec.channels, ", expected each >= 1"));
+  }
+  // raw_size is a u32, so M records (a whole frame) must fit in 2^32 - 1 bytes. Three u32
+  // dimensions can overflow 64 bits, hence the checked multiplications.
+  uint64_t frame_bytes = 0;
+  if (__builtin_mul_overflow(uint64_t{hdr.spec.height}, hdr.spec.width, &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, uint64_t{hdr.spec.channels}, &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, SampleDTypeSize(hdr.spec.sample_dtype),
+                             &frame_bytes) ||
+      __builtin_add_overflow(frame_bytes, LabelDTypeSize(hdr.spec.label_dtype), &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, uint64_t{hdr.records_per_frame}, &frame_bytes) ||
+      frame_bytes > UINT32_MAX) {
+    return HeaderError(path, "records_per_frame x record size exceeds 2^32 - 1 bytes");
+  }
+  if (hdr.record_count == 0) return HeaderError(path, "record_count 0, expected >= 1");
+  if (hdr.records_per_frame == 0) return HeaderError(path, "records_per_frame 0, expected >= 1");
+  const uint64_t expected_frames =
+      (hdr.record_count + hdr.records_per_frame - 1) / hdr.records_per_frame;
+  if (hdr.frame_count != expected_frames || footer_frames != hdr.frame_count) {
+    return HeaderError(path, absl::StrCat("frame_count ", hdr.frame_count, " (footer ",
+                                          footer_frames, "), expected ceil(", hdr.record_count,
+                                          "/", hdr.records_per_frame, ") = ", expected_frames));
+  }
+
+  // 5. Index entries: frames back to back from the header to the index.
+  std::vector<FrameInfo> frames(hdr.frame_count);
+  const uint64_t record_bytes = hdr.spec.record_bytes();
+  uint64_t expected_offset = kShardHeaderSize;
+  for (uint32_t i = 0; i < hdr.frame_count; ++i) {
+    const char* e = index.data() + uint64_t{i} * kIndexEntrySize;
+    FrameInfo f = DecodeIndexEntry(e);
+    auto bad = [&](absl::string_view what) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": frame ", i, " at byte offset ", f.offset, ": ", what));
+    };
+    const uint32_t records = FrameRecordCount(hdr.record_count, hdr.records_per_frame, i);
+    if (f.offset != expected_offset) {
+      return bad(absl::StrCat("index says offset ", f.offset, ", expected ", expected_offset,
+                              " (frames are back to back)"));
+    }
+    if (f.stored_size == 0 || f.offset + f.stored_size > index_offset) {
+      return bad(absl::StrCat("stored_size ", f.stored_size, " runs past the index at ",
+                              index_offset));
+    }
+    if (f.first_record != uint64_t{i} * hdr.records_per_frame || f.record_count != records) {
+      return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count,
+                              "), expected [", uint64_t{i} * hdr.records_per_frame, ", +",
+                              records, ")"));
+    }
+    if (f.raw_size != records * record_bytes) {
+      return bad(absl::StrCat("raw_size ", f.raw_size, ", expected ", records * record_bytes));
+    }
+    if (DecodeFixed32(e + 28) != 0) return bad("reserved index field is not 0");
+    expected_offset = f.offset + f.stored_size;
+    frames[i] = f;
+  }
+  if (expected_offset != index_offset) {
+    return absl::DataLossError(absl::StrCat(path, ": frame ", hdr.frame_count - 1,
+                                            " at byte offset ", frames.back().offset,
+                                            ": ends at ", expected_offset,
+                                            ", expected the index at ", index_offset));
+  }
+  return std::unique_ptr<ShardReader>(new ShardReader(std::move(file), hdr, std::move(frames)));
+}
+
+absl::Status ShardReader::FrameCorruption(uint32_t i, absl::string_view what) const {
+  const uint64_t off = i < frames_.size() ? frames_[i].offset : 0;
+  return absl::DataLossError(absl::StrCat(path(), ": frame ", i, " at byte offset ", off, ": ",
+                                          what));
+}
+
+absl::Status ShardReader::ReadStoredFrame(uint32_t i, std::string* out) const {
+  if (i >= frames_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat(path(), ": frame ", i, " requested, shard has ", frames_.size()));
+  }
+  const FrameInfo& f = frames_[i];
+  out->resize(f.stored_size);
+  ASSIGN_OR_RETURN(size_t got, file_->Read(f.offset, f.stored_size, out->data()));
+  if (got != f.stored_size) {
+    return FrameCorruption(i, absl::StrCat("short read: expected ", f.stored_size,
+                                           " bytes, got ", got));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardReader::DecodeFrame(uint32_t i, absl::string_view stored, absl::Span<char> raw,
+                                      void* dctx) const {
+  if (i >= frames_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat(path(), ": frame ", i, " requested, shard has ", frames_.size()));
+  }
+  const FrameInfo& f = frames_[i];
+  if (raw.size() != f.raw_size) {
+    return absl::InvalidArgumentError(absl::StrCat(path(), ": frame ", i, ": output buffer of ",
+                                                   raw.size(), " bytes, expected ", f.raw_size));
+  }
+  if (stored.size() != f.stored_size) {
+    return FrameCorruption(i, absl::StrCat("stored size ", stored.size(), ", expected ",
+                                           f.stored_size));
+  }
+  // Checksum first: a corrupt frame never reaches the decompressor.
+  const uint64_t sum = Xxh3(stored);
+  if (sum != f.checksum) {
+    return FrameCorruption(i, absl::StrCat("checksum ", ChecksumToHex(sum), ", expected ",
+                                           ChecksumToHex(f.checksum)));
+  }
+  const unsigned long long content = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (content != f.raw_size) {
+    return FrameCorruption(i, absl::StrCat("zstd content size ",
+                                           content == ZSTD_CONTENTSIZE_UNKNOWN ? "unknown"
+                                           : content == ZSTD_CONTENTSIZE_ERROR
+                                               ? "unreadable"
+                                               : absl::StrCat(content),
+                                           ", expected ", f.raw_size));
+  }
+  thread_local DCtxHolder local;
+  ZSTD_DCtx* ctx = dctx != nullptr ? static_cast<ZSTD_DCtx*>(dctx) : local.ctx;
+  const size_t n = ZSTD_decompressDCtx(ctx, raw.data(), raw.size(), stored.data(), stored.size());
+  if (ZSTD_isError(n)) {
+    return FrameCorruption(i, absl::StrCat("zstd: ", ZSTD_getErrorName(n)));
+  }
+  if (n != f.raw_size) {
+    return FrameCorruption(i, absl::StrCat("decompressed to ", n, " bytes, expected ",
+                                           f.raw_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardReader::ReadFrame(uint32_t i, std::string* raw) const {
+  std::string stored;
+  RETURN_IF_ERROR(ReadStoredFrame(i, &stored));
+  raw->resize(i < frames_.size() ? frames_[i].raw_size : 0);
+  return DecodeFrame(i, stored, absl::MakeSpan(raw->data(), raw->size()));
+}
+
+absl::Status ShardReader::Verify() const {
+  std::string stored;
+  std::string raw;
+  for (uint32_t i = 0; i < frames_.size(); ++i) {
+    RETURN_IF_ERROR(ReadStoredFrame(i, &stored));
+    raw.resize(frames_[i].raw_size);
+    RETURN_IF_ERROR(DecodeFrame(i, stored, absl::MakeSpan(raw.data(), raw.size())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

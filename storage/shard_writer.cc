@@ -1,0 +1,125 @@
+#include "storage/shard_writer.h"
+
+#include <zstd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/status_macros.h"
+#include "storage/internal/shard_layout.h"
+
+namespace sluice {
+namespace {
+
+Xxh3Stream* FileHash(const std::shared_ptr<void>& p) { return static_cast<Xxh3Stream*>(p.get()); }
+
+// One compression context per thread: creating a ZSTD_CCtx costs more than compressing a
+// small frame, and contexts are not thread safe.
+struct CCtxHolder {
+  ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  ~CCtxHolder() { ZSTD_freeCCtx(ctx); }
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> CompressFrame(absl::string_view raw, int zstd_level) {
+  thread_local CCtxHolder holder;
+  ZSTD_CCtx* ctx = holder.ctx;
+  if (ctx == nullptr) return absl::ResourceExhaustedError("ZSTD_createCCtx failed");
+  ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
+  // Parameters are set explicitly (and zstd's own worker threads left off) so the bytes depend
+  // only on the input and the level: the format promises byte-identical output.
+  size_t r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, zstd_level);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 1);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_checksumFlag, 0);
+  if (ZSTD_isError(r)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zstd level ", zstd_level, ": ", ZSTD_getErrorName(r)));
+  }
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = ZSTD_compress2(ctx, out.data(), out.size(), raw.data(), raw.size());
+  if (ZSTD_isError(n)) {
+    return absl::InternalError(absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(n)));
+  }
+  out.resize(n);
+  return out;
+}
+
+std::string MakeFrameRaw(const RecordSpec& spec, const char* samples, const char* labels,
+                         uint32_t count) {
+  const size_t sb = spec.sample_bytes() * count;
+  const size_t lb = spec.label_bytes() * count;
+  std::string raw(sb + lb, '\0');
+  std::memcpy(raw.data(), samples, sb);
+  std::memcpy(raw.data() + sb, labels, lb);
+  return raw;
+}
+
+ShardWriter::ShardWriter(WritableFile* file, const ShardHeader& header)
+    : file_(file),
+      header_(header),
+      header_bytes_(storage_internal::EncodeHeader(header)),
+      file_hash_(std::make_shared<Xxh3Stream>()) {}
+
+absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t raw_size,
+                                             uint32_t record_count) {
+  if (frames_added_ >= header_.frame_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard has ", header_.frame_count, " frames; cannot add another"));
+  }
+  const uint32_t expected_records = storage_internal::FrameRecordCount(
+      header_.record_count, header_.records_per_frame, frames_added_);
+  const uint64_t expected_raw = uint64_t{expected_records} * header_.spec.record_bytes();
+  if (record_count != expected_records || raw_size != expected_raw) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame ", frames_added_, ": expected ", expected_records, " records (", expected_raw,
+        " raw bytes), got ", record_count, " (", raw_size, ")"));
+  }
+  if (stored.empty() || stored.size() > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame ", frames_added_, ": stored size ", stored.size(), " out of range"));
+  }
+  if (offset_ == 0) {  // the header goes out with the first frame (the constructor can't fail)
+    RETURN_IF_ERROR(file_->Append(header_bytes_));
+    FileHash(file_hash_)->Update(header_bytes_);
+    offset_ = kShardHeaderSize;
+  }
+  FrameInfo f;
+  f.offset = offset_;
+  f.stored_size = static_cast<uint32_t>(stored.size());
+  f.raw_size = raw_size;
+  f.first_record = uint64_t{frames_added_} * header_.records_per_frame;
+  f.record_count = record_count;
+  f.checksum = Xxh3(stored);
+  RETURN_IF_ERROR(file_->Append(stored));
+  FileHash(file_hash_)->Update(stored);
+  storage_internal::AppendIndexEntry(f, &index_bytes_);
+  offset_ += stored.size();
+  ++frames_added_;
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::Finish() {
+  if (frames_added_ != header_.frame_count || frames_added_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shard needs ", header_.frame_count,
+                                                   " frames, got ", frames_added_));
+  }
+  std::string tail = index_bytes_;
+  std::string footer = storage_internal::EncodeFooterPrefix(offset_, frames_added_);
+  Xxh3Stream meta;
+  meta.Update(header_bytes_);
+  meta.Update(index_bytes_);
+  meta.Update(footer);
+  PutFixed64(&footer, meta.Digest());
+  footer.append(kFooterMagic, 8);
+  tail += footer;
+  RETURN_IF_ERROR(file_->Append(tail));
+  FileHash(file_hash_)->Update(tail);
+  offset_ += tail.size();
+  return absl::OkStatus();
+}
+
+uint64_t ShardWriter::file_checksum() const { return FileHash(file_hash_)->Digest(); }
+
+}  // namespace sluice

@@ -1,0 +1,393 @@
+// sluice-shard: IDX files <-> shard datasets (docs/formats/shard.md).
+//
+//   sluice-shard create --images F --labels F --out DIR [--split NAME] [--records-per-shard N]
+//                       [--records-per-frame M] [--zstd-level L] [--threads T]
+//   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
+//   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
+//   sluice-shard export DIR --out PREFIX [--split NAME]
+//
+// Exit codes: 0 success, 1 data error (bad or missing input, corrupt shard, I/O), 2 usage error.
+// Only main() turns a Status into an exit code.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "common/env.h"
+#include "common/progress.h"
+#include "common/status_macros.h"
+#include "storage/dataset.h"
+#include "storage/dataset_records.h"
+#include "storage/dataset_writer.h"
+#include "storage/idx.h"
+#include "storage/shard_reader.h"
+
+namespace sluice {
+namespace {
+
+constexpr char kUsage[] =
+    R"(usage: sluice-shard <command> ...
+  create --images F --labels F --out DIR [--split NAME] [--records-per-shard N]
+         [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
+      IDX files (raw or .gz) -> DIR/<split>-NNNNN.shard + DIR/<split>.manifest.json
+  inspect PATH          print a manifest (or dataset directory) or a .shard file's layout
+  verify DIR            check every checksum and count of every split in DIR
+  export DIR --out PREFIX [--split NAME]
+      a split back to raw IDX: PREFIX-images-idx3-ubyte, PREFIX-labels-idx1-ubyte
+exit codes: 0 ok, 1 data error, 2 usage error
+)";
+
+// A command line: the subcommand, its positional arguments and its --flags.
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+};
+
+// Usage errors are kInvalidArgument from here; main() maps them to exit code 2.
+absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+  static const std::map<std::string, std::pair<size_t, std::set<std::string>>> kCommands = {
+      {"create",
+       {0,
+        {"images", "labels", "out", "split", "records-per-shard", "records-per-frame",
+         "zstd-level", "threads", "quiet"}}},
+      {"inspect", {1, {}}},
+      {"verify", {1, {}}},
+      {"export", {1, {"out", "split"}}},
+  };
+  static const std::set<std::string> kBoolFlags = {"quiet"};
+  if (argc < 2) return absl::InvalidArgumentError("missing command");
+  Args a;
+  a.command = argv[1];
+  auto cmd = kCommands.find(a.command);
+  if (cmd == kCommands.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown command \"", a.command,
+                                                   "\", expected create, inspect, verify or "
+                                                   "export"));
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (!absl::StartsWith(arg, "--")) {
+      a.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    const size_t eq = name.find('=');
+    const bool has_value = eq != std::string::npos;
+    if (has_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (cmd->second.second.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(a.command, ": unknown flag --", name));
+    }
+    if (kBoolFlags.count(name) > 0) {
+      value = has_value ? value : "true";
+    } else if (!has_value) {
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(absl::StrCat(a.command, ": --", name, " needs a value"));
+      }
+      value = argv[++i];
+    }
+    a.flags[name] = value;
+  }
+  if (a.positional.size() != cmd->second.first) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        a.command, ": expected ", cmd->second.first, " path argument(s), got ",
+        a.positional.size()));
+  }
+  return a;
+}
+
+absl::Status RequireFlags(const Args& a, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (a.flags.count(n) == 0 || a.flags.at(n).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(a.command, ": --", n, " is required"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> IntFlag(const Args& a, const std::string& name, int64_t def, int64_t lo,
+                                int64_t hi) {
+  auto it = a.flags.find(name);
+  if (it == a.flags.end()) return def;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(it->second, &v) || v < lo || v > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(a.command, ": --", name, " \"", it->second,
+                                                   "\": expected an integer in [", lo, ", ", hi,
+                                                   "]"));
+  }
+  return v;
+}
+
+std::string Flag(const Args& a, const std::string& name, const std::string& def) {
+  auto it = a.flags.find(name);
+  return it == a.flags.end() ? def : it->second;
+}
+
+// Options of `create`, checked before any file is touched so bad values are usage errors.
+struct CreateOptions {
+  std::string images, labels, out, split;
+  WriteDatasetOptions write;
+  bool quiet = false;
+};
+
+absl::StatusOr<CreateOptions> ParseCreate(const Args& a) {
+  RETURN_IF_ERROR(RequireFlags(a, {"images", "labels", "out"}));
+  CreateOptions o;
+  o.images = a.flags.at("images");
+  o.labels = a.flags.at("labels");
+  o.out = a.flags.at("out");
+  o.split = Flag(a, "split", "train");
+  if (o.split.empty() || absl::StrContains(o.split, '/')) {
+    return absl::InvalidArgumentError("create: --split: expected a plain name such as train");
+  }
+  ShardingOptions& s = o.write.sharding;
+  ASSIGN_OR_RETURN(int64_t rps, IntFlag(a, "records-per-shard", 16384, 1, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t rpf, IntFlag(a, "records-per-frame", 256, 1, UINT32_MAX));
+  ASSIGN_OR_RETURN(int64_t level, IntFlag(a, "zstd-level", 3, 1, 22));
+  ASSIGN_OR_RETURN(int64_t threads, IntFlag(a, "threads", 0, 0, 1024));
+  s.records_per_shard = static_cast<uint64_t>(rps);
+  s.records_per_frame = static_cast<uint32_t>(rpf);
+  s.zstd_level = static_cast<int>(level);
+  o.write.threads = static_cast<int>(threads);
+  o.quiet = a.flags.count("quiet") > 0;
+  return o;
+}
+
+absl::Status RunCreate(Env* env, CreateOptions o) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(IdxInput in, ReadIdxPair(env, o.images, o.labels));
+  Progress::SetEnabled(!o.quiet);
+  Progress progress(absl::StrCat("create ", o.split), in.records.count, "records");
+  uint64_t shown = 0;
+  absl::Mutex mu;
+  o.write.on_progress = [&](uint64_t total) {
+    // Called from many threads with a growing total; forward only the increase.
+    absl::MutexLock l(&mu);
+    if (total > shown) {
+      progress.Add(total - shown);
+      shown = total;
+    }
+  };
+  o.write.sources = in.sources;
+  ASSIGN_OR_RETURN(Manifest m, WriteDataset(env, o.out, o.split, in.records, o.write));
+  progress.Finish();
+  uint64_t stored = 0;
+  for (const ShardEntry& e : m.shards) stored += e.bytes;
+  const uint64_t raw = in.records.count * in.records.spec.record_bytes();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%s: %llu records in %zu shards, %llu raw bytes -> %llu bytes (ratio %.2f), %.2fs\n",
+              JoinPath(o.out, ManifestFileName(o.split)).c_str(),
+              static_cast<unsigned long long>(m.record_count), m.shards.size(),
+              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
+              static_cast<double>(raw) / stored, secs);
+  return absl::OkStatus();
+}
+
+// Label histogram of raw frame bytes (samples, then labels).
+void CountLabels(const RecordSpec& spec, const std::string& raw, uint32_t n,
+                 std::map<int64_t, uint64_t>* hist) {
+  const char* labels = raw.data() + size_t{n} * spec.sample_bytes();
+  for (uint32_t i = 0; i < n; ++i) {
+    const int64_t v = spec.label_dtype == LabelDType::kU8
+                          ? static_cast<uint8_t>(labels[i])
+                          : static_cast<int32_t>(DecodeFixed32(labels + 4 * size_t{i}));
+    ++(*hist)[v];
+  }
+}
+
+absl::Status AddHistogram(const ShardReader& r, std::map<int64_t, uint64_t>* hist) {
+  std::string raw;
+  for (uint32_t f = 0; f < r.frame_count(); ++f) {
+    RETURN_IF_ERROR(r.ReadFrame(f, &raw));
+    CountLabels(r.spec(), raw, r.frames()[f].record_count, hist);
+  }
+  return absl::OkStatus();
+}
+
+void PrintHistogram(const std::map<int64_t, uint64_t>& hist) {
+  std::printf("label histogram (%zu distinct):\n", hist.size());
+  for (const auto& [label, n] : hist) {
+    std::printf("  %6lld: %llu\n", static_cast<long long>(label),
+                static_cast<unsigned long long>(n));
+  }
+}
+
+std::string SpecString(const RecordSpec& s) {
+  return absl::StrFormat("sample %s %dx%dx%d (%d bytes), label %s", SampleDTypeName(s.sample_dtype),
+                         s.height, s.width, s.channels, s.sample_bytes(),
+                         LabelDTypeName(s.label_dtype));
+}
+
+absl::Status InspectShard(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env, path));
+  const ShardHeader& h = r->header();
+  std::printf("shard %s: %llu bytes, format version %u\n", path.c_str(),
+              static_cast<unsigned long long>(r->file_size()), kShardVersion);
+  std::printf("  %s\n", SpecString(h.spec).c_str());
+  std::printf("  shard_index %u, records [%llu, %llu) of the split, %u per frame, %u frames\n",
+              h.shard_index, static_cast<unsigned long long>(h.first_record),
+              static_cast<unsigned long long>(h.first_record + h.record_count),
+              h.records_per_frame, h.frame_count);
+  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw",
+              "first", "count", "xxh3");
+  uint64_t raw = 0, stored = 0;
+  for (uint32_t i = 0; i < r->frame_count(); ++i) {
+    const FrameInfo& f = r->frames()[i];
+    std::printf("  %5u %10llu %8u %8u %8llu %6u %16s\n", i,
+                static_cast<unsigned long long>(f.offset), f.stored_size, f.raw_size,
+                static_cast<unsigned long long>(f.first_record), f.record_count,
+                ChecksumToHex(f.checksum).c_str());
+    raw += f.raw_size;
+    stored += f.stored_size;
+  }
+  std::printf("  index at %llu, footer at %llu\n",
+              static_cast<unsigned long long>(r->file_size() - kFooterSize -
+                                              uint64_t{kIndexEntrySize} * r->frame_count()),
+              static_cast<unsigned long long>(r->file_size() - kFooterSize));
+  std::printf("compression: %llu raw bytes -> %llu stored (ratio %.2f; %.2f with header, "
+              "index and footer)\n",
+              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
+              static_cast<double>(raw) / stored, static_cast<double>(raw) / r->file_size());
+  std::map<int64_t, uint64_t> hist;
+  RETURN_IF_ERROR(AddHistogram(*r, &hist));
+  PrintHistogram(hist);
+  return absl::OkStatus();
+}
+
+absl::Status InspectDataset(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path));
+  const Manifest& m = ds->manifest();
+  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(),
+              m.split.c_str(), static_cast<unsigned long long>(m.record_count));
+  std::printf("  %s\n", SpecString(m.spec).c_str());
+  std::printf("  options: %llu records per shard, %u per frame, zstd level %d\n",
+              static_cast<unsigned long long>(m.options.records_per_shard),
+              m.options.records_per_frame, m.options.zstd_level);
+  std::printf("  %-22s %10s %8s %7s %10s %16s\n", "shard", "first", "records", "frames", "bytes",
+              "xxh3");
+  uint64_t stored = 0;
+  std::map<int64_t, uint64_t> hist;
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardEntry& e = m.shards[i];
+    std::printf("  %-22s %10llu %8llu %7u %10llu %16s\n", e.file.c_str(),
+                static_cast<unsigned long long>(e.first_record),
+                static_cast<unsigned long long>(e.record_count), e.frame_count,
+                static_cast<unsigned long long>(e.bytes), ChecksumToHex(e.xxh3).c_str());
+    stored += e.bytes;
+    ASSIGN_OR_RETURN(const ShardReader* r, ds->shard(i));
+    RETURN_IF_ERROR(AddHistogram(*r, &hist));
+  }
+  for (const SourceEntry& s : m.sources) {
+    std::printf("  source %s: %s, %llu bytes, xxh3 %s\n", s.role.c_str(), s.file.c_str(),
+                static_cast<unsigned long long>(s.bytes), ChecksumToHex(s.xxh3).c_str());
+  }
+  const uint64_t raw = m.record_count * m.spec.record_bytes();
+  std::printf("compression: %llu raw bytes -> %llu bytes in shard files (ratio %.2f)\n",
+              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
+              static_cast<double>(raw) / stored);
+  PrintHistogram(hist);
+  return absl::OkStatus();
+}
+
+absl::Status RunInspect(Env* env, const std::string& path) {
+  if (absl::EndsWith(path, kShardSuffix)) return InspectShard(env, path);
+  return InspectDataset(env, path);
+}
+
+absl::Status RunVerify(Env* env, const std::string& path) {
+  std::vector<std::string> manifests;
+  if (absl::EndsWith(path, kManifestSuffix)) {
+    manifests.push_back(path);
+  } else {
+    auto children = env->GetChildren(path);
+    if (!children.ok()) {
+      return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory (",
+                                              children.status().message(), ")"));
+    }
+    for (const std::string& c : *children) {
+      if (absl::EndsWith(c, kManifestSuffix)) manifests.push_back(JoinPath(path, c));
+    }
+    if (manifests.empty()) {
+      return absl::NotFoundError(absl::StrCat(path, ": no *", kManifestSuffix,
+                                              " (not a dataset, or its writing did not finish)"));
+    }
+  }
+  for (const std::string& mp : manifests) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, mp));
+    RETURN_IF_ERROR(VerifyDataset(*ds));
+    std::printf("OK %s: %llu records in %zu shards, every checksum and count verified\n",
+                mp.c_str(), static_cast<unsigned long long>(ds->record_count()),
+                ds->manifest().shards.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunExport(Env* env, const std::string& path, const std::string& prefix,
+                       const std::string& split) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path, split));
+  ASSIGN_OR_RETURN(RecordArrays records, ReadAllRecords(*ds));
+  ASSIGN_OR_RETURN(IdxPaths paths, WriteIdxPair(env, prefix, records));
+  std::printf("%s -> %s, %s (%llu records, raw IDX)\n", ds->manifest_path().c_str(),
+              paths.images.c_str(), paths.labels.c_str(),
+              static_cast<unsigned long long>(records.count));
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "help" || std::string(argv[1]) == "--help" ||
+                    std::string(argv[1]) == "-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto usage_error = [](const absl::Status& s) {
+    std::fprintf(stderr, "sluice-shard: usage error: %s\n%s", std::string(s.message()).c_str(),
+                 kUsage);
+    return 2;
+  };
+  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  if (!args.ok()) return usage_error(args.status());
+  Env* env = Env::Default();
+  absl::Status status;
+  if (args->command == "create") {
+    absl::StatusOr<CreateOptions> o = ParseCreate(*args);
+    if (!o.ok()) return usage_error(o.status());
+    status = RunCreate(env, std::move(*o));
+  } else if (args->command == "inspect") {
+    status = RunInspect(env, args->positional[0]);
+  } else if (args->command == "verify") {
+    status = RunVerify(env, args->positional[0]);
+  } else {
+    absl::Status s = RequireFlags(*args, {"out"});
+    if (!s.ok()) return usage_error(s);
+    status = RunExport(env, args->positional[0], args->flags.at("out"),
+                       Flag(*args, "split", "train"));
+  }
+  if (!status.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sluice-shard %s: error: %s\n", args->command.c_str(),
+                 std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) { return sluice::Main(argc, argv); }
