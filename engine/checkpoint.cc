@@ -1,0 +1,355 @@
+#include "engine/checkpoint.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "common/status_macros.h"
+#include "engine/checkpoint_format.h"
+
+namespace sluice {
+
+namespace fmt = checkpoint_format;
+
+const std::string* FindValue(const KeyValues& kv, absl::string_view key) {
+  for (const auto& [k, v] : kv) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+namespace {
+
+void PutBytes(std::string* dst, absl::string_view bytes) {
+  PutFixed32(dst, static_cast<uint32_t>(bytes.size()));
+  dst->append(bytes.data(), bytes.size());
+}
+
+void PutKeyValues(std::string* dst, const KeyValues& kv) {
+  PutFixed32(dst, static_cast<uint32_t>(kv.size()));
+  for (const auto& [k, v] : kv) {
+    PutBytes(dst, k);
+    PutBytes(dst, v);
+  }
+}
+
+void AppendSection(std::string* file, fmt::SectionType type, const std::string& payload) {
+  const size_t start = file->size();
+  PutFixed32(file, type);
+  PutFixed32(file, 0);
+  PutFixed64(file, payload.size());
+  file->append(payload);
+  PutFixed64(file, Xxh3(absl::string_view(*file).substr(start)));
+}
+
+absl::StatusOr<std::string> TensorPayload(const HostTensor& t, fmt::TensorKind kind) {
+  int64_t count = 1;
+  for (int64_t d : t.shape) count *= d;
+  if (t.shape.empty() || count != static_cast<int64_t>(t.values.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint: tensor '", t.name, "' has ",
+                                                   t.values.size(),
+                                                   " values for its shape of rank ",
+                                                   t.shape.size()));
+  }
+  std::string payload;
+  payload.reserve(32 + t.name.size() + 8 * t.shape.size() + 4 * t.values.size());
+  PutFixed32(&payload, kind);
+  PutBytes(&payload, t.name);
+  PutFixed32(&payload, static_cast<uint32_t>(t.shape.size()));
+  for (int64_t d : t.shape) PutFixed64(&payload, static_cast<uint64_t>(d));
+  const size_t at = payload.size();
+  payload.resize(at + 4 * t.values.size());
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &t.values[i], 4);
+    EncodeFixed32(payload.data() + at + 4 * i, bits);
+  }
+  return payload;
+}
+
+// Reads fields of one section's payload, turning any overrun into kDataLoss that names the
+// file and section.
+class PayloadReader {
+ public:
+  PayloadReader(absl::string_view payload, std::string where)
+      : rest_(payload), where_(std::move(where)) {}
+
+  absl::Status Error(absl::string_view what) const {
+    return absl::DataLossError(absl::StrCat("corrupt checkpoint ", where_, ": ", what));
+  }
+  absl::StatusOr<uint32_t> Fixed32() {
+    if (rest_.size() < 4) return Error("payload ends inside a 4-byte field");
+    const uint32_t v = DecodeFixed32(rest_.data());
+    rest_.remove_prefix(4);
+    return v;
+  }
+  absl::StatusOr<uint64_t> Fixed64() {
+    if (rest_.size() < 8) return Error("payload ends inside an 8-byte field");
+    const uint64_t v = DecodeFixed64(rest_.data());
+    rest_.remove_prefix(8);
+    return v;
+  }
+  absl::StatusOr<absl::string_view> Bytes(uint64_t n) {
+    if (rest_.size() < n) return Error(absl::StrCat("a field of ", n, " bytes overruns the payload"));
+    absl::string_view v = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return v;
+  }
+  absl::StatusOr<std::string> LengthPrefixed() {
+    ASSIGN_OR_RETURN(uint32_t n, Fixed32());
+    ASSIGN_OR_RETURN(absl::string_view v, Bytes(n));
+    return std::string(v);
+  }
+  absl::StatusOr<KeyValues> ReadKeyValues() {
+    ASSIGN_OR_RETURN(uint32_t count, Fixed32());
+    KeyValues kv;
+    for (uint32_t i = 0; i < count; ++i) {
+      ASSIGN_OR_RETURN(std::string key, LengthPrefixed());
+      ASSIGN_OR_RETURN(std::string value, LengthPrefixed());
+      kv.emplace_back(std::move(key), std::move(value));
+    }
+    return kv;
+  }
+  absl::Status ExpectEnd() const {
+    if (!rest_.empty()) return Error(absl::StrCat(rest_.size(), " unexpected trailing bytes"));
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::string_view rest_;
+  std::string where_;
+};
+
+absl::StatusOr<HostTensor> ReadTensor(PayloadReader& r, fmt::TensorKind expected_kind,
+                                      const std::vector<int64_t>& expected_shape) {
+  ASSIGN_OR_RETURN(uint32_t kind, r.Fixed32());
+  if (kind != expected_kind) return r.Error(absl::StrCat("tensor kind ", kind, ", expected ", expected_kind));
+  HostTensor t;
+  ASSIGN_OR_RETURN(t.name, r.LengthPrefixed());
+  ASSIGN_OR_RETURN(uint32_t rank, r.Fixed32());
+  if (rank != expected_shape.size()) {
+    return r.Error(absl::StrCat("tensor '", t.name, "' has rank ", rank, ", the model needs ",
+                                expected_shape.size()));
+  }
+  int64_t count = 1;
+  for (uint32_t i = 0; i < rank; ++i) {
+    ASSIGN_OR_RETURN(uint64_t d, r.Fixed64());
+    if (static_cast<int64_t>(d) != expected_shape[i]) {
+      return r.Error(absl::StrCat("tensor '", t.name, "' dimension ", i, " is ", d,
+                                  ", the model needs ", expected_shape[i]));
+    }
+    t.shape.push_back(static_cast<int64_t>(d));
+    count *= static_cast<int64_t>(d);
+  }
+  ASSIGN_OR_RETURN(absl::string_view raw, r.Bytes(4 * static_cast<uint64_t>(count)));
+  t.values.resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t bits = DecodeFixed32(raw.data() + 4 * i);
+    std::memcpy(&t.values[i], &bits, 4);
+  }
+  RETURN_IF_ERROR(r.ExpectEnd());
+  return t;
+}
+
+const char* SectionName(uint32_t type) {
+  switch (type) {
+    case fmt::kModel: return "model";
+    case fmt::kPosition: return "position";
+    case fmt::kTensor: return "tensor";
+    case fmt::kPipeline: return "pipeline";
+    case fmt::kRunConfig: return "run config";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeCheckpoint(const Checkpoint& c) {
+  const ModelState& s = c.state;
+  std::string file(fmt::kMagic, sizeof(fmt::kMagic));
+  PutFixed32(&file, fmt::kVersion);
+  PutFixed32(&file, static_cast<uint32_t>(4 + s.params.size() + s.opt_state.size()));
+
+  std::string model;
+  PutFixed32(&model, static_cast<uint32_t>(s.model.layers.size()));
+  for (int size : s.model.layers) PutFixed32(&model, static_cast<uint32_t>(size));
+  AppendSection(&file, fmt::kModel, model);
+
+  std::string position;
+  PutFixed64(&position, static_cast<uint64_t>(s.optimizer_steps));
+  PutFixed64(&position, c.epoch);
+  PutFixed64(&position, c.step_in_epoch);
+  PutFixed64(&position, c.seed);
+  AppendSection(&file, fmt::kPosition, position);
+
+  if (s.params.size() != 2 * static_cast<size_t>(s.model.num_linear()) ||
+      s.opt_state.size() % s.params.size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint: ", s.params.size(), " parameter and ", s.opt_state.size(),
+        " optimizer-state tensors do not fit a model of ", s.model.num_linear(), " layers"));
+  }
+  for (const HostTensor& t : s.params) {
+    ASSIGN_OR_RETURN(std::string payload, TensorPayload(t, fmt::kParameter));
+    AppendSection(&file, fmt::kTensor, payload);
+  }
+  for (const HostTensor& t : s.opt_state) {
+    ASSIGN_OR_RETURN(std::string payload, TensorPayload(t, fmt::kOptimizerState));
+    AppendSection(&file, fmt::kTensor, payload);
+  }
+  std::string pipeline, run;
+  PutKeyValues(&pipeline, c.pipeline_position);
+  AppendSection(&file, fmt::kPipeline, pipeline);
+  PutKeyValues(&run, c.run_config);
+  AppendSection(&file, fmt::kRunConfig, run);
+  PutFixed64(&file, Xxh3(file));
+  return file;
+}
+
+absl::StatusOr<Checkpoint> DecodeCheckpoint(absl::string_view data, absl::string_view source) {
+  auto corrupt = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("corrupt checkpoint ", source, ": ", what));
+  };
+  if (data.size() < static_cast<size_t>(fmt::kHeaderSize + fmt::kFooterSize)) {
+    return corrupt(absl::StrCat("file is ", data.size(), " bytes, shorter than header + footer"));
+  }
+  if (std::memcmp(data.data(), fmt::kMagic, sizeof(fmt::kMagic)) != 0) {
+    return corrupt("bad magic (not a sluice checkpoint)");
+  }
+  const uint32_t version = DecodeFixed32(data.data() + 8);
+  if (version != fmt::kVersion) {
+    return corrupt(absl::StrCat("unsupported checkpoint version ", version, " (this build reads ",
+                                fmt::kVersion, ")"));
+  }
+  const uint64_t section_count = DecodeFixed32(data.data() + 12);
+  const size_t body_end = data.size() - fmt::kFooterSize;
+
+  // Walk the sections first, so that an error names the damaged one.
+  Checkpoint c;
+  size_t offset = fmt::kHeaderSize;
+  size_t num_linear = 0, tensors_expected = 0, tensors_seen = 0;
+  std::vector<std::vector<int64_t>> shapes;  // PyTorch shape of each parameter
+  for (uint64_t index = 0; index < section_count; ++index) {
+    const std::string where_prefix = absl::StrCat("section ", index, " at offset ", offset);
+    if (body_end - offset < static_cast<size_t>(fmt::kSectionHeaderSize + fmt::kSectionChecksumSize) ||
+        offset > body_end) {
+      return corrupt(absl::StrCat(where_prefix, ": truncated (", section_count,
+                                  " sections declared)"));
+    }
+    const uint32_t type = DecodeFixed32(data.data() + offset);
+    const uint32_t reserved = DecodeFixed32(data.data() + offset + 4);
+    const uint64_t length = DecodeFixed64(data.data() + offset + 8);
+    const size_t room = body_end - offset - fmt::kSectionHeaderSize - fmt::kSectionChecksumSize;
+    if (length > room) {
+      return corrupt(absl::StrCat(where_prefix, ": length ", length, " overruns the file"));
+    }
+    const size_t payload_at = offset + fmt::kSectionHeaderSize;
+    const uint64_t stored = DecodeFixed64(data.data() + payload_at + length);
+    const uint64_t actual = Xxh3(data.substr(offset, fmt::kSectionHeaderSize + length));
+    const std::string where = absl::StrCat(source, " (", SectionName(type), " ", where_prefix, ")");
+    if (stored != actual) {
+      return absl::DataLossError(absl::StrCat("corrupt checkpoint ", where,
+                                              ": section checksum mismatch (stored ",
+                                              ChecksumToHex(stored), ", computed ",
+                                              ChecksumToHex(actual), ")"));
+    }
+    PayloadReader r(data.substr(payload_at, length), where);
+    if (reserved != 0) return r.Error("reserved field is not 0");
+    uint32_t expected_type;
+    if (index == 0) {
+      expected_type = fmt::kModel;
+    } else if (index == 1) {
+      expected_type = fmt::kPosition;
+    } else if (tensors_seen < tensors_expected) {
+      expected_type = fmt::kTensor;
+    } else if (index == 2 + tensors_expected) {
+      expected_type = fmt::kPipeline;
+    } else if (index == 3 + tensors_expected) {
+      expected_type = fmt::kRunConfig;
+    } else {
+      return r.Error("more sections than the model and optimizer need");
+    }
+    if (type != expected_type) {
+      return r.Error(absl::StrCat("section type ", type, " where ", SectionName(expected_type),
+                                  " was expected"));
+    }
+    switch (type) {
+      case fmt::kModel: {
+        ASSIGN_OR_RETURN(uint32_t num_sizes, r.Fixed32());
+        if (num_sizes < 2 || num_sizes > 1024) return r.Error(absl::StrCat(num_sizes, " layer sizes"));
+        for (uint32_t i = 0; i < num_sizes; ++i) {
+          ASSIGN_OR_RETURN(uint32_t size, r.Fixed32());
+          if (size < 1 || size > (1u << 30)) return r.Error(absl::StrCat("layer size ", size));
+          if (i == 0) c.state.model.layers.clear();
+          c.state.model.layers.push_back(static_cast<int>(size));
+        }
+        num_linear = num_sizes - 1;
+        for (size_t k = 0; k < num_linear; ++k) {
+          shapes.push_back({c.state.model.layers[k + 1], c.state.model.layers[k]});
+          shapes.push_back({c.state.model.layers[k + 1]});
+        }
+        // Parameters, then 0..2 optimizer-state slots: the section count says how many.
+        const uint64_t tensors = section_count - 4;
+        if (section_count < 4 || tensors % shapes.size() != 0 || tensors / shapes.size() > 3) {
+          return r.Error(absl::StrCat(section_count, " sections cannot hold a model of ",
+                                      num_linear, " layers"));
+        }
+        tensors_expected = tensors;
+        break;
+      }
+      case fmt::kPosition: {
+        ASSIGN_OR_RETURN(uint64_t steps, r.Fixed64());
+        c.state.optimizer_steps = static_cast<int64_t>(steps);
+        ASSIGN_OR_RETURN(c.epoch, r.Fixed64());
+        ASSIGN_OR_RETURN(c.step_in_epoch, r.Fixed64());
+        ASSIGN_OR_RETURN(c.seed, r.Fixed64());
+        break;
+      }
+      case fmt::kTensor: {
+        const bool is_param = tensors_seen < shapes.size();
+        ASSIGN_OR_RETURN(HostTensor t,
+                         ReadTensor(r, is_param ? fmt::kParameter : fmt::kOptimizerState,
+                                    shapes[tensors_seen % shapes.size()]));
+        (is_param ? c.state.params : c.state.opt_state).push_back(std::move(t));
+        ++tensors_seen;
+        break;
+      }
+      case fmt::kPipeline: {
+        ASSIGN_OR_RETURN(c.pipeline_position, r.ReadKeyValues());
+        break;
+      }
+      case fmt::kRunConfig: {
+        ASSIGN_OR_RETURN(c.run_config, r.ReadKeyValues());
+        break;
+      }
+    }
+    RETURN_IF_ERROR(r.ExpectEnd());
+    offset = payload_at + length + fmt::kSectionChecksumSize;
+  }
+  if (section_count < 4 + tensors_expected || tensors_seen != tensors_expected) {
+    return corrupt(absl::StrCat("only ", section_count, " sections"));
+  }
+  if (offset != body_end) {
+    return corrupt(absl::StrCat(body_end - offset, " bytes between the last section (ending at ",
+                                offset, ") and the footer"));
+  }
+  const uint64_t stored = DecodeFixed64(data.data() + body_end);
+  const uint64_t actual = Xxh3(data.substr(0, body_end));
+  if (stored != actual) {
+    return corrupt(absl::StrCat("file checksum mismatch (stored ", ChecksumToHex(stored),
+                                ", computed ", ChecksumToHex(actual), ")"));
+  }
+  return c;
+}
+
+absl::Status WriteCheckpoint(Env* env, const std::string& path, const Checkpoint& checkpoint) {
+  ASSIGN_OR_RETURN(std::string data, EncodeCheckpoint(checkpoint));
+  return WriteFileAtomically(env, path, data);
+}
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string data, ReadFileToString(env, path));
+  return DecodeCheckpoint(data, path);
+}
+
+}  // namespace sluice

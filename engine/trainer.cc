@@ -1,0 +1,190 @@
+#include "engine/trainer.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace sluice {
+
+namespace {
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+InMemoryBatchSource::InMemoryBatchSource(std::vector<uint8_t> images, std::vector<int32_t> labels,
+                                         int features, int batch_size, bool drop_last)
+    : images_(std::move(images)),
+      labels_(std::move(labels)),
+      features_(features),
+      batch_size_(batch_size),
+      drop_last_(drop_last) {}
+
+uint64_t InMemoryBatchSource::batches_per_epoch() const {
+  const uint64_t n = labels_.size();
+  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+absl::Status InMemoryBatchSource::Seek(uint64_t epoch, uint64_t step) {
+  if (images_.size() != labels_.size() * static_cast<size_t>(features_) || batch_size_ < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "InMemoryBatchSource: ", images_.size(), " image bytes for ", labels_.size(),
+        " labels of ", features_, " features, batch size ", batch_size_));
+  }
+  epoch_ = epoch;
+  next_step_ = step;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<BatchView>> InMemoryBatchSource::Next() {
+  if (next_step_ >= batches_per_epoch()) return std::optional<BatchView>();
+  const uint64_t first = next_step_ * batch_size_;
+  const uint64_t size = std::min<uint64_t>(batch_size_, labels_.size() - first);
+  BatchView view;
+  view.samples = images_.data() + first * features_;
+  view.labels = labels_.data() + first;
+  view.format = H2DFormat::kU8;
+  view.size = static_cast<uint32_t>(size);
+  view.features = static_cast<uint32_t>(features_);
+  view.epoch = epoch_;
+  view.step = next_step_++;
+  return std::optional<BatchView>(view);
+}
+
+KeyValues InMemoryBatchSource::Describe() const {
+  return {{"source", "memory"},
+          {"samples", absl::StrCat(labels_.size())},
+          {"batch_size", absl::StrCat(batch_size_)},
+          {"drop_last", drop_last_ ? "1" : "0"},
+          {"shuffle", "0"}};
+}
+
+Trainer::Trainer(Backend* backend, BatchSource* train, BatchSource* test, TrainerOptions options)
+    : backend_(backend), train_(train), test_(test), options_(std::move(options)) {
+  if (options_.env == nullptr) options_.env = Env::Default();
+}
+
+absl::Status Trainer::Resume(const Checkpoint& checkpoint) {
+  RETURN_IF_ERROR(backend_->LoadState(checkpoint.state));
+  start_epoch_ = checkpoint.epoch;
+  start_step_ = checkpoint.step_in_epoch;
+  optimizer_steps_ = checkpoint.state.optimizer_steps;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch) {
+  // Device -> host, then host -> disk.
+  RETURN_IF_ERROR(backend_->Synchronize());
+  Checkpoint checkpoint;
+  ASSIGN_OR_RETURN(checkpoint.state, backend_->SaveState());
+  checkpoint.epoch = epoch;
+  checkpoint.step_in_epoch = step_in_epoch;
+  checkpoint.seed = options_.seed;
+  checkpoint.pipeline_position = train_->Describe();
+  checkpoint.run_config = options_.run_config;
+  return WriteCheckpoint(options_.env, options_.checkpoint_path, checkpoint);
+}
+
+absl::StatusOr<EvalStats> Trainer::Evaluate(Backend* backend, BatchSource* source) {
+  EvalStats stats;
+  RETURN_IF_ERROR(source->Seek(0, 0));
+  while (true) {
+    ASSIGN_OR_RETURN(std::optional<BatchView> batch, source->Next());
+    if (!batch) break;
+    absl::Status status = backend->Evaluate(*batch, &stats);
+    source->Release(*batch);
+    RETURN_IF_ERROR(status);
+  }
+  RETURN_IF_ERROR(backend->Synchronize());
+  return stats;
+}
+
+absl::StatusOr<TrainResult> Trainer::Run() {
+  using Clock = std::chrono::steady_clock;
+  const auto run_start = Clock::now();
+  TrainResult result;
+  const bool checkpoints = !options_.checkpoint_path.empty();
+  int64_t steps_this_process = 0;
+  uint64_t step = start_step_;
+  for (uint64_t epoch = start_epoch_; epoch < options_.epochs; ++epoch, step = 0) {
+    RETURN_IF_ERROR(train_->Seek(epoch, step));
+    EpochSummary summary;
+    summary.epoch = epoch;
+    double epoch_loss_sum = 0;
+    int64_t epoch_correct = 0;
+    auto take_loss = [&]() -> absl::StatusOr<LossStats> {
+      ASSIGN_OR_RETURN(LossStats loss, backend_->TakeLoss());
+      epoch_loss_sum += loss.mean_loss * loss.samples;
+      epoch_correct += loss.correct;
+      summary.train_samples += loss.samples;
+      return loss;
+    };
+    const auto epoch_start = Clock::now();
+    double checkpoint_seconds = 0;
+    auto interval_start = epoch_start;
+    int64_t interval_samples = 0;
+    while (true) {
+      ASSIGN_OR_RETURN(std::optional<BatchView> batch, train_->Next());
+      if (!batch) break;
+      const float lr = LearningRateAt(options_.optimizer, optimizer_steps_);
+      absl::Status status = backend_->TrainStep(*batch, lr);
+      train_->Release(*batch);
+      RETURN_IF_ERROR(status);
+      ++optimizer_steps_;
+      ++step;
+      ++steps_this_process;
+      result.samples += batch->size;
+      interval_samples += batch->size;
+      if (options_.progress_every_steps > 0 && options_.on_progress &&
+          optimizer_steps_ % options_.progress_every_steps == 0) {
+        ASSIGN_OR_RETURN(LossStats loss, take_loss());
+        const auto now = Clock::now();
+        TrainProgress progress;
+        progress.epoch = epoch;
+        progress.step_in_epoch = step;
+        progress.batches_per_epoch = train_->batches_per_epoch();
+        progress.optimizer_steps = optimizer_steps_;
+        progress.loss = loss.mean_loss;
+        progress.samples_per_second =
+            interval_samples / std::chrono::duration<double>(now - interval_start).count();
+        progress.lr = lr;
+        options_.on_progress(progress);
+        interval_start = now;
+        interval_samples = 0;
+      }
+      if (checkpoints && options_.checkpoint_every_steps > 0 &&
+          optimizer_steps_ % options_.checkpoint_every_steps == 0) {
+        const auto t0 = Clock::now();
+        RETURN_IF_ERROR(SaveCheckpoint(epoch, step));
+        checkpoint_seconds += SecondsSince(t0);
+      }
+      if (options_.stop_after_steps >= 0 && steps_this_process >= options_.stop_after_steps) {
+        RETURN_IF_ERROR(backend_->Synchronize());
+        result.stopped_early = true;
+        result.optimizer_steps = optimizer_steps_;
+        result.seconds = SecondsSince(run_start);
+        return result;
+      }
+    }
+    RETURN_IF_ERROR(take_loss().status());  // also synchronizes with the device
+    summary.seconds = SecondsSince(epoch_start) - checkpoint_seconds;
+    result.train_seconds += summary.seconds;
+    if (summary.train_samples > 0) {
+      summary.train_loss = epoch_loss_sum / summary.train_samples;
+      summary.train_accuracy = static_cast<double>(epoch_correct) / summary.train_samples;
+      summary.samples_per_second = summary.train_samples / summary.seconds;
+    }
+    if (test_ != nullptr) {
+      ASSIGN_OR_RETURN(summary.test, Evaluate(backend_, test_));
+    }
+    if (options_.on_epoch_end) options_.on_epoch_end(summary);
+    result.epochs.push_back(summary);
+  }
+  if (checkpoints) RETURN_IF_ERROR(SaveCheckpoint(options_.epochs, 0));
+  result.optimizer_steps = optimizer_steps_;
+  result.seconds = SecondsSince(run_start);
+  return result;
+}
+
+}  // namespace sluice

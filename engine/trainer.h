@@ -1,0 +1,157 @@
+// Trainer: the training loop of sluice-train, independent of where batches come from.
+//
+//   for each epoch: source.Seek(epoch, step); while (batch = source.Next()):
+//       backend.TrainStep(batch, LearningRateAt(optimizer, optimizer_steps)); source.Release(batch)
+//       progress every N steps; checkpoint every N optimizer steps
+//     evaluate on the test source; report the epoch
+//   checkpoint at the end
+//
+// Resume: Trainer::Resume(checkpoint) loads the model and optimizer state into the backend and
+// makes Run() start at the checkpoint's (epoch, step_in_epoch); the batch source is asked to
+// Seek there, so it computes its position instead of replaying the epoch. On the CPU backend a
+// resumed run ends with bitwise the same weights as an uninterrupted one.
+//
+// Ownership: the Trainer borrows the backend, the sources and the Env; they must outlive it.
+// Errors: the first error of a source, the backend or a checkpoint write ends Run() with that
+// status (a failed checkpoint write leaves the previous checkpoint intact).
+// Thread safety: Run() is called from one thread; callbacks run on that thread.
+#ifndef SLUICE_ENGINE_TRAINER_H_
+#define SLUICE_ENGINE_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "engine/backend.h"
+#include "engine/checkpoint.h"
+#include "pipeline/batch.h"
+
+namespace sluice {
+
+// Where the Trainer gets batches. The pipeline adapts to this; InMemoryBatchSource below is the
+// simplest implementation.
+// Thread safety: called from the training thread only.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Positions the source before batch `step` of `epoch` (0-based). Called at the start of every
+  // epoch (step 0) and once on resume (the checkpoint's step). A step at or past the end of the
+  // epoch makes the next Next() return nullopt.
+  virtual absl::Status Seek(uint64_t epoch, uint64_t step) = 0;
+  // The next batch of the current epoch, or nullopt at its end. The view's memory stays valid
+  // until Release(view).
+  virtual absl::StatusOr<std::optional<BatchView>> Next() = 0;
+  // Called once per batch after Backend::TrainStep/Evaluate returned. For device batches the
+  // source must not reuse the memory before the compute stream is done with it (record an
+  // event on Backend::compute_stream()); host batches may be reused at once.
+  virtual void Release(const BatchView& batch) = 0;
+  // Batches per epoch when known (progress, cosine schedules), else 0.
+  virtual uint64_t batches_per_epoch() const = 0;
+  // The source's settings and position for checkpoints (shuffle, seed, window, ...); opaque to
+  // the engine and stored in the checkpoint's pipeline section.
+  virtual KeyValues Describe() const { return {}; }
+};
+
+// Batches of u8 images and int32 labels held in memory, in order (no shuffle): for tests,
+// benchmarks and IDX files loaded whole.
+class InMemoryBatchSource : public BatchSource {
+ public:
+  // `images` holds labels.size() samples of `features` bytes each. With `drop_last`, a final
+  // batch shorter than `batch_size` is skipped (as DataLoader(drop_last=True)).
+  InMemoryBatchSource(std::vector<uint8_t> images, std::vector<int32_t> labels, int features,
+                      int batch_size, bool drop_last);
+  absl::Status Seek(uint64_t epoch, uint64_t step) override;
+  absl::StatusOr<std::optional<BatchView>> Next() override;
+  void Release(const BatchView&) override {}
+  uint64_t batches_per_epoch() const override;
+  KeyValues Describe() const override;
+
+ private:
+  std::vector<uint8_t> images_;
+  std::vector<int32_t> labels_;
+  int features_;
+  int batch_size_;
+  bool drop_last_;
+  uint64_t epoch_ = 0;
+  uint64_t next_step_ = 0;
+};
+
+struct TrainProgress {
+  uint64_t epoch = 0;
+  uint64_t step_in_epoch = 0;       // batches done in this epoch
+  uint64_t batches_per_epoch = 0;   // 0 when the source does not know
+  int64_t optimizer_steps = 0;
+  double loss = 0;                  // mean training loss since the previous report
+  double samples_per_second = 0;    // since the previous report
+  float lr = 0;
+};
+
+struct EpochSummary {
+  uint64_t epoch = 0;
+  double train_loss = 0;            // mean over the epoch's steps run in this process
+  double train_accuracy = 0;
+  int64_t train_samples = 0;
+  std::optional<EvalStats> test;    // when a test source was given
+  double seconds = 0;               // training time of the epoch, without evaluation
+  double samples_per_second = 0;
+};
+
+struct TrainResult {
+  std::vector<EpochSummary> epochs;
+  int64_t samples = 0;              // trained in this process
+  int64_t optimizer_steps = 0;      // in total, including before a resume
+  double train_seconds = 0;         // training only, without evaluation and checkpoints
+  double seconds = 0;               // wall time of Run()
+  bool stopped_early = false;       // TrainerOptions::stop_after_steps ended the run
+};
+
+struct TrainerOptions {
+  uint64_t epochs = 10;
+  OptimizerConfig optimizer;        // its schedule gives each step's learning rate
+  uint64_t seed = 0;                // recorded in checkpoints
+  Env* env = nullptr;               // for checkpoints; Env::Default() when null
+  std::string checkpoint_path;      // empty: no checkpoints
+  int64_t checkpoint_every_steps = 0;  // also every this many optimizer steps (0: only at the end)
+  KeyValues run_config;             // recorded in checkpoints (the flags)
+  int64_t progress_every_steps = 100;
+  std::function<void(const TrainProgress&)> on_progress;
+  std::function<void(const EpochSummary&)> on_epoch_end;
+  // For tests of interruption: return after this many optimizer steps in this process, without
+  // the final checkpoint, as if the process had been killed (-1: never).
+  int64_t stop_after_steps = -1;
+};
+
+class Trainer {
+ public:
+  // `test` may be null (no evaluation).
+  Trainer(Backend* backend, BatchSource* train, BatchSource* test, TrainerOptions options);
+
+  // Loads `checkpoint` into the backend and makes Run() continue from its position.
+  // kInvalidArgument when it does not fit the backend's model or optimizer.
+  absl::Status Resume(const Checkpoint& checkpoint);
+
+  absl::StatusOr<TrainResult> Run();
+
+  // Writes a checkpoint of the backend's current state at (epoch, step_in_epoch).
+  absl::Status SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch);
+
+  // Forward passes over the whole of `source` (epoch 0).
+  static absl::StatusOr<EvalStats> Evaluate(Backend* backend, BatchSource* source);
+
+ private:
+  Backend* backend_;
+  BatchSource* train_;
+  BatchSource* test_;
+  TrainerOptions options_;
+  uint64_t start_epoch_ = 0;
+  uint64_t start_step_ = 0;
+  int64_t optimizer_steps_ = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_TRAINER_H_
