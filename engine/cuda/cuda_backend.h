@@ -1,0 +1,34 @@
+// CudaBackend: the Backend of engine/backend.h on one CUDA GPU.
+//
+// A training step, all enqueued on the compute stream (no host synchronization):
+//   [wait batch.ready_event] [stage: copy host batch / copy into the graph's input slot]
+//   [SetLr] then, eagerly or as one CUDA Graph launch:
+//   ConvertInput (u8 -> normalized) -> per Linear: cuBLASLt GEMM with bias(+ReLU) epilogue
+//   -> fused SoftmaxCrossEntropy (loss and correct count accumulate on the device)
+//   -> per Linear, last to first: BiasGrad, dW GEMM, dX GEMM + ReluBackward
+//   -> ExchangeGradients (the data-parallel all-reduce point; a no-op for one GPU)
+//   -> [fp16: CheckFinite] -> one fused OptimizerStep over all parameters -> FinishStep.
+// docs/cuda.md describes layouts, streams, precision modes and memory tags.
+//
+// Ownership: owns its stream, device memory (DeviceAllocator), cuBLASLt handle and graphs.
+// Batches are borrowed: a host batch may be reused as soon as TrainStep returns (it is copied
+// to device staging first); a device batch must stay valid until the step completes on the
+// compute stream (record an event on compute_stream() after TrainStep to know when).
+// Errors: see backend.h. Thread safety: one thread at a time.
+#ifndef SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
+#define SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace sluice {
+
+// OK when device `ordinal` is usable; otherwise kUnavailable saying why, e.g.
+// "no CUDA device: cudaGetDeviceCount failed: cudaErrorInsufficientDriver (...)".
+// Never crashes on machines without a driver.
+absl::Status CudaDeviceStatus(int ordinal = 0);
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
