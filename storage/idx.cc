@@ -89,9 +89,12 @@ absl::StatusOr<std::string> MaybeGunzip(absl::string_view bytes, const std::stri
     return std::string(bytes);
   }
   std::string out;
-  // The gzip trailer's ISIZE (size mod 2^32 of the last member) is a good first guess.
+  // The gzip trailer's ISIZE (size mod 2^32 of the last member) is a good first guess, but a
+  // truncated or corrupt file has garbage there: never trust it beyond deflate's maximum
+  // ratio (1032:1), so a bad 1 KB file cannot make us allocate a gigabyte.
   if (bytes.size() >= 18) {
-    out.reserve(std::min<uint32_t>(DecodeFixed32(bytes.data() + bytes.size() - 4), 1u << 30));
+    const uint64_t isize = DecodeFixed32(bytes.data() + bytes.size() - 4);
+    out.reserve(std::min<uint64_t>({isize, uint64_t{bytes.size()} * 1032, uint64_t{1} << 30}));
   }
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK) return absl::InternalError("inflateInit2 failed");

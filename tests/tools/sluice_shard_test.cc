@@ -1,0 +1,183 @@
+// Runs the sluice-shard binary: exit codes and the one-line errors users see.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "storage/idx.h"
+#include "storage/shard_reader.h"
+#include "tests/storage/test_records.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result RunShard(const std::string& args) {
+  const std::string cmd = absl::StrCat(SLUICE_SHARD_BIN, " ", args, " 2>&1");
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class SluiceShardCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "sluice_shard_cli_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_EQ(std::system(("rm -rf " + dir_).c_str()), 0);
+    ASSERT_TRUE(env_->CreateDirs(dir_).ok());
+    records_ = testing::MakeRecords(testing::U8Spec(6, 5), 50);
+    auto paths = WriteIdxPair(env_, dir_ + "/in", records_);
+    ASSERT_TRUE(paths.ok()) << paths.status();
+    images_ = paths->images;
+    labels_ = paths->labels;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::string CreateArgs() const {
+    return absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ", dir_,
+                        "/ds --records-per-shard 20 --records-per-frame 8 --quiet");
+  }
+
+  Env* env_ = Env::Default();
+  std::string dir_, images_, labels_;
+  RecordArrays records_;
+};
+
+TEST_F(SluiceShardCliTest, CreateVerifyExportRoundTripIsByteIdentical) {
+  Result c = RunShard(CreateArgs());
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_THAT(c.output, HasSubstr("50 records in 3 shards"));
+  Result v = RunShard("verify " + dir_ + "/ds");
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_THAT(v.output, HasSubstr("OK " + dir_ + "/ds/train.manifest.json"));
+  Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_EQ(ReadFileToString(env_, dir_ + "/out/train-images-idx3-ubyte").value(),
+            ReadFileToString(env_, images_).value());
+  EXPECT_EQ(ReadFileToString(env_, dir_ + "/out/train-labels-idx1-ubyte").value(),
+            ReadFileToString(env_, labels_).value());
+}
+
+TEST_F(SluiceShardCliTest, ThreadCountDoesNotChangeTheOutput) {
+  ASSERT_EQ(RunShard(CreateArgs() + " --threads 1").exit_code, 0);
+  ASSERT_EQ(std::system(absl::StrCat("mv ", dir_, "/ds ", dir_, "/ds1").c_str()), 0);
+  ASSERT_EQ(RunShard(CreateArgs() + " --threads 2").exit_code, 0);
+  EXPECT_EQ(std::system(absl::StrCat("diff -r ", dir_, "/ds ", dir_, "/ds1").c_str()), 0);
+}
+
+TEST_F(SluiceShardCliTest, VerifyNamesFirstBadFileFrameAndOffset) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  const std::string shard = dir_ + "/ds/train-00001.shard";
+  auto reader = ShardReader::Open(env_, shard);
+  ASSERT_TRUE(reader.ok());
+  const uint64_t off = (*reader)->frames()[1].offset;
+  std::string bytes = ReadFileToString(env_, shard).value();
+  bytes[off + 3] ^= 0x20;
+  ASSERT_TRUE(WriteFileAtomically(env_, shard, bytes).ok());
+  Result v = RunShard("verify " + dir_ + "/ds");
+  EXPECT_EQ(v.exit_code, 1) << v.output;
+  EXPECT_THAT(v.output, HasSubstr(absl::StrCat("sluice-shard verify: error: ", shard,
+                                               ": frame 1 at byte offset ", off, ": checksum")));
+}
+
+TEST_F(SluiceShardCliTest, InspectShowsLayoutRatioAndHistogram) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  Result m = RunShard("inspect " + dir_ + "/ds");
+  EXPECT_EQ(m.exit_code, 0) << m.output;
+  EXPECT_THAT(m.output, HasSubstr("train-00002.shard"));
+  EXPECT_THAT(m.output, HasSubstr("compression:"));
+  EXPECT_THAT(m.output, HasSubstr("label histogram"));
+  Result s = RunShard("inspect " + dir_ + "/ds/train-00000.shard");
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_THAT(s.output, HasSubstr("sample u8 6x5x1"));
+  EXPECT_THAT(s.output, HasSubstr("index at"));
+}
+
+TEST_F(SluiceShardCliTest, MissingRequiredFlagIsUsageError) {
+  Result r = RunShard("create --images " + images_ + " --out " + dir_ + "/ds");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("create: --labels is required"));
+}
+
+TEST_F(SluiceShardCliTest, UnknownCommandOrFlagIsUsageError) {
+  EXPECT_EQ(RunShard("frobnicate").exit_code, 2);
+  EXPECT_EQ(RunShard("").exit_code, 2);
+  Result r = RunShard(CreateArgs() + " --level 3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("unknown flag --level"));
+  EXPECT_EQ(RunShard("verify").exit_code, 2);
+}
+
+TEST_F(SluiceShardCliTest, BadFlagValueIsUsageError) {
+  Result r = RunShard(CreateArgs() + " --records-per-frame 0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--records-per-frame \"0\": expected an integer in [1,"));
+  EXPECT_EQ(RunShard(CreateArgs() + " --zstd-level fast").exit_code, 2);
+  EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
+}
+
+TEST_F(SluiceShardCliTest, MissingInputFileIsDataErrorNamingIt) {
+  Result r = RunShard(absl::StrCat("create --images ", dir_, "/nope.gz --labels ", labels_, " --out ",
+                              dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(dir_ + "/nope.gz: open failed: No such file"));
+}
+
+TEST_F(SluiceShardCliTest, LabelsGivenAsImagesIsDataErrorNamingTheMagic) {
+  Result r = RunShard(absl::StrCat("create --images ", labels_, " --labels ", labels_, " --out ", dir_,
+                              "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(labels_ + ": magic is 0x00000801; expected IDX images magic "
+                                            "0x00000803"));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
+}
+
+TEST_F(SluiceShardCliTest, CountsThatDisagreeAreDataError) {
+  RecordArrays fewer = records_;
+  fewer.count = 49;
+  fewer.labels.pop_back();
+  auto p = WriteIdxPair(env_, dir_ + "/few", fewer);
+  ASSERT_TRUE(p.ok());
+  Result r = RunShard(absl::StrCat("create --images ", images_, " --labels ", p->labels, " --out ",
+                              dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("49 labels, expected 50"));
+}
+
+TEST_F(SluiceShardCliTest, UnwritableOutputIsDataError) {
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/file", "x").ok());
+  Result r = RunShard(absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ", dir_,
+                              "/file/ds --quiet"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(dir_ + "/file"));
+}
+
+TEST_F(SluiceShardCliTest, VerifyOfDirectoryWithoutManifestIsDataError) {
+  ASSERT_TRUE(env_->CreateDirs(dir_ + "/half").ok());
+  Result r = RunShard("verify " + dir_ + "/half");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no *.manifest.json"));
+  EXPECT_THAT(r.output, Not(HasSubstr("usage")));
+}
+
+}  // namespace
+}  // namespace sluice
