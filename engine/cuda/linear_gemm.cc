@@ -91,9 +91,12 @@ absl::StatusOr<LinearGemm::Plan*> LinearGemm::GetPlan(const PlanKey& key) {
     st = set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(align_d));
 
   // Try the fused epilogue first; fall back to a plain product plus LaunchBiasRelu.
-  for (int attempt = 0; attempt < 2 && st == CUBLAS_STATUS_SUCCESS; ++attempt) {
+  // A bias that is not 16-byte aligned (possible for odd layer widths in the flat parameter
+  // buffer) goes straight to the fallback: cuBLASLt has no alignment preference for it.
+  for (int attempt = align_bias < 16 ? 1 : 0; attempt < 2 && st == CUBLAS_STATUS_SUCCESS;
+       ++attempt) {
     const int epi = attempt == 0 ? epilogue : 0;
-    if (attempt == 1 && epilogue == 0) break;
+    if (attempt == 1 && epilogue == 0 && plan->desc != nullptr) break;
     if (plan->desc) cublasLtMatmulDescDestroy(plan->desc);
     plan->desc = nullptr;
     st = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
