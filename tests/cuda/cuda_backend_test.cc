@@ -177,7 +177,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // bf16 keeps 8 mantissa bits, fp16 11: the update differs by a few %.
                       Config{"sgd_bf16", Sgd(), Precision::kBF16, 2e-3f, 5e-2f},
                       Config{"sgd_fp16", Sgd(), Precision::kF16, 1e-3f, 2e-2f},
-                      Config{"adamw_bf16", AdamW(), Precision::kBF16, 3e-3f, 5e-2f}),
+                      // AdamW normalizes the update, so an element whose gradient is below
+                      // bf16's rounding noise (or a ReLU that flips) moves by up to lr per
+                      // step: a loose sanity bound; the loss comparison is the real check.
+                      Config{"adamw_bf16", AdamW(), Precision::kBF16, 1e-2f, 1e-1f}),
     [](const auto& param_info) { return param_info.param.name; });
 
 class CudaBackendTest : public ::testing::Test {
