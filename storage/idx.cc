@@ -1,7 +1,5 @@
 #include "storage/idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -10,148 +8,127 @@
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/status_macros.h"
+#include "storage/internal/byte_stream.h"
 
 namespace sluice {
 namespace {
 
-struct IdxArray {
+using storage_internal::ByteStream;
+
+// Reads one IDX file from `in`: validates magic and dimensions, then reads the values (still
+// big-endian) straight into *values, sized exactly.
+struct IdxHeader {
   uint8_t type = 0;
   std::vector<uint32_t> dims;
-  absl::string_view data;  // big-endian values, exactly product(dims) * size(type) bytes
 };
 
 size_t IdxTypeSize(uint8_t type) { return type == kIdxTypeU8 ? 1 : 4; }
 
-absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, const std::string& path,
-                                  absl::string_view role, std::initializer_list<uint8_t> types,
-                                  std::initializer_list<uint8_t> ndims, uint32_t expected_magic) {
+absl::StatusOr<IdxHeader> ReadIdx(ByteStream& in, const std::string& path, absl::string_view role,
+                                  std::initializer_list<uint8_t> types,
+                                  std::initializer_list<uint8_t> ndims, uint32_t expected_magic,
+                                  std::string* values) {
   auto wrong_magic = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrFormat(
         "%s: %s; expected IDX %s magic 0x%08x (0x08 u8%s)", path, what, role, expected_magic,
         role == "images" ? ", 0x0D f32 also accepted" : ", 0x0C i32 also accepted"));
   };
-  if (bytes.size() < 4) {
-    return wrong_magic(absl::StrCat("file is ", bytes.size(), " bytes, too short for a magic"));
+  char head[4 + 4 * 255];
+  ASSIGN_OR_RETURN(size_t got_magic, in.Read(head, 4));
+  if (got_magic < 4) {
+    return wrong_magic(absl::StrCat("file is ", got_magic, " bytes, too short for a magic"));
   }
-  const uint32_t magic = DecodeBigEndian32(bytes.data());
-  IdxArray a;
-  a.type = static_cast<uint8_t>(bytes[2]);
-  const uint8_t nd = static_cast<uint8_t>(bytes[3]);
-  if (bytes[0] != 0 || bytes[1] != 0 ||
-      std::find(types.begin(), types.end(), a.type) == types.end() ||
+  const uint32_t magic = DecodeBigEndian32(head);
+  IdxHeader h;
+  h.type = static_cast<uint8_t>(head[2]);
+  const uint8_t nd = static_cast<uint8_t>(head[3]);
+  if (head[0] != 0 || head[1] != 0 ||
+      std::find(types.begin(), types.end(), h.type) == types.end() ||
       std::find(ndims.begin(), ndims.end(), nd) == ndims.end()) {
     return wrong_magic(absl::StrFormat("magic is 0x%08x", magic));
   }
-  const size_t header = 4 + 4 * size_t{nd};
-  if (bytes.size() < header) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header: ", bytes.size(),
-                                            " bytes, expected ", header));
+  ASSIGN_OR_RETURN(size_t got_dims, in.Read(head + 4, 4 * size_t{nd}));
+  if (got_dims < 4 * size_t{nd}) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header: ", 4 + got_dims,
+                                            " bytes, expected ", 4 + 4 * nd));
   }
-  uint64_t expected = IdxTypeSize(a.type);
+  uint64_t expected = IdxTypeSize(h.type);
   bool overflow = false;
+  std::string dims;
   for (int i = 0; i < nd; ++i) {
-    a.dims.push_back(DecodeBigEndian32(bytes.data() + 4 + 4 * i));
-    overflow |= __builtin_mul_overflow(expected, uint64_t{a.dims.back()}, &expected);
-  }
-  for (size_t i = 1; i < a.dims.size(); ++i) {
-    if (a.dims[i] == 0) {
+    h.dims.push_back(DecodeBigEndian32(head + 4 + 4 * i));
+    overflow |= __builtin_mul_overflow(expected, uint64_t{h.dims.back()}, &expected);
+    absl::StrAppend(&dims, i == 0 ? "" : "x", h.dims.back());
+    if (i > 0 && h.dims.back() == 0) {
       return absl::DataLossError(absl::StrCat(path, ": dimension ", i, " is 0, expected >= 1"));
     }
   }
-  const size_t got = bytes.size() - header;
-  if (overflow || expected != got) {
-    std::string dims;
-    for (uint32_t d : a.dims) absl::StrAppend(&dims, dims.empty() ? "" : "x", d);
-    return absl::DataLossError(absl::StrCat(
-        path, ": ", got, " data bytes, expected ",
-        overflow ? std::string("more than 2^64") : absl::StrCat(expected),
-        " for dimensions ", dims, overflow || got < expected ? " (truncated)" : " (trailing bytes)"));
+  if (!overflow && !in.gzip() && expected > in.MaxRemaining()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", in.MaxRemaining(),
+                                            " data bytes, expected ", expected,
+                                            " for dimensions ", dims, " (truncated)"));
   }
-  a.data = bytes.substr(header);
-  return a;
+  // Never allocate more than the input could possibly hold.
+  if (overflow || expected > in.MaxRemaining()) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": dimensions ", dims, " need ",
+        overflow ? std::string("more than 2^64") : absl::StrCat(expected),
+        " data bytes, more than the file holds (truncated?)"));
+  }
+  values->resize(expected);
+  ASSIGN_OR_RETURN(size_t got, in.Read(values->data(), expected));
+  if (got < expected) {
+    return absl::DataLossError(absl::StrCat(path, ": ", got, " data bytes, expected ", expected,
+                                            " for dimensions ", dims, " (truncated)"));
+  }
+  ASSIGN_OR_RETURN(bool at_end, in.AtEnd());
+  if (!at_end) {
+    return absl::DataLossError(absl::StrCat(path, ": more than the ", expected,
+                                            " data bytes expected for dimensions ", dims,
+                                            " (trailing bytes)"));
+  }
+  return h;
 }
 
 // IDX values are big-endian; shards hold little-endian.
+// `in` and `out` may be the same buffer.
 void SwapWords(absl::string_view in, char* out) {
   for (size_t i = 0; i + 4 <= in.size(); i += 4) {
-    out[i] = in[i + 3];
-    out[i + 1] = in[i + 2];
-    out[i + 2] = in[i + 1];
-    out[i + 3] = in[i];
+    const char a = in[i], b = in[i + 1], c = in[i + 2], d = in[i + 3];
+    out[i] = d;
+    out[i + 1] = c;
+    out[i + 2] = b;
+    out[i + 3] = a;
   }
 }
 
 }  // namespace
 
 absl::StatusOr<std::string> MaybeGunzip(absl::string_view bytes, const std::string& path) {
-  if (bytes.size() < 2 || static_cast<uint8_t>(bytes[0]) != 0x1f ||
-      static_cast<uint8_t>(bytes[1]) != 0x8b) {
-    return std::string(bytes);
-  }
+  ByteStream in(bytes, path);
+  if (!in.gzip()) return std::string(bytes);
   std::string out;
-  // The gzip trailer's ISIZE (size mod 2^32 of the last member) is a good first guess, but a
-  // truncated or corrupt file has garbage there: never trust it beyond deflate's maximum
-  // ratio (1032:1), so a bad 1 KB file cannot make us allocate a gigabyte.
-  if (bytes.size() >= 18) {
-    const uint64_t isize = DecodeFixed32(bytes.data() + bytes.size() - 4);
-    out.reserve(std::min<uint64_t>({isize, uint64_t{bytes.size()} * 1032, uint64_t{1} << 30}));
-  }
-  z_stream zs{};
-  if (inflateInit2(&zs, 15 + 16) != Z_OK) return absl::InternalError("inflateInit2 failed");
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  size_t consumed = 0;
-  absl::Status status;
+  size_t size = 0;
   while (true) {
-    const size_t chunk = std::min<size_t>(bytes.size() - consumed, 1u << 30);
-    zs.avail_in = static_cast<uInt>(chunk);
-    if (out.size() == out.capacity()) out.reserve(std::max<size_t>(out.capacity() * 2, 1 << 16));
-    const size_t before = out.size();
-    out.resize(out.capacity());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data() + before);
-    zs.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - before, 1u << 30));
-    const uInt avail_out_before = zs.avail_out;
-    const int r = inflate(&zs, Z_NO_FLUSH);
-    out.resize(before + (avail_out_before - zs.avail_out));
-    consumed += chunk - zs.avail_in;
-    if (r == Z_STREAM_END) {
-      if (consumed == bytes.size()) break;
-      // Another gzip member follows (concatenated .gz files are one valid stream).
-      if (bytes.size() - consumed < 2 || static_cast<uint8_t>(bytes[consumed]) != 0x1f ||
-          static_cast<uint8_t>(bytes[consumed + 1]) != 0x8b) {
-        status = absl::DataLossError(absl::StrCat(path, ": corrupt .gz: ", bytes.size() - consumed,
-                                                  " trailing bytes after the gzip stream"));
-        break;
-      }
-      inflateReset(&zs);
-      continue;
-    }
-    if (r == Z_OK) continue;
-    if (r == Z_BUF_ERROR && consumed == bytes.size()) {
-      status = absl::DataLossError(
-          absl::StrCat(path, ": truncated .gz: the gzip stream ends early after ",
-                       bytes.size(), " bytes"));
-    } else if (r == Z_BUF_ERROR) {
-      continue;  // output was full; grow and go on
-    } else {
-      status = absl::DataLossError(absl::StrCat(path, ": corrupt .gz: ",
-                                                zs.msg != nullptr ? zs.msg : "inflate error"));
-    }
-    break;
+    out.resize(std::max<size_t>(out.size() * 2, 1 << 16));
+    ASSIGN_OR_RETURN(size_t n, in.Read(out.data() + size, out.size() - size));
+    size += n;
+    if (size < out.size()) break;
   }
-  inflateEnd(&zs);
-  if (!status.ok()) return status;
+  out.resize(size);
   return out;
 }
 
 absl::StatusOr<RecordArrays> ParseIdxPair(absl::string_view images, const std::string& images_path,
                                           absl::string_view labels,
                                           const std::string& labels_path) {
-  ASSIGN_OR_RETURN(std::string img_bytes, MaybeGunzip(images, images_path));
-  ASSIGN_OR_RETURN(std::string lab_bytes, MaybeGunzip(labels, labels_path));
-  ASSIGN_OR_RETURN(IdxArray img, ParseIdx(img_bytes, images_path, "images",
-                                          {kIdxTypeU8, kIdxTypeF32}, {3, 4}, 0x803));
-  ASSIGN_OR_RETURN(IdxArray lab, ParseIdx(lab_bytes, labels_path, "labels",
-                                          {kIdxTypeU8, kIdxTypeI32}, {1}, 0x801));
+  RecordArrays r;
+  ByteStream img_in(images, images_path);
+  ASSIGN_OR_RETURN(IdxHeader img, ReadIdx(img_in, images_path, "images", {kIdxTypeU8, kIdxTypeF32},
+                                          {3, 4}, 0x803, &r.samples));
+  ByteStream lab_in(labels, labels_path);
+  ASSIGN_OR_RETURN(IdxHeader lab, ReadIdx(lab_in, labels_path, "labels", {kIdxTypeU8, kIdxTypeI32},
+                                          {1}, 0x801, &r.labels));
   if (img.dims[0] != lab.dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat(labels_path, ": ", lab.dims[0],
                                                    " labels, expected ", img.dims[0],
@@ -161,28 +138,14 @@ absl::StatusOr<RecordArrays> ParseIdxPair(absl::string_view images, const std::s
     return absl::InvalidArgumentError(
         absl::StrCat(images_path, ": 0 images, expected at least 1"));
   }
-  RecordArrays r;
   r.count = img.dims[0];
   r.spec.sample_dtype = img.type == kIdxTypeU8 ? SampleDType::kU8 : SampleDType::kF32;
   r.spec.label_dtype = lab.type == kIdxTypeU8 ? LabelDType::kU8 : LabelDType::kI32;
   r.spec.height = img.dims[1];
   r.spec.width = img.dims[2];
   r.spec.channels = img.dims.size() == 4 ? img.dims[3] : 1;
-  if (img.type == kIdxTypeU8) {
-    // Reuse the decompressed buffer: drop the header instead of copying 47 MB.
-    const size_t header = img_bytes.size() - img.data.size();
-    img_bytes.erase(0, header);
-    r.samples = std::move(img_bytes);
-  } else {
-    r.samples.resize(img.data.size());
-    SwapWords(img.data, r.samples.data());
-  }
-  if (lab.type == kIdxTypeU8) {
-    r.labels = std::string(lab.data);
-  } else {
-    r.labels.resize(lab.data.size());
-    SwapWords(lab.data, r.labels.data());
-  }
+  if (img.type != kIdxTypeU8) SwapWords(r.samples, r.samples.data());
+  if (lab.type != kIdxTypeU8) SwapWords(r.labels, r.labels.data());
   return r;
 }
 

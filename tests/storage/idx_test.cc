@@ -149,7 +149,7 @@ TEST_F(IdxErrorTest, MismatchedCountsAreInvalidArgument) {
 TEST_F(IdxErrorTest, TruncatedOrOverlongDataIsDataLoss) {
   absl::Status s = ParseIdxPair(images_.substr(0, images_.size() - 1), "/i", labels_, "/l").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("191 data bytes, expected 192 for dimensions 12x4x4"));
+  EXPECT_THAT(s.message(), HasSubstr("191 data bytes, expected 192 for dimensions 12x4x4 (truncated)"));
   EXPECT_EQ(ParseIdxPair(images_ + "x", "/i", labels_, "/l").status().code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(ParseIdxPair(images_.substr(0, 9), "/i", labels_, "/l").status().code(),
