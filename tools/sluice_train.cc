@@ -1,0 +1,320 @@
+// sluice-train: trains an MLP from a shard dataset (or IDX files) through the sluice pipeline,
+// on the GPU when there is one and on the CPU otherwise, and ends with the bottleneck report.
+//
+//   sluice-train --data DIR [--test-data DIR] [--epochs 10] [--batch-size 32] [--lr 0.01] ...
+//   sluice-train --helpfull lists every flag.
+//
+// Exit codes: 0 success, 1 runtime/data error (missing or corrupt data, CUDA unavailable, out
+// of memory, I/O), 2 usage error (bad flag values). Only main() turns a Status into an exit code.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/env.h"
+#include "common/status_macros.h"
+#include "engine/train_job.h"
+
+ABSL_FLAG(std::string, data, "", "Training split: a shard dataset directory, a manifest, or a "
+          "directory of IDX files (sharded once into --cache-dir)");
+ABSL_FLAG(std::string, test_data, "", "Evaluation split; default: the dataset's sibling 'test' "
+          "split (or the t10k IDX files beside the train files)");
+ABSL_FLAG(bool, evaluate, true, "Evaluate on the test split after each epoch");
+ABSL_FLAG(std::string, cache_dir, "", "Where IDX input is sharded (default ~/.cache/sluice)");
+ABSL_FLAG(int64_t, epochs, 10, "Epochs to train");
+ABSL_FLAG(int64_t, batch_size, 32, "Samples per batch");
+ABSL_FLAG(double, lr, 0.01, "Learning rate");
+ABSL_FLAG(std::string, optimizer, "sgd", "sgd | adamw");
+ABSL_FLAG(double, momentum, 0.0, "SGD momentum");
+ABSL_FLAG(bool, nesterov, false, "SGD Nesterov momentum");
+ABSL_FLAG(double, weight_decay, 0.0, "Weight decay (SGD: L2; AdamW: decoupled)");
+ABSL_FLAG(double, beta1, 0.9, "AdamW beta1");
+ABSL_FLAG(double, beta2, 0.999, "AdamW beta2");
+ABSL_FLAG(double, eps, 1e-8, "AdamW epsilon");
+ABSL_FLAG(std::string, lr_schedule, "constant", "constant | step | cosine");
+ABSL_FLAG(int64_t, lr_step_size, 0, "step schedule: multiply the rate by --lr-gamma every N steps");
+ABSL_FLAG(double, lr_gamma, 0.1, "step schedule factor");
+ABSL_FLAG(int64_t, warmup_steps, 0, "cosine schedule: linear warmup steps");
+ABSL_FLAG(std::string, layers, "784,128,10", "MLP layer sizes, input first");
+ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda | cuda:N");
+ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 | fp16 (CUDA; fp32 master weights)");
+ABSL_FLAG(bool, cuda_graph, false, "CUDA: capture the train step into a CUDA Graph");
+ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and shuffle");
+ABSL_FLAG(bool, shuffle, false, "Shuffle (off: file order, as the reference DataLoader)");
+ABSL_FLAG(int64_t, shuffle_window, 64, "Frames per shuffle window (0: all frames)");
+ABSL_FLAG(bool, drop_last, false, "Drop a short last batch");
+ABSL_FLAG(std::string, h2d_format, "auto", "What crosses PCIe: u8 | f16 | f32 | auto (u8 on "
+          "CUDA, f32 on the CPU)");
+ABSL_FLAG(double, normalize_mean, 0.0, "Normalization (x/255 - mean)/std");
+ABSL_FLAG(double, normalize_std, 1.0, "Normalization (x/255 - mean)/std");
+ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores)");
+ABSL_FLAG(int64_t, decompress_threads, 0, "Decompress concurrency (0: --threads)");
+ABSL_FLAG(int64_t, preprocess_threads, 0, "Preprocess concurrency (0: --threads)");
+ABSL_FLAG(int64_t, compute_threads, 0, "CPU backend BLAS threads (0: automatic)");
+ABSL_FLAG(int64_t, pool_size, 4, "Pinned batch buffers");
+ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead");
+ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Write checkpoints here");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "Checkpoint every N steps (0: at the end only)");
+ABSL_FLAG(std::string, resume, "", "Resume from this checkpoint file, or 'auto' (the "
+          "--checkpoint-dir checkpoint when present)");
+ABSL_FLAG(std::string, export_safetensors, "", "Export the trained weights (PyTorch names)");
+ABSL_FLAG(std::string, metrics_out, "", "JSON lines, one per epoch");
+ABSL_FLAG(int64_t, progress_every, 200, "Steps between progress updates");
+ABSL_FLAG(bool, quiet, false, "No progress lines");
+ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N steps");
+
+namespace sluice {
+namespace {
+
+absl::Status UsageError(absl::string_view flag, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
+}
+
+template <typename T>
+absl::StatusOr<T> Positive(absl::string_view flag, int64_t v, bool allow_zero = false) {
+  if (v < 0 || (!allow_zero && v == 0)) {
+    return UsageError(flag, absl::StrCat("must be ", allow_zero ? ">= 0" : ">= 1", ", got ", v));
+  }
+  return static_cast<T>(v);
+}
+
+// Flags -> job options. Every failure is a usage error (exit code 2).
+absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
+  TrainJobOptions o;
+  o.data = absl::GetFlag(FLAGS_data);
+  if (o.data.empty()) return UsageError("data", "required (a shard dataset or IDX directory)");
+  o.test_data = absl::GetFlag(FLAGS_test_data);
+  o.evaluate = absl::GetFlag(FLAGS_evaluate);
+  o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  ASSIGN_OR_RETURN(o.epochs, Positive<uint64_t>("epochs", absl::GetFlag(FLAGS_epochs)));
+  ASSIGN_OR_RETURN(o.pipeline.batch_size,
+                   Positive<uint32_t>("batch-size", absl::GetFlag(FLAGS_batch_size)));
+  auto layers = ParseLayers(absl::GetFlag(FLAGS_layers));
+  if (!layers.ok()) return UsageError("layers", layers.status().message());
+  o.model = *layers;
+
+  OptimizerConfig& opt = o.optimizer;
+  const std::string optimizer = absl::GetFlag(FLAGS_optimizer);
+  if (optimizer == "sgd") {
+    opt.kind = OptimizerKind::kSgd;
+  } else if (optimizer == "adamw") {
+    opt.kind = OptimizerKind::kAdamW;
+  } else {
+    return UsageError("optimizer", absl::StrCat("expected sgd or adamw, got \"", optimizer, "\""));
+  }
+  opt.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  if (!(opt.lr > 0)) return UsageError("lr", "must be > 0");
+  opt.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  if (opt.momentum < 0 || opt.momentum >= 1) return UsageError("momentum", "must be in [0, 1)");
+  opt.nesterov = absl::GetFlag(FLAGS_nesterov);
+  if (opt.nesterov && opt.momentum == 0) return UsageError("nesterov", "needs --momentum > 0");
+  opt.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  if (opt.weight_decay < 0) return UsageError("weight-decay", "must be >= 0");
+  opt.beta1 = static_cast<float>(absl::GetFlag(FLAGS_beta1));
+  opt.beta2 = static_cast<float>(absl::GetFlag(FLAGS_beta2));
+  opt.eps = static_cast<float>(absl::GetFlag(FLAGS_eps));
+  if (opt.beta1 < 0 || opt.beta1 >= 1) return UsageError("beta1", "must be in [0, 1)");
+  if (opt.beta2 < 0 || opt.beta2 >= 1) return UsageError("beta2", "must be in [0, 1)");
+  const std::string schedule = absl::GetFlag(FLAGS_lr_schedule);
+  if (schedule == "constant") {
+    opt.schedule = LrSchedule::kConstant;
+  } else if (schedule == "step") {
+    opt.schedule = LrSchedule::kStep;
+    ASSIGN_OR_RETURN(opt.step_size,
+                     Positive<int64_t>("lr-step-size", absl::GetFlag(FLAGS_lr_step_size)));
+    opt.gamma = static_cast<float>(absl::GetFlag(FLAGS_lr_gamma));
+  } else if (schedule == "cosine") {
+    opt.schedule = LrSchedule::kCosine;
+    ASSIGN_OR_RETURN(opt.warmup_steps, Positive<int64_t>("warmup-steps",
+                                                         absl::GetFlag(FLAGS_warmup_steps), true));
+  } else {
+    return UsageError("lr-schedule",
+                      absl::StrCat("expected constant, step or cosine, got \"", schedule, "\""));
+  }
+
+  o.device = absl::GetFlag(FLAGS_device);
+  if (o.device != "auto" && o.device != "cpu" && o.device.rfind("cuda", 0) != 0) {
+    return UsageError("device", absl::StrCat("expected auto, cpu, cuda or cuda:N, got \"",
+                                             o.device, "\""));
+  }
+  auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) return UsageError("precision", precision.status().message());
+  o.backend.precision = *precision;
+  o.backend.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
+  ASSIGN_OR_RETURN(o.backend.threads, Positive<int>("compute-threads",
+                                                    absl::GetFlag(FLAGS_compute_threads), true));
+  o.seed = absl::GetFlag(FLAGS_seed);
+
+  PipelineOptions& p = o.pipeline;
+  p.shuffle = absl::GetFlag(FLAGS_shuffle);
+  ASSIGN_OR_RETURN(p.shuffle_window_frames,
+                   Positive<uint32_t>("shuffle-window", absl::GetFlag(FLAGS_shuffle_window), true));
+  p.drop_last = absl::GetFlag(FLAGS_drop_last);
+  const std::string h2d = absl::GetFlag(FLAGS_h2d_format);
+  if (h2d == "auto") {
+    // u8 moves 4x fewer bytes over PCIe and normalizes on the GPU; on the CPU there is no
+    // copy, and the backend reads f32 without converting again.
+    const bool cuda = o.device.rfind("cuda", 0) == 0 || (o.device == "auto" && CudaDeviceCount() > 0);
+    p.h2d_format = cuda ? H2DFormat::kU8 : H2DFormat::kF32;
+  } else {
+    auto format = ParseH2DFormat(h2d);
+    if (!format.ok()) return UsageError("h2d-format", format.status().message());
+    p.h2d_format = *format;
+  }
+  p.normalization.mean = static_cast<float>(absl::GetFlag(FLAGS_normalize_mean));
+  p.normalization.std = static_cast<float>(absl::GetFlag(FLAGS_normalize_std));
+  if (!(p.normalization.std > 0)) return UsageError("normalize-std", "must be > 0");
+  ASSIGN_OR_RETURN(p.threads, Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
+  ASSIGN_OR_RETURN(p.decompress_threads, Positive<int>("decompress-threads",
+                                                       absl::GetFlag(FLAGS_decompress_threads), true));
+  ASSIGN_OR_RETURN(p.preprocess_threads, Positive<int>("preprocess-threads",
+                                                       absl::GetFlag(FLAGS_preprocess_threads), true));
+  ASSIGN_OR_RETURN(p.pool_size, Positive<uint32_t>("pool-size", absl::GetFlag(FLAGS_pool_size)));
+  if (p.pool_size < 2) return UsageError("pool-size", "must be >= 2");
+  ASSIGN_OR_RETURN(p.read_ahead_frames,
+                   Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
+  auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
+  if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
+  p.on_corrupt = *on_corrupt;
+
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  ASSIGN_OR_RETURN(o.checkpoint_every, Positive<int64_t>("checkpoint-every",
+                                                         absl::GetFlag(FLAGS_checkpoint_every), true));
+  if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
+    return UsageError("checkpoint-every", "needs --checkpoint-dir");
+  }
+  o.resume = absl::GetFlag(FLAGS_resume);
+  if (o.resume == "auto" && o.checkpoint_dir.empty()) {
+    return UsageError("resume", "'auto' needs --checkpoint-dir");
+  }
+  o.export_safetensors = absl::GetFlag(FLAGS_export_safetensors);
+  o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
+  o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
+  for (const auto* flag : {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size",
+                           "epochs", "seed", "shuffle", "h2d_format", "device", "precision"}) {
+    absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
+    if (f != nullptr) o.run_config.emplace_back(flag, f->CurrentValue());
+  }
+  return o;
+}
+
+// A live line on a terminal, plain lines otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void Step(const TrainProgress& p) {
+    if (quiet_) return;
+    std::string line = absl::StrFormat(
+        "epoch %d step %d/%d  loss %.4f  %.0f samples/s  lr %.3g", p.epoch + 1, p.step_in_epoch,
+        p.batches_per_epoch, p.loss, p.samples_per_second, p.lr);
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    } else if (p.optimizer_steps % (plain_every_ * 1) == 0) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+  }
+  void Epoch(const EpochSummary& s) {
+    if (tty_ && !quiet_) std::fprintf(stderr, "\r\033[K");
+    std::string line = absl::StrFormat(
+        "epoch %d: train loss %.4f, train accuracy %.4f, %.0f samples/s, %.2fs", s.epoch + 1,
+        s.train_loss, s.train_accuracy, s.samples_per_second, s.seconds);
+    if (s.test) {
+      absl::StrAppendFormat(&line, "; test loss %.4f, test accuracy %.4f",
+                            s.test->samples ? s.test->loss_sum / s.test->samples : 0.0,
+                            s.test->accuracy());
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  void set_plain_every(int64_t steps) { plain_every_ = steps > 0 ? steps : 1; }
+
+ private:
+  bool quiet_;
+  bool tty_;
+  int64_t plain_every_ = 1;
+};
+
+absl::Status Run(TrainJobOptions options) {
+  ProgressPrinter printer(absl::GetFlag(FLAGS_quiet));
+  const int64_t every = absl::GetFlag(FLAGS_progress_every);
+  // On a terminal the live line is redrawn every `every` steps; in logs, a plain line every
+  // 10x that many.
+  printer.set_plain_every(every * 10);
+  options.progress_every_steps = every;
+  options.on_progress = [&printer](const TrainProgress& p) { printer.Step(p); };
+  options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
+  Env* env = Env::Default();
+  ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
+  const TrainResult& t = result.train;
+  std::printf("\nsluice-train: %s, %d samples in %.2fs of training (%.0f samples/s), "
+              "%.2fs wall\n", result.backend_name.c_str(), t.samples, t.train_seconds,
+              t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0, t.seconds);
+  if (!t.epochs.empty() && t.epochs.back().test) {
+    std::printf("final test accuracy: %.4f (%d samples)\n", t.epochs.back().test->accuracy(),
+                t.epochs.back().test->samples);
+  }
+  std::printf("\nmemory:\n%s", FormatMemoryReport(result.memory, result.memory_formula).c_str());
+  if (!result.checkpoint_path.empty()) std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
+  if (!options.export_safetensors.empty()) {
+    std::printf("safetensors: %s\n", options.export_safetensors.c_str());
+  }
+  std::printf("pipeline: %s\n", result.pipeline.ToString().c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "trains an MLP from a sluice shard dataset.\n"
+      "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] [--device auto]\n"
+      "Exit codes: 0 ok, 1 runtime or data error, 2 usage error.");
+  // Abseil spells flags with underscores; accept the dashed spelling users type
+  // (--batch-size=32) by rewriting the name part of each --flag.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t k = 2; k < end; ++k) {
+      if (a[k] == '-') a[k] = '_';
+    }
+  }
+  std::vector<char*> argv2;
+  for (std::string& a : args) argv2.push_back(a.data());
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(argv2.size()), argv2.data());
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "sluice-train: unexpected argument \"%s\" (flags are --name=value)\n",
+                 positional[1]);
+    return 2;
+  }
+  auto options = sluice::OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  absl::Status status = sluice::Run(*std::move(options));
+  if (!status.ok()) {
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
