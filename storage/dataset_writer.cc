@@ -67,7 +67,7 @@ absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
 // True for "<split>-<digits>.shard" and "<split>.manifest.json(.tmp)": files a previous write
 // of this split may have left.
 bool BelongsToSplit(absl::string_view name, absl::string_view split) {
-  if (name == ManifestFileName(split)) return true;
+  if (name == ManifestFileName(split) || name == ManifestFileName(split) + ".tmp") return true;
   if (!absl::ConsumePrefix(&name, split) || !absl::ConsumePrefix(&name, "-")) return false;
   absl::ConsumeSuffix(&name, ".tmp");
   if (!absl::ConsumeSuffix(&name, kShardSuffix) || name.empty()) return false;
