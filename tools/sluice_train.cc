@@ -76,6 +76,9 @@ ABSL_FLAG(std::string, metrics_out, "", "JSON lines, one per epoch");
 ABSL_FLAG(int64_t, progress_every, 200, "Steps between progress updates");
 ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N steps");
+ABSL_FLAG(std::string, inject_delay, "", "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
+          "long per item in a stage (read, decompress, preprocess, h2d, compute); see "
+          "docs/bottleneck.md");
 
 namespace sluice {
 namespace {
@@ -204,6 +207,25 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.export_safetensors = absl::GetFlag(FLAGS_export_safetensors);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
+  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_inject_delay), ',',
+                                               absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits(':', 1));
+    int64_t us = 0;
+    if (!absl::SimpleAtoi(kv.second, &us) || us < 0) {
+      return UsageError("inject-delay", absl::StrCat("expected STAGE:MICROSECONDS, got \"", item,
+                                                     "\""));
+    }
+    if (kv.first == "compute") {
+      o.inject_compute_delay_us = us;
+      continue;
+    }
+    auto stage = ParseStage(kv.first);
+    if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery) {
+      return UsageError("inject-delay", absl::StrCat("unknown stage \"", kv.first,
+                                                     "\" (read, decompress, preprocess, h2d, compute)"));
+    }
+    o.pipeline.inject_delay_us[static_cast<int>(*stage)] = us;
+  }
   for (const auto* flag : {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size",
                            "epochs", "seed", "shuffle", "h2d_format", "device", "precision"}) {
     absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);

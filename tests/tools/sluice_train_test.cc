@@ -1,0 +1,203 @@
+// End-to-end tests of sluice-train: the built binary, run as a user would.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "engine/checkpoint.h"
+#include "gtest/gtest.h"
+#include "storage/dataset_writer.h"
+
+namespace sluice {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string text;  // stdout + stderr
+};
+
+Output RunTrain(const std::string& args) {
+  Output out;
+  std::string cmd = absl::StrCat(SLUICE_TRAIN_BIN, " ", args, " 2>&1");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
+  int status = ::pclose(p);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// A learnable synthetic 28x28 split: class c lights up row band c.
+RecordArrays MakeRecords(uint64_t count, uint64_t seed) {
+  RecordArrays r;
+  r.spec = {SampleDType::kU8, LabelDType::kU8, 28, 28, 1};
+  r.count = count;
+  r.samples.resize(count * 784);
+  r.labels.resize(count);
+  std::mt19937_64 rng(seed);
+  for (uint64_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % 10);
+    r.labels[i] = static_cast<char>(label);
+    for (int p = 0; p < 784; ++p) {
+      const int row = p / 28;
+      const bool lit = row >= label * 2 + 4 && row < label * 2 + 7;
+      r.samples[i * 784 + p] = static_cast<char>(lit ? 128 + rng() % 128 : rng() % 40);
+    }
+  }
+  return r;
+}
+
+class SluiceTrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice_train_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    WriteDatasetOptions options;
+    options.sharding.records_per_shard = 1500;
+    options.sharding.records_per_frame = 100;
+    ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/data", "train", MakeRecords(4000, 1), options).ok());
+    ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/data", "test", MakeRecords(1000, 2), options).ok());
+  }
+  void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
+  std::string dir_;
+};
+
+TEST_F(SluiceTrainTest, TrainsAndEvaluatesOnTheSiblingTestSplit) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=3 --quiet "
+                                     "--metrics-out=", dir_, "/m.jsonl"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("final test accuracy"), std::string::npos) << out.text;
+  const size_t at = out.text.find("final test accuracy: ");
+  const double accuracy = std::atof(out.text.c_str() + at + 21);
+  EXPECT_GT(accuracy, 0.9) << out.text;
+  auto metrics = ReadFileToString(Env::Default(), dir_ + "/m.jsonl");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(std::count(metrics->begin(), metrics->end(), '\n'), 3) << *metrics;
+  EXPECT_NE(metrics->find("\"test_accuracy\""), std::string::npos);
+}
+
+TEST_F(SluiceTrainTest, BadFlagValuesAreUsageErrors) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --batch-size=0"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--batch-size"), std::string::npos) << out.text;
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --optimizer=rmsprop"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("rmsprop"), std::string::npos) << out.text;
+  out = RunTrain("--epochs=1");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--data"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, MissingDataIsRuntimeErrorNamingThePath) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/nowhere --device=cpu"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find(dir_ + "/nowhere"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, CorruptShardFailsNamingFileFrameAndOffset) {
+  const std::string shard = dir_ + "/data/train-00001.shard";
+  auto bytes = ReadFileToString(Env::Default(), shard);
+  ASSERT_TRUE(bytes.ok());
+  std::string damaged = *bytes;
+  damaged[200] ^= 0x40;  // inside frame 0's stored bytes
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shard, damaged).ok());
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+                                     "--checkpoint-dir=", dir_, "/ckpt"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("train-00001.shard"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("frame 0"), std::string::npos) << out.text;
+  // No checkpoint that looks complete is left behind.
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
+  // With skip, the run completes and reports what it skipped.
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+                              "--on-corrupt=skip"));
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("skipped 1 frames / 100 records"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, CudaAskedForWithoutDeviceIsClearError) {
+  if (std::getenv("SLUICE_EXPECT_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cuda --epochs=1"));
+  if (out.exit_code == 0) GTEST_SKIP() << "this machine has a CUDA device";
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("CUDA"), std::string::npos) << out.text;
+}
+
+// A run killed with SIGKILL at a random step and resumed from its last checkpoint ends with
+// bitwise the same weights as an uninterrupted run.
+TEST_F(SluiceTrainTest, SigkillAtRandomStepThenResumeIsBitwiseIdentical) {
+  const std::string common = absl::StrCat(
+      "--data=", dir_, "/data --device=cpu --epochs=3 --shuffle --seed=7 --momentum=0.9 "
+      "--layers=784,256,10 --quiet --evaluate=false");
+  Output full = RunTrain(absl::StrCat(common, " --export-safetensors=", dir_, "/full.safetensors"));
+  ASSERT_EQ(full.exit_code, 0) << full.text;
+
+  std::mt19937_64 rng(std::random_device{}());
+  const std::string ckpt_dir = dir_ + "/ckpt";
+  const std::string ckpt = ckpt_dir + "/checkpoint.sluice";
+  bool killed = false;
+  for (int attempt = 0; attempt < 20 && !killed; ++attempt) {
+    std::system(absl::StrCat("rm -rf ", ckpt_dir).c_str());
+    // Slow each step a little (a documented diagnostic) so there is time to kill mid-run.
+    std::string args = absl::StrCat(common, " --checkpoint-dir=", ckpt_dir,
+                                    " --checkpoint-every=7 --inject-delay=compute:300");
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::vector<std::string> argv_s = {SLUICE_TRAIN_BIN};
+      for (size_t start = 0; start < args.size();) {
+        size_t end = args.find(' ', start);
+        if (end == std::string::npos) end = args.size();
+        if (end > start) argv_s.push_back(args.substr(start, end - start));
+        start = end + 1;
+      }
+      std::vector<char*> argv;
+      for (auto& a : argv_s) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      std::freopen("/dev/null", "w", stdout);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    // Wait for the first checkpoint, then a random while more (up to ~the run's length).
+    for (int i = 0; i < 2000 && !Env::Default()->FileExists(ckpt); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 100));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && Env::Default()->FileExists(ckpt);
+    if (killed) {
+      // The last complete checkpoint must be mid-run, or the resume would prove nothing.
+      auto checkpoint = ReadCheckpoint(Env::Default(), ckpt);
+      ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+      killed = checkpoint->epoch < 3;
+      if (killed) {
+        std::fprintf(stderr, "killed; resuming from epoch %d step %d\n",
+                     static_cast<int>(checkpoint->epoch), static_cast<int>(checkpoint->step_in_epoch));
+      }
+    }
+  }
+  ASSERT_TRUE(killed) << "could not kill the run mid-way in 20 attempts";
+  Output resumed = RunTrain(absl::StrCat(common, " --checkpoint-dir=", ckpt_dir,
+                                         " --resume=auto --export-safetensors=", dir_,
+                                         "/resumed.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
+  auto a = ReadFileToString(Env::Default(), dir_ + "/full.safetensors");
+  auto b = ReadFileToString(Env::Default(), dir_ + "/resumed.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(*a == *b) << "resumed weights differ from the uninterrupted run";
+}
+
+}  // namespace
+}  // namespace sluice
