@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--shuffle", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu | cuda")
     args = ap.parse_args()
     wall0 = time.perf_counter()
     torch.set_num_threads(args.threads)
@@ -35,7 +36,8 @@ def main():
     to_tensor = transforms.ToTensor()
     train = datasets.FashionMNIST(root=args.root, train=True, download=False, transform=to_tensor)
     test = datasets.FashionMNIST(root=args.root, train=False, download=False, transform=to_tensor)
-    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    device = torch.device(args.device)
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
     optimizer = optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
     samples = 0
@@ -60,16 +62,20 @@ def main():
     for epoch in range(args.epochs):
         t0 = time.perf_counter()
         for x, y in batches(epoch):
+            x, y = x.to(device), y.to(device)  # CPU memory -> GPU memory over PCIe
             loss = loss_fn(model(x.view(-1, 784)), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             samples += len(y)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         train_seconds += time.perf_counter() - t0
     with torch.no_grad():
-        xt = test.data.reshape(-1, 784).float().div_(255.0)
-        accuracy = (model(xt).argmax(1) == test.targets).float().mean().item()
-    print(json.dumps({"variant": args.variant, "threads": args.threads, "epochs": args.epochs,
+        xt = test.data.reshape(-1, 784).float().div_(255.0).to(device)
+        accuracy = (model(xt).argmax(1).cpu() == test.targets).float().mean().item()
+    print(json.dumps({"variant": args.variant, "device": args.device, "threads": args.threads,
+                      "epochs": args.epochs,
                       "samples": samples, "train_seconds": train_seconds,
                       "samples_per_second": samples / train_seconds,
                       "wall_seconds": time.perf_counter() - wall0,
