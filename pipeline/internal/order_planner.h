@@ -1,0 +1,85 @@
+// The order planner: which samples form each batch of an epoch, which frames must be read to
+// build them, and in what order. A pure function of (split layout, seed, epoch, options).
+//
+// Order (docs/architecture.md, "Order"): frames are shuffled with a PRNG seeded by (seed, epoch),
+// cut into windows of W consecutive frames of that order, and the records of each window are
+// shuffled with a PRNG seeded by (seed, epoch, window). The epoch's sample sequence is the
+// concatenation of the shuffled windows; batch s is positions [s*B, (s+1)*B). Shuffle off:
+// file order. Nothing here depends on threads, pool sizes or timing.
+//
+// Thread safety: an EpochPlan is immutable once built and may be shared across threads.
+#ifndef SLUICE_PIPELINE_INTERNAL_ORDER_PLANNER_H_
+#define SLUICE_PIPELINE_INTERNAL_ORDER_PLANNER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sluice::pipeline_internal {
+
+// One frame of the split, in file order (global frame id = index in SplitLayout::frames).
+struct FrameRef {
+  uint32_t shard = 0;
+  uint32_t frame = 0;          // within the shard
+  uint64_t first_record = 0;   // within the split
+  uint32_t record_count = 0;
+};
+
+struct SplitLayout {
+  std::vector<FrameRef> frames;
+  uint64_t record_count = 0;
+};
+
+struct OrderOptions {
+  uint64_t seed = 0;
+  bool shuffle = true;
+  uint32_t window_frames = 0;  // W; 0 or >= frame count: one window (a full shuffle)
+  uint32_t batch_size = 32;
+  bool drop_last = false;
+};
+
+// Steps (batches) in one full epoch.
+uint64_t StepsPerEpoch(uint64_t records, const OrderOptions& options);
+
+// The plan of one epoch, from step `first_step` to its end.
+struct EpochPlan {
+  uint64_t epoch = 0;
+  uint64_t first_step = 0;
+  uint32_t batch_size = 0;
+  // Global record ids in delivery order, starting at position first_step * B.
+  std::vector<uint32_t> order;
+  // For each entry of `order`: the slot (index into read_frames) of its frame and its index
+  // within that frame.
+  std::vector<uint32_t> sample_slot;
+  std::vector<uint32_t> sample_offset;
+  // Frames to read, in read order (global frame ids). Only frames holding at least one sample
+  // of `order` appear: a resumed epoch does not read frames of the steps it skips.
+  std::vector<uint32_t> read_frames;
+  // CSR: the distinct slots batch i needs, and the batches that need slot k.
+  std::vector<uint32_t> batch_slot_begin, batch_slots;
+  std::vector<uint32_t> slot_batch_begin, slot_batches;
+  // Largest number of decoded frames that must be held at once so that the earliest
+  // unassembled batch can always be built (the deadlock-free minimum of the frame budget).
+  uint32_t min_frames_alive = 0;
+
+  uint32_t num_batches() const { return static_cast<uint32_t>(batch_slot_begin.size() - 1); }
+  uint32_t batch_begin(uint32_t i) const { return i * batch_size; }
+  uint32_t batch_end(uint32_t i) const {
+    uint64_t e = uint64_t{i + 1} * batch_size;
+    return static_cast<uint32_t>(e < order.size() ? e : order.size());
+  }
+};
+
+// Plans epoch `epoch` from `first_step`. kInvalidArgument for a bad layout/options or a
+// first_step past the end of the epoch.
+absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOptions& options,
+                                    uint64_t epoch, uint64_t first_step);
+
+// An upper bound of EpochPlan::min_frames_alive over every epoch and start step, computed
+// from the layout alone (so the frame budget can be fixed before any epoch is planned).
+uint32_t FramesAliveBound(const SplitLayout& layout, const OrderOptions& options);
+
+}  // namespace sluice::pipeline_internal
+
+#endif  // SLUICE_PIPELINE_INTERNAL_ORDER_PLANNER_H_

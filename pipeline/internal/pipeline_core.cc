@@ -1,0 +1,683 @@
+// The flow graph. Why each node is serial or parallel:
+//  - read (input_node): serial by construction; one sequential pread stream per run is what
+//    local disks and page caches like, and it keeps the read order (= the planned order) simple.
+//    Read-ahead is bounded by the limiter_node behind it (the frame budget).
+//  - decompress (function_node, decompress_threads): frames are independent; zstd is the most
+//    CPU-hungry stage, so it runs in parallel with a ZSTD_DCtx per thread.
+//  - assemble+preprocess (function_node, preprocess_threads): batches are independent once
+//    their frames are decoded and they hold a buffer; parallel.
+//  - sequencer_node: restores batch-id order after the parallel stages.
+//  - upload (async_node, serial): copies must be enqueued in order on one copy stream; the
+//    body only enqueues, the CUDA host callback completes through the gateway.
+//  - deliver (function_node, serial): appends to the consumer's queue in order.
+#include "pipeline/internal/pipeline_core.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace sluice::pipeline_internal {
+namespace flow = oneapi::tbb::flow;
+
+namespace {
+struct ThreadDctx {
+  ZSTD_DCtx* ctx = ZSTD_createDCtx();
+  ~ThreadDctx() { ZSTD_freeDCtx(ctx); }
+};
+void* ThisThreadDctx() {
+  thread_local ThreadDctx d;
+  return d.ctx;
+}
+constexpr size_t kAlign = 64;
+}  // namespace
+
+PipelineCore::PipelineCore(const Dataset* dataset, const PipelineOptions& options)
+    : dataset_(dataset), opt_(options) {}
+
+PipelineCore::~PipelineCore() { Shutdown(); }
+
+absl::Status PipelineCore::BuildLayout() {
+  const Manifest& m = dataset_->manifest();
+  spec_ = dataset_->spec();
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    ASSIGN_OR_RETURN(const ShardReader* r, dataset_->shard(i));
+    readers_.push_back(r);
+    for (uint32_t f = 0; f < r->frame_count(); ++f) {
+      const FrameInfo& fi = r->frames()[f];
+      layout_.frames.push_back(FrameRef{static_cast<uint32_t>(i), f,
+                                        m.shards[i].first_record + fi.first_record,
+                                        fi.record_count});
+    }
+  }
+  layout_.record_count = dataset_->record_count();
+  return absl::OkStatus();
+}
+
+absl::Status PipelineCore::Init() {
+  start_ns_ = NowNs();
+  if (opt_.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  if (opt_.pool_size == 0) return absl::InvalidArgumentError("pool_size must be >= 1");
+  if (opt_.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
+  if (opt_.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
+  if (opt_.threads <= 0) opt_.threads = static_cast<int>(oneapi::tbb::info::default_concurrency());
+  if (opt_.decompress_threads <= 0) opt_.decompress_threads = opt_.threads;
+  if (opt_.preprocess_threads <= 0) opt_.preprocess_threads = opt_.threads;
+  RETURN_IF_ERROR(BuildLayout());
+  ASSIGN_OR_RETURN(SampleConverter conv,
+                   SampleConverter::Create(spec_.sample_dtype, opt_.h2d_format,
+                                           opt_.normalization, spec_.sample_values()));
+  converter_.emplace(conv);
+
+  order_ = OrderOptions{opt_.seed, opt_.shuffle, opt_.shuffle_window_frames, opt_.batch_size,
+                        opt_.drop_last};
+  steps_per_epoch_ = StepsPerEpoch(layout_.record_count, order_);
+  if (opt_.start_step > steps_per_epoch_) {
+    return absl::InvalidArgumentError(absl::StrCat("start step ", opt_.start_step,
+                                                   " is past the end of the epoch (",
+                                                   steps_per_epoch_, " steps)"));
+  }
+  total_batches_ = steps_per_epoch_ * opt_.epochs - opt_.start_step;
+  frame_budget_ = FramesAliveBound(layout_, order_) + opt_.read_ahead_frames;
+  next_epoch_ = opt_.start_epoch;
+
+  sample_region_ = (converter_->out_bytes_per_sample() * opt_.batch_size + kAlign - 1) / kAlign * kAlign;
+  label_offset_ = sample_region_;
+  ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.pool_size,
+                                                   sample_region_ + 4 * size_t{opt_.batch_size}));
+  if (opt_.device_upload && CudaDeviceAvailable()) {
+    ASSIGN_OR_RETURN(uploader_, DeviceUploader::Create(opt_.device, opt_.device_ring_depth,
+                                                       sample_region_, 4 * size_t{opt_.batch_size}));
+  }
+  const int conc[kNumStages] = {1, opt_.decompress_threads, opt_.preprocess_threads, 1, 1, 1};
+  for (int i = 0; i < kNumStages; ++i) rec_[i].Init(static_cast<Stage>(i), conc[i]);
+  if (opt_.trace_capacity > 0) trace_ = std::make_unique<TraceBuffer>(opt_.trace_capacity);
+  RETURN_IF_ERROR(BuildWhatIfCaches());
+
+  if (total_batches_ == 0) {
+    absl::MutexLock l(&delivery_mu_);
+    end_ = true;
+    return absl::OkStatus();
+  }
+  if (opt_.raise_tbb_worker_limit) {
+    worker_limit_ = std::make_unique<oneapi::tbb::global_control>(
+        oneapi::tbb::global_control::max_allowed_parallelism, opt_.threads + 1);
+  }
+  // No slot reserved for an external thread: the consumer never joins the arena, so all
+  // `threads` slots are for workers.
+  arena_ = std::make_unique<oneapi::tbb::task_arena>(opt_.threads, 0);
+  arena_->execute([this] { BuildGraph(); });
+  return absl::OkStatus();
+}
+
+absl::Status PipelineCore::BuildWhatIfCaches() {
+  const WhatIf w = opt_.what_if;
+  if (w == WhatIf::kNone || w == WhatIf::kH2D) return absl::OkStatus();
+  const size_t f = layout_.frames.size();
+  if (w == WhatIf::kRead) {
+    stored_cache_.resize(f);
+    for (size_t i = 0; i < f; ++i) {
+      const FrameRef& fr = layout_.frames[i];
+      RETURN_IF_ERROR(readers_[fr.shard]->ReadStoredFrame(fr.frame, &stored_cache_[i]));
+    }
+    return absl::OkStatus();
+  }
+  // kDecompress and kPreprocess need decoded frames.
+  decoded_cache_.resize(f);
+  decoded_corrupt_.assign(f, 0);
+  std::string stored;
+  for (size_t i = 0; i < f; ++i) {
+    const FrameRef& fr = layout_.frames[i];
+    const ShardReader* r = readers_[fr.shard];
+    RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
+    decoded_cache_[i].resize(r->frames()[fr.frame].raw_size);
+    absl::Status s = r->DecodeFrame(fr.frame, stored,
+                                    absl::MakeSpan(decoded_cache_[i].data(), decoded_cache_[i].size()),
+                                    ThisThreadDctx());
+    if (!s.ok()) {
+      if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
+        decoded_corrupt_[i] = 1;
+        decoded_cache_[i].clear();
+      } else {
+        return s;
+      }
+    }
+  }
+  if (w == WhatIf::kDecompress) return absl::OkStatus();
+  // kPreprocess: build every batch of the start epoch now.
+  ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(layout_, order_, opt_.start_epoch, opt_.start_step));
+  EpochRun run;
+  run.frames.resize(plan.read_frames.size());
+  for (size_t s = 0; s < plan.read_frames.size(); ++s) {
+    const uint32_t g = plan.read_frames[s];
+    run.frames[s].data = decoded_cache_[g].data();
+    run.frames[s].records = layout_.frames[g].record_count;
+    run.frames[s].corrupt = decoded_corrupt_[g] != 0;
+  }
+  run.plan = std::move(plan);
+  prebuilt_first_step_ = opt_.start_step;
+  const uint32_t nb = run.plan.num_batches();
+  prebuilt_.resize(nb);
+  prebuilt_size_.resize(nb);
+  for (uint32_t b = 0; b < nb; ++b) {
+    prebuilt_[b].resize(sample_region_ + 4 * size_t{opt_.batch_size});
+    GatherInto(run, b, prebuilt_[b].data(),
+               reinterpret_cast<int32_t*>(prebuilt_[b].data() + label_offset_), &prebuilt_size_[b]);
+  }
+  decoded_cache_.clear();  // the prebuilt batches are all assemble needs
+  decoded_corrupt_.clear();
+  return absl::OkStatus();
+}
+
+void PipelineCore::BuildGraph() {
+  graph_ = std::make_unique<Graph>();
+  Graph& g = *graph_;
+  read_node_ = std::make_unique<flow::input_node<FrameMsg>>(
+      g, [this](oneapi::tbb::flow_control& fc) { return ReadBody(fc); });
+  budget_node_ = std::make_unique<flow::limiter_node<FrameMsg>>(g, frame_budget_);
+  decompress_node_ = std::make_unique<flow::function_node<FrameMsg>>(
+      g, opt_.decompress_threads, [this](const FrameMsg& m) {
+        DecompressBody(m);
+        return flow::continue_msg();
+      });
+  assemble_node_ = std::make_unique<flow::function_node<BatchMsg, BatchMsg>>(
+      g, opt_.preprocess_threads, [this](BatchMsg m) { return AssembleBody(std::move(m)); });
+  sequencer_node_ = std::make_unique<flow::sequencer_node<BatchMsg>>(
+      g, [](const BatchMsg& m) -> size_t { return m.id; });
+  deliver_node_ = std::make_unique<flow::function_node<BatchMsg>>(
+      g, flow::serial, [this](const BatchMsg& m) {
+        Deliver(m);
+        return flow::continue_msg();
+      });
+  flow::make_edge(*read_node_, *budget_node_);
+  flow::make_edge(*budget_node_, *decompress_node_);
+  flow::make_edge(*assemble_node_, *sequencer_node_);
+  if (uploader_ != nullptr) {
+    upload_node_ = std::make_unique<UploadNode>(
+        g, flow::serial,
+        [this](const BatchMsg& m, UploadNode::gateway_type& gw) { UploadBody(m, gw); });
+    gateway_ = &upload_node_->gateway();
+    flow::make_edge(*sequencer_node_, *upload_node_);
+    flow::make_edge(*upload_node_, *deliver_node_);
+  } else {
+    flow::make_edge(*sequencer_node_, *deliver_node_);
+  }
+  read_node_->activate();
+}
+
+// ---------------------------------------------------------------------------------------------
+// read
+
+bool PipelineCore::AdvanceEpoch() {
+  while (reading_ == nullptr || next_slot_ >= reading_->plan.read_frames.size()) {
+    if (next_epoch_ >= opt_.start_epoch + opt_.epochs) return false;
+    const uint64_t e = next_epoch_++;
+    const uint64_t first = e == opt_.start_epoch ? opt_.start_step : 0;
+    absl::StatusOr<EpochPlan> plan = PlanEpoch(layout_, order_, e, first);
+    if (!plan.ok()) {
+      Fail(plan.status());
+      return false;
+    }
+    if (plan->min_frames_alive > frame_budget_) {
+      Fail(absl::InternalError(absl::StrCat("frame budget ", frame_budget_, " below the ",
+                                            plan->min_frames_alive, " frames epoch ", e, " needs")));
+      return false;
+    }
+    auto run = std::make_shared<EpochRun>();
+    run->plan = *std::move(plan);
+    const uint32_t slots = static_cast<uint32_t>(run->plan.read_frames.size());
+    const uint32_t nb = run->plan.num_batches();
+    run->first_batch_id = next_batch_id_;
+    run->first_frame_seq = next_frame_seq_;
+    next_batch_id_ += nb;
+    next_frame_seq_ += slots;
+    run->frames.resize(slots);
+    run->slot_refs = std::make_unique<std::atomic<uint32_t>[]>(slots);
+    for (uint32_t s = 0; s < slots; ++s) {
+      run->slot_refs[s].store(run->plan.slot_batch_begin[s + 1] - run->plan.slot_batch_begin[s],
+                              std::memory_order_relaxed);
+    }
+    run->batch_missing.resize(nb);
+    for (uint32_t b = 0; b < nb; ++b) {
+      run->batch_missing[b] = run->plan.batch_slot_begin[b + 1] - run->plan.batch_slot_begin[b];
+    }
+    reading_ = std::move(run);
+    next_slot_ = 0;
+  }
+  return true;
+}
+
+FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
+  int64_t start = NowNs();
+  // The gap since the previous item is time the frame budget (limiter) held the reader back.
+  if (read_last_end_ns_ != 0) rec_[0].AddWaitOutput(start - read_last_end_ns_);
+  if (cancelled() || !AdvanceEpoch()) {
+    fc.stop();
+    return FrameMsg{};
+  }
+  start = NowNs();  // planning an epoch is not read time
+  FrameMsg m;
+  m.run = reading_;
+  m.slot = next_slot_++;
+  m.seq = reading_->first_frame_seq + m.slot;
+  m.is_last = m.seq + 1 == next_frame_seq_ && next_epoch_ == opt_.start_epoch + opt_.epochs;
+  const uint32_t g = reading_->plan.read_frames[m.slot];
+  const FrameRef& fr = layout_.frames[g];
+  uint64_t bytes = 0;
+  if (stored_cache_.empty()) {
+    m.stored = std::make_shared<std::string>();
+    absl::Status s = readers_[fr.shard]->ReadStoredFrame(fr.frame, m.stored.get());
+    if (!s.ok()) {
+      Fail(s);
+      fc.stop();
+      return FrameMsg{};
+    }
+    bytes = m.stored->size();
+  } else {
+    bytes = stored_cache_[g].size();
+  }
+  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kRead)]);
+  const int64_t end = NowNs();
+  read_last_end_ns_ = end;
+  frames_read_.fetch_add(1, std::memory_order_relaxed);
+  rec_[0].NoteQueue(frames_resident_.fetch_add(1, std::memory_order_relaxed) + 1);
+  rec_[1].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) + 1);
+  Record(Stage::kRead, start, end, m.seq, fr.record_count, bytes);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// decompress
+
+void PipelineCore::DecompressBody(const FrameMsg& m) {
+  frames_queued_.fetch_sub(1, std::memory_order_relaxed);
+  if (cancelled() || m.run == nullptr) return;
+  const int64_t start = NowNs();
+  EpochRun& run = *m.run;
+  const uint32_t g = run.plan.read_frames[m.slot];
+  const FrameRef& fr = layout_.frames[g];
+  const ShardReader* reader = readers_[fr.shard];
+  DecodedFrame& out = run.frames[m.slot];
+  out.records = fr.record_count;
+  absl::Status s;
+  if (!decoded_cache_.empty()) {  // what-if decompress
+    out.corrupt = decoded_corrupt_[g] != 0;
+    out.data = decoded_cache_[g].data();
+  } else {
+    const uint32_t raw = reader->frames()[fr.frame].raw_size;
+    out.owned.reset(new char[raw]);
+    const std::string& stored = m.stored ? *m.stored : stored_cache_[g];
+    s = reader->DecodeFrame(fr.frame, stored, absl::MakeSpan(out.owned.get(), raw),
+                            ThisThreadDctx());
+    out.data = out.owned.get();
+  }
+  if (!s.ok()) {
+    if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
+      out.corrupt = true;
+      out.owned.reset();
+      out.data = nullptr;
+      absl::MutexLock l(&delivery_mu_);
+      const std::string msg(s.message());
+      if (corrupt_messages_.size() < 16 &&
+          std::find(corrupt_messages_.begin(), corrupt_messages_.end(), msg) == corrupt_messages_.end()) {
+        corrupt_messages_.push_back(msg);
+      }
+    } else {
+      Fail(s);
+      return;
+    }
+  }
+  if (out.corrupt) {
+    skipped_frames_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t used = 0;  // records of this frame that a planned batch would have held
+    for (uint32_t i = 0; i < run.plan.sample_slot.size(); ++i) used += run.plan.sample_slot[i] == m.slot;
+    skipped_records_.fetch_add(used, std::memory_order_relaxed);
+  }
+  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kDecompress)]);
+  const int64_t end = NowNs();
+  Record(Stage::kDecompress, start, end, m.seq, fr.record_count,
+         reader->frames()[fr.frame].raw_size);
+  OnFrameReady(m.run, m.slot);
+}
+
+// ---------------------------------------------------------------------------------------------
+// scheduler
+
+void PipelineCore::OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t slot) {
+  absl::MutexLock l(&sched_mu_);
+  if (shut_down_ || cancelled()) return;
+  const int64_t now = NowNs();
+  const EpochPlan& plan = run->plan;
+  for (uint32_t j = plan.slot_batch_begin[slot]; j < plan.slot_batch_begin[slot + 1]; ++j) {
+    const uint32_t b = plan.slot_batches[j];
+    if (--run->batch_missing[b] == 0) ready_.push(Ready{run->first_batch_id + b, now, run, b});
+  }
+  rec_[2].NoteQueue(static_cast<int64_t>(ready_.size()));
+  DispatchLocked();
+}
+
+void PipelineCore::OnPinnedReleased(uint64_t id) {
+  absl::MutexLock l(&sched_mu_);
+  --outstanding_;
+  if (shut_down_ || cancelled()) return;
+  DispatchLocked();
+}
+
+// Buffer grants keep a reserve: batch b may take a buffer only if, after it, one is left for
+// every batch below b not yet dispatched. So the lowest undispatched batch can always get
+// one, and the sequencer (which waits for it) can never be starved by later batches holding
+// every buffer. If the lowest ready batch cannot go, no later one can, so checking the top of
+// the id-ordered heap is enough.
+// try_put under the mutex is safe: a function_node's try_put only spawns or queues a task, it
+// never runs the body inline; holding the lock makes dispatch atomic with shutdown.
+void PipelineCore::DispatchLocked() {
+  const int64_t now = NowNs();
+  while (!ready_.empty()) {
+    const Ready& r = ready_.top();
+    uint64_t lower_undispatched = r.id - lowest_undispatched_;
+    for (uint64_t d : dispatched_ahead_) {
+      if (d >= r.id) break;
+      --lower_undispatched;
+    }
+    const uint64_t free = opt_.pool_size - outstanding_;
+    if (free < lower_undispatched + 1) break;
+    ++outstanding_;
+    dispatched_ahead_.insert(r.id);
+    while (!dispatched_ahead_.empty() && *dispatched_ahead_.begin() == lowest_undispatched_) {
+      dispatched_ahead_.erase(dispatched_ahead_.begin());
+      ++lowest_undispatched_;
+    }
+    const int64_t waited = now - r.ready_ns;
+    if (waited > 0) {
+      rec_[3].AddItem(r.ready_ns, now, r.run->plan.batch_end(r.index) - r.run->plan.batch_begin(r.index), 0);
+      rec_[2].AddWaitOutput(waited);
+    }
+    BatchMsg m;
+    m.run = r.run;
+    m.index = r.index;
+    m.id = r.id;
+    m.is_last = r.id + 1 == total_batches_;
+    ready_.pop();
+    assemble_node_->try_put(m);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// assemble + preprocess
+
+void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples,
+                              int32_t* labels, uint32_t* size) const {
+  const EpochPlan& plan = run.plan;
+  const size_t in_bytes = converter_->in_bytes_per_sample();
+  const size_t out_bytes = converter_->out_bytes_per_sample();
+  const size_t label_bytes = spec_.label_bytes();
+  uint32_t k = 0;
+  for (uint32_t i = plan.batch_begin(index); i < plan.batch_end(index); ++i) {
+    const DecodedFrame& fr = run.frames[plan.sample_slot[i]];
+    if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
+    const uint32_t off = plan.sample_offset[i];
+    converter_->Convert(fr.data + size_t{off} * in_bytes, samples + size_t{k} * out_bytes, 1);
+    ConvertLabels(spec_.label_dtype, fr.data + size_t{fr.records} * in_bytes + size_t{off} * label_bytes,
+                  labels + k, 1);
+    ++k;
+  }
+  *size = k;
+}
+
+BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
+  if (cancelled()) return m;
+  const int64_t start = NowNs();
+  EpochRun& run = *m.run;
+  auto payload = std::make_shared<BatchPayload>();
+  std::optional<PinnedBuffer> buf = pool_->TryAcquire();
+  if (!buf.has_value()) {  // cannot happen: the scheduler grants buffers before dispatching
+    Fail(absl::InternalError("pinned buffer pool exhausted despite the scheduler's grant"));
+    return m;
+  }
+  payload->buffer = std::move(*buf);
+  rec_[3].NoteQueue(pool_->in_use());
+  if (!prebuilt_.empty()) {  // what-if preprocess
+    const uint64_t step = (run.plan.first_step + m.index - prebuilt_first_step_) % prebuilt_.size();
+    payload->samples = prebuilt_[step].data();
+    payload->labels = reinterpret_cast<const int32_t*>(prebuilt_[step].data() + label_offset_);
+    payload->size = prebuilt_size_[step];
+  } else {
+    char* base = payload->buffer.data();
+    GatherInto(run, m.index, base, reinterpret_cast<int32_t*>(base + label_offset_), &payload->size);
+    payload->samples = base;
+    payload->labels = reinterpret_cast<const int32_t*>(base + label_offset_);
+  }
+  // Drop this batch's references; the last batch needing a frame frees it and returns its
+  // place in the frame budget to the reader.
+  const EpochPlan& plan = run.plan;
+  for (uint32_t j = plan.batch_slot_begin[m.index]; j < plan.batch_slot_begin[m.index + 1]; ++j) {
+    const uint32_t s = plan.batch_slots[j];
+    if (run.slot_refs[s].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      run.frames[s].owned.reset();
+      run.frames[s].data = nullptr;
+      frames_resident_.fetch_sub(1, std::memory_order_relaxed);
+      budget_node_->decrementer().try_put(flow::continue_msg());
+    }
+  }
+  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kPreprocess)]);
+  const int64_t end = NowNs();
+  Record(Stage::kPreprocess, start, end, m.id, payload->size,
+         size_t{payload->size} * converter_->out_bytes_per_sample());
+  m.payload = std::move(payload);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// upload (CUDA) and delivery
+
+void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
+  if (cancelled() || m.payload == nullptr) return;
+  if (m.payload->size == 0) {  // an all-skipped batch: nothing to copy, keep the order
+    gw.reserve_wait();
+    gw.try_put(m);
+    gw.release_wait();
+    return;
+  }
+  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kH2D)]);
+  absl::MutexLock l(&ring_mu_);
+  if (!ring_pending_.empty() || m.id >= ring_lowest_unreleased_ + opt_.device_ring_depth) {
+    ring_pending_.emplace_back(m, NowNs());  // the consumer's release will enqueue it
+    rec_[4].NoteQueue(static_cast<int64_t>(ring_pending_.size()));
+    return;
+  }
+  EnqueueUpload(m);
+}
+
+void PipelineCore::EnqueueUpload(const BatchMsg& m) {
+  const uint32_t slot = static_cast<uint32_t>(m.id % opt_.device_ring_depth);
+  m.payload->device_slot = slot;
+  gateway_->reserve_wait();  // keeps the graph alive until the copy completes
+  const size_t sample_bytes = size_t{m.payload->size} * converter_->out_bytes_per_sample();
+  absl::Status s = uploader_->Enqueue(
+      slot, m.payload->samples, sample_bytes, m.payload->labels, 4 * size_t{m.payload->size},
+      opt_.what_if == WhatIf::kH2D, [this, m] {
+        // CUDA driver thread: no CUDA calls here. The pinned buffer goes back now.
+        BatchMsg done = m;
+        done.payload->buffer.Reset();
+        OnPinnedReleased(done.id);
+        gateway_->try_put(done);
+        gateway_->release_wait();
+      });
+  if (!s.ok()) {
+    gateway_->release_wait();
+    Fail(s);
+  }
+}
+
+void PipelineCore::Deliver(const BatchMsg& m) {
+  if (cancelled() || m.payload == nullptr) return;
+  if (m.payload->size == 0) {  // every sample skipped as corrupt: not delivered
+    empty_batches_.fetch_add(1, std::memory_order_relaxed);
+    m.payload->buffer.Reset();
+    OnPinnedReleased(m.id);
+    if (uploader_ != nullptr) RingRelease(m.id, 0, nullptr);
+  }
+  absl::MutexLock l(&delivery_mu_);
+  if (m.payload->size != 0) {
+    delivered_.push_back(m);
+    rec_[5].NoteQueue(static_cast<int64_t>(delivered_.size()));
+  }
+  if (m.is_last) end_ = true;
+}
+
+absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
+  lease->Release();
+  absl::MutexLock l(&delivery_mu_);
+  const uint32_t limit = uploader_ ? opt_.device_ring_depth : opt_.pool_size;
+  if (leased_.size() >= limit) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the consumer holds ", leased_.size(), " leases; release one before asking for more"));
+  }
+  const int64_t start = NowNs();
+  auto ready = [this]() {
+    return !delivered_.empty() || end_ || !status_.ok() || cancelled();
+  };
+  delivery_mu_.Await(absl::Condition(&ready));
+  const int64_t now = NowNs();
+  rec_[5].AddWaitInput(now - start);
+  if (!status_.ok()) return status_;
+  if (cancelled()) return absl::CancelledError("the pipeline was cancelled");
+  if (delivered_.empty()) return false;
+  BatchMsg m = std::move(delivered_.front());
+  delivered_.pop_front();
+  const BatchPayload& p = *m.payload;
+  BatchView& v = lease->view_;
+  v = BatchView{};
+  v.format = opt_.h2d_format;
+  v.size = p.size;
+  v.features = static_cast<uint32_t>(spec_.sample_values());
+  v.epoch = m.run->plan.epoch;
+  v.step = m.run->plan.first_step + m.index;
+  if (uploader_ != nullptr) {
+    v.samples = uploader_->slot_samples(p.device_slot);
+    v.labels = uploader_->slot_labels(p.device_slot);
+    v.on_device = true;
+    v.ready_event = uploader_->ready_event(p.device_slot);
+    absl::StatusOr<int64_t> copy_ns = uploader_->CopyNs(p.device_slot);
+    if (copy_ns.ok()) {
+      rec_[4].AddItem(now - *copy_ns, now, p.size,
+                      size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
+    }
+  } else {
+    v.samples = p.samples;
+    v.labels = p.labels;
+  }
+  lease->core_ = shared_from_this();
+  lease->id_ = m.id;
+  lease->handed_out_ns_ = now;
+  leased_.emplace(m.id, m.payload);
+  ++batches_delivered_;
+  samples_delivered_ += p.size;
+  return true;
+}
+
+void PipelineCore::ReleaseLease(uint64_t id, void* stream, int64_t handed_out_ns) {
+  std::shared_ptr<BatchPayload> payload;
+  {
+    absl::MutexLock l(&delivery_mu_);
+    auto it = leased_.find(id);
+    if (it == leased_.end()) return;
+    payload = std::move(it->second);
+    leased_.erase(it);
+  }
+  rec_[5].AddItem(handed_out_ns, NowNs(), payload->size, 0);
+  if (uploader_ == nullptr) {
+    payload->buffer.Reset();
+    OnPinnedReleased(id);
+    return;
+  }
+  RingRelease(id, payload->device_slot, stream);
+}
+
+void PipelineCore::RingRelease(uint64_t id, uint32_t slot, void* stream) {
+  absl::MutexLock l(&ring_mu_);
+  if (stream != nullptr) {  // under ring_mu_: Enqueue reads the slot's release state
+    absl::Status s = uploader_->ReleaseSlot(slot, stream);
+    if (!s.ok()) Fail(s);
+  }
+  ring_released_.insert(id);
+  while (!ring_released_.empty() && *ring_released_.begin() == ring_lowest_unreleased_) {
+    ring_released_.erase(ring_released_.begin());
+    ++ring_lowest_unreleased_;
+  }
+  const int64_t now = NowNs();
+  while (!ring_pending_.empty() && !cancelled() &&
+         ring_pending_.front().first.id < ring_lowest_unreleased_ + opt_.device_ring_depth) {
+    rec_[4].AddWaitOutput(now - ring_pending_.front().second);
+    EnqueueUpload(ring_pending_.front().first);
+    ring_pending_.pop_front();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// control and statistics
+
+void PipelineCore::Fail(absl::Status s) {
+  {
+    absl::MutexLock l(&delivery_mu_);
+    if (status_.ok()) status_ = std::move(s);
+  }
+  cancelled_.store(true, std::memory_order_release);
+  absl::MutexLock l(&delivery_mu_);  // wakes Next()
+}
+
+void PipelineCore::Cancel() {
+  cancelled_.store(true, std::memory_order_release);
+  absl::MutexLock l(&delivery_mu_);  // re-evaluates Next()'s wait condition
+}
+
+void PipelineCore::Shutdown() {
+  if (shutdown_done_) return;
+  shutdown_done_ = true;
+  Cancel();
+  {
+    absl::MutexLock l(&sched_mu_);
+    shut_down_ = true;
+  }
+  if (arena_ != nullptr && graph_ != nullptr) {
+    arena_->execute([this] { graph_->wait_for_all(); });
+  }
+  absl::MutexLock l(&ring_mu_);
+  ring_pending_.clear();
+}
+
+void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples,
+                          uint64_t bytes) {
+  rec_[static_cast<int>(s)].AddItem(start, end, samples, bytes);
+  if (trace_) trace_->Add(TraceSpan{s, id, ThreadNumber(), start, end});
+}
+
+PipelineStats PipelineCore::Stats() const {
+  PipelineStats st;
+  for (int i = 0; i < kNumStages; ++i) {
+    st.stages[i] = rec_[i].Snapshot(/*measured_wait_input=*/i == 0 || i == 3 || i == 5);
+  }
+  st.stages[3].queue_high_water = pool_ ? pool_->high_water() : 0;
+  st.start_ns = start_ns_;
+  st.snapshot_ns = NowNs();
+  st.threads = opt_.threads;
+  st.frames_read = frames_read_.load(std::memory_order_relaxed);
+  st.skipped_frames = skipped_frames_.load(std::memory_order_relaxed);
+  st.skipped_records = skipped_records_.load(std::memory_order_relaxed);
+  st.empty_batches = empty_batches_.load(std::memory_order_relaxed);
+  st.pool_buffers = opt_.pool_size;
+  st.frame_budget = frame_budget_ + 1;  // + the frame the reader holds while the limiter is full
+  st.ring_depth = uploader_ ? opt_.device_ring_depth : 0;
+  st.trace_dropped = trace_ ? trace_->dropped() : 0;
+  absl::MutexLock l(&delivery_mu_);
+  st.batches_delivered = batches_delivered_;
+  st.samples_delivered = samples_delivered_;
+  st.corrupt_frames = corrupt_messages_;
+  return st;
+}
+
+}  // namespace sluice::pipeline_internal

@@ -1,0 +1,95 @@
+// StageRecorder: the hot-path side of StageStats. Relaxed atomics only; a snapshot is a
+// consistent-enough view for reporting (each counter is exact, counters are not mutually
+// synchronized).
+#ifndef SLUICE_PIPELINE_INTERNAL_STAGE_RECORDER_H_
+#define SLUICE_PIPELINE_INTERNAL_STAGE_RECORDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "pipeline/stage_stats.h"
+
+namespace sluice::pipeline_internal {
+
+inline void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+inline void AtomicMin0(std::atomic<int64_t>& a, int64_t v) {  // min, where 0 means unset
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while ((cur == 0 || v < cur) && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+// Bounded trace buffer: spans past `capacity` are counted and dropped. One short critical
+// section per span (spans are per frame or per batch, thousands per second, not per sample).
+class TraceBuffer {
+ public:
+  explicit TraceBuffer(size_t capacity) { spans_.reserve(capacity); capacity_ = capacity; }
+  void Add(const TraceSpan& s) {
+    absl::MutexLock l(&mu_);
+    if (spans_.size() < capacity_) {
+      spans_.push_back(s);
+    } else {
+      ++dropped_;
+    }
+  }
+  std::vector<TraceSpan> Snapshot() const {
+    absl::MutexLock l(&mu_);
+    return spans_;
+  }
+  uint64_t dropped() const {
+    absl::MutexLock l(&mu_);
+    return dropped_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  size_t capacity_ = 0;
+  std::vector<TraceSpan> spans_;
+  uint64_t dropped_ = 0;
+};
+
+uint32_t ThreadNumber();
+
+class StageRecorder {
+ public:
+  void Init(Stage s, int concurrency) {
+    stage_ = s;
+    concurrency_ = concurrency;
+  }
+  void AddItem(int64_t start_ns, int64_t end_ns, uint64_t samples, uint64_t bytes) {
+    items_.fetch_add(1, std::memory_order_relaxed);
+    samples_.fetch_add(samples, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    busy_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
+    AtomicMin0(first_start_ns_, start_ns);
+    AtomicMax(last_end_ns_, end_ns);
+  }
+  void AddBusy(int64_t ns) { busy_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  void AddWaitInput(int64_t ns) { wait_input_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  void AddWaitOutput(int64_t ns) { wait_output_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  void NoteQueue(int64_t depth) { AtomicMax(high_water_, depth); }
+  void set_concurrency(int c) { concurrency_ = c; }
+  // `measured_wait_input`: true when wait_input is recorded directly (not derived).
+  StageStats Snapshot(bool measured_wait_input) const;
+
+ private:
+  Stage stage_ = Stage::kRead;
+  int concurrency_ = 1;
+  std::atomic<uint64_t> items_{0}, samples_{0}, bytes_{0};
+  std::atomic<int64_t> busy_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
+  std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};
+};
+
+// Busy-waits `us` microseconds (the inject_delay diagnostic; spinning, not sleeping, so the
+// delay shows up as busy CPU time of the stage, like real work would).
+void SpinFor(int64_t us);
+
+}  // namespace sluice::pipeline_internal
+
+#endif  // SLUICE_PIPELINE_INTERNAL_STAGE_RECORDER_H_

@@ -1,0 +1,97 @@
+// PinnedBufferPool: a fixed set of equally sized host buffers that batches are built in.
+//
+// Memory: cudaHostAlloc'ed (page-locked, so cudaMemcpyAsync is truly asynchronous) when sluice
+// is built with CUDA and a device is present, page-aligned host memory otherwise. All buffers
+// are allocated by Create(); the pool never grows (DALI's grow-only pools are how users hit
+// OOM), so `count * buffer_bytes` is the pool's whole footprint.
+//
+// Ownership: a PinnedBuffer handle owns one buffer until it is destroyed or Reset(); the pool
+// must outlive every handle. Waiting for a free buffer (Acquire) is measured.
+// Errors: Create returns kInvalidArgument for a zero count/size, kResourceExhausted when the
+// allocation fails.
+// Thread safety: all pool methods are thread safe; a handle is used by one thread at a time.
+#ifndef SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_
+#define SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace sluice {
+
+class PinnedBufferPool;
+
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& o) noexcept { *this = std::move(o); }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { Reset(); }
+
+  bool valid() const { return pool_ != nullptr; }
+  char* data() const { return data_; }
+  size_t size() const;
+  uint32_t index() const { return index_; }
+  // Returns the buffer to its pool (no-op on an empty handle).
+  void Reset();
+
+ private:
+  friend class PinnedBufferPool;
+  PinnedBuffer(PinnedBufferPool* pool, uint32_t index, char* data)
+      : pool_(pool), index_(index), data_(data) {}
+  PinnedBufferPool* pool_ = nullptr;
+  uint32_t index_ = 0;
+  char* data_ = nullptr;
+};
+
+class PinnedBufferPool {
+ public:
+  enum class Memory { kAuto, kPinned, kPageable };
+
+  // kPinned without CUDA support or a device is kUnavailable.
+  static absl::StatusOr<std::unique_ptr<PinnedBufferPool>> Create(uint32_t count,
+                                                                  size_t buffer_bytes,
+                                                                  Memory memory = Memory::kAuto);
+  ~PinnedBufferPool();  // every handle must have been returned
+  PinnedBufferPool(const PinnedBufferPool&) = delete;
+  PinnedBufferPool& operator=(const PinnedBufferPool&) = delete;
+
+  // Blocks until a buffer is free; the time blocked is added to wait_ns().
+  PinnedBuffer Acquire();
+  // A free buffer, or nullopt when all are in use.
+  std::optional<PinnedBuffer> TryAcquire();
+
+  uint32_t count() const { return static_cast<uint32_t>(buffers_.size()); }
+  size_t buffer_bytes() const { return buffer_bytes_; }
+  bool pinned() const { return pinned_; }
+  uint32_t in_use() const;
+  uint32_t high_water() const;  // most buffers ever in use at once
+  int64_t wait_ns() const;      // total time Acquire() blocked
+  uint64_t waits() const;       // Acquire() calls that had to block
+
+ private:
+  friend class PinnedBuffer;
+  PinnedBufferPool(size_t buffer_bytes, bool pinned) : buffer_bytes_(buffer_bytes), pinned_(pinned) {}
+  void Return(uint32_t index);
+  PinnedBuffer TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t buffer_bytes_;
+  const bool pinned_;
+  std::vector<char*> buffers_;
+  mutable absl::Mutex mu_;
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
+  uint32_t high_water_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t wait_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_

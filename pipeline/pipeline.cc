@@ -1,0 +1,82 @@
+#include "pipeline/pipeline.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "pipeline/internal/pipeline_core.h"
+
+namespace sluice {
+
+absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {
+  if (name == "fail") return OnCorrupt::kFail;
+  if (name == "skip") return OnCorrupt::kSkip;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --on-corrupt '", name, "' (expected fail or skip)"));
+}
+
+absl::string_view WhatIfName(WhatIf w) {
+  switch (w) {
+    case WhatIf::kNone:
+      return "none";
+    case WhatIf::kRead:
+      return "read";
+    case WhatIf::kDecompress:
+      return "decompress";
+    case WhatIf::kPreprocess:
+      return "preprocess";
+    case WhatIf::kH2D:
+      return "h2d";
+  }
+  return "?";
+}
+
+absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name) {
+  for (WhatIf w : {WhatIf::kNone, WhatIf::kRead, WhatIf::kDecompress, WhatIf::kPreprocess,
+                   WhatIf::kH2D}) {
+    if (WhatIfName(w) == name) return w;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown what-if stage '", name, "' (none, read, decompress, preprocess, h2d)"));
+}
+
+BatchLease& BatchLease::operator=(BatchLease&& o) noexcept {
+  if (this != &o) {
+    Release();
+    core_ = std::move(o.core_);
+    id_ = o.id_;
+    handed_out_ns_ = o.handed_out_ns_;
+    view_ = o.view_;
+    o.core_ = nullptr;
+    o.view_ = BatchView{};
+  }
+  return *this;
+}
+
+void BatchLease::Release(void* stream) {
+  if (core_ == nullptr) return;
+  std::shared_ptr<pipeline_internal::PipelineCore> core = std::move(core_);
+  core_ = nullptr;
+  view_ = BatchView{};
+  core->ReleaseLease(id_, stream, handed_out_ns_);
+}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const Dataset* dataset,
+                                                           const PipelineOptions& options) {
+  if (dataset == nullptr) return absl::InvalidArgumentError("Pipeline::Create: null dataset");
+  auto core = std::make_shared<pipeline_internal::PipelineCore>(dataset, options);
+  RETURN_IF_ERROR(core->Init());
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(core)));
+}
+
+Pipeline::~Pipeline() { core_->Shutdown(); }
+
+absl::StatusOr<bool> Pipeline::Next(BatchLease* lease) { return core_->Next(lease); }
+void Pipeline::Cancel() { core_->Cancel(); }
+PipelineStats Pipeline::Stats() const { return core_->Stats(); }
+std::vector<TraceSpan> Pipeline::Trace() const { return core_->Trace(); }
+uint64_t Pipeline::steps_per_epoch() const { return core_->steps_per_epoch(); }
+uint64_t Pipeline::total_batches() const { return core_->total_batches(); }
+bool Pipeline::uploads_to_device() const { return core_->uploads_to_device(); }
+const PipelineOptions& Pipeline::options() const { return core_->options(); }
+
+}  // namespace sluice

@@ -1,0 +1,150 @@
+// Pipeline: the oneTBB flow graph from shard files to batches ready for the device.
+//
+//   read (input_node, serial) -> frame budget (limiter_node) -> decompress (function_node,
+//   parallel) -> [batch scheduler] -> assemble+preprocess (function_node, parallel, into a
+//   PinnedBufferPool buffer) -> sequencer_node(batch id) -> [upload: async_node, CUDA]
+//   -> delivery queue -> Next()
+//
+// docs/architecture.md ("Pipeline") draws the graph, the threads, who owns each buffer and
+// what bounds memory.
+//
+// Usage (the training loop):
+//   ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(dataset, options));
+//   BatchLease lease;
+//   while (true) {
+//     ASSIGN_OR_RETURN(bool got, pipeline->Next(&lease));
+//     if (!got) break;                         // end of the run
+//     RETURN_IF_ERROR(backend->TrainStep(lease.view(), lr));
+//     lease.Release(backend->compute_stream()); // or let the lease go out of scope
+//   }
+//   PipelineStats stats = pipeline->Stats();
+//
+// Order: a pure function of (seed, epoch, options that shape batches); never of threads,
+// pool size or timing. Errors: Create returns kInvalidArgument for bad options; Next returns
+// kDataLoss naming file, frame and byte offset for a corrupt frame (on_corrupt = kFail),
+// kCancelled after Cancel(), I/O errors from the Env.
+// Thread safety: Next() is called by one consumer thread; Cancel() and Stats() from any
+// thread. Leases may be released from any thread.
+#ifndef SLUICE_PIPELINE_PIPELINE_H_
+#define SLUICE_PIPELINE_PIPELINE_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pipeline/batch.h"
+#include "pipeline/stage_stats.h"
+#include "storage/dataset.h"
+
+namespace sluice {
+
+namespace pipeline_internal {
+class PipelineCore;
+}
+
+enum class OnCorrupt : uint8_t { kFail, kSkip };
+absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name);  // "fail" | "skip"
+
+// Diagnostic what-if modes (issue 5): make one stage free to measure what the rest can do.
+//   kRead: stored frames are read into RAM before the run; the read stage serves them.
+//   kDecompress: frames are decoded into RAM before the run; decompress hands them out.
+//   kPreprocess: the batches of the first epoch are built before the run; assemble hands out
+//     the prebuilt batch of the same step (later epochs reuse them: same sizes, stale order).
+//   kH2D: no copy; the device slot of the batch is reused as is (CUDA builds).
+enum class WhatIf : uint8_t { kNone, kRead, kDecompress, kPreprocess, kH2D };
+absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name);  // none|read|decompress|preprocess|h2d
+absl::string_view WhatIfName(WhatIf w);
+
+struct PipelineOptions {
+  uint32_t batch_size = 32;
+  H2DFormat h2d_format = H2DFormat::kF32;
+  Normalization normalization;  // applied on the CPU for f16/f32
+  uint64_t seed = 0;
+  bool shuffle = true;
+  // W: frames per shuffle window; 0 = every frame (a full shuffle). Memory grows with W
+  // (about W decoded frames resident), shuffle quality too (docs/architecture.md, "Order").
+  uint32_t shuffle_window_frames = 64;
+  bool drop_last = false;
+  uint64_t start_epoch = 0;
+  uint64_t start_step = 0;   // first step within start_epoch (mid-epoch resume)
+  uint64_t epochs = 1;       // epochs to deliver, start_epoch included
+  int threads = 0;           // TBB arena size; 0: hardware concurrency
+  int decompress_threads = 0;  // concurrency of decompress; 0: threads
+  int preprocess_threads = 0;  // concurrency of assemble+preprocess; 0: threads
+  uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
+  uint32_t pool_size = 4;          // pinned batch buffers (>= 1)
+  bool device_upload = true;       // upload to the GPU when built with CUDA and one is present
+  int device = 0;
+  uint32_t device_ring_depth = 3;  // device batch slots
+  OnCorrupt on_corrupt = OnCorrupt::kFail;
+  // Diagnostics: per-item busy-wait added inside a stage (read, decompress, preprocess, h2d).
+  std::array<int64_t, kNumStages> inject_delay_us = {};
+  WhatIf what_if = WhatIf::kNone;
+  size_t trace_capacity = 0;  // per-item spans kept for the timeline; 0: none
+  // TBB's default market has (cores - 1) workers; raise it so an arena of `threads` is full
+  // (a process-wide tbb::global_control held while the pipeline lives).
+  bool raise_tbb_worker_limit = true;
+};
+
+// One delivered batch. Owns its buffer (pinned host buffer, or device slot) until Release()
+// or destruction; the Pipeline's memory stays alive while a lease does.
+class BatchLease {
+ public:
+  BatchLease() = default;
+  BatchLease(BatchLease&& o) noexcept { *this = std::move(o); }
+  BatchLease& operator=(BatchLease&& o) noexcept;
+  BatchLease(const BatchLease&) = delete;
+  BatchLease& operator=(const BatchLease&) = delete;
+  ~BatchLease() { Release(); }
+
+  bool valid() const { return core_ != nullptr; }
+  const BatchView& view() const { return view_; }
+  uint64_t batch_id() const { return id_; }  // run-wide sequence number, from 0
+
+  // Gives the batch back. For device batches `stream` (a cudaStream_t) is the stream whose
+  // work reads it: the slot is reused only after that work completes (an event recorded on
+  // it). Null: the caller guarantees no enqueued work still reads the batch.
+  void Release(void* stream = nullptr);
+
+ private:
+  friend class pipeline_internal::PipelineCore;
+  std::shared_ptr<pipeline_internal::PipelineCore> core_;
+  uint64_t id_ = 0;
+  int64_t handed_out_ns_ = 0;
+  BatchView view_;
+};
+
+class Pipeline {
+ public:
+  // `dataset` must outlive the pipeline. The graph starts reading immediately.
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(const Dataset* dataset,
+                                                          const PipelineOptions& options);
+  ~Pipeline();  // Cancel(), then waits for every graph task; outstanding leases stay valid
+
+  // Blocks until the next batch in order. true: `*lease` holds it (a previous lease in
+  // `*lease` is released first); false: the run is over. A consumer holding pool_size leases
+  // and asking for another gets kFailedPrecondition (it would wait forever).
+  absl::StatusOr<bool> Next(BatchLease* lease);
+
+  // Stops the run: in-flight work drains, Next() returns kCancelled. Idempotent.
+  void Cancel();
+
+  PipelineStats Stats() const;
+  std::vector<TraceSpan> Trace() const;
+
+  uint64_t steps_per_epoch() const;
+  uint64_t total_batches() const;       // batches this run delivers (before skipped ones)
+  bool uploads_to_device() const;
+  const PipelineOptions& options() const;
+
+ private:
+  explicit Pipeline(std::shared_ptr<pipeline_internal::PipelineCore> core)
+      : core_(std::move(core)) {}
+  std::shared_ptr<pipeline_internal::PipelineCore> core_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_PIPELINE_H_

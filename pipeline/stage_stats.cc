@@ -1,0 +1,94 @@
+#include "pipeline/stage_stats.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pipeline/internal/stage_recorder.h"
+
+namespace sluice {
+namespace {
+constexpr absl::string_view kStageNames[kNumStages] = {"read", "decompress", "preprocess",
+                                                       "pinned_wait", "h2d", "delivery"};
+}  // namespace
+
+absl::string_view StageName(Stage s) { return kStageNames[static_cast<int>(s)]; }
+
+absl::StatusOr<Stage> ParseStage(absl::string_view name) {
+  for (int i = 0; i < kNumStages; ++i) {
+    if (kStageNames[i] == name) return static_cast<Stage>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown stage '", name, "' (read, decompress, preprocess, pinned_wait, h2d, delivery)"));
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double StageStats::items_per_second() const {
+  const int64_t span = last_end_ns - first_start_ns;
+  return span > 0 ? items * 1e9 / static_cast<double>(span) : 0.0;
+}
+
+std::string PipelineStats::ToString() const {
+  std::string out;
+  for (const StageStats& s : stages) {
+    absl::StrAppendFormat(&out,
+                          "%-11s x%d items=%d samples=%d bytes=%d busy=%.3fms wait_in=%.3fms "
+                          "wait_out=%.3fms hw=%d\n",
+                          StageName(s.stage), s.concurrency, s.items, s.samples, s.bytes,
+                          s.busy_ns / 1e6, s.wait_input_ns / 1e6, s.wait_output_ns / 1e6,
+                          s.queue_high_water);
+  }
+  absl::StrAppendFormat(&out,
+                        "delivered %d batches / %d samples; skipped %d frames / %d records; "
+                        "pool %d buffers, frame budget %d, ring %d\n",
+                        batches_delivered, samples_delivered, skipped_frames, skipped_records,
+                        pool_buffers, frame_budget, ring_depth);
+  return out;
+}
+
+namespace pipeline_internal {
+
+uint32_t ThreadNumber() {
+  static std::atomic<uint32_t> next{0};
+  thread_local uint32_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
+StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
+  StageStats s;
+  s.stage = stage_;
+  s.concurrency = concurrency_;
+  s.items = items_.load(std::memory_order_relaxed);
+  s.samples = samples_.load(std::memory_order_relaxed);
+  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.busy_ns = busy_ns_.load(std::memory_order_relaxed);
+  s.wait_output_ns = wait_output_ns_.load(std::memory_order_relaxed);
+  s.queue_high_water = static_cast<uint64_t>(high_water_.load(std::memory_order_relaxed));
+  s.first_start_ns = first_start_ns_.load(std::memory_order_relaxed);
+  s.last_end_ns = last_end_ns_.load(std::memory_order_relaxed);
+  if (measured_wait_input) {
+    s.wait_input_ns = wait_input_ns_.load(std::memory_order_relaxed);
+  } else if (s.items > 0) {
+    const int64_t capacity = int64_t{concurrency_} * (s.last_end_ns - s.first_start_ns);
+    s.wait_input_ns = std::max<int64_t>(0, capacity - s.busy_ns - s.wait_output_ns);
+  }
+  return s;
+}
+
+void SpinFor(int64_t us) {
+  if (us <= 0) return;
+  const int64_t until = NowNs() + us * 1000;
+  while (NowNs() < until) {
+  }
+}
+
+}  // namespace pipeline_internal
+}  // namespace sluice

@@ -1,0 +1,99 @@
+// Stage statistics of a Pipeline: what each stage did, how long it was busy, and how long it
+// waited on its input and on its output. The bottleneck report (issue 5) reads these.
+//
+// Times are nanoseconds. Timestamps are std::chrono::steady_clock nanoseconds since the clock's
+// epoch (the same clock CUDA event times are aligned to), so spans of different threads and
+// of several pipelines share one timeline.
+//
+// Thread safety: StageStats, PipelineStats and TraceSpan are plain values (snapshots).
+#ifndef SLUICE_PIPELINE_STAGE_STATS_H_
+#define SLUICE_PIPELINE_STAGE_STATS_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+
+namespace sluice {
+
+// The stages of the data path, in flow order. kPinnedWait is not a node of the graph: it is
+// the time batches whose frames were ready spent waiting for a free pinned buffer.
+// kDelivery is the consumer's side: items are batches handed out, wait_input is the time the
+// consumer blocked in Next(), busy is the time it held leases.
+enum class Stage : uint8_t {
+  kRead = 0,
+  kDecompress,
+  kPreprocess,
+  kPinnedWait,
+  kH2D,
+  kDelivery,
+};
+inline constexpr int kNumStages = 6;
+absl::string_view StageName(Stage s);  // "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery"
+absl::StatusOr<Stage> ParseStage(absl::string_view name);
+
+struct StageStats {
+  Stage stage = Stage::kRead;
+  int concurrency = 1;         // how many items it may process at once
+  uint64_t items = 0;          // frames (read, decompress) or batches (the others)
+  uint64_t samples = 0;        // samples in those items
+  uint64_t bytes = 0;          // bytes produced (stored bytes for read, raw for decompress,
+                               // batch bytes for preprocess and h2d)
+  int64_t busy_ns = 0;         // summed over its threads; for h2d, copy time from CUDA events
+  // Time waiting for input. Measured for kDelivery (consumer blocked in Next()); for graph
+  // nodes derived as concurrency * (last_end - first_start) - busy - wait_output, clamped at 0.
+  int64_t wait_input_ns = 0;
+  // Time waiting for an output slot: read waits for the frame budget, preprocess for a pinned
+  // buffer (== kPinnedWait busy), h2d for a free device ring slot.
+  int64_t wait_output_ns = 0;
+  // Queue high-water mark: read: decoded frames resident; decompress: frames queued for it;
+  // preprocess: batches ready but not started; pinned_wait: buffers in use; h2d: ring slots in
+  // use; delivery: batches waiting in the delivery queue.
+  uint64_t queue_high_water = 0;
+  int64_t first_start_ns = 0;  // 0 until the first item
+  int64_t last_end_ns = 0;
+
+  double items_per_second() const;  // items / (last_end - first_start)
+};
+
+struct PipelineStats {
+  std::array<StageStats, kNumStages> stages;
+  int64_t start_ns = 0;     // when the pipeline was created
+  int64_t snapshot_ns = 0;  // when this snapshot was taken
+  int threads = 0;          // TBB arena size
+  uint64_t batches_delivered = 0;
+  uint64_t samples_delivered = 0;
+  uint64_t frames_read = 0;
+  uint64_t skipped_frames = 0;    // --on-corrupt=skip: corrupt frames met (per epoch read)
+  uint64_t skipped_records = 0;   // records of those frames that a batch would have held
+  uint64_t empty_batches = 0;     // batches all of whose samples were skipped (not delivered)
+  std::vector<std::string> corrupt_frames;  // distinct DataLoss messages, first 16
+  uint32_t pool_buffers = 0;
+  // Frames that may be read and not yet freed at once: the limiter's budget (decoded or
+  // queued for decompress) plus the one frame the reader holds while the budget is full.
+  uint32_t frame_budget = 0;
+  uint32_t ring_depth = 0;        // device batch slots (0 without upload)
+  uint64_t trace_dropped = 0;     // spans not recorded because the trace buffer was full
+
+  const StageStats& operator[](Stage s) const { return stages[static_cast<int>(s)]; }
+  std::string ToString() const;   // one line per stage, for logs and tests
+};
+
+// One span of work on one item, for the Chrome/Perfetto timeline.
+struct TraceSpan {
+  Stage stage = Stage::kRead;
+  uint64_t id = 0;       // run-wide frame sequence number (read, decompress) or batch id
+  uint32_t thread = 0;   // small per-thread number, stable for a thread's lifetime
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+// steady_clock::now() in nanoseconds.
+int64_t NowNs();
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_STAGE_STATS_H_

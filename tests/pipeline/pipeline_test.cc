@@ -1,0 +1,405 @@
+#include "pipeline/pipeline.h"
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "oneapi/tbb/task_arena.h"
+#include "tests/pipeline/test_util.h"
+
+namespace sluice::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+PipelineOptions SmallOptions() {
+  PipelineOptions o;
+  o.batch_size = 7;
+  o.seed = 42;
+  o.shuffle_window_frames = 3;
+  o.threads = 2;
+  o.pool_size = 3;
+  o.read_ahead_frames = 2;
+  return o;
+}
+
+std::vector<uint32_t> AllIds(const std::vector<Batch>& batches, uint64_t epoch) {
+  std::vector<uint32_t> ids;
+  for (const Batch& b : batches) {
+    if (b.epoch == epoch) ids.insert(ids.end(), b.ids.begin(), b.ids.end());
+  }
+  return ids;
+}
+
+struct EpochCase {
+  bool shuffle;
+  bool drop_last;
+  uint32_t window;
+};
+
+class EveryRecordOnce : public ::testing::TestWithParam<EpochCase> {};
+
+TEST_P(EveryRecordOnce, PerEpochInStepOrderWithLabels) {
+  TestDataset data(250, 100, 16);  // 3 shards (100, 100, 50), short frames at each shard end
+  PipelineOptions o = SmallOptions();
+  o.shuffle = GetParam().shuffle;
+  o.drop_last = GetParam().drop_last;
+  o.shuffle_window_frames = GetParam().window;
+  o.epochs = 2;
+  auto batches = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  const uint64_t steps = o.drop_last ? 250 / 7 : (250 + 6) / 7;
+  ASSERT_EQ(batches->size(), 2 * steps);
+  for (uint64_t e = 0; e < 2; ++e) {
+    std::vector<uint32_t> ids = AllIds(*batches, e);
+    std::set<uint32_t> unique(ids.begin(), ids.end());
+    EXPECT_EQ(unique.size(), ids.size()) << "a record was delivered twice in epoch " << e;
+    EXPECT_EQ(ids.size(), o.drop_last ? steps * 7 : 250u);
+    if (!o.shuffle) {
+      for (uint32_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], i);
+    }
+  }
+  for (size_t i = 0; i < batches->size(); ++i) {
+    const Batch& b = (*batches)[i];
+    EXPECT_EQ(b.epoch, i / steps);
+    EXPECT_EQ(b.step, i % steps);
+    const bool last = b.step + 1 == steps;
+    EXPECT_EQ(b.ids.size(), last && !o.drop_last ? 250 - (steps - 1) * 7 : 7u);
+    for (size_t k = 0; k < b.ids.size(); ++k) EXPECT_EQ(b.labels[k], static_cast<int32_t>(b.ids[k] % 10));
+  }
+  if (o.shuffle) {
+    EXPECT_NE(AllIds(*batches, 0), AllIds(*batches, 1)) << "epochs must be shuffled differently";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, EveryRecordOnce,
+                         ::testing::Values(EpochCase{false, false, 3}, EpochCase{false, true, 3},
+                                           EpochCase{true, false, 3}, EpochCase{true, true, 3},
+                                           EpochCase{true, false, 0}, EpochCase{true, false, 1}));
+
+TEST(Pipeline, SameBatchesWhateverThreadsAndPoolSize) {
+  TestDataset data(300, 128, 16);
+  PipelineOptions o = SmallOptions();
+  o.threads = 1;
+  o.pool_size = 1;
+  o.epochs = 2;
+  auto reference = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  for (int threads : {1, 2, 3}) {
+    for (uint32_t pool : {1u, 2u, 5u}) {
+      for (int stage_threads : {0, 1}) {
+        o.threads = threads;
+        o.pool_size = pool;
+        o.decompress_threads = stage_threads;
+        o.preprocess_threads = stage_threads;
+        auto got = RunAll(data.dataset.get(), o);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(*got, *reference) << "threads " << threads << " pool " << pool;
+      }
+    }
+  }
+  // And when the caller runs inside a small TBB arena of its own.
+  oneapi::tbb::task_arena caller_arena(1);
+  caller_arena.execute([&] {
+    o.threads = 2;
+    auto got = RunAll(data.dataset.get(), o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, *reference);
+  });
+}
+
+TEST(Pipeline, FormatsCarryTheSameSamples) {
+  TestDataset data(100, 100, 16);
+  PipelineOptions o = SmallOptions();
+  o.h2d_format = H2DFormat::kU8;
+  auto u8 = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(u8.ok()) << u8.status();
+  for (H2DFormat f : {H2DFormat::kF16, H2DFormat::kF32}) {
+    o.h2d_format = f;
+    auto got = RunAll(data.dataset.get(), o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, *u8) << H2DFormatName(f);
+  }
+}
+
+TEST(Pipeline, StartAtStepIsTheTailAndSkipsFramesItDoesNotNeed) {
+  TestDataset data(256, 256, 16);  // one shard, 16 frames
+  PipelineOptions o = SmallOptions();
+  o.batch_size = 16;
+  o.shuffle_window_frames = 2;  // 32-record windows
+  o.epochs = 2;
+  auto full = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const ShardReader* reader = *data.dataset->shard(0);
+  for (uint64_t k : {0u, 1u, 5u, 8u, 15u, 16u}) {
+    data.env->Clear();
+    o.start_epoch = 0;
+    o.start_step = k;
+    auto tail = RunAll(data.dataset.get(), o);
+    ASSERT_TRUE(tail.ok()) << tail.status();
+    ASSERT_EQ(tail->size(), full->size() - k);
+    EXPECT_TRUE(std::equal(tail->begin(), tail->end(), full->begin() + k)) << "start " << k;
+    // Epoch 0's skipped steps cover whole windows (2 frames = 2 steps): their frames are read
+    // once (for epoch 1), not twice.
+    int frames_read_twice = 0;
+    for (const FrameInfo& fi : reader->frames()) {
+      frames_read_twice += data.env->ReadsAt("train-00000.shard", fi.offset) == 2;
+    }
+    EXPECT_EQ(frames_read_twice, 16 - static_cast<int>(k / 2 * 2)) << "start " << k;
+  }
+  // Starting in a later epoch equals that epoch of the full run.
+  o.start_epoch = 1;
+  o.start_step = 3;
+  o.epochs = 1;
+  auto later = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_EQ(later->size(), 16u - 3);
+  EXPECT_TRUE(std::equal(later->begin(), later->end(), full->begin() + 16 + 3));
+}
+
+TEST(Pipeline, StartStepPastTheEpochIsInvalid) {
+  TestDataset data(64, 64, 16);
+  PipelineOptions o = SmallOptions();
+  o.batch_size = 16;
+  o.start_step = 5;
+  EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.start_step = 4;  // exactly the end: an empty run
+  auto batches = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  EXPECT_TRUE(batches->empty());
+}
+
+TEST(Pipeline, SlowConsumerNeverHasMoreThanPoolSizeBuffersFilled) {
+  TestDataset data(512, 512, 16);
+  PipelineOptions o = SmallOptions();
+  o.pool_size = 2;
+  o.batch_size = 8;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  BatchLease lease;
+  uint64_t n = 0;
+  while (*(*p)->Next(&lease)) {
+    if (++n % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it run ahead
+  }
+  const PipelineStats s = (*p)->Stats();
+  EXPECT_EQ(n, 64u);
+  EXPECT_LE(s[Stage::kPinnedWait].queue_high_water, 2u);
+  EXPECT_LE(s[Stage::kRead].queue_high_water, s.frame_budget);
+  EXPECT_LE(s[Stage::kDelivery].queue_high_water, 2u);
+}
+
+TEST(Pipeline, AskingForMoreThanPoolSizeLeasesFails) {
+  TestDataset data(64, 64, 16);
+  PipelineOptions o = SmallOptions();
+  o.pool_size = 2;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok());
+  BatchLease a, b, c;
+  ASSERT_TRUE(*(*p)->Next(&a));
+  ASSERT_TRUE(*(*p)->Next(&b));
+  EXPECT_EQ((*p)->Next(&c).status().code(), absl::StatusCode::kFailedPrecondition);
+  a.Release();
+  EXPECT_TRUE(*(*p)->Next(&c));
+}
+
+TEST(Pipeline, CancelMidEpochHangsNothingAndLeaksNothing) {
+  TestDataset data(2000, 500, 16);
+  for (int round = 0; round < 5; ++round) {
+    PipelineOptions o = SmallOptions();
+    o.epochs = 3;
+    auto p = Pipeline::Create(data.dataset.get(), o);
+    ASSERT_TRUE(p.ok());
+    BatchLease kept, lease;
+    ASSERT_TRUE(*(*p)->Next(&kept));
+    for (int i = 0; i < round * 7; ++i) ASSERT_TRUE(*(*p)->Next(&lease));
+    (*p)->Cancel();
+    EXPECT_EQ((*p)->Next(&lease).status().code(), absl::StatusCode::kCancelled);
+    p->reset();  // destroys the graph with work in flight and a lease outstanding
+    EXPECT_EQ(ToBatch(kept.view()).ids.size(), 7u);  // still readable
+    kept.Release();
+  }
+}
+
+TEST(Pipeline, DestroyedBeforeAnyBatchIsTaken) {
+  TestDataset data(2000, 500, 16);
+  for (int round = 0; round < 5; ++round) {
+    auto p = Pipeline::Create(data.dataset.get(), SmallOptions());
+    ASSERT_TRUE(p.ok());
+  }
+}
+
+TEST(Pipeline, CorruptFrameFailsWithDataLossNamingFileFrameAndOffset) {
+  TestDataset data(200, 100, 16);
+  data.CorruptFrame(1, 2);
+  const uint64_t offset = (*data.dataset->shard(1))->frames()[2].offset;
+  auto batches = RunAll(data.dataset.get(), SmallOptions());
+  ASSERT_FALSE(batches.ok());
+  EXPECT_EQ(batches.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(batches.status().message(), HasSubstr("train-00001.shard"));
+  EXPECT_THAT(batches.status().message(), HasSubstr("frame 2"));
+  EXPECT_THAT(batches.status().message(), HasSubstr(std::to_string(offset)));
+}
+
+TEST(Pipeline, CorruptFrameSkippedKeepsEveryOtherSampleInItsPlace) {
+  TestDataset data(200, 100, 16);
+  PipelineOptions o = SmallOptions();
+  o.epochs = 2;
+  auto clean = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(clean.ok());
+  data.CorruptFrame(1, 2);  // records 100 + [32, 48)
+  o.on_corrupt = OnCorrupt::kSkip;
+  PipelineStats stats;
+  auto got = RunAll(data.dataset.get(), o, &stats);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<Batch> expected;
+  for (Batch b : *clean) {
+    Batch kept{b.epoch, b.step, {}, {}};
+    for (size_t i = 0; i < b.ids.size(); ++i) {
+      if (b.ids[i] >= 132 && b.ids[i] < 148) continue;
+      kept.ids.push_back(b.ids[i]);
+      kept.labels.push_back(b.labels[i]);
+    }
+    if (!kept.ids.empty()) expected.push_back(kept);
+  }
+  EXPECT_EQ(*got, expected);
+  EXPECT_EQ(stats.skipped_frames, 2u);  // once per epoch
+  EXPECT_EQ(stats.skipped_records, 32u);
+  ASSERT_EQ(stats.corrupt_frames.size(), 1u);
+  EXPECT_THAT(stats.corrupt_frames[0], HasSubstr("frame 2"));
+}
+
+TEST(Pipeline, AllSkippedBatchIsNotDelivered) {
+  TestDataset data(64, 64, 16);
+  data.CorruptFrame(0, 1);  // records [16, 32): exactly batch 1 with shuffle off
+  PipelineOptions o = SmallOptions();
+  o.shuffle = false;
+  o.batch_size = 16;
+  o.on_corrupt = OnCorrupt::kSkip;
+  PipelineStats stats;
+  auto got = RunAll(data.dataset.get(), o, &stats);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ((*got)[1].step, 2u);  // steps keep their numbers
+  EXPECT_EQ(stats.empty_batches, 1u);
+}
+
+TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
+  TestDataset data(300, 128, 16);
+  PipelineOptions o = SmallOptions();
+  auto reference = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(reference.ok());
+  for (WhatIf w : {WhatIf::kRead, WhatIf::kDecompress, WhatIf::kPreprocess, WhatIf::kH2D}) {
+    o.what_if = w;
+    PipelineStats stats;
+    auto got = RunAll(data.dataset.get(), o, &stats);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, *reference) << WhatIfName(w);
+    EXPECT_EQ(stats[Stage::kPreprocess].items, reference->size()) << WhatIfName(w);
+  }
+}
+
+TEST(Pipeline, WhatIfReadServesFramesFromMemory) {
+  TestDataset data(256, 256, 16);
+  PipelineOptions o = SmallOptions();
+  o.what_if = WhatIf::kRead;
+  o.epochs = 3;
+  ASSERT_TRUE(RunAll(data.dataset.get(), o).ok());
+  // Each frame is read once, before the run, however many epochs run.
+  for (const FrameInfo& fi : (*data.dataset->shard(0))->frames()) {
+    EXPECT_EQ(data.env->ReadsAt("train-00000.shard", fi.offset), 1);
+  }
+}
+
+class InjectDelay : public ::testing::TestWithParam<Stage> {};
+
+TEST_P(InjectDelay, ShowsUpInThatStagesBusyTime) {
+  TestDataset data(128, 128, 16);
+  PipelineOptions o = SmallOptions();
+  auto reference = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(reference.ok());
+  const Stage stage = GetParam();
+  o.inject_delay_us[static_cast<int>(stage)] = 3000;
+  PipelineStats stats;
+  auto got = RunAll(data.dataset.get(), o, &stats);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, *reference);
+  const StageStats& s = stats[stage];
+  ASSERT_GT(s.items, 0u);
+  EXPECT_GE(s.busy_ns, static_cast<int64_t>(s.items) * 3'000'000) << stats.ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, InjectDelay,
+                         ::testing::Values(Stage::kRead, Stage::kDecompress, Stage::kPreprocess));
+
+TEST(Pipeline, StatsCountWhatEachStageDid) {
+  TestDataset data(250, 100, 16);  // 7+7+4 = 18 frames
+  PipelineOptions o = SmallOptions();
+  o.epochs = 2;
+  o.trace_capacity = 10;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok());
+  BatchLease lease;
+  uint64_t n = 0;
+  while (*(*p)->Next(&lease)) ++n;
+  lease.Release();
+  const PipelineStats s = (*p)->Stats();
+  EXPECT_EQ(s[Stage::kRead].items, 36u);
+  EXPECT_EQ(s.frames_read, 36u);
+  EXPECT_EQ(s[Stage::kDecompress].items, 36u);
+  EXPECT_EQ(s[Stage::kDecompress].samples, 500u);
+  EXPECT_EQ(s[Stage::kPreprocess].items, n);
+  EXPECT_EQ(s[Stage::kPreprocess].samples, 500u);
+  EXPECT_EQ(s[Stage::kPreprocess].bytes, 500u * 16 * 4);
+  EXPECT_EQ(s[Stage::kDelivery].items, n);
+  EXPECT_EQ(s.batches_delivered, n);
+  EXPECT_EQ(s.samples_delivered, 500u);
+  for (const StageStats& st : s.stages) {
+    if (st.items == 0) continue;
+    EXPECT_GT(st.last_end_ns, 0) << StageName(st.stage);
+    EXPECT_LE(st.first_start_ns, st.last_end_ns) << StageName(st.stage);
+    EXPECT_GE(st.busy_ns, 0);
+  }
+  const std::vector<TraceSpan> trace = (*p)->Trace();
+  EXPECT_EQ(trace.size(), 10u);
+  EXPECT_GT(s.trace_dropped, 0u);
+  for (const TraceSpan& t : trace) EXPECT_LE(t.start_ns, t.end_ns);
+}
+
+TEST(Pipeline, HostBatchesWithoutADevice) {
+  TestDataset data(64, 64, 16);
+  auto p = Pipeline::Create(data.dataset.get(), SmallOptions());
+  ASSERT_TRUE(p.ok());
+  BatchLease lease;
+  ASSERT_TRUE(*(*p)->Next(&lease));
+  if (!(*p)->uploads_to_device()) {
+    EXPECT_FALSE(lease.view().on_device);
+    EXPECT_EQ(lease.view().ready_event, nullptr);
+    EXPECT_EQ(lease.view().features, 16u);
+  }
+}
+
+TEST(Pipeline, BadOptionsAreInvalidArgument) {
+  TestDataset data(64, 64, 16);
+  PipelineOptions o = SmallOptions();
+  o.batch_size = 0;
+  EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = SmallOptions();
+  o.pool_size = 0;
+  EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = SmallOptions();
+  o.normalization.std = 0;
+  EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseOnCorrupt("maybe").ok());
+  EXPECT_EQ(*ParseWhatIf("decompress"), WhatIf::kDecompress);
+  EXPECT_EQ(*ParseStage("h2d"), Stage::kH2D);
+  EXPECT_EQ(*ParseH2DFormat("f16"), H2DFormat::kF16);
+}
+
+}  // namespace
+}  // namespace sluice::testing
