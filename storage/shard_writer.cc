@@ -4,7 +4,9 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+#include <climits>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
@@ -20,6 +22,7 @@ Xxh3Stream* FileHash(const std::shared_ptr<void>& p) { return static_cast<Xxh3St
 // small frame, and contexts are not thread safe.
 struct CCtxHolder {
   ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  int level = INT_MIN;  // the level ctx is configured for; INT_MIN: not yet
   ~CCtxHolder() { ZSTD_freeCCtx(ctx); }
 };
 
@@ -29,38 +32,57 @@ absl::StatusOr<std::string> CompressFrame(absl::string_view raw, int zstd_level)
   thread_local CCtxHolder holder;
   ZSTD_CCtx* ctx = holder.ctx;
   if (ctx == nullptr) return absl::ResourceExhaustedError("ZSTD_createCCtx failed");
-  ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
-  // Parameters are set explicitly (and zstd's own worker threads left off) so the bytes depend
-  // only on the input and the level: the format promises byte-identical output.
-  size_t r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, zstd_level);
-  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 1);
-  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_checksumFlag, 0);
-  // Literals are stored raw, not Huffman-coded: on Fashion-MNIST that costs ~2.5% of ratio and
-  // makes decompression ~1.5x faster, and decompression is what every epoch pays
-  // (docs/formats/shard.md "Frames", docs/benchmarks.md).
-  if (!ZSTD_isError(r)) {
-    r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_literalCompressionMode, ZSTD_ps_disable);
+  // Parameters are set once per thread and level, and only the session is reset per frame:
+  // resetting the parameters too makes zstd clear its match tables (~1 MB of memset per 200 KB
+  // frame at level 3). A frame's bytes still depend only on its input and the level (zstd
+  // invalidates old table entries by index); tests compare outputs across thread counts.
+  if (holder.level != zstd_level) {
+    ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
+    holder.level = INT_MIN;
+    // Parameters are explicit (and zstd's own worker threads left off) so the bytes depend
+    // only on the input and the level: the format promises byte-identical output.
+    size_t r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, zstd_level);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 1);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_checksumFlag, 0);
+    // Literals are stored raw, not Huffman-coded: on Fashion-MNIST that costs ~2% of ratio and
+    // makes decompression ~1.5x faster, and decompression is what every epoch pays
+    // (docs/formats/shard.md "Frames", docs/benchmarks.md).
+    if (!ZSTD_isError(r)) {
+      r = ZSTD_CCtx_setParameter(ctx, ZSTD_c_literalCompressionMode, ZSTD_ps_disable);
+    }
+    if (ZSTD_isError(r)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zstd level ", zstd_level, ": ", ZSTD_getErrorName(r)));
+    }
+    holder.level = zstd_level;
+  } else {
+    ZSTD_CCtx_reset(ctx, ZSTD_reset_session_only);
   }
-  if (ZSTD_isError(r)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("zstd level ", zstd_level, ": ", ZSTD_getErrorName(r)));
+  // Compress into a reused, uninitialized per-thread buffer and copy out the exact bytes: a
+  // fresh zero-filled compressBound()-sized string per frame cost more (memset + page faults)
+  // than the compression of a 200 KB frame itself.
+  thread_local std::unique_ptr<char[]> scratch;
+  thread_local size_t scratch_size = 0;
+  const size_t bound = ZSTD_compressBound(raw.size());
+  if (scratch_size < bound) {
+    scratch.reset(new char[bound]);
+    scratch_size = bound;
   }
-  std::string out(ZSTD_compressBound(raw.size()), '\0');
-  size_t n = ZSTD_compress2(ctx, out.data(), out.size(), raw.data(), raw.size());
+  size_t n = ZSTD_compress2(ctx, scratch.get(), bound, raw.data(), raw.size());
   if (ZSTD_isError(n)) {
     return absl::InternalError(absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(n)));
   }
-  out.resize(n);
-  return out;
+  return std::string(scratch.get(), n);
 }
 
 std::string MakeFrameRaw(const RecordSpec& spec, const char* samples, const char* labels,
                          uint32_t count) {
   const size_t sb = spec.sample_bytes() * count;
   const size_t lb = spec.label_bytes() * count;
-  std::string raw(sb + lb, '\0');
-  std::memcpy(raw.data(), samples, sb);
-  std::memcpy(raw.data() + sb, labels, lb);
+  std::string raw;
+  raw.reserve(sb + lb);
+  raw.append(samples, sb);
+  raw.append(labels, lb);
   return raw;
 }
 

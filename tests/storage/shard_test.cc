@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/env.h"
@@ -10,6 +12,7 @@
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "storage/shard_reader.h"
+#include "storage/shard_writer.h"
 #include "tests/storage/test_records.h"
 
 namespace sluice {
@@ -258,6 +261,21 @@ TEST(ShardTest, F32SamplesAndI32LabelsRoundTrip) {
   ASSERT_EQ(raw.size(), 3 * (5 * 3 * 2 * 4 + 4u));
   EXPECT_EQ(raw.substr(0, 3 * 120), r.samples.substr(4 * 120, 3 * 120));
   EXPECT_EQ(raw.substr(3 * 120), r.labels.substr(16, 12));
+}
+
+TEST(ShardTest, CompressFrameDoesNotDependOnWhatTheThreadCompressedBefore) {
+  // Per-thread zstd contexts are reused across frames; the bytes of a frame must not depend on
+  // that history, or output would change with the thread count.
+  const RecordArrays a = MakeRecords(U8Spec(28, 28), 256, 7);
+  const RecordArrays b = MakeRecords(U8Spec(28, 28), 100, 8);
+  const std::string raw_a = a.samples + a.labels;
+  std::string fresh;
+  std::thread([&] { fresh = CompressFrame(raw_a, 3).value(); }).join();
+  ASSERT_TRUE(CompressFrame(b.samples + b.labels, 3).ok());
+  ASSERT_TRUE(CompressFrame(raw_a.substr(0, 5000), 9).ok());
+  ASSERT_TRUE(CompressFrame(b.samples, 3).ok());
+  EXPECT_EQ(CompressFrame(raw_a, 3).value(), fresh);
+  EXPECT_EQ(CompressFrame(raw_a, 3).value(), fresh);
 }
 
 }  // namespace
