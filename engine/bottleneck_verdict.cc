@@ -21,7 +21,6 @@ namespace {
 constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
 constexpr double kPartlyInputPct = 5.0;
 constexpr double kLaunchBoundHostPct = 50.0;
-constexpr double kPinnedLimitPct = 25.0;
 
 std::string Suggestion(ReportStage s) {
   switch (s) {
@@ -123,16 +122,6 @@ void DecideVerdict(BottleneckReport* rep) {
 
   rep->verdict = wait > kInputBoundPct ? VerdictClass::kInputBound
                                        : VerdictClass::kPartlyInputBound;
-  const StageRow& pinned = rep->row(ReportStage::kPinnedWait);
-  if (pinned.busy_pct >= kPinnedLimitPct) {
-    rep->limiting_stage = ReportStage::kPinnedWait;
-    rep->sentence = absl::StrFormat(
-        "%s: %s; batches waited %.0f%% of training time for a pinned buffer (pool of %d, "
-        "high-water %d); %s",
-        VerdictClassName(rep->verdict), waited, pinned.busy_pct, rep->pipeline.pool_buffers,
-        pinned.queue_high_water, Suggestion(ReportStage::kPinnedWait));
-    return;
-  }
   rep->limiting_stage = slow->stage;
   if (rep->cpu_saturated && slow->cpu_work) {
     rep->verdict = VerdictClass::kCpuBound;
@@ -146,6 +135,21 @@ void DecideVerdict(BottleneckReport* rep) {
         "of the CPU time; make it cheaper (%s): more threads cannot help on %d cores",
         waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share,
         Cheaper(slow->stage), rep->cores);
+    return;
+  }
+  // No stage is slower than compute, yet compute starved: the wait is structural, not
+  // throughput. With every pinned buffer in use, the pool is what held the batches back.
+  const StageRow& pinned = rep->row(ReportStage::kPinnedWait);
+  const double compute_cap = compute.capacity_samples_per_s.value_or(0);
+  if (*slow->capacity_samples_per_s > compute_cap && rep->pipeline.pool_buffers > 0 &&
+      pinned.queue_high_water >= rep->pipeline.pool_buffers) {
+    rep->limiting_stage = ReportStage::kPinnedWait;
+    rep->sentence = absl::StrFormat(
+        "%s: %s although every stage could keep up (slowest, %s, at %s; compute at %s); all "
+        "%d pinned buffers were in use while batches waited for one; %s",
+        VerdictClassName(rep->verdict), waited, ReportStageName(slow->stage),
+        FormatRate(*slow->capacity_samples_per_s), FormatRate(compute_cap),
+        rep->pipeline.pool_buffers, Suggestion(ReportStage::kPinnedWait));
     return;
   }
   rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", waited, "; ",

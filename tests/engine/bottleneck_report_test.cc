@@ -215,13 +215,25 @@ TEST(BottleneckReportTest, LaunchBoundOnCudaWhenHostTimeDominates) {
   EXPECT_EQ(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kComputeBound);
 }
 
-TEST(BottleneckReportTest, PinnedBufferWaitWhileStarvedBlamesThePool) {
+TEST(BottleneckReportTest, StarvedWithFullPoolAndNoSlowStageBlamesThePool) {
+  // Every stage is faster than compute, yet compute waited 30% with all 4 buffers in use.
   Synth s;
-  s.decompress_ns = 1500;
-  s.pinned_wait_pct = 40;
-  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  s.compute_ns = 900;
+  s.wait_pct = 30;
+  s.pinned_wait_pct = 500;  // summed over waiting batches: far above 100%
+  TrainJobResult run = MakeRun(s);
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
   EXPECT_EQ(rep.limiting_stage, ReportStage::kPinnedWait);
   EXPECT_THAT(rep.sentence, HasSubstr("--pool-size"));
+  // A stage slower than compute is named even though the pool was full too.
+  s.decompress_ns = 2400;
+  rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  EXPECT_EQ(rep.limiting_stage, ReportStage::kDecompress);
+  // Without a full pool the pool is not blamed.
+  s.decompress_ns = 200;
+  run = MakeRun(s);
+  run.pipeline.stages[3].queue_high_water = 2;
+  EXPECT_NE(AnalyzeRun(run, nullptr, 16).limiting_stage, ReportStage::kPinnedWait);
 }
 
 TEST(BottleneckReportTest, CeilingPercentUsesThreadsUpToCores) {
