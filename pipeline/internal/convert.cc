@@ -6,6 +6,9 @@
 #include "absl/status/status.h"
 
 namespace sluice::pipeline_internal {
+namespace {
+constexpr double kInv255 = 1.0 / 255.0;
+}  // namespace
 
 uint16_t FloatToHalf(float f) {
   uint32_t x;
@@ -45,9 +48,15 @@ absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DF
   c.format_ = format;
   c.norm_ = norm;
   c.values_ = values;
+  c.identity_ = norm.mean == 0.0f && norm.std == 1.0f;
+  c.fast_f32_ = true;
   for (int v = 0; v < 256; ++v) {
     c.lut_f32_[v] = NormalizeU8(static_cast<uint8_t>(v), norm);
     c.lut_f16_[v] = FloatToHalf(c.lut_f32_[v]);
+    // The vectorizable formula must agree with the reference on every input, else the table.
+    const float scaled = static_cast<float>(static_cast<double>(v) * kInv255);
+    const float fast = c.identity_ ? scaled : (scaled - norm.mean) / norm.std;
+    if (std::memcmp(&fast, &c.lut_f32_[v], 4) != 0) c.fast_f32_ = false;
   }
   return c;
 }
@@ -62,7 +71,18 @@ void SampleConverter::Convert(const char* src, void* dst, size_t count) const {
         return;
       case H2DFormat::kF32: {
         float* out = static_cast<float*>(dst);
-        for (size_t i = 0; i < n; ++i) out[i] = lut_f32_[in[i]];
+        if (fast_f32_ && identity_) {
+          // x/255 correctly rounded: the double product is within 2^-52 of x/255, which is
+          // never that close to a float rounding boundary (checked for all x in Create()).
+          for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i] * kInv255);
+        } else if (fast_f32_) {
+          const float mean = norm_.mean, sd = norm_.std;
+          for (size_t i = 0; i < n; ++i) {
+            out[i] = (static_cast<float>(in[i] * kInv255) - mean) / sd;
+          }
+        } else {
+          for (size_t i = 0; i < n; ++i) out[i] = lut_f32_[in[i]];
+        }
         return;
       }
       case H2DFormat::kF16: {

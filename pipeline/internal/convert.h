@@ -1,8 +1,9 @@
 // Sample and label conversion for the assemble stage: u8 -> u8 / f16 / f32 normalized as
 // (x/255 - mean)/std, f32 -> f32 / f16 as (x - mean)/std, labels u8 / i32 -> int32.
 //
-// u8 sources go through a 256-entry table computed with the scalar formula itself, so the
-// fast path is bit-identical to the reference by construction. f16 is IEEE binary16, rounded
+// u8 -> f16 goes through a 256-entry table computed with the scalar formula itself; u8 -> f32
+// uses a vectorizable formula when Create() proved it bit-identical to the reference for all
+// 256 inputs, else the table. f16 is IEEE binary16, rounded
 // to nearest even.
 #ifndef SLUICE_PIPELINE_INTERNAL_CONVERT_H_
 #define SLUICE_PIPELINE_INTERNAL_CONVERT_H_
@@ -38,6 +39,8 @@ class SampleConverter {
   H2DFormat format_ = H2DFormat::kU8;
   Normalization norm_;
   size_t values_ = 0;
+  bool identity_ = false;  // mean 0, std 1 (ToTensor)
+  bool fast_f32_ = false;  // the vectorized formula matches the reference for all 256 inputs
   float lut_f32_[256] = {};
   uint16_t lut_f16_[256] = {};
 };

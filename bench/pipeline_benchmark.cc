@@ -1,0 +1,220 @@
+// Pipeline benchmarks on the real Fashion-MNIST train split (60,000 28x28 u8 images), sharded
+// into a temporary directory at start (16384 records per shard, 256 per frame, zstd level 3).
+//
+//   BM_Pipeline_EndToEnd/format/batch/threads: shards -> host batches, one epoch per iteration,
+//     shuffle on (window 64 frames); items = samples, bytes = batch bytes delivered.
+//   BM_Stage_Read: pread of every stored frame (page cache warm after the first iteration).
+//   BM_Stage_Decompress/threads: checksum + zstd decode of every frame, from memory.
+//   BM_Stage_Preprocess/format: shuffled gather + conversion of one epoch into batch buffers.
+//
+// Environment: SLUICE_FASHION_MNIST (default /usr/share/datasets/fashion-mnist).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
+#include "pipeline/internal/convert.h"
+#include "pipeline/internal/order_planner.h"
+#include "pipeline/pipeline.h"
+#include "storage/dataset.h"
+#include "storage/dataset_writer.h"
+#include "storage/idx.h"
+
+namespace sluice {
+namespace {
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<Dataset> dataset;
+  std::vector<std::string> stored;  // every frame's stored bytes, in file order
+  std::vector<std::string> raw;     // every frame decoded
+};
+
+Fixture* Setup() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    const char* env = std::getenv("SLUICE_FASHION_MNIST");
+    const std::string src = env ? env : "/usr/share/datasets/fashion-mnist";
+    auto idx = ReadIdxPair(Env::Default(), src + "/train-images-idx3-ubyte.gz",
+                           src + "/train-labels-idx1-ubyte.gz");
+    if (!idx.ok()) {
+      std::fprintf(stderr, "cannot read Fashion-MNIST from %s: %s\n", src.c_str(),
+                   std::string(idx.status().message()).c_str());
+      std::exit(1);
+    }
+    char tmpl[] = "/tmp/sluice-pipeline-bench-XXXXXX";
+    fx->dir = mkdtemp(tmpl);
+    WriteDatasetOptions o;
+    o.sources = idx->sources;
+    auto m = WriteDataset(Env::Default(), fx->dir, "train", idx->records, o);
+    if (!m.ok()) {
+      std::fprintf(stderr, "WriteDataset: %s\n", std::string(m.status().message()).c_str());
+      std::exit(1);
+    }
+    fx->dataset = *Dataset::Open(Env::Default(), fx->dir);
+    for (size_t s = 0; s < fx->dataset->manifest().shards.size(); ++s) {
+      const ShardReader* r = *fx->dataset->shard(s);
+      for (uint32_t i = 0; i < r->frame_count(); ++i) {
+        fx->stored.emplace_back();
+        (void)r->ReadStoredFrame(i, &fx->stored.back());
+        fx->raw.emplace_back();
+        (void)r->ReadFrame(i, &fx->raw.back());
+      }
+    }
+    std::atexit([] { std::filesystem::remove_all(Setup()->dir); });
+    return fx;
+  }();
+  return f;
+}
+
+H2DFormat FormatArg(int64_t v) { return static_cast<H2DFormat>(v); }
+
+void BM_Pipeline_EndToEnd(benchmark::State& state) {
+  Fixture* fx = Setup();
+  PipelineOptions o;
+  o.h2d_format = FormatArg(state.range(0));
+  o.batch_size = static_cast<uint32_t>(state.range(1));
+  o.threads = static_cast<int>(state.range(2));
+  o.pool_size = 8;
+  o.read_ahead_frames = 8;
+  o.device_upload = false;
+  uint64_t samples = 0, bytes = 0;
+  for (auto _ : state) {
+    o.seed = samples;  // a fresh order each iteration
+    auto p = Pipeline::Create(fx->dataset.get(), o);
+    if (!p.ok()) {
+      state.SkipWithError(std::string(p.status().message()).c_str());
+      return;
+    }
+    BatchLease lease;
+    while (true) {
+      absl::StatusOr<bool> got = (*p)->Next(&lease);
+      if (!got.ok() || !*got) break;
+      samples += lease.view().size;
+      bytes += size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.h2d_format);
+      benchmark::DoNotOptimize(lease.view().samples);
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(samples));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_Pipeline_EndToEnd)
+    ->ArgNames({"format", "batch", "threads"})
+    ->ArgsProduct({{0, 2}, {32, 256}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The comparison configuration of bench/compare_dataloader.sh: PyTorch's DataLoader defaults
+// (no shuffle), ToTensor (f32), batch 32.
+void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
+  Fixture* fx = Setup();
+  PipelineOptions o;
+  o.batch_size = 32;
+  o.shuffle = false;
+  o.threads = static_cast<int>(state.range(0));
+  o.pool_size = 8;
+  o.read_ahead_frames = 8;
+  o.device_upload = false;
+  uint64_t samples = 0;
+  for (auto _ : state) {
+    auto p = Pipeline::Create(fx->dataset.get(), o);
+    BatchLease lease;
+    while (*(*p)->Next(&lease)) samples += lease.view().size;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(samples));
+}
+BENCHMARK(BM_Pipeline_DataLoaderConfig)->ArgName("threads")->Arg(1)->Arg(2)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Stage_Read(benchmark::State& state) {
+  Fixture* fx = Setup();
+  uint64_t bytes = 0, samples = 0;
+  std::string buf;
+  for (auto _ : state) {
+    for (size_t s = 0; s < fx->dataset->manifest().shards.size(); ++s) {
+      const ShardReader* r = *fx->dataset->shard(s);
+      for (uint32_t i = 0; i < r->frame_count(); ++i) {
+        (void)r->ReadStoredFrame(i, &buf);
+        bytes += buf.size();
+        samples += r->frames()[i].record_count;
+      }
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(samples));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_Stage_Read)->Unit(benchmark::kMillisecond);
+
+void BM_Stage_Decompress(benchmark::State& state) {
+  Fixture* fx = Setup();
+  std::vector<std::pair<const ShardReader*, uint32_t>> frames;
+  for (size_t s = 0; s < fx->dataset->manifest().shards.size(); ++s) {
+    const ShardReader* r = *fx->dataset->shard(s);
+    for (uint32_t i = 0; i < r->frame_count(); ++i) frames.emplace_back(r, i);
+  }
+  std::vector<std::string> out(frames.size());
+  for (size_t k = 0; k < frames.size(); ++k) out[k].resize(frames[k].first->frames()[frames[k].second].raw_size);
+  oneapi::tbb::task_arena arena(static_cast<int>(state.range(0)));
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    arena.execute([&] {
+      oneapi::tbb::parallel_for(size_t{0}, frames.size(), [&](size_t k) {
+        (void)frames[k].first->DecodeFrame(frames[k].second, fx->stored[k],
+                                           absl::MakeSpan(out[k].data(), out[k].size()));
+      });
+    });
+    for (const std::string& s : out) bytes += s.size();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * fx->dataset->record_count()));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_Stage_Decompress)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Stage_Preprocess(benchmark::State& state) {
+  using namespace pipeline_internal;
+  Fixture* fx = Setup();
+  const H2DFormat format = FormatArg(state.range(0));
+  const uint32_t batch = 256;
+  SplitLayout layout;
+  uint64_t first = 0;
+  for (size_t k = 0; k < fx->raw.size(); ++k) {
+    const uint32_t n = static_cast<uint32_t>(fx->raw[k].size() / 785);
+    layout.frames.push_back(FrameRef{0, static_cast<uint32_t>(k), first, n});
+    first += n;
+  }
+  layout.record_count = first;
+  EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
+  SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
+  std::vector<char> out(size_t{batch} * conv.out_bytes_per_sample());
+  std::vector<int32_t> labels(batch);
+  uint64_t samples = 0;
+  for (auto _ : state) {
+    for (uint32_t b = 0; b < plan.num_batches(); ++b) {
+      uint32_t k = 0;
+      for (uint32_t i = plan.batch_begin(b); i < plan.batch_end(b); ++i, ++k) {
+        const uint32_t g = plan.read_frames[plan.sample_slot[i]];
+        const std::string& raw = fx->raw[g];
+        const uint32_t n = layout.frames[g].record_count;
+        conv.Convert(raw.data() + size_t{plan.sample_offset[i]} * 784,
+                     out.data() + size_t{k} * conv.out_bytes_per_sample(), 1);
+        ConvertLabels(LabelDType::kU8, raw.data() + size_t{n} * 784 + plan.sample_offset[i],
+                      &labels[k], 1);
+      }
+      benchmark::DoNotOptimize(out.data());
+      samples += k;
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(samples));
+  state.SetBytesProcessed(static_cast<int64_t>(samples * conv.out_bytes_per_sample()));
+}
+BENCHMARK(BM_Stage_Preprocess)->ArgName("format")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace sluice
+
+BENCHMARK_MAIN();
