@@ -1,6 +1,7 @@
 #include "engine/train_job.h"
 
 #include <cstdlib>
+#include <numeric>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -280,6 +281,32 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   trainer_options.run_config = options.run_config;
   trainer_options.stop_after_steps = options.stop_after_steps;
   trainer_options.on_progress = options.on_progress;
+  // Intermediate reports ride on the progress callback (it runs on the training thread
+  // between steps, so reading the statistics there is safe).
+  int64_t next_report = options.report_every_steps;
+  if (options.report_every_steps > 0 && options.on_report) {
+    trainer_options.progress_every_steps =
+        std::gcd(options.progress_every_steps > 0 ? options.progress_every_steps
+                                                  : options.report_every_steps,
+                 options.report_every_steps);
+    trainer_options.on_progress = [&, next_report](const TrainProgress& p) mutable {
+      if (options.on_progress && options.progress_every_steps > 0 &&
+          p.optimizer_steps % options.progress_every_steps == 0) {
+        options.on_progress(p);
+      }
+      if (p.optimizer_steps < next_report) return;
+      next_report += options.report_every_steps;
+      TrainJobResult partial;
+      if (train_source.pipeline() != nullptr) partial.pipeline = train_source.pipeline()->Stats();
+      partial.compute = backend.stats();
+      partial.memory = backend.memory();
+      partial.backend_name = backend.name();
+      partial.train.samples = static_cast<int64_t>(partial.compute.samples);
+      partial.train.train_seconds =
+          (partial.compute.last_end_ns - partial.compute.first_start_ns) * 1e-9;
+      options.on_report(partial);
+    };
+  }
   if (!options.checkpoint_dir.empty()) {
     RETURN_IF_ERROR(env->CreateDirs(options.checkpoint_dir));
     result.checkpoint_path = CheckpointPath(options.checkpoint_dir);

@@ -59,6 +59,8 @@ struct ComputeSpan {
   int64_t end_ns = 0;
 };
 
+struct TrainJobResult;
+
 struct TrainJobOptions {
   std::string data;              // --data
   std::string test_data;         // --test-data; empty: the "test" sibling split if any
@@ -83,6 +85,10 @@ struct TrainJobOptions {
   int64_t inject_compute_delay_us = 0;
   KeyValues run_config;          // recorded in checkpoints and the report
   int64_t progress_every_steps = 200;
+  // Called every `report_every_steps` optimizer steps (0: never) with the statistics so far
+  // (train totals are not filled in yet), for --report-every.
+  int64_t report_every_steps = 0;
+  std::function<void(const TrainJobResult&)> on_report;
   std::function<void(const TrainProgress&)> on_progress;
   std::function<void(const EpochSummary&)> on_epoch_end;
 };

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -26,6 +28,9 @@
 #include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "common/status_macros.h"
+#include "engine/bottleneck_report.h"
+#include "engine/ceilings.h"
+#include "engine/trace_writer.h"
 #include "engine/train_job.h"
 
 ABSL_FLAG(std::string, data, "", "Training split: a shard dataset directory, a manifest, or a "
@@ -79,6 +84,20 @@ ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N s
 ABSL_FLAG(std::string, inject_delay, "", "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
           "long per item in a stage (read, decompress, preprocess, h2d, compute); see "
           "docs/bottleneck.md");
+
+ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
+ABSL_FLAG(std::string, report_json, "", "Write the bottleneck report as JSON "
+          "(docs/report-schema.md)");
+ABSL_FLAG(int64_t, report_every, 0, "Also print a short report every N steps (0: only at the end)");
+ABSL_FLAG(std::string, trace, "", "Write a Chrome/Perfetto trace of the pipeline stages and "
+          "compute (open in ui.perfetto.dev or chrome://tracing)");
+ABSL_FLAG(int64_t, trace_spans, 2000000, "Most spans kept for --trace");
+ABSL_FLAG(bool, ceilings, true, "Measure (once per host and dataset, cached) each stage's "
+          "ceiling for the report");
+ABSL_FLAG(bool, refresh_ceilings, false, "Measure the ceilings again instead of using the cache");
+ABSL_FLAG(std::string, what_if, "none", "Diagnostic: make one stage free and report the "
+          "throughput: read | decompress | preprocess | h2d | compute | all (a table with each "
+          "stage removed in turn next to the normal run)");
 
 namespace sluice {
 namespace {
@@ -207,6 +226,22 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.export_safetensors = absl::GetFlag(FLAGS_export_safetensors);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
+  if (!absl::GetFlag(FLAGS_trace).empty()) {
+    ASSIGN_OR_RETURN(o.pipeline.trace_capacity,
+                     Positive<size_t>("trace-spans", absl::GetFlag(FLAGS_trace_spans)));
+  }
+  ASSIGN_OR_RETURN(o.report_every_steps,
+                   Positive<int64_t>("report-every", absl::GetFlag(FLAGS_report_every), true));
+  const std::string what_if = absl::GetFlag(FLAGS_what_if);
+  if (what_if != "all" && what_if != "compute") {
+    auto w = ParseWhatIf(what_if);
+    if (!w.ok()) {
+      return UsageError("what-if", absl::StrCat("expected none, read, decompress, preprocess, "
+                                                "h2d, compute or all, got \"", what_if, "\""));
+    }
+    o.pipeline.what_if = *w;
+  }
+  o.compute_free = what_if == "compute";
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_inject_delay), ',',
                                                absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits(':', 1));
@@ -271,6 +306,85 @@ class ProgressPrinter {
   int64_t plain_every_ = 1;
 };
 
+int Cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// The ceilings for the report, measured once per host and dataset and cached. A failure to
+// measure is not fatal: the report then has no "% of ceiling" column.
+std::optional<Ceilings> LoadCeilings(Env* env, const TrainJobOptions& o, const TrainJobResult& r) {
+  if (!absl::GetFlag(FLAGS_ceilings)) return std::nullopt;
+  auto dataset = Dataset::Open(env, r.train_manifest);
+  if (!dataset.ok()) return std::nullopt;
+  CeilingOptions c;
+  c.batch_size = o.pipeline.batch_size;
+  c.h2d_format = o.pipeline.h2d_format;
+  c.normalization = o.pipeline.normalization;
+  c.device = o.device;
+  c.model = o.model;
+  c.optimizer = o.optimizer;
+  c.backend = o.backend;
+  c.cache_dir = o.cache_dir;
+  c.refresh = absl::GetFlag(FLAGS_refresh_ceilings);
+  auto ceilings = Ceilings::LoadOrMeasure(env, **dataset, c);
+  if (!ceilings.ok()) {
+    std::fprintf(stderr, "sluice-train: ceilings not measured: %s\n",
+                 std::string(ceilings.status().message()).c_str());
+    return std::nullopt;
+  }
+  return *std::move(ceilings);
+}
+
+double SamplesPerSecond(const TrainResult& t) {
+  return t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0;
+}
+
+// --what-if=all: the normal run, then each stage made free in turn, in one table.
+absl::Status RunWhatIfTable(Env* env, const TrainJobOptions& base, const TrainJobResult& normal,
+                            const BottleneckReport& report) {
+  struct Row {
+    std::string mode;
+    std::string note;
+    double samples_per_s = 0;
+  };
+  std::vector<Row> rows = {{"normal", "", SamplesPerSecond(normal.train)}};
+  const std::vector<std::pair<std::string, WhatIf>> modes = {
+      {"read", WhatIf::kRead}, {"decompress", WhatIf::kDecompress},
+      {"preprocess", WhatIf::kPreprocess}, {"h2d", WhatIf::kH2D}, {"compute", WhatIf::kNone}};
+  for (const auto& [name, mode] : modes) {
+    if (name == "h2d" && !normal.compute.is_cuda) {
+      rows.push_back({name, "n/a: the CPU backend copies nothing", 0});
+      continue;
+    }
+    TrainJobOptions o = base;
+    o.pipeline.what_if = mode;
+    o.compute_free = name == "compute";
+    o.evaluate = false;
+    o.checkpoint_dir.clear();
+    o.resume.clear();
+    o.export_safetensors.clear();
+    o.metrics_out.clear();
+    o.pipeline.trace_capacity = 0;
+    o.on_progress = nullptr;
+    o.on_epoch_end = nullptr;
+    o.on_report = nullptr;
+    std::fprintf(stderr, "what-if: %s free ...\n", name.c_str());
+    ASSIGN_OR_RETURN(TrainJobResult r, RunTrainJob(env, o));
+    rows.push_back({name, "", SamplesPerSecond(r.train)});
+  }
+  std::printf("\nwhat-if (each stage made free in turn; the stage whose removal speeds the run "
+              "up most is the limit):\n");
+  std::printf("  %-12s %14s %9s\n", "free stage", "samples/s", "speedup");
+  for (const Row& row : rows) {
+    if (!row.note.empty()) {
+      std::printf("  %-12s %14s %9s  %s\n", row.mode.c_str(), "-", "-", row.note.c_str());
+    } else {
+      std::printf("  %-12s %14.0f %8.2fx\n", row.mode.c_str(), row.samples_per_s,
+                  rows[0].samples_per_s > 0 ? row.samples_per_s / rows[0].samples_per_s : 0.0);
+    }
+  }
+  std::printf("  report verdict for the normal run: %s\n", report.sentence.c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run(TrainJobOptions options) {
   ProgressPrinter printer(absl::GetFlag(FLAGS_quiet));
   const int64_t every = absl::GetFlag(FLAGS_progress_every);
@@ -280,22 +394,44 @@ absl::Status Run(TrainJobOptions options) {
   options.progress_every_steps = every;
   options.on_progress = [&printer](const TrainProgress& p) { printer.Step(p); };
   options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
+  if (options.report_every_steps > 0) {
+    options.on_report = [](const TrainJobResult& partial) {
+      BottleneckReport r = AnalyzeRun(partial, nullptr, Cores());
+      std::fprintf(stderr, "\r\033[Kreport after %d steps: %.0f samples/s; %s\n",
+                   static_cast<int>(partial.compute.steps), r.measured_samples_per_s,
+                   r.sentence.c_str());
+    };
+  }
   Env* env = Env::Default();
+  const bool what_if_all = absl::GetFlag(FLAGS_what_if) == "all";
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
   std::printf("\nsluice-train: %s, %d samples in %.2fs of training (%.0f samples/s), "
               "%.2fs wall\n", result.backend_name.c_str(), t.samples, t.train_seconds,
-              t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0, t.seconds);
+              SamplesPerSecond(t), t.seconds);
   if (!t.epochs.empty() && t.epochs.back().test) {
     std::printf("final test accuracy: %.4f (%d samples)\n", t.epochs.back().test->accuracy(),
                 t.epochs.back().test->samples);
   }
-  std::printf("\nmemory:\n%s", FormatMemoryReport(result.memory, result.memory_formula).c_str());
+  if (options.pipeline.what_if != WhatIf::kNone || options.compute_free) {
+    std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());
+  }
   if (!result.checkpoint_path.empty()) std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
   if (!options.export_safetensors.empty()) {
     std::printf("safetensors: %s\n", options.export_safetensors.c_str());
   }
-  std::printf("pipeline: %s\n", result.pipeline.ToString().c_str());
+  std::optional<Ceilings> ceilings = LoadCeilings(env, options, result);
+  BottleneckReport report = AnalyzeRun(result, ceilings ? &*ceilings : nullptr, Cores());
+  if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
+  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomically(env, path, report.ToJson().dump(2) + "\n"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
+    RETURN_IF_ERROR(WriteChromeTrace(env, path, result));
+    std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
+  }
+  std::fflush(stdout);
+  if (what_if_all) RETURN_IF_ERROR(RunWhatIfTable(env, options, result, report));
   return absl::OkStatus();
 }
 
