@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<PinnedBufferPool>> PinnedBufferPool::Create(uint3
     }
     pool->buffers_.push_back(static_cast<char*>(p));
   }
-  absl::MutexLock l(&pool->mu_);
+  std::lock_guard<std::mutex> l(pool->mu_);
   // Hand out low indices first (a LIFO free list keeps recently used buffers cache-warm).
   for (uint32_t i = count; i-- > 0;) pool->free_.push_back(i);
   return pool;
@@ -111,11 +111,10 @@ PinnedBuffer PinnedBufferPool::TakeLocked() {
 }
 
 PinnedBuffer PinnedBufferPool::Acquire() {
-  absl::MutexLock l(&mu_);
+  std::unique_lock<std::mutex> l(mu_);
   if (free_.empty()) {
     const int64_t start = NowNs();
-    mu_.Await(absl::Condition(
-        +[](std::vector<uint32_t>* f) { return !f->empty(); }, &free_));
+    returned_.wait(l, [this] { return !free_.empty(); });
     wait_ns_ += NowNs() - start;
     ++waits_;
   }
@@ -123,30 +122,31 @@ PinnedBuffer PinnedBufferPool::Acquire() {
 }
 
 std::optional<PinnedBuffer> PinnedBufferPool::TryAcquire() {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   if (free_.empty()) return std::nullopt;
   return TakeLocked();
 }
 
 void PinnedBufferPool::Return(uint32_t index) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   free_.push_back(index);
+  returned_.notify_one();
 }
 
 uint32_t PinnedBufferPool::in_use() const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return count() - static_cast<uint32_t>(free_.size());
 }
 uint32_t PinnedBufferPool::high_water() const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return high_water_;
 }
 int64_t PinnedBufferPool::wait_ns() const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return wait_ns_;
 }
 uint64_t PinnedBufferPool::waits() const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return waits_;
 }
 

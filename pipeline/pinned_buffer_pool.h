@@ -13,14 +13,15 @@
 #ifndef SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_
 #define SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_
 
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 namespace sluice {
 
@@ -80,16 +81,18 @@ class PinnedBufferPool {
   friend class PinnedBuffer;
   PinnedBufferPool(size_t buffer_bytes, bool pinned) : buffer_bytes_(buffer_bytes), pinned_(pinned) {}
   void Return(uint32_t index);
-  PinnedBuffer TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PinnedBuffer TakeLocked();  // mu_ held
 
   const size_t buffer_bytes_;
   const bool pinned_;
   std::vector<char*> buffers_;
-  mutable absl::Mutex mu_;
-  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
-  uint32_t high_water_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t wait_ns_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
+  // std::mutex: visible to ThreadSanitizer (Debian's Abseil is not instrumented).
+  mutable std::mutex mu_;
+  std::condition_variable returned_;
+  std::vector<uint32_t> free_;
+  uint32_t high_water_ = 0;
+  int64_t wait_ns_ = 0;
+  uint64_t waits_ = 0;
 };
 
 }  // namespace sluice

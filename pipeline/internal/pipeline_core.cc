@@ -99,7 +99,7 @@ absl::Status PipelineCore::Init() {
   RETURN_IF_ERROR(BuildWhatIfCaches());
 
   if (total_batches_ == 0) {
-    absl::MutexLock l(&delivery_mu_);
+    std::lock_guard<std::mutex> l(delivery_mu_);
     end_ = true;
     return absl::OkStatus();
   }
@@ -320,7 +320,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
       out.corrupt = true;
       out.owned.reset();
       out.data = nullptr;
-      absl::MutexLock l(&delivery_mu_);
+      std::lock_guard<std::mutex> l(delivery_mu_);
       const std::string msg(s.message());
       if (corrupt_messages_.size() < 16 &&
           std::find(corrupt_messages_.begin(), corrupt_messages_.end(), msg) == corrupt_messages_.end()) {
@@ -348,7 +348,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
 // scheduler
 
 void PipelineCore::OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t slot) {
-  absl::MutexLock l(&sched_mu_);
+  std::lock_guard<std::mutex> l(sched_mu_);
   if (shut_down_ || cancelled()) return;
   const int64_t now = NowNs();
   const EpochPlan& plan = run->plan;
@@ -361,7 +361,7 @@ void PipelineCore::OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t s
 }
 
 void PipelineCore::OnPinnedReleased(uint64_t id) {
-  absl::MutexLock l(&sched_mu_);
+  std::lock_guard<std::mutex> l(sched_mu_);
   --outstanding_;
   if (shut_down_ || cancelled()) return;
   DispatchLocked();
@@ -483,7 +483,7 @@ void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
     return;
   }
   SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kH2D)]);
-  absl::MutexLock l(&ring_mu_);
+  std::lock_guard<std::mutex> l(ring_mu_);
   if (!ring_pending_.empty() || m.id >= ring_lowest_unreleased_ + opt_.device_ring_depth) {
     ring_pending_.emplace_back(m, NowNs());  // the consumer's release will enqueue it
     rec_[4].NoteQueue(static_cast<int64_t>(ring_pending_.size()));
@@ -521,27 +521,27 @@ void PipelineCore::Deliver(const BatchMsg& m) {
     OnPinnedReleased(m.id);
     if (uploader_ != nullptr) RingRelease(m.id, 0, nullptr);
   }
-  absl::MutexLock l(&delivery_mu_);
+  std::lock_guard<std::mutex> l(delivery_mu_);
   if (m.payload->size != 0) {
     delivered_.push_back(m);
     rec_[5].NoteQueue(static_cast<int64_t>(delivered_.size()));
   }
   if (m.is_last) end_ = true;
+  delivery_cv_.notify_all();
 }
 
 absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   lease->Release();
-  absl::MutexLock l(&delivery_mu_);
+  std::unique_lock<std::mutex> l(delivery_mu_);
   const uint32_t limit = uploader_ ? opt_.device_ring_depth : opt_.pool_size;
   if (leased_.size() >= limit) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the consumer holds ", leased_.size(), " leases; release one before asking for more"));
   }
   const int64_t start = NowNs();
-  auto ready = [this]() {
+  delivery_cv_.wait(l, [this] {
     return !delivered_.empty() || end_ || !status_.ok() || cancelled();
-  };
-  delivery_mu_.Await(absl::Condition(&ready));
+  });
   const int64_t now = NowNs();
   rec_[5].AddWaitInput(now - start);
   if (!status_.ok()) return status_;
@@ -583,7 +583,7 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
 void PipelineCore::ReleaseLease(uint64_t id, void* stream, int64_t handed_out_ns) {
   std::shared_ptr<BatchPayload> payload;
   {
-    absl::MutexLock l(&delivery_mu_);
+    std::lock_guard<std::mutex> l(delivery_mu_);
     auto it = leased_.find(id);
     if (it == leased_.end()) return;
     payload = std::move(it->second);
@@ -599,7 +599,7 @@ void PipelineCore::ReleaseLease(uint64_t id, void* stream, int64_t handed_out_ns
 }
 
 void PipelineCore::RingRelease(uint64_t id, uint32_t slot, void* stream) {
-  absl::MutexLock l(&ring_mu_);
+  std::lock_guard<std::mutex> l(ring_mu_);
   if (stream != nullptr) {  // under ring_mu_: Enqueue reads the slot's release state
     absl::Status s = uploader_->ReleaseSlot(slot, stream);
     if (!s.ok()) Fail(s);
@@ -623,16 +623,18 @@ void PipelineCore::RingRelease(uint64_t id, uint32_t slot, void* stream) {
 
 void PipelineCore::Fail(absl::Status s) {
   {
-    absl::MutexLock l(&delivery_mu_);
+    std::lock_guard<std::mutex> l(delivery_mu_);
     if (status_.ok()) status_ = std::move(s);
   }
   cancelled_.store(true, std::memory_order_release);
-  absl::MutexLock l(&delivery_mu_);  // wakes Next()
+  std::lock_guard<std::mutex> l(delivery_mu_);
+  delivery_cv_.notify_all();  // wakes Next()
 }
 
 void PipelineCore::Cancel() {
   cancelled_.store(true, std::memory_order_release);
-  absl::MutexLock l(&delivery_mu_);  // re-evaluates Next()'s wait condition
+  std::lock_guard<std::mutex> l(delivery_mu_);
+  delivery_cv_.notify_all();  // re-evaluates Next()'s wait condition
 }
 
 void PipelineCore::Shutdown() {
@@ -640,13 +642,13 @@ void PipelineCore::Shutdown() {
   shutdown_done_ = true;
   Cancel();
   {
-    absl::MutexLock l(&sched_mu_);
+    std::lock_guard<std::mutex> l(sched_mu_);
     shut_down_ = true;
   }
   if (arena_ != nullptr && graph_ != nullptr) {
     arena_->execute([this] { graph_->wait_for_all(); });
   }
-  absl::MutexLock l(&ring_mu_);
+  std::lock_guard<std::mutex> l(ring_mu_);
   ring_pending_.clear();
 }
 
@@ -673,7 +675,7 @@ PipelineStats PipelineCore::Stats() const {
   st.frame_budget = frame_budget_ + 1;  // + the frame the reader holds while the limiter is full
   st.ring_depth = uploader_ ? opt_.device_ring_depth : 0;
   st.trace_dropped = trace_ ? trace_->dropped() : 0;
-  absl::MutexLock l(&delivery_mu_);
+  std::lock_guard<std::mutex> l(delivery_mu_);
   st.batches_delivered = batches_delivered_;
   st.samples_delivered = samples_delivered_;
   st.corrupt_frames = corrupt_messages_;

@@ -5,6 +5,8 @@
 #define SLUICE_PIPELINE_INTERNAL_PIPELINE_CORE_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <deque>
 #include <cstdint>
 #include <map>
@@ -166,7 +168,9 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
     uint32_t index;
     bool operator>(const Ready& o) const { return id > o.id; }
   };
-  absl::Mutex sched_mu_;
+  // std::mutex, not absl::Mutex: Debian's prebuilt Abseil is not instrumented for
+  // ThreadSanitizer, so its locks would be invisible to scripts/sanitize.sh.
+  std::mutex sched_mu_;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready_ ABSL_GUARDED_BY(sched_mu_);
   uint64_t outstanding_ ABSL_GUARDED_BY(sched_mu_) = 0;  // buffers granted, not yet returned
   uint64_t lowest_undispatched_ ABSL_GUARDED_BY(sched_mu_) = 0;
@@ -174,14 +178,15 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   bool shut_down_ ABSL_GUARDED_BY(sched_mu_) = false;
 
   // Device ring (CUDA): upload of id may start when id < ring_lowest_unreleased + depth.
-  absl::Mutex ring_mu_;
+  std::mutex ring_mu_;
   std::deque<std::pair<BatchMsg, int64_t>> ring_pending_ ABSL_GUARDED_BY(ring_mu_);
   uint64_t ring_lowest_unreleased_ ABSL_GUARDED_BY(ring_mu_) = 0;
   std::set<uint64_t> ring_released_ ABSL_GUARDED_BY(ring_mu_);
   UploadNode::gateway_type* gateway_ = nullptr;
 
   // Delivery queue (bounded by the pool: at most pool_size batches exist).
-  mutable absl::Mutex delivery_mu_;
+  mutable std::mutex delivery_mu_;
+  std::condition_variable delivery_cv_;
   std::deque<BatchMsg> delivered_ ABSL_GUARDED_BY(delivery_mu_);
   bool end_ ABSL_GUARDED_BY(delivery_mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(delivery_mu_);

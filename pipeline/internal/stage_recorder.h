@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice::pipeline_internal {
@@ -31,7 +31,7 @@ class TraceBuffer {
  public:
   explicit TraceBuffer(size_t capacity) { spans_.reserve(capacity); capacity_ = capacity; }
   void Add(const TraceSpan& s) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     if (spans_.size() < capacity_) {
       spans_.push_back(s);
     } else {
@@ -39,16 +39,16 @@ class TraceBuffer {
     }
   }
   std::vector<TraceSpan> Snapshot() const {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     return spans_;
   }
   uint64_t dropped() const {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     return dropped_;
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   size_t capacity_ = 0;
   std::vector<TraceSpan> spans_;
   uint64_t dropped_ = 0;

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "pipeline/pipeline.h"
@@ -68,7 +68,7 @@ class CountingEnv : public Env {
 
   // Reads that started at `offset` of a file whose path ends in `name`.
   int ReadsAt(const std::string& name, uint64_t offset) {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     int n = 0;
     for (const auto& [key, count] : reads_) {
       if (key.second == offset && key.first.size() >= name.size() &&
@@ -79,7 +79,7 @@ class CountingEnv : public Env {
     return n;
   }
   void Clear() {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     reads_.clear();
   }
 
@@ -89,7 +89,7 @@ class CountingEnv : public Env {
     File(CountingEnv* env, std::unique_ptr<RandomAccessFile> f) : env_(env), f_(std::move(f)) {}
     absl::StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const override {
       {
-        absl::MutexLock l(&env_->mu_);
+        std::lock_guard<std::mutex> l(env_->mu_);
         ++env_->reads_[{f_->path(), offset}];
       }
       return f_->Read(offset, n, scratch);
@@ -102,7 +102,7 @@ class CountingEnv : public Env {
     std::unique_ptr<RandomAccessFile> f_;
   };
   Env* base_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::map<std::pair<std::string, uint64_t>, int> reads_;
 };
 
