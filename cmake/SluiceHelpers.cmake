@@ -6,6 +6,10 @@
 # sluice_cc_binary(NAME name SRCS ... DEPS ... [OUTPUT_NAME n])
 
 set(SLUICE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unused-parameter)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  # GCC 12 reports false -Wrestrict errors inside libstdc++'s std::string at -O3 (GCC bug 105329).
+  list(APPEND SLUICE_WARNINGS -Wno-restrict)
+endif()
 if(SLUICE_STRICT)
   list(APPEND SLUICE_WARNINGS -Werror)
 endif()

@@ -406,12 +406,13 @@ absl::Status Run(TrainJobOptions options) {
   const bool what_if_all = absl::GetFlag(FLAGS_what_if) == "all";
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
-  std::printf("\nsluice-train: %s, %d samples in %.2fs of training (%.0f samples/s), "
-              "%.2fs wall\n", result.backend_name.c_str(), t.samples, t.train_seconds,
+  std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
+              "%.2fs wall\n", result.backend_name.c_str(), static_cast<long long>(t.samples),
+              t.train_seconds,
               SamplesPerSecond(t), t.seconds);
   if (!t.epochs.empty() && t.epochs.back().test) {
-    std::printf("final test accuracy: %.4f (%d samples)\n", t.epochs.back().test->accuracy(),
-                t.epochs.back().test->samples);
+    std::printf("final test accuracy: %.4f (%lld samples)\n", t.epochs.back().test->accuracy(),
+                static_cast<long long>(t.epochs.back().test->samples));
   }
   if (options.pipeline.what_if != WhatIf::kNone || options.compute_free) {
     std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());

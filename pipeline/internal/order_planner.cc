@@ -22,12 +22,13 @@ class Rng {
   }
   // Uniform in [0, n) without modulo bias (Lemire's multiply-shift with rejection).
   uint64_t Below(uint64_t n) {
-    unsigned __int128 m = static_cast<unsigned __int128>(Next()) * n;
+    __extension__ typedef unsigned __int128 u128;  // GCC/Clang extension; -Wpedantic-clean
+    u128 m = static_cast<u128>(Next()) * n;
     uint64_t low = static_cast<uint64_t>(m);
     if (low < n) {
       const uint64_t threshold = (0 - n) % n;
       while (low < threshold) {
-        m = static_cast<unsigned __int128>(Next()) * n;
+        m = static_cast<u128>(Next()) * n;
         low = static_cast<uint64_t>(m);
       }
     }

@@ -54,7 +54,9 @@ TEST(PinnedBufferPool, InvalidSizesAndPinnedWithoutDevice) {
   EXPECT_EQ(PinnedBufferPool::Create(0, 64).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PinnedBufferPool::Create(1, 0).status().code(), absl::StatusCode::kInvalidArgument);
   auto pinned = PinnedBufferPool::Create(1, 64, PinnedBufferPool::Memory::kPinned);
-  if (!pinned.ok()) EXPECT_EQ(pinned.status().code(), absl::StatusCode::kUnavailable);
+  if (!pinned.ok()) {
+    EXPECT_EQ(pinned.status().code(), absl::StatusCode::kUnavailable);
+  }
 }
 
 }  // namespace
