@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git
+  zstd              # packs the GPU bundle (scripts/gpu-check.sh)
   # libraries sluice links
   libtbb-dev        # oneTBB flow graph
   libabsl-dev       # absl::Status, flags, strings
