@@ -28,7 +28,7 @@ run() {  # name sanitizers
 # TBB's scheduler is not built with TSan; tsan.supp lists its library-internal reports only.
 export TSAN_OPTIONS="suppressions=$root/scripts/tsan.supp second_deadlock_stack=1 halt_on_error=1 ${TSAN_OPTIONS:-}"
 export ASAN_OPTIONS="detect_leaks=1 abort_on_error=1 ${ASAN_OPTIONS:-}"
-export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1 ${UBSAN_OPTIONS:-}"
+export UBSAN_OPTIONS="suppressions=$root/scripts/ubsan.supp print_stacktrace=1 halt_on_error=1 ${UBSAN_OPTIONS:-}"
 
 case "$which" in
   thread) run tsan thread ;;
