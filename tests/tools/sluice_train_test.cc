@@ -122,7 +122,7 @@ TEST_F(SluiceTrainTest, CorruptShardFailsNamingFileFrameAndOffset) {
   out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
                               "--on-corrupt=skip"));
   EXPECT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_NE(out.text.find("skipped 1 frames / 100 records"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("1 corrupt frames skipped (100 records)"), std::string::npos) << out.text;
 }
 
 TEST_F(SluiceTrainTest, CudaAskedForWithoutDeviceIsClearError) {
