@@ -1,8 +1,11 @@
 // Pipeline benchmarks on the real Fashion-MNIST train split (60,000 28x28 u8 images), sharded
 // into a temporary directory at start (16384 records per shard, 256 per frame, zstd level 3).
 //
-//   BM_Pipeline_EndToEnd/format/batch/threads: shards -> host batches, one epoch per iteration,
-//     shuffle on (window 64 frames); items = samples, bytes = batch bytes delivered.
+//   BM_Pipeline_EndToEnd/format/batch/threads: shards -> host batches, shuffle on (window 64
+//     frames); one pipeline runs many epochs (as sluice-train uses it), one epoch per
+//     iteration; items = samples, bytes = batch bytes delivered.
+//   BM_Pipeline_DataLoaderConfig/threads: bench/compare_dataloader.sh's configuration; a new
+//     pipeline per epoch (start-up and drain included, as a DataLoader epoch includes its own).
 //   BM_Stage_Read: pread of every stored frame (page cache warm after the first iteration).
 //   BM_Stage_Decompress/threads: checksum + zstd decode of every frame, from memory.
 //   BM_Stage_Preprocess/format: shuffled gather + conversion of one epoch into batch buffers.
@@ -83,18 +86,22 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
   o.pool_size = 8;
   o.read_ahead_frames = 8;
   o.device_upload = false;
+  o.epochs = 1000;  // one pipeline over many epochs, as sluice-train runs it: steady state
+  auto p = Pipeline::Create(fx->dataset.get(), o);
+  if (!p.ok()) {
+    state.SkipWithError(std::string(p.status().message()).c_str());
+    return;
+  }
+  const uint64_t steps = (*p)->steps_per_epoch();
   uint64_t samples = 0, bytes = 0;
-  for (auto _ : state) {
-    o.seed = samples;  // a fresh order each iteration
-    auto p = Pipeline::Create(fx->dataset.get(), o);
-    if (!p.ok()) {
-      state.SkipWithError(std::string(p.status().message()).c_str());
-      return;
-    }
-    BatchLease lease;
-    while (true) {
+  BatchLease lease;
+  for (auto _ : state) {  // one epoch per iteration
+    for (uint64_t s = 0; s < steps; ++s) {
       absl::StatusOr<bool> got = (*p)->Next(&lease);
-      if (!got.ok() || !*got) break;
+      if (!got.ok() || !*got) {
+        state.SkipWithError("the pipeline ended early");
+        return;
+      }
       samples += lease.view().size;
       bytes += size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.h2d_format);
       benchmark::DoNotOptimize(lease.view().samples);

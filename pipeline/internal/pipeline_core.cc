@@ -49,6 +49,7 @@ absl::Status PipelineCore::BuildLayout() {
     readers_.push_back(r);
     for (uint32_t f = 0; f < r->frame_count(); ++f) {
       const FrameInfo& fi = r->frames()[f];
+      max_raw_frame_ = std::max<size_t>(max_raw_frame_, fi.raw_size);
       layout_.frames.push_back(FrameRef{static_cast<uint32_t>(i), f,
                                         m.shards[i].first_record + fi.first_record,
                                         fi.record_count});
@@ -317,7 +318,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
     out.data = decoded_cache_[g].data();
   } else {
     const uint32_t raw = reader->frames()[fr.frame].raw_size;
-    out.owned.reset(new char[raw]);
+    out.owned = TakeFrameBuffer();
     const std::string& stored = m.stored ? *m.stored : stored_cache_[g];
     s = reader->DecodeFrame(fr.frame, stored, absl::MakeSpan(out.owned.get(), raw),
                             ThisThreadDctx());
@@ -326,7 +327,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   if (!s.ok()) {
     if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
       out.corrupt = true;
-      out.owned.reset();
+      ReturnFrameBuffer(std::move(out.owned));
       out.data = nullptr;
       std::lock_guard<std::mutex> l(delivery_mu_);
       const std::string msg(s.message());
@@ -350,6 +351,24 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   Record(Stage::kDecompress, start, end, m.seq, fr.record_count,
          reader->frames()[fr.frame].raw_size);
   OnFrameReady(m.run, m.slot);
+}
+
+std::unique_ptr<char[]> PipelineCore::TakeFrameBuffer() {
+  {
+    std::lock_guard<std::mutex> l(frame_buffers_mu_);
+    if (!frame_buffers_.empty()) {
+      std::unique_ptr<char[]> b = std::move(frame_buffers_.back());
+      frame_buffers_.pop_back();
+      return b;
+    }
+  }
+  return std::unique_ptr<char[]>(new char[max_raw_frame_]);
+}
+
+void PipelineCore::ReturnFrameBuffer(std::unique_ptr<char[]> buf) {
+  if (buf == nullptr) return;
+  std::lock_guard<std::mutex> l(frame_buffers_mu_);
+  frame_buffers_.push_back(std::move(buf));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -465,7 +484,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
   for (uint32_t j = plan.batch_slot_begin[m.index]; j < plan.batch_slot_begin[m.index + 1]; ++j) {
     const uint32_t s = plan.batch_slots[j];
     if (run.slot_refs[s].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      run.frames[s].owned.reset();
+      ReturnFrameBuffer(std::move(run.frames[s].owned));
       run.frames[s].data = nullptr;
       frames_resident_.fetch_sub(1, std::memory_order_relaxed);
       budget_node_->decrementer().try_put(flow::continue_msg());

@@ -128,6 +128,13 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   uint64_t steps_per_epoch_ = 0;
   uint64_t total_batches_ = 0;
   uint32_t frame_budget_ = 0;
+  // Decoded-frame buffers are recycled (at most frame_budget + decompress_threads exist), so
+  // the hot path does not malloc/free and page-fault ~200 KB per frame.
+  std::unique_ptr<char[]> TakeFrameBuffer();
+  void ReturnFrameBuffer(std::unique_ptr<char[]> buf);
+  size_t max_raw_frame_ = 0;
+  std::mutex frame_buffers_mu_;
+  std::vector<std::unique_ptr<char[]>> frame_buffers_;
   size_t sample_region_ = 0;  // bytes of the samples part of a batch buffer (64-aligned)
   size_t label_offset_ = 0;
 
