@@ -15,6 +15,7 @@ BUILD=build
 DATA=/usr/share/datasets/fashion-mnist
 REPEATS=3
 THREADS=2
+PY=/usr/bin/python3  # Debian's python3-torch / python3-torchvision
 while (($#)); do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -54,11 +55,11 @@ PY
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 : > "$tmp/w0"; : > "$tmp/w2"; : > "$tmp/sl"
 for ((r = 1; r <= REPEATS; r++)); do
-  python3 "$tmp/loader.py" "$tmp" 0 >> "$tmp/w0"
-  python3 "$tmp/loader.py" "$tmp" 2 >> "$tmp/w2"
+  "$PY" "$tmp/loader.py" "$tmp" 0 >> "$tmp/w0"
+  "$PY" "$tmp/loader.py" "$tmp" 2 >> "$tmp/w2"
   "$BENCH" --benchmark_filter="BM_Pipeline_DataLoaderConfig/threads:$THREADS/" \
     --benchmark_min_time=2 --benchmark_format=json 2>/dev/null |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["benchmarks"][0]["items_per_second"])' >> "$tmp/sl"
+    "$PY" -c 'import json,sys; print(json.load(sys.stdin)["benchmarks"][0]["items_per_second"])' >> "$tmp/sl"
   echo "round $r: torch w0 $(tail -1 "$tmp/w0")  torch w2 $(tail -1 "$tmp/w2")  sluice $(tail -1 "$tmp/sl") samples/s"
 done
 w0=$(median < "$tmp/w0"); w2=$(median < "$tmp/w2"); sl=$(median < "$tmp/sl")
