@@ -194,6 +194,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   // Delivery queue (bounded by the pool: at most pool_size batches exist).
   mutable std::mutex delivery_mu_;
   std::condition_variable delivery_cv_;
+  int consumer_waiting_ = 0;  // guarded by delivery_mu_
   std::deque<BatchMsg> delivered_ ABSL_GUARDED_BY(delivery_mu_);
   bool end_ ABSL_GUARDED_BY(delivery_mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(delivery_mu_);
