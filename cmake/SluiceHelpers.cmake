@@ -1,7 +1,7 @@
 # sluice_cc_library(NAME name HDRS ... SRCS ... DEPS ... [CUDA_SRCS ...])
 #   Builds target sluice_<name> with alias sluice::<name>. Consumers link the alias only.
 #   Public headers are included as "<component>/<header>.h" from the source root.
-# sluice_cc_test(NAME name SRCS ... DEPS ... [LABELS ...])
+# sluice_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [SERIAL])
 #   A GoogleTest executable registered with ctest through gtest_discover_tests.
 # sluice_cc_binary(NAME name SRCS ... DEPS ... [OUTPUT_NAME n])
 
@@ -57,7 +57,7 @@ endfunction()
 
 include(GoogleTest)
 function(sluice_cc_test)
-  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
   _sluice_apply_flags(${T_NAME})
@@ -67,5 +67,10 @@ function(sluice_cc_test)
   if(NOT labels)
     set(labels cpu)
   endif()
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+  set(serial FALSE)
+  if(T_SERIAL)
+    set(serial TRUE)  # timed runs: ctest runs them alone
+  endif()
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" RUN_SERIAL ${serial}
+                       DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -247,12 +247,26 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   backend_options.normalization = options.pipeline.normalization;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> device,
                    CreateBackend(options.device, initial, options.optimizer, backend_options));
-  MeasuredBackend backend(device.get(), options.compute_free, options.inject_compute_delay_us,
+  MeasuredBackend backend(device.get(), options.compute_free,
+                          options.compute_free ? 0 : options.inject_compute_delay_us,
                           options.pipeline.trace_capacity > 0);
   result.backend_name = backend.name();
 
   PipelineOptions train_options = options.pipeline;
   train_options.seed = options.seed;
+  // A stage made free by a what-if run skips its injected delay too: the delay is part of the
+  // stage's work, and the what-if table must show what removing that work buys.
+  switch (train_options.what_if) {
+    case WhatIf::kRead: train_options.inject_delay_us[static_cast<int>(Stage::kRead)] = 0; break;
+    case WhatIf::kDecompress:
+      train_options.inject_delay_us[static_cast<int>(Stage::kDecompress)] = 0;
+      break;
+    case WhatIf::kPreprocess:
+      train_options.inject_delay_us[static_cast<int>(Stage::kPreprocess)] = 0;
+      break;
+    case WhatIf::kH2D: train_options.inject_delay_us[static_cast<int>(Stage::kH2D)] = 0; break;
+    case WhatIf::kNone: break;
+  }
   PipelineBatchSource train_source(train.get(), train_options, options.epochs,
                                    [&backend] { return backend.compute_stream(); });
   std::unique_ptr<PipelineBatchSource> test_source;
