@@ -9,13 +9,21 @@ namespace sluice::pipeline_internal {
 namespace {
 constexpr double kInv255 = 1.0 / 255.0;
 
+// ifunc resolvers run before the sanitizer runtimes initialize (and crash under TSan), so
+// sanitizer builds get the single portable version.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLUICE_CONVERT_CLONES
+#else
+#define SLUICE_CONVERT_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 // The u8 -> f32 loops, cloned for AVX2 (picked at load time by the CPU): same IEEE operations
 // in the same order as the scalar formula (no FMA contraction in ISO C++ mode), so the same bits.
-__attribute__((target_clones("avx2", "default"))) void U8ToF32Scaled(const uint8_t* in, float* out,
+SLUICE_CONVERT_CLONES void U8ToF32Scaled(const uint8_t* in, float* out,
                                                                     size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i] * kInv255);
 }
-__attribute__((target_clones("avx2", "default"))) void U8ToF32Normalized(const uint8_t* in,
+SLUICE_CONVERT_CLONES void U8ToF32Normalized(const uint8_t* in,
                                                                         float* out, size_t n,
                                                                         float mean, float sd) {
   for (size_t i = 0; i < n; ++i) out[i] = (static_cast<float>(in[i] * kInv255) - mean) / sd;
