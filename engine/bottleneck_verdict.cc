@@ -141,6 +141,18 @@ void DecideVerdict(BottleneckReport* rep) {
   // throughput. With every pinned buffer in use, the pool is what held the batches back.
   const StageRow& pinned = rep->row(ReportStage::kPinnedWait);
   const double compute_cap = compute.capacity_samples_per_s.value_or(0);
+  if (*slow->capacity_samples_per_s > compute_cap && wait <= kInputBoundPct) {
+    // Compute is still the slowest stage and the stalls are short hand-offs between threads
+    // (100-200 us each on a VM), not a stage that cannot keep up: compute is the limit.
+    rep->verdict = VerdictClass::kComputeBound;
+    rep->limiting_stage = ReportStage::kCompute;
+    rep->sentence = absl::StrFormat(
+        "compute-bound: %s; it also waited %.0f%% of training time in hand-offs although every "
+        "stage could keep up (slowest, %s, at %s); a larger batch or --pool-size hides them",
+        StageAt(compute), wait, ReportStageName(slow->stage),
+        FormatRate(*slow->capacity_samples_per_s));
+    return;
+  }
   if (*slow->capacity_samples_per_s > compute_cap && rep->pipeline.pool_buffers > 0 &&
       pinned.queue_high_water >= rep->pipeline.pool_buffers) {
     rep->limiting_stage = ReportStage::kPinnedWait;

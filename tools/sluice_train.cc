@@ -69,7 +69,7 @@ ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores)");
 ABSL_FLAG(int64_t, decompress_threads, 0, "Decompress concurrency (0: --threads)");
 ABSL_FLAG(int64_t, preprocess_threads, 0, "Preprocess concurrency (0: --threads)");
 ABSL_FLAG(int64_t, compute_threads, 0, "CPU backend BLAS threads (0: automatic)");
-ABSL_FLAG(int64_t, pool_size, 4, "Pinned batch buffers");
+ABSL_FLAG(int64_t, pool_size, 0, "Pinned batch buffers (0: enough for 4096 samples, 4..256)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Write checkpoints here");
@@ -205,8 +205,9 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
                                                        absl::GetFlag(FLAGS_decompress_threads), true));
   ASSIGN_OR_RETURN(p.preprocess_threads, Positive<int>("preprocess-threads",
                                                        absl::GetFlag(FLAGS_preprocess_threads), true));
-  ASSIGN_OR_RETURN(p.pool_size, Positive<uint32_t>("pool-size", absl::GetFlag(FLAGS_pool_size)));
-  if (p.pool_size < 2) return UsageError("pool-size", "must be >= 2");
+  ASSIGN_OR_RETURN(p.pool_size,
+                   Positive<uint32_t>("pool-size", absl::GetFlag(FLAGS_pool_size), true));
+  if (p.pool_size == 1) return UsageError("pool-size", "must be 0 (auto) or >= 2");
   ASSIGN_OR_RETURN(p.read_ahead_frames,
                    Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));

@@ -63,7 +63,9 @@ absl::Status PipelineCore::BuildLayout() {
 absl::Status PipelineCore::Init() {
   start_ns_ = NowNs();
   if (opt_.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
-  if (opt_.pool_size == 0) return absl::InvalidArgumentError("pool_size must be >= 1");
+  if (opt_.pool_size == 0) {
+    opt_.pool_size = std::clamp<uint32_t>((kAutoPoolSamples + opt_.batch_size - 1) / opt_.batch_size, 4, 256);
+  }
   if (opt_.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
   if (opt_.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
   if (opt_.threads <= 0) opt_.threads = static_cast<int>(oneapi::tbb::info::default_concurrency());
@@ -290,7 +292,11 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   } else {
     bytes = stored_cache_[g].size();
   }
-  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kRead)]);
+  // A slow read is I/O latency, not CPU work: the injected read delay sleeps (the other
+  // stages' delays spin, as the CPU work they stand for would).
+  if (const int64_t us = opt_.inject_delay_us[static_cast<int>(Stage::kRead)]; us > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
   const int64_t end = NowNs();
   read_last_end_ns_ = end;
   frames_read_.fetch_add(1, std::memory_order_relaxed);

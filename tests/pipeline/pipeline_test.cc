@@ -388,10 +388,6 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   o = SmallOptions();
-  o.pool_size = 0;
-  EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  o = SmallOptions();
   o.normalization.std = 0;
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -399,6 +395,20 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(*ParseWhatIf("decompress"), WhatIf::kDecompress);
   EXPECT_EQ(*ParseStage("h2d"), Stage::kH2D);
   EXPECT_EQ(*ParseH2DFormat("f16"), H2DFormat::kF16);
+}
+
+TEST(Pipeline, PoolSizeZeroPicksEnoughBuffersForAutoPoolSamples) {
+  TestDataset data(64, 64, 16);
+  PipelineOptions o = SmallOptions();
+  o.pool_size = 0;
+  o.batch_size = 8;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->Stats().pool_buffers, 256u);  // 4096 / 8 = 512, capped at 256
+  o.batch_size = 4096;
+  p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->Stats().pool_buffers, 4u);  // at least 4
 }
 
 }  // namespace
