@@ -83,7 +83,7 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
   o.h2d_format = FormatArg(state.range(0));
   o.batch_size = static_cast<uint32_t>(state.range(1));
   o.threads = static_cast<int>(state.range(2));
-  o.pool_size = 8;
+  // pool_size: the default (auto), as sluice-train runs it
   o.read_ahead_frames = 8;
   o.device_upload = false;
   o.epochs = 1000;  // one pipeline over many epochs, as sluice-train runs it: steady state
@@ -124,7 +124,7 @@ void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
   o.batch_size = 32;
   o.shuffle = false;
   o.threads = static_cast<int>(state.range(0));
-  o.pool_size = 8;
+  // pool_size: the default (auto), as sluice-train runs it
   o.read_ahead_frames = 8;
   o.device_upload = false;
   uint64_t samples = 0;
