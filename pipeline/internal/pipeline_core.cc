@@ -22,7 +22,27 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
+#if defined(SLUICE_PIPELINE_CUDA)
+#include <nvtx3/nvToolsExt.h>
+#endif
+
 namespace sluice::pipeline_internal {
+
+namespace {
+// An NVTX range around each stage body, so Nsight Systems shows the pipeline's stages on the
+// same timeline as the CUDA streams (CUDA builds only; nvtx3 is header-only).
+struct StageRange {
+#if defined(SLUICE_PIPELINE_CUDA)
+  explicit StageRange(const char* name) { nvtxRangePushA(name); }
+  ~StageRange() { nvtxRangePop(); }
+#else
+  explicit StageRange(const char*) {}
+#endif
+  StageRange(const StageRange&) = delete;
+  StageRange& operator=(const StageRange&) = delete;
+};
+}  // namespace
+
 namespace flow = oneapi::tbb::flow;
 
 namespace {
@@ -264,6 +284,7 @@ bool PipelineCore::AdvanceEpoch() {
 }
 
 FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
+  StageRange nvtx_range("sluice read");
   int64_t start = NowNs();
   // The gap since the previous item is time the frame budget (limiter) held the reader back.
   if (read_last_end_ns_ != 0) rec_[0].AddWaitOutput(start - read_last_end_ns_);
@@ -310,6 +331,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
 // decompress
 
 void PipelineCore::DecompressBody(const FrameMsg& m) {
+  StageRange nvtx_range("sluice decompress");
   frames_queued_.fetch_sub(1, std::memory_order_relaxed);
   if (cancelled() || m.run == nullptr) return;
   const int64_t start = NowNs();
@@ -463,6 +485,7 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
 }
 
 BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
+  StageRange nvtx_range("sluice preprocess");
   if (cancelled()) return m;
   const int64_t start = NowNs();
   EpochRun& run = *m.run;
@@ -509,6 +532,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
 // upload (CUDA) and delivery
 
 void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
+  StageRange nvtx_range("sluice h2d enqueue");
   if (cancelled() || m.payload == nullptr) return;
   if (m.payload->size == 0) {  // an all-skipped batch: nothing to copy, keep the order
     gw.reserve_wait();
@@ -548,6 +572,7 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m) {
 }
 
 void PipelineCore::Deliver(const BatchMsg& m) {
+  StageRange nvtx_range("sluice deliver");
   if (cancelled() || m.payload == nullptr) return;
   if (m.payload->size == 0) {  // every sample skipped as corrupt: not delivered
     empty_batches_.fetch_add(1, std::memory_order_relaxed);
