@@ -31,8 +31,16 @@ absl::Status PipelineBatchSource::Rebuild(uint64_t epoch, uint64_t step) {
   return absl::OkStatus();
 }
 
+void PipelineBatchSource::Retune(const PipelineOptions& options) {
+  options_ = options;
+  retuned_ = true;
+}
+
 absl::Status PipelineBatchSource::Seek(uint64_t epoch, uint64_t step) {
-  if (pipeline_ != nullptr && epoch == epoch_ && step == step_) return absl::OkStatus();
+  if (pipeline_ != nullptr && epoch == epoch_ && step == step_ && !retuned_) {
+    return absl::OkStatus();
+  }
+  retuned_ = false;
   return Rebuild(epoch, step);
 }
 

@@ -43,6 +43,10 @@ class PipelineBatchSource : public BatchSource {
   // Stats()/Trace() describe it.
   Pipeline* pipeline() const { return pipeline_.get(); }
 
+  // New settings (e.g. from --autotune) for the pipeline; it is rebuilt with them at the next
+  // Seek() (the start of the next epoch). The order of samples does not change.
+  void Retune(const PipelineOptions& options);
+
  private:
   absl::Status Rebuild(uint64_t epoch, uint64_t step);
 
@@ -55,6 +59,7 @@ class PipelineBatchSource : public BatchSource {
   uint64_t epoch_ = 0;       // position of the next batch the pipeline will deliver
   uint64_t step_ = 0;
   bool finished_ = false;    // the pipeline delivered its last batch
+  bool retuned_ = false;     // rebuild at the next Seek()
   // A batch of the next epoch, pulled while looking for the end of the current one.
   BatchLease pending_;
   std::deque<BatchLease> leases_;  // handed out, not yet released (in order)

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <numeric>
+#include <thread>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
+#include "engine/autotune.h"
 #include "engine/checkpoint.h"
 #include "engine/pipeline_batch_source.h"
 #include "engine/safetensors.h"
@@ -332,9 +334,25 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
     if (!checkpoint) RETURN_IF_ERROR(WriteFileAtomically(env, options.metrics_out, ""));
   }
   absl::Status metrics_status;
+  bool autotuned = false;
   trainer_options.on_epoch_end = [&](const EpochSummary& s) {
     if (!options.metrics_out.empty() && metrics_status.ok()) {
       metrics_status = AppendMetrics(options.metrics_out, s);
+    }
+    if (options.autotune && !autotuned && train_source.pipeline() != nullptr) {
+      autotuned = true;
+      const PipelineStats stats = train_source.pipeline()->Stats();
+      PipelineOptions current = train_source.pipeline()->options();
+      AutotuneBudget budget;
+      budget.cpu_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      budget.memory_bytes = options.autotune_memory_bytes;
+      const uint64_t batch_bytes =
+          uint64_t{current.batch_size} * (features * H2DFormatSize(current.h2d_format) + 4);
+      AutotuneDecision decision =
+          Autotune(current, stats, backend.stats(), s.seconds, budget, batch_bytes);
+      if (decision.changed) train_source.Retune(decision.options);
+      result.autotune = decision.reasons;
+      if (options.on_autotune) options.on_autotune(decision.reasons);
     }
     if (options.on_epoch_end) options.on_epoch_end(s);
   };

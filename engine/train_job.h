@@ -84,6 +84,11 @@ struct TrainJobOptions {
   bool compute_free = false;
   int64_t inject_compute_delay_us = 0;
   KeyValues run_config;          // recorded in checkpoints and the report
+  // --autotune: after the first epoch of this run, adjust the pipeline (engine/autotune.h)
+  // within these budgets; on_autotune receives the decisions, one line each.
+  bool autotune = false;
+  uint64_t autotune_memory_bytes = 256 << 20;
+  std::function<void(const std::vector<std::string>&)> on_autotune;
   int64_t progress_every_steps = 200;
   // Called every `report_every_steps` optimizer steps (0: never) with the statistics so far
   // (train totals are not filled in yet), for --report-every.
@@ -110,6 +115,7 @@ struct TrainJobResult {
   uint64_t resumed_epoch = 0;
   uint64_t resumed_step = 0;
   std::string checkpoint_path;            // written, when checkpoints are on
+  std::vector<std::string> autotune;      // --autotune's decisions, when it ran
 };
 
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options);

@@ -99,6 +99,10 @@ ABSL_FLAG(std::string, what_if, "none", "Diagnostic: make one stage free and rep
           "throughput: read | decompress | preprocess | h2d | compute | all (a table with each "
           "stage removed in turn next to the normal run)");
 
+ABSL_FLAG(bool, autotune, false, "After the first epoch, adjust stage concurrency, pool size "
+          "and read-ahead from the measured statistics and say what changed and why");
+ABSL_FLAG(int64_t, autotune_memory_mb, 256, "--autotune: most MiB of pinned batch buffers");
+
 namespace sluice {
 namespace {
 
@@ -243,6 +247,10 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
     o.pipeline.what_if = *w;
   }
   o.compute_free = what_if == "compute";
+  o.autotune = absl::GetFlag(FLAGS_autotune);
+  ASSIGN_OR_RETURN(const int64_t autotune_mb, Positive<int64_t>("autotune-memory-mb",
+                                                                 absl::GetFlag(FLAGS_autotune_memory_mb)));
+  o.autotune_memory_bytes = static_cast<uint64_t>(autotune_mb) << 20;
   for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_inject_delay), ',',
                                                absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits(':', 1));
@@ -395,6 +403,10 @@ absl::Status Run(TrainJobOptions options) {
   options.progress_every_steps = every;
   options.on_progress = [&printer](const TrainProgress& p) { printer.Step(p); };
   options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
+  options.on_autotune = [](const std::vector<std::string>& reasons) {
+    for (const std::string& r : reasons) std::printf("autotune: %s\n", r.c_str());
+    std::fflush(stdout);
+  };
   if (options.report_every_steps > 0) {
     options.on_report = [](const TrainJobResult& partial) {
       BottleneckReport r = AnalyzeRun(partial, nullptr, Cores());
