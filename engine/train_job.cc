@@ -15,24 +15,19 @@
 #include "engine/pipeline_batch_source.h"
 #include "engine/safetensors.h"
 #include "nlohmann/json.hpp"
+#include "pipeline/internal/stage_recorder.h"
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
 
 namespace sluice {
 namespace {
 
-void SpinFor(int64_t ns) {
-  const int64_t until = NowNs() + ns;
-  while (NowNs() < until) {
-  }
-}
-
 // Measures every train step from the consumer's side and implements the compute what-if and
 // delay diagnostics. Everything else is forwarded.
 class MeasuredBackend final : public Backend {
  public:
   MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us, bool keep_spans)
-      : inner_(inner), compute_free_(compute_free), delay_ns_(delay_us * 1000),
+      : inner_(inner), compute_free_(compute_free), delay_us_(delay_us),
         keep_spans_(keep_spans) {
     stats_.device = inner->name();
     stats_.is_cuda = inner->is_cuda();
@@ -48,7 +43,8 @@ class MeasuredBackend final : public Backend {
     } else {
       status = inner_->TrainStep(batch, lr);
     }
-    if (delay_ns_ > 0) SpinFor(delay_ns_);
+    // The same busy-wait the pipeline's stages use for their injected delays.
+    if (delay_us_ > 0) pipeline_internal::SpinFor(delay_us_);
     const int64_t end = NowNs();
     stats_.busy_ns += end - start;
     stats_.last_end_ns = end;
@@ -83,7 +79,7 @@ class MeasuredBackend final : public Backend {
  private:
   Backend* inner_;
   bool compute_free_;
-  int64_t delay_ns_;
+  int64_t delay_us_;
   bool keep_spans_;
   int64_t free_samples_ = 0;
   ComputeStats stats_;

@@ -46,7 +46,7 @@ run_train() {  # name, then sluice-train flags
   sps=$(grep -oP 'training \(\K[0-9.]+(?= samples/s)' "$logs/$name.log" | tail -1)
   acc=$(grep -oP 'final test accuracy: \K[0-9.]+' "$logs/$name.log" | tail -1)
   wall=$(grep -oP 'samples in \K[0-9.]+(?=s of training)' "$logs/$name.log" | tail -1)
-  verdict=$(grep -m1 -oP '^(verdict: )?\K(input-bound|partly input-bound|compute-bound|launch-bound|CPU-bound)[^.]*' "$logs/$name.log" | head -1)
+  verdict=$(grep -m1 -oP '^(verdict: )?\K(input-bound|partly-input-bound|compute-bound|launch-bound|cpu-bound)[^.]*' "$logs/$name.log" | head -1)
   if ((rc != 0)); then
     failures=$((failures + 1))
     row "$name" "exit $rc: $(tail -1 "$logs/$name.log")"
