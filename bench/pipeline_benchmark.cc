@@ -21,7 +21,7 @@
 
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
-#include "pipeline/internal/convert.h"
+#include "pipeline/convert.h"
 #include "pipeline/internal/order_planner.h"
 #include "pipeline/pipeline.h"
 #include "storage/dataset.h"
@@ -80,13 +80,12 @@ H2DFormat FormatArg(int64_t v) { return static_cast<H2DFormat>(v); }
 void BM_Pipeline_EndToEnd(benchmark::State& state) {
   Fixture* fx = Setup();
   PipelineOptions o;
-  o.h2d_format = FormatArg(state.range(0));
-  o.batch_size = static_cast<uint32_t>(state.range(1));
-  o.threads = static_cast<int>(state.range(2));
+  o.format.h2d_format = FormatArg(state.range(0));
+  o.order.batch_size = static_cast<uint32_t>(state.range(1));
+  o.resources.threads = static_cast<int>(state.range(2));
   // pool_size: the default (auto), as sluice-train runs it
-  o.read_ahead_frames = 8;
-  o.device_upload = false;
-  o.epochs = 1000;  // one pipeline over many epochs, as sluice-train runs it: steady state
+  o.resources.read_ahead_frames = 8;
+  o.span.epochs = 1000;  // one pipeline over many epochs, as sluice-train runs it: steady state
   auto p = Pipeline::Create(fx->dataset.get(), o);
   if (!p.ok()) {
     state.SkipWithError(std::string(p.status().message()).c_str());
@@ -103,7 +102,7 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
         return;
       }
       samples += lease.view().size;
-      bytes += size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.h2d_format);
+      bytes += size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.format.h2d_format);
       benchmark::DoNotOptimize(lease.view().samples);
     }
   }
@@ -121,12 +120,11 @@ BENCHMARK(BM_Pipeline_EndToEnd)
 void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
   Fixture* fx = Setup();
   PipelineOptions o;
-  o.batch_size = 32;
-  o.shuffle = false;
-  o.threads = static_cast<int>(state.range(0));
+  o.order.batch_size = 32;
+  o.order.shuffle = false;
+  o.resources.threads = static_cast<int>(state.range(0));
   // pool_size: the default (auto), as sluice-train runs it
-  o.read_ahead_frames = 8;
-  o.device_upload = false;
+  o.resources.read_ahead_frames = 8;
   uint64_t samples = 0;
   for (auto _ : state) {
     auto p = Pipeline::Create(fx->dataset.get(), o);

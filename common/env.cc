@@ -1,5 +1,7 @@
 #include "common/env.h"
 
+#include <cstdlib>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -382,6 +384,13 @@ std::string BaseName(absl::string_view path) {
   while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
   size_t slash = path.rfind('/');
   return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string DefaultCacheDir() {
+  if (const char* d = std::getenv("SLUICE_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return JoinPath(d, "sluice");
+  if (const char* d = std::getenv("HOME"); d && *d) return JoinPath(d, ".cache/sluice");
+  return "/tmp/sluice-cache";
 }
 
 }  // namespace sluice

@@ -71,6 +71,10 @@ absl::StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);
 // On failure the temporary is removed and `path` is untouched.
 absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view data);
 
+// sluice's cache directory (sharded IDX files, measured ceilings): $SLUICE_CACHE_DIR, else
+// $XDG_CACHE_HOME/sluice, else $HOME/.cache/sluice, else /tmp/sluice-cache.
+std::string DefaultCacheDir();
+
 // Path helpers.
 std::string JoinPath(absl::string_view dir, absl::string_view name);
 std::string DirName(absl::string_view path);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/device.h"
 #include "engine/memory.h"
 #include "engine/model.h"
 #include "pipeline/batch.h"
@@ -73,8 +74,14 @@ class Backend {
   // Bytes allocated per tag, and the peak, as the backend's allocator recorded them.
   virtual MemoryReport memory() const = 0;
 
-  // For CUDA backends: the compute stream (cudaStream_t as void*); null on the CPU.
-  virtual void* compute_stream() const { return nullptr; }
+  // Where this backend's batches must be: its device (borrowed from the backend, valid while
+  // it lives), or null for host memory (the CPU backend). A pipeline feeding this backend
+  // takes its Placement from here (engine/job/train_job.cc), so the two cannot disagree.
+  virtual device::Device* device() const { return nullptr; }
+  // The stream the steps run on: device batches are released with it, so their slot is
+  // reused only after the step that read it completed. Null on the CPU (TrainStep returns
+  // when the step is done).
+  virtual device::Stream* compute_stream() const { return nullptr; }
 };
 
 // Creates the CPU backend (OpenBLAS sgemm). Starts from `state` (see InitModelState).
@@ -88,11 +95,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& sta
                                                            const OptimizerConfig& opt,
                                                            const BackendOptions& options);
 
-// Number of usable CUDA devices (0 without CUDA support or without a driver/device).
-int CudaDeviceCount();
-
 // Creates the backend that `device` names (--device): "auto" (CUDA device 0 when
-// CudaDeviceCount() > 0, else the CPU), "cpu", "cuda" (device 0) or "cuda:N" (overrides
+// device::CudaDeviceCount() > 0, else the CPU), "cpu", "cuda" (device 0) or "cuda:N" (overrides
 // options.device_ordinal). Errors: kInvalidArgument for any other name, kUnavailable when CUDA
 // is asked for and sluice was built without it or no device is present; else as the backend's
 // Create function. Defined in the sluice::engine target.

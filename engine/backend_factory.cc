@@ -11,7 +11,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
                                                        BackendOptions options) {
   if (device == "cpu") return CreateCpuBackend(state, opt, options);
   if (device == "auto") {
-    if (CudaDeviceCount() > 0) return CreateCudaBackend(state, opt, options);
+    if (device::CudaDeviceCount() > 0) return CreateCudaBackend(state, opt, options);
     return CreateCpuBackend(state, opt, options);
   }
   if (device == "cuda" || absl::StartsWith(device, "cuda:")) {
@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
     } else {
       options.device_ordinal = 0;
     }
-    const int count = CudaDeviceCount();
+    const int count = device::CudaDeviceCount();
     if (count == 0) {
       // CreateCudaBackend says why (built without CUDA, no driver, no device).
       return CreateCudaBackend(state, opt, options);

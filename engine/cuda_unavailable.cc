@@ -12,6 +12,4 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState&,
       "CUDA toolkit); use --device cpu or --device auto");
 }
 
-int CudaDeviceCount() { return 0; }
-
 }  // namespace sluice

@@ -7,6 +7,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+namespace sluice::device {
+class Event;
+}  // namespace sluice::device
+
 namespace sluice {
 
 // What crosses PCIe (--h2d-format): raw u8 pixels (normalized later, on the device) or values
@@ -35,9 +39,9 @@ struct BatchView {
   uint32_t size = 0;       // samples in this batch (the last one of an epoch may be short)
   uint32_t features = 0;   // values per sample (784 for MNIST)
   bool on_device = false;  // true when samples/labels point to device memory
-  // For device batches: a cudaEvent_t (as void*) the compute stream must wait on before reading
-  // the batch; null when the data is ready.
-  void* ready_event = nullptr;
+  // For device batches: the event the compute stream must wait on (device::Stream::Wait)
+  // before reading the batch; null when the data is ready. Owned by the batch's producer.
+  device::Event* ready_event = nullptr;
   // Position in the run.
   uint64_t epoch = 0;
   uint64_t step = 0;  // step within the epoch

@@ -6,26 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/stage_stats.h"
 
-#if SLUICE_PIPELINE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace sluice {
 namespace {
 constexpr size_t kPage = 4096;
-
-bool CudaDevicePresent() {
-#if SLUICE_PIPELINE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky "no device" error
-    return false;
-  }
-  return n > 0;
-#else
-  return false;
-#endif
-}
 }  // namespace
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
@@ -50,37 +33,24 @@ void PinnedBuffer::Reset() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<PinnedBufferPool>> PinnedBufferPool::Create(uint32_t count,
-                                                                           size_t buffer_bytes,
-                                                                           Memory memory) {
+absl::StatusOr<std::unique_ptr<PinnedBufferPool>> PinnedBufferPool::Create(
+    uint32_t count, size_t buffer_bytes, device::Device* pin_for) {
   if (count == 0 || buffer_bytes == 0) {
     return absl::InvalidArgumentError("PinnedBufferPool needs at least one non-empty buffer");
   }
-  bool pinned = false;
-  if (memory != Memory::kPageable) {
-    pinned = CudaDevicePresent();
-    if (!pinned && memory == Memory::kPinned) {
-      return absl::UnavailableError("pinned memory requested but no CUDA device is present");
-    }
-  }
-  std::unique_ptr<PinnedBufferPool> pool(new PinnedBufferPool(buffer_bytes, pinned));
+  std::unique_ptr<PinnedBufferPool> pool(new PinnedBufferPool(buffer_bytes, pin_for != nullptr));
   const size_t rounded = (buffer_bytes + kPage - 1) / kPage * kPage;
   for (uint32_t i = 0; i < count; ++i) {
-    void* p = nullptr;
-#if SLUICE_PIPELINE_CUDA
-    if (pinned) {
-      cudaError_t err = cudaHostAlloc(&p, rounded, cudaHostAllocPortable);
-      if (err != cudaSuccess) {
-        return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", rounded,
-                                                         " bytes failed: ", cudaGetErrorString(err)));
-      }
+    if (pin_for != nullptr) {
+      absl::StatusOr<device::Buffer> b = pin_for->AllocatePinnedHost(rounded);
+      if (!b.ok()) return b.status();
+      pool->buffers_.push_back(static_cast<char*>(b->data()));
+      pool->pinned_buffers_.push_back(*std::move(b));
+      continue;
     }
-#endif
-    if (!pinned) {
-      p = std::aligned_alloc(kPage, rounded);
-      if (p == nullptr) {
-        return absl::ResourceExhaustedError(absl::StrCat("allocating ", rounded, " bytes failed"));
-      }
+    void* p = std::aligned_alloc(kPage, rounded);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("allocating ", rounded, " bytes failed"));
     }
     pool->buffers_.push_back(static_cast<char*>(p));
   }
@@ -91,15 +61,8 @@ absl::StatusOr<std::unique_ptr<PinnedBufferPool>> PinnedBufferPool::Create(uint3
 }
 
 PinnedBufferPool::~PinnedBufferPool() {
-  for (char* p : buffers_) {
-#if SLUICE_PIPELINE_CUDA
-    if (pinned_) {
-      cudaFreeHost(p);
-      continue;
-    }
-#endif
-    std::free(p);
-  }
+  if (pinned_) return;  // pinned_buffers_ frees them
+  for (char* p : buffers_) std::free(p);
 }
 
 PinnedBuffer PinnedBufferPool::TakeLocked() {
@@ -114,7 +77,9 @@ PinnedBuffer PinnedBufferPool::Acquire() {
   std::unique_lock<std::mutex> l(mu_);
   if (free_.empty()) {
     const int64_t start = NowNs();
+    ++waiting_;
     returned_.wait(l, [this] { return !free_.empty(); });
+    --waiting_;
     wait_ns_ += NowNs() - start;
     ++waits_;
   }
@@ -144,6 +109,10 @@ uint32_t PinnedBufferPool::high_water() const {
 int64_t PinnedBufferPool::wait_ns() const {
   std::lock_guard<std::mutex> l(mu_);
   return wait_ns_;
+}
+uint32_t PinnedBufferPool::waiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return waiting_;
 }
 uint64_t PinnedBufferPool::waits() const {
   std::lock_guard<std::mutex> l(mu_);

@@ -1,14 +1,14 @@
 // PinnedBufferPool: a fixed set of equally sized host buffers that batches are built in.
 //
-// Memory: cudaHostAlloc'ed (page-locked, so cudaMemcpyAsync is truly asynchronous) when sluice
-// is built with CUDA and a device is present, page-aligned host memory otherwise. All buffers
+// Memory: page-locked memory of the device the batches are uploaded to (so the copies are truly
+// asynchronous), or page-aligned host memory when batches stay on the host. All buffers
 // are allocated by Create(); the pool never grows (DALI's grow-only pools are how users hit
 // OOM), so `count * buffer_bytes` is the pool's whole footprint.
 //
 // Ownership: a PinnedBuffer handle owns one buffer until it is destroyed or Reset(); the pool
 // must outlive every handle. Waiting for a free buffer (Acquire) is measured.
 // Errors: Create returns kInvalidArgument for a zero count/size, kResourceExhausted when the
-// allocation fails.
+// allocation fails, and the device layer's errors (e.g. kInternal) for pinned memory.
 // Thread safety: all pool methods are thread safe; a handle is used by one thread at a time.
 #ifndef SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_
 #define SLUICE_PIPELINE_PINNED_BUFFER_POOL_H_
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/device.h"
 
 namespace sluice {
 
@@ -54,12 +55,10 @@ class PinnedBuffer {
 
 class PinnedBufferPool {
  public:
-  enum class Memory { kAuto, kPinned, kPageable };
-
-  // kPinned without CUDA support or a device is kUnavailable.
-  static absl::StatusOr<std::unique_ptr<PinnedBufferPool>> Create(uint32_t count,
-                                                                  size_t buffer_bytes,
-                                                                  Memory memory = Memory::kAuto);
+  // `pin_for`: the device the buffers are uploaded to; its pinned host memory is used
+  // (borrowed: the device must outlive the pool). Null: page-aligned host memory.
+  static absl::StatusOr<std::unique_ptr<PinnedBufferPool>> Create(
+      uint32_t count, size_t buffer_bytes, device::Device* pin_for = nullptr);
   ~PinnedBufferPool();  // every handle must have been returned
   PinnedBufferPool(const PinnedBufferPool&) = delete;
   PinnedBufferPool& operator=(const PinnedBufferPool&) = delete;
@@ -76,6 +75,7 @@ class PinnedBufferPool {
   uint32_t high_water() const;  // most buffers ever in use at once
   int64_t wait_ns() const;      // total time Acquire() blocked
   uint64_t waits() const;       // Acquire() calls that had to block
+  uint32_t waiting() const;     // Acquire() calls blocked right now
 
  private:
   friend class PinnedBuffer;
@@ -86,6 +86,7 @@ class PinnedBufferPool {
   const size_t buffer_bytes_;
   const bool pinned_;
   std::vector<char*> buffers_;
+  std::vector<device::Buffer> pinned_buffers_;  // owns buffers_ when pinned
   // std::mutex: visible to ThreadSanitizer (Debian's Abseil is not instrumented).
   mutable std::mutex mu_;
   std::condition_variable returned_;
@@ -93,6 +94,7 @@ class PinnedBufferPool {
   uint32_t high_water_ = 0;
   int64_t wait_ns_ = 0;
   uint64_t waits_ = 0;
+  uint32_t waiting_ = 0;
 };
 
 }  // namespace sluice

@@ -52,7 +52,7 @@ BatchLease& BatchLease::operator=(BatchLease&& o) noexcept {
   return *this;
 }
 
-void BatchLease::Release(void* stream) {
+void BatchLease::Release(device::Stream* stream) {
   if (core_ == nullptr) return;
   std::shared_ptr<pipeline_internal::PipelineCore> core = std::move(core_);
   core_ = nullptr;

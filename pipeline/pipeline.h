@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/device.h"
 #include "pipeline/batch.h"
 #include "pipeline/stage_stats.h"
 #include "storage/dataset.h"
@@ -47,7 +48,7 @@ class PipelineCore;
 enum class OnCorrupt : uint8_t { kFail, kSkip };
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name);  // "fail" | "skip"
 
-// Diagnostic what-if modes (issue 5): make one stage free to measure what the rest can do.
+// Diagnostic what-if modes: make one stage free to measure what the rest can do.
 //   kRead: stored frames are read into RAM before the run; the read stage serves them.
 //   kDecompress: frames are decoded into RAM before the run; decompress hands them out.
 //   kPreprocess: the batches of the first epoch are built before the run; assemble hands out
@@ -59,20 +60,39 @@ absl::string_view WhatIfName(WhatIf w);
 
 inline constexpr uint32_t kAutoPoolSamples = 4096;
 
-struct PipelineOptions {
+// PipelineOptions are grouped by what may change them, so that tuning a resource can never
+// change the order, and placement cannot disagree with the backend that reads the batches.
+
+// What defines the sequence of samples. Part of a run's identity: checkpoints record it and a
+// resumed run must use the same (the order is a pure function of these, the dataset and the
+// epoch; never of threads, pool size or timing).
+struct OrderSpec {
   uint32_t batch_size = 32;
-  H2DFormat h2d_format = H2DFormat::kF32;
-  Normalization normalization;  // applied on the CPU for f16/f32
   uint64_t seed = 0;
   bool shuffle = true;
   // W: frames per shuffle window; 0 = every frame (a full shuffle). Memory grows with W
   // (about W decoded frames resident), shuffle quality too (docs/architecture.md, "Order").
   uint32_t shuffle_window_frames = 64;
   bool drop_last = false;
+};
+
+// What a batch holds: the input contract of the model (--h2d-format, normalization).
+struct BatchFormat {
+  H2DFormat h2d_format = H2DFormat::kF32;
+  Normalization normalization;  // applied on the CPU for f16/f32
+};
+
+// Which part of the run this pipeline delivers.
+struct RunSpan {
   uint64_t start_epoch = 0;
-  uint64_t start_step = 0;   // first step within start_epoch (mid-epoch resume)
-  uint64_t epochs = 1;       // epochs to deliver, start_epoch included
-  int threads = 0;           // TBB arena size; 0: hardware concurrency
+  uint64_t start_step = 0;  // first step within start_epoch (mid-epoch resume)
+  uint64_t epochs = 1;      // epochs to deliver, start_epoch included
+};
+
+// Resources: how much CPU, memory and read-ahead the pipeline uses. The only settings that
+// autotune changes; they never change which samples a batch holds or their order.
+struct PipelineResources {
+  int threads = 0;             // TBB arena size; 0: hardware concurrency
   int decompress_threads = 0;  // concurrency of decompress; 0: threads
   int preprocess_threads = 0;  // concurrency of assemble+preprocess; 0: threads
   uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
@@ -81,18 +101,39 @@ struct PipelineOptions {
   // to hide it (measured: batch 32 with 4 buffers left compute waiting 22% of the time, with
   // 64-128 buffers 2-4%). Memory: pool_size x batch bytes.
   uint32_t pool_size = 0;
-  bool device_upload = true;       // upload to the GPU when built with CUDA and one is present
-  int device = 0;
-  uint32_t device_ring_depth = 3;  // device batch slots
-  OnCorrupt on_corrupt = OnCorrupt::kFail;
-  // Diagnostics: per-item delay added inside a stage (read, decompress, preprocess, h2d): a
-  // sleep for read (I/O latency), a busy-wait for the others (CPU work).
-  std::array<int64_t, kNumStages> inject_delay_us = {};
+  uint32_t device_ring_depth = 3;  // device batch slots (with a device placement)
+  // TBB's default market has (cores - 1) workers; raise it so an arena of `threads` is full.
+  // This is a process-wide tbb::global_control held while the pipeline lives: two pipelines
+  // alive at once share it (the larger limit wins while both live).
+  bool raise_tbb_worker_limit = true;
+};
+
+// Where batches are delivered. It follows from the backend that consumes them
+// (Backend::placement()); never set it by hand for a training run.
+struct Placement {
+  // Upload every batch to this device (borrowed; must outlive the pipeline and its leases).
+  // Null: batches stay in host memory (the CPU backend reads the pinned buffer in place).
+  device::Device* device = nullptr;
+};
+
+// Diagnostics: change what the run measures, never what it computes (except what-if runs,
+// which are for measurement only).
+struct PipelineDiagnostics {
+  // Per-item delay added inside a stage (read, decompress, preprocess, h2d): a sleep for read
+  // (I/O latency), a busy-wait for the others (CPU work).
+  std::array<int64_t, kNumPipelineStages> inject_delay_us = {};
   WhatIf what_if = WhatIf::kNone;
   size_t trace_capacity = 0;  // per-item spans kept for the timeline; 0: none
-  // TBB's default market has (cores - 1) workers; raise it so an arena of `threads` is full
-  // (a process-wide tbb::global_control held while the pipeline lives).
-  bool raise_tbb_worker_limit = true;
+};
+
+struct PipelineOptions {
+  OrderSpec order;
+  BatchFormat format;
+  RunSpan span;
+  OnCorrupt on_corrupt = OnCorrupt::kFail;
+  PipelineResources resources;
+  Placement placement;
+  PipelineDiagnostics diagnostics;
 };
 
 // One delivered batch. Owns its buffer (pinned host buffer, or device slot) until Release()
@@ -110,10 +151,10 @@ class BatchLease {
   const BatchView& view() const { return view_; }
   uint64_t batch_id() const { return id_; }  // run-wide sequence number, from 0
 
-  // Gives the batch back. For device batches `stream` (a cudaStream_t) is the stream whose
-  // work reads it: the slot is reused only after that work completes (an event recorded on
-  // it). Null: the caller guarantees no enqueued work still reads the batch.
-  void Release(void* stream = nullptr);
+  // Gives the batch back. For device batches `stream` is the stream whose work reads it: the
+  // slot is reused only after that work completes (an event recorded on it). Null: the caller
+  // guarantees no enqueued work still reads the batch. Host batches ignore `stream`.
+  void Release(device::Stream* stream = nullptr);
 
  private:
   friend class pipeline_internal::PipelineCore;

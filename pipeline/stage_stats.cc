@@ -11,14 +11,14 @@
 
 namespace sluice {
 namespace {
-constexpr absl::string_view kStageNames[kNumStages] = {"read", "decompress", "preprocess",
+constexpr absl::string_view kStageNames[kNumPipelineStages] = {"read", "decompress", "preprocess",
                                                        "pinned_wait", "h2d", "delivery"};
 }  // namespace
 
 absl::string_view StageName(Stage s) { return kStageNames[static_cast<int>(s)]; }
 
 absl::StatusOr<Stage> ParseStage(absl::string_view name) {
-  for (int i = 0; i < kNumStages; ++i) {
+  for (int i = 0; i < kNumPipelineStages; ++i) {
     if (kStageNames[i] == name) return static_cast<Stage>(i);
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -54,6 +54,14 @@ std::string PipelineStats::ToString() const {
   return out;
 }
 
+void SpinFor(int64_t us) {
+  if (us <= 0) return;
+  const int64_t until = NowNs() + us * 1000;
+  while (NowNs() < until) {
+  }
+}
+
+
 namespace pipeline_internal {
 
 uint32_t ThreadNumber() {
@@ -81,13 +89,6 @@ StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
     s.wait_input_ns = std::max<int64_t>(0, capacity - s.busy_ns - s.wait_output_ns);
   }
   return s;
-}
-
-void SpinFor(int64_t us) {
-  if (us <= 0) return;
-  const int64_t until = NowNs() + us * 1000;
-  while (NowNs() < until) {
-  }
 }
 
 }  // namespace pipeline_internal

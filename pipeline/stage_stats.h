@@ -31,7 +31,7 @@ enum class Stage : uint8_t {
   kH2D,
   kDelivery,
 };
-inline constexpr int kNumStages = 6;
+inline constexpr int kNumPipelineStages = 6;
 absl::string_view StageName(Stage s);  // "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery"
 absl::StatusOr<Stage> ParseStage(absl::string_view name);
 
@@ -60,7 +60,7 @@ struct StageStats {
 };
 
 struct PipelineStats {
-  std::array<StageStats, kNumStages> stages;
+  std::array<StageStats, kNumPipelineStages> stages;
   int64_t start_ns = 0;     // when the pipeline was created
   int64_t snapshot_ns = 0;  // when this snapshot was taken
   int threads = 0;          // TBB arena size
@@ -93,6 +93,10 @@ struct TraceSpan {
 
 // steady_clock::now() in nanoseconds.
 int64_t NowNs();
+
+// Busy-waits `us` microseconds: the injected-delay diagnostic of every stage, compute included
+// (spinning, not sleeping, so the delay shows up as busy CPU time, like real work would).
+void SpinFor(int64_t us);
 
 }  // namespace sluice
 

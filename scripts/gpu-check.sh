@@ -28,7 +28,7 @@ prepare() {
   rm -rf "$bundle" && mkdir -p "$bundle"/{bin,lib,tests,data,bench}
   cp "$BUILD"/tools/sluice-train "$BUILD"/tools/sluice-shard "$bundle/bin/"
   for b in "$BUILD"/bench/pipeline_benchmark "$BUILD"/bench/storage_benchmark \
-           "$BUILD"/bench/engine_benchmark "$BUILD"/engine/cuda/sluice-cuda-bench; do
+           "$BUILD"/bench/engine_benchmark "$BUILD"/bench/sluice-cuda-bench; do
     [[ -x "$b" ]] && cp "$b" "$bundle/bin/"
   done
   # The executables of every gpu-labelled test, and the gtest filter of their gpu tests.

@@ -28,10 +28,10 @@
 #include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "common/status_macros.h"
-#include "engine/bottleneck_report.h"
-#include "engine/ceilings.h"
-#include "engine/trace_writer.h"
-#include "engine/train_job.h"
+#include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/ceilings.h"
+#include "engine/diagnostics/trace_writer.h"
+#include "engine/job/train_job.h"
 
 ABSL_FLAG(std::string, data, "", "Training split: a shard dataset directory, a manifest, or a "
           "directory of IDX files (sharded once into --cache-dir)");
@@ -127,7 +127,7 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.evaluate = absl::GetFlag(FLAGS_evaluate);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   ASSIGN_OR_RETURN(o.epochs, Positive<uint64_t>("epochs", absl::GetFlag(FLAGS_epochs)));
-  ASSIGN_OR_RETURN(o.pipeline.batch_size,
+  ASSIGN_OR_RETURN(o.pipeline.order.batch_size,
                    Positive<uint32_t>("batch-size", absl::GetFlag(FLAGS_batch_size)));
   auto layers = ParseLayers(absl::GetFlag(FLAGS_layers));
   if (!layers.ok()) return UsageError("layers", layers.status().message());
@@ -186,33 +186,33 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
 
   PipelineOptions& p = o.pipeline;
-  p.shuffle = absl::GetFlag(FLAGS_shuffle);
-  ASSIGN_OR_RETURN(p.shuffle_window_frames,
+  p.order.shuffle = absl::GetFlag(FLAGS_shuffle);
+  ASSIGN_OR_RETURN(p.order.shuffle_window_frames,
                    Positive<uint32_t>("shuffle-window", absl::GetFlag(FLAGS_shuffle_window), true));
-  p.drop_last = absl::GetFlag(FLAGS_drop_last);
+  p.order.drop_last = absl::GetFlag(FLAGS_drop_last);
   const std::string h2d = absl::GetFlag(FLAGS_h2d_format);
   if (h2d == "auto") {
     // u8 moves 4x fewer bytes over PCIe and normalizes on the GPU; on the CPU there is no
     // copy, and the backend reads f32 without converting again.
-    const bool cuda = o.device.rfind("cuda", 0) == 0 || (o.device == "auto" && CudaDeviceCount() > 0);
-    p.h2d_format = cuda ? H2DFormat::kU8 : H2DFormat::kF32;
+    const bool cuda = o.device.rfind("cuda", 0) == 0 || (o.device == "auto" && device::CudaDeviceCount() > 0);
+    p.format.h2d_format = cuda ? H2DFormat::kU8 : H2DFormat::kF32;
   } else {
     auto format = ParseH2DFormat(h2d);
     if (!format.ok()) return UsageError("h2d-format", format.status().message());
-    p.h2d_format = *format;
+    p.format.h2d_format = *format;
   }
-  p.normalization.mean = static_cast<float>(absl::GetFlag(FLAGS_normalize_mean));
-  p.normalization.std = static_cast<float>(absl::GetFlag(FLAGS_normalize_std));
-  if (!(p.normalization.std > 0)) return UsageError("normalize-std", "must be > 0");
-  ASSIGN_OR_RETURN(p.threads, Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
-  ASSIGN_OR_RETURN(p.decompress_threads, Positive<int>("decompress-threads",
+  p.format.normalization.mean = static_cast<float>(absl::GetFlag(FLAGS_normalize_mean));
+  p.format.normalization.std = static_cast<float>(absl::GetFlag(FLAGS_normalize_std));
+  if (!(p.format.normalization.std > 0)) return UsageError("normalize-std", "must be > 0");
+  ASSIGN_OR_RETURN(p.resources.threads, Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
+  ASSIGN_OR_RETURN(p.resources.decompress_threads, Positive<int>("decompress-threads",
                                                        absl::GetFlag(FLAGS_decompress_threads), true));
-  ASSIGN_OR_RETURN(p.preprocess_threads, Positive<int>("preprocess-threads",
+  ASSIGN_OR_RETURN(p.resources.preprocess_threads, Positive<int>("preprocess-threads",
                                                        absl::GetFlag(FLAGS_preprocess_threads), true));
-  ASSIGN_OR_RETURN(p.pool_size,
+  ASSIGN_OR_RETURN(p.resources.pool_size,
                    Positive<uint32_t>("pool-size", absl::GetFlag(FLAGS_pool_size), true));
-  if (p.pool_size == 1) return UsageError("pool-size", "must be 0 (auto) or >= 2");
-  ASSIGN_OR_RETURN(p.read_ahead_frames,
+  if (p.resources.pool_size == 1) return UsageError("pool-size", "must be 0 (auto) or >= 2");
+  ASSIGN_OR_RETURN(p.resources.read_ahead_frames,
                    Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
@@ -232,7 +232,7 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
   if (!absl::GetFlag(FLAGS_trace).empty()) {
-    ASSIGN_OR_RETURN(o.pipeline.trace_capacity,
+    ASSIGN_OR_RETURN(o.pipeline.diagnostics.trace_capacity,
                      Positive<size_t>("trace-spans", absl::GetFlag(FLAGS_trace_spans)));
   }
   ASSIGN_OR_RETURN(o.report_every_steps,
@@ -244,7 +244,7 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
       return UsageError("what-if", absl::StrCat("expected none, read, decompress, preprocess, "
                                                 "h2d, compute or all, got \"", what_if, "\""));
     }
-    o.pipeline.what_if = *w;
+    o.pipeline.diagnostics.what_if = *w;
   }
   o.compute_free = what_if == "compute";
   o.autotune = absl::GetFlag(FLAGS_autotune);
@@ -268,7 +268,7 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
       return UsageError("inject-delay", absl::StrCat("unknown stage \"", kv.first,
                                                      "\" (read, decompress, preprocess, h2d, compute)"));
     }
-    o.pipeline.inject_delay_us[static_cast<int>(*stage)] = us;
+    o.pipeline.diagnostics.inject_delay_us[static_cast<int>(*stage)] = us;
   }
   for (const auto* flag : {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size",
                            "epochs", "seed", "shuffle", "h2d_format", "device", "precision"}) {
@@ -324,9 +324,9 @@ std::optional<Ceilings> LoadCeilings(Env* env, const TrainJobOptions& o, const T
   auto dataset = Dataset::Open(env, r.train_manifest);
   if (!dataset.ok()) return std::nullopt;
   CeilingOptions c;
-  c.batch_size = o.pipeline.batch_size;
-  c.h2d_format = o.pipeline.h2d_format;
-  c.normalization = o.pipeline.normalization;
+  c.batch_size = o.pipeline.order.batch_size;
+  c.h2d_format = o.pipeline.format.h2d_format;
+  c.normalization = o.pipeline.format.normalization;
   c.device = o.device;
   c.model = o.model;
   c.optimizer = o.optimizer;
@@ -359,19 +359,19 @@ absl::Status RunWhatIfTable(Env* env, const TrainJobOptions& base, const TrainJo
       {"read", WhatIf::kRead}, {"decompress", WhatIf::kDecompress},
       {"preprocess", WhatIf::kPreprocess}, {"h2d", WhatIf::kH2D}, {"compute", WhatIf::kNone}};
   for (const auto& [name, mode] : modes) {
-    if (name == "h2d" && !normal.compute.is_cuda) {
+    if (name == "h2d" && !normal.run.compute.is_cuda) {
       rows.push_back({name, "n/a: the CPU backend copies nothing", 0});
       continue;
     }
     TrainJobOptions o = base;
-    o.pipeline.what_if = mode;
+    o.pipeline.diagnostics.what_if = mode;
     o.compute_free = name == "compute";
     o.evaluate = false;
     o.checkpoint_dir.clear();
     o.resume.clear();
     o.export_safetensors.clear();
     o.metrics_out.clear();
-    o.pipeline.trace_capacity = 0;
+    o.pipeline.diagnostics.trace_capacity = 0;
     o.on_progress = nullptr;
     o.on_epoch_end = nullptr;
     o.on_report = nullptr;
@@ -408,7 +408,7 @@ absl::Status Run(TrainJobOptions options) {
     std::fflush(stdout);
   };
   if (options.report_every_steps > 0) {
-    options.on_report = [](const TrainJobResult& partial) {
+    options.on_report = [](const RunRecord& partial) {
       BottleneckReport r = AnalyzeRun(partial, nullptr, Cores());
       std::fprintf(stderr, "\r\033[Kreport after %d steps: %.0f samples/s; %s\n",
                    static_cast<int>(partial.compute.steps), r.measured_samples_per_s,
@@ -420,14 +420,14 @@ absl::Status Run(TrainJobOptions options) {
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
   std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
-              "%.2fs wall\n", result.backend_name.c_str(), static_cast<long long>(t.samples),
+              "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
               t.train_seconds,
               SamplesPerSecond(t), t.seconds);
   if (!t.epochs.empty() && t.epochs.back().test) {
     std::printf("final test accuracy: %.4f (%lld samples)\n", t.epochs.back().test->accuracy(),
                 static_cast<long long>(t.epochs.back().test->samples));
   }
-  if (options.pipeline.what_if != WhatIf::kNone || options.compute_free) {
+  if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
     std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());
   }
   if (!result.checkpoint_path.empty()) std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
@@ -435,13 +435,13 @@ absl::Status Run(TrainJobOptions options) {
     std::printf("safetensors: %s\n", options.export_safetensors.c_str());
   }
   std::optional<Ceilings> ceilings = LoadCeilings(env, options, result);
-  BottleneckReport report = AnalyzeRun(result, ceilings ? &*ceilings : nullptr, Cores());
+  BottleneckReport report = AnalyzeRun(result.run, ceilings ? &*ceilings : nullptr, Cores());
   if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, report.ToJson().dump(2) + "\n"));
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
-    RETURN_IF_ERROR(WriteChromeTrace(env, path, result));
+    RETURN_IF_ERROR(WriteChromeTrace(env, path, result.run));
     std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
   }
   std::fflush(stdout);

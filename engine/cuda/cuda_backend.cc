@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "device/cuda/cuda_device.h"
+#include "device/device.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_allocator.h"
@@ -66,7 +68,8 @@ class CudaBackend final : public Backend {
   absl::StatusOr<ModelState> SaveState() override;
   absl::Status LoadState(const ModelState& state) override;
   MemoryReport memory() const override { return alloc_.report(); }
-  void* compute_stream() const override { return stream_; }
+  device::Stream* compute_stream() const override { return compute_stream_.get(); }
+  device::Device* device() const override { return device_obj_.get(); }
 
  private:
   // Where the step reads its batch from (device pointers).
@@ -109,7 +112,9 @@ class CudaBackend final : public Backend {
   DType lp_;
   int device_ = 0;
   std::string name_;
-  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<device::Device> device_obj_;
+  std::unique_ptr<device::Stream> compute_stream_;  // destroyed before device_obj_
+  cudaStream_t stream_ = nullptr;                   // compute_stream_'s native handle
   DeviceAllocator alloc_;
   std::unique_ptr<LinearGemm> gemm_;
 
@@ -142,17 +147,16 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   alloc_.FreeAll();
   if (host_scalars_ != nullptr) cudaFreeHost(host_scalars_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
   cuda_internal::ClearLastCudaError();
 }
 
 absl::Status CudaBackend::Init(const ModelState& state) {
   device_ = options_.device_ordinal;
   cudaCheck(cudaSetDevice(device_));
-  cudaDeviceProp prop{};
-  cudaCheck(cudaGetDeviceProperties(&prop, device_));
-  name_ = absl::StrCat("cuda:", device_, " (", prop.name, ", sm_", prop.major, prop.minor, ")");
-  cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  ASSIGN_OR_RETURN(device_obj_, device::OpenCudaDevice(device_));
+  name_ = device_obj_->name();
+  ASSIGN_OR_RETURN(compute_stream_, device_obj_->CreateStream());
+  stream_ = device::NativeCudaStream(compute_stream_.get());
   cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&host_scalars_), sizeof(StepScalars)));
 
   const int B = options_.max_batch;
@@ -226,7 +230,7 @@ absl::Status CudaBackend::CheckBatch(const BatchView& b) const {
 absl::StatusOr<CudaBackend::Input> CudaBackend::Stage(const BatchView& b, bool force_staging) {
   NvtxRange range("StageBatch");
   if (b.ready_event != nullptr) {
-    cudaCheck(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(b.ready_event), 0));
+    RETURN_IF_ERROR(compute_stream_->Wait(b.ready_event));
   }
   Input in{b.samples, b.labels, b.format, static_cast<int>(b.size)};
   if (b.on_device && !force_staging) return in;
@@ -495,36 +499,10 @@ absl::Status CudaBackend::LoadState(const ModelState& state) {
 
 }  // namespace
 
-absl::Status CudaDeviceStatus(int ordinal) {
-  int n = 0;
-  cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) {
-    cuda_internal::ClearLastCudaError();
-    return absl::UnavailableError(absl::StrCat("no CUDA device: cudaGetDeviceCount failed: ",
-                                               cudaGetErrorName(err), " (",
-                                               cudaGetErrorString(err), ")"));
-  }
-  if (n == 0) return absl::UnavailableError("no CUDA device: cudaGetDeviceCount returned 0");
-  if (ordinal < 0 || ordinal >= n) {
-    return absl::UnavailableError(absl::StrCat("no CUDA device ", ordinal, ": only ", n,
-                                               " device(s) present (cuda:0..cuda:", n - 1, ")"));
-  }
-  return absl::OkStatus();
-}
-
-int CudaDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cuda_internal::ClearLastCudaError();
-    return 0;
-  }
-  return n;
-}
-
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
                                                            const OptimizerConfig& opt,
                                                            const BackendOptions& options) {
-  RETURN_IF_ERROR(CudaDeviceStatus(options.device_ordinal));
+  RETURN_IF_ERROR(device::CudaDeviceStatus(options.device_ordinal));
   if (options.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
   if (state.model.num_linear() < 1) {
     return absl::InvalidArgumentError("the model needs at least two layer sizes");

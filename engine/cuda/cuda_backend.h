@@ -18,17 +18,7 @@
 #ifndef SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
 #define SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
 
-#include <string>
-
-#include "absl/status/status.h"
-
-namespace sluice {
-
-// OK when device `ordinal` is usable; otherwise kUnavailable saying why, e.g.
-// "no CUDA device: cudaGetDeviceCount failed: cudaErrorInsufficientDriver (...)".
-// Never crashes on machines without a driver.
-absl::Status CudaDeviceStatus(int ordinal = 0);
-
-}  // namespace sluice
+// The backend itself is created through CreateCudaBackend (engine/backend.h); device status
+// and counts come from the device layer (device/device.h).
 
 #endif  // SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_

@@ -17,15 +17,15 @@
 
 #include "absl/status/status.h"
 #include "common/status_macros.h"
+#include "device/cuda/cuda_status.h"
 
 namespace sluice::cuda_internal {
 
-// OK for cudaSuccess; otherwise a Status as described above.
-absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line);
+// OK for cudaSuccess; otherwise a Status as described above (device/cuda/cuda_status.h).
+using ::sluice::device::cuda_internal::CudaStatus;
 absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line);
 
-// Clears a sticky "last error" left by a failed runtime call that we already handled.
-inline void ClearLastCudaError() { (void)cudaGetLastError(); }
+using ::sluice::device::cuda_internal::ClearLastCudaError;
 
 // A precondition of a kernel launcher or GEMM (shapes, pointers). kInvalidArgument.
 absl::Status PreconditionFailed(const char* cond, const char* file, int line);

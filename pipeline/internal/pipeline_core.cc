@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-#if defined(SLUICE_PIPELINE_CUDA)
+#if defined(SLUICE_DEVICE_CUDA)
 #include <nvtx3/nvToolsExt.h>
 #endif
 
@@ -32,7 +32,7 @@ namespace {
 // An NVTX range around each stage body, so Nsight Systems shows the pipeline's stages on the
 // same timeline as the CUDA streams (CUDA builds only; nvtx3 is header-only).
 struct StageRange {
-#if defined(SLUICE_PIPELINE_CUDA)
+#if defined(SLUICE_DEVICE_CUDA)
   explicit StageRange(const char* name) { nvtxRangePushA(name); }
   ~StageRange() { nvtxRangePop(); }
 #else
@@ -82,44 +82,46 @@ absl::Status PipelineCore::BuildLayout() {
 
 absl::Status PipelineCore::Init() {
   start_ns_ = NowNs();
-  if (opt_.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
-  if (opt_.pool_size == 0) {
-    opt_.pool_size = std::clamp<uint32_t>((kAutoPoolSamples + opt_.batch_size - 1) / opt_.batch_size, 4, 256);
+  if (opt_.order.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  if (opt_.resources.pool_size == 0) {
+    opt_.resources.pool_size = std::clamp<uint32_t>((kAutoPoolSamples + opt_.order.batch_size - 1) / opt_.order.batch_size, 4, 256);
   }
-  if (opt_.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
-  if (opt_.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
-  if (opt_.threads <= 0) opt_.threads = static_cast<int>(oneapi::tbb::info::default_concurrency());
-  if (opt_.decompress_threads <= 0) opt_.decompress_threads = opt_.threads;
-  if (opt_.preprocess_threads <= 0) opt_.preprocess_threads = opt_.threads;
+  if (opt_.span.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
+  if (opt_.resources.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
+  if (opt_.resources.threads <= 0) opt_.resources.threads = static_cast<int>(oneapi::tbb::info::default_concurrency());
+  if (opt_.resources.decompress_threads <= 0) opt_.resources.decompress_threads = opt_.resources.threads;
+  if (opt_.resources.preprocess_threads <= 0) opt_.resources.preprocess_threads = opt_.resources.threads;
   RETURN_IF_ERROR(BuildLayout());
   ASSIGN_OR_RETURN(SampleConverter conv,
-                   SampleConverter::Create(spec_.sample_dtype, opt_.h2d_format,
-                                           opt_.normalization, spec_.sample_values()));
+                   SampleConverter::Create(spec_.sample_dtype, opt_.format.h2d_format,
+                                           opt_.format.normalization, spec_.sample_values()));
   converter_.emplace(conv);
 
-  order_ = OrderOptions{opt_.seed, opt_.shuffle, opt_.shuffle_window_frames, opt_.batch_size,
-                        opt_.drop_last};
+  order_ = OrderOptions{opt_.order.seed, opt_.order.shuffle, opt_.order.shuffle_window_frames, opt_.order.batch_size,
+                        opt_.order.drop_last};
   steps_per_epoch_ = StepsPerEpoch(layout_.record_count, order_);
-  if (opt_.start_step > steps_per_epoch_) {
-    return absl::InvalidArgumentError(absl::StrCat("start step ", opt_.start_step,
+  if (opt_.span.start_step > steps_per_epoch_) {
+    return absl::InvalidArgumentError(absl::StrCat("start step ", opt_.span.start_step,
                                                    " is past the end of the epoch (",
                                                    steps_per_epoch_, " steps)"));
   }
-  total_batches_ = steps_per_epoch_ * opt_.epochs - opt_.start_step;
-  frame_budget_ = FramesAliveBound(layout_, order_) + opt_.read_ahead_frames;
-  next_epoch_ = opt_.start_epoch;
+  total_batches_ = steps_per_epoch_ * opt_.span.epochs - opt_.span.start_step;
+  frame_budget_ = FramesAliveBound(layout_, order_) + opt_.resources.read_ahead_frames;
+  next_epoch_ = opt_.span.start_epoch;
 
-  sample_region_ = (converter_->out_bytes_per_sample() * opt_.batch_size + kAlign - 1) / kAlign * kAlign;
+  sample_region_ = (converter_->out_bytes_per_sample() * opt_.order.batch_size + kAlign - 1) / kAlign * kAlign;
   label_offset_ = sample_region_;
-  ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.pool_size,
-                                                   sample_region_ + 4 * size_t{opt_.batch_size}));
-  if (opt_.device_upload && CudaDeviceAvailable()) {
-    ASSIGN_OR_RETURN(uploader_, DeviceUploader::Create(opt_.device, opt_.device_ring_depth,
-                                                       sample_region_, 4 * size_t{opt_.batch_size}));
+  ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size,
+                                                   sample_region_ + 4 * size_t{opt_.order.batch_size},
+                                                   opt_.placement.device));
+  if (opt_.placement.device != nullptr) {
+    ASSIGN_OR_RETURN(uploader_, DeviceUploader::Create(opt_.placement.device,
+                                                       opt_.resources.device_ring_depth,
+                                                       sample_region_, 4 * size_t{opt_.order.batch_size}));
   }
-  const int conc[kNumStages] = {1, opt_.decompress_threads, opt_.preprocess_threads, 1, 1, 1};
-  for (int i = 0; i < kNumStages; ++i) rec_[i].Init(static_cast<Stage>(i), conc[i]);
-  if (opt_.trace_capacity > 0) trace_ = std::make_unique<TraceBuffer>(opt_.trace_capacity);
+  const int conc[kNumPipelineStages] = {1, opt_.resources.decompress_threads, opt_.resources.preprocess_threads, 1, 1, 1};
+  for (int i = 0; i < kNumPipelineStages; ++i) rec_[i].Init(static_cast<Stage>(i), conc[i]);
+  if (opt_.diagnostics.trace_capacity > 0) trace_ = std::make_unique<TraceBuffer>(opt_.diagnostics.trace_capacity);
   RETURN_IF_ERROR(BuildWhatIfCaches());
 
   if (total_batches_ == 0) {
@@ -127,19 +129,19 @@ absl::Status PipelineCore::Init() {
     end_ = true;
     return absl::OkStatus();
   }
-  if (opt_.raise_tbb_worker_limit) {
+  if (opt_.resources.raise_tbb_worker_limit) {
     worker_limit_ = std::make_unique<oneapi::tbb::global_control>(
-        oneapi::tbb::global_control::max_allowed_parallelism, opt_.threads + 1);
+        oneapi::tbb::global_control::max_allowed_parallelism, opt_.resources.threads + 1);
   }
   // No slot reserved for an external thread: the consumer never joins the arena, so all
   // `threads` slots are for workers.
-  arena_ = std::make_unique<oneapi::tbb::task_arena>(opt_.threads, 0);
+  arena_ = std::make_unique<oneapi::tbb::task_arena>(opt_.resources.threads, 0);
   arena_->execute([this] { BuildGraph(); });
   return absl::OkStatus();
 }
 
 absl::Status PipelineCore::BuildWhatIfCaches() {
-  const WhatIf w = opt_.what_if;
+  const WhatIf w = opt_.diagnostics.what_if;
   if (w == WhatIf::kNone || w == WhatIf::kH2D) return absl::OkStatus();
   const size_t f = layout_.frames.size();
   if (w == WhatIf::kRead) {
@@ -173,7 +175,7 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
   }
   if (w == WhatIf::kDecompress) return absl::OkStatus();
   // kPreprocess: build every batch of the start epoch now.
-  ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(layout_, order_, opt_.start_epoch, opt_.start_step));
+  ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(layout_, order_, opt_.span.start_epoch, opt_.span.start_step));
   EpochRun run;
   run.frames.resize(plan.read_frames.size());
   for (size_t s = 0; s < plan.read_frames.size(); ++s) {
@@ -183,12 +185,12 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
     run.frames[s].corrupt = decoded_corrupt_[g] != 0;
   }
   run.plan = std::move(plan);
-  prebuilt_first_step_ = opt_.start_step;
+  prebuilt_first_step_ = opt_.span.start_step;
   const uint32_t nb = run.plan.num_batches();
   prebuilt_.resize(nb);
   prebuilt_size_.resize(nb);
   for (uint32_t b = 0; b < nb; ++b) {
-    prebuilt_[b].resize(sample_region_ + 4 * size_t{opt_.batch_size});
+    prebuilt_[b].resize(sample_region_ + 4 * size_t{opt_.order.batch_size});
     GatherInto(run, b, prebuilt_[b].data(),
                reinterpret_cast<int32_t*>(prebuilt_[b].data() + label_offset_), &prebuilt_size_[b]);
   }
@@ -204,7 +206,7 @@ void PipelineCore::BuildGraph() {
       g, [this](oneapi::tbb::flow_control& fc) { return ReadBody(fc); });
   budget_node_ = std::make_unique<flow::limiter_node<FrameMsg>>(g, frame_budget_);
   decompress_node_ = std::make_unique<flow::function_node<FrameMsg>>(
-      g, opt_.decompress_threads, [this](const FrameMsg& m) {
+      g, opt_.resources.decompress_threads, [this](const FrameMsg& m) {
         DecompressBody(m);
         return flow::continue_msg();
       });
@@ -214,7 +216,7 @@ void PipelineCore::BuildGraph() {
   // starved behind queued decompress tasks with every stage far faster than compute).
   constexpr flow::node_priority_t kBatchPath = 1;
   assemble_node_ = std::make_unique<flow::function_node<BatchMsg, BatchMsg>>(
-      g, opt_.preprocess_threads, [this](BatchMsg m) { return AssembleBody(std::move(m)); },
+      g, opt_.resources.preprocess_threads, [this](BatchMsg m) { return AssembleBody(std::move(m)); },
       flow::queueing(), kBatchPath);
   sequencer_node_ = std::make_unique<flow::sequencer_node<BatchMsg>>(
       g, [](const BatchMsg& m) -> size_t { return m.id; });
@@ -246,9 +248,9 @@ void PipelineCore::BuildGraph() {
 
 bool PipelineCore::AdvanceEpoch() {
   while (reading_ == nullptr || next_slot_ >= reading_->plan.read_frames.size()) {
-    if (next_epoch_ >= opt_.start_epoch + opt_.epochs) return false;
+    if (next_epoch_ >= opt_.span.start_epoch + opt_.span.epochs) return false;
     const uint64_t e = next_epoch_++;
-    const uint64_t first = e == opt_.start_epoch ? opt_.start_step : 0;
+    const uint64_t first = e == opt_.span.start_epoch ? opt_.span.start_step : 0;
     absl::StatusOr<EpochPlan> plan = PlanEpoch(layout_, order_, e, first);
     if (!plan.ok()) {
       Fail(plan.status());
@@ -297,7 +299,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   m.run = reading_;
   m.slot = next_slot_++;
   m.seq = reading_->first_frame_seq + m.slot;
-  m.is_last = m.seq + 1 == next_frame_seq_ && next_epoch_ == opt_.start_epoch + opt_.epochs;
+  m.is_last = m.seq + 1 == next_frame_seq_ && next_epoch_ == opt_.span.start_epoch + opt_.span.epochs;
   const uint32_t g = reading_->plan.read_frames[m.slot];
   const FrameRef& fr = layout_.frames[g];
   uint64_t bytes = 0;
@@ -315,7 +317,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   }
   // A slow read is I/O latency, not CPU work: the injected read delay sleeps (the other
   // stages' delays spin, as the CPU work they stand for would).
-  if (const int64_t us = opt_.inject_delay_us[static_cast<int>(Stage::kRead)]; us > 0) {
+  if (const int64_t us = opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)]; us > 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
   const int64_t end = NowNs();
@@ -375,7 +377,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
     for (uint32_t i = 0; i < run.plan.sample_slot.size(); ++i) used += run.plan.sample_slot[i] == m.slot;
     skipped_records_.fetch_add(used, std::memory_order_relaxed);
   }
-  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kDecompress)]);
+  SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecompress)]);
   const int64_t end = NowNs();
   Record(Stage::kDecompress, start, end, m.seq, fr.record_count,
          reader->frames()[fr.frame].raw_size);
@@ -439,7 +441,7 @@ void PipelineCore::DispatchLocked() {
       if (d >= r.id) break;
       --lower_undispatched;
     }
-    const uint64_t free = opt_.pool_size - outstanding_;
+    const uint64_t free = opt_.resources.pool_size - outstanding_;
     if (free < lower_undispatched + 1) break;
     ++outstanding_;
     dispatched_ahead_.insert(r.id);
@@ -468,17 +470,13 @@ void PipelineCore::DispatchLocked() {
 void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples,
                               int32_t* labels, uint32_t* size) const {
   const EpochPlan& plan = run.plan;
-  const size_t in_bytes = converter_->in_bytes_per_sample();
   const size_t out_bytes = converter_->out_bytes_per_sample();
-  const size_t label_bytes = spec_.label_bytes();
   uint32_t k = 0;
   for (uint32_t i = plan.batch_begin(index); i < plan.batch_end(index); ++i) {
     const DecodedFrame& fr = run.frames[plan.sample_slot[i]];
     if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
-    const uint32_t off = plan.sample_offset[i];
-    converter_->Convert(fr.data + size_t{off} * in_bytes, samples + size_t{k} * out_bytes, 1);
-    ConvertLabels(spec_.label_dtype, fr.data + size_t{fr.records} * in_bytes + size_t{off} * label_bytes,
-                  labels + k, 1);
+    GatherRecord(*converter_, spec_.label_dtype, fr.data, fr.records, plan.sample_offset[i],
+                 samples + size_t{k} * out_bytes, labels + k);
     ++k;
   }
   *size = k;
@@ -520,7 +518,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
       budget_node_->decrementer().try_put(flow::continue_msg());
     }
   }
-  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kPreprocess)]);
+  SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kPreprocess)]);
   const int64_t end = NowNs();
   Record(Stage::kPreprocess, start, end, m.id, payload->size,
          size_t{payload->size} * converter_->out_bytes_per_sample());
@@ -540,9 +538,9 @@ void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
     gw.release_wait();
     return;
   }
-  SpinFor(opt_.inject_delay_us[static_cast<int>(Stage::kH2D)]);
+  SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)]);
   std::lock_guard<std::mutex> l(ring_mu_);
-  if (!ring_pending_.empty() || m.id >= ring_lowest_unreleased_ + opt_.device_ring_depth) {
+  if (!ring_pending_.empty() || m.id >= ring_lowest_unreleased_ + opt_.resources.device_ring_depth) {
     ring_pending_.emplace_back(m, NowNs());  // the consumer's release will enqueue it
     rec_[4].NoteQueue(static_cast<int64_t>(ring_pending_.size()));
     return;
@@ -551,13 +549,13 @@ void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
 }
 
 void PipelineCore::EnqueueUpload(const BatchMsg& m) {
-  const uint32_t slot = static_cast<uint32_t>(m.id % opt_.device_ring_depth);
+  const uint32_t slot = static_cast<uint32_t>(m.id % opt_.resources.device_ring_depth);
   m.payload->device_slot = slot;
   gateway_->reserve_wait();  // keeps the graph alive until the copy completes
   const size_t sample_bytes = size_t{m.payload->size} * converter_->out_bytes_per_sample();
   absl::Status s = uploader_->Enqueue(
       slot, m.payload->samples, sample_bytes, m.payload->labels, 4 * size_t{m.payload->size},
-      opt_.what_if == WhatIf::kH2D, [this, m] {
+      opt_.diagnostics.what_if == WhatIf::kH2D, [this, m] {
         // CUDA driver thread: no CUDA calls here. The pinned buffer goes back now.
         BatchMsg done = m;
         done.payload->buffer.Reset();
@@ -592,7 +590,7 @@ void PipelineCore::Deliver(const BatchMsg& m) {
 absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   lease->Release();
   std::unique_lock<std::mutex> l(delivery_mu_);
-  const uint32_t limit = uploader_ ? opt_.device_ring_depth : opt_.pool_size;
+  const uint32_t limit = uploader_ ? opt_.resources.device_ring_depth : opt_.resources.pool_size;
   if (leased_.size() >= limit) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the consumer holds ", leased_.size(), " leases; release one before asking for more"));
@@ -621,7 +619,7 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   const BatchPayload& p = *m.payload;
   BatchView& v = lease->view_;
   v = BatchView{};
-  v.format = opt_.h2d_format;
+  v.format = opt_.format.h2d_format;
   v.size = p.size;
   v.features = static_cast<uint32_t>(spec_.sample_values());
   v.epoch = m.run->plan.epoch;
@@ -649,7 +647,7 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   return true;
 }
 
-void PipelineCore::ReleaseLease(uint64_t id, void* stream, int64_t handed_out_ns) {
+void PipelineCore::ReleaseLease(uint64_t id, device::Stream* stream, int64_t handed_out_ns) {
   std::shared_ptr<BatchPayload> payload;
   {
     std::lock_guard<std::mutex> l(delivery_mu_);
@@ -667,7 +665,7 @@ void PipelineCore::ReleaseLease(uint64_t id, void* stream, int64_t handed_out_ns
   RingRelease(id, payload->device_slot, stream);
 }
 
-void PipelineCore::RingRelease(uint64_t id, uint32_t slot, void* stream) {
+void PipelineCore::RingRelease(uint64_t id, uint32_t slot, device::Stream* stream) {
   std::lock_guard<std::mutex> l(ring_mu_);
   if (stream != nullptr) {  // under ring_mu_: Enqueue reads the slot's release state
     absl::Status s = uploader_->ReleaseSlot(slot, stream);
@@ -680,7 +678,7 @@ void PipelineCore::RingRelease(uint64_t id, uint32_t slot, void* stream) {
   }
   const int64_t now = NowNs();
   while (!ring_pending_.empty() && !cancelled() &&
-         ring_pending_.front().first.id < ring_lowest_unreleased_ + opt_.device_ring_depth) {
+         ring_pending_.front().first.id < ring_lowest_unreleased_ + opt_.resources.device_ring_depth) {
     rec_[4].AddWaitOutput(now - ring_pending_.front().second);
     EnqueueUpload(ring_pending_.front().first);
     ring_pending_.pop_front();
@@ -729,20 +727,20 @@ void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint
 
 PipelineStats PipelineCore::Stats() const {
   PipelineStats st;
-  for (int i = 0; i < kNumStages; ++i) {
+  for (int i = 0; i < kNumPipelineStages; ++i) {
     st.stages[i] = rec_[i].Snapshot(/*measured_wait_input=*/i == 0 || i == 3 || i == 5);
   }
   st.stages[3].queue_high_water = pool_ ? pool_->high_water() : 0;
   st.start_ns = start_ns_;
   st.snapshot_ns = NowNs();
-  st.threads = opt_.threads;
+  st.threads = opt_.resources.threads;
   st.frames_read = frames_read_.load(std::memory_order_relaxed);
   st.skipped_frames = skipped_frames_.load(std::memory_order_relaxed);
   st.skipped_records = skipped_records_.load(std::memory_order_relaxed);
   st.empty_batches = empty_batches_.load(std::memory_order_relaxed);
-  st.pool_buffers = opt_.pool_size;
+  st.pool_buffers = opt_.resources.pool_size;
   st.frame_budget = frame_budget_ + 1;  // + the frame the reader holds while the limiter is full
-  st.ring_depth = uploader_ ? opt_.device_ring_depth : 0;
+  st.ring_depth = uploader_ ? opt_.resources.device_ring_depth : 0;
   st.trace_dropped = trace_ ? trace_->dropped() : 0;
   std::lock_guard<std::mutex> l(delivery_mu_);
   st.batches_delivered = batches_delivered_;

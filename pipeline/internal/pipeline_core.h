@@ -22,7 +22,7 @@
 #include "oneapi/tbb/flow_graph.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/task_arena.h"
-#include "pipeline/internal/convert.h"
+#include "pipeline/convert.h"
 #include "pipeline/internal/device_uploader.h"
 #include "pipeline/internal/order_planner.h"
 #include "pipeline/internal/stage_recorder.h"
@@ -85,7 +85,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   absl::StatusOr<bool> Next(BatchLease* lease);
   void Cancel();
   void Shutdown();
-  void ReleaseLease(uint64_t id, void* stream, int64_t handed_out_ns);
+  void ReleaseLease(uint64_t id, device::Stream* stream, int64_t handed_out_ns);
   PipelineStats Stats() const;
   std::vector<TraceSpan> Trace() const { return trace_ ? trace_->Snapshot() : std::vector<TraceSpan>{}; }
 
@@ -110,7 +110,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw);
   void EnqueueUpload(const BatchMsg& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ring_mu_);
   void Deliver(const BatchMsg& m);
-  void RingRelease(uint64_t id, uint32_t slot, void* stream);
+  void RingRelease(uint64_t id, uint32_t slot, device::Stream* stream);
   void OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t slot);
   void OnPinnedReleased(uint64_t id);
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched_mu_);
@@ -160,7 +160,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::atomic<uint64_t> frames_read_{0}, skipped_frames_{0}, skipped_records_{0}, empty_batches_{0};
   int64_t start_ns_ = 0;
 
-  StageRecorder rec_[kNumStages];
+  StageRecorder rec_[kNumPipelineStages];
   std::unique_ptr<TraceBuffer> trace_;
 
   std::unique_ptr<PinnedBufferPool> pool_;

@@ -86,9 +86,6 @@ class StageRecorder {
   std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};
 };
 
-// Busy-waits `us` microseconds (the inject_delay diagnostic; spinning, not sleeping, so the
-// delay shows up as busy CPU time of the stage, like real work would).
-void SpinFor(int64_t us);
 
 }  // namespace sluice::pipeline_internal
 

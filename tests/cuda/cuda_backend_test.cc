@@ -222,26 +222,25 @@ TEST_F(CudaBackendTest, U8DeviceBatchWithReadyEventMatchesCpuOnU8) {
   auto cpu = MakeCpu(init, opt, options);
   ASSERT_TRUE(cuda && cpu);
   Batches data = MakeBatches(10, 32);
-  cudaStream_t copy_stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaEvent_t ready;
-  ASSERT_EQ(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), cudaSuccess);
+  // What the pipeline does, through the device layer: async copies on the backend device's
+  // own copy stream, an event recorded after them and handed over with the batch.
+  device::Device* dev = cuda->device();
+  ASSERT_NE(dev, nullptr);
+  auto copy_stream = dev->CreateStream();
+  ASSERT_TRUE(copy_stream.ok()) << copy_stream.status();
+  auto ready = dev->CreateEvent(/*timing=*/false);
+  ASSERT_TRUE(ready.ok()) << ready.status();
   DeviceVector<uint8_t> slot(32 * kFeatures);
   DeviceVector<int32_t> slot_labels(32);
   for (int i = 0; i < 10; ++i) {
-    // What the pipeline does: async copy on its own stream, record, hand over the event.
-    ASSERT_EQ(cudaMemcpyAsync(slot.get(), data.u8[i].data(), data.u8[i].size(),
-                              cudaMemcpyHostToDevice, copy_stream),
-              cudaSuccess);
-    ASSERT_EQ(cudaMemcpyAsync(slot_labels.get(), data.labels[i].data(), 32 * 4,
-                              cudaMemcpyHostToDevice, copy_stream),
-              cudaSuccess);
-    ASSERT_EQ(cudaEventRecord(ready, copy_stream), cudaSuccess);
+    ASSERT_TRUE((*copy_stream)->CopyToDevice(slot.get(), data.u8[i].data(), data.u8[i].size()).ok());
+    ASSERT_TRUE((*copy_stream)->CopyToDevice(slot_labels.get(), data.labels[i].data(), 32 * 4).ok());
+    ASSERT_TRUE((*copy_stream)->Record(ready->get()).ok());
     BatchView v = data.View(i, H2DFormat::kU8);
     v.samples = slot.get();
     v.labels = slot_labels.get();
     v.on_device = true;
-    v.ready_event = ready;
+    v.ready_event = ready->get();
     ASSERT_TRUE(cuda->TrainStep(v, 0.01f).ok());
     ASSERT_TRUE(cuda->Synchronize().ok());  // the slot is reused by the next iteration
     ASSERT_TRUE(cpu->TrainStep(data.View(i, H2DFormat::kU8), 0.01f).ok());
@@ -250,8 +249,6 @@ TEST_F(CudaBackendTest, U8DeviceBatchWithReadyEventMatchesCpuOnU8) {
   auto b = cpu->SaveState();
   ASSERT_TRUE(a.ok() && b.ok());
   ExpectSameState(*a, *b, 2e-5f, 1e-3f);
-  cudaEventDestroy(ready);
-  cudaStreamDestroy(copy_stream);
 }
 
 TEST_F(CudaBackendTest, MemoryAccountingEqualsFormula) {
@@ -343,6 +340,8 @@ TEST_F(CudaBackendTest, BatchLargerThanMaxBatchIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_NE(a->name().find("cuda:0"), std::string::npos) << a->name();
   EXPECT_NE(a->compute_stream(), nullptr);
+  ASSERT_NE(a->device(), nullptr);
+  EXPECT_EQ(a->device()->platform(), "cuda");
 }
 
 }  // namespace

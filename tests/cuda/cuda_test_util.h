@@ -20,8 +20,8 @@
 // cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA runtime version)".
 #define SLUICE_SKIP_WITHOUT_CUDA()                                                     \
   do {                                                                                 \
-    if (::sluice::CudaDeviceCount() == 0) {                                            \
-      GTEST_SKIP() << ::sluice::CudaDeviceStatus(0).message()                          \
+    if (::sluice::device::CudaDeviceCount() == 0) {                                            \
+      GTEST_SKIP() << ::sluice::device::CudaDeviceStatus(0).message()                          \
                    << " -- this GPU test needs one (ctest -L gpu on a CUDA machine)"; \
     }                                                                                  \
   } while (0)

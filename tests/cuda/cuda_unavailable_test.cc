@@ -12,7 +12,7 @@ namespace sluice {
 namespace {
 
 TEST(CudaUnavailableTest, CreateCudaBackendWithoutDeviceIsUnavailable) {
-  if (CudaDeviceCount() > 0) {
+  if (device::CudaDeviceCount() > 0) {
     GTEST_SKIP() << "a CUDA device is present; this test checks the no-device path";
   }
   OptimizerConfig opt;
@@ -25,9 +25,9 @@ TEST(CudaUnavailableTest, CreateCudaBackendWithoutDeviceIsUnavailable) {
 }
 
 TEST(CudaUnavailableTest, DeviceCountIsZeroOrMoreAndStable) {
-  const int n = CudaDeviceCount();
+  const int n = device::CudaDeviceCount();
   EXPECT_GE(n, 0);
-  EXPECT_EQ(CudaDeviceCount(), n);  // a failed probe leaves no sticky error behind
+  EXPECT_EQ(device::CudaDeviceCount(), n);  // a failed probe leaves no sticky error behind
 }
 
 TEST(CudaUnavailableTest, OrdinalOutOfRangeIsUnavailable) {

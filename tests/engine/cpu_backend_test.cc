@@ -242,7 +242,7 @@ TEST(CpuBackendTest, LoadStateRejectsMismatchedShapes) {
 }
 
 TEST(CreateBackendTest, AutoFallsBackToCpuAndCudaIsUnavailableWithoutIt) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  if (device::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
   OptimizerConfig opt;
   const ModelState state = InitModelState(ModelConfig{}, opt, 1);
   auto cpu = CreateBackend("auto", state, opt, BackendOptions{});

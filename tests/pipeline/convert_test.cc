@@ -1,4 +1,4 @@
-#include "pipeline/internal/convert.h"
+#include "pipeline/convert.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace sluice::pipeline_internal {
+namespace sluice {
 namespace {
 
 uint16_t CompilerHalf(float f) {
@@ -99,4 +99,4 @@ TEST(Convert, LabelsWidenToInt32) {
 }
 
 }  // namespace
-}  // namespace sluice::pipeline_internal
+}  // namespace sluice

@@ -9,7 +9,7 @@ namespace sluice {
 namespace {
 
 TEST(PinnedBufferPool, HandsOutFixedPageAlignedBuffersAndNeverGrows) {
-  auto pool = PinnedBufferPool::Create(2, 1000, PinnedBufferPool::Memory::kPageable);
+  auto pool = PinnedBufferPool::Create(2, 1000);
   ASSERT_TRUE(pool.ok()) << pool.status();
   PinnedBuffer a = (*pool)->Acquire();
   std::optional<PinnedBuffer> b = (*pool)->TryAcquire();
@@ -26,20 +26,26 @@ TEST(PinnedBufferPool, HandsOutFixedPageAlignedBuffersAndNeverGrows) {
 }
 
 TEST(PinnedBufferPool, AcquireWaitsForAReturnAndCountsTheWait) {
-  auto pool = PinnedBufferPool::Create(1, 64, PinnedBufferPool::Memory::kPageable);
+  auto pool = PinnedBufferPool::Create(1, 64);
   ASSERT_TRUE(pool.ok());
   PinnedBuffer held = (*pool)->Acquire();
   char* const data = held.data();
-  std::thread returner([&] { held.Reset(); });  // Acquire() below blocks until this ran
+  // The returner gives the buffer back only once Acquire() below is blocked on it, so the
+  // wait is certain and must be counted exactly once.
+  std::thread returner([&] {
+    while ((*pool)->waiting() == 0) std::this_thread::yield();
+    held.Reset();
+  });
   PinnedBuffer got = (*pool)->Acquire();
   returner.join();
   EXPECT_EQ(got.data(), data);
-  EXPECT_LE((*pool)->waits(), 1u);
-  EXPECT_GE((*pool)->wait_ns(), 0);
+  EXPECT_EQ((*pool)->waits(), 1u);
+  EXPECT_GT((*pool)->wait_ns(), 0);
+  EXPECT_EQ((*pool)->waiting(), 0u);
 }
 
 TEST(PinnedBufferPool, MovedHandleReturnsOnce) {
-  auto pool = PinnedBufferPool::Create(1, 64, PinnedBufferPool::Memory::kPageable);
+  auto pool = PinnedBufferPool::Create(1, 64);
   ASSERT_TRUE(pool.ok());
   {
     PinnedBuffer a = (*pool)->Acquire();
@@ -50,13 +56,18 @@ TEST(PinnedBufferPool, MovedHandleReturnsOnce) {
   EXPECT_EQ((*pool)->in_use(), 0u);
 }
 
-TEST(PinnedBufferPool, InvalidSizesAndPinnedWithoutDevice) {
+TEST(PinnedBufferPool, InvalidSizes) {
   EXPECT_EQ(PinnedBufferPool::Create(0, 64).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PinnedBufferPool::Create(1, 0).status().code(), absl::StatusCode::kInvalidArgument);
-  auto pinned = PinnedBufferPool::Create(1, 64, PinnedBufferPool::Memory::kPinned);
-  if (!pinned.ok()) {
-    EXPECT_EQ(pinned.status().code(), absl::StatusCode::kUnavailable);
-  }
+}
+
+TEST(PinnedBufferPool, HostBuffersArePageAlignedAndNotPinned) {
+  auto pool = PinnedBufferPool::Create(3, 100);
+  ASSERT_TRUE(pool.ok());
+  EXPECT_FALSE((*pool)->pinned());
+  PinnedBuffer b = (*pool)->Acquire();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);
+  EXPECT_EQ(b.size(), 100u);
 }
 
 }  // namespace

@@ -1,81 +1,72 @@
-// CUDA upload tests (ctest label gpu). They skip, saying why, without CUDA or a device.
+// Device upload tests (ctest label gpu), written against the device layer only. They skip,
+// saying why, without CUDA or a device.
+#include <memory>
 #include <vector>
 
+#include "device/device.h"
 #include "gtest/gtest.h"
-#include "pipeline/internal/device_uploader.h"
 #include "tests/pipeline/test_util.h"
-#if SLUICE_PIPELINE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace sluice::testing {
 namespace {
 
-#define SKIP_WITHOUT_DEVICE()                                                             \
-  do {                                                                                    \
-    if (!pipeline_internal::CudaDeviceAvailable()) {                                      \
-      GTEST_SKIP() << (SLUICE_PIPELINE_CUDA_BUILD ? "no CUDA device is present"           \
-                                                  : "sluice was built without CUDA");     \
-    }                                                                                     \
+// Opens CUDA device 0 or skips the test, saying why.
+#define OPEN_DEVICE_OR_SKIP(dev)                                  \
+  std::unique_ptr<device::Device> dev;                            \
+  do {                                                            \
+    auto opened = device::OpenCudaDevice(0);                      \
+    if (!opened.ok()) GTEST_SKIP() << opened.status().message();  \
+    dev = *std::move(opened);                                     \
   } while (0)
 
-#if SLUICE_PIPELINE_CUDA
-constexpr bool SLUICE_PIPELINE_CUDA_BUILD = true;
-#else
-constexpr bool SLUICE_PIPELINE_CUDA_BUILD = false;
-#endif
-
 TEST(PipelineGpu, DeviceBatchesMatchHostBatches) {
-  SKIP_WITHOUT_DEVICE();
-#if SLUICE_PIPELINE_CUDA
+  OPEN_DEVICE_OR_SKIP(dev);
   TestDataset data(300, 128, 16);
   PipelineOptions o;
-  o.batch_size = 7;
-  o.threads = 2;
-  o.device_ring_depth = 2;
-  o.device_upload = false;
+  o.order.batch_size = 7;
+  o.resources.threads = 2;
+  o.resources.device_ring_depth = 2;
   auto host = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(host.ok()) << host.status();
-  o.device_upload = true;
+  o.placement.device = dev.get();
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_TRUE((*p)->uploads_to_device());
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  auto stream = dev->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
   std::vector<Batch> got;
   BatchLease lease;
   while (*(*p)->Next(&lease)) {
     const BatchView& v = lease.view();
     ASSERT_TRUE(v.on_device);
     ASSERT_NE(v.ready_event, nullptr);
-    ASSERT_EQ(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(v.ready_event), 0), cudaSuccess);
+    ASSERT_TRUE((*stream)->Wait(v.ready_event).ok());
     std::vector<float> samples(size_t{v.size} * v.features);
     std::vector<int32_t> labels(v.size);
-    ASSERT_EQ(cudaMemcpyAsync(samples.data(), v.samples, samples.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
-    ASSERT_EQ(cudaMemcpyAsync(labels.data(), v.labels, labels.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_TRUE((*stream)->CopyToHost(samples.data(), v.samples, samples.size() * 4).ok());
+    ASSERT_TRUE((*stream)->CopyToHost(labels.data(), v.labels, labels.size() * 4).ok());
+    ASSERT_TRUE((*stream)->Synchronize().ok());
     BatchView hv = v;
     hv.samples = samples.data();
     hv.labels = labels.data();
     got.push_back(ToBatch(hv));
-    lease.Release(stream);
+    lease.Release(stream->get());
   }
   EXPECT_EQ(got, *host);
   const PipelineStats s = (*p)->Stats();
   EXPECT_EQ(s[Stage::kH2D].items, got.size());
   EXPECT_GT(s[Stage::kH2D].bytes, 0u);
   EXPECT_LE(s[Stage::kH2D].queue_high_water, 2u);
-  cudaStreamDestroy(stream);
-#endif
 }
 
 TEST(PipelineGpu, CancelWithCopiesInFlight) {
-  SKIP_WITHOUT_DEVICE();
+  OPEN_DEVICE_OR_SKIP(dev);
   TestDataset data(2000, 500, 16);
   PipelineOptions o;
-  o.batch_size = 16;
+  o.order.batch_size = 16;
+  o.placement.device = dev.get();
   auto p = Pipeline::Create(data.dataset.get(), o);
-  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.ok()) << p.status();
   BatchLease lease;
   ASSERT_TRUE(*(*p)->Next(&lease));
   (*p)->Cancel();

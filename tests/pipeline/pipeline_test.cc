@@ -16,12 +16,12 @@ using ::testing::HasSubstr;
 
 PipelineOptions SmallOptions() {
   PipelineOptions o;
-  o.batch_size = 7;
-  o.seed = 42;
-  o.shuffle_window_frames = 3;
-  o.threads = 2;
-  o.pool_size = 3;
-  o.read_ahead_frames = 2;
+  o.order.batch_size = 7;
+  o.order.seed = 42;
+  o.order.shuffle_window_frames = 3;
+  o.resources.threads = 2;
+  o.resources.pool_size = 3;
+  o.resources.read_ahead_frames = 2;
   return o;
 }
 
@@ -44,20 +44,20 @@ class EveryRecordOnce : public ::testing::TestWithParam<EpochCase> {};
 TEST_P(EveryRecordOnce, PerEpochInStepOrderWithLabels) {
   TestDataset data(250, 100, 16);  // 3 shards (100, 100, 50), short frames at each shard end
   PipelineOptions o = SmallOptions();
-  o.shuffle = GetParam().shuffle;
-  o.drop_last = GetParam().drop_last;
-  o.shuffle_window_frames = GetParam().window;
-  o.epochs = 2;
+  o.order.shuffle = GetParam().shuffle;
+  o.order.drop_last = GetParam().drop_last;
+  o.order.shuffle_window_frames = GetParam().window;
+  o.span.epochs = 2;
   auto batches = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(batches.ok()) << batches.status();
-  const uint64_t steps = o.drop_last ? 250 / 7 : (250 + 6) / 7;
+  const uint64_t steps = o.order.drop_last ? 250 / 7 : (250 + 6) / 7;
   ASSERT_EQ(batches->size(), 2 * steps);
   for (uint64_t e = 0; e < 2; ++e) {
     std::vector<uint32_t> ids = AllIds(*batches, e);
     std::set<uint32_t> unique(ids.begin(), ids.end());
     EXPECT_EQ(unique.size(), ids.size()) << "a record was delivered twice in epoch " << e;
-    EXPECT_EQ(ids.size(), o.drop_last ? steps * 7 : 250u);
-    if (!o.shuffle) {
+    EXPECT_EQ(ids.size(), o.order.drop_last ? steps * 7 : 250u);
+    if (!o.order.shuffle) {
       for (uint32_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], i);
     }
   }
@@ -66,10 +66,10 @@ TEST_P(EveryRecordOnce, PerEpochInStepOrderWithLabels) {
     EXPECT_EQ(b.epoch, i / steps);
     EXPECT_EQ(b.step, i % steps);
     const bool last = b.step + 1 == steps;
-    EXPECT_EQ(b.ids.size(), last && !o.drop_last ? 250 - (steps - 1) * 7 : 7u);
+    EXPECT_EQ(b.ids.size(), last && !o.order.drop_last ? 250 - (steps - 1) * 7 : 7u);
     for (size_t k = 0; k < b.ids.size(); ++k) EXPECT_EQ(b.labels[k], static_cast<int32_t>(b.ids[k] % 10));
   }
-  if (o.shuffle) {
+  if (o.order.shuffle) {
     EXPECT_NE(AllIds(*batches, 0), AllIds(*batches, 1)) << "epochs must be shuffled differently";
   }
 }
@@ -82,18 +82,18 @@ INSTANTIATE_TEST_SUITE_P(Orders, EveryRecordOnce,
 TEST(Pipeline, SameBatchesWhateverThreadsAndPoolSize) {
   TestDataset data(300, 128, 16);
   PipelineOptions o = SmallOptions();
-  o.threads = 1;
-  o.pool_size = 1;
-  o.epochs = 2;
+  o.resources.threads = 1;
+  o.resources.pool_size = 1;
+  o.span.epochs = 2;
   auto reference = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(reference.ok()) << reference.status();
   for (int threads : {1, 2, 3}) {
     for (uint32_t pool : {1u, 2u, 5u}) {
       for (int stage_threads : {0, 1}) {
-        o.threads = threads;
-        o.pool_size = pool;
-        o.decompress_threads = stage_threads;
-        o.preprocess_threads = stage_threads;
+        o.resources.threads = threads;
+        o.resources.pool_size = pool;
+        o.resources.decompress_threads = stage_threads;
+        o.resources.preprocess_threads = stage_threads;
         auto got = RunAll(data.dataset.get(), o);
         ASSERT_TRUE(got.ok()) << got.status();
         EXPECT_EQ(*got, *reference) << "threads " << threads << " pool " << pool;
@@ -103,7 +103,7 @@ TEST(Pipeline, SameBatchesWhateverThreadsAndPoolSize) {
   // And when the caller runs inside a small TBB arena of its own.
   oneapi::tbb::task_arena caller_arena(1);
   caller_arena.execute([&] {
-    o.threads = 2;
+    o.resources.threads = 2;
     auto got = RunAll(data.dataset.get(), o);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, *reference);
@@ -113,11 +113,11 @@ TEST(Pipeline, SameBatchesWhateverThreadsAndPoolSize) {
 TEST(Pipeline, FormatsCarryTheSameSamples) {
   TestDataset data(100, 100, 16);
   PipelineOptions o = SmallOptions();
-  o.h2d_format = H2DFormat::kU8;
+  o.format.h2d_format = H2DFormat::kU8;
   auto u8 = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(u8.ok()) << u8.status();
   for (H2DFormat f : {H2DFormat::kF16, H2DFormat::kF32}) {
-    o.h2d_format = f;
+    o.format.h2d_format = f;
     auto got = RunAll(data.dataset.get(), o);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, *u8) << H2DFormatName(f);
@@ -127,16 +127,16 @@ TEST(Pipeline, FormatsCarryTheSameSamples) {
 TEST(Pipeline, StartAtStepIsTheTailAndSkipsFramesItDoesNotNeed) {
   TestDataset data(256, 256, 16);  // one shard, 16 frames
   PipelineOptions o = SmallOptions();
-  o.batch_size = 16;
-  o.shuffle_window_frames = 2;  // 32-record windows
-  o.epochs = 2;
+  o.order.batch_size = 16;
+  o.order.shuffle_window_frames = 2;  // 32-record windows
+  o.span.epochs = 2;
   auto full = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(full.ok()) << full.status();
   const ShardReader* reader = *data.dataset->shard(0);
   for (uint64_t k : {0u, 1u, 5u, 8u, 15u, 16u}) {
     data.env->Clear();
-    o.start_epoch = 0;
-    o.start_step = k;
+    o.span.start_epoch = 0;
+    o.span.start_step = k;
     auto tail = RunAll(data.dataset.get(), o);
     ASSERT_TRUE(tail.ok()) << tail.status();
     ASSERT_EQ(tail->size(), full->size() - k);
@@ -150,9 +150,9 @@ TEST(Pipeline, StartAtStepIsTheTailAndSkipsFramesItDoesNotNeed) {
     EXPECT_EQ(frames_read_twice, 16 - static_cast<int>(k / 2 * 2)) << "start " << k;
   }
   // Starting in a later epoch equals that epoch of the full run.
-  o.start_epoch = 1;
-  o.start_step = 3;
-  o.epochs = 1;
+  o.span.start_epoch = 1;
+  o.span.start_step = 3;
+  o.span.epochs = 1;
   auto later = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(later.ok()) << later.status();
   ASSERT_EQ(later->size(), 16u - 3);
@@ -162,11 +162,11 @@ TEST(Pipeline, StartAtStepIsTheTailAndSkipsFramesItDoesNotNeed) {
 TEST(Pipeline, StartStepPastTheEpochIsInvalid) {
   TestDataset data(64, 64, 16);
   PipelineOptions o = SmallOptions();
-  o.batch_size = 16;
-  o.start_step = 5;
+  o.order.batch_size = 16;
+  o.span.start_step = 5;
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
-  o.start_step = 4;  // exactly the end: an empty run
+  o.span.start_step = 4;  // exactly the end: an empty run
   auto batches = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(batches.ok()) << batches.status();
   EXPECT_TRUE(batches->empty());
@@ -175,8 +175,8 @@ TEST(Pipeline, StartStepPastTheEpochIsInvalid) {
 TEST(Pipeline, SlowConsumerNeverHasMoreThanPoolSizeBuffersFilled) {
   TestDataset data(512, 512, 16);
   PipelineOptions o = SmallOptions();
-  o.pool_size = 2;
-  o.batch_size = 8;
+  o.resources.pool_size = 2;
+  o.order.batch_size = 8;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   BatchLease lease;
@@ -194,7 +194,7 @@ TEST(Pipeline, SlowConsumerNeverHasMoreThanPoolSizeBuffersFilled) {
 TEST(Pipeline, AskingForMoreThanPoolSizeLeasesFails) {
   TestDataset data(64, 64, 16);
   PipelineOptions o = SmallOptions();
-  o.pool_size = 2;
+  o.resources.pool_size = 2;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok());
   BatchLease a, b, c;
@@ -209,7 +209,7 @@ TEST(Pipeline, CancelMidEpochHangsNothingAndLeaksNothing) {
   TestDataset data(2000, 500, 16);
   for (int round = 0; round < 5; ++round) {
     PipelineOptions o = SmallOptions();
-    o.epochs = 3;
+    o.span.epochs = 3;
     auto p = Pipeline::Create(data.dataset.get(), o);
     ASSERT_TRUE(p.ok());
     BatchLease kept, lease;
@@ -246,7 +246,7 @@ TEST(Pipeline, CorruptFrameFailsWithDataLossNamingFileFrameAndOffset) {
 TEST(Pipeline, CorruptFrameSkippedKeepsEveryOtherSampleInItsPlace) {
   TestDataset data(200, 100, 16);
   PipelineOptions o = SmallOptions();
-  o.epochs = 2;
+  o.span.epochs = 2;
   auto clean = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(clean.ok());
   data.CorruptFrame(1, 2);  // records 100 + [32, 48)
@@ -275,8 +275,8 @@ TEST(Pipeline, AllSkippedBatchIsNotDelivered) {
   TestDataset data(64, 64, 16);
   data.CorruptFrame(0, 1);  // records [16, 32): exactly batch 1 with shuffle off
   PipelineOptions o = SmallOptions();
-  o.shuffle = false;
-  o.batch_size = 16;
+  o.order.shuffle = false;
+  o.order.batch_size = 16;
   o.on_corrupt = OnCorrupt::kSkip;
   PipelineStats stats;
   auto got = RunAll(data.dataset.get(), o, &stats);
@@ -292,7 +292,7 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
   auto reference = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(reference.ok());
   for (WhatIf w : {WhatIf::kRead, WhatIf::kDecompress, WhatIf::kPreprocess, WhatIf::kH2D}) {
-    o.what_if = w;
+    o.diagnostics.what_if = w;
     PipelineStats stats;
     auto got = RunAll(data.dataset.get(), o, &stats);
     ASSERT_TRUE(got.ok()) << got.status();
@@ -304,8 +304,8 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
 TEST(Pipeline, WhatIfReadServesFramesFromMemory) {
   TestDataset data(256, 256, 16);
   PipelineOptions o = SmallOptions();
-  o.what_if = WhatIf::kRead;
-  o.epochs = 3;
+  o.diagnostics.what_if = WhatIf::kRead;
+  o.span.epochs = 3;
   ASSERT_TRUE(RunAll(data.dataset.get(), o).ok());
   // Each frame is read once, before the run, however many epochs run.
   for (const FrameInfo& fi : (*data.dataset->shard(0))->frames()) {
@@ -321,7 +321,7 @@ TEST_P(InjectDelay, ShowsUpInThatStagesBusyTime) {
   auto reference = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(reference.ok());
   const Stage stage = GetParam();
-  o.inject_delay_us[static_cast<int>(stage)] = 3000;
+  o.diagnostics.inject_delay_us[static_cast<int>(stage)] = 3000;
   PipelineStats stats;
   auto got = RunAll(data.dataset.get(), o, &stats);
   ASSERT_TRUE(got.ok());
@@ -337,8 +337,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, InjectDelay,
 TEST(Pipeline, StatsCountWhatEachStageDid) {
   TestDataset data(250, 100, 16);  // 7+7+4 = 18 frames
   PipelineOptions o = SmallOptions();
-  o.epochs = 2;
-  o.trace_capacity = 10;
+  o.span.epochs = 2;
+  o.diagnostics.trace_capacity = 10;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok());
   BatchLease lease;
@@ -384,11 +384,11 @@ TEST(Pipeline, HostBatchesWithoutADevice) {
 TEST(Pipeline, BadOptionsAreInvalidArgument) {
   TestDataset data(64, 64, 16);
   PipelineOptions o = SmallOptions();
-  o.batch_size = 0;
+  o.order.batch_size = 0;
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   o = SmallOptions();
-  o.normalization.std = 0;
+  o.format.normalization.std = 0;
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseOnCorrupt("maybe").ok());
@@ -400,12 +400,12 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
 TEST(Pipeline, PoolSizeZeroPicksEnoughBuffersForAutoPoolSamples) {
   TestDataset data(64, 64, 16);
   PipelineOptions o = SmallOptions();
-  o.pool_size = 0;
-  o.batch_size = 8;
+  o.resources.pool_size = 0;
+  o.order.batch_size = 8;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->Stats().pool_buffers, 256u);  // 4096 / 8 = 512, capped at 256
-  o.batch_size = 4096;
+  o.order.batch_size = 4096;
   p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->Stats().pool_buffers, 4u);  // at least 4

@@ -1,0 +1,21 @@
+// The CUDA implementation of the device layer (device/device.h), and the native handles that
+// the engine's CUDA backend needs to launch its kernels and cuBLASLt calls on a device::Stream.
+// Only CUDA code includes this header.
+// Thread safety: as device/device.h.
+#ifndef SLUICE_DEVICE_CUDA_CUDA_DEVICE_H_
+#define SLUICE_DEVICE_CUDA_CUDA_DEVICE_H_
+
+#include <cuda_runtime_api.h>
+
+#include "device/device.h"
+
+namespace sluice::device {
+
+// The cudaStream_t / cudaEvent_t behind a stream or event of a CUDA Device. `stream` and
+// `event` must come from a CUDA Device (checked: a null handle for any other platform).
+cudaStream_t NativeCudaStream(Stream* stream);
+cudaEvent_t NativeCudaEvent(Event* event);
+
+}  // namespace sluice::device
+
+#endif  // SLUICE_DEVICE_CUDA_CUDA_DEVICE_H_

@@ -1,0 +1,222 @@
+#include "engine/diagnostics/bottleneck_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sluice {
+namespace {
+
+constexpr double kCpuSaturated = 0.9;  // of the cores
+
+double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+// A graph stage of the pipeline: its percentages are of concurrency x its own active window,
+// so busy + wait_input + wait_output add up to 100% (wait_input is derived that way).
+StageRow GraphRow(ReportStage rs, const StageStats& s, double train_ns, bool cpu_work) {
+  StageRow r;
+  r.stage = rs;
+  r.present = s.items > 0;
+  r.cpu_work = cpu_work;
+  r.concurrency = std::max(1, s.concurrency);
+  r.items = s.items;
+  r.samples = s.samples;
+  r.bytes = s.bytes;
+  r.busy_ns = s.busy_ns;
+  r.queue_high_water = s.queue_high_water;
+  r.items_per_s = train_ns > 0 ? s.items * 1e9 / train_ns : 0;
+  r.samples_per_s = train_ns > 0 ? s.samples * 1e9 / train_ns : 0;
+  const double denom = static_cast<double>(r.concurrency) * (s.last_end_ns - s.first_start_ns);
+  r.busy_pct = Pct(s.busy_ns, denom);
+  r.wait_input_pct = Pct(s.wait_input_ns, denom);
+  r.wait_output_pct = Pct(s.wait_output_ns, denom);
+  if (s.busy_ns > 0 && s.samples > 0) {
+    r.capacity_samples_per_s = s.samples * 1e9 * r.concurrency / s.busy_ns;
+    r.cpu_ns_per_sample = static_cast<double>(s.busy_ns) / s.samples;
+  }
+  return r;
+}
+
+std::optional<double> CeilingFor(const Ceiling& c, int threads) {
+  if (!c.measured || c.samples_per_s <= 0) return std::nullopt;
+  return c.samples_per_s * threads;
+}
+
+void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
+  for (StageRow& r : rep->stages) {
+    const int threads = std::min(r.concurrency, cores);
+    switch (r.stage) {
+      case ReportStage::kRead: r.ceiling_samples_per_s = CeilingFor(c.read, threads); break;
+      case ReportStage::kDecompress:
+        r.ceiling_samples_per_s = CeilingFor(c.decompress, threads);
+        break;
+      case ReportStage::kPreprocess:
+        r.ceiling_samples_per_s = CeilingFor(c.preprocess, threads);
+        break;
+      case ReportStage::kH2D: r.ceiling_samples_per_s = CeilingFor(c.h2d_pinned, 1); break;
+      case ReportStage::kCompute: r.ceiling_samples_per_s = CeilingFor(c.compute, 1); break;
+      case ReportStage::kPinnedWait: break;
+    }
+    if (r.ceiling_samples_per_s && r.capacity_samples_per_s) {
+      r.pct_of_ceiling = 100.0 * *r.capacity_samples_per_s / *r.ceiling_samples_per_s;
+    }
+  }
+}
+
+// Splits the consumer's wait among the pipeline stages (an estimate; docs/bottleneck.md,
+// "Where the missing batch was"). A stage can starve compute only if it is slower per sample
+// than compute: weight = max(0, 1/capacity - 1/compute capacity). If no stage is slower (the
+// wait is burstiness, not throughput), weight by utilization instead.
+void AttributeWait(BottleneckReport* rep) {
+  const StageRow& compute = rep->row(ReportStage::kCompute);
+  const double compute_ns = compute.capacity_samples_per_s ? 1e9 / *compute.capacity_samples_per_s
+                                                           : 0.0;
+  std::array<double, kNumReportStages> w{};
+  double sum = 0;
+  for (int i = 0; i < kNumReportStages; ++i) {
+    const StageRow& r = rep->stages[i];
+    if (!r.present || r.stage == ReportStage::kCompute || !r.capacity_samples_per_s) continue;
+    w[i] = std::max(0.0, 1e9 / *r.capacity_samples_per_s - compute_ns);
+    sum += w[i];
+  }
+  if (sum <= 0) {
+    for (int i = 0; i < kNumReportStages; ++i) {
+      const StageRow& r = rep->stages[i];
+      if (!r.present || r.stage == ReportStage::kCompute) continue;
+      w[i] = std::clamp(r.busy_pct / 100.0, 0.0, 1.0);
+      sum += w[i];
+    }
+  }
+  for (int i = 0; i < kNumReportStages; ++i) {
+    rep->stages[i].attributed_wait_pct = sum > 0 ? rep->input_bound_pct * w[i] / sum : 0.0;
+  }
+}
+
+}  // namespace
+
+const char* ReportStageName(ReportStage s) {
+  static constexpr const char* kNames[] = {"read",        "decompress", "preprocess",
+                                           "pinned_wait", "h2d",        "compute"};
+  return kNames[static_cast<int>(s)];
+}
+
+const char* VerdictClassName(VerdictClass v) {
+  static constexpr const char* kNames[] = {"input-bound",  "partly-input-bound", "compute-bound",
+                                           "launch-bound", "cpu-bound",          "no-data"};
+  return kNames[static_cast<int>(v)];
+}
+
+namespace report_internal {
+void DecideVerdict(BottleneckReport* rep);  // bottleneck_verdict.cc
+}  // namespace report_internal
+
+BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
+  BottleneckReport rep;
+  rep.cores = std::max(1, cores);
+  rep.device = run.compute.device.empty() ? run.device : run.compute.device;
+  rep.is_cuda = run.compute.is_cuda;
+  rep.pipeline = run.pipeline;
+  rep.memory = run.memory;
+  rep.memory_formula = run.memory_formula;
+  if (ceilings != nullptr) rep.ceilings = *ceilings;
+
+  const ComputeStats& cs = run.compute;
+  double train_ns = run.train_seconds * 1e9;
+  if (train_ns <= 0) train_ns = static_cast<double>(cs.last_end_ns - cs.first_start_ns);
+  rep.train_seconds = train_ns / 1e9;
+  rep.samples = cs.samples > 0 ? cs.samples : static_cast<uint64_t>(run.samples);
+  rep.steps = cs.steps;
+  rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
+
+  const PipelineStats& ps = run.pipeline;
+  rep.stages.push_back(GraphRow(ReportStage::kRead, ps[Stage::kRead], train_ns, true));
+  rep.stages.push_back(
+      GraphRow(ReportStage::kDecompress, ps[Stage::kDecompress], train_ns, true));
+  rep.stages.push_back(
+      GraphRow(ReportStage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
+
+  // Pinned-buffer wait: time batches whose frames were ready spent waiting for a buffer.
+  const StageStats& pw = ps[Stage::kPinnedWait];
+  StageRow pinned;
+  pinned.stage = ReportStage::kPinnedWait;
+  pinned.present = ps.pool_buffers > 0 || pw.items > 0;
+  pinned.items = pw.items;
+  pinned.samples = pw.samples;
+  pinned.busy_ns = pw.busy_ns;
+  pinned.busy_pct = Pct(pw.busy_ns, train_ns);
+  pinned.queue_high_water = pw.queue_high_water;
+  rep.stages.push_back(pinned);
+
+  rep.stages.push_back(GraphRow(ReportStage::kH2D, ps[Stage::kH2D], train_ns, false));
+
+  // Compute, from the consumer's side: percentages of the training time.
+  const StageStats& delivery = ps[Stage::kDelivery];
+  StageRow compute;
+  compute.stage = ReportStage::kCompute;
+  compute.present = cs.steps > 0;
+  compute.cpu_work = true;  // host time in TrainStep occupies a core on both backends
+  compute.items = cs.steps;
+  compute.samples = cs.samples;
+  compute.busy_ns = cs.busy_ns;
+  compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
+  compute.samples_per_s = rep.measured_samples_per_s;
+  compute.busy_pct = Pct(cs.busy_ns, train_ns);
+  compute.wait_input_pct = Pct(delivery.wait_input_ns, train_ns);
+  compute.queue_high_water = delivery.queue_high_water;
+  if (cs.busy_ns > 0 && cs.samples > 0) {
+    compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
+    compute.cpu_ns_per_sample = static_cast<double>(cs.busy_ns) / cs.samples;
+  }
+  rep.stages.push_back(compute);
+  rep.input_bound_pct = compute.wait_input_pct;
+  rep.compute_host_pct = compute.busy_pct;
+
+  // Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU
+  // time per sample of the stages that use a core.
+  double cap = std::numeric_limits<double>::infinity();
+  double cpu_ns = 0;
+  double cpu_busy = 0;
+  for (const StageRow& r : rep.stages) {
+    if (!r.present) continue;
+    if (r.capacity_samples_per_s) cap = std::min(cap, *r.capacity_samples_per_s);
+    if (r.cpu_work) {
+      cpu_ns += r.cpu_ns_per_sample;
+      cpu_busy += static_cast<double>(r.busy_ns);
+    }
+  }
+  rep.capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
+  rep.cpu_limit_samples_per_s = cpu_ns > 0 ? rep.cores * 1e9 / cpu_ns : 0;
+  rep.cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
+  rep.cpu_saturated = rep.cpu_threads_busy >= kCpuSaturated * rep.cores;
+  // Busy times are wall times: with more runnable threads than cores they include waiting for
+  // a core, so the CPU formula then understates what the cores allow; the run itself shows
+  // the saturated cores sustained the measured rate.
+  double cpu_limit = rep.cpu_limit_samples_per_s;
+  if (rep.cpu_threads_busy > rep.cores) cpu_limit = std::max(cpu_limit, rep.measured_samples_per_s);
+  double predicted = rep.capacity_limit_samples_per_s;
+  if (cpu_limit > 0) predicted = predicted > 0 ? std::min(predicted, cpu_limit) : cpu_limit;
+  rep.predicted_samples_per_s = predicted;
+
+  if (ceilings != nullptr) ApplyCeilings(*ceilings, rep.cores, &rep);
+  AttributeWait(&rep);
+
+  if (ps.trace_dropped > 0) {
+    rep.notes.push_back(absl::StrCat(ps.trace_dropped,
+                                     " trace spans were dropped (raise the trace capacity)"));
+  }
+  if (ps.skipped_frames > 0) {
+    rep.notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",
+                                     ps.skipped_records, " records)"));
+  }
+  if (rep.is_cuda) {
+    rep.notes.push_back(
+        "compute busy is host time in TrainStep (launches); GPU time is not measured");
+  }
+  report_internal::DecideVerdict(&rep);
+  return rep;
+}
+
+}  // namespace sluice

@@ -1,0 +1,110 @@
+// BottleneckReport: where a training run lost its time, stage by stage, and which stage limits
+// it (issue 5). docs/bottleneck.md explains every figure and how to act on each verdict;
+// docs/report-schema.md documents the JSON.
+//
+//   RunRecord run = ...;                              // e.g. RunTrainJob(...)->run
+//   BottleneckReport report = AnalyzeRun(run, &ceilings_or_null, /*cores=*/2);
+//   std::cout << report.ToText();                     // table + verdict + memory
+//   json = report.ToJson();                           // --report-json
+//
+// AnalyzeRun reads only what a real run records (pipeline StageStats, ComputeStats, the
+// training time, the memory figures); it never looks at the trace, so the report is the same
+// with and without --trace.
+// Thread safety: plain values.
+#ifndef SLUICE_ENGINE_BOTTLENECK_REPORT_H_
+#define SLUICE_ENGINE_BOTTLENECK_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/diagnostics/ceilings.h"
+#include "engine/memory.h"
+#include "engine/diagnostics/run_record.h"
+#include "nlohmann/json.hpp"
+
+namespace sluice {
+
+// The rows of the report, in flow order. kPinnedWait is a wait, not work: it has no capacity.
+enum class ReportStage { kRead, kDecompress, kPreprocess, kPinnedWait, kH2D, kCompute };
+inline constexpr int kNumReportStages = 6;
+const char* ReportStageName(ReportStage s);  // "read", ..., "pinned_wait", "h2d", "compute"
+
+// Verdict classes (docs/bottleneck.md, "Verdict").
+enum class VerdictClass {
+  kInputBound,         // compute waited > 20% of training time
+  kPartlyInputBound,   // 5-20%
+  kComputeBound,       // < 5%
+  kLaunchBound,        // < 5% on CUDA, host time in TrainStep (kernel launches) dominates
+  kCpuBound,           // >= 5% wait and the cores are saturated by stage CPU time
+  kNoData,             // nothing was trained
+};
+const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-bound", ...
+
+struct StageRow {
+  ReportStage stage = ReportStage::kRead;
+  bool present = false;       // the run had this stage (h2d only on CUDA)
+  bool cpu_work = false;      // counted in the CPU budget (read, decompress, preprocess, compute)
+  int concurrency = 1;
+  uint64_t items = 0;         // frames (read, decompress), batches (others)
+  uint64_t samples = 0;
+  uint64_t bytes = 0;
+  double items_per_s = 0;     // over the training time
+  double samples_per_s = 0;   // over the training time
+  int64_t busy_ns = 0;        // pinned_wait: time batches waited for a pinned buffer
+  double busy_pct = 0;        // of concurrency x the stage's window (compute: training time)
+  double wait_input_pct = 0;
+  double wait_output_pct = 0;
+  uint64_t queue_high_water = 0;
+  // samples / (busy / concurrency): what the stage could do if nothing else limited it.
+  std::optional<double> capacity_samples_per_s;
+  double cpu_ns_per_sample = 0;  // busy_ns / samples for CPU stages
+  // capacity / (per-thread ceiling x min(concurrency, cores)), when a ceiling was measured.
+  std::optional<double> ceiling_samples_per_s;
+  std::optional<double> pct_of_ceiling;
+  double attributed_wait_pct = 0;  // share of the consumer's wait attributed here (estimate)
+};
+
+struct BottleneckReport {
+  std::vector<StageRow> stages;  // kNumReportStages rows, in ReportStage order
+  std::string device;            // backend name
+  bool is_cuda = false;
+  int cores = 0;
+  double train_seconds = 0;
+  uint64_t samples = 0;                 // trained
+  uint64_t steps = 0;
+  double measured_samples_per_s = 0;    // samples / train_seconds
+  double predicted_samples_per_s = 0;   // min(capacity_limit, cpu_limit)
+  double capacity_limit_samples_per_s = 0;  // min over stages of capacity
+  double cpu_limit_samples_per_s = 0;   // cores / sum over CPU stages of ns per sample
+  double cpu_threads_busy = 0;          // sum of CPU stages' busy / training time
+  bool cpu_saturated = false;           // cpu_threads_busy >= 0.9 x cores
+  double input_bound_pct = 0;           // delivery.wait_input / training time
+  double compute_host_pct = 0;          // compute busy / training time
+  VerdictClass verdict = VerdictClass::kNoData;
+  ReportStage limiting_stage = ReportStage::kCompute;
+  std::string sentence;                 // the one-sentence verdict with a suggestion
+  std::vector<std::string> notes;       // caveats (dropped trace spans, skipped frames, ...)
+  PipelineStats pipeline;               // copied for the pool/ring figures
+  MemoryReport memory;
+  MemoryFormula memory_formula;
+  std::optional<Ceilings> ceilings;
+
+  const StageRow& row(ReportStage s) const { return stages[static_cast<int>(s)]; }
+  // A compact table, the verdict sentence, and the memory figures.
+  std::string ToText() const;
+  // Every figure, as documented in docs/report-schema.md (schema "sluice.bottleneck_report/1").
+  nlohmann::ordered_json ToJson() const;
+};
+
+inline constexpr char kReportSchema[] = "sluice.bottleneck_report/1";
+
+// Analyzes a finished run. `ceilings` may be null (no "% of ceiling" figures). `cores` is the
+// number of CPU cores the run could use (std::thread::hardware_concurrency() for sluice-train);
+// values < 1 are treated as 1.
+BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores);
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_BOTTLENECK_REPORT_H_

@@ -1,0 +1,172 @@
+// The verdict of the bottleneck report: its class, the limiting stage and the one sentence
+// (docs/bottleneck.md, "Verdict"). Split from bottleneck_report.cc to keep files short.
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/diagnostics/bottleneck_report.h"
+
+namespace sluice {
+namespace report_internal {
+
+std::string FormatRate(double samples_per_s) {
+  if (samples_per_s >= 1e6) return absl::StrFormat("%.2f M samples/s", samples_per_s / 1e6);
+  if (samples_per_s >= 1e3) return absl::StrFormat("%.1f k samples/s", samples_per_s / 1e3);
+  return absl::StrFormat("%.0f samples/s", samples_per_s);
+}
+
+namespace {
+
+constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
+constexpr double kPartlyInputPct = 5.0;
+constexpr double kLaunchBoundHostPct = 50.0;
+
+std::string Suggestion(ReportStage s) {
+  switch (s) {
+    case ReportStage::kRead:
+      return "reading is serial: keep the shards in the page cache or on faster storage, or "
+             "raise --read-ahead-frames";
+    case ReportStage::kDecompress:
+      return "raise --decompress-threads or use a lower zstd level "
+             "(sluice-shard create --zstd-level)";
+    case ReportStage::kPreprocess:
+      return "raise --preprocess-threads or use --h2d-format=u8 (normalize on the device)";
+    case ReportStage::kPinnedWait:
+      return "raise --pool-size (pinned buffers are all in use while compute starves)";
+    case ReportStage::kH2D:
+      return "use --h2d-format=u8 (4x fewer bytes than f32) or f16";
+    case ReportStage::kCompute:
+      return "";
+  }
+  return "";
+}
+
+std::string Cheaper(ReportStage s) {
+  switch (s) {
+    case ReportStage::kRead: return "keep the shards in the page cache";
+    case ReportStage::kDecompress: return "a lower zstd level";
+    case ReportStage::kPreprocess: return "--h2d-format=u8 moves normalization to the device";
+    default: return "fewer --threads for the other stages";
+  }
+}
+
+std::string StageAt(const StageRow& r) {
+  std::string s = absl::StrCat(ReportStageName(r.stage), " is the limit at ",
+                               FormatRate(r.capacity_samples_per_s.value_or(0)));
+  if (r.stage == ReportStage::kH2D) {
+    absl::StrAppend(&s, " on the copy stream");
+  } else {
+    absl::StrAppend(&s, " on ", r.concurrency, r.concurrency == 1 ? " thread" : " threads");
+  }
+  if (r.pct_of_ceiling) absl::StrAppendFormat(&s, " (%.0f%% of its ceiling)", *r.pct_of_ceiling);
+  return s;
+}
+
+// The pipeline stage with the lowest capacity (read, decompress, preprocess, h2d); null if
+// the pipeline recorded none.
+const StageRow* SlowestPipelineStage(const BottleneckReport& rep) {
+  const StageRow* best = nullptr;
+  for (const StageRow& r : rep.stages) {
+    if (!r.present || !r.capacity_samples_per_s || r.stage == ReportStage::kCompute) continue;
+    if (best == nullptr || *r.capacity_samples_per_s < *best->capacity_samples_per_s) best = &r;
+  }
+  return best;
+}
+
+}  // namespace
+
+void DecideVerdict(BottleneckReport* rep) {
+  const StageRow& compute = rep->row(ReportStage::kCompute);
+  if (!compute.present || rep->train_seconds <= 0) {
+    rep->verdict = VerdictClass::kNoData;
+    rep->limiting_stage = ReportStage::kCompute;
+    rep->sentence = "no data: the run trained no steps, so there is nothing to attribute";
+    return;
+  }
+  const double wait = rep->input_bound_pct;
+  const std::string waited = absl::StrFormat("compute waited %.0f%% of training time", wait);
+  const StageRow* slow = SlowestPipelineStage(*rep);
+
+  if (wait < kPartlyInputPct || slow == nullptr) {
+    rep->limiting_stage = ReportStage::kCompute;
+    if (rep->is_cuda && rep->compute_host_pct >= kLaunchBoundHostPct) {
+      rep->verdict = VerdictClass::kLaunchBound;
+      const double us_per_step = rep->steps ? compute.busy_ns / 1e3 / rep->steps : 0;
+      rep->sentence = absl::StrFormat(
+          "launch-bound: %s; the host spent %.0f%% of it in TrainStep (%.1f us per step) "
+          "enqueuing kernels, so the GPU runs only as fast as it is fed; use --cuda-graph or "
+          "a larger batch",
+          waited, rep->compute_host_pct, us_per_step);
+      return;
+    }
+    rep->verdict = VerdictClass::kComputeBound;
+    rep->sentence = absl::StrCat("compute-bound: ", waited, "; ", StageAt(compute));
+    if (slow != nullptr) {
+      absl::StrAppend(&rep->sentence, "; the pipeline has headroom (slowest stage ",
+                      ReportStageName(slow->stage), " could do ",
+                      FormatRate(*slow->capacity_samples_per_s), ")");
+    }
+    if (!rep->is_cuda && rep->cpu_saturated) {
+      absl::StrAppendFormat(&rep->sentence,
+                            "; the %d cores are saturated (%.1f threads busy): fewer pipeline "
+                            "--threads leave more CPU to compute",
+                            rep->cores, rep->cpu_threads_busy);
+    } else {
+      absl::StrAppend(&rep->sentence, rep->is_cuda
+                                          ? "; a larger batch or --precision bf16 raises it"
+                                          : "; a larger batch or --device cuda raises it");
+    }
+    return;
+  }
+
+  rep->verdict = wait > kInputBoundPct ? VerdictClass::kInputBound
+                                       : VerdictClass::kPartlyInputBound;
+  rep->limiting_stage = slow->stage;
+  if (rep->cpu_saturated && slow->cpu_work) {
+    rep->verdict = VerdictClass::kCpuBound;
+    double cpu_busy = 0;
+    for (const StageRow& r : rep->stages) {
+      if (r.present && r.cpu_work) cpu_busy += static_cast<double>(r.busy_ns);
+    }
+    const double share = cpu_busy > 0 ? 100.0 * slow->busy_ns / cpu_busy : 0;
+    rep->sentence = absl::StrFormat(
+        "cpu-bound: %s and the %d cores are saturated (%.1f threads busy); %s and takes %.0f%% "
+        "of the CPU time; make it cheaper (%s): more threads cannot help on %d cores",
+        waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share,
+        Cheaper(slow->stage), rep->cores);
+    return;
+  }
+  // No stage is slower than compute, yet compute starved: the wait is structural, not
+  // throughput. With every pinned buffer in use, the pool is what held the batches back.
+  const StageRow& pinned = rep->row(ReportStage::kPinnedWait);
+  const double compute_cap = compute.capacity_samples_per_s.value_or(0);
+  if (*slow->capacity_samples_per_s > compute_cap && wait <= kInputBoundPct) {
+    // Compute is still the slowest stage and the stalls are short hand-offs between threads
+    // (100-200 us each on a VM), not a stage that cannot keep up: compute is the limit.
+    rep->verdict = VerdictClass::kComputeBound;
+    rep->limiting_stage = ReportStage::kCompute;
+    rep->sentence = absl::StrFormat(
+        "compute-bound: %s; it also waited %.0f%% of training time in hand-offs although every "
+        "stage could keep up (slowest, %s, at %s); a larger batch or --pool-size hides them",
+        StageAt(compute), wait, ReportStageName(slow->stage),
+        FormatRate(*slow->capacity_samples_per_s));
+    return;
+  }
+  if (*slow->capacity_samples_per_s > compute_cap && rep->pipeline.pool_buffers > 0 &&
+      pinned.queue_high_water >= rep->pipeline.pool_buffers) {
+    rep->limiting_stage = ReportStage::kPinnedWait;
+    rep->sentence = absl::StrFormat(
+        "%s: %s although every stage could keep up (slowest, %s, at %s; compute at %s); all "
+        "%d pinned buffers were in use while batches waited for one; %s",
+        VerdictClassName(rep->verdict), waited, ReportStageName(slow->stage),
+        FormatRate(*slow->capacity_samples_per_s), FormatRate(compute_cap),
+        rep->pipeline.pool_buffers, Suggestion(ReportStage::kPinnedWait));
+    return;
+  }
+  rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", waited, "; ",
+                               StageAt(*slow), "; ", Suggestion(slow->stage));
+}
+
+}  // namespace report_internal
+}  // namespace sluice

@@ -1,0 +1,294 @@
+#include "engine/diagnostics/ceilings.h"
+
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/checksum.h"
+#include "common/status_macros.h"
+#include "pipeline/convert.h"
+#include "pipeline/pinned_buffer_pool.h"
+#include "pipeline/stage_stats.h"
+
+namespace sluice {
+
+// Defined in ceilings_device.cc: the H2D and compute measurements.
+namespace ceilings_internal {
+void MeasureH2D(size_t sample_bytes, size_t label_bytes, uint32_t batch_size, int device,
+                double seconds, Ceiling* pinned, Ceiling* pageable);
+absl::Status MeasureCompute(const CeilingOptions& options, uint32_t features, double seconds,
+                            Ceiling* out);
+}  // namespace ceilings_internal
+
+namespace {
+
+constexpr size_t kMaxFrames = 8;
+
+// Runs `body` (one unit of work, returning the units' bytes) at least once and until
+// `seconds` have passed. Returns {calls, bytes, elapsed ns}.
+struct Timed {
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+  int64_t ns = 0;
+};
+template <typename F>
+Timed TimeLoop(double seconds, F&& body) {
+  Timed t;
+  const int64_t start = NowNs();
+  const int64_t until = start + static_cast<int64_t>(seconds * 1e9);
+  do {
+    t.bytes += body(t.calls);
+    ++t.calls;
+    t.ns = NowNs() - start;
+  } while (NowNs() < until);
+  return t;
+}
+
+Ceiling FromTimed(const Timed& t, double samples_per_call, std::string note) {
+  Ceiling c;
+  const double s = std::max<int64_t>(t.ns, 1) / 1e9;
+  c.measured = true;
+  c.mb_per_s = t.bytes / 1e6 / s;
+  c.items_per_s = t.calls / s;
+  c.samples_per_s = t.calls * samples_per_call / s;
+  c.note = std::move(note);
+  return c;
+}
+
+struct Frame {
+  const ShardReader* reader;
+  uint32_t index;
+  std::string stored;
+  std::string raw;
+};
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+std::string Sanitize(absl::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  }
+  return out;
+}
+
+nlohmann::ordered_json CeilingJson(const Ceiling& c) {
+  nlohmann::ordered_json j;
+  j["measured"] = c.measured;
+  j["mb_per_s"] = c.mb_per_s;
+  j["samples_per_s"] = c.samples_per_s;
+  j["items_per_s"] = c.items_per_s;
+  j["note"] = c.note;
+  return j;
+}
+
+Ceiling CeilingFromJson(const nlohmann::ordered_json& j) {
+  Ceiling c;
+  c.measured = j.at("measured").get<bool>();
+  c.mb_per_s = j.at("mb_per_s").get<double>();
+  c.samples_per_s = j.at("samples_per_s").get<double>();
+  c.items_per_s = j.at("items_per_s").get<double>();
+  c.note = j.at("note").get<std::string>();
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const CeilingOptions& options) {
+  if (options.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  Ceilings c;
+  c.hostname = Hostname();
+  c.key = CacheKey(dataset, options);
+  const std::time_t now = std::time(nullptr);
+  char when[32] = {};
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  c.measured_at = when;
+  const double secs = options.seconds_per_measurement;
+
+  // The first frames of the dataset, stored and decoded.
+  std::vector<Frame> frames;
+  for (size_t s = 0; s < dataset.manifest().shards.size() && frames.size() < kMaxFrames; ++s) {
+    ASSIGN_OR_RETURN(const ShardReader* reader, dataset.shard(s));
+    for (uint32_t i = 0; i < reader->frame_count() && frames.size() < kMaxFrames; ++i) {
+      Frame f{reader, i, {}, {}};
+      RETURN_IF_ERROR(reader->ReadStoredFrame(i, &f.stored));
+      f.raw.resize(reader->frames()[i].raw_size);
+      RETURN_IF_ERROR(reader->DecodeFrame(i, f.stored, absl::MakeSpan(f.raw)));
+      frames.push_back(std::move(f));
+    }
+  }
+  if (frames.empty()) return absl::InvalidArgumentError("the dataset has no frames to measure");
+  double mean_records = 0;
+  for (const Frame& f : frames) mean_records += f.reader->frames()[f.index].record_count;
+  mean_records /= static_cast<double>(frames.size());
+
+  std::string scratch;
+  c.read = FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
+                       const Frame& f = frames[k % frames.size()];
+                       if (!f.reader->ReadStoredFrame(f.index, &scratch).ok()) return 0;
+                       return scratch.size();
+                     }),
+                     mean_records,
+                     "ShardReader::ReadStoredFrame (pread via the Env), 1 thread, page cache "
+                     "warm; MB of stored frames");
+
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  std::string raw;
+  c.decompress = FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
+                             const Frame& f = frames[k % frames.size()];
+                             raw.resize(f.raw.size());
+                             if (!f.reader->DecodeFrame(f.index, f.stored, absl::MakeSpan(raw),
+                                                        dctx).ok()) {
+                               return 0;
+                             }
+                             return raw.size();
+                           }),
+                           mean_records,
+                           "ShardReader::DecodeFrame (XXH3 check + zstd) per thread; MB of "
+                           "raw output");
+  ZSTD_freeDCtx(dctx);
+
+  // Preprocess: the pipeline's own gather + convert (GatherRecord, pipeline/convert.h) of one
+  // batch, into a page-aligned buffer. Samples are taken with a stride so the
+  // gather touches every measured frame.
+  const RecordSpec& spec = dataset.spec();
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(
+                                  spec.sample_dtype, options.h2d_format, options.normalization,
+                                  spec.sample_values()));
+  const size_t out_bytes = conv.out_bytes_per_sample();
+  const uint32_t batch = options.batch_size;
+  const size_t batch_bytes = out_bytes * batch + 4 * size_t{batch};
+  ASSIGN_OR_RETURN(auto pool, PinnedBufferPool::Create(2, batch_bytes));
+  PinnedBuffer dst = pool->Acquire();
+  PinnedBuffer src = pool->Acquire();
+  std::memset(src.data(), 1, batch_bytes);
+  uint64_t cursor = 0;
+  c.preprocess = FromTimed(
+      TimeLoop(secs, [&](uint64_t) -> uint64_t {
+        int32_t* labels = reinterpret_cast<int32_t*>(dst.data() + out_bytes * batch);
+        for (uint32_t i = 0; i < batch; ++i, cursor += 7) {
+          const Frame& f = frames[cursor % frames.size()];
+          const uint32_t n = f.reader->frames()[f.index].record_count;
+          const uint32_t off = static_cast<uint32_t>((cursor / frames.size()) % n);
+          GatherRecord(conv, spec.label_dtype, f.raw.data(), n, off, dst.data() + i * out_bytes,
+                       labels + i);
+        }
+        return batch_bytes;
+      }),
+      batch,
+      absl::StrCat("the pipeline's gather + SampleConverter (", H2DFormatName(options.h2d_format),
+                   ") of one batch per call, 1 thread; MB of batch output"));
+
+  c.pinned_memcpy = FromTimed(TimeLoop(secs, [&](uint64_t) -> uint64_t {
+                                std::memcpy(dst.data(), src.data(), batch_bytes);
+                                return batch_bytes;
+                              }),
+                              batch,
+                              absl::StrCat("memcpy of one batch into a ",
+                                           pool->pinned() ? "pinned" : "page-aligned",
+                                           " host buffer, 1 thread"));
+  dst.Reset();
+  src.Reset();
+
+  ceilings_internal::MeasureH2D(out_bytes * batch, 4 * size_t{batch}, batch,
+                                options.backend.device_ordinal, secs, &c.h2d_pinned,
+                                &c.h2d_pageable);
+  if (options.measure_compute) {
+    RETURN_IF_ERROR(ceilings_internal::MeasureCompute(
+        options, static_cast<uint32_t>(spec.sample_values()), secs, &c.compute));
+  } else {
+    c.compute.note = "not measured: disabled";
+  }
+  return c;
+}
+
+std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& options) {
+  return Sanitize(absl::StrCat(
+      Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b",
+      options.batch_size, "_", H2DFormatName(options.h2d_format), "_", options.device, "_",
+      absl::StrJoin(options.model.layers, "x")));
+}
+
+std::string Ceilings::CachePath(const std::string& cache_dir, const std::string& key) {
+  return JoinPath(JoinPath(cache_dir, "ceilings"), key + ".json");
+}
+
+nlohmann::ordered_json Ceilings::ToJson() const {
+  nlohmann::ordered_json j;
+  j["schema"] = kCeilingsSchema;
+  j["key"] = key;
+  j["hostname"] = hostname;
+  j["measured_at"] = measured_at;
+  j["read"] = CeilingJson(read);
+  j["decompress"] = CeilingJson(decompress);
+  j["preprocess"] = CeilingJson(preprocess);
+  j["pinned_memcpy"] = CeilingJson(pinned_memcpy);
+  j["h2d_pinned"] = CeilingJson(h2d_pinned);
+  j["h2d_pageable"] = CeilingJson(h2d_pageable);
+  j["compute"] = CeilingJson(compute);
+  return j;
+}
+
+absl::StatusOr<Ceilings> Ceilings::FromJson(const nlohmann::ordered_json& j) {
+  try {
+    if (j.at("schema").get<std::string>() != kCeilingsSchema) {
+      return absl::DataLossError(absl::StrCat("ceilings: schema is not ", kCeilingsSchema));
+    }
+    Ceilings c;
+    c.key = j.at("key").get<std::string>();
+    c.hostname = j.at("hostname").get<std::string>();
+    c.measured_at = j.at("measured_at").get<std::string>();
+    c.read = CeilingFromJson(j.at("read"));
+    c.decompress = CeilingFromJson(j.at("decompress"));
+    c.preprocess = CeilingFromJson(j.at("preprocess"));
+    c.pinned_memcpy = CeilingFromJson(j.at("pinned_memcpy"));
+    c.h2d_pinned = CeilingFromJson(j.at("h2d_pinned"));
+    c.h2d_pageable = CeilingFromJson(j.at("h2d_pageable"));
+    c.compute = CeilingFromJson(j.at("compute"));
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat("ceilings: ", e.what()));
+  }
+}
+
+absl::Status Ceilings::Save(Env* env, const std::string& path) const {
+  RETURN_IF_ERROR(env->CreateDirs(DirName(path)));
+  return WriteFileAtomically(env, path, ToJson().dump(2) + "\n");
+}
+
+absl::StatusOr<Ceilings> Ceilings::Load(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(path, ": not JSON"));
+  absl::StatusOr<Ceilings> c = FromJson(j);
+  if (!c.ok()) return absl::DataLossError(absl::StrCat(path, ": ", c.status().message()));
+  return c;
+}
+
+absl::StatusOr<Ceilings> Ceilings::LoadOrMeasure(Env* env, const Dataset& dataset,
+                                                 const CeilingOptions& options) {
+  const std::string key = CacheKey(dataset, options);
+  const std::string path =
+      CachePath(options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir, key);
+  if (!options.refresh && env->FileExists(path)) {
+    absl::StatusOr<Ceilings> cached = Load(env, path);
+    if (cached.ok() && cached->key == key) return cached;  // else stale or corrupt: re-measure
+  }
+  ASSIGN_OR_RETURN(Ceilings c, Measure(dataset, options));
+  RETURN_IF_ERROR(c.Save(env, path));
+  return c;
+}
+
+}  // namespace sluice

@@ -1,0 +1,93 @@
+// Ceilings: what each stage of the data path can do on this machine and this dataset when
+// nothing else limits it, measured in isolation (issue 5). The bottleneck report shows each
+// stage against its ceiling.
+//
+// Measured (each bounded to CeilingOptions::seconds_per_measurement, the whole set well under
+// 3 s on the CI machines):
+//   read        MB/s of stored frames, pread through the Env (ShardReader::ReadStoredFrame),
+//               one thread; warm page cache (the frames are read once before timing)
+//   decompress  MB/s of raw output per thread (ShardReader::DecodeFrame, checksum included)
+//   preprocess  samples/s per thread: the u8 -> h2d-format normalize + gather of a batch, with
+//               the pipeline's own SampleConverter (pipeline/convert.h)
+//   pinned      memcpy MB/s per thread into page-aligned (pinned with CUDA) host memory
+//   h2d         GB/s pinned and pageable: only with a CUDA device, through the pipeline's
+//               DeviceUploader; otherwise marked "not measured: no CUDA device"
+//   compute     train steps/s of the chosen backend for this model on a synthetic batch
+//
+// Cache: JSON at `<cache_dir>/ceilings/<key>.json`, key = hostname + manifest checksum + batch
+// size + h2d format + device + model; LoadOrMeasure reuses it unless `refresh`.
+// Errors: kNotFound / kDataLoss from the dataset; kDataLoss for a cache file that does not
+// parse (LoadOrMeasure then re-measures); backend creation errors for compute.
+// Thread safety: plain values; Measure runs on the calling thread.
+#ifndef SLUICE_ENGINE_CEILINGS_H_
+#define SLUICE_ENGINE_CEILINGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "engine/backend.h"
+#include "engine/model.h"
+#include "nlohmann/json.hpp"
+#include "pipeline/batch.h"
+#include "storage/dataset.h"
+
+namespace sluice {
+
+// One ceiling. Rates are per thread (compute: per backend). `measured` false: `note` says why.
+struct Ceiling {
+  bool measured = false;
+  double mb_per_s = 0;       // 1 MB = 1e6 bytes
+  double samples_per_s = 0;
+  double items_per_s = 0;    // frames/s (read, decompress), batches or steps/s (the others)
+  std::string note;          // how it was measured, or why not
+};
+
+struct CeilingOptions {
+  uint32_t batch_size = 32;
+  H2DFormat h2d_format = H2DFormat::kF32;
+  Normalization normalization;
+  std::string device = "cpu";      // as --device; compute is measured on this backend
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  BackendOptions backend;          // max_batch is set from batch_size
+  bool measure_compute = true;
+  double seconds_per_measurement = 0.25;
+  std::string cache_dir;           // LoadOrMeasure: empty = DefaultCacheDir()
+  bool refresh = false;            // LoadOrMeasure: ignore a cached file
+};
+
+struct Ceilings {
+  std::string key;        // the cache key (see above)
+  std::string hostname;
+  std::string measured_at;  // UTC, ISO 8601
+  Ceiling read;
+  Ceiling decompress;
+  Ceiling preprocess;
+  Ceiling pinned_memcpy;
+  Ceiling h2d_pinned;
+  Ceiling h2d_pageable;
+  Ceiling compute;
+
+  // Measures every ceiling on `dataset` (at most 8 frames are used).
+  static absl::StatusOr<Ceilings> Measure(const Dataset& dataset, const CeilingOptions& options);
+  // Reads a cache file written by Save.
+  static absl::StatusOr<Ceilings> Load(Env* env, const std::string& path);
+  // The cached figures for (this host, dataset, options) or, when absent, stale in format,
+  // unreadable or `options.refresh`, a fresh Measure() saved to the cache.
+  static absl::StatusOr<Ceilings> LoadOrMeasure(Env* env, const Dataset& dataset,
+                                                const CeilingOptions& options);
+  static std::string CacheKey(const Dataset& dataset, const CeilingOptions& options);
+  static std::string CachePath(const std::string& cache_dir, const std::string& key);
+
+  absl::Status Save(Env* env, const std::string& path) const;  // atomic write
+  nlohmann::ordered_json ToJson() const;
+  static absl::StatusOr<Ceilings> FromJson(const nlohmann::ordered_json& j);
+};
+
+inline constexpr char kCeilingsSchema[] = "sluice.ceilings/1";
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_CEILINGS_H_

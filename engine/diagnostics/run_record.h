@@ -1,0 +1,58 @@
+// RunRecord: the plain record of one training run that every diagnostic reads (the bottleneck
+// report, the Chrome trace, autotune). Whoever runs a job fills it in; the diagnostics never
+// see the job runner, its options or its objects, only these values.
+//
+//   per-stage statistics of the data path (PipelineStats: read .. delivery)
+//   + the consumer's side (ComputeStats: train steps, their time)
+//   + the per-item spans for the timeline (when tracing)
+//   + the memory figures and the device facts (backend name, CUDA or not)
+//
+// Times are steady-clock nanoseconds (pipeline/stage_stats.h NowNs), so pipeline spans and
+// compute spans share one timeline.
+// Thread safety: plain values.
+#ifndef SLUICE_ENGINE_DIAGNOSTICS_RUN_RECORD_H_
+#define SLUICE_ENGINE_DIAGNOSTICS_RUN_RECORD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/memory.h"
+#include "pipeline/stage_stats.h"
+
+namespace sluice {
+
+// The consumer side of the run, measured around every train step: the time compute spent on
+// steps, and (from the pipeline) the time it waited for data.
+struct ComputeStats {
+  uint64_t steps = 0;
+  uint64_t samples = 0;
+  int64_t busy_ns = 0;        // host time inside Backend::TrainStep (CPU: the step itself)
+  int64_t first_start_ns = 0; // steady-clock ns (pipeline/stage_stats.h NowNs)
+  int64_t last_end_ns = 0;
+  std::string device;         // backend name
+  bool is_cuda = false;
+};
+
+// One span of compute per step, for the timeline.
+struct ComputeSpan {
+  uint64_t batch_id = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct RunRecord {
+  PipelineStats pipeline;                  // per-stage statistics of the data path
+  ComputeStats compute;                    // the train steps
+  std::vector<TraceSpan> trace;            // pipeline spans (when tracing)
+  std::vector<ComputeSpan> compute_spans;  // one per step (when tracing)
+  MemoryReport memory;                     // the backend's allocations, by tag
+  MemoryFormula memory_formula;            // what the formula predicts for this model
+  std::string device;                      // backend name, e.g. "cpu (OpenBLAS, 1 thread)"
+  uint64_t samples = 0;                    // trained in this process
+  double train_seconds = 0;                // training time, without evaluation and checkpoints
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_DIAGNOSTICS_RUN_RECORD_H_

@@ -1,0 +1,144 @@
+#include "engine/diagnostics/trace_writer.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice {
+namespace {
+
+using json = nlohmann::json;
+
+json Meta(const char* what, int tid, json args) {
+  json e = {{"ph", "M"}, {"pid", 1}, {"name", what}, {"args", std::move(args)}};
+  if (tid >= 0) e["tid"] = tid;
+  return e;
+}
+
+json ThreadName(int tid, const std::string& name, int sort_index) {
+  return {Meta("thread_name", tid, {{"name", name}}),
+          Meta("thread_sort_index", tid, {{"sort_index", sort_index}})};
+}
+
+// Emits counter events for intervals [start, end): the number open after each change.
+void AddCounter(const char* name, const char* key,
+                const std::vector<std::pair<int64_t, int64_t>>& intervals, int64_t t0,
+                std::vector<json>* out) {
+  std::vector<std::pair<int64_t, int>> changes;
+  for (const auto& [s, e] : intervals) {
+    changes.emplace_back(s, +1);
+    changes.emplace_back(e, -1);
+  }
+  std::sort(changes.begin(), changes.end());  // at equal times, releases (-1) first
+  int64_t value = 0;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    value += changes[i].second;
+    if (i + 1 < changes.size() && changes[i + 1].first == changes[i].first) continue;
+    out->push_back({{"ph", "C"}, {"pid", 1}, {"name", name},
+                    {"ts", (changes[i].first - t0) / 1e3}, {"args", {{key, value}}}});
+  }
+}
+
+}  // namespace
+
+json BuildChromeTrace(const RunRecord& run) {
+  const bool cuda = run.compute.is_cuda;
+  int64_t t0 = std::numeric_limits<int64_t>::max();
+  for (const TraceSpan& s : run.trace) t0 = std::min(t0, s.start_ns);
+  for (const ComputeSpan& s : run.compute_spans) t0 = std::min(t0, s.start_ns);
+  if (t0 == std::numeric_limits<int64_t>::max()) t0 = 0;
+
+  std::vector<json> meta = {Meta("process_name", -1, {{"name", "sluice"}})};
+  std::vector<json> events;
+  std::set<uint32_t> threads;
+  std::set<int> special;
+  // Per batch: preprocess start, the h2d span, the earliest release (delivery/compute end).
+  std::map<uint64_t, int64_t> pre_start, h2d_start, h2d_end, delivery_end, compute_end;
+
+  for (const TraceSpan& s : run.trace) {
+    int tid = static_cast<int>(s.thread);
+    switch (s.stage) {
+      case Stage::kPinnedWait: tid = kTraceTidPinnedWait; break;
+      case Stage::kH2D: tid = kTraceTidCopyStream; break;
+      case Stage::kDelivery: tid = kTraceTidDelivery; break;
+      default: threads.insert(s.thread); break;
+    }
+    if (tid >= kTraceTidPinnedWait) special.insert(tid);
+    const bool frame = s.stage == Stage::kRead || s.stage == Stage::kDecompress;
+    events.push_back({{"ph", "X"}, {"pid", 1}, {"tid", tid},
+                      {"name", std::string(StageName(s.stage))}, {"cat", "pipeline"},
+                      {"ts", (s.start_ns - t0) / 1e3}, {"dur", (s.end_ns - s.start_ns) / 1e3},
+                      {"args", {{frame ? "frame" : "batch", s.id}}}});
+    if (s.stage == Stage::kPreprocess) pre_start[s.id] = s.start_ns;
+    if (s.stage == Stage::kH2D) {
+      h2d_start[s.id] = s.start_ns;
+      h2d_end[s.id] = s.end_ns;
+    }
+    if (s.stage == Stage::kDelivery) delivery_end[s.id] = s.end_ns;
+  }
+  for (const ComputeSpan& s : run.compute_spans) {
+    special.insert(kTraceTidCompute);
+    events.push_back({{"ph", "X"}, {"pid", 1}, {"tid", kTraceTidCompute}, {"name", "compute"},
+                      {"cat", "compute"}, {"ts", (s.start_ns - t0) / 1e3},
+                      {"dur", (s.end_ns - s.start_ns) / 1e3}, {"args", {{"batch", s.batch_id}}}});
+    compute_end[s.batch_id] = s.end_ns;
+  }
+
+  // Occupancy (trace_writer.h): a pinned buffer from preprocess start to the first release.
+  std::vector<std::pair<int64_t, int64_t>> pinned, ring;
+  for (const auto& [id, start] : pre_start) {
+    int64_t end = std::numeric_limits<int64_t>::max();
+    for (const auto* m : {&h2d_end, &delivery_end, &compute_end}) {
+      auto it = m->find(id);
+      if (it != m->end()) end = std::min(end, it->second);
+    }
+    if (end != std::numeric_limits<int64_t>::max() && end >= start) pinned.emplace_back(start, end);
+  }
+  for (const auto& [id, start] : h2d_start) {
+    auto it = compute_end.find(id);
+    if (it != compute_end.end() && it->second >= start) ring.emplace_back(start, it->second);
+  }
+  AddCounter("pinned pool occupancy", "buffers", pinned, t0, &events);
+  if (cuda || !ring.empty()) AddCounter("device ring occupancy", "slots", ring, t0, &events);
+
+  for (uint32_t t : threads) {
+    for (json& e : ThreadName(static_cast<int>(t), absl::StrCat("pipeline thread ", t),
+                              static_cast<int>(t))) {
+      meta.push_back(std::move(e));
+    }
+  }
+  const std::pair<int, const char*> names[] = {
+      {kTraceTidPinnedWait, "pinned buffer wait"},
+      {kTraceTidCopyStream, "cuda copy stream"},
+      {kTraceTidDelivery, "delivery (lease held)"},
+      {kTraceTidCompute, cuda ? "cuda compute stream (host enqueue)" : "compute"}};
+  for (const auto& [tid, name] : names) {
+    if (!special.count(tid)) continue;
+    for (json& e : ThreadName(tid, name, tid)) meta.push_back(std::move(e));
+  }
+
+  std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  json all = json::array();
+  for (json& e : meta) all.push_back(std::move(e));
+  for (json& e : events) all.push_back(std::move(e));
+  return {{"traceEvents", std::move(all)},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"producer", "sluice"},
+            {"device", run.device},
+            {"trace_dropped", run.pipeline.trace_dropped},
+            {"time_origin_steady_ns", t0}}}};
+}
+
+absl::Status WriteChromeTrace(Env* env, const std::string& path, const RunRecord& run) {
+  return WriteFileAtomically(env, path, BuildChromeTrace(run).dump() + "\n");
+}
+
+}  // namespace sluice

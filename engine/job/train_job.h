@@ -1,0 +1,105 @@
+// TrainJob: one whole sluice-train run as a library call, so the tool stays a thin main and
+// tests and what-if runs (issue 5) can run jobs in-process.
+//
+//   dataset (shards, or IDX files sharded into a cache) -> Pipeline -> PipelineBatchSource
+//   -> Trainer(backend) -> checkpoints / safetensors / metrics, and the statistics the
+//   bottleneck report reads (pipeline stages + compute).
+//
+// Errors: kNotFound / kDataLoss for missing or corrupt data (naming the file), kInvalidArgument
+// for bad options, kUnavailable when CUDA is asked for but absent, kResourceExhausted for
+// out-of-memory. A failed run leaves no partial checkpoint (checkpoints are written atomically).
+// Thread safety: RunTrainJob may be called from any thread; callbacks run on that thread.
+#ifndef SLUICE_ENGINE_TRAIN_JOB_H_
+#define SLUICE_ENGINE_TRAIN_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "engine/backend.h"
+#include "engine/diagnostics/run_record.h"
+#include "engine/memory.h"
+#include "engine/trainer.h"
+#include "pipeline/pipeline.h"
+#include "storage/dataset.h"
+
+namespace sluice {
+
+// Opens the split at `path`: a manifest, a dataset directory (split `split` or its only one),
+// or a directory of IDX files (`<prefix>-images-idx3-ubyte[.gz]` + labels, MNIST naming:
+// `train-*` for split train, `t10k-*` for test), which is sharded once into
+// `cache_dir/<hash of the IDX files>/` and reused while the files are unchanged.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std::string& path,
+                                                            const std::string& split,
+                                                            const std::string& cache_dir);
+
+
+struct TrainJobResult;
+
+struct TrainJobOptions {
+  std::string data;              // --data
+  std::string test_data;         // --test-data; empty: the "test" sibling split if any
+  bool evaluate = true;          // evaluate on the test split after each epoch
+  std::string cache_dir;         // for IDX input; empty: DefaultCacheDir()
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  std::string device = "auto";   // auto | cpu | cuda | cuda:N
+  BackendOptions backend;        // max_batch is set from the batch size
+  uint64_t seed = 0;
+  uint64_t epochs = 10;
+  // Order, batch format, corruption policy, resources and diagnostics of the train pipeline.
+  // Its span and placement are set by the job: the span from the epochs and the resume
+  // position, the placement from the backend (a CPU backend never gets uploaded batches).
+  // order.seed is replaced by `seed`.
+  PipelineOptions pipeline;
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: end only)
+  std::string resume;            // a checkpoint file, or "auto": checkpoint_dir's, if present
+  std::string export_safetensors;
+  std::string metrics_out;       // JSON lines, one per epoch
+  int64_t stop_after_steps = -1; // for tests: stop as if killed after N steps
+  // Diagnostics (issue 5): skip compute entirely (what-if compute), or busy-wait this long
+  // in each step on top of it (inject-delay compute).
+  bool compute_free = false;
+  int64_t inject_compute_delay_us = 0;
+  KeyValues run_config;          // recorded in checkpoints and the report
+  // --autotune: after the first epoch of this run, adjust the pipeline (engine/autotune.h)
+  // within these budgets; on_autotune receives the decisions, one line each.
+  bool autotune = false;
+  uint64_t autotune_memory_bytes = 256 << 20;
+  std::function<void(const std::vector<std::string>&)> on_autotune;
+  int64_t progress_every_steps = 200;
+  // Called every `report_every_steps` optimizer steps (0: never) with the statistics so far
+  // (train totals are not filled in yet), for --report-every.
+  int64_t report_every_steps = 0;
+  std::function<void(const RunRecord&)> on_report;
+  std::function<void(const TrainProgress&)> on_progress;
+  std::function<void(const EpochSummary&)> on_epoch_end;
+};
+
+struct TrainJobResult {
+  TrainResult train;
+  RunRecord run;                          // what the diagnostics read (report, trace)
+  uint64_t train_records = 0;
+  uint64_t test_records = 0;
+  std::string train_manifest;
+  std::string test_manifest;              // empty when not evaluated
+  bool resumed = false;
+  uint64_t resumed_epoch = 0;
+  uint64_t resumed_step = 0;
+  std::string checkpoint_path;            // written, when checkpoints are on
+  std::vector<std::string> autotune;      // --autotune's decisions, when it ran
+};
+
+absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options);
+
+// The checkpoint file of a checkpoint directory.
+std::string CheckpointPath(const std::string& checkpoint_dir);
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_TRAIN_JOB_H_

@@ -1,0 +1,62 @@
+#include "pipeline/internal/device_uploader.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace sluice::pipeline_internal {
+
+absl::StatusOr<std::unique_ptr<DeviceUploader>> DeviceUploader::Create(device::Device* device,
+                                                                       uint32_t ring_depth,
+                                                                       size_t sample_bytes,
+                                                                       size_t label_bytes) {
+  if (device == nullptr) return absl::InvalidArgumentError("DeviceUploader: null device");
+  if (ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
+  std::unique_ptr<DeviceUploader> u(new DeviceUploader(device));
+  ASSIGN_OR_RETURN(u->stream_, device->CreateStream());
+  u->slots_.resize(ring_depth);
+  for (Slot& s : u->slots_) {
+    ASSIGN_OR_RETURN(s.samples, device->Allocate(sample_bytes));
+    ASSIGN_OR_RETURN(s.labels, device->Allocate(label_bytes));
+    ASSIGN_OR_RETURN(s.copy_start, device->CreateEvent(/*timing=*/true));
+    ASSIGN_OR_RETURN(s.ready, device->CreateEvent(/*timing=*/true));
+    ASSIGN_OR_RETURN(s.released, device->CreateEvent(/*timing=*/false));
+  }
+  return u;
+}
+
+DeviceUploader::~DeviceUploader() {
+  // Copies in flight write into the slots and callbacks reference the pipeline: finish them
+  // before the memory goes.
+  if (stream_ != nullptr) (void)stream_->Synchronize();
+}
+
+absl::Status DeviceUploader::Enqueue(uint32_t slot, const void* samples, size_t sample_bytes,
+                                     const int32_t* labels, size_t label_bytes, bool skip_copy,
+                                     std::function<void()> done) {
+  Slot& s = slots_[slot];
+  if (s.release_pending) {  // the device, not a host thread, waits for the consumer's step
+    RETURN_IF_ERROR(stream_->Wait(s.released.get()));
+    s.release_pending = false;
+  }
+  RETURN_IF_ERROR(stream_->Record(s.copy_start.get()));
+  if (!skip_copy) {
+    RETURN_IF_ERROR(stream_->CopyToDevice(s.samples.data(), samples, sample_bytes));
+    RETURN_IF_ERROR(stream_->CopyToDevice(s.labels.data(), labels, label_bytes));
+  }
+  RETURN_IF_ERROR(stream_->Record(s.ready.get()));
+  return stream_->AddCallback(std::move(done));
+}
+
+absl::Status DeviceUploader::ReleaseSlot(uint32_t slot, device::Stream* stream) {
+  if (stream == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(stream->Record(slots_[slot].released.get()));
+  slots_[slot].release_pending = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> DeviceUploader::CopyNs(uint32_t slot) const {
+  return slots_[slot].ready->NanosSince(*slots_[slot].copy_start);
+}
+
+}  // namespace sluice::pipeline_internal

@@ -1,0 +1,308 @@
+#include "engine/diagnostics/bottleneck_report.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A synthetic run: per-sample busy ns of each stage (busy summed over its threads), the
+// concurrency of decompress and preprocess, and how the run went. Training time is what the
+// slowest stage allows (plus 2%), and compute waited for the rest.
+struct Synth {
+  double read_ns = 100, decompress_ns = 200, preprocess_ns = 200, compute_ns = 500, h2d_ns = 0;
+  int decompress_conc = 2, preprocess_conc = 2;
+  bool cuda = false;
+  double wait_pct = -1;   // >= 0: force the consumer's wait (% of training time)
+  double train_ns_per_sample = -1;  // > 0: force the training time
+  double pinned_wait_pct = 0;
+};
+
+constexpr uint64_t kSamples = 60000;
+constexpr int64_t kT0 = 1'000'000'000;
+
+StageStats Graph(Stage s, int conc, double ns_per_sample, double train_ns, uint64_t items) {
+  StageStats st;
+  st.stage = s;
+  st.concurrency = conc;
+  st.items = items;
+  st.samples = kSamples;
+  st.bytes = kSamples * 784;
+  st.busy_ns = static_cast<int64_t>(ns_per_sample * kSamples);
+  st.first_start_ns = kT0;
+  st.last_end_ns = kT0 + static_cast<int64_t>(train_ns);
+  const int64_t idle = std::max<int64_t>(0, static_cast<int64_t>(conc * train_ns) - st.busy_ns);
+  st.wait_input_ns = idle / 2;
+  st.wait_output_ns = idle - idle / 2;
+  st.queue_high_water = 3;
+  return st;
+}
+
+RunRecord MakeRun(const Synth& s) {
+  double per_sample = std::max({s.read_ns, s.decompress_ns / s.decompress_conc,
+                                s.preprocess_ns / s.preprocess_conc, s.compute_ns, s.h2d_ns});
+  if (s.train_ns_per_sample > 0) per_sample = s.train_ns_per_sample;
+  const double train_ns = per_sample * 1.02 * kSamples;
+  RunRecord r;
+  r.train_seconds = train_ns / 1e9;
+  r.samples = kSamples;
+  PipelineStats& p = r.pipeline;
+  for (int i = 0; i < kNumPipelineStages; ++i) p.stages[i].stage = static_cast<Stage>(i);
+  p.stages[0] = Graph(Stage::kRead, 1, s.read_ns, train_ns, kSamples / 256);
+  p.stages[1] = Graph(Stage::kDecompress, s.decompress_conc, s.decompress_ns, train_ns,
+                      kSamples / 256);
+  p.stages[2] = Graph(Stage::kPreprocess, s.preprocess_conc, s.preprocess_ns, train_ns,
+                      kSamples / 32);
+  if (s.h2d_ns > 0) p.stages[4] = Graph(Stage::kH2D, 1, s.h2d_ns, train_ns, kSamples / 32);
+  p.stages[3].items = 10;
+  p.stages[3].busy_ns = static_cast<int64_t>(s.pinned_wait_pct / 100 * train_ns);
+  p.stages[3].queue_high_water = 4;
+  p.pool_buffers = 4;
+  const double compute_busy = s.compute_ns * kSamples;
+  const double wait = s.wait_pct >= 0 ? s.wait_pct / 100 * train_ns
+                                      : std::max(0.0, train_ns - compute_busy) * 0.95;
+  p.stages[5].stage = Stage::kDelivery;
+  p.stages[5].wait_input_ns = static_cast<int64_t>(wait);
+  p.stages[5].queue_high_water = 2;
+  ComputeStats& c = r.compute;
+  c.steps = kSamples / 32;
+  c.samples = kSamples;
+  c.busy_ns = static_cast<int64_t>(compute_busy);
+  c.first_start_ns = kT0;
+  c.last_end_ns = kT0 + static_cast<int64_t>(train_ns);
+  c.device = s.cuda ? "cuda:0 (test)" : "cpu (test)";
+  c.is_cuda = s.cuda;
+  r.memory.current_bytes[static_cast<int>(MemoryTag::kParameters)] = 407080;
+  r.memory.total_current = 407080;
+  r.memory_formula.parameters = 407080;
+  r.memory_formula.gradients = 407080;
+  return r;
+}
+
+TEST(BottleneckReportTest, SlowestStageIsNamedAndPredicted) {
+  struct Case {
+    ReportStage stage;
+    Synth synth;
+    double ns_per_sample;  // the limiting stage's busy / concurrency per sample
+  };
+  Synth read;
+  read.read_ns = 2000;
+  Synth decompress;
+  decompress.decompress_ns = 3000;
+  Synth preprocess;
+  preprocess.preprocess_ns = 2400;
+  Synth compute;
+  compute.compute_ns = 900;
+  Synth h2d;
+  h2d.cuda = true;
+  h2d.compute_ns = 300;
+  h2d.h2d_ns = 1000;
+  const Case cases[] = {{ReportStage::kRead, read, 2000},
+                        {ReportStage::kDecompress, decompress, 1500},
+                        {ReportStage::kPreprocess, preprocess, 1200},
+                        {ReportStage::kCompute, compute, 900},
+                        {ReportStage::kH2D, h2d, 1000}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ReportStageName(c.stage));
+    BottleneckReport rep = AnalyzeRun(MakeRun(c.synth), nullptr, /*cores=*/16);
+    EXPECT_EQ(rep.limiting_stage, c.stage);
+    EXPECT_THAT(rep.sentence, HasSubstr(absl::StrCat(ReportStageName(c.stage), " is the limit")));
+    EXPECT_NEAR(rep.predicted_samples_per_s, 1e9 / c.ns_per_sample, 1e-6 * 1e9 / c.ns_per_sample);
+    EXPECT_NEAR(rep.measured_samples_per_s, 1e9 / (1.02 * c.ns_per_sample), 1.0);
+    if (c.stage == ReportStage::kCompute) {
+      EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
+    } else {
+      EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);
+      // The limiting stage gets the largest share of the consumer's wait.
+      for (const StageRow& r : rep.stages) {
+        if (r.stage != c.stage) {
+          EXPECT_LE(r.attributed_wait_pct, rep.row(c.stage).attributed_wait_pct);
+        }
+      }
+    }
+  }
+}
+
+TEST(BottleneckReportTest, CapacityIsSamplesOverBusyPerThread) {
+  Synth s;
+  s.decompress_ns = 3000;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  const StageRow& d = rep.row(ReportStage::kDecompress);
+  ASSERT_TRUE(d.capacity_samples_per_s.has_value());
+  EXPECT_DOUBLE_EQ(*d.capacity_samples_per_s, kSamples * 2 * 1e9 / (3000.0 * kSamples));
+  EXPECT_NEAR(d.busy_pct + d.wait_input_pct + d.wait_output_pct, 100.0, 1e-6);
+  EXPECT_FALSE(rep.row(ReportStage::kPinnedWait).capacity_samples_per_s.has_value());
+  EXPECT_FALSE(rep.row(ReportStage::kH2D).present);  // CPU run: no copy stage
+}
+
+TEST(BottleneckReportTest, InputBoundThresholds) {
+  struct Case {
+    double wait_pct;
+    VerdictClass verdict;
+  };
+  for (const Case& c : {Case{25, VerdictClass::kInputBound}, Case{21, VerdictClass::kInputBound},
+                        Case{12, VerdictClass::kPartlyInputBound},
+                        Case{5.5, VerdictClass::kPartlyInputBound},
+                        Case{4, VerdictClass::kComputeBound}, Case{0, VerdictClass::kComputeBound}}) {
+    SCOPED_TRACE(c.wait_pct);
+    Synth s;
+    s.decompress_ns = 1200;
+    s.wait_pct = c.wait_pct;
+    BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+    EXPECT_NEAR(rep.input_bound_pct, c.wait_pct, 1e-6);
+    EXPECT_EQ(rep.verdict, c.verdict);
+    EXPECT_THAT(rep.sentence, HasSubstr(VerdictClassName(c.verdict)));
+  }
+}
+
+TEST(BottleneckReportTest, CpuBoundWhenStagesSaturateCores) {
+  // Every stage alone could do more than the run did; together they need 2.9 ns of CPU per
+  // sample on 2 cores: the run is limited by the cores.
+  Synth s;
+  s.read_ns = 300;
+  s.decompress_ns = 1000;
+  s.preprocess_ns = 1000;
+  s.compute_ns = 600;
+  s.train_ns_per_sample = 2900.0 / 2 / 1.02;  // what 2 saturated cores allow
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  EXPECT_EQ(rep.verdict, VerdictClass::kCpuBound);
+  EXPECT_TRUE(rep.cpu_saturated);
+  EXPECT_NEAR(rep.cpu_limit_samples_per_s, 2e9 / 2900, 1e-3);
+  EXPECT_NEAR(rep.predicted_samples_per_s, 2e9 / 2900, 1e-3);
+  EXPECT_LT(rep.predicted_samples_per_s, rep.capacity_limit_samples_per_s);
+  EXPECT_THAT(rep.sentence, HasSubstr("cpu-bound"));
+  EXPECT_THAT(rep.sentence, HasSubstr("2 cores are saturated"));
+  // The same run on 16 cores is not CPU-bound.
+  EXPECT_NE(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kCpuBound);
+}
+
+TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) {
+  // A delayed decompress spinning on both cores while compute also runs: wall busy times add
+  // up to more than 2 cores, so the CPU formula undershoots; the prediction stays at what the
+  // saturated cores did, and the verdict still names decompress.
+  Synth s;
+  s.read_ns = 100;
+  s.decompress_ns = 4000;
+  s.preprocess_ns = 1000;
+  s.compute_ns = 1000;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 2);
+  EXPECT_EQ(rep.verdict, VerdictClass::kCpuBound);
+  EXPECT_EQ(rep.limiting_stage, ReportStage::kDecompress);
+  EXPECT_THAT(rep.sentence, HasSubstr("decompress is the limit"));
+  EXPECT_GT(rep.cpu_threads_busy, 2.0);
+  EXPECT_LT(rep.cpu_limit_samples_per_s, rep.measured_samples_per_s);
+  EXPECT_NEAR(rep.predicted_samples_per_s, rep.measured_samples_per_s, 1e-6);
+}
+
+TEST(BottleneckReportTest, LaunchBoundOnCudaWhenHostTimeDominates) {
+  Synth s;
+  s.cuda = true;
+  s.compute_ns = 800;
+  s.h2d_ns = 100;
+  s.wait_pct = 1;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  EXPECT_EQ(rep.verdict, VerdictClass::kLaunchBound);
+  EXPECT_THAT(rep.sentence, HasSubstr("launch-bound"));
+  s.compute_ns = 200;  // the host is mostly elsewhere: the GPU, not launches
+  s.train_ns_per_sample = 800;
+  EXPECT_EQ(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kComputeBound);
+}
+
+TEST(BottleneckReportTest, StarvedWithFullPoolAndNoSlowStageBlamesThePool) {
+  // Every stage is faster than compute, yet compute waited 30% with all 4 buffers in use.
+  Synth s;
+  s.compute_ns = 900;
+  s.wait_pct = 30;
+  s.pinned_wait_pct = 500;  // summed over waiting batches: far above 100%
+  RunRecord run = MakeRun(s);
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_EQ(rep.limiting_stage, ReportStage::kPinnedWait);
+  EXPECT_THAT(rep.sentence, HasSubstr("--pool-size"));
+  // A stage slower than compute is named even though the pool was full too.
+  s.decompress_ns = 2400;
+  rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  EXPECT_EQ(rep.limiting_stage, ReportStage::kDecompress);
+  // Without a full pool the pool is not blamed.
+  s.decompress_ns = 200;
+  run = MakeRun(s);
+  run.pipeline.stages[3].queue_high_water = 2;
+  EXPECT_NE(AnalyzeRun(run, nullptr, 16).limiting_stage, ReportStage::kPinnedWait);
+}
+
+TEST(BottleneckReportTest, CeilingPercentUsesThreadsUpToCores) {
+  Synth s;
+  s.decompress_ns = 3000;  // capacity 666.7 k samples/s on 2 threads
+  Ceilings c;
+  c.decompress.measured = true;
+  c.decompress.samples_per_s = 500000;  // per thread
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), &c, 16);
+  const StageRow& d = rep.row(ReportStage::kDecompress);
+  ASSERT_TRUE(d.pct_of_ceiling.has_value());
+  EXPECT_NEAR(*d.pct_of_ceiling, 100.0 * (2e9 / 3000) / 1e6, 1e-9);
+  EXPECT_THAT(rep.sentence, HasSubstr("of its ceiling"));
+  EXPECT_FALSE(rep.row(ReportStage::kRead).pct_of_ceiling.has_value());  // not measured
+  // On one core, two threads can use only one core's ceiling.
+  rep = AnalyzeRun(MakeRun(s), &c, 1);
+  EXPECT_NEAR(*rep.row(ReportStage::kDecompress).pct_of_ceiling, 100.0 * (2e9 / 3000) / 5e5, 1e-9);
+}
+
+TEST(BottleneckReportTest, EmptyRunHasNoVerdict) {
+  BottleneckReport rep = AnalyzeRun(RunRecord{}, nullptr, 2);
+  EXPECT_EQ(rep.verdict, VerdictClass::kNoData);
+  EXPECT_THAT(rep.sentence, HasSubstr("no data"));
+  EXPECT_THAT(rep.ToText(), HasSubstr("no data"));
+}
+
+TEST(BottleneckReportTest, TextHasTableVerdictAndMemory) {
+  BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
+  const std::string text = rep.ToText();
+  for (const char* s : {"read", "decompress", "preprocess", "pinned_wait", "h2d", "compute",
+                        "measured", "predicted", "verdict: ", "parameters", "optimizer"}) {
+    EXPECT_THAT(text, HasSubstr(s));
+  }
+  EXPECT_THAT(text, HasSubstr(rep.sentence));
+}
+
+// Every field path of the JSON, arrays as "name[]".
+void Paths(const nlohmann::ordered_json& j, const std::string& prefix, std::set<std::string>* out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string p = prefix.empty() ? it.key() : prefix + "." + it.key();
+      out->insert(p);
+      Paths(it.value(), p, out);
+    }
+  } else if (j.is_array() && !j.empty() && j.front().is_object()) {
+    Paths(j.front(), prefix + "[]", out);
+  }
+}
+
+TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
+  Ceilings c;
+  BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), &c, 2);
+  const nlohmann::ordered_json j = rep.ToJson();
+  EXPECT_EQ(j["schema"], kReportSchema);
+  EXPECT_EQ(j["stages"].size(), static_cast<size_t>(kNumReportStages));
+  std::set<std::string> paths;
+  Paths(j, "", &paths);
+  std::ifstream doc(std::string(SLUICE_SOURCE_DIR) + "/docs/report-schema.md");
+  ASSERT_TRUE(doc.good());
+  std::set<std::string> documented;  // the first cell of each table row "| `path` | ..."
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    documented.insert(line.substr(3, line.find('`', 3) - 3));
+  }
+  for (const std::string& p : paths) EXPECT_TRUE(documented.count(p)) << "undocumented: " << p;
+  for (const std::string& p : documented) EXPECT_TRUE(paths.count(p)) << "not in the JSON: " << p;
+  // It round-trips through text.
+  EXPECT_EQ(nlohmann::ordered_json::parse(j.dump()), j);
+}
+
+}  // namespace
+}  // namespace sluice

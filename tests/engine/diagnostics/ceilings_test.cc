@@ -1,0 +1,145 @@
+#include "engine/diagnostics/ceilings.h"
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/dataset_writer.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string MakeTempDir() {
+  std::string tmpl = absl::StrCat(::testing::TempDir(), "/sluice_ceilings_XXXXXX");
+  char* d = ::mkdtemp(tmpl.data());
+  EXPECT_NE(d, nullptr);
+  return tmpl;
+}
+
+class CeilingsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    RecordArrays r;
+    r.spec.height = 28;
+    r.spec.width = 28;
+    r.count = 600;
+    r.samples.resize(r.count * 784);
+    r.labels.resize(r.count);
+    for (size_t i = 0; i < r.samples.size(); ++i) r.samples[i] = static_cast<char>((i * 7) % 256);
+    for (size_t i = 0; i < r.count; ++i) r.labels[i] = static_cast<char>(i % 10);
+    WriteDatasetOptions w;
+    w.sharding.records_per_frame = 64;
+    w.sharding.records_per_shard = 256;
+    w.threads = 1;
+    ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/data", "train", r, w).ok());
+    auto ds = Dataset::Open(Env::Default(), dir_ + "/data");
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    dataset_ = std::move(*ds);
+    options_.seconds_per_measurement = 0.005;
+    options_.model.layers = {784, 16, 10};
+    options_.device = "cpu";
+    options_.cache_dir = dir_ + "/cache";
+  }
+
+  std::string dir_;
+  std::unique_ptr<Dataset> dataset_;
+  CeilingOptions options_;
+};
+
+void ExpectMeasured(const Ceiling& c, const char* what) {
+  SCOPED_TRACE(what);
+  EXPECT_TRUE(c.measured) << c.note;
+  EXPECT_TRUE(std::isfinite(c.samples_per_s));
+  EXPECT_GT(c.samples_per_s, 0);
+  EXPECT_TRUE(std::isfinite(c.mb_per_s));
+  EXPECT_GT(c.mb_per_s, 0);
+  EXPECT_GT(c.items_per_s, 0);
+  EXPECT_FALSE(c.note.empty());
+}
+
+TEST_F(CeilingsTest, MeasuresPositiveFiniteFigures) {
+  auto c = Ceilings::Measure(*dataset_, options_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ExpectMeasured(c->read, "read");
+  ExpectMeasured(c->decompress, "decompress");
+  ExpectMeasured(c->preprocess, "preprocess");
+  ExpectMeasured(c->pinned_memcpy, "pinned_memcpy");
+  ExpectMeasured(c->compute, "compute");
+  // Frames of 64 records: samples/s is 64 x frames/s for read and decompress.
+  EXPECT_NEAR(c->decompress.samples_per_s, 64 * c->decompress.items_per_s,
+              1e-6 * c->decompress.samples_per_s);
+  EXPECT_NEAR(c->preprocess.samples_per_s, 32 * c->preprocess.items_per_s,
+              1e-6 * c->preprocess.samples_per_s);
+  if (device::CudaDeviceCount() == 0) {
+    EXPECT_FALSE(c->h2d_pinned.measured);
+    EXPECT_EQ(c->h2d_pinned.note, "not measured: no CUDA device");
+    EXPECT_EQ(c->h2d_pageable.note, "not measured: no CUDA device");
+  }
+  EXPECT_FALSE(c->hostname.empty());
+  EXPECT_EQ(c->key, Ceilings::CacheKey(*dataset_, options_));
+}
+
+TEST_F(CeilingsTest, ModelThatDoesNotFitTheSamplesLeavesComputeUnmeasured) {
+  options_.model.layers = {100, 10};
+  auto c = Ceilings::Measure(*dataset_, options_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->compute.measured);
+  EXPECT_THAT(c->compute.note, HasSubstr("not measured"));
+}
+
+TEST_F(CeilingsTest, CacheRoundTripsAndRefreshReMeasures) {
+  auto first = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string path =
+      Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
+  ASSERT_TRUE(Env::Default()->FileExists(path));
+  auto loaded = Ceilings::Load(Env::Default(), path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->ToJson(), first->ToJson());
+
+  // A cached file is used as is: mark it and see the mark come back.
+  Ceilings marked = *loaded;
+  marked.hostname = "cached-marker";
+  ASSERT_TRUE(marked.Save(Env::Default(), path).ok());
+  auto again = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->hostname, "cached-marker");
+
+  options_.refresh = true;
+  auto fresh = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(fresh->hostname, "cached-marker");
+  EXPECT_NE(Ceilings::Load(Env::Default(), path)->hostname, "cached-marker");
+}
+
+TEST_F(CeilingsTest, CorruptCacheIsReMeasuredNotFatal) {
+  const std::string path =
+      Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
+  ASSERT_TRUE(Env::Default()->CreateDirs(DirName(path)).ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), path, "{not json").ok());
+  EXPECT_EQ(Ceilings::Load(Env::Default(), path).status().code(), absl::StatusCode::kDataLoss);
+  auto c = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(Ceilings::Load(Env::Default(), path).ok());
+}
+
+TEST_F(CeilingsTest, KeyChangesWithBatchFormatAndData) {
+  const std::string key = Ceilings::CacheKey(*dataset_, options_);
+  CeilingOptions other = options_;
+  other.batch_size = 64;
+  EXPECT_NE(Ceilings::CacheKey(*dataset_, other), key);
+  other = options_;
+  other.h2d_format = H2DFormat::kU8;
+  EXPECT_NE(Ceilings::CacheKey(*dataset_, other), key);
+  EXPECT_EQ(key.find('/'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice
