@@ -57,7 +57,11 @@ class Backend {
   virtual std::string name() const = 0;
   virtual bool is_cuda() const = 0;
 
-  // One optimizer step on `batch` with learning rate `lr`.
+  // One optimizer step on `batch` with learning rate `lr`. A host batch (on_device false) may
+  // be reused or freed as soon as TrainStep returns (the CPU backend is done with it; a device
+  // backend has copied or staged it). A device batch must stay valid until the step has
+  // completed on compute_stream(): release it with that stream (BatchLease::Release), which
+  // records an event there. The step waits for batch.ready_event on the device first.
   virtual absl::Status TrainStep(const BatchView& batch, float lr) = 0;
   // Loss/accuracy accumulated since the last call; synchronizes with the device.
   virtual absl::StatusOr<LossStats> TakeLoss() = 0;

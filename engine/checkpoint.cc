@@ -206,140 +206,186 @@ absl::StatusOr<std::string> EncodeCheckpoint(const Checkpoint& c) {
   return file;
 }
 
-absl::StatusOr<Checkpoint> DecodeCheckpoint(absl::string_view data, absl::string_view source) {
-  auto corrupt = [&](absl::string_view what) {
-    return absl::DataLossError(absl::StrCat("corrupt checkpoint ", source, ": ", what));
-  };
-  if (data.size() < static_cast<size_t>(fmt::kHeaderSize + fmt::kFooterSize)) {
-    return corrupt(absl::StrCat("file is ", data.size(), " bytes, shorter than header + footer"));
-  }
-  if (std::memcmp(data.data(), fmt::kMagic, sizeof(fmt::kMagic)) != 0) {
-    return corrupt("bad magic (not a sluice checkpoint)");
-  }
-  const uint32_t version = DecodeFixed32(data.data() + 8);
-  if (version != fmt::kVersion) {
-    return corrupt(absl::StrCat("unsupported checkpoint version ", version, " (this build reads ",
-                                fmt::kVersion, ")"));
-  }
-  const uint64_t section_count = DecodeFixed32(data.data() + 12);
-  const size_t body_end = data.size() - fmt::kFooterSize;
+namespace {
 
-  // Walk the sections first, so that an error names the damaged one.
-  Checkpoint c;
-  size_t offset = fmt::kHeaderSize;
-  size_t num_linear = 0, tensors_expected = 0, tensors_seen = 0;
-  std::vector<std::vector<int64_t>> shapes;  // PyTorch shape of each parameter
-  for (uint64_t index = 0; index < section_count; ++index) {
-    const std::string where_prefix = absl::StrCat("section ", index, " at offset ", offset);
-    if (body_end - offset < static_cast<size_t>(fmt::kSectionHeaderSize + fmt::kSectionChecksumSize) ||
-        offset > body_end) {
-      return corrupt(absl::StrCat(where_prefix, ": truncated (", section_count,
+// Decodes a checkpoint file section by section (docs/formats/checkpoint.md). The sections are
+// walked in order, each checked against its own checksum first, so an error names the damaged
+// one; the model section fixes how many tensor sections follow.
+class CheckpointDecoder {
+ public:
+  CheckpointDecoder(absl::string_view data, absl::string_view source)
+      : data_(data), source_(source) {}
+
+  absl::StatusOr<Checkpoint> Decode() {
+    RETURN_IF_ERROR(CheckHeader());
+    size_t offset = fmt::kHeaderSize;
+    for (uint64_t index = 0; index < section_count_; ++index) {
+      RETURN_IF_ERROR(DecodeSection(index, &offset));
+    }
+    RETURN_IF_ERROR(CheckTail(offset));
+    return std::move(c_);
+  }
+
+ private:
+  absl::Status Corrupt(absl::string_view what) const {
+    return absl::DataLossError(absl::StrCat("corrupt checkpoint ", source_, ": ", what));
+  }
+
+  // Size, magic, version; the section count.
+  absl::Status CheckHeader() {
+    if (data_.size() < static_cast<size_t>(fmt::kHeaderSize + fmt::kFooterSize)) {
+      return Corrupt(absl::StrCat("file is ", data_.size(), " bytes, shorter than header + footer"));
+    }
+    if (std::memcmp(data_.data(), fmt::kMagic, sizeof(fmt::kMagic)) != 0) {
+      return Corrupt("bad magic (not a sluice checkpoint)");
+    }
+    const uint32_t version = DecodeFixed32(data_.data() + 8);
+    if (version != fmt::kVersion) {
+      return Corrupt(absl::StrCat("unsupported checkpoint version ", version,
+                                  " (this build reads ", fmt::kVersion, ")"));
+    }
+    section_count_ = DecodeFixed32(data_.data() + 12);
+    body_end_ = data_.size() - fmt::kFooterSize;
+    return absl::OkStatus();
+  }
+
+  // The type section `index` must have: model, position, the tensors, pipeline, run config.
+  absl::StatusOr<uint32_t> ExpectedType(uint64_t index, const PayloadReader& r) const {
+    if (index == 0) return fmt::kModel;
+    if (index == 1) return fmt::kPosition;
+    if (tensors_seen_ < tensors_expected_) return fmt::kTensor;
+    if (index == 2 + tensors_expected_) return fmt::kPipeline;
+    if (index == 3 + tensors_expected_) return fmt::kRunConfig;
+    return r.Error("more sections than the model and optimizer need");
+  }
+
+  absl::Status DecodeSection(uint64_t index, size_t* offset) {
+    const std::string where_prefix = absl::StrCat("section ", index, " at offset ", *offset);
+    if (body_end_ - *offset <
+            static_cast<size_t>(fmt::kSectionHeaderSize + fmt::kSectionChecksumSize) ||
+        *offset > body_end_) {
+      return Corrupt(absl::StrCat(where_prefix, ": truncated (", section_count_,
                                   " sections declared)"));
     }
-    const uint32_t type = DecodeFixed32(data.data() + offset);
-    const uint32_t reserved = DecodeFixed32(data.data() + offset + 4);
-    const uint64_t length = DecodeFixed64(data.data() + offset + 8);
-    const size_t room = body_end - offset - fmt::kSectionHeaderSize - fmt::kSectionChecksumSize;
+    const uint32_t type = DecodeFixed32(data_.data() + *offset);
+    const uint32_t reserved = DecodeFixed32(data_.data() + *offset + 4);
+    const uint64_t length = DecodeFixed64(data_.data() + *offset + 8);
+    const size_t room = body_end_ - *offset - fmt::kSectionHeaderSize - fmt::kSectionChecksumSize;
     if (length > room) {
-      return corrupt(absl::StrCat(where_prefix, ": length ", length, " overruns the file"));
+      return Corrupt(absl::StrCat(where_prefix, ": length ", length, " overruns the file"));
     }
-    const size_t payload_at = offset + fmt::kSectionHeaderSize;
-    const uint64_t stored = DecodeFixed64(data.data() + payload_at + length);
-    const uint64_t actual = Xxh3(data.substr(offset, fmt::kSectionHeaderSize + length));
-    const std::string where = absl::StrCat(source, " (", SectionName(type), " ", where_prefix, ")");
+    const size_t payload_at = *offset + fmt::kSectionHeaderSize;
+    const uint64_t stored = DecodeFixed64(data_.data() + payload_at + length);
+    const uint64_t actual = Xxh3(data_.substr(*offset, fmt::kSectionHeaderSize + length));
+    const std::string where =
+        absl::StrCat(source_, " (", SectionName(type), " ", where_prefix, ")");
     if (stored != actual) {
       return absl::DataLossError(absl::StrCat("corrupt checkpoint ", where,
                                               ": section checksum mismatch (stored ",
                                               ChecksumToHex(stored), ", computed ",
                                               ChecksumToHex(actual), ")"));
     }
-    PayloadReader r(data.substr(payload_at, length), where);
+    PayloadReader r(data_.substr(payload_at, length), where);
     if (reserved != 0) return r.Error("reserved field is not 0");
-    uint32_t expected_type;
-    if (index == 0) {
-      expected_type = fmt::kModel;
-    } else if (index == 1) {
-      expected_type = fmt::kPosition;
-    } else if (tensors_seen < tensors_expected) {
-      expected_type = fmt::kTensor;
-    } else if (index == 2 + tensors_expected) {
-      expected_type = fmt::kPipeline;
-    } else if (index == 3 + tensors_expected) {
-      expected_type = fmt::kRunConfig;
-    } else {
-      return r.Error("more sections than the model and optimizer need");
-    }
+    ASSIGN_OR_RETURN(uint32_t expected_type, ExpectedType(index, r));
     if (type != expected_type) {
       return r.Error(absl::StrCat("section type ", type, " where ", SectionName(expected_type),
                                   " was expected"));
     }
     switch (type) {
-      case fmt::kModel: {
-        ASSIGN_OR_RETURN(uint32_t num_sizes, r.Fixed32());
-        if (num_sizes < 2 || num_sizes > 1024) return r.Error(absl::StrCat(num_sizes, " layer sizes"));
-        for (uint32_t i = 0; i < num_sizes; ++i) {
-          ASSIGN_OR_RETURN(uint32_t size, r.Fixed32());
-          if (size < 1 || size > (1u << 30)) return r.Error(absl::StrCat("layer size ", size));
-          if (i == 0) c.state.model.layers.clear();
-          c.state.model.layers.push_back(static_cast<int>(size));
-        }
-        num_linear = num_sizes - 1;
-        for (size_t k = 0; k < num_linear; ++k) {
-          shapes.push_back({c.state.model.layers[k + 1], c.state.model.layers[k]});
-          shapes.push_back({c.state.model.layers[k + 1]});
-        }
-        // Parameters, then 0..2 optimizer-state slots: the section count says how many.
-        const uint64_t tensors = section_count - 4;
-        if (section_count < 4 || tensors % shapes.size() != 0 || tensors / shapes.size() > 3) {
-          return r.Error(absl::StrCat(section_count, " sections cannot hold a model of ",
-                                      num_linear, " layers"));
-        }
-        tensors_expected = tensors;
+      case fmt::kModel:
+        RETURN_IF_ERROR(DecodeModel(r));
         break;
-      }
       case fmt::kPosition: {
         ASSIGN_OR_RETURN(uint64_t steps, r.Fixed64());
-        c.state.optimizer_steps = static_cast<int64_t>(steps);
-        ASSIGN_OR_RETURN(c.epoch, r.Fixed64());
-        ASSIGN_OR_RETURN(c.step_in_epoch, r.Fixed64());
-        ASSIGN_OR_RETURN(c.seed, r.Fixed64());
+        c_.state.optimizer_steps = static_cast<int64_t>(steps);
+        ASSIGN_OR_RETURN(c_.epoch, r.Fixed64());
+        ASSIGN_OR_RETURN(c_.step_in_epoch, r.Fixed64());
+        ASSIGN_OR_RETURN(c_.seed, r.Fixed64());
         break;
       }
       case fmt::kTensor: {
-        const bool is_param = tensors_seen < shapes.size();
+        const bool is_param = tensors_seen_ < shapes_.size();
         ASSIGN_OR_RETURN(HostTensor t,
                          ReadTensor(r, is_param ? fmt::kParameter : fmt::kOptimizerState,
-                                    shapes[tensors_seen % shapes.size()]));
-        (is_param ? c.state.params : c.state.opt_state).push_back(std::move(t));
-        ++tensors_seen;
+                                    shapes_[tensors_seen_ % shapes_.size()]));
+        (is_param ? c_.state.params : c_.state.opt_state).push_back(std::move(t));
+        ++tensors_seen_;
         break;
       }
       case fmt::kPipeline: {
-        ASSIGN_OR_RETURN(c.pipeline_position, r.ReadKeyValues());
+        ASSIGN_OR_RETURN(c_.pipeline_position, r.ReadKeyValues());
         break;
       }
       case fmt::kRunConfig: {
-        ASSIGN_OR_RETURN(c.run_config, r.ReadKeyValues());
+        ASSIGN_OR_RETURN(c_.run_config, r.ReadKeyValues());
         break;
       }
     }
     RETURN_IF_ERROR(r.ExpectEnd());
-    offset = payload_at + length + fmt::kSectionChecksumSize;
+    *offset = payload_at + length + fmt::kSectionChecksumSize;
+    return absl::OkStatus();
   }
-  if (section_count < 4 + tensors_expected || tensors_seen != tensors_expected) {
-    return corrupt(absl::StrCat("only ", section_count, " sections"));
+
+  // The layer sizes; they give every tensor's shape and, with the section count, how many
+  // optimizer-state slots follow the parameters.
+  absl::Status DecodeModel(PayloadReader& r) {
+    ASSIGN_OR_RETURN(uint32_t num_sizes, r.Fixed32());
+    if (num_sizes < 2 || num_sizes > 1024) return r.Error(absl::StrCat(num_sizes, " layer sizes"));
+    for (uint32_t i = 0; i < num_sizes; ++i) {
+      ASSIGN_OR_RETURN(uint32_t size, r.Fixed32());
+      if (size < 1 || size > (1u << 30)) return r.Error(absl::StrCat("layer size ", size));
+      if (i == 0) c_.state.model.layers.clear();
+      c_.state.model.layers.push_back(static_cast<int>(size));
+    }
+    const size_t num_linear = num_sizes - 1;
+    for (size_t k = 0; k < num_linear; ++k) {
+      shapes_.push_back({c_.state.model.layers[k + 1], c_.state.model.layers[k]});
+      shapes_.push_back({c_.state.model.layers[k + 1]});
+    }
+    // Parameters, then 0..2 optimizer-state slots: the section count says how many.
+    const uint64_t tensors = section_count_ - 4;
+    if (section_count_ < 4 || tensors % shapes_.size() != 0 || tensors / shapes_.size() > 3) {
+      return r.Error(absl::StrCat(section_count_, " sections cannot hold a model of ", num_linear,
+                                  " layers"));
+    }
+    tensors_expected_ = tensors;
+    return absl::OkStatus();
   }
-  if (offset != body_end) {
-    return corrupt(absl::StrCat(body_end - offset, " bytes between the last section (ending at ",
-                                offset, ") and the footer"));
+
+  // Every section present, nothing between the last one and the footer, the file checksum.
+  absl::Status CheckTail(size_t offset) const {
+    if (section_count_ < 4 + tensors_expected_ || tensors_seen_ != tensors_expected_) {
+      return Corrupt(absl::StrCat("only ", section_count_, " sections"));
+    }
+    if (offset != body_end_) {
+      return Corrupt(absl::StrCat(body_end_ - offset,
+                                  " bytes between the last section (ending at ", offset,
+                                  ") and the footer"));
+    }
+    const uint64_t stored = DecodeFixed64(data_.data() + body_end_);
+    const uint64_t actual = Xxh3(data_.substr(0, body_end_));
+    if (stored != actual) {
+      return Corrupt(absl::StrCat("file checksum mismatch (stored ", ChecksumToHex(stored),
+                                  ", computed ", ChecksumToHex(actual), ")"));
+    }
+    return absl::OkStatus();
   }
-  const uint64_t stored = DecodeFixed64(data.data() + body_end);
-  const uint64_t actual = Xxh3(data.substr(0, body_end));
-  if (stored != actual) {
-    return corrupt(absl::StrCat("file checksum mismatch (stored ", ChecksumToHex(stored),
-                                ", computed ", ChecksumToHex(actual), ")"));
-  }
-  return c;
+
+  absl::string_view data_;
+  absl::string_view source_;
+  uint64_t section_count_ = 0;
+  size_t body_end_ = 0;
+  Checkpoint c_;
+  size_t tensors_expected_ = 0;
+  size_t tensors_seen_ = 0;
+  std::vector<std::vector<int64_t>> shapes_;  // PyTorch shape of each parameter
+};
+
+}  // namespace
+
+absl::StatusOr<Checkpoint> DecodeCheckpoint(absl::string_view data, absl::string_view source) {
+  return CheckpointDecoder(data, source).Decode();
 }
 
 absl::Status WriteCheckpoint(Env* env, const std::string& path, const Checkpoint& checkpoint) {

@@ -2,13 +2,15 @@
 //
 //   read (input_node, serial) -> frame budget (limiter_node) -> decompress (function_node,
 //   parallel) -> [batch scheduler] -> assemble+preprocess (function_node, parallel, into a
-//   PinnedBufferPool buffer) -> sequencer_node(batch id) -> [upload: async_node, CUDA]
-//   -> delivery queue -> Next()
+//   PinnedBufferPool buffer) -> sequencer_node(batch id) -> [upload: async_node, on a copy
+//   stream of the placement's device] -> delivery queue -> Next()
 //
 // docs/architecture.md ("Pipeline") draws the graph, the threads, who owns each buffer and
 // what bounds memory.
 //
 // Usage (the training loop):
+//   PipelineOptions options;                   // order, format, resources, diagnostics
+//   options.placement.device = backend->device();  // null for the CPU backend
 //   ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(dataset, options));
 //   BatchLease lease;
 //   while (true) {
@@ -19,12 +21,22 @@
 //   }
 //   PipelineStats stats = pipeline->Stats();
 //
-// Order: a pure function of (seed, epoch, options that shape batches); never of threads,
-// pool size or timing. Errors: Create returns kInvalidArgument for bad options; Next returns
-// kDataLoss naming file, frame and byte offset for a corrupt frame (on_corrupt = kFail),
-// kCancelled after Cancel(), I/O errors from the Env.
+// Order: a pure function of (dataset, OrderSpec, epoch); never of threads, pool size, placement
+// or timing.
+// Ownership: the Pipeline borrows the Dataset (which owns the shard readers) and the placement's
+// Device; both must outlive the pipeline and every lease. A lease owns its batch memory (a
+// pinned buffer or a device slot) until released; the view's pointers are valid until then.
+// Errors: Create returns kInvalidArgument for bad options (zero batch size, epochs or ring
+// depth; a start step past the epoch; an h2d format the samples cannot take), kNotFound /
+// kDataLoss from opening the shards, kResourceExhausted when the pinned buffers or the device
+// slots cannot be allocated, and the device layer's kInternal (naming the failed call) when
+// the copy stream or events cannot be created. Next returns kDataLoss naming file, frame and
+// byte offset for a corrupt frame (on_corrupt = kFail), kFailedPrecondition when the consumer
+// already holds every buffer, kCancelled after Cancel(), the Env's I/O errors, and a device
+// error from the upload.
 // Thread safety: Next() is called by one consumer thread; Cancel() and Stats() from any
-// thread. Leases may be released from any thread.
+// thread. Leases may be released from any thread. While it lives, the pipeline holds a
+// process-wide tbb::global_control raising TBB's worker limit (resources.raise_tbb_worker_limit).
 #ifndef SLUICE_PIPELINE_PIPELINE_H_
 #define SLUICE_PIPELINE_PIPELINE_H_
 

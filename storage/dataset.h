@@ -1,8 +1,11 @@
 // Dataset: one split of a shard dataset, described by its manifest
 // (docs/formats/shard.md, "Dataset directory and manifest").
 //
+// Ownership: a Dataset borrows its Env (which must outlive it) and owns its shard readers; a
+// `const ShardReader*` from shard(i) stays valid as long as the Dataset lives.
 // Errors: kNotFound when no manifest exists, kDataLoss for a manifest that does not parse or
-// disagrees with a shard (message names the file and the field), kInvalidArgument for bad paths.
+// disagrees with a shard (message names the file and the field), kInvalidArgument for bad
+// paths, and the Env's I/O errors.
 // Thread safety: immutable after Open(); shard readers are opened lazily and cached, thread safe.
 #ifndef SLUICE_STORAGE_DATASET_H_
 #define SLUICE_STORAGE_DATASET_H_
@@ -73,7 +76,8 @@ class Dataset {
   absl::StatusOr<std::string> SiblingManifest(absl::string_view split) const;
 
   // The reader of shard `i`, opened on first use and checked against the manifest entry
-  // (record counts, spec, frame count).
+  // (record counts, spec, frame count). The pointer is owned by the Dataset and valid while it
+  // lives; kOutOfRange for i >= manifest().shards.size().
   absl::StatusOr<const ShardReader*> shard(size_t i) const;
   Env* env() const { return env_; }
 

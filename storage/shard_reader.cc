@@ -40,25 +40,34 @@ struct DCtxHolder {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
-                                                               const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
-  const uint64_t size = file->Size();
+namespace {
 
+// The undecoded metadata of a shard: its header, index and footer bytes.
+struct ShardMeta {
+  std::string header;
+  char footer[kFooterSize];
+  std::string index;
+  uint64_t index_offset = 0;
+  uint32_t footer_frames = 0;
+};
+
+// Steps 1-2: size, footer and header magic, version and header size.
+absl::Status ReadHeaderAndFooter(const RandomAccessFile& file, const std::string& path,
+                                 uint64_t size, ShardMeta* meta) {
   // 1. Size, footer magic, header magic.
   if (size < kShardHeaderSize + kFooterSize) {
     return absl::DataLossError(absl::StrCat(path, ": file is ", size, " bytes, expected at least ",
                                             kShardHeaderSize + kFooterSize,
                                             " (header and footer); truncated?"));
   }
-  char footer[kFooterSize];
-  RETURN_IF_ERROR(ReadExactly(*file, size - kFooterSize, kFooterSize, footer));
+  char* footer = meta->footer;
+  RETURN_IF_ERROR(ReadExactly(file, size - kFooterSize, kFooterSize, footer));
   if (std::memcmp(footer + 24, kFooterMagic, 8) != 0) {
     return FooterError(path, "magic is not SLUICEFT (truncated or not a sluice shard)");
   }
-  std::string header_bytes(kShardHeaderSize, '\0');
-  RETURN_IF_ERROR(ReadExactly(*file, 0, kShardHeaderSize, header_bytes.data()));
-  const char* h = header_bytes.data();
+  meta->header.assign(kShardHeaderSize, '\0');
+  RETURN_IF_ERROR(ReadExactly(file, 0, kShardHeaderSize, meta->header.data()));
+  const char* h = meta->header.data();
   if (std::memcmp(h, kShardMagic, 8) != 0) {
     return HeaderError(path, "magic is not SLUICESH (not a sluice shard)");
   }
@@ -73,10 +82,18 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
                                           kShardHeaderSize));
   }
 
+  return absl::OkStatus();
+}
+
+// Step 3: the index must fit the file as the footer places it; meta_checksum covers header,
+// index and footer.
+absl::Status ReadIndexAndCheckMeta(const RandomAccessFile& file, const std::string& path,
+                                   uint64_t size, ShardMeta* meta) {
+  const char* footer = meta->footer;
   // 3. meta_checksum. The index's position comes from the footer, so check that it fits the
   // file before reading it; a mismatch is what truncation or appended bytes look like.
-  const uint64_t index_offset = DecodeFixed64(footer);
-  const uint32_t footer_frames = DecodeFixed32(footer + 8);
+  const uint64_t index_offset = meta->index_offset = DecodeFixed64(footer);
+  const uint32_t footer_frames = meta->footer_frames = DecodeFixed32(footer + 8);
   const uint64_t index_bytes = uint64_t{kIndexEntrySize} * footer_frames;
   if (size < kShardHeaderSize + index_bytes + kFooterSize ||
       index_offset != size - kFooterSize - index_bytes) {
@@ -87,19 +104,27 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
                                               ? size - kFooterSize - index_bytes
                                               : 0));
   }
-  std::string index(index_bytes, '\0');
-  RETURN_IF_ERROR(ReadExactly(*file, index_offset, index.size(), index.data()));
-  Xxh3Stream meta;
-  meta.Update(header_bytes);
-  meta.Update(index);
-  meta.Update(absl::string_view(footer, kFooterChecksummedPrefix));
+  meta->index.assign(index_bytes, '\0');
+  RETURN_IF_ERROR(ReadExactly(file, index_offset, meta->index.size(), meta->index.data()));
+  Xxh3Stream digest;
+  digest.Update(meta->header);
+  digest.Update(meta->index);
+  digest.Update(absl::string_view(footer, kFooterChecksummedPrefix));
   const uint64_t stored_meta = DecodeFixed64(footer + 16);
-  if (meta.Digest() != stored_meta) {
+  if (digest.Digest() != stored_meta) {
     return FooterError(path, absl::StrCat("meta_checksum ", ChecksumToHex(stored_meta),
                                           " does not match header, index and footer (computed ",
-                                          ChecksumToHex(meta.Digest()), ")"));
+                                          ChecksumToHex(digest.Digest()), ")"));
   }
 
+  return absl::OkStatus();
+}
+
+// Step 4: the header's fields, checked against each other and the footer.
+absl::StatusOr<ShardHeader> DecodeHeader(const std::string& path, const ShardMeta& meta) {
+  const char* h = meta.header.data();
+  const char* footer = meta.footer;
+  const uint32_t footer_frames = meta.footer_frames;
   // 4. Header fields.
   ShardHeader hdr;
   const uint8_t sdt = static_cast<uint8_t>(h[16]);
@@ -150,7 +175,15 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
                                           "/", hdr.records_per_frame, ") = ", expected_frames));
   }
 
-  // 5. Index entries: frames back to back from the header to the index.
+  return hdr;
+}
+
+// Step 5: index entries: frames back to back from the header to the index.
+absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path,
+                                                   const ShardHeader& hdr,
+                                                   const ShardMeta& meta) {
+  const std::string& index = meta.index;
+  const uint64_t index_offset = meta.index_offset;
   std::vector<FrameInfo> frames(hdr.frame_count);
   const uint64_t record_bytes = hdr.spec.record_bytes();
   uint64_t expected_offset = kShardHeaderSize;
@@ -188,6 +221,20 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
                                             ": ends at ", expected_offset,
                                             ", expected the index at ", index_offset));
   }
+  return frames;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
+                                                               const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  const uint64_t size = file->Size();
+  ShardMeta meta;
+  RETURN_IF_ERROR(ReadHeaderAndFooter(*file, path, size, &meta));
+  RETURN_IF_ERROR(ReadIndexAndCheckMeta(*file, path, size, &meta));
+  ASSIGN_OR_RETURN(ShardHeader hdr, DecodeHeader(path, meta));
+  ASSIGN_OR_RETURN(std::vector<FrameInfo> frames, DecodeIndex(path, hdr, meta));
   return std::unique_ptr<ShardReader>(new ShardReader(std::move(file), hdr, std::move(frames)));
 }
 

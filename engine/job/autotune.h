@@ -11,8 +11,8 @@
 //   3. otherwise the waits are hand-off stalls: double the pinned pool (within the memory
 //      budget), since more batches in flight hide them.
 // Thread safety: a pure function.
-#ifndef SLUICE_ENGINE_AUTOTUNE_H_
-#define SLUICE_ENGINE_AUTOTUNE_H_
+#ifndef SLUICE_ENGINE_JOB_AUTOTUNE_H_
+#define SLUICE_ENGINE_JOB_AUTOTUNE_H_
 
 #include <cstdint>
 #include <string>
@@ -43,4 +43,4 @@ AutotuneDecision Autotune(const PipelineResources& current, const PipelineStats&
 
 }  // namespace sluice
 
-#endif  // SLUICE_ENGINE_AUTOTUNE_H_
+#endif  // SLUICE_ENGINE_JOB_AUTOTUNE_H_

@@ -9,8 +9,8 @@
 // of the batch handed out until Release().
 // Errors: those of Pipeline::Create / Pipeline::Next (kDataLoss for corrupt frames).
 // Thread safety: one thread (the training thread).
-#ifndef SLUICE_ENGINE_PIPELINE_BATCH_SOURCE_H_
-#define SLUICE_ENGINE_PIPELINE_BATCH_SOURCE_H_
+#ifndef SLUICE_ENGINE_JOB_PIPELINE_BATCH_SOURCE_H_
+#define SLUICE_ENGINE_JOB_PIPELINE_BATCH_SOURCE_H_
 
 #include <cstdint>
 #include <deque>
@@ -68,4 +68,4 @@ class PipelineBatchSource : public BatchSource {
 
 }  // namespace sluice
 
-#endif  // SLUICE_ENGINE_PIPELINE_BATCH_SOURCE_H_
+#endif  // SLUICE_ENGINE_JOB_PIPELINE_BATCH_SOURCE_H_

@@ -1,16 +1,25 @@
 // TrainJob: one whole sluice-train run as a library call, so the tool stays a thin main and
-// tests and what-if runs (issue 5) can run jobs in-process.
+// tests and what-if runs can run jobs in-process.
 //
-//   dataset (shards, or IDX files sharded into a cache) -> Pipeline -> PipelineBatchSource
-//   -> Trainer(backend) -> checkpoints / safetensors / metrics, and the statistics the
-//   bottleneck report reads (pipeline stages + compute).
+//   dataset (shards, or IDX files sharded into a cache) -> Pipeline (placement from the
+//   backend) -> PipelineBatchSource -> Trainer(backend) -> checkpoints / safetensors / metrics,
+//   and the RunRecord the diagnostics read (engine/diagnostics/run_record.h).
 //
+// Ownership: RunTrainJob borrows `env` for the call; everything it creates (datasets, backend,
+// pipelines) is gone when it returns. The result is a plain value.
 // Errors: kNotFound / kDataLoss for missing or corrupt data (naming the file), kInvalidArgument
-// for bad options, kUnavailable when CUDA is asked for but absent, kResourceExhausted for
-// out-of-memory. A failed run leaves no partial checkpoint (checkpoints are written atomically).
-// Thread safety: RunTrainJob may be called from any thread; callbacks run on that thread.
-#ifndef SLUICE_ENGINE_TRAIN_JOB_H_
-#define SLUICE_ENGINE_TRAIN_JOB_H_
+// for bad options or a checkpoint that does not fit --layers, kUnavailable when CUDA is asked
+// for but absent, kResourceExhausted for out-of-memory (device or pinned host memory),
+// kInternal for a failed device call (naming it), and the Env's I/O errors for checkpoints,
+// metrics and the export. A failed run leaves no partial checkpoint (checkpoints are written
+// atomically).
+// Thread safety: callbacks run on the calling thread. Two jobs may run at once on different
+// threads, with one limit: process-wide settings are shared. The pipeline raises TBB's worker
+// limit with a tbb::global_control while it lives, and the CPU backend sets OpenBLAS's thread
+// count for the whole process (openblas_set_num_threads), so concurrent jobs with different
+// --threads see the last setting. Run jobs one at a time when their thread counts differ.
+#ifndef SLUICE_ENGINE_JOB_TRAIN_JOB_H_
+#define SLUICE_ENGINE_JOB_TRAIN_JOB_H_
 
 #include <cstdint>
 #include <functional>
@@ -37,7 +46,6 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std:
                                                             const std::string& split,
                                                             const std::string& cache_dir);
 
-
 struct TrainJobResult;
 
 struct TrainJobOptions {
@@ -62,7 +70,7 @@ struct TrainJobOptions {
   std::string export_safetensors;
   std::string metrics_out;       // JSON lines, one per epoch
   int64_t stop_after_steps = -1; // for tests: stop as if killed after N steps
-  // Diagnostics (issue 5): skip compute entirely (what-if compute), or busy-wait this long
+  // Diagnostics: skip compute entirely (what-if compute), or busy-wait this long
   // in each step on top of it (inject-delay compute).
   bool compute_free = false;
   int64_t inject_compute_delay_us = 0;
@@ -102,4 +110,4 @@ std::string CheckpointPath(const std::string& checkpoint_dir);
 
 }  // namespace sluice
 
-#endif  // SLUICE_ENGINE_TRAIN_JOB_H_
+#endif  // SLUICE_ENGINE_JOB_TRAIN_JOB_H_

@@ -68,40 +68,31 @@ uint64_t StepsPerEpoch(uint64_t records, const OrderOptions& o) {
   return o.drop_last ? records / o.batch_size : (records + o.batch_size - 1) / o.batch_size;
 }
 
-absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOptions& o,
-                                    uint64_t epoch, uint64_t first_step) {
-  const uint64_t n = layout.record_count;
-  const uint32_t f = static_cast<uint32_t>(layout.frames.size());
-  if (o.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
-  if (n == 0 || f == 0) return absl::InvalidArgumentError("the split has no records");
-  if (n > std::numeric_limits<uint32_t>::max()) {
-    return absl::InvalidArgumentError("splits of more than 2^32 records are not supported");
-  }
-  const uint64_t steps = StepsPerEpoch(n, o);
-  if (first_step > steps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("start step ", first_step, " is past the end of the epoch (", steps,
-                     " steps)"));
-  }
+namespace {
 
-  // Level 1: the order of frames.
-  std::vector<uint32_t> frame_order(f);
-  for (uint32_t i = 0; i < f; ++i) frame_order[i] = i;
+// The epoch's whole sequence of samples, as (frame << 32 | global record id) so the frame
+// travels along. Level 1 permutes the frames; level 2 permutes the records within each window
+// of W frames.
+std::vector<uint64_t> EpochSequence(const SplitLayout& layout, const OrderOptions& o,
+                                    uint64_t epoch, std::vector<uint32_t>* frame_order) {
+  const uint32_t f = static_cast<uint32_t>(layout.frames.size());
+  frame_order->resize(f);
+  for (uint32_t i = 0; i < f; ++i) (*frame_order)[i] = i;
   if (o.shuffle) {
     Rng rng(Mix(o.seed, epoch, ~uint64_t{0}));
-    Shuffle(frame_order, 0, f, rng);
+    Shuffle(*frame_order, 0, f, rng);
   }
-  // Level 2: records within each window, as (frame << 32 | record) so the frame travels along.
   const uint32_t w = EffectiveWindow(layout, o);
   std::vector<uint64_t> seq;
-  seq.reserve(n);
+  seq.reserve(layout.record_count);
   for (uint32_t win = 0, start = 0; start < f; ++win, start += w) {
     const size_t begin = seq.size();
     const uint32_t stop = std::min(f, start + w);
     for (uint32_t k = start; k < stop; ++k) {
-      const FrameRef& fr = layout.frames[frame_order[k]];
+      const uint32_t frame = (*frame_order)[k];
+      const FrameRef& fr = layout.frames[frame];
       for (uint32_t r = 0; r < fr.record_count; ++r) {
-        seq.push_back(uint64_t{frame_order[k]} << 32 | (fr.first_record + r));
+        seq.push_back(uint64_t{frame} << 32 | (fr.first_record + r));
       }
     }
     if (o.shuffle) {
@@ -109,71 +100,79 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
       Shuffle(seq, begin, seq.size(), rng);
     }
   }
-  if (seq.size() != n) return absl::InvalidArgumentError("frame record counts disagree with split");
+  return seq;
+}
 
-  EpochPlan plan;
-  plan.epoch = epoch;
-  plan.first_step = first_step;
-  plan.batch_size = o.batch_size;
-  const uint64_t begin_pos = first_step * o.batch_size;
-  const uint64_t end_pos = std::min<uint64_t>(n, steps * o.batch_size);
-  const size_t count = begin_pos < end_pos ? end_pos - begin_pos : 0;
-
-  // Frames needed, in read order: the frame order, filtered to frames holding a sample of
-  // [begin_pos, end_pos). Skipped steps' frames are not read.
+// The frames to read, in read order (the frame order filtered to frames holding a sample of
+// positions [begin, end): a resumed epoch skips the frames of its skipped steps), and each
+// sample's slot and offset.
+void PlaceSamples(const SplitLayout& layout, const std::vector<uint32_t>& frame_order,
+                  const std::vector<uint64_t>& seq, uint64_t begin, uint64_t end,
+                  EpochPlan* plan) {
+  const uint32_t f = static_cast<uint32_t>(layout.frames.size());
   std::vector<uint32_t> slot_of(f, UINT32_MAX);
   std::vector<char> needed(f, 0);
-  for (size_t p = begin_pos; p < end_pos; ++p) needed[seq[p] >> 32] = 1;
+  for (uint64_t p = begin; p < end; ++p) needed[seq[p] >> 32] = 1;
   for (uint32_t k = 0; k < f; ++k) {
     if (needed[frame_order[k]]) {
-      slot_of[frame_order[k]] = static_cast<uint32_t>(plan.read_frames.size());
-      plan.read_frames.push_back(frame_order[k]);
+      slot_of[frame_order[k]] = static_cast<uint32_t>(plan->read_frames.size());
+      plan->read_frames.push_back(frame_order[k]);
     }
   }
-  plan.order.resize(count);
-  plan.sample_slot.resize(count);
-  plan.sample_offset.resize(count);
+  const size_t count = begin < end ? end - begin : 0;
+  plan->order.resize(count);
+  plan->sample_slot.resize(count);
+  plan->sample_offset.resize(count);
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t v = seq[begin_pos + i];
+    const uint64_t v = seq[begin + i];
     const uint32_t frame = static_cast<uint32_t>(v >> 32);
     const uint32_t rec = static_cast<uint32_t>(v);
-    plan.order[i] = rec;
-    plan.sample_slot[i] = slot_of[frame];
-    plan.sample_offset[i] = rec - static_cast<uint32_t>(layout.frames[frame].first_record);
+    plan->order[i] = rec;
+    plan->sample_slot[i] = slot_of[frame];
+    plan->sample_offset[i] = rec - static_cast<uint32_t>(layout.frames[frame].first_record);
   }
+}
 
-  // batch -> distinct slots, and slot -> batches (CSR).
-  const uint32_t batches = static_cast<uint32_t>((count + o.batch_size - 1) / o.batch_size);
-  const uint32_t slots = static_cast<uint32_t>(plan.read_frames.size());
+// batch -> distinct slots, and slot -> batches (CSR). Returns each slot's last batch.
+std::vector<uint32_t> LinkBatchesAndSlots(EpochPlan* plan) {
+  const uint32_t batches = static_cast<uint32_t>(
+      (plan->order.size() + plan->batch_size - 1) / plan->batch_size);
+  const uint32_t slots = static_cast<uint32_t>(plan->read_frames.size());
   std::vector<uint32_t> last_batch_seen(slots, UINT32_MAX);
   std::vector<uint32_t> slot_refs(slots, 0);
-  plan.batch_slot_begin.assign(1, 0);
+  plan->batch_slot_begin.assign(1, 0);
   for (uint32_t b = 0; b < batches; ++b) {
-    for (uint32_t i = plan.batch_begin(b); i < plan.batch_end(b); ++i) {
-      const uint32_t s = plan.sample_slot[i];
+    for (uint32_t i = plan->batch_begin(b); i < plan->batch_end(b); ++i) {
+      const uint32_t s = plan->sample_slot[i];
       if (last_batch_seen[s] != b) {
         last_batch_seen[s] = b;
-        plan.batch_slots.push_back(s);
+        plan->batch_slots.push_back(s);
         ++slot_refs[s];
       }
     }
-    plan.batch_slot_begin.push_back(static_cast<uint32_t>(plan.batch_slots.size()));
+    plan->batch_slot_begin.push_back(static_cast<uint32_t>(plan->batch_slots.size()));
   }
-  plan.slot_batch_begin.assign(slots + 1, 0);
-  for (uint32_t s = 0; s < slots; ++s) plan.slot_batch_begin[s + 1] = plan.slot_batch_begin[s] + slot_refs[s];
-  plan.slot_batches.resize(plan.batch_slots.size());
-  std::vector<uint32_t> fill(plan.slot_batch_begin.begin(), plan.slot_batch_begin.end() - 1);
+  plan->slot_batch_begin.assign(slots + 1, 0);
+  for (uint32_t s = 0; s < slots; ++s) {
+    plan->slot_batch_begin[s + 1] = plan->slot_batch_begin[s] + slot_refs[s];
+  }
+  plan->slot_batches.resize(plan->batch_slots.size());
+  std::vector<uint32_t> fill(plan->slot_batch_begin.begin(), plan->slot_batch_begin.end() - 1);
   for (uint32_t b = 0; b < batches; ++b) {
-    for (uint32_t j = plan.batch_slot_begin[b]; j < plan.batch_slot_begin[b + 1]; ++j) {
-      plan.slot_batches[fill[plan.batch_slots[j]]++] = b;
+    for (uint32_t j = plan->batch_slot_begin[b]; j < plan->batch_slot_begin[b + 1]; ++j) {
+      plan->slot_batches[fill[plan->batch_slots[j]]++] = b;
     }
   }
+  return last_batch_seen;
+}
 
-  // Deadlock-free frame budget: when b is the earliest unassembled batch, every slot up to
-  // R(b) = max slot used by batches <= b must be resident, minus slots whose last batch is < b.
+// Deadlock-free frame budget: when b is the earliest unassembled batch, every slot up to
+// R(b) = max slot used by batches <= b must be resident, minus slots whose last batch is < b.
+uint32_t MinFramesAlive(const EpochPlan& plan, const std::vector<uint32_t>& last_batch) {
+  const uint32_t batches = plan.num_batches();
   std::vector<uint32_t> freed_at(batches + 1, 0);  // slots whose last batch is b
-  for (uint32_t s = 0; s < slots; ++s) {
-    if (last_batch_seen[s] != UINT32_MAX) ++freed_at[last_batch_seen[s]];
+  for (uint32_t last : last_batch) {
+    if (last != UINT32_MAX) ++freed_at[last];
   }
   uint32_t reach = 0, freed = 0, need = 0;
   for (uint32_t b = 0; b < batches; ++b) {
@@ -183,7 +182,39 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
     need = std::max(need, reach - freed);
     freed += freed_at[b];
   }
-  plan.min_frames_alive = need;
+  return need;
+}
+
+}  // namespace
+
+absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOptions& o,
+                                    uint64_t epoch, uint64_t first_step) {
+  const uint64_t n = layout.record_count;
+  if (o.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  if (n == 0 || layout.frames.empty()) {
+    return absl::InvalidArgumentError("the split has no records");
+  }
+  if (n > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError("splits of more than 2^32 records are not supported");
+  }
+  const uint64_t steps = StepsPerEpoch(n, o);
+  if (first_step > steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("start step ", first_step, " is past the end of the epoch (", steps,
+                     " steps)"));
+  }
+  std::vector<uint32_t> frame_order;
+  const std::vector<uint64_t> seq = EpochSequence(layout, o, epoch, &frame_order);
+  if (seq.size() != n) return absl::InvalidArgumentError("frame record counts disagree with split");
+
+  EpochPlan plan;
+  plan.epoch = epoch;
+  plan.first_step = first_step;
+  plan.batch_size = o.batch_size;
+  PlaceSamples(layout, frame_order, seq, first_step * o.batch_size,
+               std::min<uint64_t>(n, steps * o.batch_size), &plan);
+  const std::vector<uint32_t> last_batch = LinkBatchesAndSlots(&plan);
+  plan.min_frames_alive = MinFramesAlive(plan, last_batch);
   return plan;
 }
 
