@@ -114,19 +114,34 @@ absl::Status PipelineCore::Init() {
   ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size,
                                                    sample_region_ + 4 * size_t{opt_.order.batch_size},
                                                    opt_.placement.device));
+  frame_buffers_.emplace(max_raw_frame_);
+  scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
+                     [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); });
   if (opt_.placement.device != nullptr) {
     ASSIGN_OR_RETURN(uploader_, DeviceUploader::Create(opt_.placement.device,
                                                        opt_.resources.device_ring_depth,
                                                        sample_region_, 4 * size_t{opt_.order.batch_size}));
+    ring_.emplace(
+        opt_.resources.device_ring_depth, &cancelled_,
+        [this](const BatchMsg& m, uint32_t slot, int64_t waited_ns) {
+          EnqueueUpload(m, slot, waited_ns);
+        },
+        [this](uint32_t slot, device::Stream* stream) {
+          absl::Status s = uploader_->ReleaseSlot(slot, stream);
+          if (!s.ok()) Fail(s);
+        });
   }
-  const int conc[kNumPipelineStages] = {1, opt_.resources.decompress_threads, opt_.resources.preprocess_threads, 1, 1, 1};
-  for (int i = 0; i < kNumPipelineStages; ++i) rec_[i].Init(static_cast<Stage>(i), conc[i]);
+  recorders_[Stage::kRead].Init(Stage::kRead, 1);
+  recorders_[Stage::kDecompress].Init(Stage::kDecompress, opt_.resources.decompress_threads);
+  recorders_[Stage::kPreprocess].Init(Stage::kPreprocess, opt_.resources.preprocess_threads);
+  recorders_[Stage::kPinnedWait].Init(Stage::kPinnedWait, 1);
+  recorders_[Stage::kH2D].Init(Stage::kH2D, 1);
+  recorders_[Stage::kDelivery].Init(Stage::kDelivery, 1);
   if (opt_.diagnostics.trace_capacity > 0) trace_ = std::make_unique<TraceBuffer>(opt_.diagnostics.trace_capacity);
   RETURN_IF_ERROR(BuildWhatIfCaches());
 
   if (total_batches_ == 0) {
-    std::lock_guard<std::mutex> l(delivery_mu_);
-    end_ = true;
+    delivery_.End();
     return absl::OkStatus();
   }
   if (opt_.resources.raise_tbb_worker_limit) {
@@ -275,9 +290,10 @@ bool PipelineCore::AdvanceEpoch() {
       run->slot_refs[s].store(run->plan.slot_batch_begin[s + 1] - run->plan.slot_batch_begin[s],
                               std::memory_order_relaxed);
     }
-    run->batch_missing.resize(nb);
+    run->batch_missing = std::make_unique<std::atomic<uint32_t>[]>(nb);
     for (uint32_t b = 0; b < nb; ++b) {
-      run->batch_missing[b] = run->plan.batch_slot_begin[b + 1] - run->plan.batch_slot_begin[b];
+      run->batch_missing[b].store(run->plan.batch_slot_begin[b + 1] - run->plan.batch_slot_begin[b],
+                                  std::memory_order_relaxed);
     }
     reading_ = std::move(run);
     next_slot_ = 0;
@@ -289,7 +305,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   StageRange nvtx_range("sluice read");
   int64_t start = NowNs();
   // The gap since the previous item is time the frame budget (limiter) held the reader back.
-  if (read_last_end_ns_ != 0) rec_[0].AddWaitOutput(start - read_last_end_ns_);
+  if (read_last_end_ns_ != 0) recorders_[Stage::kRead].AddWaitOutput(start - read_last_end_ns_);
   if (cancelled() || !AdvanceEpoch()) {
     fc.stop();
     return FrameMsg{};
@@ -323,8 +339,8 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   const int64_t end = NowNs();
   read_last_end_ns_ = end;
   frames_read_.fetch_add(1, std::memory_order_relaxed);
-  rec_[0].NoteQueue(frames_resident_.fetch_add(1, std::memory_order_relaxed) + 1);
-  rec_[1].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) + 1);
+  recorders_[Stage::kRead].NoteQueue(frames_resident_.fetch_add(1, std::memory_order_relaxed) + 1);
+  recorders_[Stage::kDecompress].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) + 1);
   Record(Stage::kRead, start, end, m.seq, fr.record_count, bytes);
   return m;
 }
@@ -349,7 +365,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
     out.data = decoded_cache_[g].data();
   } else {
     const uint32_t raw = reader->frames()[fr.frame].raw_size;
-    out.owned = TakeFrameBuffer();
+    out.owned = frame_buffers_->Take();
     const std::string& stored = m.stored ? *m.stored : stored_cache_[g];
     s = reader->DecodeFrame(fr.frame, stored, absl::MakeSpan(out.owned.get(), raw),
                             ThisThreadDctx());
@@ -358,14 +374,9 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   if (!s.ok()) {
     if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
       out.corrupt = true;
-      ReturnFrameBuffer(std::move(out.owned));
+      frame_buffers_->Return(std::move(out.owned));
       out.data = nullptr;
-      std::lock_guard<std::mutex> l(delivery_mu_);
-      const std::string msg(s.message());
-      if (corrupt_messages_.size() < 16 &&
-          std::find(corrupt_messages_.begin(), corrupt_messages_.end(), msg) == corrupt_messages_.end()) {
-        corrupt_messages_.push_back(msg);
-      }
+      delivery_.AddCorruptMessage(s.message());
     } else {
       Fail(s);
       return;
@@ -384,84 +395,40 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   OnFrameReady(m.run, m.slot);
 }
 
-std::unique_ptr<char[]> PipelineCore::TakeFrameBuffer() {
-  {
-    std::lock_guard<std::mutex> l(frame_buffers_mu_);
-    if (!frame_buffers_.empty()) {
-      std::unique_ptr<char[]> b = std::move(frame_buffers_.back());
-      frame_buffers_.pop_back();
-      return b;
-    }
-  }
-  return std::unique_ptr<char[]>(new char[max_raw_frame_]);
-}
-
-void PipelineCore::ReturnFrameBuffer(std::unique_ptr<char[]> buf) {
-  if (buf == nullptr) return;
-  std::lock_guard<std::mutex> l(frame_buffers_mu_);
-  frame_buffers_.push_back(std::move(buf));
-}
-
 // ---------------------------------------------------------------------------------------------
 // scheduler
 
 void PipelineCore::OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t slot) {
-  std::lock_guard<std::mutex> l(sched_mu_);
-  if (shut_down_ || cancelled()) return;
+  // Reused by each decompress thread, so the batches a frame completes cost no allocation.
+  thread_local std::vector<ReadyBatch> ready;
   const int64_t now = NowNs();
   const EpochPlan& plan = run->plan;
   for (uint32_t j = plan.slot_batch_begin[slot]; j < plan.slot_batch_begin[slot + 1]; ++j) {
     const uint32_t b = plan.slot_batches[j];
-    if (--run->batch_missing[b] == 0) ready_.push(Ready{run->first_batch_id + b, now, run, b});
+    // acq_rel: whoever completes a batch sees every frame of it (see EpochRun).
+    if (run->batch_missing[b].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      ready.push_back(ReadyBatch{run->first_batch_id + b, now, run, b});
+    }
   }
-  rec_[2].NoteQueue(static_cast<int64_t>(ready_.size()));
-  DispatchLocked();
+  // No new ready batch: nothing the scheduler could dispatch changed, so it is not asked.
+  if (ready.empty()) return;
+  const size_t waiting = scheduler_->AddReady(&ready);
+  if (waiting > 0) recorders_[Stage::kPreprocess].NoteQueue(static_cast<int64_t>(waiting));
 }
 
-void PipelineCore::OnPinnedReleased(uint64_t id) {
-  std::lock_guard<std::mutex> l(sched_mu_);
-  --outstanding_;
-  if (shut_down_ || cancelled()) return;
-  DispatchLocked();
-}
-
-// Buffer grants keep a reserve: batch b may take a buffer only if, after it, one is left for
-// every batch below b not yet dispatched. So the lowest undispatched batch can always get
-// one, and the sequencer (which waits for it) can never be starved by later batches holding
-// every buffer. If the lowest ready batch cannot go, no later one can, so checking the top of
-// the id-ordered heap is enough.
-// try_put under the mutex is safe: a function_node's try_put only spawns or queues a task, it
-// never runs the body inline; holding the lock makes dispatch atomic with shutdown.
-void PipelineCore::DispatchLocked() {
-  const int64_t now = NowNs();
-  while (!ready_.empty()) {
-    const Ready& r = ready_.top();
-    uint64_t lower_undispatched = r.id - lowest_undispatched_;
-    for (uint64_t d : dispatched_ahead_) {
-      if (d >= r.id) break;
-      --lower_undispatched;
-    }
-    const uint64_t free = opt_.resources.pool_size - outstanding_;
-    if (free < lower_undispatched + 1) break;
-    ++outstanding_;
-    dispatched_ahead_.insert(r.id);
-    while (!dispatched_ahead_.empty() && *dispatched_ahead_.begin() == lowest_undispatched_) {
-      dispatched_ahead_.erase(dispatched_ahead_.begin());
-      ++lowest_undispatched_;
-    }
-    const int64_t waited = now - r.ready_ns;
-    if (waited > 0) {
-      rec_[3].AddItem(r.ready_ns, now, r.run->plan.batch_end(r.index) - r.run->plan.batch_begin(r.index), 0);
-      rec_[2].AddWaitOutput(waited);
-    }
-    BatchMsg m;
-    m.run = r.run;
-    m.index = r.index;
-    m.id = r.id;
-    m.is_last = r.id + 1 == total_batches_;
-    ready_.pop();
-    assemble_node_->try_put(m);
+void PipelineCore::DispatchBatch(const ReadyBatch& r, int64_t now_ns) {
+  const int64_t waited = now_ns - r.ready_ns;
+  if (waited > 0) {
+    recorders_[Stage::kPinnedWait].AddItem(
+        r.ready_ns, now_ns, r.run->plan.batch_end(r.index) - r.run->plan.batch_begin(r.index), 0);
+    recorders_[Stage::kPreprocess].AddWaitOutput(waited);
   }
+  BatchMsg m;
+  m.run = r.run;
+  m.index = r.index;
+  m.id = r.id;
+  m.is_last = r.id + 1 == total_batches_;
+  assemble_node_->try_put(m);  // only spawns or queues a task: never runs assemble inline
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -494,7 +461,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
     return m;
   }
   payload->buffer = std::move(*buf);
-  rec_[3].NoteQueue(pool_->in_use());
+  recorders_[Stage::kPinnedWait].NoteQueue(pool_->in_use());
   if (!prebuilt_.empty()) {  // what-if preprocess
     const uint64_t step = (run.plan.first_step + m.index - prebuilt_first_step_) % prebuilt_.size();
     payload->samples = prebuilt_[step].data();
@@ -512,7 +479,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
   for (uint32_t j = plan.batch_slot_begin[m.index]; j < plan.batch_slot_begin[m.index + 1]; ++j) {
     const uint32_t s = plan.batch_slots[j];
     if (run.slot_refs[s].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      ReturnFrameBuffer(std::move(run.frames[s].owned));
+      frame_buffers_->Return(std::move(run.frames[s].owned));
       run.frames[s].data = nullptr;
       frames_resident_.fetch_sub(1, std::memory_order_relaxed);
       budget_node_->decrementer().try_put(flow::continue_msg());
@@ -539,17 +506,13 @@ void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
     return;
   }
   SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)]);
-  std::lock_guard<std::mutex> l(ring_mu_);
-  if (!ring_pending_.empty() || m.id >= ring_lowest_unreleased_ + opt_.resources.device_ring_depth) {
-    ring_pending_.emplace_back(m, NowNs());  // the consumer's release will enqueue it
-    rec_[4].NoteQueue(static_cast<int64_t>(ring_pending_.size()));
-    return;
-  }
-  EnqueueUpload(m);
+  // Enqueued now (under the ring's lock) or by the consumer's release that frees its slot.
+  const size_t waiting = ring_->Submit(m);
+  if (waiting > 0) recorders_[Stage::kH2D].NoteQueue(static_cast<int64_t>(waiting));
 }
 
-void PipelineCore::EnqueueUpload(const BatchMsg& m) {
-  const uint32_t slot = static_cast<uint32_t>(m.id % opt_.resources.device_ring_depth);
+void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waited_ns) {
+  if (waited_ns > 0) recorders_[Stage::kH2D].AddWaitOutput(waited_ns);
   m.payload->device_slot = slot;
   gateway_->reserve_wait();  // keeps the graph alive until the copy completes
   const size_t sample_bytes = size_t{m.payload->size} * converter_->out_bytes_per_sample();
@@ -559,7 +522,7 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m) {
         // CUDA driver thread: no CUDA calls here. The pinned buffer goes back now.
         BatchMsg done = m;
         done.payload->buffer.Reset();
-        OnPinnedReleased(done.id);
+        OnPinnedReleased();
         gateway_->try_put(done);
         gateway_->release_wait();
       });
@@ -572,50 +535,26 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m) {
 void PipelineCore::Deliver(const BatchMsg& m) {
   StageRange nvtx_range("sluice deliver");
   if (cancelled() || m.payload == nullptr) return;
-  if (m.payload->size == 0) {  // every sample skipped as corrupt: not delivered
+  const bool empty = m.payload->size == 0;
+  if (empty) {  // every sample skipped as corrupt: not delivered
     empty_batches_.fetch_add(1, std::memory_order_relaxed);
     m.payload->buffer.Reset();
-    OnPinnedReleased(m.id);
-    if (uploader_ != nullptr) RingRelease(m.id, 0, nullptr);
+    OnPinnedReleased();
+    if (ring_) ring_->Release(m.id, 0, nullptr);
   }
-  std::lock_guard<std::mutex> l(delivery_mu_);
-  if (m.payload->size != 0) {
-    delivered_.push_back(m);
-    rec_[5].NoteQueue(static_cast<int64_t>(delivered_.size()));
-  }
-  if (m.is_last) end_ = true;
-  if (consumer_waiting_ > 0) delivery_cv_.notify_all();  // no syscall while nobody sleeps
+  const size_t queued = delivery_.Push(m, /*append=*/!empty);
+  if (!empty) recorders_[Stage::kDelivery].NoteQueue(static_cast<int64_t>(queued));
 }
 
 absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   lease->Release();
-  std::unique_lock<std::mutex> l(delivery_mu_);
   const uint32_t limit = uploader_ ? opt_.resources.device_ring_depth : opt_.resources.pool_size;
-  if (leased_.size() >= limit) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the consumer holds ", leased_.size(), " leases; release one before asking for more"));
-  }
-  const int64_t start = NowNs();
-  auto ready = [this] { return !delivered_.empty() || end_ || !status_.ok() || cancelled(); };
-  // Yield briefly before sleeping: a batch is usually microseconds away, and a futex sleep +
-  // wake-up per batch costs more than the batch itself at small batch sizes.
-  for (int spin = 0; spin < 64 && !ready(); ++spin) {
-    l.unlock();
-    std::this_thread::yield();
-    l.lock();
-  }
-  if (!ready()) {
-    ++consumer_waiting_;
-    delivery_cv_.wait(l, ready);
-    --consumer_waiting_;
-  }
-  const int64_t now = NowNs();
-  rec_[5].AddWaitInput(now - start);
-  if (!status_.ok()) return status_;
-  if (cancelled()) return absl::CancelledError("the pipeline was cancelled");
-  if (delivered_.empty()) return false;
-  BatchMsg m = std::move(delivered_.front());
-  delivered_.pop_front();
+  BatchMsg m;
+  DeliveryQueue::Wait wait;
+  absl::StatusOr<bool> got = delivery_.Pop(limit, &m, &wait);
+  if (wait.end_ns != 0) recorders_[Stage::kDelivery].AddWaitInput(wait.end_ns - wait.start_ns);
+  if (!got.ok() || !*got) return got;
+  const int64_t now = wait.end_ns;
   const BatchPayload& p = *m.payload;
   BatchView& v = lease->view_;
   v = BatchView{};
@@ -631,8 +570,8 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
     v.ready_event = uploader_->ready_event(p.device_slot);
     absl::StatusOr<int64_t> copy_ns = uploader_->CopyNs(p.device_slot);
     if (copy_ns.ok()) {
-      rec_[4].AddItem(now - *copy_ns, now, p.size,
-                      size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
+      recorders_[Stage::kH2D].AddItem(now - *copy_ns, now, p.size,
+                                      size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
     }
   } else {
     v.samples = p.samples;
@@ -641,96 +580,55 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   lease->core_ = shared_from_this();
   lease->id_ = m.id;
   lease->handed_out_ns_ = now;
-  leased_.emplace(m.id, m.payload);
-  ++batches_delivered_;
-  samples_delivered_ += p.size;
   return true;
 }
 
 void PipelineCore::ReleaseLease(uint64_t id, device::Stream* stream, int64_t handed_out_ns) {
-  std::shared_ptr<BatchPayload> payload;
-  {
-    std::lock_guard<std::mutex> l(delivery_mu_);
-    auto it = leased_.find(id);
-    if (it == leased_.end()) return;
-    payload = std::move(it->second);
-    leased_.erase(it);
-  }
-  rec_[5].AddItem(handed_out_ns, NowNs(), payload->size, 0);
-  if (uploader_ == nullptr) {
-    payload->buffer.Reset();
-    OnPinnedReleased(id);
+  std::shared_ptr<BatchPayload> payload = delivery_.TakeLease(id);
+  if (payload == nullptr) return;
+  recorders_[Stage::kDelivery].AddItem(handed_out_ns, NowNs(), payload->size, 0);
+  if (ring_) {
+    ring_->Release(id, payload->device_slot, stream);
     return;
   }
-  RingRelease(id, payload->device_slot, stream);
-}
-
-void PipelineCore::RingRelease(uint64_t id, uint32_t slot, device::Stream* stream) {
-  std::lock_guard<std::mutex> l(ring_mu_);
-  if (stream != nullptr) {  // under ring_mu_: Enqueue reads the slot's release state
-    absl::Status s = uploader_->ReleaseSlot(slot, stream);
-    if (!s.ok()) Fail(s);
-  }
-  ring_released_.insert(id);
-  while (!ring_released_.empty() && *ring_released_.begin() == ring_lowest_unreleased_) {
-    ring_released_.erase(ring_released_.begin());
-    ++ring_lowest_unreleased_;
-  }
-  const int64_t now = NowNs();
-  while (!ring_pending_.empty() && !cancelled() &&
-         ring_pending_.front().first.id < ring_lowest_unreleased_ + opt_.resources.device_ring_depth) {
-    rec_[4].AddWaitOutput(now - ring_pending_.front().second);
-    EnqueueUpload(ring_pending_.front().first);
-    ring_pending_.pop_front();
-  }
+  payload->buffer.Reset();
+  OnPinnedReleased();
 }
 
 // ---------------------------------------------------------------------------------------------
 // control and statistics
 
 void PipelineCore::Fail(absl::Status s) {
-  {
-    std::lock_guard<std::mutex> l(delivery_mu_);
-    if (status_.ok()) status_ = std::move(s);
-  }
+  delivery_.Fail(std::move(s));  // before cancelled_: Next() reports the error, not kCancelled
   cancelled_.store(true, std::memory_order_release);
-  std::lock_guard<std::mutex> l(delivery_mu_);
-  delivery_cv_.notify_all();  // wakes Next()
 }
 
 void PipelineCore::Cancel() {
   cancelled_.store(true, std::memory_order_release);
-  std::lock_guard<std::mutex> l(delivery_mu_);
-  delivery_cv_.notify_all();  // re-evaluates Next()'s wait condition
+  delivery_.Cancel();  // wakes Next()
 }
 
 void PipelineCore::Shutdown() {
   if (shutdown_done_) return;
   shutdown_done_ = true;
   Cancel();
-  {
-    std::lock_guard<std::mutex> l(sched_mu_);
-    shut_down_ = true;
-  }
+  if (scheduler_) scheduler_->Shutdown();
   if (arena_ != nullptr && graph_ != nullptr) {
     arena_->execute([this] { graph_->wait_for_all(); });
   }
-  std::lock_guard<std::mutex> l(ring_mu_);
-  ring_pending_.clear();
+  if (ring_) ring_->Clear();
 }
 
 void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples,
                           uint64_t bytes) {
-  rec_[static_cast<int>(s)].AddItem(start, end, samples, bytes);
+  recorders_[s].AddItem(start, end, samples, bytes);
   if (trace_) trace_->Add(TraceSpan{s, id, ThreadNumber(), start, end});
 }
 
 PipelineStats PipelineCore::Stats() const {
   PipelineStats st;
-  for (int i = 0; i < kNumPipelineStages; ++i) {
-    st.stages[i] = rec_[i].Snapshot(/*measured_wait_input=*/i == 0 || i == 3 || i == 5);
-  }
-  st.stages[3].queue_high_water = pool_ ? pool_->high_water() : 0;
+  for (int i = 0; i < kNumPipelineStages; ++i) st.stages[i] = recorders_.Snapshot(static_cast<Stage>(i));
+  st.stages[static_cast<int>(Stage::kPinnedWait)].queue_high_water = pool_ ? pool_->high_water() : 0;
   st.start_ns = start_ns_;
   st.snapshot_ns = NowNs();
   st.threads = opt_.resources.threads;
@@ -742,10 +640,10 @@ PipelineStats PipelineCore::Stats() const {
   st.frame_budget = frame_budget_ + 1;  // + the frame the reader holds while the limiter is full
   st.ring_depth = uploader_ ? opt_.resources.device_ring_depth : 0;
   st.trace_dropped = trace_ ? trace_->dropped() : 0;
-  std::lock_guard<std::mutex> l(delivery_mu_);
-  st.batches_delivered = batches_delivered_;
-  st.samples_delivered = samples_delivered_;
-  st.corrupt_frames = corrupt_messages_;
+  DeliveryQueue::Counters delivered = delivery_.counters();
+  st.batches_delivered = delivered.batches_delivered;
+  st.samples_delivered = delivered.samples_delivered;
+  st.corrupt_frames = std::move(delivered.corrupt_messages);
   return st;
 }
 

@@ -4,6 +4,7 @@
 #ifndef SLUICE_PIPELINE_INTERNAL_STAGE_RECORDER_H_
 #define SLUICE_PIPELINE_INTERNAL_STAGE_RECORDER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -70,11 +71,9 @@ class StageRecorder {
     AtomicMin0(first_start_ns_, start_ns);
     AtomicMax(last_end_ns_, end_ns);
   }
-  void AddBusy(int64_t ns) { busy_ns_.fetch_add(ns, std::memory_order_relaxed); }
   void AddWaitInput(int64_t ns) { wait_input_ns_.fetch_add(ns, std::memory_order_relaxed); }
   void AddWaitOutput(int64_t ns) { wait_output_ns_.fetch_add(ns, std::memory_order_relaxed); }
   void NoteQueue(int64_t depth) { AtomicMax(high_water_, depth); }
-  void set_concurrency(int c) { concurrency_ = c; }
   // `measured_wait_input`: true when wait_input is recorded directly (not derived).
   StageStats Snapshot(bool measured_wait_input) const;
 
@@ -86,6 +85,23 @@ class StageRecorder {
   std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};
 };
 
+// Whether a stage's wait_input is recorded directly rather than derived from its busy time:
+// delivery measures the consumer's wait in Next(); read has no input and pinned_wait is not a
+// graph node, so deriving an idle time for them would be meaningless (they report 0).
+inline bool WaitInputIsMeasured(Stage s) {
+  return s == Stage::kRead || s == Stage::kPinnedWait || s == Stage::kDelivery;
+}
+
+// One recorder per stage, indexed by Stage.
+class StageRecorders {
+ public:
+  StageRecorder& operator[](Stage s) { return recorders_[static_cast<size_t>(s)]; }
+  const StageRecorder& operator[](Stage s) const { return recorders_[static_cast<size_t>(s)]; }
+  StageStats Snapshot(Stage s) const { return (*this)[s].Snapshot(WaitInputIsMeasured(s)); }
+
+ private:
+  std::array<StageRecorder, kNumPipelineStages> recorders_;
+};
 
 }  // namespace sluice::pipeline_internal
 

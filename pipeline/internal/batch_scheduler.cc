@@ -1,0 +1,78 @@
+#include "pipeline/internal/batch_scheduler.h"
+
+#include <utility>
+
+#include "pipeline/stage_stats.h"
+
+namespace sluice::pipeline_internal {
+
+BatchScheduler::BatchScheduler(uint64_t buffers, const std::atomic<bool>* cancelled,
+                               DispatchFn dispatch)
+    : buffers_(buffers), cancelled_(cancelled), dispatch_(std::move(dispatch)) {}
+
+size_t BatchScheduler::AddReady(std::vector<ReadyBatch>* ready) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (stopped()) {
+    ready->clear();
+    return 0;
+  }
+  for (ReadyBatch& b : *ready) ready_.push(std::move(b));
+  ready->clear();
+  const size_t waiting = ready_.size();
+  DispatchLocked();
+  return waiting;
+}
+
+void BatchScheduler::ReturnBuffer() {
+  std::lock_guard<std::mutex> l(mu_);
+  --outstanding_;
+  if (stopped()) return;
+  DispatchLocked();
+}
+
+void BatchScheduler::Shutdown() {
+  std::lock_guard<std::mutex> l(mu_);
+  shut_down_ = true;
+}
+
+uint64_t BatchScheduler::outstanding() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return outstanding_;
+}
+
+size_t BatchScheduler::waiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return ready_.size();
+}
+
+// Buffer grants keep a reserve: batch b may take a buffer only if, after it, one is left for
+// every batch below b not yet dispatched. So the lowest undispatched batch can always get
+// one, and the sequencer (which waits for it) can never be starved by later batches holding
+// every buffer. If the lowest ready batch cannot go, no later one can, so checking the top of
+// the id-ordered heap is enough.
+// Dispatching under the mutex is safe: the callback only hands the batch on (a
+// function_node's try_put only spawns or queues a task, it never runs the body inline);
+// holding the lock makes dispatch atomic with shutdown.
+void BatchScheduler::DispatchLocked() {
+  const int64_t now = NowNs();
+  while (!ready_.empty()) {
+    const ReadyBatch& r = ready_.top();
+    uint64_t lower_undispatched = r.id - lowest_undispatched_;
+    for (uint64_t d : dispatched_ahead_) {
+      if (d >= r.id) break;
+      --lower_undispatched;
+    }
+    const uint64_t free = buffers_ - outstanding_;
+    if (free < lower_undispatched + 1) break;
+    ++outstanding_;
+    dispatched_ahead_.insert(r.id);
+    while (!dispatched_ahead_.empty() && *dispatched_ahead_.begin() == lowest_undispatched_) {
+      dispatched_ahead_.erase(dispatched_ahead_.begin());
+      ++lowest_undispatched_;
+    }
+    dispatch_(r, now);
+    ready_.pop();
+  }
+}
+
+}  // namespace sluice::pipeline_internal
