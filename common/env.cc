@@ -320,14 +320,6 @@ bool FaultInjectionEnv::ConsumeWriteBudget(size_t n) {
   return true;
 }
 
-absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
-    const std::string& path) {
-  if (!fail_open_substring_.empty() && path.find(fail_open_substring_) != std::string::npos) {
-    return absl::InternalError(absl::StrCat(path, ": open failed: Input/output error (injected)"));
-  }
-  return base_->NewRandomAccessFile(path);
-}
-
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
     const std::string& path) {
   ASSIGN_OR_RETURN(auto base, base_->NewWritableFile(path));

@@ -94,11 +94,11 @@ class FaultInjectionEnv : public Env {
   void FailWritesAfter(int64_t bytes);
   // Makes the next RenameFile calls fail (when `fail` is true).
   void FailRenames(bool fail) { fail_renames_ = fail; }
-  // Makes NewRandomAccessFile of any path containing `substring` fail (empty: never).
-  void FailOpensOf(std::string substring) { fail_open_substring_ = std::move(substring); }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override;
+      const std::string& path) override {
+    return base_->NewRandomAccessFile(path);
+  }
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override { return base_->FileExists(path); }
   absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override {
@@ -119,7 +119,6 @@ class FaultInjectionEnv : public Env {
   Env* base_;
   std::atomic<int64_t> write_budget_{-1};
   std::atomic<bool> fail_renames_{false};
-  std::string fail_open_substring_;
 };
 
 }  // namespace sluice

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/enum_names.h"
 
 namespace sluice {
 
@@ -34,6 +36,28 @@ absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text) {
         "--layers: '", text, "' needs at least two sizes (inputs,classes), e.g. 784,128,10"));
   }
   return config;
+}
+
+namespace {
+constexpr auto kOptimizerKindNames = MakeEnumNames<OptimizerKind>(
+    {{OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdamW, "adamw"}});
+constexpr auto kLrScheduleNames = MakeEnumNames<LrSchedule>(
+    {{LrSchedule::kConstant, "constant"}, {LrSchedule::kStep, "step"},
+     {LrSchedule::kCosine, "cosine"}});
+
+template <typename E, size_t N>
+absl::StatusOr<E> ParseName(const EnumNames<E, N>& names, absl::string_view name) {
+  if (std::optional<E> e = names.Parse(name)) return *e;
+  return absl::InvalidArgumentError(absl::StrCat("expected ", names.List(), ", got \"", name, "\""));
+}
+}  // namespace
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
+  return ParseName(kOptimizerKindNames, name);
+}
+
+absl::StatusOr<LrSchedule> ParseLrSchedule(absl::string_view name) {
+  return ParseName(kLrScheduleNames, name);
 }
 
 int OptimizerConfig::state_slots() const {

@@ -24,6 +24,11 @@ absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text);
 
 enum class OptimizerKind { kSgd, kAdamW };
 enum class LrSchedule { kConstant, kStep, kCosine };
+// "sgd" | "adamw"; else InvalidArgument "expected sgd or adamw, got \"<name>\"".
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
+// "constant" | "step" | "cosine"; else InvalidArgument "expected constant, step or cosine, got
+// \"<name>\"".
+absl::StatusOr<LrSchedule> ParseLrSchedule(absl::string_view name);
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kSgd;

@@ -1,28 +1,24 @@
 #include "pipeline/batch.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/enum_names.h"
 
 namespace sluice {
 
-absl::string_view H2DFormatName(H2DFormat f) {
-  switch (f) {
-    case H2DFormat::kU8:
-      return "u8";
-    case H2DFormat::kF16:
-      return "f16";
-    case H2DFormat::kF32:
-      return "f32";
-  }
-  return "?";
-}
+namespace {
+constexpr auto kH2DFormatNames = MakeEnumNames<H2DFormat>(
+    {{H2DFormat::kU8, "u8"}, {H2DFormat::kF16, "f16"}, {H2DFormat::kF32, "f32"}});
+}  // namespace
+
+absl::string_view H2DFormatName(H2DFormat f) { return kH2DFormatNames.Name(f); }
 
 absl::StatusOr<H2DFormat> ParseH2DFormat(absl::string_view name) {
-  if (name == "u8") return H2DFormat::kU8;
-  if (name == "f16") return H2DFormat::kF16;
-  if (name == "f32") return H2DFormat::kF32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown --h2d-format '", name, "' (expected u8, f16 or f32)"));
+  if (std::optional<H2DFormat> f = kH2DFormatNames.Parse(name)) return *f;
+  return absl::InvalidArgumentError(absl::StrCat("unknown --h2d-format '", name, "' (expected ",
+                                                 kH2DFormatNames.List(), ")"));
 }
 
 }  // namespace sluice

@@ -1,42 +1,35 @@
 #include "pipeline/pipeline.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "pipeline/internal/pipeline_core.h"
 
 namespace sluice {
 
+namespace {
+constexpr auto kOnCorruptNames =
+    MakeEnumNames<OnCorrupt>({{OnCorrupt::kFail, "fail"}, {OnCorrupt::kSkip, "skip"}});
+constexpr auto kWhatIfNames = MakeEnumNames<WhatIf>(
+    {{WhatIf::kNone, "none"}, {WhatIf::kRead, "read"}, {WhatIf::kDecompress, "decompress"},
+     {WhatIf::kPreprocess, "preprocess"}, {WhatIf::kH2D, "h2d"}});
+}  // namespace
+
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {
-  if (name == "fail") return OnCorrupt::kFail;
-  if (name == "skip") return OnCorrupt::kSkip;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown --on-corrupt '", name, "' (expected fail or skip)"));
+  if (std::optional<OnCorrupt> c = kOnCorruptNames.Parse(name)) return *c;
+  return absl::InvalidArgumentError(absl::StrCat("unknown --on-corrupt '", name, "' (expected ",
+                                                 kOnCorruptNames.List(), ")"));
 }
 
-absl::string_view WhatIfName(WhatIf w) {
-  switch (w) {
-    case WhatIf::kNone:
-      return "none";
-    case WhatIf::kRead:
-      return "read";
-    case WhatIf::kDecompress:
-      return "decompress";
-    case WhatIf::kPreprocess:
-      return "preprocess";
-    case WhatIf::kH2D:
-      return "h2d";
-  }
-  return "?";
-}
+absl::string_view WhatIfName(WhatIf w) { return kWhatIfNames.Name(w); }
 
 absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name) {
-  for (WhatIf w : {WhatIf::kNone, WhatIf::kRead, WhatIf::kDecompress, WhatIf::kPreprocess,
-                   WhatIf::kH2D}) {
-    if (WhatIfName(w) == name) return w;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown what-if stage '", name, "' (none, read, decompress, preprocess, h2d)"));
+  if (std::optional<WhatIf> w = kWhatIfNames.Parse(name)) return *w;
+  return absl::InvalidArgumentError(absl::StrCat("unknown what-if stage '", name, "' (",
+                                                 kWhatIfNames.List(", "), ")"));
 }
 
 BatchLease& BatchLease::operator=(BatchLease&& o) noexcept {

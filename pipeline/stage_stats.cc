@@ -3,26 +3,31 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/enum_names.h"
 #include "pipeline/internal/stage_recorder.h"
 
 namespace sluice {
 namespace {
-constexpr absl::string_view kStageNames[kNumPipelineStages] = {"read", "decompress", "preprocess",
-                                                       "pinned_wait", "h2d", "delivery"};
+constexpr auto kStageNames = MakeEnumNames<Stage>({{Stage::kRead, "read"},
+                                                    {Stage::kDecompress, "decompress"},
+                                                    {Stage::kPreprocess, "preprocess"},
+                                                    {Stage::kPinnedWait, "pinned_wait"},
+                                                    {Stage::kH2D, "h2d"},
+                                                    {Stage::kDelivery, "delivery"},
+                                                    {Stage::kCompute, "compute"}});
 }  // namespace
 
-absl::string_view StageName(Stage s) { return kStageNames[static_cast<int>(s)]; }
+absl::string_view StageName(Stage s) { return kStageNames.Name(s); }
 
 absl::StatusOr<Stage> ParseStage(absl::string_view name) {
-  for (int i = 0; i < kNumPipelineStages; ++i) {
-    if (kStageNames[i] == name) return static_cast<Stage>(i);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown stage '", name, "' (read, decompress, preprocess, pinned_wait, h2d, delivery)"));
+  if (std::optional<Stage> s = kStageNames.Parse(name)) return *s;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown stage '", name, "' (", kStageNames.List(", "), ")"));
 }
 
 int64_t NowNs() {

@@ -23,6 +23,9 @@ namespace sluice {
 // the time batches whose frames were ready spent waiting for a free pinned buffer.
 // kDelivery is the consumer's side: items are batches handed out, wait_input is the time the
 // consumer blocked in Next(), busy is the time it held leases.
+// kCompute is the training step that consumes the batches: not a pipeline stage (the first
+// kNumPipelineStages values are; PipelineStats has no kCompute entry), but a row of the
+// bottleneck report (engine/diagnostics/bottleneck_report.h) and a target of --inject-delay.
 enum class Stage : uint8_t {
   kRead = 0,
   kDecompress,
@@ -30,9 +33,12 @@ enum class Stage : uint8_t {
   kPinnedWait,
   kH2D,
   kDelivery,
+  kCompute,
 };
-inline constexpr int kNumPipelineStages = 6;
-absl::string_view StageName(Stage s);  // "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery"
+inline constexpr int kNumPipelineStages = 6;  // kRead .. kDelivery
+// "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery", "compute"
+absl::string_view StageName(Stage s);
+// Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., compute)".
 absl::StatusOr<Stage> ParseStage(absl::string_view name);
 
 struct StageStats {

@@ -66,6 +66,16 @@ class Fields {
   const std::string& path_;
 };
 
+// The "dtype" field of `f`, parsed by `parse` (ParseSampleDType, ParseLabelDType); its error
+// message is reported at the field.
+template <typename T>
+absl::StatusOr<T> DTypeField(const Fields& f, absl::StatusOr<T> (*parse)(absl::string_view)) {
+  ASSIGN_OR_RETURN(std::string name, f.Str("dtype"));
+  absl::StatusOr<T> t = parse(name);
+  if (!t.ok()) return f.Error("dtype", t.status().message());
+  return t;
+}
+
 bool IsPlainFileName(absl::string_view name) {
   return !name.empty() && name != "." && name != ".." && !absl::StrContains(name, '/');
 }
@@ -131,10 +141,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
 
   ASSIGN_OR_RETURN(const Json* sample, top.Get("sample"));
   Fields sf(*sample, "sample.", path);
-  ASSIGN_OR_RETURN(std::string sdt, sf.Str("dtype"));
-  auto sample_dtype = ParseSampleDType(sdt);
-  if (!sample_dtype.ok()) return sf.Error("dtype", sample_dtype.status().message());
-  m.spec.sample_dtype = *sample_dtype;
+  ASSIGN_OR_RETURN(m.spec.sample_dtype, DTypeField(sf, &ParseSampleDType));
   ASSIGN_OR_RETURN(uint64_t height, sf.U64("height"));
   ASSIGN_OR_RETURN(uint64_t width, sf.U64("width"));
   ASSIGN_OR_RETURN(uint64_t channels, sf.U64("channels"));
@@ -147,10 +154,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
   m.spec.channels = static_cast<uint32_t>(channels);
   ASSIGN_OR_RETURN(const Json* label, top.Get("label"));
   Fields lf(*label, "label.", path);
-  ASSIGN_OR_RETURN(std::string ldt, lf.Str("dtype"));
-  auto label_dtype = ParseLabelDType(ldt);
-  if (!label_dtype.ok()) return lf.Error("dtype", label_dtype.status().message());
-  m.spec.label_dtype = *label_dtype;
+  ASSIGN_OR_RETURN(m.spec.label_dtype, DTypeField(lf, &ParseLabelDType));
 
   ASSIGN_OR_RETURN(const Json* options, top.Get("options"));
   Fields of(*options, "options.", path);

@@ -1,25 +1,38 @@
 #include "storage/shard_format.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/enum_names.h"
 
 namespace sluice {
 
-absl::string_view SampleDTypeName(SampleDType t) { return t == SampleDType::kU8 ? "u8" : "f32"; }
-absl::string_view LabelDTypeName(LabelDType t) { return t == LabelDType::kU8 ? "u8" : "i32"; }
+namespace {
+constexpr auto kSampleDTypeNames =
+    MakeEnumNames<SampleDType>({{SampleDType::kU8, "u8"}, {SampleDType::kF32, "f32"}});
+constexpr auto kLabelDTypeNames =
+    MakeEnumNames<LabelDType>({{LabelDType::kU8, "u8"}, {LabelDType::kI32, "i32"}});
+
+// Parse of `names`, or InvalidArgument "unknown <what> "<name>", expected u8 or f32".
+template <typename E, size_t N>
+absl::StatusOr<E> ParseDType(const EnumNames<E, N>& names, absl::string_view what,
+                             absl::string_view name) {
+  if (std::optional<E> t = names.Parse(name)) return *t;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown ", what, " \"", name, "\", expected ", names.List()));
+}
+}  // namespace
+
+absl::string_view SampleDTypeName(SampleDType t) { return kSampleDTypeNames.Name(t); }
+absl::string_view LabelDTypeName(LabelDType t) { return kLabelDTypeNames.Name(t); }
 
 absl::StatusOr<SampleDType> ParseSampleDType(absl::string_view name) {
-  if (name == "u8") return SampleDType::kU8;
-  if (name == "f32") return SampleDType::kF32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown sample dtype \"", name, "\", expected u8 or f32"));
+  return ParseDType(kSampleDTypeNames, "sample dtype", name);
 }
 
 absl::StatusOr<LabelDType> ParseLabelDType(absl::string_view name) {
-  if (name == "u8") return LabelDType::kU8;
-  if (name == "i32") return LabelDType::kI32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown label dtype \"", name, "\", expected u8 or i32"));
+  return ParseDType(kLabelDTypeNames, "label dtype", name);
 }
 
 std::string ShardFileName(absl::string_view split, uint32_t shard_index) {

@@ -134,14 +134,9 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.model = *layers;
 
   OptimizerConfig& opt = o.optimizer;
-  const std::string optimizer = absl::GetFlag(FLAGS_optimizer);
-  if (optimizer == "sgd") {
-    opt.kind = OptimizerKind::kSgd;
-  } else if (optimizer == "adamw") {
-    opt.kind = OptimizerKind::kAdamW;
-  } else {
-    return UsageError("optimizer", absl::StrCat("expected sgd or adamw, got \"", optimizer, "\""));
-  }
+  auto kind = ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
+  if (!kind.ok()) return UsageError("optimizer", kind.status().message());
+  opt.kind = *kind;
   opt.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
   if (!(opt.lr > 0)) return UsageError("lr", "must be > 0");
   opt.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
@@ -155,21 +150,16 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   opt.eps = static_cast<float>(absl::GetFlag(FLAGS_eps));
   if (opt.beta1 < 0 || opt.beta1 >= 1) return UsageError("beta1", "must be in [0, 1)");
   if (opt.beta2 < 0 || opt.beta2 >= 1) return UsageError("beta2", "must be in [0, 1)");
-  const std::string schedule = absl::GetFlag(FLAGS_lr_schedule);
-  if (schedule == "constant") {
-    opt.schedule = LrSchedule::kConstant;
-  } else if (schedule == "step") {
-    opt.schedule = LrSchedule::kStep;
+  auto schedule = ParseLrSchedule(absl::GetFlag(FLAGS_lr_schedule));
+  if (!schedule.ok()) return UsageError("lr-schedule", schedule.status().message());
+  opt.schedule = *schedule;
+  if (opt.schedule == LrSchedule::kStep) {
     ASSIGN_OR_RETURN(opt.step_size,
                      Positive<int64_t>("lr-step-size", absl::GetFlag(FLAGS_lr_step_size)));
     opt.gamma = static_cast<float>(absl::GetFlag(FLAGS_lr_gamma));
-  } else if (schedule == "cosine") {
-    opt.schedule = LrSchedule::kCosine;
+  } else if (opt.schedule == LrSchedule::kCosine) {
     ASSIGN_OR_RETURN(opt.warmup_steps, Positive<int64_t>("warmup-steps",
                                                          absl::GetFlag(FLAGS_warmup_steps), true));
-  } else {
-    return UsageError("lr-schedule",
-                      absl::StrCat("expected constant, step or cosine, got \"", schedule, "\""));
   }
 
   o.device = absl::GetFlag(FLAGS_device);
@@ -259,16 +249,16 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
       return UsageError("inject-delay", absl::StrCat("expected STAGE:MICROSECONDS, got \"", item,
                                                      "\""));
     }
-    if (kv.first == "compute") {
-      o.inject_compute_delay_us = us;
-      continue;
-    }
     auto stage = ParseStage(kv.first);
     if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery) {
       return UsageError("inject-delay", absl::StrCat("unknown stage \"", kv.first,
                                                      "\" (read, decompress, preprocess, h2d, compute)"));
     }
-    o.pipeline.diagnostics.inject_delay_us[static_cast<int>(*stage)] = us;
+    if (*stage == Stage::kCompute) {
+      o.inject_compute_delay_us = us;
+    } else {
+      o.pipeline.diagnostics.inject_delay_us[static_cast<int>(*stage)] = us;
+    }
   }
   for (const auto* flag : {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size",
                            "epochs", "seed", "shuffle", "h2d_format", "device", "precision"}) {

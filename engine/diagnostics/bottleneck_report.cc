@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/enum_names.h"
 
 namespace sluice {
 namespace {
@@ -16,7 +17,7 @@ double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole 
 
 // A graph stage of the pipeline: its percentages are of concurrency x its own active window,
 // so busy + wait_input + wait_output add up to 100% (wait_input is derived that way).
-StageRow GraphRow(ReportStage rs, const StageStats& s, double train_ns, bool cpu_work) {
+StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work) {
   StageRow r;
   r.stage = rs;
   r.present = s.items > 0;
@@ -49,16 +50,17 @@ void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
   for (StageRow& r : rep->stages) {
     const int threads = std::min(r.concurrency, cores);
     switch (r.stage) {
-      case ReportStage::kRead: r.ceiling_samples_per_s = CeilingFor(c.read, threads); break;
-      case ReportStage::kDecompress:
+      case Stage::kRead: r.ceiling_samples_per_s = CeilingFor(c.read, threads); break;
+      case Stage::kDecompress:
         r.ceiling_samples_per_s = CeilingFor(c.decompress, threads);
         break;
-      case ReportStage::kPreprocess:
+      case Stage::kPreprocess:
         r.ceiling_samples_per_s = CeilingFor(c.preprocess, threads);
         break;
-      case ReportStage::kH2D: r.ceiling_samples_per_s = CeilingFor(c.h2d_pinned, 1); break;
-      case ReportStage::kCompute: r.ceiling_samples_per_s = CeilingFor(c.compute, 1); break;
-      case ReportStage::kPinnedWait: break;
+      case Stage::kH2D: r.ceiling_samples_per_s = CeilingFor(c.h2d_pinned, 1); break;
+      case Stage::kCompute: r.ceiling_samples_per_s = CeilingFor(c.compute, 1); break;
+      case Stage::kPinnedWait:
+      case Stage::kDelivery: break;
     }
     if (r.ceiling_samples_per_s && r.capacity_samples_per_s) {
       r.pct_of_ceiling = 100.0 * *r.capacity_samples_per_s / *r.ceiling_samples_per_s;
@@ -71,21 +73,21 @@ void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
 // than compute: weight = max(0, 1/capacity - 1/compute capacity). If no stage is slower (the
 // wait is burstiness, not throughput), weight by utilization instead.
 void AttributeWait(BottleneckReport* rep) {
-  const StageRow& compute = rep->row(ReportStage::kCompute);
+  const StageRow& compute = rep->row(Stage::kCompute);
   const double compute_ns = compute.capacity_samples_per_s ? 1e9 / *compute.capacity_samples_per_s
                                                            : 0.0;
   std::array<double, kNumReportStages> w{};
   double sum = 0;
   for (int i = 0; i < kNumReportStages; ++i) {
     const StageRow& r = rep->stages[i];
-    if (!r.present || r.stage == ReportStage::kCompute || !r.capacity_samples_per_s) continue;
+    if (!r.present || r.stage == Stage::kCompute || !r.capacity_samples_per_s) continue;
     w[i] = std::max(0.0, 1e9 / *r.capacity_samples_per_s - compute_ns);
     sum += w[i];
   }
   if (sum <= 0) {
     for (int i = 0; i < kNumReportStages; ++i) {
       const StageRow& r = rep->stages[i];
-      if (!r.present || r.stage == ReportStage::kCompute) continue;
+      if (!r.present || r.stage == Stage::kCompute) continue;
       w[i] = std::clamp(r.busy_pct / 100.0, 0.0, 1.0);
       sum += w[i];
     }
@@ -97,16 +99,15 @@ void AttributeWait(BottleneckReport* rep) {
 
 }  // namespace
 
-const char* ReportStageName(ReportStage s) {
-  static constexpr const char* kNames[] = {"read",        "decompress", "preprocess",
-                                           "pinned_wait", "h2d",        "compute"};
-  return kNames[static_cast<int>(s)];
-}
-
 const char* VerdictClassName(VerdictClass v) {
-  static constexpr const char* kNames[] = {"input-bound",  "partly-input-bound", "compute-bound",
-                                           "launch-bound", "cpu-bound",          "no-data"};
-  return kNames[static_cast<int>(v)];
+  static constexpr auto kNames = MakeEnumNames<VerdictClass>(
+      {{VerdictClass::kInputBound, "input-bound"},
+       {VerdictClass::kPartlyInputBound, "partly-input-bound"},
+       {VerdictClass::kComputeBound, "compute-bound"},
+       {VerdictClass::kLaunchBound, "launch-bound"},
+       {VerdictClass::kCpuBound, "cpu-bound"},
+       {VerdictClass::kNoData, "no-data"}});
+  return kNames.Name(v).data();  // the names are string literals, so NUL-terminated
 }
 
 namespace report_internal {
@@ -132,16 +133,16 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
 
   const PipelineStats& ps = run.pipeline;
-  rep.stages.push_back(GraphRow(ReportStage::kRead, ps[Stage::kRead], train_ns, true));
+  rep.stages.push_back(GraphRow(Stage::kRead, ps[Stage::kRead], train_ns, true));
   rep.stages.push_back(
-      GraphRow(ReportStage::kDecompress, ps[Stage::kDecompress], train_ns, true));
+      GraphRow(Stage::kDecompress, ps[Stage::kDecompress], train_ns, true));
   rep.stages.push_back(
-      GraphRow(ReportStage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
+      GraphRow(Stage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
 
   // Pinned-buffer wait: time batches whose frames were ready spent waiting for a buffer.
   const StageStats& pw = ps[Stage::kPinnedWait];
   StageRow pinned;
-  pinned.stage = ReportStage::kPinnedWait;
+  pinned.stage = Stage::kPinnedWait;
   pinned.present = ps.pool_buffers > 0 || pw.items > 0;
   pinned.items = pw.items;
   pinned.samples = pw.samples;
@@ -150,12 +151,12 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   pinned.queue_high_water = pw.queue_high_water;
   rep.stages.push_back(pinned);
 
-  rep.stages.push_back(GraphRow(ReportStage::kH2D, ps[Stage::kH2D], train_ns, false));
+  rep.stages.push_back(GraphRow(Stage::kH2D, ps[Stage::kH2D], train_ns, false));
 
   // Compute, from the consumer's side: percentages of the training time.
   const StageStats& delivery = ps[Stage::kDelivery];
   StageRow compute;
-  compute.stage = ReportStage::kCompute;
+  compute.stage = Stage::kCompute;
   compute.present = cs.steps > 0;
   compute.cpu_work = true;  // host time in TrainStep occupies a core on both backends
   compute.items = cs.steps;

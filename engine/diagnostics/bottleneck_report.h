@@ -14,6 +14,7 @@
 #ifndef SLUICE_ENGINE_BOTTLENECK_REPORT_H_
 #define SLUICE_ENGINE_BOTTLENECK_REPORT_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,13 +24,21 @@
 #include "engine/memory.h"
 #include "engine/diagnostics/run_record.h"
 #include "nlohmann/json.hpp"
+#include "pipeline/stage_stats.h"
 
 namespace sluice {
 
-// The rows of the report, in flow order. kPinnedWait is a wait, not work: it has no capacity.
-enum class ReportStage { kRead, kDecompress, kPreprocess, kPinnedWait, kH2D, kCompute };
-inline constexpr int kNumReportStages = 6;
-const char* ReportStageName(ReportStage s);  // "read", ..., "pinned_wait", "h2d", "compute"
+// The rows of the report, in flow order: the pipeline's stages (pipeline/stage_stats.h) with
+// compute in place of delivery. kPinnedWait is a wait, not work: it has no capacity. A row's
+// name is StageName(stage).
+inline constexpr std::array<Stage, 6> kReportStages = {Stage::kRead,       Stage::kDecompress,
+                                                       Stage::kPreprocess, Stage::kPinnedWait,
+                                                       Stage::kH2D,        Stage::kCompute};
+inline constexpr int kNumReportStages = static_cast<int>(kReportStages.size());
+// The row of `s` in kReportStages; `s` must not be Stage::kDelivery (it has no row).
+constexpr int ReportRow(Stage s) {
+  return s == Stage::kCompute ? kNumReportStages - 1 : static_cast<int>(s);
+}
 
 // Verdict classes (docs/bottleneck.md, "Verdict").
 enum class VerdictClass {
@@ -43,7 +52,7 @@ enum class VerdictClass {
 const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-bound", ...
 
 struct StageRow {
-  ReportStage stage = ReportStage::kRead;
+  Stage stage = Stage::kRead;
   bool present = false;       // the run had this stage (h2d only on CUDA)
   bool cpu_work = false;      // counted in the CPU budget (read, decompress, preprocess, compute)
   int concurrency = 1;
@@ -67,7 +76,7 @@ struct StageRow {
 };
 
 struct BottleneckReport {
-  std::vector<StageRow> stages;  // kNumReportStages rows, in ReportStage order
+  std::vector<StageRow> stages;  // kNumReportStages rows, in kReportStages order
   std::string device;            // backend name
   bool is_cuda = false;
   int cores = 0;
@@ -83,7 +92,7 @@ struct BottleneckReport {
   double input_bound_pct = 0;           // delivery.wait_input / training time
   double compute_host_pct = 0;          // compute busy / training time
   VerdictClass verdict = VerdictClass::kNoData;
-  ReportStage limiting_stage = ReportStage::kCompute;
+  Stage limiting_stage = Stage::kCompute;
   std::string sentence;                 // the one-sentence verdict with a suggestion
   std::vector<std::string> notes;       // caveats (dropped trace spans, skipped frames, ...)
   PipelineStats pipeline;               // copied for the pool/ring figures
@@ -91,7 +100,7 @@ struct BottleneckReport {
   MemoryFormula memory_formula;
   std::optional<Ceilings> ceilings;
 
-  const StageRow& row(ReportStage s) const { return stages[static_cast<int>(s)]; }
+  const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.
   std::string ToText() const;
   // Every figure, as documented in docs/report-schema.md (schema "sluice.bottleneck_report/1").

@@ -6,45 +6,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/json_fields.h"
 
 namespace sluice {
 namespace report_internal {
 std::string FormatRate(double samples_per_s);  // bottleneck_verdict.cc
 }  // namespace report_internal
 
-namespace {
+// A stage is written as its name ("read", ..., "compute").
+template <typename BasicJsonType>
+void to_json(BasicJsonType& j, const Stage& s) {
+  j = std::string(StageName(s));
+}
+
+// The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
+SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
+                          items_per_s, samples_per_s, busy_ns, busy_pct, wait_input_pct,
+                          wait_output_pct, queue_high_water, capacity_samples_per_s,
+                          cpu_ns_per_sample, ceiling_samples_per_s, pct_of_ceiling,
+                          attributed_wait_pct)
 
 using report_internal::FormatRate;
-
-nlohmann::ordered_json Optional(const std::optional<double>& v) {
-  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
-}
-
-nlohmann::ordered_json RowJson(const StageRow& r) {
-  nlohmann::ordered_json j;
-  j["stage"] = ReportStageName(r.stage);
-  j["present"] = r.present;
-  j["cpu_work"] = r.cpu_work;
-  j["concurrency"] = r.concurrency;
-  j["items"] = r.items;
-  j["samples"] = r.samples;
-  j["bytes"] = r.bytes;
-  j["items_per_s"] = r.items_per_s;
-  j["samples_per_s"] = r.samples_per_s;
-  j["busy_ns"] = r.busy_ns;
-  j["busy_pct"] = r.busy_pct;
-  j["wait_input_pct"] = r.wait_input_pct;
-  j["wait_output_pct"] = r.wait_output_pct;
-  j["queue_high_water"] = r.queue_high_water;
-  j["capacity_samples_per_s"] = Optional(r.capacity_samples_per_s);
-  j["cpu_ns_per_sample"] = r.cpu_ns_per_sample;
-  j["ceiling_samples_per_s"] = Optional(r.ceiling_samples_per_s);
-  j["pct_of_ceiling"] = Optional(r.pct_of_ceiling);
-  j["attributed_wait_pct"] = r.attributed_wait_pct;
-  return j;
-}
-
-}  // namespace
 
 std::string BottleneckReport::ToText() const {
   std::string out = absl::StrFormat(
@@ -55,12 +37,12 @@ std::string BottleneckReport::ToText() const {
                         "capacity", "ceil%", "wait%");
   for (const StageRow& r : stages) {
     if (!r.present) {
-      absl::StrAppendFormat(&out, "%-11s %s\n", ReportStageName(r.stage), "-- (not in this run)");
+      absl::StrAppendFormat(&out, "%-11s %s\n", StageName(r.stage), "-- (not in this run)");
       continue;
     }
-    const bool pinned = r.stage == ReportStage::kPinnedWait;
+    const bool pinned = r.stage == Stage::kPinnedWait;
     absl::StrAppendFormat(
-        &out, "%-11s %4s %9d %18s %6.1f %7.1f %8.1f %5d %18s %6s %6.1f\n", ReportStageName(r.stage),
+        &out, "%-11s %4s %9d %18s %6.1f %7.1f %8.1f %5d %18s %6s %6.1f\n", StageName(r.stage),
         pinned ? "-" : absl::StrCat(r.concurrency), r.items,
         pinned ? "-" : FormatRate(r.samples_per_s), r.busy_pct, r.wait_input_pct,
         r.wait_output_pct, r.queue_high_water,
@@ -85,39 +67,17 @@ std::string BottleneckReport::ToText() const {
 nlohmann::ordered_json BottleneckReport::ToJson() const {
   nlohmann::ordered_json j;
   j["schema"] = kReportSchema;
-  j["device"] = device;
-  j["is_cuda"] = is_cuda;
-  j["cores"] = cores;
-  j["train_seconds"] = train_seconds;
-  j["samples"] = samples;
-  j["steps"] = steps;
-  j["measured_samples_per_s"] = measured_samples_per_s;
-  j["predicted_samples_per_s"] = predicted_samples_per_s;
-  j["capacity_limit_samples_per_s"] = capacity_limit_samples_per_s;
-  j["cpu_limit_samples_per_s"] = cpu_limit_samples_per_s;
-  j["cpu_threads_busy"] = cpu_threads_busy;
-  j["cpu_saturated"] = cpu_saturated;
-  j["input_bound_pct"] = input_bound_pct;
-  j["compute_host_pct"] = compute_host_pct;
-  nlohmann::ordered_json v;
-  v["class"] = VerdictClassName(verdict);
-  v["limiting_stage"] = ReportStageName(limiting_stage);
-  v["sentence"] = sentence;
-  j["verdict"] = v;
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const StageRow& r : stages) rows.push_back(RowJson(r));
-  j["stages"] = rows;
-  nlohmann::ordered_json p;
-  p["pool_buffers"] = pipeline.pool_buffers;
-  p["frame_budget"] = pipeline.frame_budget;
-  p["ring_depth"] = pipeline.ring_depth;
-  p["threads"] = pipeline.threads;
-  p["batches_delivered"] = pipeline.batches_delivered;
-  p["samples_delivered"] = pipeline.samples_delivered;
-  p["skipped_frames"] = pipeline.skipped_frames;
-  p["skipped_records"] = pipeline.skipped_records;
-  p["trace_dropped"] = pipeline.trace_dropped;
-  j["pipeline"] = p;
+  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, cores, train_seconds, samples, steps,
+                         measured_samples_per_s, predicted_samples_per_s,
+                         capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
+                         cpu_saturated, input_bound_pct, compute_host_pct);
+  j["verdict"] = {{"class", VerdictClassName(verdict)},
+                  {"limiting_stage", limiting_stage},
+                  {"sentence", sentence}};
+  j["stages"] = stages;
+  SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
+                         batches_delivered, samples_delivered, skipped_frames, skipped_records,
+                         trace_dropped);
   nlohmann::ordered_json m;
   nlohmann::ordered_json tags;
   for (int t = 0; t < static_cast<int>(MemoryTag::kCount); ++t) {
@@ -131,13 +91,9 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   m["tags"] = tags;
   m["total_current_bytes"] = memory.total_current;
   m["total_peak_bytes"] = memory.total_peak;
-  nlohmann::ordered_json f;
-  f["parameters"] = memory_formula.parameters;
-  f["gradients"] = memory_formula.gradients;
-  f["optimizer_state"] = memory_formula.optimizer_state;
-  f["activations"] = memory_formula.activations;
+  nlohmann::ordered_json& f = m["formula_bytes"];
+  SLUICE_JSON_SET_FIELDS(f, memory_formula, parameters, gradients, optimizer_state, activations);
   f["total"] = memory_formula.total();
-  m["formula_bytes"] = f;
   j["memory"] = m;
   j["ceilings"] = ceilings ? ceilings->ToJson() : nlohmann::ordered_json(nullptr);
   j["notes"] = notes;

@@ -22,39 +22,40 @@ constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
 constexpr double kPartlyInputPct = 5.0;
 constexpr double kLaunchBoundHostPct = 50.0;
 
-std::string Suggestion(ReportStage s) {
+std::string Suggestion(Stage s) {
   switch (s) {
-    case ReportStage::kRead:
+    case Stage::kRead:
       return "reading is serial: keep the shards in the page cache or on faster storage, or "
              "raise --read-ahead-frames";
-    case ReportStage::kDecompress:
+    case Stage::kDecompress:
       return "raise --decompress-threads or use a lower zstd level "
              "(sluice-shard create --zstd-level)";
-    case ReportStage::kPreprocess:
+    case Stage::kPreprocess:
       return "raise --preprocess-threads or use --h2d-format=u8 (normalize on the device)";
-    case ReportStage::kPinnedWait:
+    case Stage::kPinnedWait:
       return "raise --pool-size (pinned buffers are all in use while compute starves)";
-    case ReportStage::kH2D:
+    case Stage::kH2D:
       return "use --h2d-format=u8 (4x fewer bytes than f32) or f16";
-    case ReportStage::kCompute:
+    case Stage::kDelivery:
+    case Stage::kCompute:
       return "";
   }
   return "";
 }
 
-std::string Cheaper(ReportStage s) {
+std::string Cheaper(Stage s) {
   switch (s) {
-    case ReportStage::kRead: return "keep the shards in the page cache";
-    case ReportStage::kDecompress: return "a lower zstd level";
-    case ReportStage::kPreprocess: return "--h2d-format=u8 moves normalization to the device";
+    case Stage::kRead: return "keep the shards in the page cache";
+    case Stage::kDecompress: return "a lower zstd level";
+    case Stage::kPreprocess: return "--h2d-format=u8 moves normalization to the device";
     default: return "fewer --threads for the other stages";
   }
 }
 
 std::string StageAt(const StageRow& r) {
-  std::string s = absl::StrCat(ReportStageName(r.stage), " is the limit at ",
+  std::string s = absl::StrCat(StageName(r.stage), " is the limit at ",
                                FormatRate(r.capacity_samples_per_s.value_or(0)));
-  if (r.stage == ReportStage::kH2D) {
+  if (r.stage == Stage::kH2D) {
     absl::StrAppend(&s, " on the copy stream");
   } else {
     absl::StrAppend(&s, " on ", r.concurrency, r.concurrency == 1 ? " thread" : " threads");
@@ -68,7 +69,7 @@ std::string StageAt(const StageRow& r) {
 const StageRow* SlowestPipelineStage(const BottleneckReport& rep) {
   const StageRow* best = nullptr;
   for (const StageRow& r : rep.stages) {
-    if (!r.present || !r.capacity_samples_per_s || r.stage == ReportStage::kCompute) continue;
+    if (!r.present || !r.capacity_samples_per_s || r.stage == Stage::kCompute) continue;
     if (best == nullptr || *r.capacity_samples_per_s < *best->capacity_samples_per_s) best = &r;
   }
   return best;
@@ -77,10 +78,10 @@ const StageRow* SlowestPipelineStage(const BottleneckReport& rep) {
 }  // namespace
 
 void DecideVerdict(BottleneckReport* rep) {
-  const StageRow& compute = rep->row(ReportStage::kCompute);
+  const StageRow& compute = rep->row(Stage::kCompute);
   if (!compute.present || rep->train_seconds <= 0) {
     rep->verdict = VerdictClass::kNoData;
-    rep->limiting_stage = ReportStage::kCompute;
+    rep->limiting_stage = Stage::kCompute;
     rep->sentence = "no data: the run trained no steps, so there is nothing to attribute";
     return;
   }
@@ -89,7 +90,7 @@ void DecideVerdict(BottleneckReport* rep) {
   const StageRow* slow = SlowestPipelineStage(*rep);
 
   if (wait < kPartlyInputPct || slow == nullptr) {
-    rep->limiting_stage = ReportStage::kCompute;
+    rep->limiting_stage = Stage::kCompute;
     if (rep->is_cuda && rep->compute_host_pct >= kLaunchBoundHostPct) {
       rep->verdict = VerdictClass::kLaunchBound;
       const double us_per_step = rep->steps ? compute.busy_ns / 1e3 / rep->steps : 0;
@@ -104,7 +105,7 @@ void DecideVerdict(BottleneckReport* rep) {
     rep->sentence = absl::StrCat("compute-bound: ", waited, "; ", StageAt(compute));
     if (slow != nullptr) {
       absl::StrAppend(&rep->sentence, "; the pipeline has headroom (slowest stage ",
-                      ReportStageName(slow->stage), " could do ",
+                      StageName(slow->stage), " could do ",
                       FormatRate(*slow->capacity_samples_per_s), ")");
     }
     if (!rep->is_cuda && rep->cpu_saturated) {
@@ -139,29 +140,29 @@ void DecideVerdict(BottleneckReport* rep) {
   }
   // No stage is slower than compute, yet compute starved: the wait is structural, not
   // throughput. With every pinned buffer in use, the pool is what held the batches back.
-  const StageRow& pinned = rep->row(ReportStage::kPinnedWait);
+  const StageRow& pinned = rep->row(Stage::kPinnedWait);
   const double compute_cap = compute.capacity_samples_per_s.value_or(0);
   if (*slow->capacity_samples_per_s > compute_cap && wait <= kInputBoundPct) {
     // Compute is still the slowest stage and the stalls are short hand-offs between threads
     // (100-200 us each on a VM), not a stage that cannot keep up: compute is the limit.
     rep->verdict = VerdictClass::kComputeBound;
-    rep->limiting_stage = ReportStage::kCompute;
+    rep->limiting_stage = Stage::kCompute;
     rep->sentence = absl::StrFormat(
         "compute-bound: %s; it also waited %.0f%% of training time in hand-offs although every "
         "stage could keep up (slowest, %s, at %s); a larger batch or --pool-size hides them",
-        StageAt(compute), wait, ReportStageName(slow->stage),
+        StageAt(compute), wait, StageName(slow->stage),
         FormatRate(*slow->capacity_samples_per_s));
     return;
   }
   if (*slow->capacity_samples_per_s > compute_cap && rep->pipeline.pool_buffers > 0 &&
       pinned.queue_high_water >= rep->pipeline.pool_buffers) {
-    rep->limiting_stage = ReportStage::kPinnedWait;
+    rep->limiting_stage = Stage::kPinnedWait;
     rep->sentence = absl::StrFormat(
         "%s: %s although every stage could keep up (slowest, %s, at %s; compute at %s); all "
         "%d pinned buffers were in use while batches waited for one; %s",
-        VerdictClassName(rep->verdict), waited, ReportStageName(slow->stage),
+        VerdictClassName(rep->verdict), waited, StageName(slow->stage),
         FormatRate(*slow->capacity_samples_per_s), FormatRate(compute_cap),
-        rep->pipeline.pool_buffers, Suggestion(ReportStage::kPinnedWait));
+        rep->pipeline.pool_buffers, Suggestion(Stage::kPinnedWait));
     return;
   }
   rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", waited, "; ",

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
+#include "engine/diagnostics/json_fields.h"
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/stage_stats.h"
@@ -84,27 +85,13 @@ std::string Sanitize(absl::string_view s) {
   return out;
 }
 
-nlohmann::ordered_json CeilingJson(const Ceiling& c) {
-  nlohmann::ordered_json j;
-  j["measured"] = c.measured;
-  j["mb_per_s"] = c.mb_per_s;
-  j["samples_per_s"] = c.samples_per_s;
-  j["items_per_s"] = c.items_per_s;
-  j["note"] = c.note;
-  return j;
-}
-
-Ceiling CeilingFromJson(const nlohmann::ordered_json& j) {
-  Ceiling c;
-  c.measured = j.at("measured").get<bool>();
-  c.mb_per_s = j.at("mb_per_s").get<double>();
-  c.samples_per_s = j.at("samples_per_s").get<double>();
-  c.items_per_s = j.at("items_per_s").get<double>();
-  c.note = j.at("note").get<std::string>();
-  return c;
-}
-
 }  // namespace
+
+// The cache file's fields, in file order (docs/report-schema.md, "ceilings"); "schema" comes
+// first and is written and checked by ToJson / FromJson.
+SLUICE_DEFINE_JSON_FIELDS(Ceiling, measured, mb_per_s, samples_per_s, items_per_s, note)
+SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, measured_at, read, decompress, preprocess,
+                          pinned_memcpy, h2d_pinned, h2d_pageable, compute)
 
 absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const CeilingOptions& options) {
   if (options.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
@@ -228,16 +215,7 @@ std::string Ceilings::CachePath(const std::string& cache_dir, const std::string&
 nlohmann::ordered_json Ceilings::ToJson() const {
   nlohmann::ordered_json j;
   j["schema"] = kCeilingsSchema;
-  j["key"] = key;
-  j["hostname"] = hostname;
-  j["measured_at"] = measured_at;
-  j["read"] = CeilingJson(read);
-  j["decompress"] = CeilingJson(decompress);
-  j["preprocess"] = CeilingJson(preprocess);
-  j["pinned_memcpy"] = CeilingJson(pinned_memcpy);
-  j["h2d_pinned"] = CeilingJson(h2d_pinned);
-  j["h2d_pageable"] = CeilingJson(h2d_pageable);
-  j["compute"] = CeilingJson(compute);
+  to_json(j, *this);  // appends the fields after "schema"
   return j;
 }
 
@@ -246,18 +224,7 @@ absl::StatusOr<Ceilings> Ceilings::FromJson(const nlohmann::ordered_json& j) {
     if (j.at("schema").get<std::string>() != kCeilingsSchema) {
       return absl::DataLossError(absl::StrCat("ceilings: schema is not ", kCeilingsSchema));
     }
-    Ceilings c;
-    c.key = j.at("key").get<std::string>();
-    c.hostname = j.at("hostname").get<std::string>();
-    c.measured_at = j.at("measured_at").get<std::string>();
-    c.read = CeilingFromJson(j.at("read"));
-    c.decompress = CeilingFromJson(j.at("decompress"));
-    c.preprocess = CeilingFromJson(j.at("preprocess"));
-    c.pinned_memcpy = CeilingFromJson(j.at("pinned_memcpy"));
-    c.h2d_pinned = CeilingFromJson(j.at("h2d_pinned"));
-    c.h2d_pageable = CeilingFromJson(j.at("h2d_pageable"));
-    c.compute = CeilingFromJson(j.at("compute"));
-    return c;
+    return j.get<Ceilings>();
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat("ceilings: ", e.what()));
   }

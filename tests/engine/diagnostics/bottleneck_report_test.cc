@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,7 +89,7 @@ RunRecord MakeRun(const Synth& s) {
 
 TEST(BottleneckReportTest, SlowestStageIsNamedAndPredicted) {
   struct Case {
-    ReportStage stage;
+    Stage stage;
     Synth synth;
     double ns_per_sample;  // the limiting stage's busy / concurrency per sample
   };
@@ -104,19 +105,19 @@ TEST(BottleneckReportTest, SlowestStageIsNamedAndPredicted) {
   h2d.cuda = true;
   h2d.compute_ns = 300;
   h2d.h2d_ns = 1000;
-  const Case cases[] = {{ReportStage::kRead, read, 2000},
-                        {ReportStage::kDecompress, decompress, 1500},
-                        {ReportStage::kPreprocess, preprocess, 1200},
-                        {ReportStage::kCompute, compute, 900},
-                        {ReportStage::kH2D, h2d, 1000}};
+  const Case cases[] = {{Stage::kRead, read, 2000},
+                        {Stage::kDecompress, decompress, 1500},
+                        {Stage::kPreprocess, preprocess, 1200},
+                        {Stage::kCompute, compute, 900},
+                        {Stage::kH2D, h2d, 1000}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(ReportStageName(c.stage));
+    SCOPED_TRACE(StageName(c.stage));
     BottleneckReport rep = AnalyzeRun(MakeRun(c.synth), nullptr, /*cores=*/16);
     EXPECT_EQ(rep.limiting_stage, c.stage);
-    EXPECT_THAT(rep.sentence, HasSubstr(absl::StrCat(ReportStageName(c.stage), " is the limit")));
+    EXPECT_THAT(rep.sentence, HasSubstr(absl::StrCat(StageName(c.stage), " is the limit")));
     EXPECT_NEAR(rep.predicted_samples_per_s, 1e9 / c.ns_per_sample, 1e-6 * 1e9 / c.ns_per_sample);
     EXPECT_NEAR(rep.measured_samples_per_s, 1e9 / (1.02 * c.ns_per_sample), 1.0);
-    if (c.stage == ReportStage::kCompute) {
+    if (c.stage == Stage::kCompute) {
       EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
     } else {
       EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);
@@ -134,12 +135,12 @@ TEST(BottleneckReportTest, CapacityIsSamplesOverBusyPerThread) {
   Synth s;
   s.decompress_ns = 3000;
   BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
-  const StageRow& d = rep.row(ReportStage::kDecompress);
+  const StageRow& d = rep.row(Stage::kDecompress);
   ASSERT_TRUE(d.capacity_samples_per_s.has_value());
   EXPECT_DOUBLE_EQ(*d.capacity_samples_per_s, kSamples * 2 * 1e9 / (3000.0 * kSamples));
   EXPECT_NEAR(d.busy_pct + d.wait_input_pct + d.wait_output_pct, 100.0, 1e-6);
-  EXPECT_FALSE(rep.row(ReportStage::kPinnedWait).capacity_samples_per_s.has_value());
-  EXPECT_FALSE(rep.row(ReportStage::kH2D).present);  // CPU run: no copy stage
+  EXPECT_FALSE(rep.row(Stage::kPinnedWait).capacity_samples_per_s.has_value());
+  EXPECT_FALSE(rep.row(Stage::kH2D).present);  // CPU run: no copy stage
 }
 
 TEST(BottleneckReportTest, InputBoundThresholds) {
@@ -194,7 +195,7 @@ TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) 
   s.compute_ns = 1000;
   BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 2);
   EXPECT_EQ(rep.verdict, VerdictClass::kCpuBound);
-  EXPECT_EQ(rep.limiting_stage, ReportStage::kDecompress);
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
   EXPECT_THAT(rep.sentence, HasSubstr("decompress is the limit"));
   EXPECT_GT(rep.cpu_threads_busy, 2.0);
   EXPECT_LT(rep.cpu_limit_samples_per_s, rep.measured_samples_per_s);
@@ -223,17 +224,17 @@ TEST(BottleneckReportTest, StarvedWithFullPoolAndNoSlowStageBlamesThePool) {
   s.pinned_wait_pct = 500;  // summed over waiting batches: far above 100%
   RunRecord run = MakeRun(s);
   BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
-  EXPECT_EQ(rep.limiting_stage, ReportStage::kPinnedWait);
+  EXPECT_EQ(rep.limiting_stage, Stage::kPinnedWait);
   EXPECT_THAT(rep.sentence, HasSubstr("--pool-size"));
   // A stage slower than compute is named even though the pool was full too.
   s.decompress_ns = 2400;
   rep = AnalyzeRun(MakeRun(s), nullptr, 16);
-  EXPECT_EQ(rep.limiting_stage, ReportStage::kDecompress);
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
   // Without a full pool the pool is not blamed.
   s.decompress_ns = 200;
   run = MakeRun(s);
   run.pipeline.stages[3].queue_high_water = 2;
-  EXPECT_NE(AnalyzeRun(run, nullptr, 16).limiting_stage, ReportStage::kPinnedWait);
+  EXPECT_NE(AnalyzeRun(run, nullptr, 16).limiting_stage, Stage::kPinnedWait);
 }
 
 TEST(BottleneckReportTest, CeilingPercentUsesThreadsUpToCores) {
@@ -243,14 +244,14 @@ TEST(BottleneckReportTest, CeilingPercentUsesThreadsUpToCores) {
   c.decompress.measured = true;
   c.decompress.samples_per_s = 500000;  // per thread
   BottleneckReport rep = AnalyzeRun(MakeRun(s), &c, 16);
-  const StageRow& d = rep.row(ReportStage::kDecompress);
+  const StageRow& d = rep.row(Stage::kDecompress);
   ASSERT_TRUE(d.pct_of_ceiling.has_value());
   EXPECT_NEAR(*d.pct_of_ceiling, 100.0 * (2e9 / 3000) / 1e6, 1e-9);
   EXPECT_THAT(rep.sentence, HasSubstr("of its ceiling"));
-  EXPECT_FALSE(rep.row(ReportStage::kRead).pct_of_ceiling.has_value());  // not measured
+  EXPECT_FALSE(rep.row(Stage::kRead).pct_of_ceiling.has_value());  // not measured
   // On one core, two threads can use only one core's ceiling.
   rep = AnalyzeRun(MakeRun(s), &c, 1);
-  EXPECT_NEAR(*rep.row(ReportStage::kDecompress).pct_of_ceiling, 100.0 * (2e9 / 3000) / 5e5, 1e-9);
+  EXPECT_NEAR(*rep.row(Stage::kDecompress).pct_of_ceiling, 100.0 * (2e9 / 3000) / 5e5, 1e-9);
 }
 
 TEST(BottleneckReportTest, EmptyRunHasNoVerdict) {
@@ -302,6 +303,31 @@ TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   for (const std::string& p : documented) EXPECT_TRUE(paths.count(p)) << "not in the JSON: " << p;
   // It round-trips through text.
   EXPECT_EQ(nlohmann::ordered_json::parse(j.dump()), j);
+}
+
+TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
+  BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
+  ASSERT_EQ(rep.stages.size(), kReportStages.size());
+  const nlohmann::ordered_json j = rep.ToJson();
+  const char* names[] = {"read", "decompress", "preprocess", "pinned_wait", "h2d", "compute"};
+  for (int i = 0; i < kNumReportStages; ++i) {
+    EXPECT_EQ(rep.stages[i].stage, kReportStages[i]);
+    EXPECT_EQ(&rep.row(kReportStages[i]), &rep.stages[i]);
+    EXPECT_EQ(j["stages"][i]["stage"], names[i]);
+  }
+  EXPECT_EQ(j["verdict"]["limiting_stage"], std::string(StageName(rep.limiting_stage)));
+  EXPECT_EQ(j["verdict"]["class"], VerdictClassName(rep.verdict));
+  // Key order is part of the output (ordered_json): the documented order.
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "schema", "device", "is_cuda", "cores", "train_seconds", "samples", "steps",
+                      "measured_samples_per_s", "predicted_samples_per_s",
+                      "capacity_limit_samples_per_s", "cpu_limit_samples_per_s",
+                      "cpu_threads_busy", "cpu_saturated", "input_bound_pct", "compute_host_pct",
+                      "verdict", "stages", "pipeline", "memory", "ceilings", "notes"}));
+  EXPECT_EQ(j["stages"][0].begin().key(), "stage");
+  EXPECT_TRUE(j["stages"][static_cast<int>(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());
 }
 
 }  // namespace

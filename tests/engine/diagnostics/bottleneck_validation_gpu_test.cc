@@ -32,7 +32,7 @@ class BottleneckValidationGpuTest : public ::testing::Test {
     if (!cache_.empty()) std::system(absl::StrCat("rm -rf ", cache_).c_str());
   }
 
-  void ExpectVerdict(Stage stage, bool compute, int64_t delay_us, ReportStage expected) {
+  void ExpectVerdict(Stage stage, int64_t delay_us, Stage expected) {
     TrainJobOptions o;
     o.data = kFashionMnist;
     o.cache_dir = cache_;
@@ -41,7 +41,7 @@ class BottleneckValidationGpuTest : public ::testing::Test {
     o.evaluate = false;
     o.pipeline.order.batch_size = 256;
     o.pipeline.format.h2d_format = H2DFormat::kU8;
-    if (compute) {
+    if (stage == Stage::kCompute) {
       o.inject_compute_delay_us = delay_us;
     } else {
       o.pipeline.diagnostics.inject_delay_us[static_cast<int>(stage)] = delay_us;
@@ -60,11 +60,11 @@ class BottleneckValidationGpuTest : public ::testing::Test {
 
 // 235 batches of 256: 2 ms per upload (128 k samples/s) is far below anything else on a GPU.
 TEST_F(BottleneckValidationGpuTest, DelayedUploadIsNamed) {
-  ExpectVerdict(Stage::kH2D, false, 2000, ReportStage::kH2D);
+  ExpectVerdict(Stage::kH2D, 2000, Stage::kH2D);
 }
 
 TEST_F(BottleneckValidationGpuTest, DelayedGpuComputeIsNamed) {
-  ExpectVerdict(Stage::kDelivery, true, 2000, ReportStage::kCompute);
+  ExpectVerdict(Stage::kCompute, 2000, Stage::kCompute);
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ class BottleneckValidationTest : public ::testing::Test {
   }
 
   // Runs with `delay_us` injected into `stage` and checks the report names `expected`.
-  void ExpectVerdict(const std::string& stage, int64_t delay_us, ReportStage expected) {
+  void ExpectVerdict(const std::string& stage, int64_t delay_us, Stage expected) {
     TrainJobOptions o = Job();
     if (stage == "compute") {
       o.inject_compute_delay_us = delay_us;
@@ -67,7 +67,7 @@ class BottleneckValidationTest : public ::testing::Test {
     BottleneckReport report = AnalyzeRun(result->run, nullptr, 2);
     SCOPED_TRACE(report.ToText());
     EXPECT_EQ(report.limiting_stage, expected) << report.sentence;
-    EXPECT_NE(report.sentence.find(ReportStageName(expected)), std::string::npos);
+    EXPECT_NE(report.sentence.find(std::string(StageName(expected))), std::string::npos);
     const double measured = Throughput(*result);
     EXPECT_NEAR(report.predicted_samples_per_s / measured, 1.0, 0.15)
         << "predicted " << report.predicted_samples_per_s << " measured " << measured;
@@ -90,16 +90,16 @@ class BottleneckValidationTest : public ::testing::Test {
 std::string* BottleneckValidationTest::dir_ = nullptr;
 
 TEST_F(BottleneckValidationTest, DelayedReadIsNamed) {
-  ExpectVerdict("read", 6000, ReportStage::kRead);
+  ExpectVerdict("read", 6000, Stage::kRead);
 }
 TEST_F(BottleneckValidationTest, DelayedDecompressIsNamed) {
-  ExpectVerdict("decompress", 4000, ReportStage::kDecompress);
+  ExpectVerdict("decompress", 4000, Stage::kDecompress);
 }
 TEST_F(BottleneckValidationTest, DelayedPreprocessIsNamed) {
-  ExpectVerdict("preprocess", 600, ReportStage::kPreprocess);
+  ExpectVerdict("preprocess", 600, Stage::kPreprocess);
 }
 TEST_F(BottleneckValidationTest, DelayedComputeIsNamed) {
-  ExpectVerdict("compute", 300, ReportStage::kCompute);
+  ExpectVerdict("compute", 300, Stage::kCompute);
 }
 
 // Without a delay the CPU backend's compute (~0.2 M samples/s) is far slower than every
@@ -109,7 +109,7 @@ TEST_F(BottleneckValidationTest, UndelayedRunNamesCompute) {
   ASSERT_TRUE(result.ok()) << result.status();
   BottleneckReport report = AnalyzeRun(result->run, nullptr, 2);
   SCOPED_TRACE(report.ToText());
-  EXPECT_EQ(report.limiting_stage, ReportStage::kCompute) << report.sentence;
+  EXPECT_EQ(report.limiting_stage, Stage::kCompute) << report.sentence;
   EXPECT_EQ(report.verdict, VerdictClass::kComputeBound) << report.sentence;
 }
 

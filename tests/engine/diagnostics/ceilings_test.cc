@@ -141,5 +141,41 @@ TEST_F(CeilingsTest, KeyChangesWithBatchFormatAndData) {
   EXPECT_EQ(key.find('/'), std::string::npos);
 }
 
+TEST(CeilingsJsonTest, FieldsInFileOrderRoundTripAndMissingFieldIsDataLoss) {
+  Ceilings c;
+  c.key = "k";
+  c.hostname = "h";
+  c.measured_at = "2024-01-01T00:00:00Z";
+  c.decompress = {true, 1.5, 2.5, 3.5, "how"};
+  const nlohmann::ordered_json j = c.ToJson();
+  EXPECT_EQ(j.dump(),
+            R"({"schema":"sluice.ceilings/1","key":"k","hostname":"h",)"
+            R"("measured_at":"2024-01-01T00:00:00Z",)"
+            R"("read":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,"items_per_s":0.0,)"
+            R"("note":""},)"
+            R"("decompress":{"measured":true,"mb_per_s":1.5,"samples_per_s":2.5,)"
+            R"("items_per_s":3.5,"note":"how"},)"
+            R"("preprocess":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
+            R"("items_per_s":0.0,"note":""},)"
+            R"("pinned_memcpy":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
+            R"("items_per_s":0.0,"note":""},)"
+            R"("h2d_pinned":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
+            R"("items_per_s":0.0,"note":""},)"
+            R"("h2d_pageable":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
+            R"("items_per_s":0.0,"note":""},)"
+            R"("compute":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
+            R"("items_per_s":0.0,"note":""}})");
+  auto back = Ceilings::FromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ToJson(), j);
+  EXPECT_EQ(back->decompress.note, "how");
+  nlohmann::ordered_json missing = j;
+  missing["compute"].erase("note");
+  EXPECT_EQ(Ceilings::FromJson(missing).status().code(), absl::StatusCode::kDataLoss);
+  nlohmann::ordered_json other = j;
+  other["schema"] = "sluice.ceilings/0";
+  EXPECT_EQ(Ceilings::FromJson(other).status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace sluice
