@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU path on a real GPU, in one call (issue 6).
+# The GPU path on a real GPU, in one call.
 #
 #   scripts/gpu-check.sh prepare [BUNDLE_DIR]   on this machine (no GPU needed): build with CUDA
 #       for sm_90, gather into BUNDLE_DIR (default gpu-bundle/) the binaries, the gpu-labelled
