@@ -4,6 +4,9 @@
 // Errors: every method returns absl::Status; messages name the path and the operation.
 //   kNotFound for a missing file, kResourceExhausted for ENOSPC/EDQUOT, kInternal otherwise
 //   (kDataLoss is reserved for content checks done by callers).
+// Ownership: Env::Default() is process-wide and never deleted; any other Env is owned by its
+//   creator and must outlive every file it opened and every object that borrows it (Dataset,
+//   Trainer, RunTrainJob, ...). Files are owned by their unique_ptr.
 // Thread safety: Env implementations are thread safe. A RandomAccessFile may be read from
 //   many threads at once; a WritableFile is used by one thread at a time.
 #ifndef SLUICE_COMMON_ENV_H_

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "engine/checkpoint_format.h"
 
@@ -152,15 +153,16 @@ absl::StatusOr<HostTensor> ReadTensor(PayloadReader& r, fmt::TensorKind expected
   return t;
 }
 
-const char* SectionName(uint32_t type) {
-  switch (type) {
-    case fmt::kModel: return "model";
-    case fmt::kPosition: return "position";
-    case fmt::kTensor: return "tensor";
-    case fmt::kPipeline: return "pipeline";
-    case fmt::kRunConfig: return "run config";
-  }
-  return "unknown";
+constexpr auto kSectionNames = MakeEnumNames<uint32_t>({
+    {fmt::kModel, "model"},
+    {fmt::kPosition, "position"},
+    {fmt::kTensor, "tensor"},
+    {fmt::kPipeline, "pipeline"},
+    {fmt::kRunConfig, "run config"},
+});
+absl::string_view SectionName(uint32_t type) {
+  const absl::string_view name = kSectionNames.Name(type);
+  return name == "?" ? "unknown" : name;
 }
 
 }  // namespace

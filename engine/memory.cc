@@ -4,21 +4,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/enum_names.h"
 
 namespace sluice {
 
-absl::string_view MemoryTagName(MemoryTag tag) {
-  switch (tag) {
-    case MemoryTag::kParameters: return "parameters";
-    case MemoryTag::kGradients: return "gradients";
-    case MemoryTag::kOptimizerState: return "optimizer state";
-    case MemoryTag::kActivations: return "activations";
-    case MemoryTag::kInputBatches: return "input batches";
-    case MemoryTag::kWorkspace: return "workspace";
-    case MemoryTag::kCount: break;
-  }
-  return "unknown";
-}
+namespace {
+constexpr auto kMemoryTagNames = MakeEnumNames<MemoryTag>({
+    {MemoryTag::kParameters, "parameters"},
+    {MemoryTag::kGradients, "gradients"},
+    {MemoryTag::kOptimizerState, "optimizer state"},
+    {MemoryTag::kActivations, "activations"},
+    {MemoryTag::kInputBatches, "input batches"},
+    {MemoryTag::kWorkspace, "workspace"},
+});
+}  // namespace
+
+absl::string_view MemoryTagName(MemoryTag tag) { return kMemoryTagNames.Name(tag); }
 
 void MemoryLedger::Add(MemoryTag tag, int64_t bytes) {
   absl::MutexLock lock(&mu_);

@@ -1,5 +1,5 @@
 // Stage statistics of a Pipeline: what each stage did, how long it was busy, and how long it
-// waited on its input and on its output. The bottleneck report (issue 5) reads these.
+// waited on its input and on its output. The bottleneck report reads these.
 //
 // Times are nanoseconds. Timestamps are std::chrono::steady_clock nanoseconds since the clock's
 // epoch (the same clock CUDA event times are aligned to), so spans of different threads and

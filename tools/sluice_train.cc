@@ -118,9 +118,10 @@ absl::StatusOr<T> Positive(absl::string_view flag, int64_t v, bool allow_zero = 
   return static_cast<T>(v);
 }
 
-// Flags -> job options. Every failure is a usage error (exit code 2).
-absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
-  TrainJobOptions o;
+// Flags -> job options, one group at a time. Every failure is a usage error (exit code 2).
+
+// --data, --test-data, --evaluate, --cache-dir, --epochs, --batch-size, --layers.
+absl::Status DataAndModelFromFlags(TrainJobOptions& o) {
   o.data = absl::GetFlag(FLAGS_data);
   if (o.data.empty()) return UsageError("data", "required (a shard dataset or IDX directory)");
   o.test_data = absl::GetFlag(FLAGS_test_data);
@@ -133,7 +134,11 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   if (!layers.ok()) return UsageError("layers", layers.status().message());
   o.model = *layers;
 
-  OptimizerConfig& opt = o.optimizer;
+  return absl::OkStatus();
+}
+
+// --optimizer and its hyper-parameters, --lr-schedule.
+absl::Status OptimizerFromFlags(OptimizerConfig& opt) {
   auto kind = ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
   if (!kind.ok()) return UsageError("optimizer", kind.status().message());
   opt.kind = *kind;
@@ -162,6 +167,11 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
                                                          absl::GetFlag(FLAGS_warmup_steps), true));
   }
 
+  return absl::OkStatus();
+}
+
+// --device, --precision, --cuda-graph, --compute-threads, --seed.
+absl::Status DeviceFromFlags(TrainJobOptions& o) {
   o.device = absl::GetFlag(FLAGS_device);
   if (o.device != "auto" && o.device != "cpu" && o.device.rfind("cuda", 0) != 0) {
     return UsageError("device", absl::StrCat("expected auto, cpu, cuda or cuda:N, got \"",
@@ -175,6 +185,12 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
                                                     absl::GetFlag(FLAGS_compute_threads), true));
   o.seed = absl::GetFlag(FLAGS_seed);
 
+  return absl::OkStatus();
+}
+
+// The pipeline: order, batch format, resources, corruption policy. Needs o.device (the
+// automatic h2d format depends on it).
+absl::Status PipelineFromFlags(TrainJobOptions& o) {
   PipelineOptions& p = o.pipeline;
   p.order.shuffle = absl::GetFlag(FLAGS_shuffle);
   ASSIGN_OR_RETURN(p.order.shuffle_window_frames,
@@ -208,6 +224,11 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
   p.on_corrupt = *on_corrupt;
 
+  return absl::OkStatus();
+}
+
+// Checkpoints, resume, export, metrics.
+absl::Status OutputsFromFlags(TrainJobOptions& o) {
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   ASSIGN_OR_RETURN(o.checkpoint_every, Positive<int64_t>("checkpoint-every",
                                                          absl::GetFlag(FLAGS_checkpoint_every), true));
@@ -221,6 +242,11 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   o.export_safetensors = absl::GetFlag(FLAGS_export_safetensors);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
+  return absl::OkStatus();
+}
+
+// --trace, --report-every, --what-if, --autotune, --inject-delay.
+absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
   if (!absl::GetFlag(FLAGS_trace).empty()) {
     ASSIGN_OR_RETURN(o.pipeline.diagnostics.trace_capacity,
                      Positive<size_t>("trace-spans", absl::GetFlag(FLAGS_trace_spans)));
@@ -260,6 +286,18 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
       o.pipeline.diagnostics.inject_delay_us[static_cast<int>(*stage)] = us;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
+  TrainJobOptions o;
+  RETURN_IF_ERROR(DataAndModelFromFlags(o));
+  RETURN_IF_ERROR(OptimizerFromFlags(o.optimizer));
+  RETURN_IF_ERROR(DeviceFromFlags(o));
+  RETURN_IF_ERROR(PipelineFromFlags(o));
+  RETURN_IF_ERROR(OutputsFromFlags(o));
+  RETURN_IF_ERROR(DiagnosticsFromFlags(o));
+  // The flags that define the run, recorded in checkpoints and the report.
   for (const auto* flag : {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size",
                            "epochs", "seed", "shuffle", "h2d_format", "device", "precision"}) {
     absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);

@@ -1,5 +1,5 @@
 // BottleneckReport: where a training run lost its time, stage by stage, and which stage limits
-// it (issue 5). docs/bottleneck.md explains every figure and how to act on each verdict;
+// it. docs/bottleneck.md explains every figure and how to act on each verdict;
 // docs/report-schema.md documents the JSON.
 //
 //   RunRecord run = ...;                              // e.g. RunTrainJob(...)->run
@@ -11,8 +11,8 @@
 // training time, the memory figures); it never looks at the trace, so the report is the same
 // with and without --trace.
 // Thread safety: plain values.
-#ifndef SLUICE_ENGINE_BOTTLENECK_REPORT_H_
-#define SLUICE_ENGINE_BOTTLENECK_REPORT_H_
+#ifndef SLUICE_ENGINE_DIAGNOSTICS_BOTTLENECK_REPORT_H_
+#define SLUICE_ENGINE_DIAGNOSTICS_BOTTLENECK_REPORT_H_
 
 #include <array>
 #include <cstdint>
@@ -116,4 +116,4 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
 
 }  // namespace sluice
 
-#endif  // SLUICE_ENGINE_BOTTLENECK_REPORT_H_
+#endif  // SLUICE_ENGINE_DIAGNOSTICS_BOTTLENECK_REPORT_H_

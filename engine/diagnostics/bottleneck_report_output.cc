@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/diagnostics/bottleneck_report.h"
-#include "engine/diagnostics/json_fields.h"
+#include "common/json_fields.h"
 
 namespace sluice {
 namespace report_internal {

@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
-#include "engine/diagnostics/json_fields.h"
+#include "common/json_fields.h"
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/stage_stats.h"
@@ -93,18 +93,10 @@ SLUICE_DEFINE_JSON_FIELDS(Ceiling, measured, mb_per_s, samples_per_s, items_per_
 SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, measured_at, read, decompress, preprocess,
                           pinned_memcpy, h2d_pinned, h2d_pageable, compute)
 
-absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const CeilingOptions& options) {
-  if (options.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
-  Ceilings c;
-  c.hostname = Hostname();
-  c.key = CacheKey(dataset, options);
-  const std::time_t now = std::time(nullptr);
-  char when[32] = {};
-  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  c.measured_at = when;
-  const double secs = options.seconds_per_measurement;
+namespace {
 
-  // The first frames of the dataset, stored and decoded.
+// The first frames of the dataset (at most kMaxFrames), stored and decoded.
+absl::StatusOr<std::vector<Frame>> LoadFrames(const Dataset& dataset) {
   std::vector<Frame> frames;
   for (size_t s = 0; s < dataset.manifest().shards.size() && frames.size() < kMaxFrames; ++s) {
     ASSIGN_OR_RETURN(const ShardReader* reader, dataset.shard(s));
@@ -117,43 +109,56 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
     }
   }
   if (frames.empty()) return absl::InvalidArgumentError("the dataset has no frames to measure");
-  double mean_records = 0;
-  for (const Frame& f : frames) mean_records += f.reader->frames()[f.index].record_count;
-  mean_records /= static_cast<double>(frames.size());
+  return frames;
+}
 
+double MeanRecords(const std::vector<Frame>& frames) {
+  double mean = 0;
+  for (const Frame& f : frames) mean += f.reader->frames()[f.index].record_count;
+  return mean / static_cast<double>(frames.size());
+}
+
+Ceiling MeasureRead(const std::vector<Frame>& frames, double secs) {
   std::string scratch;
-  c.read = FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
-                       const Frame& f = frames[k % frames.size()];
-                       if (!f.reader->ReadStoredFrame(f.index, &scratch).ok()) return 0;
-                       return scratch.size();
-                     }),
-                     mean_records,
-                     "ShardReader::ReadStoredFrame (pread via the Env), 1 thread, page cache "
-                     "warm; MB of stored frames");
+  return FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
+                     const Frame& f = frames[k % frames.size()];
+                     if (!f.reader->ReadStoredFrame(f.index, &scratch).ok()) return 0;
+                     return scratch.size();
+                   }),
+                   MeanRecords(frames),
+                   "ShardReader::ReadStoredFrame (pread via the Env), 1 thread, page cache "
+                   "warm; MB of stored frames");
+}
 
+Ceiling MeasureDecompress(const std::vector<Frame>& frames, double secs) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   std::string raw;
-  c.decompress = FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
-                             const Frame& f = frames[k % frames.size()];
-                             raw.resize(f.raw.size());
-                             if (!f.reader->DecodeFrame(f.index, f.stored, absl::MakeSpan(raw),
-                                                        dctx).ok()) {
-                               return 0;
-                             }
-                             return raw.size();
-                           }),
-                           mean_records,
-                           "ShardReader::DecodeFrame (XXH3 check + zstd) per thread; MB of "
-                           "raw output");
+  Ceiling c = FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
+                          const Frame& f = frames[k % frames.size()];
+                          raw.resize(f.raw.size());
+                          if (!f.reader->DecodeFrame(f.index, f.stored, absl::MakeSpan(raw),
+                                                     dctx).ok()) {
+                            return 0;
+                          }
+                          return raw.size();
+                        }),
+                        MeanRecords(frames),
+                        "ShardReader::DecodeFrame (XXH3 check + zstd) per thread; MB of "
+                        "raw output");
   ZSTD_freeDCtx(dctx);
+  return c;
+}
 
-  // Preprocess: the pipeline's own gather + convert (GatherRecord, pipeline/convert.h) of one
-  // batch, into a page-aligned buffer. Samples are taken with a stride so the
-  // gather touches every measured frame.
+// Preprocess: the pipeline's own gather + convert (GatherRecord, pipeline/convert.h) of one
+// batch, into a page-aligned buffer; samples are taken with a stride so the gather touches
+// every measured frame. Then a plain memcpy of a batch into such a buffer.
+absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vector<Frame>& frames,
+                                        const CeilingOptions& options, double secs,
+                                        Ceiling* preprocess, Ceiling* memcpy_ceiling) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(
-                                  spec.sample_dtype, options.h2d_format, options.normalization,
-                                  spec.sample_values()));
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.h2d_format,
+                                                      options.normalization,
+                                                      spec.sample_values()));
   const size_t out_bytes = conv.out_bytes_per_sample();
   const uint32_t batch = options.batch_size;
   const size_t batch_bytes = out_bytes * batch + 4 * size_t{batch};
@@ -162,7 +167,7 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   PinnedBuffer src = pool->Acquire();
   std::memset(src.data(), 1, batch_bytes);
   uint64_t cursor = 0;
-  c.preprocess = FromTimed(
+  *preprocess = FromTimed(
       TimeLoop(secs, [&](uint64_t) -> uint64_t {
         int32_t* labels = reinterpret_cast<int32_t*>(dst.data() + out_bytes * batch);
         for (uint32_t i = 0; i < batch; ++i, cursor += 7) {
@@ -177,8 +182,7 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
       batch,
       absl::StrCat("the pipeline's gather + SampleConverter (", H2DFormatName(options.h2d_format),
                    ") of one batch per call, 1 thread; MB of batch output"));
-
-  c.pinned_memcpy = FromTimed(TimeLoop(secs, [&](uint64_t) -> uint64_t {
+  *memcpy_ceiling = FromTimed(TimeLoop(secs, [&](uint64_t) -> uint64_t {
                                 std::memcpy(dst.data(), src.data(), batch_bytes);
                                 return batch_bytes;
                               }),
@@ -186,10 +190,31 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
                               absl::StrCat("memcpy of one batch into a ",
                                            pool->pinned() ? "pinned" : "page-aligned",
                                            " host buffer, 1 thread"));
-  dst.Reset();
-  src.Reset();
+  return absl::OkStatus();
+}
 
-  ceilings_internal::MeasureH2D(out_bytes * batch, 4 * size_t{batch}, batch,
+}  // namespace
+
+absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const CeilingOptions& options) {
+  if (options.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  Ceilings c;
+  c.hostname = Hostname();
+  c.key = CacheKey(dataset, options);
+  const std::time_t now = std::time(nullptr);
+  char when[32] = {};
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  c.measured_at = when;
+  const double secs = options.seconds_per_measurement;
+
+  ASSIGN_OR_RETURN(const std::vector<Frame> frames, LoadFrames(dataset));
+  c.read = MeasureRead(frames, secs);
+  c.decompress = MeasureDecompress(frames, secs);
+  RETURN_IF_ERROR(
+      MeasurePreprocessAndMemcpy(dataset, frames, options, secs, &c.preprocess, &c.pinned_memcpy));
+  const RecordSpec& spec = dataset.spec();
+  const size_t sample_bytes = size_t{options.batch_size} * spec.sample_values() *
+                              H2DFormatSize(options.h2d_format);
+  ceilings_internal::MeasureH2D(sample_bytes, 4 * size_t{options.batch_size}, options.batch_size,
                                 options.backend.device_ordinal, secs, &c.h2d_pinned,
                                 &c.h2d_pageable);
   if (options.measure_compute) {

@@ -1,5 +1,5 @@
 // Ceilings: what each stage of the data path can do on this machine and this dataset when
-// nothing else limits it, measured in isolation (issue 5). The bottleneck report shows each
+// nothing else limits it, measured in isolation. The bottleneck report shows each
 // stage against its ceiling.
 //
 // Measured (each bounded to CeilingOptions::seconds_per_measurement, the whole set well under
@@ -19,8 +19,8 @@
 // Errors: kNotFound / kDataLoss from the dataset; kDataLoss for a cache file that does not
 // parse (LoadOrMeasure then re-measures); backend creation errors for compute.
 // Thread safety: plain values; Measure runs on the calling thread.
-#ifndef SLUICE_ENGINE_CEILINGS_H_
-#define SLUICE_ENGINE_CEILINGS_H_
+#ifndef SLUICE_ENGINE_DIAGNOSTICS_CEILINGS_H_
+#define SLUICE_ENGINE_DIAGNOSTICS_CEILINGS_H_
 
 #include <cstdint>
 #include <string>
@@ -90,4 +90,4 @@ inline constexpr char kCeilingsSchema[] = "sluice.ceilings/1";
 
 }  // namespace sluice
 
-#endif  // SLUICE_ENGINE_CEILINGS_H_
+#endif  // SLUICE_ENGINE_DIAGNOSTICS_CEILINGS_H_

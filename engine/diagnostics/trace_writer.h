@@ -16,8 +16,8 @@
 //
 // Errors: WriteChromeTrace returns the Env's I/O errors; an empty trace is valid (metadata only).
 // Thread safety: pure functions of their arguments.
-#ifndef SLUICE_ENGINE_TRACE_WRITER_H_
-#define SLUICE_ENGINE_TRACE_WRITER_H_
+#ifndef SLUICE_ENGINE_DIAGNOSTICS_TRACE_WRITER_H_
+#define SLUICE_ENGINE_DIAGNOSTICS_TRACE_WRITER_H_
 
 #include <string>
 
@@ -51,4 +51,4 @@ absl::Status WriteChromeTrace(Env* env, const std::string& path, const RunRecord
 
 }  // namespace sluice
 
-#endif  // SLUICE_ENGINE_TRACE_WRITER_H_
+#endif  // SLUICE_ENGINE_DIAGNOSTICS_TRACE_WRITER_H_

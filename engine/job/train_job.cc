@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
+#include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/job/autotune.h"
 #include "engine/checkpoint.h"
@@ -145,12 +146,8 @@ class MetricsLog {
 
   absl::Status Append(const EpochSummary& s) {
     nlohmann::ordered_json j;
-    j["epoch"] = s.epoch;
-    j["train_loss"] = s.train_loss;
-    j["train_accuracy"] = s.train_accuracy;
-    j["train_samples"] = s.train_samples;
-    j["seconds"] = s.seconds;
-    j["samples_per_second"] = s.samples_per_second;
+    SLUICE_JSON_SET_FIELDS(j, s, epoch, train_loss, train_accuracy, train_samples, seconds,
+                           samples_per_second);
     if (s.test) {
       j["test_loss"] = s.test->samples ? s.test->loss_sum / s.test->samples : 0.0;
       j["test_accuracy"] = s.test->accuracy();

@@ -1,4 +1,4 @@
-// The GPU half of the bottleneck report's validation (issue 5): on a CUDA device, a delay
+// The GPU half of the bottleneck report's validation: on a CUDA device, a delay
 // injected into the H2D upload or into the GPU compute step makes the report name that stage,
 // with the prediction within 15% of the measured throughput. Skips, saying why, without a GPU.
 #include <cstdlib>

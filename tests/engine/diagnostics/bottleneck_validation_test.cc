@@ -1,4 +1,4 @@
-// End-to-end validation of the bottleneck report (issue 5): real training runs on the CPU
+// End-to-end validation of the bottleneck report: real training runs on the CPU
 // backend with a delay injected into one stage. A delay that makes a stage the slowest must
 // make the report name that stage, the predicted throughput must be within 15% of the
 // measured one, and the what-if run that makes that stage free must be clearly faster.

@@ -12,8 +12,8 @@
 //   SLUICE_JSON_GET_FIELDS(j, report, device, cores);  // j.at("device").get_to(report.device)
 //
 // A std::optional<T> field is written as its value or null, and read back from either.
-#ifndef SLUICE_ENGINE_DIAGNOSTICS_JSON_FIELDS_H_
-#define SLUICE_ENGINE_DIAGNOSTICS_JSON_FIELDS_H_
+#ifndef SLUICE_COMMON_JSON_FIELDS_H_
+#define SLUICE_COMMON_JSON_FIELDS_H_
 
 #include <optional>
 
@@ -68,4 +68,4 @@ struct adl_serializer<std::optional<T>> {
     SLUICE_JSON_GET_FIELDS(j, t, __VA_ARGS__);                                     \
   }
 
-#endif  // SLUICE_ENGINE_DIAGNOSTICS_JSON_FIELDS_H_
+#endif  // SLUICE_COMMON_JSON_FIELDS_H_
