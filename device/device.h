@@ -75,6 +75,11 @@ class Event {
   // Device time from `start` to this event, both recorded with timing and completed.
   // kFailedPrecondition when either lacks timing.
   virtual absl::StatusOr<int64_t> NanosSince(const Event& start) const = 0;
+  // When the last record of this timing event completed, on the host's steady clock
+  // (std::chrono::steady_clock nanoseconds, as pipeline/stage_stats.h NowNs), so device work
+  // can be drawn on the host timeline. kFailedPrecondition without timing or before the
+  // record completed.
+  virtual absl::StatusOr<int64_t> HostNanos() const = 0;
 };
 
 class Stream {

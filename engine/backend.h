@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "device/device.h"
+#include "device/sim/sim_device.h"
 #include "engine/memory.h"
 #include "engine/model.h"
 #include "pipeline/batch.h"
@@ -33,8 +34,13 @@ struct BackendOptions {
   Normalization normalization;  // applied to u8 batches by the backend
   Precision precision = Precision::kF32;
   int threads = 0;           // CPU backend: BLAS/TBB threads (0: all cores)
-  int device_ordinal = 0;    // CUDA backend
+  int device_ordinal = 0;    // CUDA and sim backends
   bool cuda_graph = false;   // CUDA backend: capture the step into a CUDA Graph
+  // Sim backend (--device sim): the simulated device's link, and the modelled compute time of
+  // a training step: at least sim_compute_ns_per_step, and at least batch / samples_per_s.
+  device::SimOptions sim;
+  int64_t sim_compute_ns_per_step = 0;
+  double sim_compute_samples_per_s = 0;
 };
 
 struct LossStats {
@@ -93,6 +99,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
                                                           const OptimizerConfig& opt,
                                                           const BackendOptions& options);
 
+// Creates the simulated-device backend: the CPU backend's kernels on the compute stream of a
+// simulated device (device/sim/sim_device.h) with options.sim, each step taking at least its
+// modelled time. Bitwise the same results as the CPU backend.
+absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const ModelState& state,
+                                                          const OptimizerConfig& opt,
+                                                          const BackendOptions& options);
+
 // Creates the CUDA backend on options.device_ordinal. kUnavailable when sluice was built
 // without CUDA or no device is present.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
@@ -100,8 +113,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& sta
                                                            const BackendOptions& options);
 
 // Creates the backend that `device` names (--device): "auto" (CUDA device 0 when
-// device::CudaDeviceCount() > 0, else the CPU), "cpu", "cuda" (device 0) or "cuda:N" (overrides
-// options.device_ordinal). Errors: kInvalidArgument for any other name, kUnavailable when CUDA
+// device::CudaDeviceCount() > 0, else the CPU), "cpu", "cuda" (device 0), "cuda:N" (overrides
+// options.device_ordinal), or "sim" / "sim:N" (the simulated device). Errors: kInvalidArgument for any other name, kUnavailable when CUDA
 // is asked for and sluice was built without it or no device is present; else as the backend's
 // Create function. Defined in the sluice::engine target.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,

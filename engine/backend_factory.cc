@@ -10,6 +10,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
                                                        const OptimizerConfig& opt,
                                                        BackendOptions options) {
   if (device == "cpu") return CreateCpuBackend(state, opt, options);
+  if (device == "sim" || absl::StartsWith(device, "sim:")) {
+    options.device_ordinal = 0;
+    if (device != "sim" && (!absl::SimpleAtoi(device.substr(4), &options.device_ordinal) ||
+                            options.device_ordinal < 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--device: '", device, "' is not auto, cpu, sim[:N] or cuda[:N]"));
+    }
+    return CreateSimBackend(state, opt, options);
+  }
   if (device == "auto") {
     if (device::CudaDeviceCount() > 0) return CreateCudaBackend(state, opt, options);
     return CreateCpuBackend(state, opt, options);
@@ -19,7 +28,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
       int ordinal = -1;
       if (!absl::SimpleAtoi(device.substr(5), &ordinal) || ordinal < 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--device: '", device, "' is not auto, cpu, cuda or cuda:N"));
+            absl::StrCat("--device: '", device, "' is not auto, cpu, sim[:N] or cuda[:N]"));
       }
       options.device_ordinal = ordinal;
     } else {
@@ -38,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
     return CreateCudaBackend(state, opt, options);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--device: '", device, "' is not auto, cpu, cuda or cuda:N"));
+      absl::StrCat("--device: '", device, "' is not auto, cpu, sim[:N] or cuda[:N]"));
 }
 
 }  // namespace sluice

@@ -161,6 +161,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       }
       if (options_.stop_after_steps >= 0 && steps_this_process >= options_.stop_after_steps) {
         RETURN_IF_ERROR(backend_->Synchronize());
+        result.train_seconds += SecondsSince(epoch_start) - checkpoint_seconds;
         result.stopped_early = true;
         result.optimizer_steps = optimizer_steps_;
         result.seconds = SecondsSince(run_start);

@@ -48,7 +48,8 @@ struct StageStats {
   uint64_t samples = 0;        // samples in those items
   uint64_t bytes = 0;          // bytes produced (stored bytes for read, raw for decompress,
                                // batch bytes for preprocess and h2d)
-  int64_t busy_ns = 0;         // summed over its threads; for h2d, copy time from CUDA events
+  int64_t busy_ns = 0;         // summed over its threads; for h2d, copy time from the copy
+                               // stream's events (device time)
   // Time waiting for input. Measured for kDelivery (consumer blocked in Next()); for graph
   // nodes derived as concurrency * (last_end - first_start) - busy - wait_output, clamped at 0.
   int64_t wait_input_ns = 0;
@@ -56,8 +57,9 @@ struct StageStats {
   // buffer (== kPinnedWait busy), h2d for a free device ring slot.
   int64_t wait_output_ns = 0;
   // Queue high-water mark: read: decoded frames resident; decompress: frames queued for it;
-  // preprocess: batches ready but not started; pinned_wait: buffers in use; h2d: ring slots in
-  // use; delivery: batches waiting in the delivery queue.
+  // preprocess: batches ready but not started; pinned_wait: buffers in use; h2d: batches
+  // waiting for a device ring slot (at most the pinned pool); delivery: batches waiting in the
+  // delivery queue.
   uint64_t queue_high_water = 0;
   int64_t first_start_ns = 0;  // 0 until the first item
   int64_t last_end_ns = 0;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the pipeline and storage tests under ThreadSanitizer and under
+# Builds and runs the pipeline, device (simulated accelerator) and storage tests under
+# ThreadSanitizer and under
 # AddressSanitizer + UndefinedBehaviorSanitizer, each in its own build directory.
 #   scripts/sanitize.sh [thread|address|all]   (default all)
 # Env: SLUICE_SANITIZE_JOBS (default 2), BUILD_ROOT (default the source root).
@@ -9,7 +10,7 @@ root=$(pwd)
 jobs=${SLUICE_SANITIZE_JOBS:-2}
 build_root=${BUILD_ROOT:-$root}
 which=${1:-all}
-targets=(pipeline_test pipeline_gpu_test storage_shard_test storage_dataset_test storage_idx_test)
+targets=(pipeline_test pipeline_device_test device_sim_test engine_sim_backend_test storage_shard_test storage_dataset_test storage_idx_test)
 
 run() {  # name sanitizers
   local dir="$build_root/build-sanitize-$1"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -54,7 +55,21 @@ ABSL_FLAG(int64_t, lr_step_size, 0, "step schedule: multiply the rate by --lr-ga
 ABSL_FLAG(double, lr_gamma, 0.1, "step schedule factor");
 ABSL_FLAG(int64_t, warmup_steps, 0, "cosine schedule: linear warmup steps");
 ABSL_FLAG(std::string, layers, "784,128,10", "MLP layer sizes, input first");
-ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda | cuda:N");
+ABSL_FLAG(std::string, device, "auto",
+          "auto | cpu | cuda | cuda:N | sim | sim:N (a simulated accelerator: see --sim-*)");
+ABSL_FLAG(double, sim_link_gbps, 25.0,
+          "--device sim: modelled host-to-device link bandwidth, GB/s (1e9 bytes/s)");
+ABSL_FLAG(double, sim_latency_us, 0.0, "--device sim: latency added to every copy, microseconds");
+ABSL_FLAG(double, sim_compute_us, 0.0,
+          "--device sim: modelled compute time of one training step, microseconds (0: just the "
+          "CPU kernels' own time)");
+ABSL_FLAG(double, sim_compute_samples_per_s, 0.0,
+          "--device sim: modelled compute rate; a step takes at least batch / rate (0: none)");
+ABSL_FLAG(bool, sim_poison, false,
+          "--device sim: overwrite a device slot with a poison pattern while a copy into it is "
+          "in flight (catches slots read before their copy or reused too early)");
+ABSL_FLAG(uint64_t, sim_jitter_seed, 0,
+          "--device sim: delay every stream operation by a seeded random 0..50 us (0: off)");
 ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 | fp16 (CUDA; fp32 master weights)");
 ABSL_FLAG(bool, cuda_graph, false, "CUDA: capture the train step into a CUDA Graph");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and shuffle");
@@ -173,10 +188,31 @@ absl::Status OptimizerFromFlags(OptimizerConfig& opt) {
 // --device, --precision, --cuda-graph, --compute-threads, --seed.
 absl::Status DeviceFromFlags(TrainJobOptions& o) {
   o.device = absl::GetFlag(FLAGS_device);
-  if (o.device != "auto" && o.device != "cpu" && o.device.rfind("cuda", 0) != 0) {
-    return UsageError("device", absl::StrCat("expected auto, cpu, cuda or cuda:N, got \"",
-                                             o.device, "\""));
+  if (o.device != "auto" && o.device != "cpu" && o.device.rfind("cuda", 0) != 0 &&
+      o.device.rfind("sim", 0) != 0) {
+    return UsageError("device", absl::StrCat("expected auto, cpu, cuda, cuda:N, sim or sim:N, "
+                                             "got \"", o.device, "\""));
   }
+  const double gbps = absl::GetFlag(FLAGS_sim_link_gbps);
+  if (!(gbps > 0) || !std::isfinite(gbps)) return UsageError("sim-link-gbps", "must be > 0");
+  o.backend.sim.link_bytes_per_s = gbps * 1e9;
+  const double latency_us = absl::GetFlag(FLAGS_sim_latency_us);
+  if (!(latency_us >= 0) || !std::isfinite(latency_us)) {
+    return UsageError("sim-latency-us", "must be >= 0");
+  }
+  o.backend.sim.link_latency_ns = static_cast<int64_t>(latency_us * 1e3);
+  const double compute_us = absl::GetFlag(FLAGS_sim_compute_us);
+  if (!(compute_us >= 0) || !std::isfinite(compute_us)) {
+    return UsageError("sim-compute-us", "must be >= 0");
+  }
+  o.backend.sim_compute_ns_per_step = static_cast<int64_t>(compute_us * 1e3);
+  const double rate = absl::GetFlag(FLAGS_sim_compute_samples_per_s);
+  if (!(rate >= 0) || !std::isfinite(rate)) {
+    return UsageError("sim-compute-samples-per-s", "must be >= 0");
+  }
+  o.backend.sim_compute_samples_per_s = rate;
+  o.backend.sim.poison = absl::GetFlag(FLAGS_sim_poison);
+  o.backend.sim.jitter_seed = absl::GetFlag(FLAGS_sim_jitter_seed);
   auto precision = ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return UsageError("precision", precision.status().message());
   o.backend.precision = *precision;
@@ -387,7 +423,7 @@ absl::Status RunWhatIfTable(Env* env, const TrainJobOptions& base, const TrainJo
       {"read", WhatIf::kRead}, {"decompress", WhatIf::kDecompress},
       {"preprocess", WhatIf::kPreprocess}, {"h2d", WhatIf::kH2D}, {"compute", WhatIf::kNone}};
   for (const auto& [name, mode] : modes) {
-    if (name == "h2d" && !normal.run.compute.is_cuda) {
+    if (name == "h2d" && !normal.run.compute.on_device) {
       rows.push_back({name, "n/a: the CPU backend copies nothing", 0});
       continue;
     }

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -68,10 +69,23 @@ absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int
 
 namespace {
 
+// The host time of one completed timing event: CUDA events only give the time between two
+// events, so every timing event is placed on the host clock relative to this anchor.
+struct ClockAnchor {
+  cudaEvent_t event = nullptr;
+  int64_t host_ns = 0;
+};
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class CudaEvent final : public Event {
  public:
-  CudaEvent(int device, cudaEvent_t event, bool timing)
-      : device_(device), event_(event), timing_(timing) {}
+  CudaEvent(int device, cudaEvent_t event, bool timing, const ClockAnchor* anchor)
+      : device_(device), event_(event), timing_(timing), anchor_(anchor) {}
   ~CudaEvent() override {
     cudaSetDevice(device_);
     cudaEventDestroy(event_);
@@ -89,12 +103,19 @@ class CudaEvent final : public Event {
     SLUICE_CUDA_CHECK(cudaEventElapsedTime(&ms, s.event_, event_));
     return static_cast<int64_t>(static_cast<double>(ms) * 1e6);
   }
+  absl::StatusOr<int64_t> HostNanos() const override {
+    if (!timing_) return absl::FailedPreconditionError("HostNanos: the event has no timing");
+    float ms = 0;
+    SLUICE_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_->event, event_));
+    return anchor_->host_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  }
   cudaEvent_t native() const { return event_; }
 
  private:
   int device_;
   cudaEvent_t event_;
   bool timing_;
+  const ClockAnchor* anchor_;
 };
 
 class CudaStream final : public Stream {
@@ -155,6 +176,27 @@ class CudaStream final : public Stream {
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
+  ~CudaDevice() override {
+    if (anchor_.event != nullptr) {
+      cudaSetDevice(ordinal_);
+      cudaEventDestroy(anchor_.event);
+    }
+  }
+
+  // Records the clock anchor on a fresh stream and waits for it: the host time just after it
+  // completed is its host time (off by the synchronization's latency, a few microseconds).
+  absl::Status Anchor() {
+    SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
+    SLUICE_CUDA_CHECK(cudaEventCreate(&anchor_.event));
+    cudaStream_t s = nullptr;
+    SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const cudaError_t record = cudaEventRecord(anchor_.event, s);
+    const cudaError_t sync = record == cudaSuccess ? cudaEventSynchronize(anchor_.event) : record;
+    anchor_.host_ns = SteadyNs();
+    cudaStreamDestroy(s);
+    SLUICE_CUDA_CHECK(sync);
+    return absl::OkStatus();
+  }
   std::string name() const override { return name_; }
   std::string platform() const override { return "cuda"; }
   int ordinal() const override { return ordinal_; }
@@ -170,7 +212,7 @@ class CudaDevice final : public Device {
     cudaEvent_t e = nullptr;
     SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault
                                                           : cudaEventDisableTiming));
-    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(ordinal_, e, timing));
+    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(ordinal_, e, timing, &anchor_));
   }
   absl::StatusOr<Buffer> Allocate(size_t bytes) override {
     SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
@@ -198,6 +240,7 @@ class CudaDevice final : public Device {
 
   int ordinal_;
   std::string name_;
+  ClockAnchor anchor_;
 };
 
 }  // namespace
@@ -243,9 +286,11 @@ absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
   SLUICE_CUDA_CHECK(cudaSetDevice(ordinal));
   cudaDeviceProp prop{};
   SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
-  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(
+  auto device = std::make_unique<CudaDevice>(
       ordinal, absl::StrCat("cuda:", ordinal, " (", prop.name, ", sm_", prop.major, prop.minor,
-                            ")")));
+                            ")"));
+  RETURN_IF_ERROR(device->Anchor());
+  return std::unique_ptr<Device>(std::move(device));
 }
 
 }  // namespace sluice::device

@@ -119,6 +119,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.cores = std::max(1, cores);
   rep.device = run.compute.device.empty() ? run.device : run.compute.device;
   rep.is_cuda = run.compute.is_cuda;
+  rep.on_device = run.compute.on_device;
   rep.pipeline = run.pipeline;
   rep.memory = run.memory;
   rep.memory_formula = run.memory_formula;
@@ -153,19 +154,23 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
 
   rep.stages.push_back(GraphRow(Stage::kH2D, ps[Stage::kH2D], train_ns, false));
 
-  // Compute, from the consumer's side: percentages of the training time.
+  // Compute: percentages of the training time. On the CPU, busy is the step itself and the
+  // wait is the consumer's wait in Next(). On a device, busy is device time from the compute
+  // stream's events and the wait is the stream's idle time between steps; the host's enqueue
+  // time is CPU work of its own (counted in the CPU budget below).
   const StageStats& delivery = ps[Stage::kDelivery];
   StageRow compute;
   compute.stage = Stage::kCompute;
   compute.present = cs.steps > 0;
-  compute.cpu_work = true;  // host time in TrainStep occupies a core on both backends
+  compute.cpu_work = !cs.on_device;
   compute.items = cs.steps;
   compute.samples = cs.samples;
   compute.busy_ns = cs.busy_ns;
   compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
   compute.samples_per_s = rep.measured_samples_per_s;
   compute.busy_pct = Pct(cs.busy_ns, train_ns);
-  compute.wait_input_pct = Pct(delivery.wait_input_ns, train_ns);
+  compute.wait_input_pct =
+      cs.on_device ? Pct(cs.idle_ns, train_ns) : Pct(delivery.wait_input_ns, train_ns);
   compute.queue_high_water = delivery.queue_high_water;
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
@@ -173,7 +178,8 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   }
   rep.stages.push_back(compute);
   rep.input_bound_pct = compute.wait_input_pct;
-  rep.compute_host_pct = compute.busy_pct;
+  rep.host_wait_pct = Pct(delivery.wait_input_ns, train_ns);
+  rep.compute_host_pct = Pct(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
 
   // Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU
   // time per sample of the stages that use a core.
@@ -187,6 +193,10 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
       cpu_ns += r.cpu_ns_per_sample;
       cpu_busy += static_cast<double>(r.busy_ns);
     }
+  }
+  if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps
+    cpu_ns += static_cast<double>(cs.enqueue_ns) / cs.samples;
+    cpu_busy += static_cast<double>(cs.enqueue_ns);
   }
   rep.capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
   rep.cpu_limit_samples_per_s = cpu_ns > 0 ? rep.cores * 1e9 / cpu_ns : 0;
@@ -212,9 +222,11 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
     rep.notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",
                                      ps.skipped_records, " records)"));
   }
-  if (rep.is_cuda) {
-    rep.notes.push_back(
-        "compute busy is host time in TrainStep (launches); GPU time is not measured");
+  if (rep.on_device) {
+    rep.notes.push_back(absl::StrFormat(
+        "compute busy is device time from events on the compute stream; the host spent %.0f%% "
+        "of training time enqueuing steps and %.0f%% waiting for batches",
+        rep.compute_host_pct, rep.host_wait_pct));
   }
   report_internal::DecideVerdict(&rep);
   return rep;

@@ -79,6 +79,7 @@ struct BottleneckReport {
   std::vector<StageRow> stages;  // kNumReportStages rows, in kReportStages order
   std::string device;            // backend name
   bool is_cuda = false;
+  bool on_device = false;        // compute ran on a device stream (CUDA or sim), timed by events
   int cores = 0;
   double train_seconds = 0;
   uint64_t samples = 0;                 // trained
@@ -89,8 +90,11 @@ struct BottleneckReport {
   double cpu_limit_samples_per_s = 0;   // cores / sum over CPU stages of ns per sample
   double cpu_threads_busy = 0;          // sum of CPU stages' busy / training time
   bool cpu_saturated = false;           // cpu_threads_busy >= 0.9 x cores
-  double input_bound_pct = 0;           // delivery.wait_input / training time
-  double compute_host_pct = 0;          // compute busy / training time
+  // Compute waited for its input, % of training time: on a device, the compute stream's idle
+  // time between steps (from events); on the CPU, the consumer's wait in Next().
+  double input_bound_pct = 0;
+  double host_wait_pct = 0;             // the host (consumer) blocked in Next(): delivery.wait_input
+  double compute_host_pct = 0;          // host time inside TrainStep (on a device: enqueue)
   VerdictClass verdict = VerdictClass::kNoData;
   Stage limiting_stage = Stage::kCompute;
   std::string sentence;                 // the one-sentence verdict with a suggestion

@@ -67,10 +67,10 @@ std::string BottleneckReport::ToText() const {
 nlohmann::ordered_json BottleneckReport::ToJson() const {
   nlohmann::ordered_json j;
   j["schema"] = kReportSchema;
-  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, cores, train_seconds, samples, steps,
-                         measured_samples_per_s, predicted_samples_per_s,
+  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, on_device, cores, train_seconds, samples,
+                         steps, measured_samples_per_s, predicted_samples_per_s,
                          capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
-                         cpu_saturated, input_bound_pct, compute_host_pct);
+                         cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
   j["verdict"] = {{"class", VerdictClassName(verdict)},
                   {"limiting_stage", limiting_stage},
                   {"sentence", sentence}};

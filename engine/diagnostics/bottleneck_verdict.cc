@@ -20,7 +20,6 @@ namespace {
 
 constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
 constexpr double kPartlyInputPct = 5.0;
-constexpr double kLaunchBoundHostPct = 50.0;
 
 std::string Suggestion(Stage s) {
   switch (s) {
@@ -89,18 +88,22 @@ void DecideVerdict(BottleneckReport* rep) {
   const std::string waited = absl::StrFormat("compute waited %.0f%% of training time", wait);
   const StageRow* slow = SlowestPipelineStage(*rep);
 
+  // Launch-bound: the device idled between steps although the host never waited for data,
+  // and the host's enqueue of a step takes longer than the device's step: enqueue is the limit.
+  if (rep->on_device && wait >= kPartlyInputPct && rep->host_wait_pct < kPartlyInputPct &&
+      rep->steps > 0 && rep->compute_host_pct * rep->train_seconds * 1e7 >= compute.busy_ns) {
+    rep->limiting_stage = Stage::kCompute;
+    rep->verdict = VerdictClass::kLaunchBound;
+    const double enqueue_us = rep->compute_host_pct / 100 * rep->train_seconds * 1e6 / rep->steps;
+    rep->sentence = absl::StrFormat(
+        "launch-bound: %s (the compute stream was idle between steps) while the host never "
+        "waited for data; enqueuing a step takes %.1f us on the host, longer than the %.1f us "
+        "the device spends on it; use --cuda-graph or a larger batch",
+        waited, enqueue_us, compute.busy_ns / 1e3 / rep->steps);
+    return;
+  }
   if (wait < kPartlyInputPct || slow == nullptr) {
     rep->limiting_stage = Stage::kCompute;
-    if (rep->is_cuda && rep->compute_host_pct >= kLaunchBoundHostPct) {
-      rep->verdict = VerdictClass::kLaunchBound;
-      const double us_per_step = rep->steps ? compute.busy_ns / 1e3 / rep->steps : 0;
-      rep->sentence = absl::StrFormat(
-          "launch-bound: %s; the host spent %.0f%% of it in TrainStep (%.1f us per step) "
-          "enqueuing kernels, so the GPU runs only as fast as it is fed; use --cuda-graph or "
-          "a larger batch",
-          waited, rep->compute_host_pct, us_per_step);
-      return;
-    }
     rep->verdict = VerdictClass::kComputeBound;
     rep->sentence = absl::StrCat("compute-bound: ", waited, "; ", StageAt(compute));
     if (slow != nullptr) {
@@ -114,9 +117,9 @@ void DecideVerdict(BottleneckReport* rep) {
                             "--threads leave more CPU to compute",
                             rep->cores, rep->cpu_threads_busy);
     } else {
-      absl::StrAppend(&rep->sentence, rep->is_cuda
-                                          ? "; a larger batch or --precision bf16 raises it"
-                                          : "; a larger batch or --device cuda raises it");
+      absl::StrAppend(&rep->sentence, rep->is_cuda ? "; a larger batch or --precision bf16 raises it"
+                                      : rep->on_device ? "; a faster device raises it"
+                                                       : "; a larger batch or --device cuda raises it");
     }
     return;
   }

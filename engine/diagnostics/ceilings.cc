@@ -25,7 +25,8 @@ namespace sluice {
 namespace ceilings_internal {
 void MeasureH2D(size_t sample_bytes, size_t label_bytes, uint32_t batch_size, int device,
                 double seconds, Ceiling* pinned, Ceiling* pageable);
-absl::Status MeasureCompute(const CeilingOptions& options, uint32_t features, double seconds,
+absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<BatchView>& batches,
+                            double seconds,
                             Ceiling* out);
 }  // namespace ceilings_internal
 
@@ -193,6 +194,46 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
   return absl::OkStatus();
 }
 
+// Batches of the dataset's real samples (every record of the measured frames, in order, cut
+// into batches of `batch_size`; at least one batch), converted to the h2d format: what the
+// compute ceiling trains on, so the backend takes the paths real data takes (e.g. the CPU
+// backend's sparse first layer, whose cost follows each batch's density).
+absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
+                                                   const std::vector<Frame>& frames,
+                                                   const CeilingOptions& options,
+                                                   std::vector<char>* samples,
+                                                   std::vector<int32_t>* labels) {
+  const RecordSpec& spec = dataset.spec();
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.h2d_format,
+                                                      options.normalization,
+                                                      spec.sample_values()));
+  const uint32_t batch = options.batch_size;
+  uint64_t records = 0;
+  for (const Frame& f : frames) records += f.reader->frames()[f.index].record_count;
+  const uint64_t count = std::max<uint64_t>(1, records / batch);
+  const size_t out = conv.out_bytes_per_sample();
+  samples->assign(out * batch * count, 0);
+  labels->assign(batch * count, 0);
+  uint64_t k = 0;
+  for (size_t f = 0; k < batch * count; f = (f + 1) % frames.size()) {
+    const Frame& fr = frames[f];
+    const uint32_t n = fr.reader->frames()[fr.index].record_count;
+    for (uint32_t r = 0; r < n && k < batch * count; ++r, ++k) {
+      GatherRecord(conv, spec.label_dtype, fr.raw.data(), n, r, samples->data() + k * out,
+                   labels->data() + k);
+    }
+  }
+  std::vector<BatchView> views(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    views[i].samples = samples->data() + i * batch * out;
+    views[i].labels = labels->data() + i * batch;
+    views[i].format = options.h2d_format;
+    views[i].size = batch;
+    views[i].features = static_cast<uint32_t>(spec.sample_values());
+  }
+  return views;
+}
+
 }  // namespace
 
 absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const CeilingOptions& options) {
@@ -218,8 +259,11 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
                                 options.backend.device_ordinal, secs, &c.h2d_pinned,
                                 &c.h2d_pageable);
   if (options.measure_compute) {
-    RETURN_IF_ERROR(ceilings_internal::MeasureCompute(
-        options, static_cast<uint32_t>(spec.sample_values()), secs, &c.compute));
+    std::vector<char> samples;
+    std::vector<int32_t> labels;
+    ASSIGN_OR_RETURN(std::vector<BatchView> batches,
+                     RealBatches(dataset, frames, options, &samples, &labels));
+    RETURN_IF_ERROR(ceilings_internal::MeasureCompute(options, batches, secs, &c.compute));
   } else {
     c.compute.note = "not measured: disabled";
   }
@@ -227,10 +271,23 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
 }
 
 std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& options) {
+  // Everything else that changes a ceiling (the compute ceiling mostly): the backend's threads,
+  // precision and graphs, the optimizer and its hyper-parameters, the normalization, the sim
+  // device's model, and how long a measurement runs.
+  const OptimizerConfig& o = options.optimizer;
+  const BackendOptions& b = options.backend;
+  const std::string settings = absl::StrCat(
+      "threads=", b.threads, ";precision=", static_cast<int>(b.precision), ";graph=",
+      b.cuda_graph, ";ordinal=", b.device_ordinal, ";opt=", static_cast<int>(o.kind), ",",
+      o.lr, ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",", o.beta1, ",", o.beta2,
+      ",", o.eps, ";norm=", options.normalization.mean, ",", options.normalization.std,
+      ";sim=", b.sim.link_bytes_per_s, ",", b.sim.link_latency_ns, ",",
+      b.sim_compute_ns_per_step, ",", b.sim_compute_samples_per_s, ";secs=",
+      options.seconds_per_measurement, ";compute=", options.measure_compute);
   return Sanitize(absl::StrCat(
       Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b",
       options.batch_size, "_", H2DFormatName(options.h2d_format), "_", options.device, "_",
-      absl::StrJoin(options.model.layers, "x")));
+      absl::StrJoin(options.model.layers, "x"), "_", ChecksumToHex(Xxh3(settings))));
 }
 
 std::string Ceilings::CachePath(const std::string& cache_dir, const std::string& key) {

@@ -10,12 +10,17 @@
 //   preprocess  samples/s per thread: the u8 -> h2d-format normalize + gather of a batch, with
 //               the pipeline's own SampleConverter (pipeline/convert.h)
 //   pinned      memcpy MB/s per thread into page-aligned (pinned with CUDA) host memory
-//   h2d         GB/s pinned and pageable: only with a CUDA device, through the pipeline's
-//               DeviceUploader; otherwise marked "not measured: no CUDA device"
-//   compute     train steps/s of the chosen backend for this model on a synthetic batch
+//   h2d         GB/s pinned and pageable: only with a CUDA device, through the device
+//               layer (a copy stream, timing events); otherwise "not measured: no CUDA device"
+//   compute     train steps/s of the run's backend with the run's options, on a batch of the
+//               dataset's real samples (so the backend takes the path real data takes); on a
+//               device backend the batch is uploaded once and the steps are timed with events
+//               on the compute stream; the fastest of 3 rounds
 //
 // Cache: JSON at `<cache_dir>/ceilings/<key>.json`, key = hostname + manifest checksum + batch
-// size + h2d format + device + model; LoadOrMeasure reuses it unless `refresh`.
+// size + h2d format + device + model + a digest of every other setting that changes a ceiling
+// (backend threads, precision, graphs, optimizer, normalization, the sim model, measurement
+// time); LoadOrMeasure reuses it unless `refresh`.
 // Errors: kNotFound / kDataLoss from the dataset; kDataLoss for a cache file that does not
 // parse (LoadOrMeasure then re-measures); backend creation errors for compute.
 // Thread safety: plain values; Measure runs on the calling thread.

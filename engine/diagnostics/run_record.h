@@ -22,19 +22,27 @@
 
 namespace sluice {
 
-// The consumer side of the run, measured around every train step: the time compute spent on
-// steps, and (from the pipeline) the time it waited for data.
+// The consumer side of the run, measured around every train step (engine/job/
+// measured_backend.h): the time compute spent on steps, and the time it waited.
 struct ComputeStats {
   uint64_t steps = 0;
   uint64_t samples = 0;
-  int64_t busy_ns = 0;        // host time inside Backend::TrainStep (CPU: the step itself)
+  // Time computing. CPU: host time inside Backend::TrainStep. Device backends (on_device):
+  // device time of the steps, from timing events on the compute stream.
+  int64_t busy_ns = 0;
+  // Device backends: time the compute stream waited between steps (for data, or for the host
+  // to enqueue). CPU: 0 (the consumer's wait is the pipeline's delivery wait_input).
+  int64_t idle_ns = 0;
+  int64_t enqueue_ns = 0;     // host time inside TrainStep (CPU: equals busy_ns)
   int64_t first_start_ns = 0; // steady-clock ns (pipeline/stage_stats.h NowNs)
   int64_t last_end_ns = 0;
   std::string device;         // backend name
   bool is_cuda = false;
+  bool on_device = false;     // steps run on a device's compute stream (CUDA or sim)
 };
 
-// One span of compute per step, for the timeline.
+// One span of compute per step, for the timeline (device backends: device time on the host
+// clock).
 struct ComputeSpan {
   uint64_t batch_id = 0;
   int64_t start_ns = 0;

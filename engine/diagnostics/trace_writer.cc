@@ -46,8 +46,34 @@ void AddCounter(const char* name, const char* key,
 
 }  // namespace
 
+double CopyHiddenShare(const RunRecord& run) {
+  std::vector<std::pair<int64_t, int64_t>> compute;
+  for (const ComputeSpan& c : run.compute_spans) compute.emplace_back(c.start_ns, c.end_ns);
+  std::sort(compute.begin(), compute.end());
+  // Merge overlapping compute spans so no copy time is counted twice.
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& c : compute) {
+    if (!merged.empty() && c.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, c.second);
+    } else {
+      merged.push_back(c);
+    }
+  }
+  int64_t copy = 0, hidden = 0;
+  for (const TraceSpan& s : run.trace) {
+    if (s.stage != Stage::kH2D || s.end_ns <= s.start_ns) continue;
+    copy += s.end_ns - s.start_ns;
+    auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(s.start_ns, INT64_MAX));
+    if (it != merged.begin()) --it;
+    for (; it != merged.end() && it->first < s.end_ns; ++it) {
+      hidden += std::max<int64_t>(0, std::min(s.end_ns, it->second) - std::max(s.start_ns, it->first));
+    }
+  }
+  return copy > 0 ? static_cast<double>(hidden) / copy : -1;
+}
+
 json BuildChromeTrace(const RunRecord& run) {
-  const bool cuda = run.compute.is_cuda;
+  const bool device = run.compute.on_device || run.compute.is_cuda;
   int64_t t0 = std::numeric_limits<int64_t>::max();
   for (const TraceSpan& s : run.trace) t0 = std::min(t0, s.start_ns);
   for (const ComputeSpan& s : run.compute_spans) t0 = std::min(t0, s.start_ns);
@@ -104,7 +130,7 @@ json BuildChromeTrace(const RunRecord& run) {
     if (it != compute_end.end() && it->second >= start) ring.emplace_back(start, it->second);
   }
   AddCounter("pinned pool occupancy", "buffers", pinned, t0, &events);
-  if (cuda || !ring.empty()) AddCounter("device ring occupancy", "slots", ring, t0, &events);
+  if (device || !ring.empty()) AddCounter("device ring occupancy", "slots", ring, t0, &events);
 
   for (uint32_t t : threads) {
     for (json& e : ThreadName(static_cast<int>(t), absl::StrCat("pipeline thread ", t),
@@ -114,9 +140,9 @@ json BuildChromeTrace(const RunRecord& run) {
   }
   const std::pair<int, const char*> names[] = {
       {kTraceTidPinnedWait, "pinned buffer wait"},
-      {kTraceTidCopyStream, "cuda copy stream"},
+      {kTraceTidCopyStream, "copy stream"},
       {kTraceTidDelivery, "delivery (lease held)"},
-      {kTraceTidCompute, cuda ? "cuda compute stream (host enqueue)" : "compute"}};
+      {kTraceTidCompute, device ? "compute stream (device time)" : "compute"}};
   for (const auto& [tid, name] : names) {
     if (!special.count(tid)) continue;
     for (json& e : ThreadName(tid, name, tid)) meta.push_back(std::move(e));
@@ -134,6 +160,7 @@ json BuildChromeTrace(const RunRecord& run) {
            {{"producer", "sluice"},
             {"device", run.device},
             {"trace_dropped", run.pipeline.trace_dropped},
+            {"copy_hidden_share", CopyHiddenShare(run)},
             {"time_origin_steady_ns", t0}}}};
 }
 

@@ -5,13 +5,15 @@
 //   "pipeline thread N"     one per TraceSpan.thread: "X" events read / decompress / preprocess
 //                           with args {frame} (read, decompress) or {batch} (the others)
 //   "pinned buffer wait"    kPinnedWait spans, when the pipeline recorded any
-//   "cuda copy stream"      kH2D spans (copy times from CUDA events, on the host clock)
+//   "copy stream"           kH2D spans: each copy's device time from the copy stream's events,
+//                           placed on the host clock (device::Event::HostNanos)
 //   "delivery (lease held)" kDelivery spans, when recorded
 //   "compute"               one "X" per train step (ComputeSpan), args {batch}; named
-//                           "cuda compute stream (host enqueue)" on CUDA: the span is the host
-//                           time in TrainStep, not GPU time
-// Counters ("C" events): "pinned pool occupancy" and, on CUDA, "device ring occupancy", derived
-// from the spans (see BuildChromeTrace).
+//                           "compute stream (device time)" on a device backend, where the span
+//                           is the step's device time from the compute stream's events
+// Counters ("C" events): "pinned pool occupancy" and, on a device, "device ring occupancy",
+// derived from the spans (see BuildChromeTrace).
+// otherData.copy_hidden_share: CopyHiddenShare below.
 // Timestamps: microseconds relative to the earliest span of either kind.
 //
 // Errors: WriteChromeTrace returns the Env's I/O errors; an empty trace is valid (metadata only).
@@ -46,7 +48,11 @@ inline constexpr int kTraceTidCompute = 100003;
 // is a lower bound). Batches without an end are not counted.
 nlohmann::json BuildChromeTrace(const RunRecord& run);
 
-// BuildChromeTrace(result) written to `path` atomically.
+// The share of copy-stream time (kH2D spans) that overlaps a compute span: the copy time hidden
+// behind compute, 0..1; -1 when the run recorded no copy.
+double CopyHiddenShare(const RunRecord& run);
+
+// BuildChromeTrace(run) written to `path` atomically.
 absl::Status WriteChromeTrace(Env* env, const std::string& path, const RunRecord& run);
 
 }  // namespace sluice

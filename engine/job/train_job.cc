@@ -11,6 +11,7 @@
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/job/autotune.h"
+#include "engine/job/measured_backend.h"
 #include "engine/checkpoint.h"
 #include "engine/job/pipeline_batch_source.h"
 #include "engine/safetensors.h"
@@ -20,71 +21,6 @@
 
 namespace sluice {
 namespace {
-
-// Measures every train step from the consumer's side and implements the compute what-if and
-// delay diagnostics. Everything else is forwarded.
-class MeasuredBackend final : public Backend {
- public:
-  MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us, bool keep_spans)
-      : inner_(inner), compute_free_(compute_free), delay_us_(delay_us),
-        keep_spans_(keep_spans) {
-    stats_.device = inner->name();
-    stats_.is_cuda = inner->is_cuda();
-  }
-  std::string name() const override { return inner_->name(); }
-  bool is_cuda() const override { return inner_->is_cuda(); }
-  absl::Status TrainStep(const BatchView& batch, float lr) override {
-    const int64_t start = NowNs();
-    if (stats_.first_start_ns == 0) stats_.first_start_ns = start;
-    absl::Status status;
-    if (compute_free_) {
-      free_samples_ += batch.size;
-    } else {
-      status = inner_->TrainStep(batch, lr);
-    }
-    // The same busy-wait the pipeline's stages use for their injected delays.
-    if (delay_us_ > 0) SpinFor(delay_us_);
-    const int64_t end = NowNs();
-    stats_.busy_ns += end - start;
-    stats_.last_end_ns = end;
-    ++stats_.steps;
-    stats_.samples += batch.size;
-    if (keep_spans_) spans_.push_back({stats_.steps - 1, start, end});
-    return status;
-  }
-  absl::StatusOr<LossStats> TakeLoss() override {
-    if (!compute_free_) return inner_->TakeLoss();
-    LossStats loss;
-    loss.samples = free_samples_;
-    free_samples_ = 0;
-    return loss;
-  }
-  absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override {
-    if (compute_free_) {
-      stats->samples += batch.size;
-      return absl::OkStatus();
-    }
-    return inner_->Evaluate(batch, stats);
-  }
-  absl::Status Synchronize() override { return inner_->Synchronize(); }
-  absl::StatusOr<ModelState> SaveState() override { return inner_->SaveState(); }
-  absl::Status LoadState(const ModelState& state) override { return inner_->LoadState(state); }
-  MemoryReport memory() const override { return inner_->memory(); }
-  device::Device* device() const override { return inner_->device(); }
-  device::Stream* compute_stream() const override { return inner_->compute_stream(); }
-
-  const ComputeStats& stats() const { return stats_; }
-  std::vector<ComputeSpan> TakeSpans() { return std::move(spans_); }
-
- private:
-  Backend* inner_;
-  bool compute_free_;
-  int64_t delay_us_;
-  bool keep_spans_;
-  int64_t free_samples_ = 0;
-  ComputeStats stats_;
-  std::vector<ComputeSpan> spans_;
-};
 
 // Finds "<prefix>-images-idx3-ubyte[.gz]" style files in `dir`.
 absl::StatusOr<std::pair<std::string, std::string>> FindIdxPair(Env* env, const std::string& dir,
@@ -345,7 +281,7 @@ void AddIntermediateReports(const TrainJobOptions& options, const PipelineBatchS
 // --autotune: after the first epoch of this run, new resources for the train pipeline.
 std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
                                             PipelineBatchSource& source,
-                                            const MeasuredBackend& backend, double epoch_seconds,
+                                            MeasuredBackend& backend, double epoch_seconds,
                                             uint64_t features) {
   const PipelineStats stats = source.pipeline()->Stats();
   const PipelineOptions& current = source.pipeline()->options();

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "pipeline/stage_stats.h"
 
 namespace sluice::pipeline_internal {
 
@@ -33,7 +34,7 @@ DeviceUploader::~DeviceUploader() {
 
 absl::Status DeviceUploader::Enqueue(uint32_t slot, const void* samples, size_t sample_bytes,
                                      const int32_t* labels, size_t label_bytes, bool skip_copy,
-                                     std::function<void()> done) {
+                                     int64_t delay_us, std::function<void()> done) {
   Slot& s = slots_[slot];
   if (s.release_pending) {  // the device, not a host thread, waits for the consumer's step
     RETURN_IF_ERROR(stream_->Wait(s.released.get()));
@@ -44,6 +45,7 @@ absl::Status DeviceUploader::Enqueue(uint32_t slot, const void* samples, size_t 
     RETURN_IF_ERROR(stream_->CopyToDevice(s.samples.data(), samples, sample_bytes));
     RETURN_IF_ERROR(stream_->CopyToDevice(s.labels.data(), labels, label_bytes));
   }
+  if (delay_us > 0) RETURN_IF_ERROR(stream_->AddCallback([delay_us] { SpinFor(delay_us); }));
   RETURN_IF_ERROR(stream_->Record(s.ready.get()));
   return stream_->AddCallback(std::move(done));
 }
@@ -55,8 +57,10 @@ absl::Status DeviceUploader::ReleaseSlot(uint32_t slot, device::Stream* stream) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> DeviceUploader::CopyNs(uint32_t slot) const {
-  return slots_[slot].ready->NanosSince(*slots_[slot].copy_start);
+absl::StatusOr<std::pair<int64_t, int64_t>> DeviceUploader::CopySpan(uint32_t slot) const {
+  ASSIGN_OR_RETURN(const int64_t start, slots_[slot].copy_start->HostNanos());
+  ASSIGN_OR_RETURN(const int64_t end, slots_[slot].ready->HostNanos());
+  return std::make_pair(start, end);
 }
 
 }  // namespace sluice::pipeline_internal

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,11 +37,12 @@ class DeviceUploader {
 
   // Enqueues the copy of one host batch into `slot` (after the slot's previous reader
   // released it), then `done` on a platform thread once the copy has completed (`done` must
-  // not call into the device layer). `skip_copy` (what-if h2d) records the events without
-  // copying.
+  // not call into the device layer). `skip_copy` (what-if h2d, or an empty batch) records the
+  // events without copying. `delay_us` (the injected h2d delay) holds the copy stream that
+  // long between the copy's events, so it counts as copy time on every device.
   absl::Status Enqueue(uint32_t slot, const void* samples, size_t sample_bytes,
                        const int32_t* labels, size_t label_bytes, bool skip_copy,
-                       std::function<void()> done);
+                       int64_t delay_us, std::function<void()> done);
   const void* slot_samples(uint32_t slot) const { return slots_[slot].samples.data(); }
   const int32_t* slot_labels(uint32_t slot) const {
     return static_cast<const int32_t*>(slots_[slot].labels.data());
@@ -50,8 +52,9 @@ class DeviceUploader {
   // The consumer is done with `slot`; `stream` (may be null: nothing enqueued still reads the
   // slot) is where its reads were enqueued.
   absl::Status ReleaseSlot(uint32_t slot, device::Stream* stream);
-  // Device time of the last copy into `slot`, from its events; call after `done` ran.
-  absl::StatusOr<int64_t> CopyNs(uint32_t slot) const;
+  // The last copy into `slot` on the host clock (start, end), from its events: the device's
+  // copy time placed on the host timeline. Call after `done` ran.
+  absl::StatusOr<std::pair<int64_t, int64_t>> CopySpan(uint32_t slot) const;
 
  private:
   struct Slot {

@@ -494,18 +494,14 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// upload (CUDA) and delivery
+// upload (device placement) and delivery
 
 void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
   StageRange nvtx_range("sluice h2d enqueue");
   if (cancelled() || m.payload == nullptr) return;
-  if (m.payload->size == 0) {  // an all-skipped batch: nothing to copy, keep the order
-    gw.reserve_wait();
-    gw.try_put(m);
-    gw.release_wait();
-    return;
-  }
-  SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)]);
+  // An all-skipped batch (size 0) goes through the ring and the copy stream too, copying
+  // nothing: it must not overtake earlier batches still waiting for a slot, or its end-of-run
+  // flag would reach the delivery queue before them.
   // Enqueued now (under the ring's lock) or by the consumer's release that frees its slot.
   const size_t waiting = ring_->Submit(m);
   if (waiting > 0) recorders_[Stage::kH2D].NoteQueue(static_cast<int64_t>(waiting));
@@ -518,8 +514,10 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waite
   const size_t sample_bytes = size_t{m.payload->size} * converter_->out_bytes_per_sample();
   absl::Status s = uploader_->Enqueue(
       slot, m.payload->samples, sample_bytes, m.payload->labels, 4 * size_t{m.payload->size},
-      opt_.diagnostics.what_if == WhatIf::kH2D, [this, m] {
-        // CUDA driver thread: no CUDA calls here. The pinned buffer goes back now.
+      opt_.diagnostics.what_if == WhatIf::kH2D || m.payload->size == 0,
+      m.payload->size > 0 ? opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] : 0,
+      [this, m] {
+        // A device platform thread: no device calls here. The pinned buffer goes back now.
         BatchMsg done = m;
         done.payload->buffer.Reset();
         OnPinnedReleased();
@@ -540,7 +538,7 @@ void PipelineCore::Deliver(const BatchMsg& m) {
     empty_batches_.fetch_add(1, std::memory_order_relaxed);
     m.payload->buffer.Reset();
     OnPinnedReleased();
-    if (ring_) ring_->Release(m.id, 0, nullptr);
+    if (ring_) ring_->Release(m.id, m.payload->device_slot, nullptr);
   }
   const size_t queued = delivery_.Push(m, /*append=*/!empty);
   if (!empty) recorders_[Stage::kDelivery].NoteQueue(static_cast<int64_t>(queued));
@@ -568,11 +566,11 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
     v.labels = uploader_->slot_labels(p.device_slot);
     v.on_device = true;
     v.ready_event = uploader_->ready_event(p.device_slot);
-    absl::StatusOr<int64_t> copy_ns = uploader_->CopyNs(p.device_slot);
-    if (copy_ns.ok()) {
-      recorders_[Stage::kH2D].AddItem(now - *copy_ns, now, p.size,
-                                      size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
-    }
+    // The copy's device time, on the host clock: the copy-stream track of the timeline.
+    absl::StatusOr<std::pair<int64_t, int64_t>> copy = uploader_->CopySpan(p.device_slot);
+    if (!copy.ok()) return copy.status();
+    Record(Stage::kH2D, copy->first, copy->second, m.id, p.size,
+           size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
   } else {
     v.samples = p.samples;
     v.labels = p.labels;

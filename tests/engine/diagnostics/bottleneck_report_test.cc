@@ -20,8 +20,10 @@ using ::testing::HasSubstr;
 struct Synth {
   double read_ns = 100, decompress_ns = 200, preprocess_ns = 200, compute_ns = 500, h2d_ns = 0;
   int decompress_conc = 2, preprocess_conc = 2;
-  bool cuda = false;
-  double wait_pct = -1;   // >= 0: force the consumer's wait (% of training time)
+  bool cuda = false;      // a device run (CUDA): compute timed by events on its stream
+  double wait_pct = -1;   // >= 0: force compute's wait (% of training time)
+  double host_wait_pct = -1;  // device runs: the host's wait in Next(); < 0: wait_pct
+  double enqueue_ns = -1;     // device runs: host enqueue per sample; < 0: a tenth of compute
   double train_ns_per_sample = -1;  // > 0: force the training time
   double pinned_wait_pct = 0;
 };
@@ -70,7 +72,8 @@ RunRecord MakeRun(const Synth& s) {
   const double wait = s.wait_pct >= 0 ? s.wait_pct / 100 * train_ns
                                       : std::max(0.0, train_ns - compute_busy) * 0.95;
   p.stages[5].stage = Stage::kDelivery;
-  p.stages[5].wait_input_ns = static_cast<int64_t>(wait);
+  p.stages[5].wait_input_ns = static_cast<int64_t>(
+      s.cuda && s.host_wait_pct >= 0 ? s.host_wait_pct / 100 * train_ns : wait);
   p.stages[5].queue_high_water = 2;
   ComputeStats& c = r.compute;
   c.steps = kSamples / 32;
@@ -80,6 +83,14 @@ RunRecord MakeRun(const Synth& s) {
   c.last_end_ns = kT0 + static_cast<int64_t>(train_ns);
   c.device = s.cuda ? "cuda:0 (test)" : "cpu (test)";
   c.is_cuda = s.cuda;
+  c.on_device = s.cuda;
+  if (s.cuda) {
+    c.idle_ns = static_cast<int64_t>(wait);
+    c.enqueue_ns = static_cast<int64_t>((s.enqueue_ns >= 0 ? s.enqueue_ns : s.compute_ns / 10) *
+                                        kSamples);
+  } else {
+    c.enqueue_ns = c.busy_ns;
+  }
   r.memory.current_bytes[static_cast<int>(MemoryTag::kParameters)] = 407080;
   r.memory.total_current = 407080;
   r.memory_formula.parameters = 407080;
@@ -202,18 +213,33 @@ TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) 
   EXPECT_NEAR(rep.predicted_samples_per_s, rep.measured_samples_per_s, 1e-6);
 }
 
-TEST(BottleneckReportTest, LaunchBoundOnCudaWhenHostTimeDominates) {
+// On a device, launch-bound means the compute stream idled while the host, which never waited
+// for data, took longer to enqueue a step than the device to run it.
+TEST(BottleneckReportTest, LaunchBoundOnADeviceOnlyWhenEnqueueIsTheLimit) {
   Synth s;
   s.cuda = true;
-  s.compute_ns = 800;
+  s.compute_ns = 200;   // device time per sample
+  s.enqueue_ns = 800;   // host enqueue per sample
   s.h2d_ns = 100;
-  s.wait_pct = 1;
+  s.wait_pct = 60;      // the compute stream idled
+  s.host_wait_pct = 1;  // the host never waited for a batch
+  s.train_ns_per_sample = 820;
   BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
-  EXPECT_EQ(rep.verdict, VerdictClass::kLaunchBound);
+  EXPECT_EQ(rep.verdict, VerdictClass::kLaunchBound) << rep.sentence;
   EXPECT_THAT(rep.sentence, HasSubstr("launch-bound"));
-  s.compute_ns = 200;  // the host is mostly elsewhere: the GPU, not launches
-  s.train_ns_per_sample = 800;
+  // A busy device is compute-bound, however long the host spends in TrainStep.
+  s.wait_pct = 1;
+  s.compute_ns = 800;
   EXPECT_EQ(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kComputeBound);
+  // Fast enqueue: the idle device is not blamed on launches.
+  s.wait_pct = 60;
+  s.compute_ns = 200;
+  s.enqueue_ns = 50;
+  EXPECT_NE(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kLaunchBound);
+  // The host waited for data too: the pipeline, not launches.
+  s.enqueue_ns = 800;
+  s.host_wait_pct = 50;
+  EXPECT_NE(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kLaunchBound);
 }
 
 TEST(BottleneckReportTest, StarvedWithFullPoolAndNoSlowStageBlamesThePool) {
@@ -321,10 +347,11 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{
-                      "schema", "device", "is_cuda", "cores", "train_seconds", "samples", "steps",
-                      "measured_samples_per_s", "predicted_samples_per_s",
+                      "schema", "device", "is_cuda", "on_device", "cores", "train_seconds",
+                      "samples", "steps", "measured_samples_per_s", "predicted_samples_per_s",
                       "capacity_limit_samples_per_s", "cpu_limit_samples_per_s",
-                      "cpu_threads_busy", "cpu_saturated", "input_bound_pct", "compute_host_pct",
+                      "cpu_threads_busy", "cpu_saturated", "input_bound_pct", "host_wait_pct",
+                      "compute_host_pct",
                       "verdict", "stages", "pipeline", "memory", "ceilings", "notes"}));
   EXPECT_EQ(j["stages"][0].begin().key(), "stage");
   EXPECT_TRUE(j["stages"][static_cast<int>(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());

@@ -51,6 +51,7 @@ constexpr int64_t kUs = 1000;
 RunRecord SyntheticRun(bool cuda) {
   RunRecord r;
   r.compute.is_cuda = cuda;
+  r.compute.on_device = cuda;
   r.device = cuda ? "cuda:0 (test)" : "cpu (test)";
   const int64_t t = 5'000'000'000;
   // Batch b is frame b: read on thread 0, decompress and preprocess on thread 1 or 2,
@@ -102,11 +103,11 @@ TEST(TraceWriterTest, ValidJsonWithTracksCountersAndStageOrder) {
   EXPECT_EQ(MaxCounter(trace, "device ring occupancy"), -1);  // none on the CPU
 }
 
-TEST(TraceWriterTest, CudaRunHasCopyStreamAndRingCounter) {
+TEST(TraceWriterTest, DeviceRunHasCopyStreamAndRingCounter) {
   const json trace = BuildChromeTrace(SyntheticRun(/*cuda=*/true));
   const auto tracks = Tracks(trace);
-  EXPECT_EQ(tracks.at(kTraceTidCopyStream), "cuda copy stream");
-  EXPECT_EQ(tracks.at(kTraceTidCompute), "cuda compute stream (host enqueue)");
+  EXPECT_EQ(tracks.at(kTraceTidCopyStream), "copy stream");
+  EXPECT_EQ(tracks.at(kTraceTidCompute), "compute stream (device time)");
   EXPECT_FALSE(tracks.count(7));  // the h2d span's thread is not a pipeline track
   const int h2d = IndexOf(trace, "h2d", "batch", 1);
   ASSERT_GE(h2d, 0);
@@ -117,6 +118,10 @@ TEST(TraceWriterTest, CudaRunHasCopyStreamAndRingCounter) {
   EXPECT_EQ(MaxCounter(trace, "pinned pool occupancy"), 1);
   // A ring slot is held from copy start to the end of its step: two overlap.
   EXPECT_EQ(MaxCounter(trace, "device ring occupancy"), 2);
+  // Copies of batches 1 and 2 run while the previous batch computes; batch 0's cannot.
+  EXPECT_NEAR(trace["otherData"]["copy_hidden_share"].get<double>(), 2.0 / 3.0, 1e-9);
+  EXPECT_NEAR(CopyHiddenShare(SyntheticRun(/*cuda=*/true)), 2.0 / 3.0, 1e-9);
+  EXPECT_EQ(CopyHiddenShare(SyntheticRun(/*cuda=*/false)), -1);  // no copies
 }
 
 TEST(TraceWriterTest, EmptyRunIsValidMetadataOnly) {

@@ -1,0 +1,128 @@
+#include "engine/job/measured_backend.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "pipeline/stage_stats.h"
+
+namespace sluice {
+
+MeasuredBackend::MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us,
+                                 bool keep_spans)
+    : inner_(inner), compute_free_(compute_free), delay_us_(delay_us), keep_spans_(keep_spans) {
+  stats_.device = inner->name();
+  stats_.is_cuda = inner->is_cuda();
+  stream_ = inner->compute_stream();
+  stats_.on_device = stream_ != nullptr;
+}
+
+absl::Status MeasuredBackend::EnsureEvents() {
+  if (!ring_.empty() || stream_ == nullptr) return absl::OkStatus();
+  ring_.resize(kEventRing);
+  for (StepEvents& e : ring_) {
+    ASSIGN_OR_RETURN(e.start, inner_->device()->CreateEvent(/*timing=*/true));
+    ASSIGN_OR_RETURN(e.end, inner_->device()->CreateEvent(/*timing=*/true));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
+  const int64_t host_start = NowNs();
+  StepEvents* ev = nullptr;
+  if (stream_ != nullptr) {
+    RETURN_IF_ERROR(EnsureEvents());
+    // The step's span starts once its data is there: the wait is the device's idle time.
+    if (batch.ready_event != nullptr) RETURN_IF_ERROR(stream_->Wait(batch.ready_event));
+    ev = &ring_[next_ % ring_.size()];
+    ++next_;
+    if (ev->pending) RETURN_IF_ERROR(Resolve(*ev));
+    RETURN_IF_ERROR(stream_->Record(ev->start.get()));
+  }
+  absl::Status status;
+  if (compute_free_) {
+    free_samples_ += batch.size;
+  } else {
+    status = inner_->TrainStep(batch, lr);
+  }
+  if (delay_us_ > 0) {
+    if (stream_ != nullptr) {
+      // Device time: the compute stream is held this long (a callback blocks its stream on
+      // every device), inside the step's events.
+      const int64_t us = delay_us_;
+      RETURN_IF_ERROR(stream_->AddCallback([us] { SpinFor(us); }));
+    } else {
+      SpinFor(delay_us_);  // the busy-wait the pipeline's stages use for their delays
+    }
+  }
+  const uint64_t step = stats_.steps++;
+  stats_.samples += batch.size;
+  const int64_t host_end = NowNs();
+  stats_.enqueue_ns += host_end - host_start;
+  if (ev != nullptr) {
+    RETURN_IF_ERROR(stream_->Record(ev->end.get()));
+    ev->step = step;
+    ev->pending = true;
+  } else {
+    if (stats_.first_start_ns == 0) stats_.first_start_ns = host_start;
+    stats_.busy_ns += host_end - host_start;
+    stats_.last_end_ns = host_end;
+    AddSpan(step, host_start, host_end);
+  }
+  return status;
+}
+
+absl::Status MeasuredBackend::Resolve(StepEvents& e) {
+  e.pending = false;
+  RETURN_IF_ERROR(e.end->Synchronize());
+  ASSIGN_OR_RETURN(const int64_t start, e.start->HostNanos());
+  ASSIGN_OR_RETURN(const int64_t end, e.end->HostNanos());
+  if (stats_.first_start_ns == 0) stats_.first_start_ns = start;
+  if (prev_end_ns_ != 0) stats_.idle_ns += std::max<int64_t>(0, start - prev_end_ns_);
+  prev_end_ns_ = end;
+  stats_.busy_ns += std::max<int64_t>(0, end - start);
+  stats_.last_end_ns = std::max(stats_.last_end_ns, end);
+  AddSpan(e.step, start, end);
+  return absl::OkStatus();
+}
+
+absl::Status MeasuredBackend::ResolveAll() {
+  // Oldest first: the ring slot after the newest one.
+  for (size_t i = 0; i < ring_.size(); ++i) {
+    StepEvents& e = ring_[(next_ + i) % ring_.size()];
+    if (e.pending) RETURN_IF_ERROR(Resolve(e));
+  }
+  return absl::OkStatus();
+}
+
+void MeasuredBackend::AddSpan(uint64_t step, int64_t start, int64_t end) {
+  if (keep_spans_) spans_.push_back({step, start, end});
+}
+
+const ComputeStats& MeasuredBackend::stats() {
+  if (timing_error_.ok()) timing_error_ = ResolveAll();
+  return stats_;
+}
+
+std::vector<ComputeSpan> MeasuredBackend::TakeSpans() {
+  (void)stats();
+  return std::move(spans_);
+}
+
+absl::StatusOr<LossStats> MeasuredBackend::TakeLoss() {
+  if (!compute_free_) return inner_->TakeLoss();
+  LossStats loss;
+  loss.samples = free_samples_;
+  free_samples_ = 0;
+  return loss;
+}
+
+absl::Status MeasuredBackend::Evaluate(const BatchView& batch, EvalStats* stats) {
+  if (compute_free_) {
+    stats->samples += batch.size;
+    return absl::OkStatus();
+  }
+  return inner_->Evaluate(batch, stats);
+}
+
+}  // namespace sluice

@@ -1,0 +1,103 @@
+// The device half of the data path, measured on the simulated accelerator (every CI run): the
+// PCIe model and the modelled compute time stand for a GPU, and everything above the device
+// layer is the code a GPU run executes. Real timed runs on Fashion-MNIST, so ctest runs them
+// alone (RUN_SERIAL); the modelled times are sleeps, not CPU work, so the 2-core machine is not
+// oversubscribed by them.
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/trace_writer.h"
+#include "engine/job/train_job.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+// One u8 batch of 256: 256 x 784 pixels + 256 int32 labels.
+constexpr double kBatchBytes = 256 * 784 + 256 * 4;
+
+class SimValidationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/sluice_sim_validation_XXXXXX";
+    dir_ = new std::string(::mkdtemp(tmpl));
+  }
+  static void TearDownTestSuite() {
+    std::system(absl::StrCat("rm -rf ", *dir_).c_str());
+    delete dir_;
+  }
+  void SetUp() override {
+    if (!Env::Default()->FileExists(std::string(kFashionMnist) + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "Fashion-MNIST is not installed under " << kFashionMnist;
+    }
+  }
+
+  // A sim run of `steps` steps of batch 256 (u8 over the link) with a link of `link_ms` per
+  // batch and `compute_ms` of modelled compute per step.
+  static TrainJobOptions Job(double link_ms, double compute_ms, int64_t steps) {
+    TrainJobOptions o;
+    o.data = kFashionMnist;
+    o.cache_dir = *dir_;
+    o.device = "sim";
+    o.epochs = 1;
+    o.evaluate = false;
+    o.stop_after_steps = steps;
+    o.pipeline.order.batch_size = 256;
+    o.pipeline.format.h2d_format = H2DFormat::kU8;
+    o.pipeline.resources.threads = 2;
+    o.pipeline.diagnostics.trace_capacity = 100000;
+    o.backend.sim.link_bytes_per_s = kBatchBytes / (link_ms * 1e-3);
+    o.backend.sim_compute_ns_per_step = static_cast<int64_t>(compute_ms * 1e6);
+    return o;
+  }
+
+  static std::string* dir_;
+};
+std::string* SimValidationTest::dir_ = nullptr;
+
+// Copy time about half the compute time: the copies run on the copy stream while the compute
+// stream works, so at least 90% of the copy time is hidden (measured from the events).
+TEST_F(SimValidationTest, CopiesHideBehindCompute) {
+  auto result = RunTrainJob(Env::Default(), Job(/*link_ms=*/1.0, /*compute_ms=*/2.0, 150));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunRecord& run = result->run;
+  EXPECT_TRUE(run.compute.on_device);
+  EXPECT_GE(run.pipeline[Stage::kH2D].items, 150u);
+  const double hidden = CopyHiddenShare(run);
+  EXPECT_GE(hidden, 0.9) << "copy time hidden behind compute";
+  BottleneckReport report = AnalyzeRun(run, nullptr, 2);
+  SCOPED_TRACE(report.ToText());
+  EXPECT_EQ(report.limiting_stage, Stage::kCompute) << report.sentence;
+  // Device time of the steps, not host enqueue time: about the modelled 2 ms each.
+  EXPECT_NEAR(static_cast<double>(run.compute.busy_ns) / run.compute.steps, 2e6, 0.5e6);
+}
+
+// A link slower than compute: the report names h2d, and predicts the throughput within 15%.
+TEST_F(SimValidationTest, SlowLinkIsNamed) {
+  auto result = RunTrainJob(Env::Default(), Job(/*link_ms=*/4.0, /*compute_ms=*/1.0, 120));
+  ASSERT_TRUE(result.ok()) << result.status();
+  BottleneckReport report = AnalyzeRun(result->run, nullptr, 2);
+  SCOPED_TRACE(report.ToText());
+  EXPECT_EQ(report.limiting_stage, Stage::kH2D) << report.sentence;
+  ASSERT_GT(report.measured_samples_per_s, 0);
+  EXPECT_NEAR(report.predicted_samples_per_s / report.measured_samples_per_s, 1.0, 0.15);
+}
+
+// Modelled compute slower than everything else: compute-bound, from device time.
+TEST_F(SimValidationTest, SlowComputeIsNamed) {
+  auto result = RunTrainJob(Env::Default(), Job(/*link_ms=*/0.2, /*compute_ms=*/4.0, 120));
+  ASSERT_TRUE(result.ok()) << result.status();
+  BottleneckReport report = AnalyzeRun(result->run, nullptr, 2);
+  SCOPED_TRACE(report.ToText());
+  EXPECT_EQ(report.limiting_stage, Stage::kCompute) << report.sentence;
+  EXPECT_EQ(report.verdict, VerdictClass::kComputeBound) << report.sentence;
+  ASSERT_GT(report.measured_samples_per_s, 0);
+  EXPECT_NEAR(report.predicted_samples_per_s / report.measured_samples_per_s, 1.0, 0.15);
+}
+
+}  // namespace
+}  // namespace sluice
