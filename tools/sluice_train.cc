@@ -387,15 +387,7 @@ std::optional<Ceilings> LoadCeilings(Env* env, const TrainJobOptions& o, const T
   if (!absl::GetFlag(FLAGS_ceilings)) return std::nullopt;
   auto dataset = Dataset::Open(env, r.train_manifest);
   if (!dataset.ok()) return std::nullopt;
-  CeilingOptions c;
-  c.batch_size = o.pipeline.order.batch_size;
-  c.h2d_format = o.pipeline.format.h2d_format;
-  c.normalization = o.pipeline.format.normalization;
-  c.device = o.device;
-  c.model = o.model;
-  c.optimizer = o.optimizer;
-  c.backend = o.backend;
-  c.cache_dir = o.cache_dir;
+  CeilingOptions c = CeilingOptionsFor(o);
   c.refresh = absl::GetFlag(FLAGS_refresh_ceilings);
   auto ceilings = Ceilings::LoadOrMeasure(env, **dataset, c);
   if (!ceilings.ok()) {

@@ -383,4 +383,17 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   return result;
 }
 
+CeilingOptions CeilingOptionsFor(const TrainJobOptions& o) {
+  CeilingOptions c;
+  c.batch_size = o.pipeline.order.batch_size;
+  c.h2d_format = o.pipeline.format.h2d_format;
+  c.normalization = o.pipeline.format.normalization;
+  c.device = o.device;
+  c.model = o.model;
+  c.optimizer = o.optimizer;
+  c.backend = o.backend;
+  c.cache_dir = o.cache_dir;
+  return c;
+}
+
 }  // namespace sluice

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "engine/backend.h"
+#include "engine/diagnostics/ceilings.h"
 #include "engine/diagnostics/run_record.h"
 #include "engine/memory.h"
 #include "engine/trainer.h"
@@ -104,6 +105,10 @@ struct TrainJobResult {
 };
 
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options);
+
+// The ceilings that a job with these options is compared against: its batch size, h2d format,
+// normalization, device, model, optimizer, backend options and cache directory.
+CeilingOptions CeilingOptionsFor(const TrainJobOptions& options);
 
 // The checkpoint file of a checkpoint directory.
 std::string CheckpointPath(const std::string& checkpoint_dir);

@@ -124,14 +124,7 @@ TEST_F(BottleneckValidationTest, RealRunStaysWithinItsCeilings) {
   ASSERT_TRUE(result.ok()) << result.status();
   auto dataset = Dataset::Open(Env::Default(), result->train_manifest);
   ASSERT_TRUE(dataset.ok()) << dataset.status();
-  CeilingOptions c;
-  c.batch_size = o.pipeline.order.batch_size;
-  c.h2d_format = o.pipeline.format.h2d_format;
-  c.normalization = o.pipeline.format.normalization;
-  c.device = o.device;
-  c.model = o.model;
-  c.optimizer = o.optimizer;
-  c.backend = o.backend;
+  CeilingOptions c = CeilingOptionsFor(o);
   c.seconds_per_measurement = 0.6;
   auto ceilings = Ceilings::Measure(**dataset, c);
   ASSERT_TRUE(ceilings.ok()) << ceilings.status();
