@@ -15,7 +15,13 @@
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
+// ifunc resolvers run before the sanitizer runtimes initialize (and crash under TSan), so
+// sanitizer builds get the single portable version (as pipeline/convert.cc).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLUICE_CLONES
+#else
 #define SLUICE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 #define SLUICE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,popcnt")))
 
 namespace sluice::cpu_internal {
