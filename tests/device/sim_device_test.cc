@@ -99,6 +99,10 @@ TEST(SimDevice, WaitTargetsTheRecordEnqueuedBeforeIt) {
 }
 
 TEST(SimDevice, PoisonIsVisibleWhileACopyIsInFlight) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "this test reads a buffer without waiting for its copy on purpose (the bug "
+                  "poison exposes); ThreadSanitizer rightly reports that read as a race";
+#endif
   SimOptions o;
   o.link_bytes_per_s = 1e8;  // 100 MB/s: a 2 MB copy takes 20 ms
   o.poison = true;
@@ -109,7 +113,7 @@ TEST(SimDevice, PoisonIsVisibleWhileACopyIsInFlight) {
   std::memset(dst.data(), 0, src.size());
   ASSERT_TRUE(s->CopyToDevice(dst.data(), src.data(), src.size()).ok());
   // A reader that does not wait for the copy's event sees poison, never the old bytes.
-  const int64_t until = NowNs() + 5'000'000;
+  const int64_t until = NowNs() + 15'000'000;
   unsigned char seen = 0;
   while (NowNs() < until && seen != 0xFF) seen = static_cast<unsigned char*>(dst.data())[0];
   EXPECT_EQ(seen, 0xFF);
