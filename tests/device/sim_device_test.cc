@@ -46,8 +46,7 @@ TEST(SimDevice, CopyTakesTheModelledLinkTimeAndLandsTheBytes) {
   ASSERT_TRUE(s->Record(end.get()).ok());
   ASSERT_TRUE(end->Synchronize().ok());
   const int64_t ns = *end->NanosSince(*start);
-  EXPECT_GE(ns, 5'000'000);
-  EXPECT_LT(ns, 50'000'000);
+  EXPECT_GE(ns, 5'000'000);  // at least the modelled time (the host may add to it, never less)
   EXPECT_EQ(std::memcmp(dst.data(), src.data(), src.size()), 0);
   // Host timestamps are on the steady clock, in order, and match the device time.
   const int64_t a = *start->HostNanos(), b = *end->HostNanos();
