@@ -431,7 +431,10 @@ absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile
 }
 
 absl::Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string& to) {
-  if (fail_renames_) {
+  int64_t left = renames_left_.load();
+  while (left > 0 && !renames_left_.compare_exchange_weak(left, left - 1)) {
+  }
+  if (fail_renames_ || left == 0) {
     return absl::InternalError(absl::StrCat(from, ": rename to ", to, " failed (injected)"));
   }
   return base_->RenameFile(from, to);

@@ -112,6 +112,8 @@ class FaultInjectionEnv : public Env {
   void FailWritesAfter(int64_t bytes);
   // Makes the next RenameFile calls fail (when `fail` is true).
   void FailRenames(bool fail) { fail_renames_ = fail; }
+  // Lets `renames` more RenameFile calls succeed, then fails every later one; negative: never.
+  void FailRenamesAfter(int64_t renames) { renames_left_ = renames; }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
@@ -140,6 +142,7 @@ class FaultInjectionEnv : public Env {
   Env* base_;
   std::atomic<int64_t> write_budget_{-1};
   std::atomic<bool> fail_renames_{false};
+  std::atomic<int64_t> renames_left_{-1};
 };
 
 }  // namespace sluice
