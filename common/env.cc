@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -93,6 +95,35 @@ class PosixWritableFile final : public WritableFile {
   int fd_;
 };
 
+// Holds flock on `fd_`; docs/formats/lock.md ("Protocol").
+class PosixLockedFile final : public LockedFile {
+ public:
+  PosixLockedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixLockedFile() override {
+    ::unlink(path_.c_str());  // while still locked, so no other holder's file is removed
+    ::close(fd_);             // drops the flock
+  }
+  absl::Status WriteContents(absl::string_view contents) override {
+    if (::ftruncate(fd_, 0) != 0) return PosixError("ftruncate", path_, errno);
+    size_t done = 0;
+    while (done < contents.size()) {
+      ssize_t w = ::pwrite(fd_, contents.data() + done, contents.size() - done,
+                           static_cast<off_t>(done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return PosixError("write", path_, errno);
+      }
+      done += static_cast<size_t>(w);
+    }
+    return absl::OkStatus();
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
 class PosixEnv final : public Env {
  public:
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
@@ -167,6 +198,40 @@ class PosixEnv final : public Env {
     ::close(fd);
     if (r != 0 && err != EINVAL) return PosixError("fsync directory", dir, err);
     return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& path) override {
+    for (;;) {
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return PosixError("open lock file", path, errno);
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd);
+        if (err == EINTR) continue;
+        if (err == EWOULDBLOCK) {
+          return absl::UnavailableError(absl::StrCat(path, ": is locked by another holder"));
+        }
+        return PosixError("flock", path, err);
+      }
+      // The previous holder unlinks the file before releasing it: if `path` no longer names
+      // the file we locked, we hold a lock nobody else can see; start again.
+      struct stat locked, current;
+      if (::fstat(fd, &locked) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return PosixError("fstat", path, err);
+      }
+      if (::stat(path.c_str(), &current) != 0) {
+        const int err = errno;
+        ::close(fd);
+        if (err == ENOENT) continue;
+        return PosixError("stat", path, err);
+      }
+      if (locked.st_dev != current.st_dev || locked.st_ino != current.st_ino) {
+        ::close(fd);
+        continue;
+      }
+      return std::unique_ptr<LockedFile>(new PosixLockedFile(path, fd));
+    }
   }
 };
 
@@ -268,11 +333,50 @@ class MemEnv final : public Env {
     return absl::OkStatus();
   }
   absl::Status SyncDir(const std::string&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& path) override;
+
+  // For MemLockedFile.
+  void SetContents(const std::string& path, absl::string_view contents) {
+    absl::MutexLock l(&mu_);
+    auto data = std::make_shared<MemFileData>();
+    data->bytes.assign(contents.data(), contents.size());
+    files_[path] = std::move(data);
+  }
+  void Unlock(const std::string& path) {
+    absl::MutexLock l(&mu_);
+    files_.erase(path);
+    locked_.erase(path);
+  }
 
  private:
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<MemFileData>> files_;
+  std::set<std::string> locked_;  // paths locked through LockFile
 };
+
+class MemLockedFile final : public LockedFile {
+ public:
+  MemLockedFile(MemEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
+  ~MemLockedFile() override { env_->Unlock(path_); }
+  absl::Status WriteContents(absl::string_view contents) override {
+    env_->SetContents(path_, contents);
+    return absl::OkStatus();
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  MemEnv* env_;
+  std::string path_;
+};
+
+absl::StatusOr<std::unique_ptr<LockedFile>> MemEnv::LockFile(const std::string& path) {
+  absl::MutexLock l(&mu_);
+  if (!locked_.insert(path).second) {
+    return absl::UnavailableError(absl::StrCat(path, ": is locked by another holder"));
+  }
+  if (files_.count(path) == 0) files_[path] = std::make_shared<MemFileData>();
+  return std::unique_ptr<LockedFile>(new MemLockedFile(this, path));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Fault injection.
@@ -327,7 +431,10 @@ absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile
 }
 
 absl::Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string& to) {
-  if (fail_renames_) {
+  int64_t left = renames_left_.load();
+  while (left > 0 && !renames_left_.compare_exchange_weak(left, left - 1)) {
+  }
+  if (fail_renames_ || left == 0) {
     return absl::InternalError(absl::StrCat(from, ": rename to ", to, " failed (injected)"));
   }
   return base_->RenameFile(from, to);

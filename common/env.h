@@ -2,8 +2,9 @@
 // in-memory files (NewMemEnv) and failing files (FaultInjectionEnv). Modeled on leveldb's Env.
 //
 // Errors: every method returns absl::Status; messages name the path and the operation.
-//   kNotFound for a missing file, kResourceExhausted for ENOSPC/EDQUOT, kInternal otherwise
-//   (kDataLoss is reserved for content checks done by callers).
+//   kNotFound for a missing file, kResourceExhausted for ENOSPC/EDQUOT, kUnavailable for a lock
+//   another holder has, kInternal otherwise (kDataLoss is reserved for content checks done by
+//   callers).
 // Ownership: Env::Default() is process-wide and never deleted; any other Env is owned by its
 //   creator and must outlive every file it opened and every object that borrows it (Dataset,
 //   Trainer, RunTrainJob, ...). Files are owned by their unique_ptr.
@@ -43,6 +44,16 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// An exclusive lock on a file, taken by Env::LockFile (docs/formats/lock.md). Destroying it
+// removes the file and then releases the lock.
+class LockedFile {
+ public:
+  virtual ~LockedFile() = default;
+  // Replaces the lock file's contents with `contents` (the holder's description).
+  virtual absl::Status WriteContents(absl::string_view contents) = 0;
+  virtual const std::string& path() const = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -66,6 +77,10 @@ class Env {
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
   // Makes renames within `dir` durable (fsync of the directory).
   virtual absl::Status SyncDir(const std::string& dir) = 0;
+  // Takes an exclusive lock on `path` (created if missing) without waiting: kUnavailable
+  // ("... is locked") when another holder has it, in this process or another (POSIX: flock,
+  // released by the kernel when the holder dies). The file's contents are not looked at.
+  virtual absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& path) = 0;
 };
 
 // Reads a whole file.
@@ -97,6 +112,8 @@ class FaultInjectionEnv : public Env {
   void FailWritesAfter(int64_t bytes);
   // Makes the next RenameFile calls fail (when `fail` is true).
   void FailRenames(bool fail) { fail_renames_ = fail; }
+  // Lets `renames` more RenameFile calls succeed, then fails every later one; negative: never.
+  void FailRenamesAfter(int64_t renames) { renames_left_ = renames; }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
@@ -114,6 +131,9 @@ class FaultInjectionEnv : public Env {
   absl::Status DeleteFile(const std::string& path) override { return base_->DeleteFile(path); }
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+  absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& path) override {
+    return base_->LockFile(path);
+  }
 
   // Called by the injected writable files; returns false when the write must fail.
   bool ConsumeWriteBudget(size_t n);
@@ -122,6 +142,7 @@ class FaultInjectionEnv : public Env {
   Env* base_;
   std::atomic<int64_t> write_budget_{-1};
   std::atomic<bool> fail_renames_{false};
+  std::atomic<int64_t> renames_left_{-1};
 };
 
 }  // namespace sluice

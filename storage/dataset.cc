@@ -278,7 +278,15 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
   if (readers_[i] != nullptr) return readers_[i].get();
   const ShardEntry& e = manifest_.shards[i];
   const std::string path = JoinPath(dir_, e.file);
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env_, path));
+  absl::StatusOr<std::unique_ptr<ShardReader>> opened = ShardReader::Open(env_, path);
+  if (opened.status().code() == absl::StatusCode::kNotFound) {
+    // Also what a reader sees when the split was rewritten after it read the manifest
+    // (docs/formats/shard.md, "Readers during a rewrite").
+    return absl::NotFoundError(absl::StrCat(
+        path, ": shard ", i, " named by ", manifest_path_,
+        " does not exist (was the split rewritten since the manifest was read? open it again)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, std::move(opened));
   const ShardHeader& h = r->header();
   auto mismatch = [&](absl::string_view field, auto shard_value, auto manifest_value) {
     return absl::DataLossError(absl::StrCat(path, ": header: ", field, " ", shard_value,

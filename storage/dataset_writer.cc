@@ -5,11 +5,14 @@
 #include <tbb/task_arena.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/file_lock.h"
 #include "common/status_macros.h"
 #include "storage/shard_writer.h"
 
@@ -64,24 +67,34 @@ absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
   return absl::OkStatus();
 }
 
-// True for "<split>-<digits>.shard" and "<split>.manifest.json(.tmp)": files a previous write
-// of this split may have left.
-bool BelongsToSplit(absl::string_view name, absl::string_view split) {
-  if (name == ManifestFileName(split) || name == ManifestFileName(split) + ".tmp") return true;
-  if (!absl::ConsumePrefix(&name, split) || !absl::ConsumePrefix(&name, "-")) return false;
-  absl::ConsumeSuffix(&name, ".tmp");
-  if (!absl::ConsumeSuffix(&name, kShardSuffix) || name.empty()) return false;
-  for (char c : name) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
+bool IsDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-absl::Status WriteOneShard(Env* env, const std::string& path, const ShardHeader& header,
-                           const std::vector<std::string>& stored,
-                           const std::vector<FrameJob>& jobs, size_t first_job,
-                           size_t record_bytes, ShardEntry* entry) {
-  const std::string tmp = path + ".tmp";
+bool IsLowerHex16(absl::string_view s) {
+  return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// True for the files a write of `split` creates besides its manifest: "<split>-<digits>.shard",
+// "<split>-<digits>-<16 hex>.shard", either with ".tmp", and "<split>.manifest.json.tmp"
+// (docs/formats/shard.md, "Atomicity and rewriting a split").
+bool IsShardOrTempOfSplit(absl::string_view name, absl::string_view split) {
+  if (name == ManifestFileName(split) + ".tmp") return true;
+  if (!absl::ConsumePrefix(&name, split) || !absl::ConsumePrefix(&name, "-")) return false;
+  absl::ConsumeSuffix(&name, ".tmp");
+  if (!absl::ConsumeSuffix(&name, kShardSuffix)) return false;
+  const size_t dash = name.find('-');
+  if (dash == absl::string_view::npos) return IsDigits(name);
+  return IsDigits(name.substr(0, dash)) && IsLowerHex16(name.substr(dash + 1));
+}
+
+// Writes shard `header` to `tmp` (fsynced and closed); fills entry->bytes and entry->xxh3.
+absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader& header,
+                            const std::vector<std::string>& stored,
+                            const std::vector<FrameJob>& jobs, size_t first_job,
+                            size_t record_bytes, ShardEntry* entry) {
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
   ShardWriter writer(file.get(), header);
   for (uint32_t f = 0; f < header.frame_count; ++f) {
@@ -92,7 +105,6 @@ absl::Status WriteOneShard(Env* env, const std::string& path, const ShardHeader&
   RETURN_IF_ERROR(writer.Finish());
   RETURN_IF_ERROR(file->Sync());
   RETURN_IF_ERROR(file->Close());
-  RETURN_IF_ERROR(env->RenameFile(tmp, path));
   entry->bytes = writer.bytes_written();
   entry->xxh3 = writer.file_checksum();
   return absl::OkStatus();
@@ -105,14 +117,9 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
                                       const WriteDatasetOptions& options) {
   const ShardingOptions& o = options.sharding;
   RETURN_IF_ERROR(ValidateInput(split, records, o));
-  RETURN_IF_ERROR(env->CreateDirs(dir));
-
-  // Remove an older version of this split first, manifest included, so that a failure below
-  // cannot leave an old manifest describing new shards.
-  ASSIGN_OR_RETURN(std::vector<std::string> children, env->GetChildren(dir));
-  for (const std::string& c : children) {
-    if (BelongsToSplit(c, split)) RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, c)));
-  }
+  // One writer per directory, for the whole write (docs/formats/lock.md); creates `dir`.
+  ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
+                   FileLock::Acquire(env, dir, absl::StrCat("writing split \"", split, "\"")));
 
   const RecordSpec& spec = records.spec;
   Manifest m;
@@ -126,8 +133,7 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
   std::vector<size_t> first_job_of_shard;
   const uint64_t shard_count = (records.count + o.records_per_shard - 1) / o.records_per_shard;
   for (uint32_t s = 0; s < shard_count; ++s) {
-    ShardEntry e;
-    e.file = ShardFileName(split, s);
+    ShardEntry e;  // e.file, e.bytes and e.xxh3 are known once the shard is written
     e.first_record = uint64_t{s} * o.records_per_shard;
     e.record_count = std::min<uint64_t>(o.records_per_shard, records.count - e.first_record);
     e.frame_count = static_cast<uint32_t>((e.record_count + o.records_per_frame - 1) /
@@ -174,9 +180,13 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
   });
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
 
-  // Write shards in order, then the manifest. On failure remove everything of this split, so
-  // what remains never looks like a dataset.
+  // The new split goes beside the old one under its own names; the manifest's rename is the
+  // switch; the old split's shards are deleted only after it (docs/formats/shard.md,
+  // "Atomicity and rewriting a split").
   const std::string manifest_path = JoinPath(dir, ManifestFileName(split));
+  const std::string manifest_tmp = manifest_path + ".tmp";
+  std::vector<std::string> created;  // shard paths this write renamed into place, new names only
+  bool switched = false;
   absl::Status status = [&]() -> absl::Status {
     for (uint32_t s = 0; s < shard_count; ++s) {
       ShardEntry& e = m.shards[s];
@@ -187,19 +197,57 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
       h.records_per_frame = o.records_per_frame;
       h.frame_count = e.frame_count;
       h.shard_index = s;
-      RETURN_IF_ERROR(WriteOneShard(env, JoinPath(dir, e.file), h, stored, jobs,
-                                    first_job_of_shard[s], spec.record_bytes(), &e));
+      const std::string tmp = JoinPath(dir, ShardTempFileName(split, s));
+      RETURN_IF_ERROR(WriteShardFile(env, tmp, h, stored, jobs, first_job_of_shard[s],
+                                     spec.record_bytes(), &e));
+      // A name stands for one content: an existing file of that name (a shard the old split
+      // shares with the new one) has these bytes, and is not ours to delete on failure.
+      e.file = ShardFileName(split, s, e.xxh3);
+      const std::string path = JoinPath(dir, e.file);
+      const bool existed = env->FileExists(path);
+      RETURN_IF_ERROR(env->RenameFile(tmp, path));
+      if (!existed) created.push_back(path);
     }
-    return WriteFileAtomically(env, manifest_path, m.ToJson());
+    RETURN_IF_ERROR(env->SyncDir(dir));  // the shards' names are durable before the switch
+    {
+      ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(manifest_tmp));
+      RETURN_IF_ERROR(file->Append(m.ToJson()));
+      RETURN_IF_ERROR(file->Sync());
+      RETURN_IF_ERROR(file->Close());
+    }
+    RETURN_IF_ERROR(env->RenameFile(manifest_tmp, manifest_path));
+    switched = true;
+    absl::Status synced = env->SyncDir(dir);
+    if (!synced.ok()) {
+      return absl::Status(synced.code(),
+                          absl::StrCat(manifest_path, ": written, but the directory fsync after "
+                                                      "its rename failed (the old split's shards "
+                                                      "are kept): ",
+                                       synced.message()));
+    }
+    return absl::OkStatus();
   }();
   if (!status.ok()) {
-    for (const ShardEntry& e : m.shards) {
-      const std::string p = JoinPath(dir, e.file);
-      if (env->FileExists(p + ".tmp")) env->DeleteFile(p + ".tmp").IgnoreError();
-      if (env->FileExists(p)) env->DeleteFile(p).IgnoreError();
+    if (switched) return status;  // the new manifest may be live: delete nothing
+    for (uint32_t s = 0; s < shard_count; ++s) {
+      const std::string tmp = JoinPath(dir, ShardTempFileName(split, s));
+      if (env->FileExists(tmp)) env->DeleteFile(tmp).IgnoreError();
     }
-    if (env->FileExists(manifest_path)) env->DeleteFile(manifest_path).IgnoreError();
+    for (const std::string& p : created) env->DeleteFile(p).IgnoreError();
+    if (env->FileExists(manifest_tmp)) env->DeleteFile(manifest_tmp).IgnoreError();
     return status;
+  }
+
+  // After the switch: remove the old split's shards and leftovers of interrupted writes. Best
+  // effort: the new split is complete, and the next write removes what stays.
+  std::set<std::string> keep;
+  for (const ShardEntry& e : m.shards) keep.insert(e.file);
+  if (auto children = env->GetChildren(dir); children.ok()) {
+    for (const std::string& c : *children) {
+      if (IsShardOrTempOfSplit(c, split) && keep.count(c) == 0) {
+        env->DeleteFile(JoinPath(dir, c)).IgnoreError();
+      }
+    }
   }
   return m;
 }

@@ -32,8 +32,11 @@ struct WriteDatasetOptions {
   std::function<void(uint64_t)> on_progress;
 };
 
-// Writes split `split` of `records` into `dir` (created if needed). Output is byte-identical
-// for the same input and options whatever `threads` is. On error, removes what it wrote.
+// Writes split `split` of `records` into `dir` (created if needed), holding the directory's
+// lock (docs/formats/lock.md; kUnavailable naming the holder if another writer has it). Output
+// is byte-identical for the same input and options whatever `threads` is. An existing split is
+// replaced by writing the new shards beside it under new names and switching the manifest;
+// on error the old split (if any) is untouched and what this write added is removed.
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
                                       const RecordArrays& records,
                                       const WriteDatasetOptions& options);

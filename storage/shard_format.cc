@@ -35,8 +35,12 @@ absl::StatusOr<LabelDType> ParseLabelDType(absl::string_view name) {
   return ParseDType(kLabelDTypeNames, "label dtype", name);
 }
 
-std::string ShardFileName(absl::string_view split, uint32_t shard_index) {
-  return absl::StrFormat("%s-%05d%s", split, shard_index, kShardSuffix);
+std::string ShardFileName(absl::string_view split, uint32_t shard_index, uint64_t file_xxh3) {
+  return absl::StrFormat("%s-%05u-%016x%s", split, shard_index, file_xxh3, kShardSuffix);
+}
+
+std::string ShardTempFileName(absl::string_view split, uint32_t shard_index) {
+  return absl::StrFormat("%s-%05u%s.tmp", split, shard_index, kShardSuffix);
 }
 
 std::string ManifestFileName(absl::string_view split) {

@@ -66,8 +66,11 @@ struct ShardHeader {
   uint32_t shard_index = 0;
 };
 
-// "<split>-<5-digit index>.shard" and "<split>.manifest.json".
-std::string ShardFileName(absl::string_view split, uint32_t shard_index);
+// "<split>-<5-digit index>-<xxh3 of the whole file, 16 hex>.shard" (docs/formats/shard.md,
+// "Shard file names") and "<split>.manifest.json".
+std::string ShardFileName(absl::string_view split, uint32_t shard_index, uint64_t file_xxh3);
+// "<split>-<5-digit index>.shard.tmp": where shard `shard_index` is written before its rename.
+std::string ShardTempFileName(absl::string_view split, uint32_t shard_index);
 std::string ManifestFileName(absl::string_view split);
 
 }  // namespace sluice

@@ -39,7 +39,9 @@ constexpr char kUsage[] =
     R"(usage: sluice-shard <command> ...
   create --images F --labels F --out DIR [--split NAME] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
-      IDX files (raw or .gz) -> DIR/<split>-NNNNN.shard + DIR/<split>.manifest.json
+      IDX files (raw or .gz) -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      a rewrite replaces an existing split only once the new one is complete; one writer
+      per DIR at a time (DIR/.sluice.lock names the holder)
   inspect PATH          print a manifest (or dataset directory) or a .shard file's layout
   verify DIR            check every checksum and count of every split in DIR
   export DIR --out PREFIX [--split NAME]

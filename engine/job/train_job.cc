@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
+#include "common/file_lock.h"
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/job/autotune.h"
@@ -301,6 +302,13 @@ std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options) {
   if (options.data.empty()) return absl::InvalidArgumentError("--data: a dataset is required");
   if (options.epochs < 1) return absl::InvalidArgumentError("--epochs: must be at least 1");
+  // One job per checkpoint directory, for the job's whole life, taken before --resume=auto
+  // looks for a checkpoint there (docs/formats/lock.md). Creates the directory.
+  std::unique_ptr<FileLock> checkpoint_lock;
+  if (!options.checkpoint_dir.empty()) {
+    ASSIGN_OR_RETURN(checkpoint_lock,
+                     FileLock::Acquire(env, options.checkpoint_dir, "sluice-train checkpoints"));
+  }
   TrainJobResult result;
   ASSIGN_OR_RETURN(Splits splits, OpenSplits(env, options));
   result.train_records = splits.train->record_count();
@@ -337,7 +345,6 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   TrainerOptions trainer_options = MakeTrainerOptions(env, options, result.train_records);
   AddIntermediateReports(options, train_source, backend, &trainer_options);
   if (!options.checkpoint_dir.empty()) {
-    RETURN_IF_ERROR(env->CreateDirs(options.checkpoint_dir));
     result.checkpoint_path = CheckpointPath(options.checkpoint_dir);
     trainer_options.checkpoint_path = result.checkpoint_path;
     trainer_options.checkpoint_every_steps = options.checkpoint_every;

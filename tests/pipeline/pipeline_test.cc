@@ -145,7 +145,7 @@ TEST(Pipeline, StartAtStepIsTheTailAndSkipsFramesItDoesNotNeed) {
     // once (for epoch 1), not twice.
     int frames_read_twice = 0;
     for (const FrameInfo& fi : reader->frames()) {
-      frames_read_twice += data.env->ReadsAt("train-00000.shard", fi.offset) == 2;
+      frames_read_twice += data.env->ReadsAt(data.manifest.shards[0].file, fi.offset) == 2;
     }
     EXPECT_EQ(frames_read_twice, 16 - static_cast<int>(k / 2 * 2)) << "start " << k;
   }
@@ -238,7 +238,7 @@ TEST(Pipeline, CorruptFrameFailsWithDataLossNamingFileFrameAndOffset) {
   auto batches = RunAll(data.dataset.get(), SmallOptions());
   ASSERT_FALSE(batches.ok());
   EXPECT_EQ(batches.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(batches.status().message(), HasSubstr("train-00001.shard"));
+  EXPECT_THAT(batches.status().message(), HasSubstr(data.manifest.shards[1].file));
   EXPECT_THAT(batches.status().message(), HasSubstr("frame 2"));
   EXPECT_THAT(batches.status().message(), HasSubstr(std::to_string(offset)));
 }
@@ -309,7 +309,7 @@ TEST(Pipeline, WhatIfReadServesFramesFromMemory) {
   ASSERT_TRUE(RunAll(data.dataset.get(), o).ok());
   // Each frame is read once, before the run, however many epochs run.
   for (const FrameInfo& fi : (*data.dataset->shard(0))->frames()) {
-    EXPECT_EQ(data.env->ReadsAt("train-00000.shard", fi.offset), 1);
+    EXPECT_EQ(data.env->ReadsAt(data.manifest.shards[0].file, fi.offset), 1);
   }
 }
 

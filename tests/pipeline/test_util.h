@@ -65,6 +65,9 @@ class CountingEnv : public Env {
     return base_->RenameFile(a, b);
   }
   absl::Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+  absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& p) override {
+    return base_->LockFile(p);
+  }
 
   // Reads that started at `offset` of a file whose path ends in `name`.
   int ReadsAt(const std::string& name, uint64_t offset) {

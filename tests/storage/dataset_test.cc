@@ -3,9 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <map>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "common/checksum.h"
 #include "common/env.h"
+#include "common/file_lock.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
@@ -91,12 +99,15 @@ TEST(DatasetWriterTest, RewritingASplitRemovesItsOldShards) {
       WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 9), Options(3, 2)).ok());
   ASSERT_TRUE(
       WriteDataset(env.get(), "/d", "test", MakeRecords(U8Spec(2, 2), 2), Options(3, 2)).ok());
-  ASSERT_TRUE(
-      WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 4), Options(3, 2)).ok());
+  auto m =
+      WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 4), Options(3, 2));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->shards.size(), 2u);
+  const std::string test_shard =
+      Dataset::Open(env.get(), "/d/test.manifest.json").value()->manifest().shards[0].file;
   EXPECT_THAT(Children(env.get(), "/d"),
-              ::testing::ElementsAre("test-00000.shard", "test.manifest.json",
-                                     "train-00000.shard", "train-00001.shard",
-                                     "train.manifest.json"));
+              ::testing::ElementsAre(test_shard, "test.manifest.json", m->shards[0].file,
+                                     m->shards[1].file, "train.manifest.json"));
 }
 
 TEST(DatasetWriterTest, InvalidOptionsAreInvalidArgument) {
@@ -144,7 +155,7 @@ TEST(ManifestTest, CountsThatDisagreeAreDataLoss) {
       absl::StrReplaceAll(text, {{"\"frame_count\": 2", "\"frame_count\": 3"}}), "/m");
   EXPECT_THAT(frames.status().message(), HasSubstr("shards[0].frame_count: 3, expected 2"));
   auto escape = Manifest::FromJson(
-      absl::StrReplaceAll(text, {{"train-00000.shard", "../x.shard"}}), "/m");
+      absl::StrReplaceAll(text, {{m->shards[0].file, "../x.shard"}}), "/m");
   EXPECT_EQ(escape.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(Manifest::FromJson(text.substr(0, text.size() / 2), "/m").status().code(),
             absl::StatusCode::kDataLoss);
@@ -152,32 +163,33 @@ TEST(ManifestTest, CountsThatDisagreeAreDataLoss) {
 
 TEST(DatasetTest, ShardFromAnotherDatasetIsDataLoss) {
   auto env = NewMemEnv();
-  ASSERT_TRUE(
-      WriteDataset(env.get(), "/a", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 2)).ok());
-  ASSERT_TRUE(
-      WriteDataset(env.get(), "/b", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 4)).ok());
-  ASSERT_TRUE(env->RenameFile("/b/train-00001.shard", "/a/train-00001.shard").ok());
+  auto a = WriteDataset(env.get(), "/a", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 2));
+  auto b = WriteDataset(env.get(), "/b", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 4));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string a1 = "/a/" + a->shards[1].file;
+  ASSERT_TRUE(env->RenameFile("/b/" + b->shards[1].file, a1).ok());
   auto ds = Dataset::Open(env.get(), "/a");
   ASSERT_TRUE(ds.ok());
   EXPECT_TRUE((*ds)->shard(0).ok());
   absl::Status s = (*ds)->shard(1).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("/a/train-00001.shard: header: frame_count 1"));
+  EXPECT_THAT(s.message(), HasSubstr(a1 + ": header: frame_count 1"));
 }
 
 TEST(DatasetTest, VerifyNamesTheCorruptShardFrameAndOffset) {
   auto env = NewMemEnv();
-  ASSERT_TRUE(
-      WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(4, 4), 9), Options(4, 2)).ok());
-  std::string shard = ReadFileToString(env.get(), "/d/train-00001.shard").value();
+  auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(4, 4), 9), Options(4, 2));
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string path = "/d/" + m->shards[1].file;
+  std::string shard = ReadFileToString(env.get(), path).value();
   shard[70] ^= 1;
-  auto f = env->NewWritableFile("/d/train-00001.shard");
+  auto f = env->NewWritableFile(path);
   ASSERT_TRUE((*f)->Append(shard).ok());
   auto ds = Dataset::Open(env.get(), "/d/train.manifest.json");
   ASSERT_TRUE(ds.ok());
   absl::Status s = VerifyDataset(**ds);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("/d/train-00001.shard: frame 0 at byte offset 64: checksum"));
+  EXPECT_THAT(s.message(), HasSubstr(path + ": frame 0 at byte offset 64: checksum"));
 }
 
 TEST(DatasetTest, OpenPicksTheDefaultSplitAndFindsSiblings) {
@@ -198,6 +210,183 @@ TEST(DatasetTest, OpenPicksTheDefaultSplitAndFindsSiblings) {
   EXPECT_EQ(Dataset::Open(env.get(), "/d", "val").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Dataset::Open(env.get(), "/empty").status().code(), absl::StatusCode::kNotFound);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rewriting a split (docs/formats/shard.md, "Atomicity and rewriting a split").
+
+// The old split: 60 records in shards of 25. The new one: 70 records whose first 25 are the
+// old ones, so its shard 0 has the same bytes (and name) as the old shard 0, and the others
+// differ.
+struct Rewrite {
+  RecordArrays old_records = MakeRecords(U8Spec(4, 4), 60, 1);
+  RecordArrays new_records;
+  WriteDatasetOptions options = Options(25, 8);
+  Rewrite() {
+    const RecordArrays other = MakeRecords(U8Spec(4, 4), 70, 2);
+    new_records = other;
+    const size_t sb = other.spec.sample_bytes();
+    new_records.samples.replace(0, 25 * sb, old_records.samples.substr(0, 25 * sb));
+    new_records.labels.replace(0, 25, old_records.labels.substr(0, 25));
+  }
+};
+
+std::map<std::string, std::string> Files(Env* env, const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& n : Children(env, dir)) {
+    out[n] = ReadFileToString(env, JoinPath(dir, n)).value();
+  }
+  return out;
+}
+
+// The split in `dir` verifies and reads back exactly `want`.
+void ExpectSplitHolds(Env* env, const std::string& dir, const RecordArrays& want,
+                      const std::string& where) {
+  auto ds = Dataset::Open(env, dir);
+  ASSERT_TRUE(ds.ok()) << where << ": " << ds.status();
+  EXPECT_TRUE(VerifyDataset(**ds).ok()) << where << ": " << VerifyDataset(**ds);
+  auto back = ReadAllRecords(**ds, 1);
+  ASSERT_TRUE(back.ok()) << where << ": " << back.status();
+  EXPECT_EQ(back->count, want.count) << where;
+  EXPECT_TRUE(back->samples == want.samples && back->labels == want.labels) << where;
+}
+
+TEST(DatasetWriterTest, ShardFileNamesAreIndexAndContentXxh3) {
+  auto env = NewMemEnv();
+  auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 2));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->shards.size(), 3u);
+  for (size_t i = 0; i < m->shards.size(); ++i) {
+    EXPECT_EQ(m->shards[i].file,
+              absl::StrFormat("train-%05d-%s.shard", i, ChecksumToHex(m->shards[i].xxh3)));
+    EXPECT_EQ(Xxh3(ReadFileToString(env.get(), "/d/" + m->shards[i].file).value()),
+              m->shards[i].xxh3);
+  }
+}
+
+TEST(DatasetWriterTest, RewriteFailingAtEveryWriteOffsetLeavesTheOldSplitReadable) {
+  const Rewrite w;
+  // Bytes appended by a successful rewrite: the failure point sweeps all of them.
+  int64_t total = 0;
+  {
+    auto mem = NewMemEnv();
+    ASSERT_TRUE(WriteDataset(mem.get(), "/d", "train", w.old_records, w.options).ok());
+    for (int64_t budget = 1;; budget *= 2) {
+      auto probe = NewMemEnv();
+      ASSERT_TRUE(WriteDataset(probe.get(), "/d", "train", w.old_records, w.options).ok());
+      FaultInjectionEnv env(probe.get());
+      env.FailWritesAfter(budget);
+      if (WriteDataset(&env, "/d", "train", w.new_records, w.options).ok()) {
+        total = budget;
+        break;
+      }
+    }
+  }
+  int failures = 0;
+  for (int64_t budget = 0; budget <= total; ++budget) {
+    auto mem = NewMemEnv();
+    ASSERT_TRUE(WriteDataset(mem.get(), "/d", "train", w.old_records, w.options).ok());
+    const auto before = Files(mem.get(), "/d");
+    FaultInjectionEnv env(mem.get());
+    env.FailWritesAfter(budget);
+    absl::StatusOr<Manifest> m = WriteDataset(&env, "/d", "train", w.new_records, w.options);
+    const std::string where = absl::StrCat("budget ", budget);
+    if (!m.ok()) {
+      ++failures;
+      EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << where;
+      EXPECT_EQ(Files(mem.get(), "/d"), before) << where << ": the old split's files changed";
+      ExpectSplitHolds(mem.get(), "/d", w.old_records, where);
+      continue;
+    }
+    // Success: only the new split's shards and manifest remain.
+    std::vector<std::string> want;
+    for (const ShardEntry& e : m->shards) want.push_back(e.file);
+    want.push_back("train.manifest.json");
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(Children(mem.get(), "/d"), want) << where;
+    EXPECT_EQ(m->shards[0].file, Dataset::Open(mem.get(), "/d").value()->manifest().shards[0].file);
+    ExpectSplitHolds(mem.get(), "/d", w.new_records, where);
+  }
+  EXPECT_GT(failures, 1000) << "the sweep must cover every write of the rewrite";
+}
+
+TEST(DatasetWriterTest, RewriteFailingAtEveryRenameLeavesTheOldSplitReadable) {
+  const Rewrite w;
+  // 3 shard renames, then the manifest's.
+  for (int64_t renames = 0; renames <= 4; ++renames) {
+    auto mem = NewMemEnv();
+    ASSERT_TRUE(WriteDataset(mem.get(), "/d", "train", w.old_records, w.options).ok());
+    const auto before = Files(mem.get(), "/d");
+    FaultInjectionEnv env(mem.get());
+    env.FailRenamesAfter(renames);
+    absl::Status s = WriteDataset(&env, "/d", "train", w.new_records, w.options).status();
+    const std::string where = absl::StrCat(renames, " renames succeed");
+    if (renames < 4) {
+      EXPECT_FALSE(s.ok()) << where;
+      EXPECT_THAT(s.message(), HasSubstr("(injected)")) << where;
+      EXPECT_EQ(Files(mem.get(), "/d"), before) << where;
+      ExpectSplitHolds(mem.get(), "/d", w.old_records, where);
+    } else {
+      EXPECT_TRUE(s.ok()) << s;
+      ExpectSplitHolds(mem.get(), "/d", w.new_records, where);
+    }
+  }
+}
+
+TEST(DatasetWriterTest, RewriteRemovesLeftoversOfInterruptedWritesButNotOtherSplits) {
+  auto env = NewMemEnv();
+  ASSERT_TRUE(
+      WriteDataset(env.get(), "/d", "test", MakeRecords(U8Spec(2, 2), 2), Options(3, 2)).ok());
+  for (const char* stray : {"train-00004.shard", "train-00003.shard.tmp",
+                            "train-00009-0123456789abcdef.shard", "train.manifest.json.tmp",
+                            "train-extra-00000.shard", "notes.txt"}) {
+    ASSERT_TRUE(WriteFileAtomically(env.get(), JoinPath("/d", stray), "x").ok());
+  }
+  auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 4), Options(3, 2));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto t = Dataset::Open(env.get(), "/d/test.manifest.json");
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<std::string> want = {m->shards[0].file, m->shards[1].file,
+                                   (*t)->manifest().shards[0].file, "notes.txt",
+                                   "test.manifest.json", "train-extra-00000.shard",
+                                   "train.manifest.json"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Children(env.get(), "/d"), want);
+}
+
+TEST(DatasetTest, ReaderOfTheOldManifestGetsNotFoundNamingTheShardAfterARewrite) {
+  const Rewrite w;
+  auto env = NewMemEnv();
+  ASSERT_TRUE(WriteDataset(env.get(), "/d", "train", w.old_records, w.options).ok());
+  auto old = Dataset::Open(env.get(), "/d");
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE((*old)->shard(2).ok());  // opened before the rewrite: stays readable
+  ASSERT_TRUE(WriteDataset(env.get(), "/d", "train", w.new_records, w.options).ok());
+  absl::Status s = (*old)->shard(1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("/d/" + (*old)->manifest().shards[1].file));
+  EXPECT_THAT(s.message(), HasSubstr("/d/train.manifest.json"));
+  EXPECT_TRUE((*old)->shard(2).value()->Verify().ok());
+  ExpectSplitHolds(env.get(), "/d", w.new_records, "after the rewrite");
+}
+
+TEST(DatasetWriterTest, SecondWriterIsRefusedWhileTheDirectoryIsLocked) {
+  const Rewrite w;
+  auto env = NewMemEnv();
+  ASSERT_TRUE(WriteDataset(env.get(), "/d", "train", w.old_records, w.options).ok());
+  const auto before = Files(env.get(), "/d");
+  {
+    auto holder = FileLock::Acquire(env.get(), "/d", "sluice-shard create (split train)");
+    ASSERT_TRUE(holder.ok()) << holder.status();
+    absl::Status s = WriteDataset(env.get(), "/d", "test", w.new_records, w.options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("locked by pid ", ::getpid(), " on host ")));
+    auto files = Files(env.get(), "/d");
+    files.erase(FileLock::kFileName);
+    EXPECT_EQ(files, before);
+  }
+  EXPECT_TRUE(WriteDataset(env.get(), "/d", "test", w.new_records, w.options).ok());
+  ExpectSplitHolds(env.get(), "/d", w.old_records, "train");
 }
 
 }  // namespace

@@ -24,13 +24,19 @@ using testing::Options;
 using testing::U8Spec;
 
 constexpr char kDir[] = "/ds";
-constexpr char kShard[] = "/ds/train-00000.shard";
+
+// The path of the one shard WriteOneShard wrote, as the manifest names it.
+std::string ShardPath(Env* env) {
+  auto ds = Dataset::Open(env, kDir);
+  EXPECT_TRUE(ds.ok()) << ds.status();
+  return ds.ok() ? JoinPath(kDir, (*ds)->manifest().shards[0].file) : "";
+}
 
 // Writes `r` as one shard of M records per frame and returns its bytes.
 std::string WriteOneShard(Env* env, const RecordArrays& r, uint32_t m) {
   auto manifest = WriteDataset(env, kDir, "train", r, Options(1 << 20, m));
   EXPECT_TRUE(manifest.ok()) << manifest.status();
-  auto bytes = ReadFileToString(env, kShard);
+  auto bytes = ReadFileToString(env, ShardPath(env));
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.value_or("");
 }
@@ -78,7 +84,7 @@ TEST(ShardTest, WorkedExampleMatchesTheFormatDoc) {
       "\x03\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\x02\0\0\0\x02\0\0\0\0\0\0\0\0\0\0\0",
       64);
   EXPECT_EQ(file.substr(0, 64), header);
-  auto reader = ShardReader::Open(env.get(), kShard);
+  auto reader = ShardReader::Open(env.get(), ShardPath(env.get()));
   ASSERT_TRUE(reader.ok()) << reader.status();
   const auto& frames = (*reader)->frames();
   ASSERT_EQ(frames.size(), 2u);
@@ -104,7 +110,7 @@ TEST(ShardTest, ShortLastFrameReadsBackInAnyOrder) {
   auto env = NewMemEnv();
   const RecordArrays r = MakeRecords(U8Spec(3, 2), 10);
   WriteOneShard(env.get(), r, 3);  // frames of 3, 3, 3, 1 records
-  auto reader = ShardReader::Open(env.get(), kShard);
+  auto reader = ShardReader::Open(env.get(), ShardPath(env.get()));
   ASSERT_TRUE(reader.ok()) << reader.status();
   ASSERT_EQ((*reader)->frame_count(), 4u);
   EXPECT_EQ((*reader)->frames()[3].record_count, 1u);
@@ -121,7 +127,7 @@ TEST(ShardTest, ShortLastFrameReadsBackInAnyOrder) {
 TEST(ShardTest, EverySingleByteFlipIsDetected) {
   auto env = NewMemEnv();
   const std::string good = WriteOneShard(env.get(), MakeRecords(U8Spec(3, 2), 10), 3);
-  ASSERT_TRUE(OpenAndVerify(env.get(), kShard).ok());
+  ASSERT_TRUE(OpenAndVerify(env.get(), ShardPath(env.get())).ok());
   for (size_t i = 0; i < good.size(); ++i) {
     for (uint8_t mask : {0x01, 0x80, 0xff}) {
       std::string bad = good;
@@ -198,7 +204,7 @@ TEST(ShardTest, IndexRecordCountMismatchNamesTheFrame) {
 TEST(ShardTest, CorruptFrameErrorNamesFileFrameAndOffset) {
   auto env = NewMemEnv();
   std::string file = WriteOneShard(env.get(), MakeRecords(U8Spec(3, 2), 10), 3);
-  auto good = ShardReader::Open(env.get(), kShard);
+  auto good = ShardReader::Open(env.get(), ShardPath(env.get()));
   ASSERT_TRUE(good.ok());
   const FrameInfo f2 = (*good)->frames()[2];
   file[f2.offset + 1] ^= 0x10;
@@ -218,7 +224,7 @@ TEST(ShardTest, CorruptFrameErrorNamesFileFrameAndOffset) {
 TEST(ShardTest, FrameIndexOutOfRangeAndWrongBufferAreRejected) {
   auto env = NewMemEnv();
   WriteOneShard(env.get(), WorkedExample(), 2);
-  auto reader = ShardReader::Open(env.get(), kShard);
+  auto reader = ShardReader::Open(env.get(), ShardPath(env.get()));
   ASSERT_TRUE(reader.ok());
   std::string stored;
   EXPECT_EQ((*reader)->ReadStoredFrame(2, &stored).code(), absl::StatusCode::kOutOfRange);
@@ -253,7 +259,7 @@ TEST(ShardTest, F32SamplesAndI32LabelsRoundTrip) {
   spec.label_dtype = LabelDType::kI32;
   const RecordArrays r = MakeRecords(spec, 7);
   WriteOneShard(env.get(), r, 4);
-  auto reader = ShardReader::Open(env.get(), kShard);
+  auto reader = ShardReader::Open(env.get(), ShardPath(env.get()));
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ((*reader)->spec(), spec);
   std::string raw;

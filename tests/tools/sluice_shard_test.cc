@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "storage/dataset.h"
 #include "storage/idx.h"
 #include "storage/shard_reader.h"
 #include "tests/storage/test_records.h"
@@ -57,6 +58,13 @@ class SluiceShardCliTest : public ::testing::Test {
                         "/ds --records-per-shard 20 --records-per-frame 8 --quiet");
   }
 
+  // Path of shard `i` of the split in DIR/ds, as its manifest names it.
+  std::string ShardPath(size_t i) const {
+    auto ds = Dataset::Open(env_, dir_ + "/ds");
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? dir_ + "/ds/" + (*ds)->manifest().shards.at(i).file : "";
+  }
+
   Env* env_ = Env::Default();
   std::string dir_, images_, labels_;
   RecordArrays records_;
@@ -86,7 +94,7 @@ TEST_F(SluiceShardCliTest, ThreadCountDoesNotChangeTheOutput) {
 
 TEST_F(SluiceShardCliTest, VerifyNamesFirstBadFileFrameAndOffset) {
   ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
-  const std::string shard = dir_ + "/ds/train-00001.shard";
+  const std::string shard = ShardPath(1);
   auto reader = ShardReader::Open(env_, shard);
   ASSERT_TRUE(reader.ok());
   const uint64_t off = (*reader)->frames()[1].offset;
@@ -103,10 +111,10 @@ TEST_F(SluiceShardCliTest, InspectShowsLayoutRatioAndHistogram) {
   ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
   Result m = RunShard("inspect " + dir_ + "/ds");
   EXPECT_EQ(m.exit_code, 0) << m.output;
-  EXPECT_THAT(m.output, HasSubstr("train-00002.shard"));
+  EXPECT_THAT(m.output, HasSubstr(BaseName(ShardPath(2))));
   EXPECT_THAT(m.output, HasSubstr("compression:"));
   EXPECT_THAT(m.output, HasSubstr("label histogram"));
-  Result s = RunShard("inspect " + dir_ + "/ds/train-00000.shard");
+  Result s = RunShard("inspect " + ShardPath(0));
   EXPECT_EQ(s.exit_code, 0) << s.output;
   EXPECT_THAT(s.output, HasSubstr("sample u8 6x5x1"));
   EXPECT_THAT(s.output, HasSubstr("index at"));
@@ -177,6 +185,47 @@ TEST_F(SluiceShardCliTest, VerifyOfDirectoryWithoutManifestIsDataError) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("no *.manifest.json"));
   EXPECT_THAT(r.output, Not(HasSubstr("usage")));
+}
+
+// Two creates into one directory at once: the second is refused by the directory lock (exit 1,
+// naming the holder's pid and host) instead of interleaving with the first; the split that
+// remains verifies. Runs that did not overlap in time both succeed, so this tries until one
+// pair overlapped.
+TEST_F(SluiceShardCliTest, ConcurrentCreatesIntoOneDirectoryOneRefusedByTheLock) {
+  // Enough records that compressing them outlasts the other process's start.
+  const RecordArrays big = testing::MakeRecords(testing::U8Spec(28, 28), 20000);
+  auto paths = WriteIdxPair(env_, dir_ + "/big", big);
+  ASSERT_TRUE(paths.ok()) << paths.status();
+  const std::string args = absl::StrCat("create --images ", paths->images, " --labels ",
+                                        paths->labels, " --out ", dir_,
+                                        "/ds --records-per-shard 2000 --zstd-level 12 "
+                                        "--threads 1 --quiet");
+  bool overlapped = false;
+  for (int attempt = 0; attempt < 5 && !overlapped; ++attempt) {
+    const std::string cmd = absl::StrCat(
+        "(", SLUICE_SHARD_BIN, " ", args, " > ", dir_, "/a.out 2>&1; echo $? > ", dir_,
+        "/a.rc) & (", SLUICE_SHARD_BIN, " ", args, " > ", dir_, "/b.out 2>&1; echo $? > ", dir_,
+        "/b.rc) & wait");
+    ASSERT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0);
+    const std::string a_rc = ReadFileToString(env_, dir_ + "/a.rc").value();
+    const std::string b_rc = ReadFileToString(env_, dir_ + "/b.rc").value();
+    const std::string a_out = ReadFileToString(env_, dir_ + "/a.out").value();
+    const std::string b_out = ReadFileToString(env_, dir_ + "/b.out").value();
+    ASSERT_TRUE(a_rc == "0\n" || b_rc == "0\n") << "both failed:\n" << a_out << b_out;
+    if (a_rc != "0\n" || b_rc != "0\n") {
+      overlapped = true;
+      const std::string& loser = a_rc != "0\n" ? a_out : b_out;
+      EXPECT_EQ(a_rc != "0\n" ? a_rc : b_rc, "1\n") << loser;
+      EXPECT_THAT(loser, HasSubstr("sluice-shard create: error: " + dir_ +
+                                   "/ds/.sluice.lock: cannot start writing split \"train\": "
+                                   "the directory is locked by pid "));
+      EXPECT_THAT(loser, HasSubstr(" on host "));
+    }
+    Result v = RunShard("verify " + dir_ + "/ds");
+    EXPECT_EQ(v.exit_code, 0) << v.output;
+    EXPECT_FALSE(env_->FileExists(dir_ + "/ds/.sluice.lock")) << "released at exit";
+  }
+  EXPECT_TRUE(overlapped) << "no attempt ran the two creates at the same time";
 }
 
 }  // namespace

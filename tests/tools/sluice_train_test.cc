@@ -15,6 +15,7 @@
 #include "common/env.h"
 #include "engine/checkpoint.h"
 #include "gtest/gtest.h"
+#include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 
 namespace sluice {
@@ -105,7 +106,9 @@ TEST_F(SluiceTrainTest, MissingDataIsRuntimeErrorNamingThePath) {
 }
 
 TEST_F(SluiceTrainTest, CorruptShardFailsNamingFileFrameAndOffset) {
-  const std::string shard = dir_ + "/data/train-00001.shard";
+  const std::string shard_name =
+      Dataset::Open(Env::Default(), dir_ + "/data").value()->manifest().shards[1].file;
+  const std::string shard = dir_ + "/data/" + shard_name;
   auto bytes = ReadFileToString(Env::Default(), shard);
   ASSERT_TRUE(bytes.ok());
   std::string damaged = *bytes;
@@ -114,7 +117,7 @@ TEST_F(SluiceTrainTest, CorruptShardFailsNamingFileFrameAndOffset) {
   Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
                                      "--checkpoint-dir=", dir_, "/ckpt"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
-  EXPECT_NE(out.text.find("train-00001.shard"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find(shard_name), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("frame 0"), std::string::npos) << out.text;
   // No checkpoint that looks complete is left behind.
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
