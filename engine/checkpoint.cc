@@ -1,5 +1,6 @@
 #include "engine/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,38 @@ const std::string* FindValue(const KeyValues& kv, absl::string_view key) {
     if (k == key) return &v;
   }
   return nullptr;
+}
+
+std::vector<std::string> IdentityDifferences(const KeyValues& saved, const KeyValues& now) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : saved) {
+    const std::string* n = FindValue(now, k);
+    if (n == nullptr || *n != v) {
+      out.push_back(absl::StrCat(k, ": ", v, " in the checkpoint, ",
+                                 n == nullptr ? "(absent)" : *n, " now"));
+    }
+  }
+  for (const auto& [k, v] : now) {
+    if (FindValue(saved, k) == nullptr) {
+      out.push_back(absl::StrCat(k, ": (absent) in the checkpoint, ", v, " now"));
+    }
+  }
+  return out;
+}
+
+absl::Status CheckFiniteState(const ModelState& state) {
+  for (const auto* tensors : {&state.params, &state.opt_state}) {
+    for (const HostTensor& t : *tensors) {
+      for (size_t i = 0; i < t.values.size(); ++i) {
+        if (!std::isfinite(t.values[i])) {
+          return absl::OutOfRangeError(absl::StrCat(
+              tensors == &state.params ? "parameter '" : "optimizer state '", t.name, "' holds ",
+              t.values[i], " at index ", i, " (training diverged)"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -159,6 +192,7 @@ constexpr auto kSectionNames = MakeEnumNames<uint32_t>({
     {fmt::kTensor, "tensor"},
     {fmt::kPipeline, "pipeline"},
     {fmt::kRunConfig, "run config"},
+    {fmt::kRunIdentity, "run identity"},
 });
 absl::string_view SectionName(uint32_t type) {
   const absl::string_view name = kSectionNames.Name(type);
@@ -171,7 +205,8 @@ absl::StatusOr<std::string> EncodeCheckpoint(const Checkpoint& c) {
   const ModelState& s = c.state;
   std::string file(fmt::kMagic, sizeof(fmt::kMagic));
   PutFixed32(&file, fmt::kVersion);
-  PutFixed32(&file, static_cast<uint32_t>(4 + s.params.size() + s.opt_state.size()));
+  PutFixed32(&file,
+             static_cast<uint32_t>(fmt::kFixedSections + s.params.size() + s.opt_state.size()));
 
   std::string model;
   PutFixed32(&model, static_cast<uint32_t>(s.model.layers.size()));
@@ -183,6 +218,8 @@ absl::StatusOr<std::string> EncodeCheckpoint(const Checkpoint& c) {
   PutFixed64(&position, c.epoch);
   PutFixed64(&position, c.step_in_epoch);
   PutFixed64(&position, c.seed);
+  PutFixed64(&position, c.samples_in_epoch);
+  PutFixed64(&position, c.samples_total);
   AppendSection(&file, fmt::kPosition, position);
 
   if (s.params.size() != 2 * static_cast<size_t>(s.model.num_linear()) ||
@@ -199,11 +236,13 @@ absl::StatusOr<std::string> EncodeCheckpoint(const Checkpoint& c) {
     ASSIGN_OR_RETURN(std::string payload, TensorPayload(t, fmt::kOptimizerState));
     AppendSection(&file, fmt::kTensor, payload);
   }
-  std::string pipeline, run;
+  std::string pipeline, run, identity;
   PutKeyValues(&pipeline, c.pipeline_position);
   AppendSection(&file, fmt::kPipeline, pipeline);
   PutKeyValues(&run, c.run_config);
   AppendSection(&file, fmt::kRunConfig, run);
+  PutKeyValues(&identity, c.identity);
+  AppendSection(&file, fmt::kRunIdentity, identity);
   PutFixed64(&file, Xxh3(file));
   return file;
 }
@@ -251,13 +290,15 @@ class CheckpointDecoder {
     return absl::OkStatus();
   }
 
-  // The type section `index` must have: model, position, the tensors, pipeline, run config.
+  // The type section `index` must have: model, position, the tensors, pipeline, run config,
+  // run identity.
   absl::StatusOr<uint32_t> ExpectedType(uint64_t index, const PayloadReader& r) const {
     if (index == 0) return fmt::kModel;
     if (index == 1) return fmt::kPosition;
     if (tensors_seen_ < tensors_expected_) return fmt::kTensor;
     if (index == 2 + tensors_expected_) return fmt::kPipeline;
     if (index == 3 + tensors_expected_) return fmt::kRunConfig;
+    if (index == 4 + tensors_expected_) return fmt::kRunIdentity;
     return r.Error("more sections than the model and optimizer need");
   }
 
@@ -304,6 +345,8 @@ class CheckpointDecoder {
         ASSIGN_OR_RETURN(c_.epoch, r.Fixed64());
         ASSIGN_OR_RETURN(c_.step_in_epoch, r.Fixed64());
         ASSIGN_OR_RETURN(c_.seed, r.Fixed64());
+        ASSIGN_OR_RETURN(c_.samples_in_epoch, r.Fixed64());
+        ASSIGN_OR_RETURN(c_.samples_total, r.Fixed64());
         break;
       }
       case fmt::kTensor: {
@@ -321,6 +364,10 @@ class CheckpointDecoder {
       }
       case fmt::kRunConfig: {
         ASSIGN_OR_RETURN(c_.run_config, r.ReadKeyValues());
+        break;
+      }
+      case fmt::kRunIdentity: {
+        ASSIGN_OR_RETURN(c_.identity, r.ReadKeyValues());
         break;
       }
     }
@@ -346,8 +393,8 @@ class CheckpointDecoder {
       shapes_.push_back({c_.state.model.layers[k + 1]});
     }
     // Parameters, then 0..2 optimizer-state slots: the section count says how many.
-    const uint64_t tensors = section_count_ - 4;
-    if (section_count_ < 4 || tensors % shapes_.size() != 0 || tensors / shapes_.size() > 3) {
+    const uint64_t tensors = section_count_ - fmt::kFixedSections;
+    if (section_count_ < fmt::kFixedSections || tensors % shapes_.size() != 0 || tensors / shapes_.size() > 3) {
       return r.Error(absl::StrCat(section_count_, " sections cannot hold a model of ", num_linear,
                                   " layers"));
     }
@@ -357,7 +404,7 @@ class CheckpointDecoder {
 
   // Every section present, nothing between the last one and the footer, the file checksum.
   absl::Status CheckTail(size_t offset) const {
-    if (section_count_ < 4 + tensors_expected_ || tensors_seen_ != tensors_expected_) {
+    if (section_count_ < fmt::kFixedSections + tensors_expected_ || tensors_seen_ != tensors_expected_) {
       return Corrupt(absl::StrCat("only ", section_count_, " sections"));
     }
     if (offset != body_end_) {

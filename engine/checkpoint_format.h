@@ -8,11 +8,13 @@
 namespace sluice::checkpoint_format {
 
 inline constexpr char kMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'C', 'K'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr int kHeaderSize = 16;         // magic, version, section_count
 inline constexpr int kSectionHeaderSize = 16;  // type, reserved, length
 inline constexpr int kSectionChecksumSize = 8;
 inline constexpr int kFooterSize = 8;          // file checksum
+// Sections besides the tensors: model, position, pipeline, run config, run identity.
+inline constexpr int kFixedSections = 5;
 
 enum SectionType : uint32_t {
   kModel = 1,
@@ -20,6 +22,7 @@ enum SectionType : uint32_t {
   kTensor = 3,
   kPipeline = 4,
   kRunConfig = 5,
+  kRunIdentity = 6,
 };
 
 enum TensorKind : uint32_t { kParameter = 0, kOptimizerState = 1 };

@@ -1,8 +1,10 @@
 #include "engine/trainer.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 
 namespace sluice {
@@ -69,20 +71,33 @@ absl::Status Trainer::Resume(const Checkpoint& checkpoint) {
   RETURN_IF_ERROR(backend_->LoadState(checkpoint.state));
   start_epoch_ = checkpoint.epoch;
   start_step_ = checkpoint.step_in_epoch;
+  start_samples_in_epoch_ = checkpoint.samples_in_epoch;
+  samples_total_ = checkpoint.samples_total;
   optimizer_steps_ = checkpoint.state.optimizer_steps;
   return absl::OkStatus();
 }
 
-absl::Status Trainer::SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch) {
+absl::Status Trainer::SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch,
+                                     uint64_t samples_in_epoch) {
+  if (options_.check) RETURN_IF_ERROR(options_.check());
   // Device -> host, then host -> disk.
   RETURN_IF_ERROR(backend_->Synchronize());
   Checkpoint checkpoint;
   ASSIGN_OR_RETURN(checkpoint.state, backend_->SaveState());
+  if (absl::Status finite = CheckFiniteState(checkpoint.state); !finite.ok()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "training diverged before the checkpoint at epoch ", epoch + 1, " step ", step_in_epoch,
+        " (optimizer step ", checkpoint.state.optimizer_steps, "): ", finite.message(),
+        "; the previous checkpoint is kept; lower --lr"));
+  }
   checkpoint.epoch = epoch;
   checkpoint.step_in_epoch = step_in_epoch;
   checkpoint.seed = options_.seed;
+  checkpoint.samples_in_epoch = samples_in_epoch;
+  checkpoint.samples_total = samples_total_;
   checkpoint.pipeline_position = train_->Describe();
   checkpoint.run_config = options_.run_config;
+  checkpoint.identity = options_.identity;
   return WriteCheckpoint(options_.env, options_.checkpoint_path, checkpoint);
 }
 
@@ -107,7 +122,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const bool checkpoints = !options_.checkpoint_path.empty();
   int64_t steps_this_process = 0;
   uint64_t step = start_step_;
-  for (uint64_t epoch = start_epoch_; epoch < options_.epochs; ++epoch, step = 0) {
+  uint64_t samples_in_epoch = start_samples_in_epoch_;
+  for (uint64_t epoch = start_epoch_; epoch < options_.epochs;
+       ++epoch, step = 0, samples_in_epoch = 0) {
+    const uint64_t first_step = step;
     RETURN_IF_ERROR(train_->Seek(epoch, step));
     EpochSummary summary;
     summary.epoch = epoch;
@@ -115,6 +133,13 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     int64_t epoch_correct = 0;
     auto take_loss = [&]() -> absl::StatusOr<LossStats> {
       ASSIGN_OR_RETURN(LossStats loss, backend_->TakeLoss());
+      if (loss.samples > 0 && !std::isfinite(loss.mean_loss)) {
+        return absl::OutOfRangeError(absl::StrFormat(
+            "training diverged in epoch %d at step %d (optimizer step %d): the mean loss of the "
+            "last %d samples is %g; nothing more was written (the last checkpoint and any "
+            "export are from before); lower --lr",
+            epoch + 1, step, optimizer_steps_, loss.samples, loss.mean_loss));
+      }
       epoch_loss_sum += loss.mean_loss * loss.samples;
       epoch_correct += loss.correct;
       summary.train_samples += loss.samples;
@@ -135,6 +160,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       ++step;
       ++steps_this_process;
       result.samples += batch->size;
+      samples_in_epoch += batch->size;
+      samples_total_ += batch->size;
       interval_samples += batch->size;
       if (options_.progress_every_steps > 0 && options_.on_progress &&
           optimizer_steps_ % options_.progress_every_steps == 0) {
@@ -156,7 +183,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       if (checkpoints && options_.checkpoint_every_steps > 0 &&
           optimizer_steps_ % options_.checkpoint_every_steps == 0) {
         const auto t0 = Clock::now();
-        RETURN_IF_ERROR(SaveCheckpoint(epoch, step));
+        RETURN_IF_ERROR(SaveCheckpoint(epoch, step, samples_in_epoch));
         checkpoint_seconds += SecondsSince(t0);
       }
       if (options_.stop_after_steps >= 0 && steps_this_process >= options_.stop_after_steps) {
@@ -169,6 +196,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       }
     }
     RETURN_IF_ERROR(take_loss().status());  // also synchronizes with the device
+    if (options_.check) RETURN_IF_ERROR(options_.check());
+    if (first_step == 0 && summary.train_samples == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "epoch ", epoch + 1, " trained 0 samples (every batch was empty or skipped)"));
+    }
     summary.seconds = SecondsSince(epoch_start) - checkpoint_seconds;
     result.train_seconds += summary.seconds;
     if (summary.train_samples > 0) {

@@ -13,7 +13,11 @@
 //
 // Ownership: the Trainer borrows the backend, the sources and the Env; they must outlive it.
 // Errors: the first error of a source, the backend or a checkpoint write ends Run() with that
-// status (a failed checkpoint write leaves the previous checkpoint intact).
+// status (a failed checkpoint write leaves the previous checkpoint intact). Divergence is an
+// error: a non-finite loss (read at every progress report and epoch end) or a non-finite weight
+// (checked before every checkpoint) ends Run() with kOutOfRange naming the epoch and step, and
+// no checkpoint is written from then on. An epoch that starts at its first batch and trains
+// no sample is kFailedPrecondition.
 // Thread safety: Run() is called from one thread; callbacks run on that thread.
 #ifndef SLUICE_ENGINE_TRAINER_H_
 #define SLUICE_ENGINE_TRAINER_H_
@@ -117,6 +121,10 @@ struct TrainerOptions {
   std::string checkpoint_path;      // empty: no checkpoints
   int64_t checkpoint_every_steps = 0;  // also every this many optimizer steps (0: only at the end)
   KeyValues run_config;             // recorded in checkpoints (the flags)
+  KeyValues identity;               // recorded in checkpoints: what a resume must match
+  // Called after each epoch's training (before its evaluation) and before every checkpoint; a
+  // non-OK status ends Run() with it and nothing more is written (e.g. the corrupt-frame limit).
+  std::function<absl::Status()> check;
   int64_t progress_every_steps = 100;
   std::function<void(const TrainProgress&)> on_progress;
   std::function<void(const EpochSummary&)> on_epoch_end;
@@ -136,8 +144,11 @@ class Trainer {
 
   absl::StatusOr<TrainResult> Run();
 
-  // Writes a checkpoint of the backend's current state at (epoch, step_in_epoch).
-  absl::Status SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch);
+  // Writes a checkpoint of the backend's current state at (epoch, step_in_epoch), after
+  // `samples_in_epoch` samples of that epoch. kOutOfRange (and nothing written) when a weight
+  // or optimizer state is not finite.
+  absl::Status SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch,
+                              uint64_t samples_in_epoch = 0);
 
   // Forward passes over the whole of `source` (epoch 0).
   static absl::StatusOr<EvalStats> Evaluate(Backend* backend, BatchSource* source);
@@ -149,6 +160,8 @@ class Trainer {
   TrainerOptions options_;
   uint64_t start_epoch_ = 0;
   uint64_t start_step_ = 0;
+  uint64_t start_samples_in_epoch_ = 0;
+  uint64_t samples_total_ = 0;      // in the whole run, including before a resume
   int64_t optimizer_steps_ = 0;
 };
 

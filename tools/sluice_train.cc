@@ -87,6 +87,8 @@ ABSL_FLAG(int64_t, compute_threads, 0, "CPU backend BLAS threads (0: automatic)"
 ABSL_FLAG(int64_t, pool_size, 0, "Pinned batch buffers (0: enough for 4096 samples, 4..256)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
+ABSL_FLAG(double, max_corrupt_fraction, 0.01, "--on-corrupt=skip: fail once more than this "
+          "fraction of the records read in a split were skipped as corrupt (0..1)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Write checkpoints here");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Checkpoint every N steps (0: at the end only)");
 ABSL_FLAG(std::string, resume, "", "Resume from this checkpoint file, or 'auto' (the "
@@ -125,6 +127,18 @@ absl::Status UsageError(absl::string_view flag, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
 }
 
+// A finite value in [lo, hi] ((lo, hi] when `lo_open`; [lo, hi) when `hi_open`); NaN and
+// infinities are refused. The message states the range.
+absl::StatusOr<double> InRange(absl::string_view flag, double v, double lo, double hi,
+                               bool lo_open = false, bool hi_open = false) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if (!ok) {
+    return UsageError(flag, absl::StrCat("must be a finite number in ", lo_open ? "(" : "[", lo,
+                                         ", ", hi, hi_open ? ")" : "]", ", got ", v));
+  }
+  return v;
+}
+
 template <typename T>
 absl::StatusOr<T> Positive(absl::string_view flag, int64_t v, bool allow_zero = false) {
   if (v < 0 || (!allow_zero && v == 0)) {
@@ -157,26 +171,33 @@ absl::Status OptimizerFromFlags(OptimizerConfig& opt) {
   auto kind = ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
   if (!kind.ok()) return UsageError("optimizer", kind.status().message());
   opt.kind = *kind;
-  opt.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
-  if (!(opt.lr > 0)) return UsageError("lr", "must be > 0");
-  opt.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
-  if (opt.momentum < 0 || opt.momentum >= 1) return UsageError("momentum", "must be in [0, 1)");
+  ASSIGN_OR_RETURN(const double lr, InRange("lr", absl::GetFlag(FLAGS_lr), 0, 10, true));
+  opt.lr = static_cast<float>(lr);
+  ASSIGN_OR_RETURN(const double momentum,
+                   InRange("momentum", absl::GetFlag(FLAGS_momentum), 0, 1, false, true));
+  opt.momentum = static_cast<float>(momentum);
   opt.nesterov = absl::GetFlag(FLAGS_nesterov);
   if (opt.nesterov && opt.momentum == 0) return UsageError("nesterov", "needs --momentum > 0");
-  opt.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
-  if (opt.weight_decay < 0) return UsageError("weight-decay", "must be >= 0");
-  opt.beta1 = static_cast<float>(absl::GetFlag(FLAGS_beta1));
-  opt.beta2 = static_cast<float>(absl::GetFlag(FLAGS_beta2));
-  opt.eps = static_cast<float>(absl::GetFlag(FLAGS_eps));
-  if (opt.beta1 < 0 || opt.beta1 >= 1) return UsageError("beta1", "must be in [0, 1)");
-  if (opt.beta2 < 0 || opt.beta2 >= 1) return UsageError("beta2", "must be in [0, 1)");
+  ASSIGN_OR_RETURN(const double weight_decay,
+                   InRange("weight-decay", absl::GetFlag(FLAGS_weight_decay), 0, 1));
+  opt.weight_decay = static_cast<float>(weight_decay);
+  ASSIGN_OR_RETURN(const double beta1,
+                   InRange("beta1", absl::GetFlag(FLAGS_beta1), 0, 1, false, true));
+  ASSIGN_OR_RETURN(const double beta2,
+                   InRange("beta2", absl::GetFlag(FLAGS_beta2), 0, 1, false, true));
+  ASSIGN_OR_RETURN(const double eps, InRange("eps", absl::GetFlag(FLAGS_eps), 0, 1, true));
+  opt.beta1 = static_cast<float>(beta1);
+  opt.beta2 = static_cast<float>(beta2);
+  opt.eps = static_cast<float>(eps);
   auto schedule = ParseLrSchedule(absl::GetFlag(FLAGS_lr_schedule));
   if (!schedule.ok()) return UsageError("lr-schedule", schedule.status().message());
   opt.schedule = *schedule;
   if (opt.schedule == LrSchedule::kStep) {
     ASSIGN_OR_RETURN(opt.step_size,
                      Positive<int64_t>("lr-step-size", absl::GetFlag(FLAGS_lr_step_size)));
-    opt.gamma = static_cast<float>(absl::GetFlag(FLAGS_lr_gamma));
+    ASSIGN_OR_RETURN(const double gamma,
+                     InRange("lr-gamma", absl::GetFlag(FLAGS_lr_gamma), 0, 1, true));
+    opt.gamma = static_cast<float>(gamma);
   } else if (opt.schedule == LrSchedule::kCosine) {
     ASSIGN_OR_RETURN(opt.warmup_steps, Positive<int64_t>("warmup-steps",
                                                          absl::GetFlag(FLAGS_warmup_steps), true));
@@ -243,9 +264,12 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
     if (!format.ok()) return UsageError("h2d-format", format.status().message());
     p.format.h2d_format = *format;
   }
-  p.format.normalization.mean = static_cast<float>(absl::GetFlag(FLAGS_normalize_mean));
-  p.format.normalization.std = static_cast<float>(absl::GetFlag(FLAGS_normalize_std));
-  if (!(p.format.normalization.std > 0)) return UsageError("normalize-std", "must be > 0");
+  ASSIGN_OR_RETURN(const double mean,
+                   InRange("normalize-mean", absl::GetFlag(FLAGS_normalize_mean), -10, 10));
+  ASSIGN_OR_RETURN(const double stddev,
+                   InRange("normalize-std", absl::GetFlag(FLAGS_normalize_std), 1e-6, 1e3));
+  p.format.normalization.mean = static_cast<float>(mean);
+  p.format.normalization.std = static_cast<float>(stddev);
   ASSIGN_OR_RETURN(p.resources.threads, Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
   ASSIGN_OR_RETURN(p.resources.decompress_threads, Positive<int>("decompress-threads",
                                                        absl::GetFlag(FLAGS_decompress_threads), true));
@@ -259,6 +283,8 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
   p.on_corrupt = *on_corrupt;
+  ASSIGN_OR_RETURN(o.max_corrupt_fraction,
+                   InRange("max-corrupt-fraction", absl::GetFlag(FLAGS_max_corrupt_fraction), 0, 1));
 
   return absl::OkStatus();
 }
@@ -473,15 +499,46 @@ absl::Status Run(TrainJobOptions options) {
   }
   Env* env = Env::Default();
   const bool what_if_all = absl::GetFlag(FLAGS_what_if) == "all";
+  // The outputs written after training are checked before it (the job checks its own).
+  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
+    RETURN_IF_ERROR(ProbeWritable(env, path, "report-json"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
+    RETURN_IF_ERROR(ProbeWritable(env, path, "trace"));
+  }
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
   std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
               "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
               t.train_seconds,
               SamplesPerSecond(t), t.seconds);
+  if (result.resumed) {
+    std::printf("resumed at epoch %llu step %llu (%llu samples trained before)\n",
+                static_cast<unsigned long long>(result.resumed_epoch + 1),
+                static_cast<unsigned long long>(result.resumed_step),
+                static_cast<unsigned long long>(result.resumed_samples));
+  }
   if (!t.epochs.empty() && t.epochs.back().test) {
     std::printf("final test accuracy: %.4f (%lld samples)\n", t.epochs.back().test->accuracy(),
                 static_cast<long long>(t.epochs.back().test->samples));
+  }
+  if (!result.not_evaluated.empty()) {
+    std::printf("nothing was evaluated: %s\n", result.not_evaluated.c_str());
+  }
+  const PipelineStats& ps = result.run.pipeline;
+  if (ps.skipped_frames > 0) {
+    std::printf("skipped in the train split: %llu corrupt frames (%llu records); first: %s\n",
+                static_cast<unsigned long long>(ps.skipped_frames),
+                static_cast<unsigned long long>(ps.skipped_records),
+                ps.corrupt_frames.empty() ? "-" : ps.corrupt_frames.front().c_str());
+  }
+  if (result.run.test_skipped_frames > 0) {
+    std::printf("skipped in the test split: %llu corrupt frames (%llu records); first: %s\n",
+                static_cast<unsigned long long>(result.run.test_skipped_frames),
+                static_cast<unsigned long long>(result.run.test_skipped_records),
+                result.run.test_corrupt_frames.empty()
+                    ? "-"
+                    : result.run.test_corrupt_frames.front().c_str());
   }
   if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
     std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());

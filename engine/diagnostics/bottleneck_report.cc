@@ -222,6 +222,14 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
     rep.notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",
                                      ps.skipped_records, " records)"));
   }
+  if (run.test_skipped_frames > 0) {
+    rep.notes.push_back(absl::StrCat(run.test_skipped_frames,
+                                     " corrupt frames of the test split skipped (",
+                                     run.test_skipped_records, " records)"));
+  }
+  if (!run.not_evaluated.empty()) {
+    rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
+  }
   if (rep.on_device) {
     rep.notes.push_back(absl::StrFormat(
         "compute busy is device time from events on the compute stream; the host spent %.0f%% "

@@ -59,6 +59,11 @@ struct RunRecord {
   std::string device;                      // backend name, e.g. "cpu (OpenBLAS, 1 thread)"
   uint64_t samples = 0;                    // trained in this process
   double train_seconds = 0;                // training time, without evaluation and checkpoints
+  // The test split's evaluations (summed over epochs): corrupt frames skipped and their records.
+  uint64_t test_skipped_frames = 0;
+  uint64_t test_skipped_records = 0;
+  std::vector<std::string> test_corrupt_frames;  // distinct messages, first 16
+  std::string not_evaluated;               // why nothing was evaluated (empty: it was, or n/a)
 };
 
 }  // namespace sluice

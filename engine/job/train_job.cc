@@ -1,5 +1,6 @@
 #include "engine/job/train_job.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <thread>
@@ -7,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/file_lock.h"
 #include "common/json_fields.h"
@@ -155,6 +157,15 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const TrainJobO
   std::unique_ptr<Dataset> test;
   if (!options.test_data.empty()) {
     ASSIGN_OR_RETURN(test, OpenOrShardDataset(env, options.test_data, "test", options.cache_dir));
+    // A directory's only split is opened when it has no test split: refuse it when that split
+    // is a train split (evaluating on training data is not what --test-data asked for).
+    if (!absl::EndsWith(options.test_data, kManifestSuffix) &&
+        BaseName(test->manifest_path()) == ManifestFileName("train")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--test-data ", options.test_data, ": no test split (expected ",
+          JoinPath(options.test_data, ManifestFileName("test")), "; the only split there is ",
+          test->manifest_path(), ")"));
+    }
   } else if (auto sibling = train.SiblingManifest("test"); sibling.ok()) {
     ASSIGN_OR_RETURN(test, Dataset::Open(env, *sibling, "test"));
   } else if (!absl::EndsWith(options.data, kManifestSuffix) &&
@@ -179,22 +190,57 @@ absl::StatusOr<Splits> OpenSplits(Env* env, const TrainJobOptions& options) {
   return splits;
 }
 
-// The checkpoint --resume names ("auto": the checkpoint directory's, when there is one).
+// Where a checkpoint stands, for messages: "epoch 2 step 125 (4000 samples into the epoch,
+// 12000 in total)".
+std::string DescribePosition(const Checkpoint& c) {
+  return absl::StrCat("epoch ", c.epoch + 1, " step ", c.step_in_epoch, " (", c.samples_in_epoch,
+                      " samples into the epoch, ", c.samples_total, " in total, optimizer step ",
+                      c.state.optimizer_steps, ")");
+}
+
+// The checkpoint --resume names ("auto": the checkpoint directory's, when there is one), checked
+// to continue the same run: its identity must equal `identity`.
 absl::StatusOr<std::optional<Checkpoint>> LoadResumeCheckpoint(Env* env,
-                                                               const TrainJobOptions& options) {
+                                                               const TrainJobOptions& options,
+                                                               const KeyValues& identity) {
   std::string path = options.resume;
   if (path == "auto") {
     path = options.checkpoint_dir.empty() ? "" : CheckpointPath(options.checkpoint_dir);
-    if (!path.empty() && !env->FileExists(path)) path.clear();
+    if (!path.empty() && !env->FileExists(path)) {
+      // Listed in the directory but not there: a dangling or looping symlink. Starting afresh
+      // would silently throw the run away.
+      auto children = env->GetChildren(options.checkpoint_dir);
+      if (children.ok() && std::find(children->begin(), children->end(), BaseName(path)) !=
+                               children->end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, ": --resume=auto: the checkpoint is listed but cannot be opened (a dangling "
+            "or looping symlink?); fix or remove it"));
+      }
+      path.clear();
+    }
   }
   if (path.empty()) return std::optional<Checkpoint>();
   ASSIGN_OR_RETURN(Checkpoint checkpoint, ReadCheckpoint(env, path));
+  std::vector<std::string> differences = IdentityDifferences(checkpoint.identity, identity);
+  if (!differences.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": cannot resume: the checkpoint, at ", DescribePosition(checkpoint),
+        ", belongs to a run with other settings; ", absl::StrJoin(differences, "; "),
+        " (resume with the checkpoint's settings, or start a new run elsewhere)"));
+  }
   if (checkpoint.state.model.layers != options.model.layers) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the checkpoint's model does not match --layers"));
   }
+  if (checkpoint.epoch >= options.epochs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": nothing to train: the checkpoint is at ", DescribePosition(checkpoint),
+        ", and --epochs is ", options.epochs, " (raise --epochs to continue the run)"));
+  }
   return std::optional<Checkpoint>(std::move(checkpoint));
 }
+
+std::string FloatText(float v) { return absl::StrFormat("%.9g", v); }
 
 // The train pipeline's options. Placement follows from the backend that reads the batches:
 // the CPU backend gets host batches, a device backend batches uploaded to its device.
@@ -297,7 +343,71 @@ std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
   return decision.reasons;
 }
 
+// --max-corrupt-fraction: skipped / read records of one split.
+absl::Status CheckCorruptFraction(const std::string& split, const std::string& manifest,
+                                  uint64_t skipped, uint64_t delivered,
+                                  const std::vector<std::string>& messages, double limit) {
+  if (skipped == 0) return absl::OkStatus();
+  const double fraction = static_cast<double>(skipped) / static_cast<double>(skipped + delivered);
+  if (fraction <= limit) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "%s: %d of %d records of the %s split read so far were skipped as corrupt (%.4g), above "
+      "--max-corrupt-fraction=%g; first: %s",
+      manifest, skipped, skipped + delivered, split, fraction, limit,
+      messages.empty() ? std::string("(no message)") : messages.front()));
+}
+
 }  // namespace
+
+KeyValues RunIdentity(const TrainJobOptions& o, const Dataset& train) {
+  const OrderSpec& order = o.pipeline.order;
+  const OptimizerConfig& opt = o.optimizer;
+  KeyValues id = {
+      {"data.manifest_xxh3", ChecksumToHex(Xxh3(train.manifest().ToJson()))},
+      {"data.records", absl::StrCat(train.record_count())},
+      {"batch_size", absl::StrCat(order.batch_size)},
+      {"seed", absl::StrCat(o.seed)},
+      {"shuffle", order.shuffle ? "1" : "0"},
+      {"shuffle_window", absl::StrCat(order.shuffle_window_frames)},
+      {"drop_last", order.drop_last ? "1" : "0"},
+      {"normalize_mean", FloatText(o.pipeline.format.normalization.mean)},
+      {"normalize_std", FloatText(o.pipeline.format.normalization.std)},
+      {"model.layers", absl::StrJoin(o.model.layers, ",")},
+      {"optimizer", opt.kind == OptimizerKind::kAdamW ? "adamw" : "sgd"},
+      {"lr", FloatText(opt.lr)},
+      {"weight_decay", FloatText(opt.weight_decay)},
+  };
+  if (opt.kind == OptimizerKind::kAdamW) {
+    id.emplace_back("beta1", FloatText(opt.beta1));
+    id.emplace_back("beta2", FloatText(opt.beta2));
+    id.emplace_back("eps", FloatText(opt.eps));
+  } else {
+    id.emplace_back("momentum", FloatText(opt.momentum));
+    id.emplace_back("nesterov", opt.nesterov ? "1" : "0");
+  }
+  return id;
+}
+
+absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag) {
+  if (env->GetChildren(path).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", path, ": is a directory (expected a file path)"));
+  }
+  const std::string probe = absl::StrCat(path, ".probe");
+  auto file = env->NewWritableFile(probe);
+  absl::Status status = file.status();
+  if (status.ok()) status = (*file)->Close();
+  if (file.ok()) {
+    file->reset();
+    absl::Status removed = env->DeleteFile(probe);
+    if (status.ok()) status = removed;
+  }
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path,
+                                                   ": cannot be written: ", status.message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options) {
   if (options.data.empty()) return absl::InvalidArgumentError("--data: a dataset is required");
@@ -318,9 +428,35 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
     result.test_manifest = splits.test->manifest_path();
   }
   const uint64_t features = splits.train->spec().sample_values();
+  if (options.pipeline.order.drop_last &&
+      options.pipeline.order.batch_size > result.train_records) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--drop-last with --batch-size ", options.pipeline.order.batch_size, " larger than the ",
+        result.train_records, " records of ", result.train_manifest,
+        ": no batch would be trained"));
+  }
+  if (!options.evaluate) {
+    result.not_evaluated = "evaluation is off (--evaluate=false)";
+  } else if (splits.test == nullptr) {
+    result.not_evaluated = absl::StrCat("no test split beside ", result.train_manifest,
+                                        " (give one with --test-data)");
+  }
+  // Outputs are checked before the first step: a run must not train and then lose its result.
+  if (!options.export_safetensors.empty()) {
+    RETURN_IF_ERROR(ProbeWritable(env, options.export_safetensors, "export-safetensors"));
+  }
+  if (!options.metrics_out.empty()) {
+    RETURN_IF_ERROR(ProbeWritable(env, options.metrics_out, "metrics-out"));
+  }
+  if (!(options.max_corrupt_fraction >= 0 && options.max_corrupt_fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-corrupt-fraction: must be in [0, 1], got ",
+                                                   options.max_corrupt_fraction));
+  }
 
-  // Model state: fresh, or from the checkpoint being resumed.
-  ASSIGN_OR_RETURN(std::optional<Checkpoint> checkpoint, LoadResumeCheckpoint(env, options));
+  // Model state: fresh, or from the checkpoint being resumed (which must be of the same run).
+  const KeyValues identity = RunIdentity(options, *splits.train);
+  ASSIGN_OR_RETURN(std::optional<Checkpoint> checkpoint,
+                   LoadResumeCheckpoint(env, options, identity));
   const ModelState initial = checkpoint ? checkpoint->state
                                         : InitModelState(options.model, options.optimizer,
                                                          options.seed);
@@ -343,7 +479,37 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   }
 
   TrainerOptions trainer_options = MakeTrainerOptions(env, options, result.train_records);
+  trainer_options.identity = identity;
   AddIntermediateReports(options, train_source, backend, &trainer_options);
+  // Corrupt frames skipped in the test split's evaluations, summed over epochs (the test
+  // pipeline is rebuilt for each evaluation).
+  uint64_t test_delivered = 0;
+  auto add_test_skips = [&] {
+    if (test_source == nullptr || test_source->pipeline() == nullptr) return;
+    const PipelineStats ts = test_source->pipeline()->Stats();
+    result.run.test_skipped_frames += ts.skipped_frames;
+    result.run.test_skipped_records += ts.skipped_records;
+    test_delivered += ts.samples_delivered;
+    for (const std::string& m : ts.corrupt_frames) {
+      if (result.run.test_corrupt_frames.size() < 16 &&
+          std::find(result.run.test_corrupt_frames.begin(), result.run.test_corrupt_frames.end(),
+                    m) == result.run.test_corrupt_frames.end()) {
+        result.run.test_corrupt_frames.push_back(m);
+      }
+    }
+  };
+  auto check_corrupt = [&]() -> absl::Status {
+    if (train_source.pipeline() != nullptr) {
+      const PipelineStats ps = train_source.pipeline()->Stats();
+      RETURN_IF_ERROR(CheckCorruptFraction("train", result.train_manifest, ps.skipped_records,
+                                           ps.samples_delivered, ps.corrupt_frames,
+                                           options.max_corrupt_fraction));
+    }
+    return CheckCorruptFraction("test", result.test_manifest, result.run.test_skipped_records,
+                                test_delivered, result.run.test_corrupt_frames,
+                                options.max_corrupt_fraction);
+  };
+  trainer_options.check = check_corrupt;
   if (!options.checkpoint_dir.empty()) {
     result.checkpoint_path = CheckpointPath(options.checkpoint_dir);
     trainer_options.checkpoint_path = result.checkpoint_path;
@@ -357,6 +523,7 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   absl::Status metrics_status;
   bool autotuned = false;
   trainer_options.on_epoch_end = [&](const EpochSummary& s) {
+    add_test_skips();
     if (metrics && metrics_status.ok()) metrics_status = metrics->Append(s);
     if (options.autotune && !autotuned && train_source.pipeline() != nullptr) {
       autotuned = true;
@@ -372,11 +539,21 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
     result.resumed = true;
     result.resumed_epoch = checkpoint->epoch;
     result.resumed_step = checkpoint->step_in_epoch;
+    result.resumed_samples = checkpoint->samples_total;
   }
   ASSIGN_OR_RETURN(result.train, trainer.Run());
   RETURN_IF_ERROR(metrics_status);
+  RETURN_IF_ERROR(check_corrupt());
+  if (result.train.samples == 0 && !result.train.stopped_early) {
+    return absl::FailedPreconditionError("the run trained 0 samples");
+  }
 
+  RunRecord test_part = std::move(result.run);
   result.run = RecordRun(train_source, backend);
+  result.run.test_skipped_frames = test_part.test_skipped_frames;
+  result.run.test_skipped_records = test_part.test_skipped_records;
+  result.run.test_corrupt_frames = std::move(test_part.test_corrupt_frames);
+  result.run.not_evaluated = result.not_evaluated;
   result.run.samples = static_cast<uint64_t>(result.train.samples);
   result.run.train_seconds = result.train.train_seconds;
   if (train_source.pipeline() != nullptr) result.run.trace = train_source.pipeline()->Trace();
@@ -385,6 +562,10 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
       ComputeMemoryFormula(options.model, options.optimizer, backend_options.max_batch);
   if (!options.export_safetensors.empty()) {
     ASSIGN_OR_RETURN(ModelState state, backend.SaveState());
+    if (absl::Status finite = CheckFiniteState(state); !finite.ok()) {
+      return absl::OutOfRangeError(absl::StrCat("not exporting ", options.export_safetensors,
+                                                ": ", finite.message()));
+    }
     RETURN_IF_ERROR(ExportSafetensors(env, options.export_safetensors, state));
   }
   return result;

@@ -8,8 +8,14 @@
 // Ownership: RunTrainJob borrows `env` for the call; everything it creates (datasets, backend,
 // pipelines) is gone when it returns. The result is a plain value.
 // Errors: kNotFound / kDataLoss for missing or corrupt data (naming the file), kInvalidArgument
-// for bad options or a checkpoint that does not fit --layers, kUnavailable when CUDA is asked
-// for but absent, kResourceExhausted for out-of-memory (device or pinned host memory),
+// for bad options (also --drop-last with a batch larger than the dataset, --test-data without a
+// test split, an output path that cannot be written: checked before the first step),
+// kFailedPrecondition for a resume that would not continue the same run (every differing field
+// of the run identity, old and new, in one message; a dangling checkpoint symlink; a checkpoint
+// already at the last epoch) and for an epoch that trains no sample, kDataLoss when more than
+// max_corrupt_fraction of the records read were skipped as corrupt, kOutOfRange when training
+// diverges (a non-finite loss or weight; nothing is written after it), kUnavailable when CUDA
+// is asked for but absent, kResourceExhausted for out-of-memory (device or pinned host memory),
 // kInternal for a failed device call (naming it), and the Env's I/O errors for checkpoints,
 // metrics and the export. A failed run leaves no partial checkpoint (checkpoints are written
 // atomically).
@@ -70,6 +76,9 @@ struct TrainJobOptions {
   std::string resume;            // a checkpoint file, or "auto": checkpoint_dir's, if present
   std::string export_safetensors;
   std::string metrics_out;       // JSON lines, one per epoch
+  // With pipeline.on_corrupt = kSkip: the run fails once more than this fraction of the records
+  // read (in the train split, or in the test split's evaluations) were skipped as corrupt.
+  double max_corrupt_fraction = 0.01;
   int64_t stop_after_steps = -1; // for tests: stop as if killed after N steps
   // Diagnostics: skip compute entirely (what-if compute), or busy-wait this long
   // in each step on top of it (inject-delay compute).
@@ -97,9 +106,11 @@ struct TrainJobResult {
   uint64_t test_records = 0;
   std::string train_manifest;
   std::string test_manifest;              // empty when not evaluated
+  std::string not_evaluated;              // why nothing was evaluated (empty: it was)
   bool resumed = false;
   uint64_t resumed_epoch = 0;
   uint64_t resumed_step = 0;
+  uint64_t resumed_samples = 0;           // samples trained in the run before this process
   std::string checkpoint_path;            // written, when checkpoints are on
   std::vector<std::string> autotune;      // --autotune's decisions, when it ran
 };
@@ -109,6 +120,15 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
 // The ceilings that a job with these options is compared against: its batch size, h2d format,
 // normalization, device, model, optimizer, backend options and cache directory.
 CeilingOptions CeilingOptionsFor(const TrainJobOptions& options);
+
+// What defines a run, recorded in its checkpoints; a resume must match it key by key
+// (docs/formats/checkpoint.md "Run identity"). `train` is the train split.
+KeyValues RunIdentity(const TrainJobOptions& options, const Dataset& train);
+
+// Checks, before any training, that `path` can be written (its directory exists and is writable,
+// and it is not a directory) by creating and deleting `path`.probe through the Env.
+// kInvalidArgument naming `flag` and the path otherwise.
+absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag);
 
 // The checkpoint file of a checkpoint directory.
 std::string CheckpointPath(const std::string& checkpoint_dir);

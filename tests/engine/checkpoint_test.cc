@@ -24,6 +24,9 @@ Checkpoint SmallCheckpoint(const OptimizerConfig& opt) {
   c.seed = 1234;
   c.pipeline_position = {{"shuffle", "1"}, {"window", "8"}};
   c.run_config = {{"lr", "0.01"}, {"optimizer", "adamw"}};
+  c.samples_in_epoch = 288;
+  c.samples_total = 1312;
+  c.identity = {{"batch_size", "32"}, {"data.manifest_xxh3", "0123456789abcdef"}};
   return c;
 }
 
@@ -35,6 +38,9 @@ void ExpectEqualCheckpoints(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.seed, b.seed);
   EXPECT_EQ(a.pipeline_position, b.pipeline_position);
   EXPECT_EQ(a.run_config, b.run_config);
+  EXPECT_EQ(a.samples_in_epoch, b.samples_in_epoch);
+  EXPECT_EQ(a.samples_total, b.samples_total);
+  EXPECT_EQ(a.identity, b.identity);
   ASSERT_EQ(a.state.params.size(), b.state.params.size());
   ASSERT_EQ(a.state.opt_state.size(), b.state.opt_state.size());
   for (size_t p = 0; p < a.state.params.size(); ++p) {
@@ -114,23 +120,32 @@ TEST(CheckpointTest, WorkedExampleMatchesSpec) {
   c.epoch = 1;
   c.step_in_epoch = 4;
   c.seed = 42;
+  c.samples_in_epoch = 8;
+  c.samples_total = 20;
   c.pipeline_position = {{"shuffle", "0"}};
   c.run_config = {{"lr", "0.01"}};
   const std::string f = *EncodeCheckpoint(c);
-  ASSERT_EQ(f.size(), 336u);
+  ASSERT_EQ(f.size(), 380u);
   EXPECT_EQ(f.substr(0, 8), "SLUICECK");
-  EXPECT_EQ(DecodeFixed32(f.data() + 12), 6u);
+  EXPECT_EQ(DecodeFixed32(f.data() + 8), 2u);           // version
+  EXPECT_EQ(DecodeFixed32(f.data() + 12), 7u);
   EXPECT_EQ(DecodeFixed64(f.data() + 0x18), 12u);        // model length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x3c), 48u);        // position length
   EXPECT_EQ(DecodeFixed64(f.data() + 0x44), 3u);         // optimizer_steps
   EXPECT_EQ(DecodeFixed64(f.data() + 0x5c), 42u);        // seed
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x74), 52u);        // 0.weight section length
-  EXPECT_EQ(f.substr(0x84, 8), "0.weight");
-  EXPECT_EQ(DecodeFixed32(f.data() + 0xa0), 0x3f800000u);  // 1.0f
-  EXPECT_EQ(f.substr(0xd0, 6), "0.bias");
-  EXPECT_EQ(DecodeFixed32(f.data() + 0xe6), 0xbf000000u);  // -0.5f
-  EXPECT_EQ(DecodeFixed64(f.data() + 0xfa), 20u);        // pipeline length
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x126), 18u);       // run config length
-  EXPECT_EQ(f.substr(0x13c, 4), "0.01");
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x64), 8u);         // samples_in_epoch
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x6c), 20u);        // samples_total
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x84), 52u);        // 0.weight section length
+  EXPECT_EQ(f.substr(0x94, 8), "0.weight");
+  EXPECT_EQ(DecodeFixed32(f.data() + 0xb0), 0x3f800000u);  // 1.0f
+  EXPECT_EQ(f.substr(0xe0, 6), "0.bias");
+  EXPECT_EQ(DecodeFixed32(f.data() + 0xf6), 0xbf000000u);  // -0.5f
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x10a), 20u);       // pipeline length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x136), 18u);       // run config length
+  EXPECT_EQ(f.substr(0x14c, 4), "0.01");
+  EXPECT_EQ(DecodeFixed32(f.data() + 0x158), 6u);        // run identity section type
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x160), 4u);        // run identity length
+  EXPECT_EQ(DecodeFixed32(f.data() + 0x168), 0u);        // count 0
   auto back = DecodeCheckpoint(f, "example");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectEqualCheckpoints(*back, c);
@@ -153,6 +168,30 @@ TEST(CheckpointTest, FailedWriteLeavesThePreviousCheckpointAndNoTemporary) {
   auto back = ReadCheckpoint(mem.get(), "/ck/run.ckpt");
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->epoch, 2u);
+}
+
+// Version 1 files (before the run identity) are refused with a message naming the version.
+TEST(CheckpointTest, Version1FileIsRefusedNamingTheVersion) {
+  std::string f = *EncodeCheckpoint(SmallCheckpoint(OptimizerConfig{}));
+  EncodeFixed32(f.data() + 8, 1);
+  auto back = DecodeCheckpoint(f, "/old.ckpt");
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(back.status().message().find("/old.ckpt"), std::string::npos) << back.status();
+  EXPECT_NE(back.status().message().find("unsupported checkpoint version 1 (this build reads 2)"),
+            std::string::npos)
+      << back.status();
+}
+
+TEST(CheckpointTest, IdentityDifferencesListEveryChangedKeyWithOldAndNew) {
+  const KeyValues saved = {{"batch_size", "32"}, {"lr", "0.01"}, {"momentum", "0.9"},
+                           {"seed", "1"}};
+  const KeyValues now = {{"batch_size", "40"}, {"lr", "0.01"}, {"seed", "1"}, {"beta1", "0.9"}};
+  EXPECT_EQ(IdentityDifferences(saved, now),
+            (std::vector<std::string>{"batch_size: 32 in the checkpoint, 40 now",
+                                      "momentum: 0.9 in the checkpoint, (absent) now",
+                                      "beta1: (absent) in the checkpoint, 0.9 now"}));
+  EXPECT_TRUE(IdentityDifferences(saved, saved).empty());
 }
 
 TEST(CheckpointTest, MissingFileIsNotFound) {

@@ -99,6 +99,79 @@ TEST_F(SluiceTrainTest, BadFlagValuesAreUsageErrors) {
   EXPECT_NE(out.text.find("--data"), std::string::npos) << out.text;
 }
 
+// Finding 2: --lr=1e30 (or inf, nan) trained to NaN and exited 0; absurd hyper-parameters are
+// refused before anything runs, with the range.
+TEST_F(SluiceTrainTest, NonFiniteOrAbsurdHyperParametersAreUsageErrorsStatingTheRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--lr=1e30", "--lr: must be a finite number in (0, 10], got 1e+30"},
+      {"--lr=inf", "--lr: must be a finite number in (0, 10], got inf"},
+      {"--lr=nan", "--lr: must be a finite number in (0, 10]"},
+      {"--momentum=nan", "--momentum: must be a finite number in [0, 1)"},
+      {"--weight-decay=-1", "--weight-decay: must be a finite number in [0, 1]"},
+      {"--optimizer=adamw --beta1=nan", "--beta1: must be a finite number in [0, 1)"},
+      {"--optimizer=adamw --beta2=1", "--beta2: must be a finite number in [0, 1)"},
+      {"--optimizer=adamw --eps=0", "--eps: must be a finite number in (0, 1]"},
+      {"--normalize-mean=inf", "--normalize-mean: must be a finite number in [-10, 10]"},
+      {"--normalize-std=nan", "--normalize-std: must be a finite number in [1e-06, 1000]"},
+      {"--max-corrupt-fraction=2", "--max-corrupt-fraction: must be a finite number in [0, 1]"},
+  };
+  for (const auto& [flag, message] : cases) {
+    Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu ", flag));
+    EXPECT_EQ(out.exit_code, 2) << flag << ": " << out.text;
+    EXPECT_NE(out.text.find(message), std::string::npos) << flag << ": " << out.text;
+  }
+}
+
+// Finding 1, as reported: a checkpoint at batch 32 resumed with --batch-size 40 and another
+// --lr exited 0 having trained the wrong number of samples.
+TEST_F(SluiceTrainTest, ResumeWithChangedBatchSizeAndLrIsRefusedListingBothFields) {
+  const std::string common = absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=2 "
+                                          "--quiet --checkpoint-dir=", dir_, "/ckpt");
+  Output out = RunTrain(absl::StrCat(common, " --stop-after-steps=20 --checkpoint-every=20"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  out = RunTrain(absl::StrCat(common, " --resume=auto --batch-size=40 --lr=0.02"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("batch_size: 32 in the checkpoint, 40 now"), std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("lr: 0.00999999978 in the checkpoint, 0.0199999996 now"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("640 samples into the epoch"), std::string::npos) << out.text;
+  // More epochs is the same run: it continues.
+  out = RunTrain(absl::StrCat(common, " --resume=auto --epochs=3 --threads=1"));
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("resumed at epoch 1 step 20 (640 samples trained before)"),
+            std::string::npos)
+      << out.text;
+}
+
+// Finding 4: --report-json (or --trace) to an unwritable path failed only after training.
+TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+                                     "--checkpoint-dir=", dir_, "/ckpt --report-json=", dir_,
+                                     "/no/such/dir/r.json"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("--report-json " + dir_ + "/no/such/dir/r.json: cannot be written"),
+            std::string::npos)
+      << out.text;
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+                              "--checkpoint-dir=", dir_, "/ckpt --trace=", dir_, "/data"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("is a directory"), std::string::npos) << out.text;
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
+}
+
+// Finding 4: without a test split the output says nothing was evaluated.
+TEST_F(SluiceTrainTest, NoTestSplitSaysNothingWasEvaluated) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data/train.manifest.json --device=cpu "
+                                     "--epochs=1 --quiet --evaluate=false"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("nothing was evaluated: evaluation is off (--evaluate=false)"),
+            std::string::npos)
+      << out.text;
+}
+
 TEST_F(SluiceTrainTest, MissingDataIsRuntimeErrorNamingThePath) {
   Output out = RunTrain(absl::StrCat("--data=", dir_, "/nowhere --device=cpu"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
@@ -121,11 +194,20 @@ TEST_F(SluiceTrainTest, CorruptShardFailsNamingFileFrameAndOffset) {
   EXPECT_NE(out.text.find("frame 0"), std::string::npos) << out.text;
   // No checkpoint that looks complete is left behind.
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
-  // With skip, the run completes and reports what it skipped.
+  // With skip, 100 of 4000 records (2.5%) is past the default limit of 1%.
   out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
                               "--on-corrupt=skip"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("100 of 4000 records of the train split"), std::string::npos)
+      << out.text;
+  // Within a raised limit the run completes and reports what it skipped.
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+                              "--on-corrupt=skip --max-corrupt-fraction=0.05"));
   EXPECT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("1 corrupt frames skipped (100 records)"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("skipped in the train split: 1 corrupt frames (100 records); first: "),
+            std::string::npos)
+      << out.text;
 }
 
 TEST_F(SluiceTrainTest, CudaAskedForWithoutDeviceIsClearError) {
