@@ -186,6 +186,18 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         RETURN_IF_ERROR(SaveCheckpoint(epoch, step, samples_in_epoch));
         checkpoint_seconds += SecondsSince(t0);
       }
+      if (options_.stop_requested != nullptr &&
+          options_.stop_requested->load(std::memory_order_relaxed)) {
+        RETURN_IF_ERROR(take_loss().status());  // also synchronizes with the device
+        result.train_seconds += SecondsSince(epoch_start) - checkpoint_seconds;
+        if (checkpoints) RETURN_IF_ERROR(SaveCheckpoint(epoch, step));
+        result.interrupted = true;
+        result.stopped_epoch = epoch;
+        result.stopped_step = step;
+        result.optimizer_steps = optimizer_steps_;
+        result.seconds = SecondsSince(run_start);
+        return result;
+      }
       if (options_.stop_after_steps >= 0 && steps_this_process >= options_.stop_after_steps) {
         RETURN_IF_ERROR(backend_->Synchronize());
         result.train_seconds += SecondsSince(epoch_start) - checkpoint_seconds;

@@ -22,6 +22,7 @@
 #ifndef SLUICE_ENGINE_TRAINER_H_
 #define SLUICE_ENGINE_TRAINER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -111,6 +112,11 @@ struct TrainResult {
   double train_seconds = 0;         // training only, without evaluation and checkpoints
   double seconds = 0;               // wall time of Run()
   bool stopped_early = false;       // TrainerOptions::stop_after_steps ended the run
+  // TrainerOptions::stop_requested ended the run after the step at (stopped_epoch,
+  // stopped_step); the checkpoint, when checkpoints are on, was written there.
+  bool interrupted = false;
+  uint64_t stopped_epoch = 0;
+  uint64_t stopped_step = 0;
 };
 
 struct TrainerOptions {
@@ -131,6 +137,10 @@ struct TrainerOptions {
   // For tests of interruption: return after this many optimizer steps in this process, without
   // the final checkpoint, as if the process had been killed (-1: never).
   int64_t stop_after_steps = -1;
+  // Polled between steps (e.g. set by a SIGINT handler): when true, Run() finishes the current
+  // step, writes a checkpoint at its position (when checkpoints are on) and returns with
+  // TrainResult::interrupted. Null: never. Must outlive Run().
+  const std::atomic<bool>* stop_requested = nullptr;
 };
 
 class Trainer {

@@ -4,7 +4,10 @@
 #include <tbb/task_arena.h>
 
 #include <cstring>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 
 namespace sluice {
@@ -13,8 +16,18 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
   RecordArrays out;
   out.spec = dataset.spec();
   out.count = dataset.record_count();
-  const size_t sb = out.spec.sample_bytes();
+  // The manifest's shape is data: check its product before allocating it (a 65536x65536
+  // split must fail with a message, not bad_alloc).
+  const std::string what = absl::StrCat(dataset.manifest_path(), ": ", out.count, " records of ",
+                                        out.spec.height, "x", out.spec.width, "x",
+                                        out.spec.channels);
+  ASSIGN_OR_RETURN(const uint64_t sb,
+                   CheckedProduct(what, {out.spec.height, out.spec.width, out.spec.channels,
+                                         SampleDTypeSize(out.spec.sample_dtype)}));
   const size_t lb = out.spec.label_bytes();
+  ASSIGN_OR_RETURN(const uint64_t sample_total, CheckedProduct(what, {out.count, sb}));
+  ASSIGN_OR_RETURN(const uint64_t label_total, CheckedProduct(what, {out.count, lb}));
+  RETURN_IF_ERROR(CheckMemory(absl::StrCat(what, " in memory"), sample_total + label_total));
   out.samples.resize(out.count * sb);
   out.labels.resize(out.count * lb);
 

@@ -8,8 +8,10 @@
 //
 // Exit codes: 0 success, 1 data error (bad or missing input, corrupt shard, I/O), 2 usage error.
 // Only main() turns a Status into an exit code.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <map>
 #include <set>
@@ -24,6 +26,7 @@
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/env.h"
+#include "common/limits.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "storage/dataset.h"
@@ -39,10 +42,12 @@ constexpr char kUsage[] =
     R"(usage: sluice-shard <command> ...
   create --images F --labels F --out DIR [--split NAME] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
+      (--threads: 0 = all cores, at most 4 x the hardware threads)
       IDX files (raw or .gz) -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
       a rewrite replaces an existing split only once the new one is complete; one writer
       per DIR at a time (DIR/.sluice.lock names the holder)
-  inspect PATH          print a manifest (or dataset directory) or a .shard file's layout
+  inspect PATH          print a manifest, every split of a dataset directory, or a .shard
+                        file's layout
   verify DIR            check every checksum and count of every split in DIR
   export DIR --out PREFIX [--split NAME]
       a split back to raw IDX: PREFIX-images-idx3-ubyte, PREFIX-labels-idx1-ubyte
@@ -161,7 +166,7 @@ absl::StatusOr<CreateOptions> ParseCreate(const Args& a) {
   ASSIGN_OR_RETURN(int64_t rps, IntFlag(a, "records-per-shard", 16384, 1, INT64_MAX));
   ASSIGN_OR_RETURN(int64_t rpf, IntFlag(a, "records-per-frame", 256, 1, UINT32_MAX));
   ASSIGN_OR_RETURN(int64_t level, IntFlag(a, "zstd-level", 3, 1, 22));
-  ASSIGN_OR_RETURN(int64_t threads, IntFlag(a, "threads", 0, 0, 1024));
+  ASSIGN_OR_RETURN(int64_t threads, IntFlag(a, "threads", 0, 0, MaxThreads()));
   s.records_per_shard = static_cast<uint64_t>(rps);
   s.records_per_frame = static_cast<uint32_t>(rpf);
   s.zstd_level = static_cast<int>(level);
@@ -307,9 +312,23 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   return absl::OkStatus();
 }
 
+// A shard file, a manifest, or a dataset directory: every split in it, in name order.
 absl::Status RunInspect(Env* env, const std::string& path) {
   if (absl::EndsWith(path, kShardSuffix)) return InspectShard(env, path);
-  return InspectDataset(env, path);
+  if (absl::EndsWith(path, kManifestSuffix)) return InspectDataset(env, path);
+  auto children = env->GetChildren(path);
+  if (!children.ok()) return InspectDataset(env, path);  // its error names the path
+  std::vector<std::string> manifests;
+  for (const std::string& c : *children) {
+    if (absl::EndsWith(c, kManifestSuffix)) manifests.push_back(JoinPath(path, c));
+  }
+  if (manifests.empty()) return InspectDataset(env, path);
+  std::sort(manifests.begin(), manifests.end());
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    if (i > 0) std::printf("\n");
+    RETURN_IF_ERROR(InspectDataset(env, manifests[i]));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RunVerify(Env* env, const std::string& path) {
@@ -392,4 +411,15 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace sluice
 
-int main(int argc, char** argv) { return sluice::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A last resort: every failure should already be a Status; an exception that still escapes
+  // (bad_alloc, length_error) ends with one line and exit code 1, not std::terminate.
+  try {
+    return sluice::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sluice-shard: error: %s (unexpected exception; please report it)\n",
+                 e.what());
+    return 1;
+  }
+}

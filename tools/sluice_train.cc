@@ -6,11 +6,16 @@
 //
 // Exit codes: 0 success, 1 runtime/data error (missing or corrupt data, CUDA unavailable, out
 // of memory, I/O), 2 usage error (bad flag values). Only main() turns a Status into an exit code.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -21,13 +26,16 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/env.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/ceilings.h"
@@ -74,18 +82,23 @@ ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 | fp16 (CUDA; fp32 master
 ABSL_FLAG(bool, cuda_graph, false, "CUDA: capture the train step into a CUDA Graph");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and shuffle");
 ABSL_FLAG(bool, shuffle, false, "Shuffle (off: file order, as the reference DataLoader)");
-ABSL_FLAG(int64_t, shuffle_window, 64, "Frames per shuffle window (0: all frames)");
+ABSL_FLAG(int64_t, shuffle_window, 64, "Frames per shuffle window (0: all frames; at most "
+          "1048576)");
 ABSL_FLAG(bool, drop_last, false, "Drop a short last batch");
 ABSL_FLAG(std::string, h2d_format, "auto", "What crosses PCIe: u8 | f16 | f32 | auto (u8 on "
           "CUDA, f32 on the CPU)");
 ABSL_FLAG(double, normalize_mean, 0.0, "Normalization (x/255 - mean)/std");
 ABSL_FLAG(double, normalize_std, 1.0, "Normalization (x/255 - mean)/std");
-ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores)");
-ABSL_FLAG(int64_t, decompress_threads, 0, "Decompress concurrency (0: --threads)");
-ABSL_FLAG(int64_t, preprocess_threads, 0, "Preprocess concurrency (0: --threads)");
-ABSL_FLAG(int64_t, compute_threads, 0, "CPU backend BLAS threads (0: automatic)");
-ABSL_FLAG(int64_t, pool_size, 0, "Pinned batch buffers (0: enough for 4096 samples, 4..256)");
-ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead");
+ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores; at most 4 x hardware threads)");
+ABSL_FLAG(int64_t, decompress_threads, 0, "Decompress concurrency (0: --threads; at most 4 x "
+          "hardware threads)");
+ABSL_FLAG(int64_t, preprocess_threads, 0, "Preprocess concurrency (0: --threads; at most 4 x "
+          "hardware threads)");
+ABSL_FLAG(int64_t, compute_threads, 0, "CPU backend BLAS threads (0: automatic; at most 4 x "
+          "hardware threads)");
+ABSL_FLAG(int64_t, pool_size, 0, "Pinned batch buffers (0: enough for 4096 samples, 4..256; "
+          "at most 1024)");
+ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
 ABSL_FLAG(double, max_corrupt_fraction, 0.01, "--on-corrupt=skip: fail once more than this "
           "fraction of the records read in a split were skipped as corrupt (0..1)");
@@ -108,7 +121,7 @@ ABSL_FLAG(std::string, report_json, "", "Write the bottleneck report as JSON "
 ABSL_FLAG(int64_t, report_every, 0, "Also print a short report every N steps (0: only at the end)");
 ABSL_FLAG(std::string, trace, "", "Write a Chrome/Perfetto trace of the pipeline stages and "
           "compute (open in ui.perfetto.dev or chrome://tracing)");
-ABSL_FLAG(int64_t, trace_spans, 2000000, "Most spans kept for --trace");
+ABSL_FLAG(int64_t, trace_spans, 2000000, "Most spans kept for --trace (at most 50000000)");
 ABSL_FLAG(bool, ceilings, true, "Measure (once per host and dataset, cached) each stage's "
           "ceiling for the report");
 ABSL_FLAG(bool, refresh_ceilings, false, "Measure the ceilings again instead of using the cache");
@@ -118,10 +131,20 @@ ABSL_FLAG(std::string, what_if, "none", "Diagnostic: make one stage free and rep
 
 ABSL_FLAG(bool, autotune, false, "After the first epoch, adjust stage concurrency, pool size "
           "and read-ahead from the measured statistics and say what changed and why");
-ABSL_FLAG(int64_t, autotune_memory_mb, 256, "--autotune: most MiB of pinned batch buffers");
+ABSL_FLAG(int64_t, autotune_memory_mb, 256, "--autotune: most MiB of pinned batch buffers "
+          "(at most 65536)");
 
 namespace sluice {
 namespace {
+
+// Documented maxima of the concurrency and buffer flags (docs/limits.md); thread counts are
+// bounded by MaxThreads() (4 x hardware threads).
+constexpr int64_t kMaxBatchSize = INT32_MAX;    // backends index a batch with int
+constexpr int64_t kMaxPoolSize = 1024;          // batch buffers
+constexpr int64_t kMaxReadAhead = 1024;         // frames held decompressed ahead of use
+constexpr int64_t kMaxShuffleWindow = 1 << 20;  // frames; 0 already means the whole split
+constexpr int64_t kMaxTraceSpans = 50000000;    // about 2.4 GiB of spans
+constexpr int64_t kMaxAutotuneMemoryMb = 65536;
 
 absl::Status UsageError(absl::string_view flag, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
@@ -157,6 +180,8 @@ absl::Status DataAndModelFromFlags(TrainJobOptions& o) {
   o.evaluate = absl::GetFlag(FLAGS_evaluate);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   ASSIGN_OR_RETURN(o.epochs, Positive<uint64_t>("epochs", absl::GetFlag(FLAGS_epochs)));
+  RETURN_IF_ERROR(CheckAtMost("batch-size", absl::GetFlag(FLAGS_batch_size), kMaxBatchSize,
+                              "the backends index a batch with a 32-bit int"));
   ASSIGN_OR_RETURN(o.pipeline.order.batch_size,
                    Positive<uint32_t>("batch-size", absl::GetFlag(FLAGS_batch_size)));
   auto layers = ParseLayers(absl::GetFlag(FLAGS_layers));
@@ -238,6 +263,7 @@ absl::Status DeviceFromFlags(TrainJobOptions& o) {
   if (!precision.ok()) return UsageError("precision", precision.status().message());
   o.backend.precision = *precision;
   o.backend.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
+  RETURN_IF_ERROR(CheckThreadCount("compute-threads", absl::GetFlag(FLAGS_compute_threads)));
   ASSIGN_OR_RETURN(o.backend.threads, Positive<int>("compute-threads",
                                                     absl::GetFlag(FLAGS_compute_threads), true));
   o.seed = absl::GetFlag(FLAGS_seed);
@@ -250,6 +276,8 @@ absl::Status DeviceFromFlags(TrainJobOptions& o) {
 absl::Status PipelineFromFlags(TrainJobOptions& o) {
   PipelineOptions& p = o.pipeline;
   p.order.shuffle = absl::GetFlag(FLAGS_shuffle);
+  RETURN_IF_ERROR(CheckAtMost("shuffle-window", absl::GetFlag(FLAGS_shuffle_window),
+                              kMaxShuffleWindow, "frames; 0 means the whole split"));
   ASSIGN_OR_RETURN(p.order.shuffle_window_frames,
                    Positive<uint32_t>("shuffle-window", absl::GetFlag(FLAGS_shuffle_window), true));
   p.order.drop_last = absl::GetFlag(FLAGS_drop_last);
@@ -270,6 +298,13 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
                    InRange("normalize-std", absl::GetFlag(FLAGS_normalize_std), 1e-6, 1e3));
   p.format.normalization.mean = static_cast<float>(mean);
   p.format.normalization.std = static_cast<float>(stddev);
+  RETURN_IF_ERROR(CheckThreadCount("threads", absl::GetFlag(FLAGS_threads)));
+  RETURN_IF_ERROR(CheckThreadCount("decompress-threads", absl::GetFlag(FLAGS_decompress_threads)));
+  RETURN_IF_ERROR(CheckThreadCount("preprocess-threads", absl::GetFlag(FLAGS_preprocess_threads)));
+  RETURN_IF_ERROR(CheckAtMost("pool-size", absl::GetFlag(FLAGS_pool_size), kMaxPoolSize,
+                              "batch buffers"));
+  RETURN_IF_ERROR(CheckAtMost("read-ahead", absl::GetFlag(FLAGS_read_ahead), kMaxReadAhead,
+                              "frames held decompressed ahead of use"));
   ASSIGN_OR_RETURN(p.resources.threads, Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
   ASSIGN_OR_RETURN(p.resources.decompress_threads, Positive<int>("decompress-threads",
                                                        absl::GetFlag(FLAGS_decompress_threads), true));
@@ -310,6 +345,8 @@ absl::Status OutputsFromFlags(TrainJobOptions& o) {
 // --trace, --report-every, --what-if, --autotune, --inject-delay.
 absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
   if (!absl::GetFlag(FLAGS_trace).empty()) {
+    RETURN_IF_ERROR(CheckAtMost("trace-spans", absl::GetFlag(FLAGS_trace_spans), kMaxTraceSpans,
+                                "spans kept in memory"));
     ASSIGN_OR_RETURN(o.pipeline.diagnostics.trace_capacity,
                      Positive<size_t>("trace-spans", absl::GetFlag(FLAGS_trace_spans)));
   }
@@ -326,6 +363,8 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
   }
   o.compute_free = what_if == "compute";
   o.autotune = absl::GetFlag(FLAGS_autotune);
+  RETURN_IF_ERROR(CheckAtMost("autotune-memory-mb", absl::GetFlag(FLAGS_autotune_memory_mb),
+                              kMaxAutotuneMemoryMb, "MiB of batch buffers"));
   ASSIGN_OR_RETURN(const int64_t autotune_mb, Positive<int64_t>("autotune-memory-mb",
                                                                  absl::GetFlag(FLAGS_autotune_memory_mb)));
   o.autotune_memory_bytes = static_cast<uint64_t>(autotune_mb) << 20;
@@ -476,7 +515,60 @@ absl::Status RunWhatIfTable(Env* env, const TrainJobOptions& base, const TrainJo
   return absl::OkStatus();
 }
 
-absl::Status Run(TrainJobOptions options) {
+// SIGINT / SIGTERM: the handler only records the signal and sets the flag the Trainer polls
+// between steps; SA_RESETHAND restores the default action, so a second signal ends the process
+// at once.
+std::atomic<bool> g_stop_requested{false};
+volatile std::sig_atomic_t g_stop_signal = 0;
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+extern "C" void OnStopSignal(int sig) {
+  g_stop_signal = sig;
+  g_stop_requested.store(true, std::memory_order_relaxed);
+  static const char kMessage[] =
+      "\nsluice-train: stopping after the current step (signal again to abort at once)\n";
+  // write(2) is async-signal-safe; its result does not matter here.
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+}
+
+void InstallStopHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// The command line that resumes this run: the same arguments, --resume replaced.
+std::string ResumeCommand(const std::vector<std::string>& argv, const std::string& checkpoint) {
+  auto quote = [](const std::string& a) {
+    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789_-+=.,/:@%") == std::string::npos) {
+      return a;
+    }
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--resume" || a == "-resume") {
+      ++i;  // and its value
+      continue;
+    }
+    if (a.rfind("--resume=", 0) == 0 || a.rfind("-resume=", 0) == 0) continue;
+    out.push_back(quote(a));
+  }
+  out.push_back(quote("--resume=" + checkpoint));
+  return absl::StrJoin(out, " ");
+}
+
+// Runs the job; the exit code is 0, or 128 + the signal that stopped it.
+absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>& argv) {
+  InstallStopHandlers();
+  options.stop_requested = &g_stop_requested;
   ProgressPrinter printer(absl::GetFlag(FLAGS_quiet));
   const int64_t every = absl::GetFlag(FLAGS_progress_every);
   // On a terminal the live line is redrawn every `every` steps; in logs, a plain line every
@@ -508,6 +600,23 @@ absl::Status Run(TrainJobOptions options) {
   }
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
+  const int stop_signal = g_stop_signal;
+  if (t.interrupted) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\r\033[Ksluice-train: interrupted by %s after epoch %llu step %llu "
+                 "(%lld optimizer steps)\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+                 static_cast<unsigned long long>(t.stopped_epoch + 1),
+                 static_cast<unsigned long long>(t.stopped_step),
+                 static_cast<long long>(t.optimizer_steps));
+    if (!result.checkpoint_path.empty()) {
+      std::fprintf(stderr, "sluice-train: checkpoint written: %s\nresume with: %s\n",
+                   result.checkpoint_path.c_str(),
+                   ResumeCommand(argv, result.checkpoint_path).c_str());
+    } else {
+      std::fprintf(stderr, "sluice-train: no checkpoint was written (no --checkpoint-dir); "
+                   "this run cannot be resumed\n");
+    }
+  }
   std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
               "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
               t.train_seconds,
@@ -558,21 +667,115 @@ absl::Status Run(TrainJobOptions options) {
     std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
   }
   std::fflush(stdout);
-  if (what_if_all) RETURN_IF_ERROR(RunWhatIfTable(env, options, result, report));
+  if (what_if_all && !t.interrupted) RETURN_IF_ERROR(RunWhatIfTable(env, options, result, report));
+  return stop_signal != 0 ? 128 + stop_signal : 0;
+}
+
+// The flags --help lists; --helpfull lists all of them.
+constexpr const char* kMainFlags[] = {"data", "test_data", "epochs", "batch_size", "lr",
+                                      "optimizer", "layers", "device", "threads", "shuffle",
+                                      "checkpoint_dir", "checkpoint_every", "resume",
+                                      "metrics_out", "export_safetensors", "report_json",
+                                      "trace", "quiet"};
+
+void PrintHelp() {
+  std::printf("sluice-train: %s\n\nmain flags (spelled --batch-size or --batch_size):\n",
+              std::string(absl::ProgramUsageMessage()).c_str());
+  for (const char* name : kMainFlags) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f == nullptr) continue;
+    std::string dashed = name;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    std::printf("  --%s  %s (default: \"%s\")\n", dashed.c_str(), f->Help().c_str(),
+                f->DefaultValue().c_str());
+  }
+  std::printf("\n--helpfull lists every flag; --version prints the version.\n");
+}
+
+std::string VersionString() {
+  return absl::StrCat("sluice-train ", SLUICE_VERSION, " (", SLUICE_BUILD_TYPE, " build)\n");
+}
+
+// Flag names absl handles itself.
+bool IsBuiltinFlag(absl::string_view name) {
+  for (const char* b : {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch",
+                        "version", "only_check_args", "flagfile", "fromenv", "tryfromenv",
+                        "undefok"}) {
+    if (name == b) return true;
+  }
+  return false;
+}
+
+// absl::ParseCommandLine exits 1 on an unknown flag or a bad value; usage errors are exit code
+// 2 here, so each --flag[=value] is checked first (after the dash rewriting).
+absl::Status CheckFlagSyntax(const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') continue;
+    const absl::string_view body = absl::string_view(a).substr(a[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    const absl::string_view name = body.substr(0, eq);
+    if (IsBuiltinFlag(name)) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) {
+      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>() && eq == absl::string_view::npos) {
+        continue;
+      }
+    }
+    std::string dashed(name);
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", dashed, " (--help lists the main flags, --helpfull all)"));
+    }
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(body.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", dashed, ": missing a value"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", dashed, ": ", error));
+    }
+  }
   return absl::OkStatus();
 }
 
-}  // namespace
-}  // namespace sluice
+// Help paths print "tools/sluice_train.cc", not the build machine's source path.
+std::string NormalizeFilename(absl::string_view path) {
+  for (const char* root : {"tools/", "absl/"}) {
+    const size_t at = path.rfind(root);
+    if (at != absl::string_view::npos) return std::string(path.substr(at));
+  }
+  const size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+}
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "trains an MLP from a sluice shard dataset.\n"
       "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] [--device auto]\n"
-      "Exit codes: 0 ok, 1 runtime or data error, 2 usage error.");
+      "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
+      "SIGINT/SIGTERM.");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "sluice_train");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.normalize_filename = NormalizeFilename;
+  usage.version_string = VersionString;
+  absl::SetFlagsUsageConfig(usage);
   // Abseil spells flags with underscores; accept the dashed spelling users type
   // (--batch-size=32) by rewriting the name part of each --flag.
   std::vector<std::string> args(argv, argv + argc);
+  const std::vector<std::string> original_args = args;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& a = args[i];
     if (a == "--") break;
@@ -581,6 +784,21 @@ int main(int argc, char** argv) {
     for (size_t k = 2; k < end; ++k) {
       if (a[k] == '-') a[k] = '_';
     }
+  }
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "--help" || args[i] == "-help" || args[i] == "-h") {
+      PrintHelp();
+      return 0;
+    }
+    if (args[i] == "--version" || args[i] == "-version") {
+      std::fputs(VersionString().c_str(), stdout);
+      return 0;
+    }
+  }
+  if (absl::Status s = CheckFlagSyntax(args); !s.ok()) {
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   std::vector<char*> argv2;
   for (std::string& a : args) argv2.push_back(a.data());
@@ -591,15 +809,32 @@ int main(int argc, char** argv) {
                  positional[1]);
     return 2;
   }
-  auto options = sluice::OptionsFromFlags();
+  auto options = OptionsFromFlags();
   if (!options.ok()) {
     std::fprintf(stderr, "sluice-train: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  absl::Status status = sluice::Run(*std::move(options));
-  if (!status.ok()) {
-    std::fprintf(stderr, "sluice-train: %s\n", std::string(status.message()).c_str());
+  absl::StatusOr<int> exit_code = Run(*std::move(options), original_args);
+  if (!exit_code.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(exit_code.status().message()).c_str());
     return 1;
   }
-  return 0;
+  return *exit_code;
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  // A last resort: every failure should already be a Status; an exception that still escapes
+  // (bad_alloc, length_error) ends with one line and exit code 1, not std::terminate.
+  try {
+    return sluice::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sluice-train: error: %s (unexpected exception; please report it)\n",
+                 e.what());
+    return 1;
+  }
 }

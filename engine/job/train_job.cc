@@ -17,6 +17,7 @@
 #include "engine/job/measured_backend.h"
 #include "engine/checkpoint.h"
 #include "engine/job/pipeline_batch_source.h"
+#include "engine/job/run_limits.h"
 #include "engine/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "storage/dataset_writer.h"
@@ -289,6 +290,7 @@ TrainerOptions MakeTrainerOptions(Env* env, const TrainJobOptions& options,
   t.env = env;
   t.run_config = options.run_config;
   t.stop_after_steps = options.stop_after_steps;
+  t.stop_requested = options.stop_requested;
   t.on_progress = options.on_progress;
   return t;
 }
@@ -427,6 +429,7 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
     result.test_records = splits.test->record_count();
     result.test_manifest = splits.test->manifest_path();
   }
+  RETURN_IF_ERROR(CheckRunFits(options, *splits.train));  // before anything is allocated
   const uint64_t features = splits.train->spec().sample_values();
   if (options.pipeline.order.drop_last &&
       options.pipeline.order.batch_size > result.train_records) {

@@ -27,6 +27,7 @@
 #ifndef SLUICE_ENGINE_JOB_TRAIN_JOB_H_
 #define SLUICE_ENGINE_JOB_TRAIN_JOB_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,6 +81,9 @@ struct TrainJobOptions {
   // read (in the train split, or in the test split's evaluations) were skipped as corrupt.
   double max_corrupt_fraction = 0.01;
   int64_t stop_after_steps = -1; // for tests: stop as if killed after N steps
+  // Polled between steps: when set, the run stops after the current step, with a checkpoint
+  // (TrainerOptions::stop_requested); sluice-train sets it from SIGINT/SIGTERM. Null: never.
+  const std::atomic<bool>* stop_requested = nullptr;
   // Diagnostics: skip compute entirely (what-if compute), or busy-wait this long
   // in each step on top of it (inject-delay compute).
   bool compute_free = false;

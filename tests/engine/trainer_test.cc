@@ -1,6 +1,11 @@
 #include "engine/trainer.h"
 
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "engine/backend.h"
 #include "gtest/gtest.h"
@@ -149,6 +154,55 @@ TEST(TrainerTest, ReportsProgressEpochsAndTestAccuracy) {
   EXPECT_EQ(epochs[1].test->samples, 300);
   EXPECT_GT(epochs[1].test->accuracy(), 0.95);
   EXPECT_LT(epochs[1].train_loss, epochs[0].train_loss);
+}
+
+// A stop request (SIGINT in sluice-train) ends Run() after the step in progress, with a
+// checkpoint at that position that a resumed Trainer continues from.
+TEST(TrainerTest, StopRequestedEndsAfterTheStepWithCheckpointThatResumes) {
+  const auto train = testing::MakeDataset(1024, 100, 10, 0, 3, /*separable=*/true);
+  ModelConfig model;
+  model.layers = {100, 32, 10};
+  OptimizerConfig opt;
+  opt.lr = 0.1f;
+  BackendOptions backend_options;
+  backend_options.max_batch = 32;
+  char tmpl[] = "/tmp/sluice_trainer_stop_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  std::atomic<bool> stop{false};
+  TrainerOptions options;
+  options.epochs = 2;
+  options.optimizer = opt;
+  options.checkpoint_path = dir + "/checkpoint.sluice";
+  options.stop_requested = &stop;
+  options.progress_every_steps = 1;
+  options.on_progress = [&](const TrainProgress& p) {
+    if (p.optimizer_steps == 5) stop = true;
+  };
+  auto backend = *CreateCpuBackend(InitModelState(model, opt, 1), opt, backend_options);
+  InMemoryBatchSource source(train.images, train.labels, 100, 32, false);
+  Trainer trainer(backend.get(), &source, nullptr, options);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->interrupted);
+  EXPECT_EQ(result->optimizer_steps, 5);
+  EXPECT_EQ(result->stopped_epoch, 0u);
+  EXPECT_EQ(result->stopped_step, 5u);
+  auto checkpoint = ReadCheckpoint(Env::Default(), options.checkpoint_path);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->step_in_epoch, 5u);
+  EXPECT_EQ(checkpoint->state.optimizer_steps, 5);
+
+  stop = false;
+  auto backend2 = *CreateCpuBackend(InitModelState(model, opt, 1), opt, backend_options);
+  InMemoryBatchSource source2(train.images, train.labels, 100, 32, false);
+  options.on_progress = nullptr;
+  Trainer resumed(backend2.get(), &source2, nullptr, options);
+  ASSERT_TRUE(resumed.Resume(*checkpoint).ok());
+  auto rest = resumed.Run();
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_FALSE(rest->interrupted);
+  EXPECT_EQ(rest->optimizer_steps, 64);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(InMemoryBatchSourceTest, DropLastAndSeekSelectTheRightSamples) {

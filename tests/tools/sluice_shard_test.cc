@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -118,6 +119,40 @@ TEST_F(SluiceShardCliTest, InspectShowsLayoutRatioAndHistogram) {
   EXPECT_EQ(s.exit_code, 0) << s.output;
   EXPECT_THAT(s.output, HasSubstr("sample u8 6x5x1"));
   EXPECT_THAT(s.output, HasSubstr("index at"));
+}
+
+TEST_F(SluiceShardCliTest, InspectOfDirectoryShowsEverySplit) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  ASSERT_EQ(RunShard(CreateArgs() + " --split test").exit_code, 0);
+  Result m = RunShard("inspect " + dir_ + "/ds");
+  EXPECT_EQ(m.exit_code, 0) << m.output;
+  EXPECT_THAT(m.output, HasSubstr("split test, 50 records"));
+  EXPECT_THAT(m.output, HasSubstr("split train, 50 records"));
+}
+
+// A manifest may declare any shape; export must say it does not fit instead of aborting in
+// the allocation (bad_alloc / length_error).
+TEST_F(SluiceShardCliTest, ExportOfManifestDeclaringHugeImagesIsDataErrorNotAbort) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  const std::string manifest = dir_ + "/ds/train.manifest.json";
+  std::string text = ReadFileToString(env_, manifest).value();
+  for (const char* field : {"\"height\": 6", "\"width\": 5"}) {
+    const size_t at = text.find(field);
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, std::strlen(field),
+                 std::string(field).substr(0, std::strlen(field) - 1) + "65536");
+  }
+  ASSERT_TRUE(WriteFileAtomically(env_, manifest, text).ok());
+  Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
+  EXPECT_EQ(e.exit_code, 1) << e.output;
+  EXPECT_THAT(e.output, HasSubstr("sluice-shard export: error: " + manifest +
+                                  ": 50 records of 65536x65536x1 in memory needs"));
+}
+
+TEST_F(SluiceShardCliTest, ThreadsAboveFourTimesHardwareThreadsIsUsageError) {
+  Result r = RunShard(CreateArgs() + " --threads 10000");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--threads \"10000\": expected an integer in [0, "));
 }
 
 TEST_F(SluiceShardCliTest, MissingRequiredFlagIsUsageError) {

@@ -1,4 +1,6 @@
 // End-to-end tests of sluice-train: the built binary, run as a user would.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -282,6 +284,208 @@ TEST_F(SluiceTrainTest, SigkillAtRandomStepThenResumeIsBitwiseIdentical) {
   auto b = ReadFileToString(Env::Default(), dir_ + "/resumed.safetensors");
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(*a == *b) << "resumed weights differ from the uninterrupted run";
+}
+
+// Runs a shell command line (for ulimit), with its output.
+Output RunShell(const std::string& script) {
+  Output out;
+  FILE* p = ::popen(absl::StrCat(script, " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
+  int status = ::pclose(p);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::vector<std::string> SplitArgs(const std::string& args) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start < args.size();) {
+    size_t end = args.find(' ', start);
+    if (end == std::string::npos) end = args.size();
+    if (end > start) out.push_back(args.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// Starts sluice-train with `args`, waits until its output contains `ready`, sends `sig`, and
+// returns the exit code and everything it printed (or -1 when `ready` never came).
+Output InterruptTrain(const std::string& args, const std::string& ready, int sig) {
+  Output out;
+  int fds[2];
+  if (::pipe(fds) != 0) return out;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<std::string> argv_s = SplitArgs(args);
+    argv_s.insert(argv_s.begin(), SLUICE_TRAIN_BIN);
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  bool sent = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd = {fds[0], POLLIN, 0};
+    if (::poll(&pfd, 1, 100) > 0) {
+      const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+      if (n <= 0) break;
+      out.text.append(buf, static_cast<size_t>(n));
+    }
+    if (!sent && out.text.find(ready) != std::string::npos) {
+      ::kill(pid, sig);
+      sent = true;
+    }
+  }
+  if (std::chrono::steady_clock::now() >= deadline) ::kill(pid, SIGKILL);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  out.exit_code = sent && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST_F(SluiceTrainTest, HugeBatchSizeIsUsageErrorNotAbort) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --batch-size=9999999999"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--batch-size: 9999999999 is more than the maximum 2147483647"),
+            std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, BatchLargerThanTheSplitIsClearError) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+                                     "--batch-size=100000"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("--batch-size 100000 is larger than the training split (4000 records"),
+            std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, ConcurrencyFlagsAboveTheirMaximumAreUsageErrors) {
+  for (const char* flag : {"--threads=10000", "--decompress-threads=10000",
+                           "--preprocess-threads=10000", "--compute-threads=10000",
+                           "--pool-size=100000", "--read-ahead=100000",
+                           "--shuffle-window=100000000", "--autotune-memory-mb=100000000"}) {
+    Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 ", flag));
+    EXPECT_EQ(out.exit_code, 2) << flag << ": " << out.text;
+    EXPECT_NE(out.text.find("is more than the maximum"), std::string::npos) << out.text;
+  }
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --trace=", dir_,
+                                     "/t.json --trace-spans=1000000000"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--trace-spans: 1000000000 is more than the maximum"),
+            std::string::npos) << out.text;
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --threads=10000"));
+  EXPECT_NE(out.text.find("4 x the"), std::string::npos) << out.text;
+}
+
+// Under ulimit -v the run must fail within seconds with a message naming the limit (it used
+// to spin inside OpenBLAS's buffer allocation).
+TEST_F(SluiceTrainTest, AddressSpaceLimitFailsFastWithClearMessage) {
+  const auto start = std::chrono::steady_clock::now();
+  Output out = RunShell(absl::StrCat("ulimit -v 800000; exec timeout -s KILL 60 ",
+                                     SLUICE_TRAIN_BIN, " --data=", dir_,
+                                     "/data --device=cpu --epochs=1 --quiet --ceilings=false "
+                                     "--threads=4 --compute-threads=4"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_LT(seconds, 30) << out.text;
+  EXPECT_NE(out.text.find("ulimit -v 800000 KiB"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("--threads"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, HelpPrintsUsageAndMainFlagsAndExitsZero) {
+  Output out = RunTrain("--help");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(out.text.find("No flags matched"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("--batch-size"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("--checkpoint-dir"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("--helpfull"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, VersionPrintsProjectVersionAndBuildType) {
+  Output out = RunTrain("--version");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(out.text.find("NDEBUG"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.rfind(absl::StrCat("sluice-train ", SLUICE_VERSION, " ("), 0), 0u) << out.text;
+}
+
+TEST_F(SluiceTrainTest, HelpfullShowsNoBuildMachinePaths) {
+  Output out = RunTrain("--helpfull");
+  EXPECT_NE(out.text.find("tools/sluice_train.cc"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find(SLUICE_SOURCE_DIR), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, FlagParseErrorsAreUsageErrors) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --no-such-flag=1"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("unknown flag --no-such-flag"), std::string::npos) << out.text;
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --epochs=many"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--epochs"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, SigtermStopsAfterTheStepWithCheckpointAndExit143) {
+  const std::string ckpt_dir = dir_ + "/ckpt";
+  Output out = InterruptTrain(
+      absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=50 --progress-every=1 "
+                   "--ceilings=false --inject-delay=compute:2000 --checkpoint-dir=", ckpt_dir),
+      "epoch 1 step", SIGTERM);
+  EXPECT_EQ(out.exit_code, 143) << out.text;
+  EXPECT_NE(out.text.find("interrupted by SIGTERM"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("resume with: "), std::string::npos) << out.text;
+  auto checkpoint = ReadCheckpoint(Env::Default(), ckpt_dir + "/checkpoint.sluice");
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->epoch, 0u);
+  EXPECT_GT(checkpoint->step_in_epoch, 0u);
+}
+
+// SIGINT on a real dataset: exit 130, a valid checkpoint, the exact --resume command, and that
+// command continues the run to its end.
+TEST_F(SluiceTrainTest, SigintWritesCheckpointAndPrintedResumeCommandContinues) {
+  const std::string fmnist = "/usr/share/datasets/fashion-mnist";
+  if (!Env::Default()->FileExists(fmnist + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << fmnist << " is absent";
+  }
+  const std::string ckpt_dir = dir_ + "/ckpt";
+  Output out = InterruptTrain(
+      absl::StrCat("--data=", fmnist, " --cache-dir=", dir_, "/cache --device=cpu --epochs=1 "
+                   "--evaluate=false --progress-every=5 --ceilings=false --report=false "
+                   "--inject-delay=compute:500 --checkpoint-dir=", ckpt_dir),
+      "epoch 1 step", SIGINT);
+  ASSERT_EQ(out.exit_code, 130) << out.text;
+  EXPECT_NE(out.text.find("interrupted by SIGINT after epoch 1 step"), std::string::npos)
+      << out.text;
+  const std::string ckpt = ckpt_dir + "/checkpoint.sluice";
+  EXPECT_NE(out.text.find("checkpoint written: " + ckpt), std::string::npos) << out.text;
+  auto checkpoint = ReadCheckpoint(Env::Default(), ckpt);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->epoch, 0u);
+  EXPECT_GT(checkpoint->step_in_epoch, 0u);
+  EXPECT_LT(checkpoint->step_in_epoch, 1875u);
+
+  const size_t at = out.text.find("resume with: ");
+  ASSERT_NE(at, std::string::npos) << out.text;
+  std::string command = out.text.substr(at + 13, out.text.find('\n', at) - at - 13);
+  EXPECT_NE(command.find("--resume=" + ckpt), std::string::npos) << command;
+  // The printed command, less the diagnostic delay, finishes the epoch from the checkpoint.
+  const size_t delay = command.find(" --inject-delay=compute:500");
+  ASSERT_NE(delay, std::string::npos);
+  command.erase(delay, 27);
+  Output resumed = RunShell(command);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
+  auto final_checkpoint = ReadCheckpoint(Env::Default(), ckpt);
+  ASSERT_TRUE(final_checkpoint.ok()) << final_checkpoint.status();
+  EXPECT_EQ(final_checkpoint->epoch, 1u);
+  EXPECT_EQ(final_checkpoint->state.optimizer_steps, 1875);
 }
 
 }  // namespace

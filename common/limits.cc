@@ -1,0 +1,115 @@
+#include "common/limits.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace sluice {
+namespace {
+
+// A field of /proc/self/status or /proc/meminfo, in bytes ("Name:   123 kB"); 0 when absent.
+uint64_t ProcKiBField(const char* file, const char* name) {
+  FILE* f = std::fopen(file, "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  const size_t len = std::strlen(name);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, name, len) == 0 && line[len] == ':') {
+      unsigned long long v = 0;
+      if (std::sscanf(line + len + 1, "%llu", &v) == 1) kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+}  // namespace
+
+int HardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+int MaxThreads() { return 4 * HardwareThreads(); }
+
+absl::Status CheckThreadCount(absl::string_view flag, int64_t value) {
+  if (value <= MaxThreads()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, ": ", value, " is more than the maximum ", MaxThreads(), " (4 x the ",
+      HardwareThreads(), " hardware threads)"));
+}
+
+absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max,
+                         absl::string_view why) {
+  if (value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": ", value, " is more than the maximum ", max, " (", why, ")"));
+}
+
+absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,
+                                        std::initializer_list<uint64_t> factors) {
+  uint64_t product = 1;
+  for (uint64_t f : factors) {
+    if (__builtin_mul_overflow(product, f, &product)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, ": ", absl::StrJoin(factors, " x "), " bytes overflows 64 bits"));
+    }
+  }
+  return product;
+}
+
+uint64_t AddressSpaceLimit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<uint64_t>(rl.rlim_cur);
+}
+
+uint64_t AddressSpaceInUse() { return ProcKiBField("/proc/self/status", "VmSize"); }
+
+AvailableMemory GetAvailableMemory() {
+  AvailableMemory m;
+  m.bytes = ProcKiBField("/proc/meminfo", "MemAvailable");
+  if (m.bytes == 0) {
+    m.bytes = static_cast<uint64_t>(::sysconf(_SC_AVPHYS_PAGES)) *
+              static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  }
+  m.limited_by = "available RAM";
+  if (const uint64_t limit = AddressSpaceLimit(); limit > 0) {
+    const uint64_t used = AddressSpaceInUse();
+    const uint64_t left = limit > used ? limit - used : 0;
+    if (m.bytes == 0 || left < m.bytes) {
+      m.bytes = left;
+      m.limited_by = absl::StrCat("the address-space limit, ulimit -v ", limit / 1024,
+                                  " KiB, of which ", used / 1024, " KiB are in use");
+    }
+  }
+  return m;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(bytes, " bytes") : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+absl::Status CheckMemory(absl::string_view what, uint64_t bytes) {
+  const AvailableMemory m = GetAvailableMemory();
+  if (bytes <= m.bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " needs ", FormatBytes(bytes), ", more than the ", FormatBytes(m.bytes),
+      " available (", m.limited_by, ")"));
+}
+
+}  // namespace sluice

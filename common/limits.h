@@ -1,0 +1,61 @@
+// Limits: the documented maxima of thread and concurrency settings, and checks of a size
+// against the memory the process can actually get (docs/limits.md).
+//
+// Every check returns a one-line status naming what was asked for, the bound and why:
+//   kInvalidArgument     a setting above its maximum (a usage error)
+//   kResourceExhausted   a size that overflows 64 bits or exceeds the available memory
+// Thread safety: all functions are thread-safe; they read /proc and getrlimit each call.
+#ifndef SLUICE_COMMON_LIMITS_H_
+#define SLUICE_COMMON_LIMITS_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sluice {
+
+// std::thread::hardware_concurrency(), at least 1.
+int HardwareThreads();
+
+// The most threads any one thread-count setting may ask for: 4 x hardware threads.
+int MaxThreads();
+
+// kInvalidArgument "--<flag>: N is more than the maximum M (4 x the H hardware threads)" when
+// `value` > MaxThreads(); negative values are the caller's to reject.
+absl::Status CheckThreadCount(absl::string_view flag, int64_t value);
+
+// kInvalidArgument "--<flag>: N is more than the maximum M (<why>)" when value > max.
+absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max, absl::string_view why);
+
+// The product of `factors`, or kResourceExhausted "<what>: A x B x ... overflows 64 bits".
+absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,
+                                        std::initializer_list<uint64_t> factors);
+
+// What this process can still allocate: the smaller of the kernel's MemAvailable and, under an
+// address-space limit (ulimit -v, RLIMIT_AS), the limit minus the address space already in use.
+struct AvailableMemory {
+  uint64_t bytes = 0;
+  std::string limited_by;  // "available RAM" or "the address-space limit (ulimit -v N KiB)"
+};
+AvailableMemory GetAvailableMemory();
+
+// The address-space limit in bytes (RLIMIT_AS soft limit), or 0 when unlimited.
+uint64_t AddressSpaceLimit();
+
+// The address space this process already uses (VmSize), in bytes; 0 when unknown.
+uint64_t AddressSpaceInUse();
+
+// kResourceExhausted "<what> needs N bytes (X GiB), more than the M bytes (Y GiB) available
+// (<limited_by>)" when `bytes` exceeds GetAvailableMemory().
+absl::Status CheckMemory(absl::string_view what, uint64_t bytes);
+
+// Human-readable byte count: "812.5 MiB".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_LIMITS_H_

@@ -1,0 +1,67 @@
+#include "engine/job/run_limits.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/limits.h"
+#include "common/status_macros.h"
+#include "engine/memory.h"
+
+namespace sluice {
+
+absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& options,
+                                                    const Dataset& train) {
+  RunMemoryEstimate e;
+  const RecordSpec& spec = train.spec();
+  const uint64_t batch = options.pipeline.order.batch_size;
+  const std::string what = absl::StrCat("a batch of ", batch, " records of ", spec.height, "x",
+                                        spec.width, "x", spec.channels);
+  ASSIGN_OR_RETURN(const uint64_t features,
+                   CheckedProduct(what, {spec.height, spec.width, spec.channels}));
+  // A batch as the backend reads it (f32 at most) plus its labels.
+  ASSIGN_OR_RETURN(const uint64_t batch_bytes, CheckedProduct(what, {batch, features * 4 + 4}));
+  uint64_t pool = options.pipeline.resources.pool_size;
+  if (pool == 0) pool = std::clamp<uint64_t>((4096 + batch - 1) / batch, 4, 256);
+  ASSIGN_OR_RETURN(e.buffer_bytes, CheckedProduct(what, {batch_bytes, pool + 1}));
+  const MemoryFormula formula =
+      ComputeMemoryFormula(options.model, options.optimizer, static_cast<int>(batch));
+  e.model_bytes = static_cast<uint64_t>(std::max<int64_t>(0, formula.total()));
+  const uint64_t hw = static_cast<uint64_t>(HardwareThreads());
+  const auto threads = [hw](int n) { return n > 0 ? static_cast<uint64_t>(n) : hw; };
+  const PipelineResources& r = options.pipeline.resources;
+  e.threads = std::max({threads(r.threads), threads(r.decompress_threads),
+                        threads(r.preprocess_threads)}) +
+              threads(options.backend.threads);
+  e.thread_bytes = e.threads * kAddressSpacePerThread;
+  return e;
+}
+
+absl::Status CheckRunFits(const TrainJobOptions& options, const Dataset& train) {
+  const uint64_t batch = options.pipeline.order.batch_size;
+  if (batch > train.record_count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch-size ", batch, " is larger than the training split (", train.record_count(),
+        " records in ", train.manifest_path(), "): expected at most ", train.record_count()));
+  }
+  ASSIGN_OR_RETURN(const RunMemoryEstimate e, EstimateRunMemory(options, train));
+  const uint64_t data_bytes = e.model_bytes + e.buffer_bytes;
+  RETURN_IF_ERROR(CheckMemory(
+      absl::StrCat("--batch-size ", batch, " with --layers ", absl::StrJoin(options.model.layers, ","),
+                   " (model, optimizer state, activations and batch buffers)"),
+      data_bytes));
+  // Under ulimit -v, every thread's stack, malloc arena and BLAS buffer counts too, and running
+  // out of address space inside OpenBLAS spins instead of failing: refuse the run up front.
+  if (AddressSpaceLimit() > 0) {
+    RETURN_IF_ERROR(CheckMemory(
+        absl::StrCat("this run (", FormatBytes(data_bytes), " of model and batches, ", e.threads,
+                     " threads x ", FormatBytes(kAddressSpacePerThread),
+                     " of stack, malloc arena and BLAS buffer; fewer --threads and "
+                     "--compute-threads need less)"),
+        data_bytes + e.thread_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

@@ -1,0 +1,59 @@
+#include "common/limits.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+TEST(LimitsTest, ProductThatOverflowsIsAnErrorNotAWrappedSize) {
+  auto p = CheckedProduct("records", {65536, 65536, 65536, 65536, 65536});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("records: 65536 x 65536"), std::string::npos);
+  EXPECT_EQ(CheckedProduct("x", {3, 5, 7}).value(), 105u);
+}
+
+TEST(LimitsTest, MoreThanTheAvailableMemoryIsRefusedNamingTheSize) {
+  absl::Status s = CheckMemory("a huge batch", uint64_t{1} << 62);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("a huge batch needs 4.0 EiB"), std::string::npos) << s;
+  EXPECT_TRUE(CheckMemory("a byte", 1).ok());
+}
+
+TEST(LimitsTest, ThreadCountAboveFourTimesHardwareIsUsageErrorSayingTheBound) {
+  EXPECT_TRUE(CheckThreadCount("threads", MaxThreads()).ok());
+  absl::Status s = CheckThreadCount("threads", 10000);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--threads: 10000 is more than the maximum"), std::string::npos);
+  EXPECT_NE(s.message().find("4 x the"), std::string::npos);
+}
+
+// Under RLIMIT_AS the available memory is what is left of the limit, and the message says so.
+TEST(LimitsTest, AddressSpaceLimitBoundsTheAvailableMemory) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const uint64_t limit = AddressSpaceInUse() + (uint64_t{64} << 20);
+    struct rlimit rl = {limit, limit};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(10);
+    const AvailableMemory m = GetAvailableMemory();
+    if (m.bytes > (uint64_t{64} << 20)) ::_exit(11);
+    if (m.limited_by.find("ulimit -v") == std::string::npos) ::_exit(12);
+    if (CheckMemory("x", uint64_t{128} << 20).ok()) ::_exit(13);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace sluice
