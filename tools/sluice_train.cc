@@ -15,6 +15,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -829,12 +830,19 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // A last resort: every failure should already be a Status; an exception that still escapes
   // (bad_alloc, length_error) ends with one line and exit code 1, not std::terminate.
+  int code = 1;
   try {
-    return sluice::Main(argc, argv);
+    code = sluice::Main(argc, argv);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "sluice-train: error: %s (unexpected exception; please report it)\n",
                  e.what());
-    return 1;
   }
+  if (code == 0) return 0;
+  // A failed run leaves without the library exit handlers: OpenBLAS's joins its worker
+  // threads, and under an address-space limit a worker can be stuck retrying its buffer
+  // allocation forever (seen with the CUDA libraries mapped: the message printed, then a
+  // hang). Everything the run wrote went through the Env and is closed; flush stdio and go.
+  std::fflush(nullptr);
+  std::_Exit(code);
 }
