@@ -4,6 +4,10 @@
 # why, when no CUDA device is present. Exits non-zero when anything fails.
 #   SLUICE_SKIP_SANITIZERS=1  skips the ThreadSanitizer/AddressSanitizer runs of the pipeline
 #                             and storage tests (scripts/sanitize.sh).
+#   SLUICE_SKIP_FUZZ=1        skips the libFuzzer runs of the shard, IDX, manifest and checkpoint
+#                             readers (scripts/fuzz.sh: clang build in build-fuzz, seeded from
+#                             the format docs' examples, fails on any crash).
+#   SLUICE_FUZZ_SECONDS=N     how long each fuzz target runs (default 15).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -13,4 +17,7 @@ cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
 if [[ "${SLUICE_SKIP_SANITIZERS:-0}" != 1 && -x scripts/sanitize.sh ]]; then
   bash scripts/sanitize.sh
+fi
+if [[ "${SLUICE_SKIP_FUZZ:-0}" != 1 && -x scripts/fuzz.sh ]]; then
+  bash scripts/fuzz.sh
 fi

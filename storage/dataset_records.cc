@@ -27,9 +27,6 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
   const size_t lb = out.spec.label_bytes();
   ASSIGN_OR_RETURN(const uint64_t sample_total, CheckedProduct(what, {out.count, sb}));
   ASSIGN_OR_RETURN(const uint64_t label_total, CheckedProduct(what, {out.count, lb}));
-  RETURN_IF_ERROR(CheckMemory(absl::StrCat(what, " in memory"), sample_total + label_total));
-  out.samples.resize(out.count * sb);
-  out.labels.resize(out.count * lb);
 
   struct Job {
     const ShardReader* reader;
@@ -44,6 +41,12 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
       jobs.push_back({r, f, m.shards[s].first_record + r->frames()[f].first_record});
     }
   }
+  // Only now, with every shard open and checked against the manifest (Dataset::shard), is the
+  // manifest's record count backed by files: a manifest claiming more records than its shards
+  // hold fails there instead of first allocating what it claims.
+  RETURN_IF_ERROR(CheckMemory(absl::StrCat(what, " in memory"), sample_total + label_total));
+  out.samples.resize(out.count * sb);
+  out.labels.resize(out.count * lb);
   std::vector<absl::Status> errors(jobs.size());
   tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
   arena.execute([&] {
