@@ -4,9 +4,21 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace sluice::storage_internal {
 namespace {
+
+const char* ZlibCodeName(int r) {
+  switch (r) {
+    case Z_NEED_DICT: return "Z_NEED_DICT";
+    case Z_STREAM_ERROR: return "Z_STREAM_ERROR";
+    case Z_DATA_ERROR: return "Z_DATA_ERROR";
+    case Z_MEM_ERROR: return "Z_MEM_ERROR";
+    case Z_BUF_ERROR: return "Z_BUF_ERROR";
+    default: return "zlib error";
+  }
+}
 
 bool HasGzipMagic(absl::string_view b) {
   return b.size() >= 2 && static_cast<uint8_t>(b[0]) == 0x1f && static_cast<uint8_t>(b[1]) == 0x8b;
@@ -73,18 +85,28 @@ absl::StatusOr<size_t> ByteStream::Read(char* dst, size_t n) {
             path_, ": truncated .gz: the gzip stream ends early after ", in_.size(), " bytes"));
       }
     } else if (r != Z_OK) {
-      return absl::DataLossError(absl::StrCat(path_, ": corrupt .gz: ",
-                                              zs_.msg != nullptr ? zs_.msg : "inflate error"));
+      return absl::DataLossError(absl::StrCat(
+          path_, ": corrupt .gz: corrupt deflate stream at compressed byte ", pos_, ": ",
+          zs_.msg != nullptr ? zs_.msg : "inflate error", " (zlib ", ZlibCodeName(r), " ", r,
+          "); expected a valid gzip stream"));
     }
   }
   return done;
 }
 
 absl::StatusOr<bool> ByteStream::AtEnd() {
-  char c;
-  auto n = Read(&c, 1);
-  if (!n.ok()) return n.status();
-  return *n == 0;
+  if (!gzip_) return pos_ == in_.size();
+  // Inflate everything that is left: a corrupt deflate stream often decodes to extra bytes
+  // before zlib notices (a bad distance, the trailer's CRC), and that corruption, not "more
+  // bytes than expected", is what the caller must report.
+  char scratch[1 << 14];
+  bool extra = false;
+  while (true) {
+    ASSIGN_OR_RETURN(size_t n, Read(scratch, sizeof(scratch)));
+    if (n == 0) break;
+    extra = true;
+  }
+  return !extra;
 }
 
 }  // namespace sluice::storage_internal

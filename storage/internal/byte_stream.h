@@ -2,7 +2,9 @@
 // inflating on the fly so callers can decompress straight into their final buffer (the IDX
 // reader fills a 47 MB sample array without an intermediate copy).
 //
-// Errors: kDataLoss "<path>: truncated .gz: ..." / "<path>: corrupt .gz: ...".
+// Errors: kDataLoss "<path>: truncated .gz: ..." / "<path>: corrupt .gz: corrupt deflate stream
+// at compressed byte N: <zlib message> (zlib Z_DATA_ERROR -3); ..." / "<path>: corrupt .gz: N
+// trailing bytes after the gzip stream".
 // Thread safety: one thread at a time. Does not own the input bytes.
 #ifndef SLUICE_STORAGE_INTERNAL_BYTE_STREAM_H_
 #define SLUICE_STORAGE_INTERNAL_BYTE_STREAM_H_
@@ -30,7 +32,8 @@ class ByteStream {
   uint64_t MaxRemaining() const;
   // Reads up to n bytes into dst; fewer only at the end of the data.
   absl::StatusOr<size_t> Read(char* dst, size_t n);
-  // True when no byte is left (reads ahead by at most one byte, which is then lost).
+  // True when no byte is left. A gzip stream is inflated to its end (the bytes are lost), so a
+  // corrupt deflate stream or CRC is reported as such rather than as extra bytes.
   absl::StatusOr<bool> AtEnd();
 
  private:

@@ -191,6 +191,68 @@ TEST_F(IdxErrorTest, CorruptGzIsDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// A byte flipped mid-stream can make inflate produce more bytes than the IDX header promises
+// before zlib notices the damage (here: the trailer's CRC); that must read as a corrupt deflate
+// stream, not as "(trailing bytes)".
+void ExpectCorruptDeflate(const std::string& labels_gz, const std::string& path) {
+  std::string bad = labels_gz;
+  bad[bad.size() / 2] ^= static_cast<char>(0xff);
+  RecordArrays one;
+  one.spec = U8Spec(2, 2);
+  one.count = 1;
+  one.samples.assign(4, '\0');
+  one.labels.assign(1, '\0');
+  // The labels are read (and fail) before their count is compared with the images'.
+  absl::Status s = MaybeGunzip(bad, path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr(path + ": corrupt .gz: corrupt deflate stream"));
+  EXPECT_THAT(s.message(), HasSubstr("Z_DATA_ERROR"));
+  absl::Status p = ParseIdxPair(EncodeIdxImages(one), "/i", bad, path).status();
+  EXPECT_EQ(p.code(), absl::StatusCode::kDataLoss) << p;
+  EXPECT_THAT(p.message(), HasSubstr(path + ": corrupt .gz: corrupt deflate stream"));
+  EXPECT_THAT(p.message(), HasSubstr("Z_DATA_ERROR"));
+  EXPECT_THAT(p.message(), ::testing::Not(HasSubstr("trailing bytes")));
+}
+
+TEST(IdxGzTest, CorruptDeflateStreamIsNotReportedAsTrailingBytes) {
+  // 10000 labels like Fashion-MNIST's t10k, from a fixed generator.
+  RecordArrays r;
+  r.spec = U8Spec(1, 1);
+  r.count = 10000;
+  r.samples.assign(r.count, '\0');
+  r.labels.resize(r.count);
+  uint32_t x = 12345;
+  for (char& c : r.labels) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>((x >> 16) % 10);
+  }
+  ExpectCorruptDeflate(Gzip(EncodeIdxLabels(r)), "/gen-labels.gz");
+}
+
+TEST(IdxGzTest, CorruptFashionMnistLabelsGzIsACorruptDeflateStream) {
+  const std::string path = std::string(kFashionDir) + "/t10k-labels-idx1-ubyte.gz";
+  Env* env = Env::Default();
+  if (!env->FileExists(path)) GTEST_SKIP() << path << " not found";
+  auto gz = ReadFileToString(env, path);
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  // Flipping byte size/2 (2562 of 5125) makes inflate yield 10010 bytes, 2 more than the
+  // header's 10000 labels, before the CRC check fails.
+  ExpectCorruptDeflate(*gz, path);
+  std::string bad = *gz;
+  bad[bad.size() / 2] ^= static_cast<char>(0xff);
+  auto in = ParseIdxPair(EncodeIdxImages([] {
+                           RecordArrays r;
+                           r.spec = U8Spec(1, 1);
+                           r.count = 10000;
+                           r.samples.assign(r.count, '\0');
+                           r.labels.assign(r.count, '\0');
+                           return r;
+                         }()),
+                         "/i", bad, path);
+  ASSERT_FALSE(in.ok());
+  EXPECT_THAT(in.status().message(), HasSubstr("incorrect data check"));
+}
+
 TEST(IdxFileTest, MissingFileIsNotFound) {
   auto env = NewMemEnv();
   EXPECT_EQ(ReadIdxPair(env.get(), "/nope-images", "/nope-labels").status().code(),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/checksum.h"
 #include "common/env.h"
 #include "storage/dataset.h"
 #include "storage/idx.h"
@@ -226,6 +227,75 @@ TEST_F(SluiceShardCliTest, VerifyOfDirectoryWithoutManifestIsDataError) {
 // naming the holder's pid and host) instead of interleaving with the first; the split that
 // remains verifies. Runs that did not overlap in time both succeed, so this tries until one
 // pair overlapped.
+TEST_F(SluiceShardCliTest, ExportOfShardWhoseWholeFileXxh3DisagreesWithManifestFails) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  // The shard's frames stay intact; only the manifest's whole-file xxh3 disagrees, which only
+  // `verify`'s check catches.
+  const std::string shard = ShardPath(1);
+  const std::string manifest = dir_ + "/ds/train.manifest.json";
+  std::string text = ReadFileToString(env_, manifest).value();
+  // Change the manifest's xxh3 of shard 1 (the file name carries it too; keep the name).
+  auto ds = Dataset::Open(env_, dir_ + "/ds");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const std::string hex = ChecksumToHex((*ds)->manifest().shards.at(1).xxh3);
+  const size_t at = text.find("\"" + hex + "\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 1] = text[at + 1] == '0' ? '1' : '0';
+  ASSERT_TRUE(WriteFileAtomically(env_, manifest, text).ok());
+  Result v = RunShard("verify " + dir_ + "/ds");
+  ASSERT_EQ(v.exit_code, 1) << v.output;
+  Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
+  EXPECT_EQ(e.exit_code, 1) << e.output;
+  EXPECT_THAT(e.output, HasSubstr("sluice-shard export: error: " + shard + ": whole-file xxh3 "));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-images-idx3-ubyte"));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-labels-idx1-ubyte"));
+}
+
+// A guard, not a regression test: frame checksums were already checked on export.
+TEST_F(SluiceShardCliTest, ExportOfCorruptFrameFailsNamingTheShardAndWritesNothing) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  const std::string shard = ShardPath(2);
+  auto reader = ShardReader::Open(env_, shard);
+  ASSERT_TRUE(reader.ok());
+  const uint64_t off = (*reader)->frames()[0].offset;
+  std::string bytes = ReadFileToString(env_, shard).value();
+  bytes[off + 3] ^= 0x20;
+  ASSERT_TRUE(WriteFileAtomically(env_, shard, bytes).ok());
+  Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
+  EXPECT_EQ(e.exit_code, 1) << e.output;
+  EXPECT_THAT(e.output, HasSubstr("sluice-shard export: error: " + shard));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-images-idx3-ubyte"));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-labels-idx1-ubyte"));
+}
+
+TEST_F(SluiceShardCliTest, VerifyWarnsAboutFilesInNoManifestAndTmpLeftovers) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/ds/notes.txt", "hello").ok());
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/ds/train-00007.shard.tmp", "partial").ok());
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/ds/.sluice.lock", "").ok());
+  Result v = RunShard("verify " + dir_ + "/ds");
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_THAT(v.output, HasSubstr("OK " + dir_ + "/ds/train.manifest.json"));
+  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: warning: " + dir_ +
+                                  "/ds/notes.txt: unexpected file, in no split's manifest"));
+  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: warning: " + dir_ +
+                                  "/ds/train-00007.shard.tmp: leftover of an interrupted write"));
+  EXPECT_THAT(v.output, Not(HasSubstr(".sluice.lock")));
+}
+
+TEST_F(SluiceShardCliTest, VerifyFailsOnShardOfKnownSplitThatNoManifestLists) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  const std::string stray = dir_ + "/ds/train-00009-0123456789abcdef.shard";
+  ASSERT_EQ(std::system(("cp " + ShardPath(0) + " " + stray).c_str()), 0);
+  Result v = RunShard("verify " + dir_ + "/ds");
+  EXPECT_EQ(v.exit_code, 1) << v.output;
+  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: warning: " + stray +
+                                  ": looks like a shard of split \"train\" but " + dir_ +
+                                  "/ds/train.manifest.json does not list it"));
+  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: error: " + stray +
+                                  ": looks like a shard of a split"));
+}
+
 TEST_F(SluiceShardCliTest, ConcurrentCreatesIntoOneDirectoryOneRefusedByTheLock) {
   // Enough records that compressing them outlasts the other process's start.
   const RecordArrays big = testing::MakeRecords(testing::U8Spec(28, 28), 20000);
