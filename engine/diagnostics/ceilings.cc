@@ -23,8 +23,8 @@ namespace sluice {
 
 // Defined in ceilings_device.cc: the H2D and compute measurements.
 namespace ceilings_internal {
-void MeasureH2D(size_t sample_bytes, size_t label_bytes, uint32_t batch_size, int device,
-                double seconds, Ceiling* pinned, Ceiling* pageable);
+void MeasureH2D(const CeilingOptions& options, size_t sample_bytes, size_t label_bytes,
+                uint32_t batch_size, double seconds, Ceiling* pinned, Ceiling* pageable);
 absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<BatchView>& batches,
                             double seconds,
                             Ceiling* out);
@@ -255,9 +255,8 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   const RecordSpec& spec = dataset.spec();
   const size_t sample_bytes = size_t{options.batch_size} * spec.sample_values() *
                               H2DFormatSize(options.h2d_format);
-  ceilings_internal::MeasureH2D(sample_bytes, 4 * size_t{options.batch_size}, options.batch_size,
-                                options.backend.device_ordinal, secs, &c.h2d_pinned,
-                                &c.h2d_pageable);
+  ceilings_internal::MeasureH2D(options, sample_bytes, 4 * size_t{options.batch_size},
+                                options.batch_size, secs, &c.h2d_pinned, &c.h2d_pageable);
   if (options.measure_compute) {
     std::vector<char> samples;
     std::vector<int32_t> labels;

@@ -10,8 +10,9 @@
 //   preprocess  samples/s per thread: the u8 -> h2d-format normalize + gather of a batch, with
 //               the pipeline's own SampleConverter (pipeline/convert.h)
 //   pinned      memcpy MB/s per thread into page-aligned (pinned with CUDA) host memory
-//   h2d         GB/s pinned and pageable: only with a CUDA device, through the device
-//               layer (a copy stream, timing events); otherwise "not measured: no CUDA device"
+//   h2d         GB/s pinned and pageable, through the device layer (a copy stream, timing
+//               events): on the simulated device with the run's link model (--device sim) or
+//               on a CUDA device; otherwise "not measured: no CUDA device"
 //   compute     train steps/s of the run's backend with the run's options, on a batch of the
 //               dataset's real samples (so the backend takes the path real data takes); on a
 //               device backend the batch is uploaded once and the steps are timed with events

@@ -5,9 +5,11 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "device/device.h"
+#include "device/sim/sim_device.h"
 #include "engine/diagnostics/ceilings.h"
 #include "pipeline/convert.h"
 #include "pipeline/stage_stats.h"
@@ -53,16 +55,20 @@ Ceiling NotMeasured(const absl::Status& why) {
 
 }  // namespace
 
-// Without a CUDA device both figures stay "not measured: <why>". With one, a batch is copied
-// from pinned and from pageable memory.
-void MeasureH2D(size_t sample_bytes, size_t label_bytes, uint32_t batch, int ordinal,
-                double seconds, Ceiling* pinned, Ceiling* pageable) {
+// On the simulated device (--device sim) or a CUDA device, a batch is copied from pinned and
+// from pageable memory; otherwise both figures stay "not measured: no CUDA device".
+void MeasureH2D(const CeilingOptions& options, size_t sample_bytes, size_t label_bytes,
+                uint32_t batch, double seconds, Ceiling* pinned, Ceiling* pageable) {
   *pinned = *pageable = Ceiling{};
-  if (device::CudaDeviceCount() == 0) {
+  const bool sim = absl::StartsWith(options.device, "sim");
+  if (!sim && device::CudaDeviceCount() == 0) {
     pinned->note = pageable->note = "not measured: no CUDA device";
     return;
   }
-  absl::StatusOr<std::unique_ptr<device::Device>> dev = device::OpenCudaDevice(ordinal);
+  // The run's own device: the simulated one with the run's link model, else CUDA.
+  const int ordinal = options.backend.device_ordinal;
+  absl::StatusOr<std::unique_ptr<device::Device>> dev =
+      sim ? device::OpenSimDevice(options.backend.sim, ordinal) : device::OpenCudaDevice(ordinal);
   if (!dev.ok()) {
     *pinned = *pageable = NotMeasured(dev.status());
     return;
@@ -113,6 +119,7 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
   std::vector<device::Buffer> memory;
   device::Stream* stream = backend->compute_stream();
   std::unique_ptr<device::Event> start, end;
+  std::vector<std::unique_ptr<device::Event>> in_flight;  // device backends: steps queued
   if (stream != nullptr) {  // upload once: the ceiling is compute alone
     device::Device* dev = backend->device();
     for (BatchView& v : views) {
@@ -130,6 +137,10 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
     RETURN_IF_ERROR(stream->Synchronize());
     ASSIGN_OR_RETURN(start, dev->CreateEvent(/*timing=*/true));
     ASSIGN_OR_RETURN(end, dev->CreateEvent(/*timing=*/true));
+    for (int i = 0; i < 4; ++i) {
+      ASSIGN_OR_RETURN(std::unique_ptr<device::Event> e, dev->CreateEvent(/*timing=*/false));
+      in_flight.push_back(std::move(e));
+    }
   }
   const float lr = options.optimizer.lr;
   for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(backend->TrainStep(views[i % views.size()], lr));
@@ -142,7 +153,16 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
     const int64_t until = host_start + static_cast<int64_t>(seconds / 3 * 1e9);
     if (stream != nullptr) RETURN_IF_ERROR(stream->Record(start.get()));
     do {
-      RETURN_IF_ERROR(backend->TrainStep(views[next++ % views.size()], lr));
+      if (!in_flight.empty()) {
+        // A device backend only enqueues: keep a few steps queued (so the device never idles)
+        // but no more, or the host would enqueue far more than the round's time of work.
+        device::Event* slot = in_flight[steps % in_flight.size()].get();
+        if (steps >= in_flight.size()) RETURN_IF_ERROR(slot->Synchronize());
+        RETURN_IF_ERROR(backend->TrainStep(views[next++ % views.size()], lr));
+        RETURN_IF_ERROR(stream->Record(slot));
+      } else {
+        RETURN_IF_ERROR(backend->TrainStep(views[next++ % views.size()], lr));
+      }
       ++steps;
     } while (NowNs() < until);
     int64_t ns = 0;

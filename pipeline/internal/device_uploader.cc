@@ -1,6 +1,8 @@
 #include "pipeline/internal/device_uploader.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "pipeline/stage_stats.h"
@@ -23,6 +25,14 @@ absl::StatusOr<std::unique_ptr<DeviceUploader>> DeviceUploader::Create(device::D
     ASSIGN_OR_RETURN(s.ready, device->CreateEvent(/*timing=*/true));
     ASSIGN_OR_RETURN(s.released, device->CreateEvent(/*timing=*/false));
   }
+  // Slots start zeroed (valid samples, label 0): a what-if h2d run skips the copies and reads
+  // a slot as it is, so it must never hold uninitialized device memory.
+  const std::vector<char> zeros(std::max(sample_bytes, label_bytes), 0);
+  for (Slot& s : u->slots_) {
+    RETURN_IF_ERROR(u->stream_->CopyToDevice(s.samples.data(), zeros.data(), sample_bytes));
+    RETURN_IF_ERROR(u->stream_->CopyToDevice(s.labels.data(), zeros.data(), label_bytes));
+  }
+  RETURN_IF_ERROR(u->stream_->Synchronize());
   return u;
 }
 

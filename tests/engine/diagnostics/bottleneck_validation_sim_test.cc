@@ -99,5 +99,34 @@ TEST_F(SimValidationTest, SlowComputeIsNamed) {
   EXPECT_NEAR(report.predicted_samples_per_s / report.measured_samples_per_s, 1.0, 0.15);
 }
 
+// The injected delays hold the device's streams (a spinning callback inside the copy's or the
+// step's events), so on a device they are device time and move the verdict; the what-if run
+// that skips the copies still runs the ring and its events.
+TEST_F(SimValidationTest, InjectedDelaysAreDeviceTimeAndWhatIfSkipsTheCopies) {
+  TrainJobOptions h2d = Job(/*link_ms=*/0.2, /*compute_ms=*/1.0, 60);
+  h2d.pipeline.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] = 4000;
+  auto slow_copy = RunTrainJob(Env::Default(), h2d);
+  ASSERT_TRUE(slow_copy.ok()) << slow_copy.status();
+  BottleneckReport report = AnalyzeRun(slow_copy->run, nullptr, 2);
+  EXPECT_EQ(report.limiting_stage, Stage::kH2D) << report.ToText();
+  EXPECT_GE(slow_copy->run.pipeline[Stage::kH2D].busy_ns, 60 * 4'000'000LL);
+
+  TrainJobOptions compute = Job(/*link_ms=*/0.2, /*compute_ms=*/1.0, 60);
+  compute.inject_compute_delay_us = 4000;
+  auto slow_step = RunTrainJob(Env::Default(), compute);
+  ASSERT_TRUE(slow_step.ok()) << slow_step.status();
+  report = AnalyzeRun(slow_step->run, nullptr, 2);
+  EXPECT_EQ(report.limiting_stage, Stage::kCompute) << report.ToText();
+  EXPECT_GE(slow_step->run.compute.busy_ns, 60 * 4'000'000LL);
+
+  TrainJobOptions free_copy = h2d;
+  free_copy.pipeline.diagnostics.what_if = WhatIf::kH2D;
+  auto skipped = RunTrainJob(Env::Default(), free_copy);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().message();
+  EXPECT_EQ(skipped->run.pipeline[Stage::kH2D].items, skipped->run.compute.steps);
+  EXPECT_LT(skipped->run.pipeline[Stage::kH2D].busy_ns,
+            slow_copy->run.pipeline[Stage::kH2D].busy_ns / 10);
+}
+
 }  // namespace
 }  // namespace sluice

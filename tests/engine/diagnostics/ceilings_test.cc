@@ -86,6 +86,25 @@ TEST_F(CeilingsTest, MeasuresPositiveFiniteFigures) {
   EXPECT_EQ(c->key, Ceilings::CacheKey(*dataset_, options_));
 }
 
+// On the simulated device the H2D ceilings follow its link model and the compute ceiling is
+// device time from the compute stream's events: a 2 ms modelled step caps batch 32 at 16 k
+// samples/s, and a 100 MB/s link caps the copy at 100 MB/s.
+TEST_F(CeilingsTest, SimDeviceCeilingsComeFromItsEvents) {
+  options_.device = "sim";
+  options_.backend.sim.link_bytes_per_s = 1e8;
+  options_.backend.sim_compute_ns_per_step = 2'000'000;
+  auto c = Ceilings::Measure(*dataset_, options_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ExpectMeasured(c->compute, "compute");
+  EXPECT_LE(c->compute.samples_per_s, 16'000 * 1.001);
+  EXPECT_GT(c->compute.samples_per_s, 16'000 * 0.5);
+  EXPECT_THAT(c->compute.note, HasSubstr("device time from compute-stream events"));
+  ExpectMeasured(c->h2d_pinned, "h2d_pinned");
+  ExpectMeasured(c->h2d_pageable, "h2d_pageable");
+  EXPECT_LE(c->h2d_pinned.mb_per_s, 100 * 1.001);
+  EXPECT_GT(c->h2d_pinned.mb_per_s, 100 * 0.5);
+}
+
 TEST_F(CeilingsTest, ModelThatDoesNotFitTheSamplesLeavesComputeUnmeasured) {
   options_.model.layers = {100, 10};
   auto c = Ceilings::Measure(*dataset_, options_);
