@@ -12,3 +12,27 @@ pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas) # libopenblas-dev
 if(SLUICE_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)               # libbenchmark-dev
 endif()
+
+# MPI (libopenmpi-dev): launch and CPU collectives of data-parallel runs (engine/dist). Without
+# it sluice builds as a single-process tool that refuses to run under mpirun/srun.
+set(SLUICE_MPI "AUTO" CACHE STRING "Build with MPI: AUTO (when found), ON or OFF")
+set_property(CACHE SLUICE_MPI PROPERTY STRINGS AUTO ON OFF)
+set(SLUICE_HAVE_MPI OFF)
+if(NOT SLUICE_MPI STREQUAL "OFF")
+  if(SLUICE_MPI STREQUAL "ON")
+    find_package(MPI REQUIRED COMPONENTS C)
+  else()
+    find_package(MPI COMPONENTS C)
+  endif()
+  if(MPI_C_FOUND)
+    set(SLUICE_HAVE_MPI ON)
+  endif()
+endif()
+message(STATUS "sluice: MPI ${SLUICE_HAVE_MPI}")
+# How the tests launch ranks: as root in a container, Open MPI needs --allow-run-as-root, and
+# its shared-memory transport must not use CMA single-copy (it needs ptrace rights containers
+# lack); --oversubscribe lets 2 ranks share fewer cores.
+if(SLUICE_HAVE_MPI AND MPIEXEC_EXECUTABLE)
+  set(SLUICE_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe
+      --mca btl_vader_single_copy_mechanism none)
+endif()

@@ -1,10 +1,12 @@
 #include "common/limits.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -36,6 +38,45 @@ uint64_t ProcKiBField(const char* file, const char* name) {
 }  // namespace
 
 int HardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+namespace {
+
+// The cgroup's CPU quota in cores (rounded up), or 0 when unlimited or unknown.
+int CgroupCpuQuota() {
+  auto read_two = [](const char* path, std::string* a, std::string* b) {
+    std::FILE* f = std::fopen(path, "r");
+    if (f == nullptr) return false;
+    char x[64] = {0}, y[64] = {0};
+    const int n = std::fscanf(f, "%63s %63s", x, y);
+    std::fclose(f);
+    if (n < 1) return false;
+    *a = x;
+    *b = n > 1 ? y : "";
+    return true;
+  };
+  std::string quota, period;
+  if (read_two("/sys/fs/cgroup/cpu.max", &quota, &period)) {  // cgroup v2: "max 100000"
+    if (quota == "max") return 0;
+  } else {  // cgroup v1
+    std::string unused;
+    if (!read_two("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", &quota, &unused)) return 0;
+    if (!read_two("/sys/fs/cgroup/cpu/cpu.cfs_period_us", &period, &unused)) return 0;
+  }
+  const long long q = std::atoll(quota.c_str()), p = std::atoll(period.c_str());
+  if (q <= 0 || p <= 0) return 0;
+  return static_cast<int>((q + p - 1) / p);
+}
+
+}  // namespace
+
+int UsableCores() {
+  int cores = HardwareThreads();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+  if (const int quota = CgroupCpuQuota(); quota > 0) cores = std::min(cores, quota);
+  return cores;
+}
 
 int MaxThreads() { return 4 * HardwareThreads(); }
 

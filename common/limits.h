@@ -21,6 +21,12 @@ namespace sluice {
 // std::thread::hardware_concurrency(), at least 1.
 int HardwareThreads();
 
+// The cores this process may run on: the CPUs of its affinity mask (taskset, mpirun's
+// binding, Slurm's cpuset), capped by its cgroup's CPU quota (cpu.max / cpu.cfs_quota_us,
+// rounded up); at least 1. Thread settings of 0 ("auto") mean this many, so N ranks bound to
+// their own cores on one machine do not oversubscribe it.
+int UsableCores();
+
 // The most threads any one thread-count setting may ask for: 4 x hardware threads.
 int MaxThreads();
 

@@ -1,7 +1,7 @@
 // Backend: runs training and evaluation steps of an MLP on one device (CPU or one CUDA GPU).
 //
-// A step is: forward, loss, backward, [gradient exchange point: data-parallel all-reduce goes
-// here], optimizer update. On CUDA the whole step is enqueued on the compute stream (after
+// A step is: forward, loss, backward, gradient exchange (data-parallel runs: a sum over the
+// ranks of BackendOptions::gradient_comm), optimizer update. On CUDA the whole step is enqueued on the compute stream (after
 // waiting on the batch's ready_event) and TrainStep returns without synchronizing.
 //
 // Errors: kInvalidArgument for a batch that does not fit the model (features, size > max batch,
@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "device/device.h"
 #include "device/sim/sim_device.h"
+#include "engine/dist/communicator.h"
 #include "engine/memory.h"
 #include "engine/model.h"
 #include "pipeline/batch.h"
@@ -41,7 +42,18 @@ struct BackendOptions {
   device::SimOptions sim;
   int64_t sim_compute_ns_per_step = 0;
   double sim_compute_samples_per_s = 0;
+  // Data-parallel training (docs/distributed.md): the ranks whose gradients are summed at every
+  // step; borrowed, must outlive the backend, and used by the thread that runs the steps (the
+  // device's compute stream on the sim backend), so give the backend a Duplicate() of the
+  // world. Each step's loss gradient is divided by the number of samples of the whole global
+  // batch (summed over the ranks first), so the summed gradients are the mean over the global
+  // batch, as one process with that batch computes (up to float summation order). A rank whose
+  // share of a step is empty (BatchView::size 0) contributes zero gradients. Null or a world of
+  // one: no exchange. The CUDA backend sums through NCCL, bootstrapped over this communicator.
+  dist::Communicator* gradient_comm = nullptr;
 };
+
+using dist::ExchangeStats;
 
 struct LossStats {
   double mean_loss = 0;  // mean per-sample loss over the steps since the last TakeLoss
@@ -83,6 +95,9 @@ class Backend {
 
   // Bytes allocated per tag, and the peak, as the backend's allocator recorded them.
   virtual MemoryReport memory() const = 0;
+
+  // The gradient exchange's statistics (data-parallel runs).
+  virtual ExchangeStats exchange() const { return {}; }
 
   // Where this backend's batches must be: its device (borrowed from the backend, valid while
   // it lives), or null for host memory (the CPU backend). A pipeline feeding this backend

@@ -80,6 +80,8 @@ absl::Status Trainer::Resume(const Checkpoint& checkpoint) {
 absl::Status Trainer::SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch,
                                      uint64_t samples_in_epoch) {
   if (options_.check) RETURN_IF_ERROR(options_.check());
+  // Every rank holds the same weights after the step's exchange: rank 0 writes them.
+  if (options_.comm != nullptr && options_.comm->rank() != 0) return absl::OkStatus();
   // Device -> host, then host -> disk.
   RETURN_IF_ERROR(backend_->Synchronize());
   Checkpoint checkpoint;
@@ -101,7 +103,8 @@ absl::Status Trainer::SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch,
   return WriteCheckpoint(options_.env, options_.checkpoint_path, checkpoint);
 }
 
-absl::StatusOr<EvalStats> Trainer::Evaluate(Backend* backend, BatchSource* source) {
+absl::StatusOr<EvalStats> Trainer::Evaluate(Backend* backend, BatchSource* source,
+                                            dist::Communicator* comm) {
   EvalStats stats;
   RETURN_IF_ERROR(source->Seek(0, 0));
   while (true) {
@@ -112,6 +115,14 @@ absl::StatusOr<EvalStats> Trainer::Evaluate(Backend* backend, BatchSource* sourc
     RETURN_IF_ERROR(status);
   }
   RETURN_IF_ERROR(backend->Synchronize());
+  if (comm != nullptr && comm->is_distributed()) {
+    double sums[3] = {stats.loss_sum, static_cast<double>(stats.samples),
+                      static_cast<double>(stats.correct)};
+    RETURN_IF_ERROR(comm->AllReduceSum(sums, 3));
+    stats.loss_sum = sums[0];
+    stats.samples = static_cast<int64_t>(sums[1]);
+    stats.correct = static_cast<int64_t>(sums[2]);
+  }
   return stats;
 }
 
@@ -120,6 +131,17 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const auto run_start = Clock::now();
   TrainResult result;
   const bool checkpoints = !options_.checkpoint_path.empty();
+  const bool distributed = options_.comm != nullptr && options_.comm->is_distributed();
+  // Whether any rank was asked to stop: every rank must stop after the same step, or the others
+  // would wait forever in the next exchange.
+  auto stop_agreed = [&](int64_t steps) -> absl::StatusOr<bool> {
+    if (options_.stop_requested == nullptr) return false;
+    int64_t stop = options_.stop_requested->load(std::memory_order_relaxed) ? 1 : 0;
+    if (!distributed) return stop != 0;
+    if (steps % kStopPollSteps != 0) return false;
+    RETURN_IF_ERROR(options_.comm->AllReduceSum(&stop, 1));
+    return stop != 0;
+  };
   int64_t steps_this_process = 0;
   uint64_t step = start_step_;
   uint64_t samples_in_epoch = start_samples_in_epoch_;
@@ -133,6 +155,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     int64_t epoch_correct = 0;
     auto take_loss = [&]() -> absl::StatusOr<LossStats> {
       ASSIGN_OR_RETURN(LossStats loss, backend_->TakeLoss());
+      if (distributed) {  // the sums over every rank's samples
+        double sums[3] = {loss.mean_loss * static_cast<double>(loss.samples),
+                          static_cast<double>(loss.samples), static_cast<double>(loss.correct)};
+        RETURN_IF_ERROR(options_.comm->AllReduceSum(sums, 3));
+        loss.samples = static_cast<int64_t>(sums[1]);
+        loss.correct = static_cast<int64_t>(sums[2]);
+        loss.mean_loss = loss.samples > 0 ? sums[0] / sums[1] : 0.0;
+      }
       if (loss.samples > 0 && !std::isfinite(loss.mean_loss)) {
         return absl::OutOfRangeError(absl::StrFormat(
             "training diverged in epoch %d at step %d (optimizer step %d): the mean loss of the "
@@ -159,10 +189,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       ++optimizer_steps_;
       ++step;
       ++steps_this_process;
+      // Positions count the whole global batch, the same on every rank and world size.
+      const uint32_t step_samples = distributed ? batch->global_size : batch->size;
       result.samples += batch->size;
-      samples_in_epoch += batch->size;
-      samples_total_ += batch->size;
-      interval_samples += batch->size;
+      samples_in_epoch += step_samples;
+      samples_total_ += step_samples;
+      interval_samples += step_samples;
       if (options_.progress_every_steps > 0 && options_.on_progress &&
           optimizer_steps_ % options_.progress_every_steps == 0) {
         ASSIGN_OR_RETURN(LossStats loss, take_loss());
@@ -186,8 +218,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         RETURN_IF_ERROR(SaveCheckpoint(epoch, step, samples_in_epoch));
         checkpoint_seconds += SecondsSince(t0);
       }
-      if (options_.stop_requested != nullptr &&
-          options_.stop_requested->load(std::memory_order_relaxed)) {
+      ASSIGN_OR_RETURN(const bool stop, stop_agreed(steps_this_process));
+      if (stop) {
         RETURN_IF_ERROR(take_loss().status());  // also synchronizes with the device
         result.train_seconds += SecondsSince(epoch_start) - checkpoint_seconds;
         if (checkpoints) RETURN_IF_ERROR(SaveCheckpoint(epoch, step));
@@ -221,7 +253,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       summary.samples_per_second = summary.train_samples / summary.seconds;
     }
     if (test_ != nullptr) {
-      ASSIGN_OR_RETURN(summary.test, Evaluate(backend_, test_));
+      ASSIGN_OR_RETURN(summary.test, Evaluate(backend_, test_, options_.comm));
     }
     if (options_.on_epoch_end) options_.on_epoch_end(summary);
     result.epochs.push_back(summary);

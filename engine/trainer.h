@@ -33,6 +33,7 @@
 #include "common/env.h"
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
+#include "engine/dist/communicator.h"
 #include "pipeline/batch.h"
 
 namespace sluice {
@@ -141,7 +142,16 @@ struct TrainerOptions {
   // step, writes a checkpoint at its position (when checkpoints are on) and returns with
   // TrainResult::interrupted. Null: never. Must outlive Run().
   const std::atomic<bool>* stop_requested = nullptr;
+  // Data-parallel runs (docs/distributed.md): the ranks, for the control collectives (loss and
+  // evaluation sums, the agreement to stop). Borrowed; null or a world of one: a single
+  // process. Every rank runs the same steps; only rank 0 writes checkpoints; losses, sample
+  // counts and evaluations are sums over the ranks; a stop request seen by any rank stops every
+  // rank after the same step (agreed every kStopPollSteps steps).
+  dist::Communicator* comm = nullptr;
 };
+
+// Steps between two agreements on a stop request in a data-parallel run.
+inline constexpr int64_t kStopPollSteps = 8;
 
 class Trainer {
  public:
@@ -160,8 +170,10 @@ class Trainer {
   absl::Status SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch,
                               uint64_t samples_in_epoch = 0);
 
-  // Forward passes over the whole of `source` (epoch 0).
-  static absl::StatusOr<EvalStats> Evaluate(Backend* backend, BatchSource* source);
+  // Forward passes over the whole of `source` (epoch 0); with a distributed `comm`, each rank
+  // evaluates its share and the sums are over every rank.
+  static absl::StatusOr<EvalStats> Evaluate(Backend* backend, BatchSource* source,
+                                            dist::Communicator* comm = nullptr);
 
  private:
   Backend* backend_;

@@ -44,7 +44,13 @@ struct BatchView {
   device::Event* ready_event = nullptr;
   // Position in the run.
   uint64_t epoch = 0;
-  uint64_t step = 0;  // step within the epoch
+  uint64_t step = 0;  // step within the epoch (the global step: the same on every rank)
+  // Data-parallel runs: the samples planned for this step's whole global batch over all ranks
+  // (before corrupt-frame skips); equals `size` in a single process when nothing was skipped.
+  uint32_t global_size = 0;
+  // Host memory: the split-wide record id of each of the `size` samples, in batch order; valid
+  // until the batch is released. Null when the source does not know them.
+  const uint32_t* record_ids = nullptr;
 };
 
 }  // namespace sluice

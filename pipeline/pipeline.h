@@ -138,6 +138,12 @@ struct PipelineDiagnostics {
   size_t trace_capacity = 0;  // per-item spans kept for the timeline; 0: none
 };
 
+// This process's share of every global batch in data-parallel training.
+struct DataParallelSlice {
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+};
+
 struct PipelineOptions {
   OrderSpec order;
   BatchFormat format;
@@ -146,6 +152,7 @@ struct PipelineOptions {
   PipelineResources resources;
   Placement placement;
   PipelineDiagnostics diagnostics;
+  DataParallelSlice slice;
 };
 
 // One delivered batch. Owns its buffer (pinned host buffer, or device slot) until Release()

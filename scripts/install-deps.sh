@@ -15,6 +15,7 @@ PACKAGES=(
   zlib1g-dev        # reading .gz IDX files
   libopenblas-dev   # CPU backend sgemm
   nlohmann-json3-dev  # manifest, report and trace JSON
+  openmpi-bin libopenmpi-dev  # data-parallel runs: mpirun, MPI collectives (engine/dist)
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # real data: the original Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist/

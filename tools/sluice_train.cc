@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "common/limits.h"
+#include "engine/dist/communicator.h"
 #include "common/status_macros.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/ceilings.h"
@@ -109,6 +110,9 @@ ABSL_FLAG(std::string, resume, "", "Resume from this checkpoint file, or 'auto' 
           "--checkpoint-dir checkpoint when present)");
 ABSL_FLAG(std::string, export_safetensors, "", "Export the trained weights (PyTorch names)");
 ABSL_FLAG(std::string, metrics_out, "", "JSON lines, one per epoch");
+ABSL_FLAG(std::string, record_order, "",
+          "write each trained step's record ids (\"epoch step id ...\") to this file, to audit "
+          "the sample order; under mpirun each rank writes FILE.rank<R>");
 ABSL_FLAG(int64_t, progress_every, 200, "Steps between progress updates");
 ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N steps");
@@ -339,6 +343,7 @@ absl::Status OutputsFromFlags(TrainJobOptions& o) {
   }
   o.export_safetensors = absl::GetFlag(FLAGS_export_safetensors);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
+  o.record_order_path = absl::GetFlag(FLAGS_record_order);
   o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
   return absl::OkStatus();
 }
@@ -445,7 +450,7 @@ class ProgressPrinter {
   int64_t plain_every_ = 1;
 };
 
-int Cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+int Cores() { return UsableCores(); }
 
 // The ceilings for the report, measured once per host and dataset and cached. A failure to
 // measure is not fatal: the report then has no "% of ceiling" column.
@@ -567,10 +572,14 @@ std::string ResumeCommand(const std::vector<std::string>& argv, const std::strin
 }
 
 // Runs the job; the exit code is 0, or 128 + the signal that stopped it.
-absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>& argv) {
+absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>& argv,
+                        dist::Communicator* world) {
   InstallStopHandlers();
   options.stop_requested = &g_stop_requested;
-  ProgressPrinter printer(absl::GetFlag(FLAGS_quiet));
+  options.comm = world;
+  // In a data-parallel run rank 0 speaks for the job; the others print only their errors.
+  const bool rank_zero = world->rank() == 0;
+  ProgressPrinter printer(absl::GetFlag(FLAGS_quiet) || !rank_zero);
   const int64_t every = absl::GetFlag(FLAGS_progress_every);
   // On a terminal the live line is redrawn every `every` steps; in logs, a plain line every
   // 10x that many.
@@ -602,6 +611,7 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
   const int stop_signal = g_stop_signal;
+  if (!rank_zero) return stop_signal != 0 ? 128 + stop_signal : 0;
   if (t.interrupted) {
     std::fflush(stdout);
     std::fprintf(stderr, "\r\033[Ksluice-train: interrupted by %s after epoch %llu step %llu "
@@ -617,6 +627,12 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
       std::fprintf(stderr, "sluice-train: no checkpoint was written (no --checkpoint-dir); "
                    "this run cannot be resumed\n");
     }
+  }
+  if (world->is_distributed()) {
+    // Every rank trained its slice: the job's samples are the sum (TrainResult::samples is
+    // this rank's).
+    std::printf("\nsluice-train: %d ranks, %s; rank 0: %s\n", world->size(),
+                world->description().c_str(), result.run.device.c_str());
   }
   std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
               "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
@@ -815,12 +831,27 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "sluice-train: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  absl::StatusOr<int> exit_code = Run(*std::move(options), original_args);
+  // Under mpirun/srun: join the job's world (a single process otherwise).
+  absl::StatusOr<std::unique_ptr<dist::Communicator>> world = dist::InitWorld(nullptr, nullptr);
+  if (!world.ok()) {
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(world.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<int> exit_code = Run(*std::move(options), original_args, world->get());
   if (!exit_code.ok()) {
     std::fflush(stdout);
+    if ((*world)->is_distributed()) {
+      // One rank's error ends the whole job at once: the others would wait for it forever in
+      // the next exchange. MPI_Abort makes the launcher stop every rank (exit code 1).
+      std::fprintf(stderr, "sluice-train: rank %d of %d: %s\n", (*world)->rank(),
+                   (*world)->size(), std::string(exit_code.status().message()).c_str());
+      std::fflush(nullptr);
+      (*world)->Abort(1);
+    }
     std::fprintf(stderr, "sluice-train: %s\n", std::string(exit_code.status().message()).c_str());
     return 1;
   }
+  world->reset();  // MPI_Finalize after every rank is done
   return *exit_code;
 }
 

@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "engine/backend.h"
 #include "engine/cpu/internal/cpu_kernels.h"
@@ -76,14 +78,21 @@ class CpuBackend final : public Backend {
 
   absl::Status TrainStep(const BatchView& batch, float lr) override {
     RETURN_IF_ERROR(CheckBatch(batch));
+    ASSIGN_OR_RETURN(const int64_t global_samples, GlobalSamples(batch));
+    if (global_samples == 0) return absl::OkStatus();  // every rank's share skipped as corrupt
     RunMaybeInArena([&] {
-      const float* x = PrepareInput(batch);
       const int B = static_cast<int>(batch.size);
+      if (B == 0) {  // this rank's share of the global batch is empty: it adds nothing
+        for (HostBuffer<float>& g : grads_) std::fill(g.data(), g.data() + g.size(), 0.0f);
+        return;
+      }
+      const float* x = PrepareInput(batch);
       const bool sparse = Forward(x, B);
       const int L = model_.num_linear();
       cpu_internal::SoftmaxCrossEntropy(outputs_[L - 1].data(), batch.labels, B,
                                         model_.layers[L], output_grads_[L - 1].data(),
-                                        &train_loss_sum_, &train_correct_);
+                                        &train_loss_sum_, &train_correct_,
+                                        static_cast<int>(global_samples));
       train_samples_ += B;
       Backward(x, B, sparse);
     });
@@ -105,6 +114,7 @@ class CpuBackend final : public Backend {
 
   absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override {
     RETURN_IF_ERROR(CheckBatch(batch));
+    if (batch.size == 0) return absl::OkStatus();
     RunMaybeInArena([&] {
       const float* x = PrepareInput(batch);
       const int B = static_cast<int>(batch.size);
@@ -166,6 +176,7 @@ class CpuBackend final : public Backend {
   }
 
   MemoryReport memory() const override { return ledger_.report(); }
+  ExchangeStats exchange() const override { return exchange_; }
 
  private:
   template <typename F>
@@ -234,11 +245,15 @@ class CpuBackend final : public Backend {
                                                      " features per sample; the model takes ",
                                                      model_.layers[0]));
     }
-    if (batch.size == 0 || batch.size > static_cast<uint32_t>(options_.max_batch)) {
+    // A data-parallel rank's share of a step may be empty (the last global batch has fewer
+    // samples than ranks, or its frames were skipped as corrupt); it still joins the exchange.
+    const uint32_t min_size = distributed() ? 0 : 1;
+    if (batch.size < min_size || batch.size > static_cast<uint32_t>(options_.max_batch)) {
       return absl::InvalidArgumentError(absl::StrCat("batch of ", batch.size,
-                                                     " samples; the backend was created for 1..",
-                                                     options_.max_batch));
+                                                     " samples; the backend was created for ",
+                                                     min_size, "..", options_.max_batch));
     }
+    if (batch.size == 0) return absl::OkStatus();
     if (batch.samples == nullptr || batch.labels == nullptr) {
       return absl::InvalidArgumentError("batch without samples or labels");
     }
@@ -314,10 +329,42 @@ class CpuBackend final : public Backend {
     }
   }
 
+  bool distributed() const {
+    return options_.gradient_comm != nullptr && options_.gradient_comm->is_distributed();
+  }
+
+  // The samples of the whole global batch: this batch's in a single process, else the sum of
+  // every rank's share (a rank may have skipped corrupt frames, so the plan's global_size is
+  // not enough for an exact mean).
+  absl::StatusOr<int64_t> GlobalSamples(const BatchView& batch) {
+    int64_t n = batch.size;
+    if (!distributed()) return n;
+    const int64_t t0 = NowNs();
+    RETURN_IF_ERROR(options_.gradient_comm->AllReduceSum(&n, 1));
+    exchange_.count_ns += NowNs() - t0;
+    return n;
+  }
+
   // THE GRADIENT EXCHANGE POINT. Runs after backward and before the optimizer step, with every
-  // gradient in grads_ complete. A single process has nothing to exchange; data-parallel
-  // training (an all-reduce of grads_ averaged over replicas) goes here and nowhere else.
-  absl::Status ExchangeGradients() { return absl::OkStatus(); }
+  // gradient in grads_ complete: each holds this rank's sum over its samples divided by the
+  // global batch's size, so their sum over the ranks is the global batch's mean.
+  absl::Status ExchangeGradients() {
+    if (!distributed()) return absl::OkStatus();
+    const int64_t t0 = NowNs();
+    for (HostBuffer<float>& g : grads_) {
+      RETURN_IF_ERROR(options_.gradient_comm->AllReduceSum(g.data(), g.size()));
+      exchange_.bytes += static_cast<int64_t>(g.size() * sizeof(float));
+    }
+    exchange_.busy_ns += NowNs() - t0;
+    ++exchange_.steps;
+    return absl::OkStatus();
+  }
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 
   void ApplyOptimizer(float lr) {
     ++optimizer_steps_;
@@ -352,6 +399,7 @@ class CpuBackend final : public Backend {
   double train_loss_sum_ = 0;
   int64_t train_samples_ = 0;
   int64_t train_correct_ = 0;
+  ExchangeStats exchange_;
 };
 
 }  // namespace
@@ -381,7 +429,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
   if (threads == 0) {
     threads = state.model.num_parameters() < kSmallModelParameters
                   ? 1
-                  : std::max(1u, std::thread::hardware_concurrency());
+                  : UsableCores();
   }
   auto backend = std::make_unique<CpuBackend>(state.model, opt, options, threads);
   RETURN_IF_ERROR(backend->LoadState(state));

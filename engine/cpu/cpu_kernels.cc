@@ -272,8 +272,8 @@ void HalfToFloat(const uint16_t* in, int64_t n, float* out) {
 }
 
 void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                         float* dlogits, double* loss_sum, int64_t* correct) {
-  const float inv_batch = 1.0f / static_cast<float>(B);
+                         float* dlogits, double* loss_sum, int64_t* correct, int divisor) {
+  const float inv_batch = 1.0f / static_cast<float>(divisor > 0 ? divisor : B);
   for (int b = 0; b < B; ++b) {
     const float* row = logits + int64_t{b} * C;
     int argmax = 0;

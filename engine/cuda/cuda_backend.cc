@@ -10,8 +10,13 @@
 
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
+#if SLUICE_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -68,6 +73,7 @@ class CudaBackend final : public Backend {
   absl::StatusOr<ModelState> SaveState() override;
   absl::Status LoadState(const ModelState& state) override;
   MemoryReport memory() const override { return alloc_.report(); }
+  ExchangeStats exchange() const override { return exchange_; }
   device::Stream* compute_stream() const override { return compute_stream_.get(); }
   device::Device* device() const override { return device_obj_.get(); }
 
@@ -96,10 +102,22 @@ class CudaBackend final : public Backend {
   absl::StatusOr<Input> Stage(const BatchView& batch, bool force_staging);
   absl::Status EnqueueForward(const Input& in, bool train);
   absl::Status EnqueueBackward(const Input& in);
-  // The gradient exchange point: after backward, before the optimizer. With data-parallel
-  // training, an NCCL all-reduce (average) of grads_ over the process group goes here; grads_
-  // is one flat buffer, so that is a single call. One GPU: nothing to do.
-  absl::Status ExchangeGradients() { return absl::OkStatus(); }
+  // Data-parallel training (docs/distributed.md): NCCL sums each layer's gradients on
+  // comm_stream_ as soon as backward has produced them (an event per layer orders it after the
+  // compute stream), while backward goes on with the layers below; the optimizer waits for the
+  // last sum. One GPU: nothing to do.
+  bool exchanging() const {
+    return options_.gradient_comm != nullptr && options_.gradient_comm->is_distributed();
+  }
+  absl::Status InitExchange();
+  // Enqueues the sum of layer l's weight and bias gradients (contiguous in grads_).
+  absl::Status ExchangeLayer(int l);
+  // The gradient exchange point: after backward, before the optimizer. Makes the compute
+  // stream wait for every layer's sum.
+  absl::Status ExchangeGradients();
+  // cudaStreamSynchronize that also polls NCCL's asynchronous errors (a peer that failed makes
+  // a collective hang, never fail): the error names the NCCL failure.
+  absl::Status WaitStream(cudaStream_t stream);
   absl::Status EnqueueOptimizer();
   absl::Status EnqueueTrainBody(const Input& in);
   absl::Status RunGraphed(const Input& in);
@@ -133,9 +151,18 @@ class CudaBackend final : public Backend {
   StepScalars* scalars_ = nullptr;
   StepScalars* host_scalars_ = nullptr;  // pinned, for readback
 
+  ExchangeStats exchange_;
+#if SLUICE_HAVE_NCCL
+  ncclComm_t nccl_ = nullptr;
+#endif
+  cudaStream_t comm_stream_ = nullptr;
+  std::vector<cudaEvent_t> layer_ready_;  // per layer: its gradients are complete
+  cudaEvent_t exchanged_ = nullptr;       // every layer's sum is done
+
   std::map<GraphKey, int> eager_runs_;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   int64_t pending_samples_ = 0;
+  int divisor_ = 0;  // the current step's global batch size (0: its own B)
 };
 
 CudaBackend::~CudaBackend() {
@@ -144,6 +171,12 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
   }
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+#if SLUICE_HAVE_NCCL
+  if (nccl_ != nullptr) ncclCommDestroy(nccl_);
+#endif
+  for (cudaEvent_t e : layer_ready_) cudaEventDestroy(e);
+  if (exchanged_ != nullptr) cudaEventDestroy(exchanged_);
+  if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
   gemm_.reset();
   alloc_.FreeAll();
   if (host_scalars_ != nullptr) cudaFreeHost(host_scalars_);
@@ -206,8 +239,98 @@ absl::Status CudaBackend::Init(const ModelState& state) {
   cudaCheck(cudaMemcpyAsync(scalars_, host_scalars_, sizeof(StepScalars),
                             cudaMemcpyHostToDevice, stream_));
   RETURN_IF_ERROR(LoadState(state));
+  RETURN_IF_ERROR(InitExchange());
   for (HostTensor& t : layout_.params) t.values = {};
   for (HostTensor& t : layout_.opt_state) t.values = {};
+  return absl::OkStatus();
+}
+
+#if SLUICE_HAVE_NCCL
+#define SLUICE_NCCL_CHECK(call)                                                          \
+  do {                                                                                   \
+    const ncclResult_t sluice_nccl_rc = (call);                                          \
+    if (sluice_nccl_rc != ncclSuccess) {                                                 \
+      return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":",       \
+                                              __LINE__, ": ",                            \
+                                              ncclGetErrorString(sluice_nccl_rc)));      \
+    }                                                                                    \
+  } while (0)
+#endif
+
+absl::Status CudaBackend::InitExchange() {
+  if (!exchanging()) return absl::OkStatus();
+  if (options_.cuda_graph) {
+    return absl::InvalidArgumentError(
+        "--cuda-graph is not supported in data-parallel runs yet (each step's divisor, the "
+        "global batch's sample count, is agreed on the host); run without it");
+  }
+#if SLUICE_HAVE_NCCL
+  dist::Communicator* comm = options_.gradient_comm;
+  // llm.c's bootstrap: rank 0 makes the unique id, MPI carries it to the others.
+  ncclUniqueId id;
+  if (comm->rank() == 0) SLUICE_NCCL_CHECK(ncclGetUniqueId(&id));
+  RETURN_IF_ERROR(comm->Broadcast(&id, sizeof(id), 0));
+  SLUICE_NCCL_CHECK(ncclCommInitRank(&nccl_, comm->size(), id, comm->rank()));
+  cudaCheck(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+  layer_ready_.resize(L(), nullptr);
+  for (cudaEvent_t& e : layer_ready_) {
+    cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  cudaCheck(cudaEventCreateWithFlags(&exchanged_, cudaEventDisableTiming));
+  name_ = absl::StrCat(name_, ", NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, " rank ", comm->rank(), "/",
+                       comm->size());
+  return absl::OkStatus();
+#else
+  return absl::UnavailableError(
+      "data-parallel training on CUDA needs NCCL, and this sluice was built without it "
+      "(nccl.h and libnccl were not found beside the CUDA toolkit)");
+#endif
+}
+
+absl::Status CudaBackend::ExchangeLayer(int l) {
+  if (!exchanging()) return absl::OkStatus();
+#if SLUICE_HAVE_NCCL
+  const int64_t begin = offsets_[2 * l];
+  const int64_t end = 2 * l + 2 < static_cast<int>(offsets_.size()) ? offsets_[2 * l + 2]
+                                                                     : num_params_;
+  cudaCheck(cudaEventRecord(layer_ready_[l], stream_));
+  cudaCheck(cudaStreamWaitEvent(comm_stream_, layer_ready_[l], 0));
+  SLUICE_NCCL_CHECK(ncclAllReduce(grads_ + begin, grads_ + begin, static_cast<size_t>(end - begin),
+                                  ncclFloat32, ncclSum, nccl_, comm_stream_));
+  exchange_.bytes += (end - begin) * static_cast<int64_t>(sizeof(float));
+#endif
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ExchangeGradients() {
+  if (!exchanging()) return absl::OkStatus();
+  cudaCheck(cudaEventRecord(exchanged_, comm_stream_));
+  cudaCheck(cudaStreamWaitEvent(stream_, exchanged_, 0));
+  ++exchange_.steps;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::WaitStream(cudaStream_t stream) {
+#if SLUICE_HAVE_NCCL
+  if (nccl_ != nullptr) {
+    while (true) {
+      const cudaError_t q = cudaStreamQuery(stream);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) cudaCheck(q);
+      ncclResult_t async = ncclSuccess;
+      SLUICE_NCCL_CHECK(ncclCommGetAsyncError(nccl_, &async));
+      if (async != ncclSuccess) {
+        ncclCommAbort(nccl_);
+        nccl_ = nullptr;
+        return absl::InternalError(absl::StrCat("NCCL all-reduce of the gradients failed: ",
+                                                ncclGetErrorString(async)));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return absl::OkStatus();
+  }
+#endif
+  cudaCheck(cudaStreamSynchronize(stream));
   return absl::OkStatus();
 }
 
@@ -220,9 +343,12 @@ absl::Status CudaBackend::CheckBatch(const BatchView& b) const {
                                                    " features per sample, the model takes ",
                                                    width(0)));
   }
-  if (b.size == 0 || static_cast<int>(b.size) > options_.max_batch) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size ", b.size, " outside [1, ",
-                                                   options_.max_batch, "] (max_batch)"));
+  // A data-parallel rank's share of a step may be empty; it still joins the exchange.
+  const int min_size = exchanging() ? 0 : 1;
+  if (static_cast<int>(b.size) < min_size || static_cast<int>(b.size) > options_.max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", b.size, " outside [",
+                                                   min_size, ", ", options_.max_batch,
+                                                   "] (max_batch)"));
   }
   return absl::OkStatus();
 }
@@ -268,7 +394,8 @@ absl::Status CudaBackend::EnqueueForward(const Input& in, bool train) {
   return cuda_internal::LaunchSoftmaxCrossEntropy(
       act_[L() - 1], in.labels, in.B, C, train ? &scalars_->loss_scale : nullptr,
       train ? dact_[L() - 1] : nullptr, train ? &scalars_->train_loss_sum : &scalars_->eval_loss_sum,
-      train ? &scalars_->train_correct : &scalars_->eval_correct, &scalars_->bad_label, stream_);
+      train ? &scalars_->train_correct : &scalars_->eval_correct, &scalars_->bad_label, stream_,
+      train ? divisor_ : 0);
 }
 
 absl::Status CudaBackend::EnqueueBackward(const Input& in) {
@@ -287,6 +414,7 @@ absl::Status CudaBackend::EnqueueBackward(const Input& in) {
     RETURN_IF_ERROR(
         cuda_internal::LaunchBiasGrad(dy, B, O, grads_ + offsets_[2 * l + 1], stream_));
     RETURN_IF_ERROR(gemm_->BackwardWeights(x, dy_op, B, I, O, grads_ + offsets_[2 * l], stream_));
+    RETURN_IF_ERROR(ExchangeLayer(l));  // overlaps the layers below
     if (l > 0) {
       RETURN_IF_ERROR(gemm_->BackwardInput(dy_op, weight_operand(l), B, I, O, dact_[l - 1],
                                            stream_));
@@ -319,8 +447,13 @@ absl::Status CudaBackend::EnqueueOptimizer() {
 }
 
 absl::Status CudaBackend::EnqueueTrainBody(const Input& in) {
-  RETURN_IF_ERROR(EnqueueForward(in, /*train=*/true));
-  RETURN_IF_ERROR(EnqueueBackward(in));
+  if (in.B == 0) {  // this rank's share is empty: zero gradients join the exchange
+    cudaCheck(cudaMemsetAsync(grads_, 0, sizeof(float) * num_params_, stream_));
+    for (int l = L() - 1; l >= 0; --l) RETURN_IF_ERROR(ExchangeLayer(l));
+  } else {
+    RETURN_IF_ERROR(EnqueueForward(in, /*train=*/true));
+    RETURN_IF_ERROR(EnqueueBackward(in));
+  }
   {
     NvtxRange range("ExchangeGradients");
     RETURN_IF_ERROR(ExchangeGradients());
@@ -361,6 +494,15 @@ absl::Status CudaBackend::TrainStep(const BatchView& batch, float lr) {
   NvtxRange range("TrainStep");
   RETURN_IF_ERROR(CheckBatch(batch));
   cudaCheck(cudaSetDevice(device_));
+  divisor_ = 0;
+  if (exchanging()) {
+    // The mean is over the whole global batch: agree on its sample count first (a rank may
+    // have skipped corrupt frames).
+    int64_t global = batch.size;
+    RETURN_IF_ERROR(options_.gradient_comm->AllReduceSum(&global, 1));
+    if (global == 0) return absl::OkStatus();
+    divisor_ = static_cast<int>(global);
+  }
   ASSIGN_OR_RETURN(Input in, Stage(batch, /*force_staging=*/options_.cuda_graph));
   RETURN_IF_ERROR(cuda_internal::LaunchSetLr(scalars_, lr, stream_));
   pending_samples_ += in.B;
@@ -371,8 +513,7 @@ absl::Status CudaBackend::TrainStep(const BatchView& batch, float lr) {
 absl::Status CudaBackend::ReadScalars() {
   cudaCheck(cudaMemcpyAsync(host_scalars_, scalars_, sizeof(StepScalars),
                             cudaMemcpyDeviceToHost, stream_));
-  cudaCheck(cudaStreamSynchronize(stream_));
-  return absl::OkStatus();
+  return WaitStream(stream_);
 }
 
 absl::StatusOr<LossStats> CudaBackend::TakeLoss() {
@@ -397,6 +538,7 @@ absl::StatusOr<LossStats> CudaBackend::TakeLoss() {
 absl::Status CudaBackend::Evaluate(const BatchView& batch, EvalStats* stats) {
   NvtxRange range("Evaluate");
   RETURN_IF_ERROR(CheckBatch(batch));
+  if (batch.size == 0) return absl::OkStatus();  // a rank's empty share of the test split
   cudaCheck(cudaSetDevice(device_));
   ASSIGN_OR_RETURN(Input in, Stage(batch, /*force_staging=*/false));
   RETURN_IF_ERROR(EnqueueForward(in, /*train=*/false));
@@ -417,8 +559,7 @@ absl::Status CudaBackend::Evaluate(const BatchView& batch, EvalStats* stats) {
 
 absl::Status CudaBackend::Synchronize() {
   cudaCheck(cudaSetDevice(device_));
-  cudaCheck(cudaStreamSynchronize(stream_));
-  return absl::OkStatus();
+  return WaitStream(stream_);
 }
 
 absl::Status CudaBackend::RefreshLowPrecisionWeights() {

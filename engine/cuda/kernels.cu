@@ -75,7 +75,8 @@ __global__ void SoftmaxCrossEntropyKernel(const float* __restrict__ logits,
                                           const int32_t* __restrict__ labels, int B, int C,
                                           const float* __restrict__ loss_scale,
                                           float* __restrict__ dlogits, double* loss_sum,
-                                          unsigned long long* correct, int* bad_label) {
+                                          unsigned long long* correct, int* bad_label,
+                                          int divisor) {
   const int lane = threadIdx.x % 32;
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   if (row >= B) return;  // whole warps exit together: row is uniform within a warp
@@ -99,7 +100,7 @@ __global__ void SoftmaxCrossEntropyKernel(const float* __restrict__ logits,
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
   if (dlogits != nullptr) {
-    const float scale = (loss_scale ? *loss_scale : 1.0f) / B;
+    const float scale = (loss_scale ? *loss_scale : 1.0f) / divisor;
     float* d = dlogits + (int64_t)row * C;
     for (int c = lane; c < C; c += 32) {
       float p = expf(x[c] - max_v) / sum;
@@ -300,7 +301,7 @@ absl::Status LaunchReluBackward(const float* y, int64_t n, float* dx, cudaStream
 absl::Status LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
                                        const float* loss_scale, float* dlogits,
                                        double* loss_sum, unsigned long long* correct,
-                                       int* bad_label, cudaStream_t stream) {
+                                       int* bad_label, cudaStream_t stream, int divisor) {
   NvtxRange range("SoftmaxCrossEntropy");
   SLUICE_CUDA_EXPECT(logits != nullptr && labels != nullptr && B >= 0 && C > 0);
   SLUICE_CUDA_EXPECT(loss_sum != nullptr && correct != nullptr && bad_label != nullptr);
@@ -308,7 +309,8 @@ absl::Status LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* label
   constexpr int kBlock = 128;  // 4 warps = 4 rows per block
   const int64_t grid = CeilDiv((int64_t)B * 32, kBlock);
   SoftmaxCrossEntropyKernel<<<grid, kBlock, 0, stream>>>(logits, labels, B, C, loss_scale,
-                                                         dlogits, loss_sum, correct, bad_label);
+                                                         dlogits, loss_sum, correct, bad_label,
+                                                         divisor > 0 ? divisor : B);
   cudaCheck(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -64,15 +64,16 @@ absl::Status LaunchReluBackward(const float* y, int64_t n, float* dx, cudaStream
                                 int block_size = 256);
 
 // Fused softmax cross-entropy forward+backward (ref::SoftmaxCrossEntropy), one warp per row:
-//   dlogits[b,c] = (softmax(logits[b])[c] - [c == label[b]]) * scale / B, where scale is
-//   *loss_scale (1 when loss_scale is null); skipped when dlogits is null (evaluation).
+//   dlogits[b,c] = (softmax(logits[b])[c] - [c == label[b]]) * scale / D, where scale is
+//   *loss_scale (1 when loss_scale is null) and D is `divisor` (0: B; a data-parallel rank
+//   passes the global batch's size); skipped when dlogits is null (evaluation).
 //   *loss_sum += sum of -log softmax[label]; *correct += argmax hits (first max wins);
 //   *bad_label = 1 if a label is outside [0, C) (that row contributes nothing).
 // Accumulates on the device with atomics; no host synchronization.
 absl::Status LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
                                        const float* loss_scale, float* dlogits,
                                        double* loss_sum, unsigned long long* correct,
-                                       int* bad_label, cudaStream_t stream);
+                                       int* bad_label, cudaStream_t stream, int divisor = 0);
 
 // db[o] = sum over b of dy[b,o] (the bias gradient of a Linear), deterministic.
 absl::Status LaunchBiasGrad(const float* dy, int B, int O, float* db, cudaStream_t stream);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/communicator.h"
 #include "engine/memory.h"
 #include "pipeline/stage_stats.h"
 
@@ -64,6 +65,10 @@ struct RunRecord {
   uint64_t test_skipped_records = 0;
   std::vector<std::string> test_corrupt_frames;  // distinct messages, first 16
   std::string not_evaluated;               // why nothing was evaluated (empty: it was, or n/a)
+  // Data-parallel runs: this process's rank, the number of ranks, and its gradient exchange.
+  int rank = 0;
+  int world_size = 1;
+  dist::ExchangeStats exchange;
 };
 
 }  // namespace sluice

@@ -40,6 +40,7 @@ class MeasuredBackend final : public Backend {
   absl::StatusOr<ModelState> SaveState() override { return inner_->SaveState(); }
   absl::Status LoadState(const ModelState& state) override { return inner_->LoadState(state); }
   MemoryReport memory() const override { return inner_->memory(); }
+  ExchangeStats exchange() const override { return inner_->exchange(); }
   device::Device* device() const override { return inner_->device(); }
   device::Stream* compute_stream() const override { return inner_->compute_stream(); }
 

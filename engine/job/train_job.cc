@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/file_lock.h"
+#include "common/limits.h"
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/job/autotune.h"
@@ -243,12 +244,64 @@ absl::StatusOr<std::optional<Checkpoint>> LoadResumeCheckpoint(Env* env,
 
 std::string FloatText(float v) { return absl::StrFormat("%.9g", v); }
 
+bool Distributed(const TrainJobOptions& options) {
+  return options.comm != nullptr && options.comm->is_distributed();
+}
+bool IsRankZero(const TrainJobOptions& options) {
+  return options.comm == nullptr || options.comm->rank() == 0;
+}
+DataParallelSlice Slice(const TrainJobOptions& options) {
+  if (!Distributed(options)) return {};
+  return {static_cast<uint32_t>(options.comm->rank()),
+          static_cast<uint32_t>(options.comm->size())};
+}
+
+// --resume in a data-parallel run: rank 0 reads and checks the checkpoint and broadcasts it (or
+// its error), so the other ranks need no shared file system and fail with the same message.
+absl::StatusOr<std::optional<Checkpoint>> ShareResumeCheckpoint(
+    const TrainJobOptions& options,
+    const std::function<absl::StatusOr<std::optional<Checkpoint>>()>& load) {
+  if (!Distributed(options)) return load();
+  dist::Communicator* comm = options.comm;
+  // [kind][payload]: kind 0 no checkpoint, 1 an encoded checkpoint, 2 an error (code, text).
+  std::string message;
+  if (comm->rank() == 0) {
+    absl::StatusOr<std::optional<Checkpoint>> loaded = load();
+    if (!loaded.ok()) {
+      message = absl::StrCat("2", static_cast<int>(loaded.status().code()), ":",
+                             loaded.status().message());
+    } else if (!loaded->has_value()) {
+      message = "0";
+    } else {
+      absl::StatusOr<std::string> encoded = EncodeCheckpoint(**loaded);
+      message = encoded.ok() ? absl::StrCat("1", *encoded)
+                             : absl::StrCat("2", static_cast<int>(encoded.status().code()), ":",
+                                            encoded.status().message());
+    }
+  }
+  uint64_t length = message.size();
+  RETURN_IF_ERROR(comm->Broadcast(&length, sizeof(length), 0));
+  message.resize(length);
+  RETURN_IF_ERROR(comm->Broadcast(message.data(), length, 0));
+  if (message.empty()) return absl::InternalError("resume: empty broadcast from rank 0");
+  if (message[0] == '0') return std::optional<Checkpoint>();
+  if (message[0] == '2') {
+    const size_t colon = message.find(':');
+    const int code = std::atoi(message.substr(1, colon - 1).c_str());
+    return absl::Status(static_cast<absl::StatusCode>(code), message.substr(colon + 1));
+  }
+  ASSIGN_OR_RETURN(Checkpoint checkpoint,
+                   DecodeCheckpoint(absl::string_view(message).substr(1), "rank 0's checkpoint"));
+  return std::optional<Checkpoint>(std::move(checkpoint));
+}
+
 // The train pipeline's options. Placement follows from the backend that reads the batches:
 // the CPU backend gets host batches, a device backend batches uploaded to its device.
 PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backend& backend) {
   PipelineOptions p = options.pipeline;
   p.order.seed = options.seed;
   p.placement.device = backend.device();
+  p.slice = Slice(options);
   // A stage made free by a what-if run skips its injected delay too: the delay is part of the
   // stage's work, and the what-if table must show what removing that work buys.
   switch (p.diagnostics.what_if) {
@@ -271,6 +324,7 @@ PipelineOptions TestPipelineOptions(const TrainJobOptions& options, const Backen
   p.order.shuffle = false;
   p.order.drop_last = false;
   p.placement.device = backend.device();
+  p.slice = Slice(options);
   p.diagnostics = PipelineDiagnostics{};
   return p;
 }
@@ -335,7 +389,7 @@ std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
   const PipelineStats stats = source.pipeline()->Stats();
   const PipelineOptions& current = source.pipeline()->options();
   AutotuneBudget budget;
-  budget.cpu_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  budget.cpu_threads = UsableCores();
   budget.memory_bytes = options.autotune_memory_bytes;
   const uint64_t batch_bytes = uint64_t{current.order.batch_size} *
                                (features * H2DFormatSize(current.format.h2d_format) + 4);
@@ -358,6 +412,32 @@ absl::Status CheckCorruptFraction(const std::string& split, const std::string& m
       manifest, skipped, skipped + delivered, split, fraction, limit,
       messages.empty() ? std::string("(no message)") : messages.front()));
 }
+
+// --record-order: passes batches through and notes the record ids of each one.
+class RecordingBatchSource final : public BatchSource {
+ public:
+  explicit RecordingBatchSource(BatchSource* inner) : inner_(inner) {}
+  absl::Status Seek(uint64_t epoch, uint64_t step) override { return inner_->Seek(epoch, step); }
+  absl::StatusOr<std::optional<BatchView>> Next() override {
+    ASSIGN_OR_RETURN(std::optional<BatchView> batch, inner_->Next());
+    if (batch) {
+      absl::StrAppend(&text_, batch->epoch, " ", batch->step);
+      for (uint32_t i = 0; i < batch->size; ++i) {
+        absl::StrAppend(&text_, " ", batch->record_ids != nullptr ? batch->record_ids[i] : -1);
+      }
+      text_ += '\n';
+    }
+    return batch;
+  }
+  void Release(const BatchView& batch) override { inner_->Release(batch); }
+  uint64_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
+  KeyValues Describe() const override { return inner_->Describe(); }
+  const std::string& text() const { return text_; }
+
+ private:
+  BatchSource* inner_;
+  std::string text_;
+};
 
 }  // namespace
 
@@ -417,7 +497,8 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   // One job per checkpoint directory, for the job's whole life, taken before --resume=auto
   // looks for a checkpoint there (docs/formats/lock.md). Creates the directory.
   std::unique_ptr<FileLock> checkpoint_lock;
-  if (!options.checkpoint_dir.empty()) {
+  const bool rank_zero = IsRankZero(options);
+  if (!options.checkpoint_dir.empty() && rank_zero) {
     ASSIGN_OR_RETURN(checkpoint_lock,
                      FileLock::Acquire(env, options.checkpoint_dir, "sluice-train checkpoints"));
   }
@@ -445,11 +526,19 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
                                         " (give one with --test-data)");
   }
   // Outputs are checked before the first step: a run must not train and then lose its result.
-  if (!options.export_safetensors.empty()) {
+  // Rank 0 writes them.
+  if (!options.export_safetensors.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, options.export_safetensors, "export-safetensors"));
   }
-  if (!options.metrics_out.empty()) {
+  if (!options.metrics_out.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, options.metrics_out, "metrics-out"));
+  }
+  const std::string record_order_path =
+      options.record_order_path.empty() || !Distributed(options)
+          ? options.record_order_path
+          : absl::StrCat(options.record_order_path, ".rank", options.comm->rank());
+  if (!record_order_path.empty()) {
+    RETURN_IF_ERROR(ProbeWritable(env, record_order_path, "record-order"));
   }
   if (!(options.max_corrupt_fraction >= 0 && options.max_corrupt_fraction <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("--max-corrupt-fraction: must be in [0, 1], got ",
@@ -458,13 +547,54 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
 
   // Model state: fresh, or from the checkpoint being resumed (which must be of the same run).
   const KeyValues identity = RunIdentity(options, *splits.train);
+  if (Distributed(options)) {
+    // Every rank must train the same run: the identity (dataset, order, model, optimizer) and
+    // the flags; the data path may differ between machines, its content may not.
+    KeyValues same = identity;
+    for (const auto& [key, value] : options.run_config) {
+      if (key != "data" && key != "test_data" && key != "cache_dir") {
+        same.emplace_back(absl::StrCat("--", key), value);
+      }
+    }
+    // What decides when the ranks meet in a collective: these must match too, or one rank
+    // would wait forever for the others.
+    same.emplace_back("epochs", absl::StrCat(options.epochs));
+    same.emplace_back("progress_every_steps", absl::StrCat(options.progress_every_steps));
+    same.emplace_back("checkpoint_every", absl::StrCat(options.checkpoint_every));
+    same.emplace_back("stop_after_steps", absl::StrCat(options.stop_after_steps));
+    same.emplace_back("evaluate", options.evaluate ? "1" : "0");
+    same.emplace_back("on_corrupt", options.pipeline.on_corrupt == OnCorrupt::kSkip ? "skip" : "fail");
+    same.emplace_back("h2d_format", std::string(H2DFormatName(options.pipeline.format.h2d_format)));
+    same.emplace_back("resume", options.resume);
+    if (splits.test != nullptr) {
+      same.emplace_back("test.manifest_xxh3",
+                        ChecksumToHex(Xxh3(splits.test->manifest().ToJson())));
+    }
+    RETURN_IF_ERROR(dist::CheckSameOnAllRanks(options.comm, "the run's settings", same));
+  }
   ASSIGN_OR_RETURN(std::optional<Checkpoint> checkpoint,
-                   LoadResumeCheckpoint(env, options, identity));
+                   ShareResumeCheckpoint(options, [&] {
+                     return LoadResumeCheckpoint(env, options, identity);
+                   }));
   const ModelState initial = checkpoint ? checkpoint->state
                                         : InitModelState(options.model, options.optimizer,
                                                          options.seed);
   BackendOptions backend_options = options.backend;
-  backend_options.max_batch = static_cast<int>(options.pipeline.order.batch_size);
+  // Each rank trains its slice of the global batch: at most ceil(B / ranks) samples.
+  const uint32_t world = Slice(options).world_size;
+  backend_options.max_batch =
+      static_cast<int>((options.pipeline.order.batch_size + world - 1) / world);
+  std::unique_ptr<dist::Communicator> gradient_comm;
+  if (Distributed(options)) {
+    // The exchange runs where the steps run (the sim device's compute stream): a communicator
+    // of its own, so it never interleaves with this thread's collectives.
+    ASSIGN_OR_RETURN(gradient_comm, options.comm->Duplicate());
+    backend_options.gradient_comm = gradient_comm.get();
+    // Each rank on a machine takes its own device: cuda / sim / auto mean "device <local rank>".
+    if (!absl::StrContains(options.device, ':')) {
+      backend_options.device_ordinal = options.comm->local_rank();
+    }
+  }
   backend_options.normalization = options.pipeline.format.normalization;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> device,
                    CreateBackend(options.device, initial, options.optimizer, backend_options));
@@ -513,13 +643,14 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
                                 options.max_corrupt_fraction);
   };
   trainer_options.check = check_corrupt;
+  trainer_options.comm = options.comm;
   if (!options.checkpoint_dir.empty()) {
     result.checkpoint_path = CheckpointPath(options.checkpoint_dir);
     trainer_options.checkpoint_path = result.checkpoint_path;
     trainer_options.checkpoint_every_steps = options.checkpoint_every;
   }
   std::optional<MetricsLog> metrics;
-  if (!options.metrics_out.empty()) {
+  if (!options.metrics_out.empty() && rank_zero) {
     ASSIGN_OR_RETURN(metrics, MetricsLog::Open(env, options.metrics_out,
                                                /*keep_existing=*/checkpoint.has_value()));
   }
@@ -536,7 +667,10 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
     if (options.on_epoch_end) options.on_epoch_end(s);
   };
 
-  Trainer trainer(&backend, &train_source, test_source.get(), trainer_options);
+  std::optional<RecordingBatchSource> recording;
+  if (!options.record_order_path.empty()) recording.emplace(&train_source);
+  Trainer trainer(&backend, recording ? static_cast<BatchSource*>(&*recording) : &train_source,
+                  test_source.get(), trainer_options);
   if (checkpoint) {
     RETURN_IF_ERROR(trainer.Resume(*checkpoint));
     result.resumed = true;
@@ -546,8 +680,11 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   }
   ASSIGN_OR_RETURN(result.train, trainer.Run());
   RETURN_IF_ERROR(metrics_status);
+  if (recording) RETURN_IF_ERROR(WriteFileAtomically(env, record_order_path, recording->text()));
   RETURN_IF_ERROR(check_corrupt());
-  if (result.train.samples == 0 && !result.train.stopped_early) {
+  int64_t trained = result.train.samples;  // over every rank
+  if (Distributed(options)) RETURN_IF_ERROR(options.comm->AllReduceSum(&trained, 1));
+  if (trained == 0 && !result.train.stopped_early) {
     return absl::FailedPreconditionError("the run trained 0 samples");
   }
 
@@ -561,9 +698,14 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   result.run.train_seconds = result.train.train_seconds;
   if (train_source.pipeline() != nullptr) result.run.trace = train_source.pipeline()->Trace();
   result.run.compute_spans = backend.TakeSpans();
+  result.run.exchange = backend.exchange();
+  if (options.comm != nullptr) {
+    result.run.rank = options.comm->rank();
+    result.run.world_size = options.comm->size();
+  }
   result.run.memory_formula =
       ComputeMemoryFormula(options.model, options.optimizer, backend_options.max_batch);
-  if (!options.export_safetensors.empty()) {
+  if (!options.export_safetensors.empty() && rank_zero) {
     ASSIGN_OR_RETURN(ModelState state, backend.SaveState());
     if (absl::Status finite = CheckFiniteState(state); !finite.ok()) {
       return absl::OutOfRangeError(absl::StrCat("not exporting ", options.export_safetensors,

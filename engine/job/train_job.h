@@ -101,6 +101,16 @@ struct TrainJobOptions {
   std::function<void(const RunRecord&)> on_report;
   std::function<void(const TrainProgress&)> on_progress;
   std::function<void(const EpochSummary&)> on_epoch_end;
+  // Data-parallel runs (docs/distributed.md): the job's world (borrowed; null or a world of
+  // one: a single process). Every rank runs RunTrainJob with the same options; the batch size
+  // is the global batch, each rank trains its slice of it, and rank 0 alone writes the
+  // checkpoints, the metrics and the export. Ranks whose settings or dataset differ are refused
+  // at start (kFailedPrecondition naming each difference).
+  dist::Communicator* comm = nullptr;
+  // --record-order: writes, for every trained step, "epoch step id id ..." (the split-wide
+  // record ids of this rank's samples, in batch order) to this file; in a data-parallel run
+  // each rank writes <path>.rank<R>. For auditing the order (and tests). Empty: off.
+  std::string record_order_path;
 };
 
 struct TrainJobResult {

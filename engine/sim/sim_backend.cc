@@ -89,6 +89,8 @@ class SimBackend final : public Backend {
     return cpu_->LoadState(state);
   }
   MemoryReport memory() const override { return cpu_->memory(); }
+  // Written by the steps on the compute stream: read after Synchronize().
+  ExchangeStats exchange() const override { return cpu_->exchange(); }
 
  private:
   // A device batch is read in place after the compute stream waited for its ready event. A

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 
 #if defined(SLUICE_DEVICE_CUDA)
@@ -88,7 +89,7 @@ absl::Status PipelineCore::Init() {
   }
   if (opt_.span.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
   if (opt_.resources.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
-  if (opt_.resources.threads <= 0) opt_.resources.threads = static_cast<int>(oneapi::tbb::info::default_concurrency());
+  if (opt_.resources.threads <= 0) opt_.resources.threads = UsableCores();
   if (opt_.resources.decompress_threads <= 0) opt_.resources.decompress_threads = opt_.resources.threads;
   if (opt_.resources.preprocess_threads <= 0) opt_.resources.preprocess_threads = opt_.resources.threads;
   RETURN_IF_ERROR(BuildLayout());

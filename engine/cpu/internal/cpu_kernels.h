@@ -56,9 +56,10 @@ void ReluBackwardInPlace(const float* y, int64_t n, float* dx);
 void NormalizeU8(const uint8_t* in, int64_t n, float mean, float std, float* out);
 // IEEE binary16 -> binary32 (exact).
 void HalfToFloat(const uint16_t* in, int64_t n, float* out);
-// As ref::SoftmaxCrossEntropy; dlogits may be null (evaluation).
+// As ref::SoftmaxCrossEntropy; dlogits may be null (evaluation). The gradient is divided by
+// `divisor` samples (0: by B): a data-parallel rank divides by the global batch's size.
 void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                         float* dlogits, double* loss_sum, int64_t* correct);
+                         float* dlogits, double* loss_sum, int64_t* correct, int divisor = 0);
 
 // Optimizer updates with torch.optim semantics (see ref::SgdStep / ref::AdamWStep).
 void SgdUpdate(float* p, const float* grad, float* momentum_buf, int64_t n, float lr,

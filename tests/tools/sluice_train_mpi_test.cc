@@ -1,0 +1,304 @@
+// Data-parallel sluice-train under Open MPI's mpirun (docs/distributed.md): the built binary,
+// 1 and 2 ranks on this machine, compared with each other.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/env.h"
+#include "engine/safetensors.h"
+#include "gtest/gtest.h"
+#include "storage/dataset.h"
+#include "storage/dataset_writer.h"
+
+namespace sluice {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string text;  // stdout + stderr
+  double seconds = 0;
+};
+
+Output Shell(const std::string& cmd) {
+  Output out;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
+  const int status = ::pclose(p);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+std::string Mpirun(int ranks) {
+  return absl::StrCat(SLUICE_MPIRUN, " -np ", ranks, " ");
+}
+
+// A learnable synthetic 28x28 split: class c lights up row band c.
+RecordArrays MakeRecords(uint64_t count, uint64_t seed) {
+  RecordArrays r;
+  r.spec = {SampleDType::kU8, LabelDType::kU8, 28, 28, 1};
+  r.count = count;
+  r.samples.resize(count * 784);
+  r.labels.resize(count);
+  std::mt19937_64 rng(seed);
+  for (uint64_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % 10);
+    r.labels[i] = static_cast<char>(label);
+    for (int p = 0; p < 784; ++p) {
+      const int row = p / 28;
+      const bool lit = row >= label * 2 + 4 && row < label * 2 + 7;
+      r.samples[i * 784 + p] = static_cast<char>(lit ? 128 + rng() % 128 : rng() % 60);
+    }
+  }
+  return r;
+}
+
+// "epoch step" -> the record ids trained at that step (sorted), from --record-order files.
+std::map<std::pair<int, int>, std::vector<int>> ReadOrder(const std::vector<std::string>& files) {
+  std::map<std::pair<int, int>, std::vector<int>> steps;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (parts.size() < 2) continue;
+      int epoch = 0, step = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(parts[0], &epoch) && absl::SimpleAtoi(parts[1], &step)) << line;
+      std::vector<int>& ids = steps[{epoch, step}];
+      for (size_t i = 2; i < parts.size(); ++i) {
+        int id = -1;
+        EXPECT_TRUE(absl::SimpleAtoi(parts[i], &id)) << line;
+        ids.push_back(id);
+      }
+    }
+  }
+  for (auto& [k, ids] : steps) std::sort(ids.begin(), ids.end());
+  return steps;
+}
+
+std::vector<HostTensor> ReadWeights(const std::string& path) {
+  auto bytes = ReadFileToString(Env::Default(), path);
+  EXPECT_TRUE(bytes.ok()) << path;
+  if (!bytes.ok()) return {};
+  auto tensors = DecodeSafetensors(*bytes, path);
+  EXPECT_TRUE(tensors.ok()) << tensors.status();
+  return tensors.ok() ? *tensors : std::vector<HostTensor>{};
+}
+
+// Largest |a - b| relative to the largest |a| of each tensor.
+double MaxRelativeDifference(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t t = 0; t < std::min(a.size(), b.size()); ++t) {
+    EXPECT_EQ(a[t].values.size(), b[t].values.size());
+    double scale = 1e-12, diff = 0;
+    for (size_t i = 0; i < std::min(a[t].values.size(), b[t].values.size()); ++i) {
+      scale = std::max(scale, std::abs(double{a[t].values[i]}));
+      diff = std::max(diff, std::abs(double{a[t].values[i]} - b[t].values[i]));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+double FinalAccuracy(const std::string& text) {
+  const size_t at = text.find("final test accuracy: ");
+  if (at == std::string::npos) return -1;
+  return std::atof(text.c_str() + at + 21);
+}
+
+class SluiceTrainMpiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/sluice_train_mpi_test_XXXXXX";
+    dir_ = new std::string(::mkdtemp(tmpl));
+    WriteDatasetOptions options;
+    options.sharding.records_per_shard = 1500;
+    options.sharding.records_per_frame = 100;
+    ASSERT_TRUE(WriteDataset(Env::Default(), *dir_ + "/data", "train", MakeRecords(4000, 1),
+                             options).ok());
+    ASSERT_TRUE(WriteDataset(Env::Default(), *dir_ + "/data", "test", MakeRecords(1000, 2),
+                             options).ok());
+  }
+  static void TearDownTestSuite() {
+    std::system(absl::StrCat("rm -rf ", *dir_).c_str());
+    delete dir_;
+  }
+  void SetUp() override {
+    if (Shell(absl::StrCat(Mpirun(1), "true")).exit_code != 0) {
+      GTEST_SKIP() << "mpirun cannot start a job here (" << SLUICE_MPIRUN << ")";
+    }
+  }
+  // The common flags of a run; `name` names its outputs under the test directory.
+  static std::string Train(const std::string& name, const std::string& extra = "") {
+    return absl::StrCat(SLUICE_TRAIN_BIN, " --data=", *dir_, "/data --device=cpu --quiet ",
+                        "--report=false --ceilings=false --batch-size=32 --epochs=2 --lr=0.05 ",
+                        "--shuffle --seed=7 --export-safetensors=", *dir_, "/", name,
+                        ".safetensors --record-order=", *dir_, "/", name, ".order ", extra);
+  }
+  static std::string* dir_;
+};
+std::string* SluiceTrainMpiTest::dir_ = nullptr;
+
+TEST_F(SluiceTrainMpiTest, TwoRanksTrainTheSameSamplesAndWeightsAsOneRankWithTheGlobalBatch) {
+  Output one = Shell(Train("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  Output two = Shell(Mpirun(2) + Train("two"));
+  ASSERT_EQ(two.exit_code, 0) << two.text;
+  EXPECT_NE(two.text.find("2 ranks"), std::string::npos) << two.text;
+
+  // Step by step, the union of the two ranks' slices is the one-rank batch.
+  const auto order1 = ReadOrder({*dir_ + "/one.order"});
+  const auto order2 = ReadOrder({*dir_ + "/two.order.rank0", *dir_ + "/two.order.rank1"});
+  ASSERT_EQ(order1.size(), 2u * 125);  // 4000 / 32 steps in each of 2 epochs
+  EXPECT_EQ(order1, order2);
+  // Each rank trained half of every global batch.
+  const auto rank0 = ReadOrder({*dir_ + "/two.order.rank0"});
+  for (const auto& [step, ids] : rank0) EXPECT_EQ(ids.size(), 16u) << step.second;
+
+  // The same mean gradient at every step, up to the order of float summation.
+  const double diff = MaxRelativeDifference(ReadWeights(*dir_ + "/one.safetensors"),
+                                            ReadWeights(*dir_ + "/two.safetensors"));
+  EXPECT_LT(diff, 1e-4);
+  const double acc1 = FinalAccuracy(one.text), acc2 = FinalAccuracy(two.text);
+  ASSERT_GT(acc1, 0.5) << one.text;
+  EXPECT_NEAR(acc1, acc2, 0.001) << two.text;
+  EXPECT_NE(two.text.find("(1000 samples)"), std::string::npos) << two.text;  // whole test split
+}
+
+TEST_F(SluiceTrainMpiTest, TwoRunsOfTheSameTwoRankJobEndBitwiseIdentical) {
+  Output a = Shell(Mpirun(2) + Train("a"));
+  ASSERT_EQ(a.exit_code, 0) << a.text;
+  Output b = Shell(Mpirun(2) + Train("b"));
+  ASSERT_EQ(b.exit_code, 0) << b.text;
+  auto wa = ReadFileToString(Env::Default(), *dir_ + "/a.safetensors");
+  auto wb = ReadFileToString(Env::Default(), *dir_ + "/b.safetensors");
+  ASSERT_TRUE(wa.ok() && wb.ok());
+  EXPECT_TRUE(*wa == *wb);
+}
+
+TEST_F(SluiceTrainMpiTest, ACheckpointOfTwoRanksResumesOnOneAndContinuesTheSameSequence) {
+  const std::string ckpt = *dir_ + "/ckpt_resume";
+  Output whole = Shell(Mpirun(2) + Train("whole"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.text;
+  // Killed (as if) after 150 steps: the checkpoint every 50 steps is at step 150.
+  Output first = Shell(Mpirun(2) + Train("first", absl::StrCat("--checkpoint-dir=", ckpt,
+                                                               " --checkpoint-every=50 "
+                                                               "--stop-after-steps=150")));
+  ASSERT_EQ(first.exit_code, 0) << first.text;
+  Output rest = Shell(Train("rest", absl::StrCat("--checkpoint-dir=", ckpt, " --resume=auto")));
+  ASSERT_EQ(rest.exit_code, 0) << rest.text;
+  EXPECT_NE(rest.text.find("resumed at epoch 2 step 25"), std::string::npos) << rest.text;
+  // The resumed single rank trains exactly the steps the two ranks had left.
+  const auto full = ReadOrder({*dir_ + "/whole.order.rank0", *dir_ + "/whole.order.rank1"});
+  const auto tail = ReadOrder({*dir_ + "/rest.order"});
+  ASSERT_EQ(tail.size(), 100u);
+  for (const auto& [step, ids] : tail) {
+    ASSERT_TRUE(full.count(step)) << step.first << " " << step.second;
+    EXPECT_EQ(full.at(step), ids) << step.first << " " << step.second;
+  }
+  EXPECT_LT(MaxRelativeDifference(ReadWeights(*dir_ + "/whole.safetensors"),
+                                  ReadWeights(*dir_ + "/rest.safetensors")),
+            1e-4);
+}
+
+TEST_F(SluiceTrainMpiTest, RanksStartedWithDifferentFlagsAreRefusedAtStart) {
+  Output out = Shell(absl::StrCat(SLUICE_MPIRUN, " -np 1 ", Train("m0", "--lr=0.05"), " : -np 1 ",
+                                  Train("m1", "--lr=0.02")));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("2 ranks disagree on the run's settings"), std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("rank 1 has lr=0.0199999996, rank 0 has 0.0500000007"),
+            std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
+}
+
+TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSeconds) {
+  // A long run; rank 1 is killed with SIGKILL once both ranks are training.
+  const std::string marker = *dir_ + "/killed.safetensors";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const std::string cmd = absl::StrCat(Mpirun(2), Train("killed", "--epochs=1000"),
+                                         " > ", *dir_, "/killed.log 2>&1");
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // Find rank 1 by its environment once it runs.
+  pid_t rank1 = -1;
+  for (int i = 0; i < 200 && rank1 < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Output ps = Shell(absl::StrCat("pgrep -f -- '", marker, "'"));
+    for (absl::string_view pid_text : absl::StrSplit(ps.text, '\n', absl::SkipEmpty())) {
+      int pid = 0;
+      if (!absl::SimpleAtoi(pid_text, &pid)) continue;
+      auto env = ReadFileToString(Env::Default(), absl::StrCat("/proc/", pid, "/environ"));
+      if (env.ok() && env->find(std::string("OMPI_COMM_WORLD_RANK=1\0", 23)) != std::string::npos) {
+        rank1 = pid;
+      }
+    }
+  }
+  ASSERT_GT(rank1, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (done == 0) {
+    Shell(absl::StrCat("pkill -9 -f -- '", marker, "'"));
+    ::waitpid(child, &status, 0);
+  }
+  auto log = ReadFileToString(Env::Default(), *dir_ + "/killed.log");
+  ASSERT_NE(done, 0) << "the job was still running 60 s after rank 1 was killed\n"
+                     << (log.ok() ? *log : "");
+  EXPECT_LT(seconds, 30.0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << (log.ok() ? *log : "");
+  EXPECT_EQ(Shell(absl::StrCat("pgrep -f -- '", marker, "'")).text, "");  // no rank left over
+}
+
+TEST_F(SluiceTrainMpiTest, ADataErrorOnOneRankEndsEveryRankNamingTheRankAndTheFrame) {
+  // Damage one frame: the frame-aware split gives its samples to one rank only.
+  const std::string data = *dir_ + "/bad";
+  ASSERT_EQ(Shell(absl::StrCat("cp -r ", *dir_, "/data ", data)).exit_code, 0);
+  const std::string shard_name =
+      Dataset::Open(Env::Default(), data).value()->manifest().shards[1].file;
+  auto bytes = ReadFileToString(Env::Default(), data + "/" + shard_name);
+  ASSERT_TRUE(bytes.ok());
+  std::string damaged = *bytes;
+  damaged[200] ^= 0x40;  // inside frame 0's stored bytes
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), data + "/" + shard_name, damaged).ok());
+  Output out = Shell(absl::StrCat(Mpirun(2), SLUICE_TRAIN_BIN, " --data=", data,
+                                  " --device=cpu --quiet --epochs=1 --report=false"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_LT(out.seconds, 30.0);
+  EXPECT_NE(out.text.find(shard_name), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("sluice-train: rank "), std::string::npos) << out.text;
+}
+
+}  // namespace
+}  // namespace sluice
