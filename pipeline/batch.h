@@ -36,7 +36,8 @@ struct BatchView {
   const void* samples = nullptr;
   const int32_t* labels = nullptr;
   H2DFormat format = H2DFormat::kF32;
-  uint32_t size = 0;       // samples in this batch (the last one of an epoch may be short)
+  uint32_t size = 0;       // samples in this batch (the last one of an epoch may be short;
+                           // 0 on a data-parallel rank whose slice of the step is empty)
   uint32_t features = 0;   // values per sample (784 for MNIST)
   bool on_device = false;  // true when samples/labels point to device memory
   // For device batches: the event the compute stream must wait on (device::Stream::Wait)
@@ -44,12 +45,12 @@ struct BatchView {
   device::Event* ready_event = nullptr;
   // Position in the run.
   uint64_t epoch = 0;
-  uint64_t step = 0;  // step within the epoch (the global step: the same on every rank)
-  // Data-parallel runs: the samples planned for this step's whole global batch over all ranks
-  // (before corrupt-frame skips); equals `size` in a single process when nothing was skipped.
+  uint64_t step = 0;  // global step within the epoch (the same on every rank)
+  // Samples planned for this step's global batch over all ranks, before corrupt-frame skips;
+  // equals `size` with one rank and nothing skipped.
   uint32_t global_size = 0;
-  // Host memory: the split-wide record id of each of the `size` samples, in batch order; valid
-  // until the batch is released. Null when the source does not know them.
+  // Host memory, even for device batches: the split-wide record id of each of the `size`
+  // samples, in batch order (skipped samples removed). Valid while the batch is.
   const uint32_t* record_ids = nullptr;
 };
 

@@ -22,12 +22,18 @@
 //   PipelineStats stats = pipeline->Stats();
 //
 // Order: a pure function of (dataset, OrderSpec, epoch); never of threads, pool size, placement
-// or timing.
+// or timing. Data parallel (options.slice): the global batches are the same for every world
+// size; each rank delivers its frame-aware slice of each (docs/architecture.md, "Data
+// parallel"), and with world_size > 1 every step is delivered on every rank, even when the
+// rank's slice is empty (a last global batch with fewer samples than ranks, or all of the
+// slice skipped as corrupt), so ranks stay in lockstep. With world_size 1 a batch all of whose
+// samples were skipped is not delivered.
 // Ownership: the Pipeline borrows the Dataset (which owns the shard readers) and the placement's
 // Device; both must outlive the pipeline and every lease. A lease owns its batch memory (a
 // pinned buffer or a device slot) until released; the view's pointers are valid until then.
 // Errors: Create returns kInvalidArgument for bad options (zero batch size, epochs or ring
-// depth; a start step past the epoch; an h2d format the samples cannot take), kNotFound /
+// depth; a start step past the epoch; an h2d format the samples cannot take; a slice with
+// world_size 0 or rank >= world_size), kNotFound /
 // kDataLoss from opening the shards, kResourceExhausted when the pinned buffers or the device
 // slots cannot be allocated, and the device layer's kInternal (naming the failed call) when
 // the copy stream or events cannot be created. Next returns kDataLoss naming file, frame and
@@ -88,6 +94,12 @@ struct OrderSpec {
   bool drop_last = false;
 };
 
+// This process's share of every global batch in data-parallel training.
+struct DataParallelSlice {
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+};
+
 // What a batch holds: the input contract of the model (--h2d-format, normalization).
 struct BatchFormat {
   H2DFormat h2d_format = H2DFormat::kF32;
@@ -104,7 +116,7 @@ struct RunSpan {
 // Resources: how much CPU, memory and read-ahead the pipeline uses. The only settings that
 // autotune changes; they never change which samples a batch holds or their order.
 struct PipelineResources {
-  int threads = 0;             // TBB arena size; 0: hardware concurrency
+  int threads = 0;             // TBB arena size; 0: UsableCores() (affinity mask, cgroup)
   int decompress_threads = 0;  // concurrency of decompress; 0: threads
   int preprocess_threads = 0;  // concurrency of assemble+preprocess; 0: threads
   uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
@@ -138,21 +150,15 @@ struct PipelineDiagnostics {
   size_t trace_capacity = 0;  // per-item spans kept for the timeline; 0: none
 };
 
-// This process's share of every global batch in data-parallel training.
-struct DataParallelSlice {
-  uint32_t rank = 0;
-  uint32_t world_size = 1;
-};
-
 struct PipelineOptions {
-  OrderSpec order;
+  OrderSpec order;  // batch_size is the global batch size (all ranks together)
+  DataParallelSlice slice;
   BatchFormat format;
   RunSpan span;
   OnCorrupt on_corrupt = OnCorrupt::kFail;
   PipelineResources resources;
   Placement placement;
   PipelineDiagnostics diagnostics;
-  DataParallelSlice slice;
 };
 
 // One delivered batch. Owns its buffer (pinned host buffer, or device slot) until Release()
@@ -201,6 +207,7 @@ class Pipeline {
   PipelineStats Stats() const;
   std::vector<TraceSpan> Trace() const;
 
+  // Global steps: the same on every rank of a data-parallel run.
   uint64_t steps_per_epoch() const;
   uint64_t total_batches() const;       // batches this run delivers (before skipped ones)
   bool uploads_to_device() const;

@@ -75,6 +75,9 @@ struct PipelineStats {
   uint64_t batches_delivered = 0;
   uint64_t samples_delivered = 0;
   uint64_t frames_read = 0;
+  // Frames decoded by this pipeline (corrupt ones not counted). Data parallel: the sum over
+  // ranks, divided by what one process decodes, is the share of decoding done twice.
+  uint64_t frames_decoded = 0;
   uint64_t skipped_frames = 0;    // --on-corrupt=skip: corrupt frames met (per epoch read)
   uint64_t skipped_records = 0;   // records of those frames that a batch would have held
   uint64_t empty_batches = 0;     // batches all of whose samples were skipped (not delivered)

@@ -103,28 +103,69 @@ std::vector<uint64_t> EpochSequence(const SplitLayout& layout, const OrderOption
   return seq;
 }
 
-// The frames to read, in read order (the frame order filtered to frames holding a sample of
-// positions [begin, end): a resumed epoch skips the frames of its skipped steps), and each
-// sample's slot and offset.
+// This rank's positions of the sequence, local batch by local batch, for global steps
+// [first_step, steps): positions [g*B, min((g+1)*B, end)) form global batch g. With one rank
+// the local batch is the global batch. Otherwise the batch's positions are sorted by (position
+// of their frame in `frame_order`, position), cut into world_size chunks whose sizes differ by
+// at most one (the first count % world_size ranks get one more), and chunk `rank` is kept, in
+// sequence order. Fills batch_offsets and batch_global_size.
+std::vector<uint32_t> SliceBatches(const std::vector<uint32_t>& frame_order,
+                                   const std::vector<uint64_t>& seq, uint64_t first_step,
+                                   uint64_t steps, uint64_t end, EpochPlan* plan) {
+  const uint64_t b = plan->batch_size;
+  const uint32_t world = plan->world_size;
+  std::vector<uint32_t> frame_pos(frame_order.size());
+  for (uint32_t k = 0; k < frame_order.size(); ++k) frame_pos[frame_order[k]] = k;
+  std::vector<uint32_t> positions;
+  positions.reserve(world == 1 ? end - std::min(end, first_step * b)
+                               : (end - std::min(end, first_step * b)) / world + steps);
+  std::vector<uint64_t> keyed;  // (frame position << 32 | sequence position) of one batch
+  plan->batch_offsets.assign(1, 0);
+  for (uint64_t g = first_step; g < steps; ++g) {
+    const uint64_t p0 = g * b;
+    const uint64_t p1 = std::min(end, p0 + b);
+    const uint32_t count = static_cast<uint32_t>(p1 - p0);
+    plan->batch_global_size.push_back(count);
+    if (world == 1) {
+      for (uint64_t p = p0; p < p1; ++p) positions.push_back(static_cast<uint32_t>(p));
+    } else {
+      keyed.clear();
+      for (uint64_t p = p0; p < p1; ++p) keyed.push_back(uint64_t{frame_pos[seq[p] >> 32]} << 32 | p);
+      std::sort(keyed.begin(), keyed.end());  // positions are distinct: a stable order
+      const uint32_t base = count / world, extra = count % world;
+      const uint32_t begin = plan->rank * base + std::min(plan->rank, extra);
+      const uint32_t size = base + (plan->rank < extra ? 1 : 0);
+      const size_t first = positions.size();
+      for (uint32_t i = begin; i < begin + size; ++i) positions.push_back(static_cast<uint32_t>(keyed[i]));
+      std::sort(positions.begin() + first, positions.end());
+    }
+    plan->batch_offsets.push_back(static_cast<uint32_t>(positions.size()));
+  }
+  return positions;
+}
+
+// The frames to read, in read order (the frame order filtered to frames holding a sample at
+// one of `positions`: a resumed epoch skips the frames of its skipped steps, a rank the frames
+// of other ranks' samples), and each sample's record, slot and offset.
 void PlaceSamples(const SplitLayout& layout, const std::vector<uint32_t>& frame_order,
-                  const std::vector<uint64_t>& seq, uint64_t begin, uint64_t end,
+                  const std::vector<uint64_t>& seq, const std::vector<uint32_t>& positions,
                   EpochPlan* plan) {
   const uint32_t f = static_cast<uint32_t>(layout.frames.size());
   std::vector<uint32_t> slot_of(f, UINT32_MAX);
   std::vector<char> needed(f, 0);
-  for (uint64_t p = begin; p < end; ++p) needed[seq[p] >> 32] = 1;
+  for (uint32_t p : positions) needed[seq[p] >> 32] = 1;
   for (uint32_t k = 0; k < f; ++k) {
     if (needed[frame_order[k]]) {
       slot_of[frame_order[k]] = static_cast<uint32_t>(plan->read_frames.size());
       plan->read_frames.push_back(frame_order[k]);
     }
   }
-  const size_t count = begin < end ? end - begin : 0;
+  const size_t count = positions.size();
   plan->order.resize(count);
   plan->sample_slot.resize(count);
   plan->sample_offset.resize(count);
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t v = seq[begin + i];
+    const uint64_t v = seq[positions[i]];
     const uint32_t frame = static_cast<uint32_t>(v >> 32);
     const uint32_t rec = static_cast<uint32_t>(v);
     plan->order[i] = rec;
@@ -135,8 +176,7 @@ void PlaceSamples(const SplitLayout& layout, const std::vector<uint32_t>& frame_
 
 // batch -> distinct slots, and slot -> batches (CSR). Returns each slot's last batch.
 std::vector<uint32_t> LinkBatchesAndSlots(EpochPlan* plan) {
-  const uint32_t batches = static_cast<uint32_t>(
-      (plan->order.size() + plan->batch_size - 1) / plan->batch_size);
+  const uint32_t batches = plan->num_batches();
   const uint32_t slots = static_cast<uint32_t>(plan->read_frames.size());
   std::vector<uint32_t> last_batch_seen(slots, UINT32_MAX);
   std::vector<uint32_t> slot_refs(slots, 0);
@@ -191,6 +231,10 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
                                     uint64_t epoch, uint64_t first_step) {
   const uint64_t n = layout.record_count;
   if (o.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  if (o.world_size == 0 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", o.rank, " is not below the world size ", o.world_size));
+  }
   if (n == 0 || layout.frames.empty()) {
     return absl::InvalidArgumentError("the split has no records");
   }
@@ -211,8 +255,11 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
   plan.epoch = epoch;
   plan.first_step = first_step;
   plan.batch_size = o.batch_size;
-  PlaceSamples(layout, frame_order, seq, first_step * o.batch_size,
-               std::min<uint64_t>(n, steps * o.batch_size), &plan);
+  plan.rank = o.rank;
+  plan.world_size = o.world_size;
+  const std::vector<uint32_t> positions = SliceBatches(
+      frame_order, seq, first_step, steps, std::min<uint64_t>(n, steps * o.batch_size), &plan);
+  PlaceSamples(layout, frame_order, seq, positions, &plan);
   const std::vector<uint32_t> last_batch = LinkBatchesAndSlots(&plan);
   plan.min_frames_alive = MinFramesAlive(plan, last_batch);
   return plan;
@@ -230,7 +277,9 @@ uint32_t FramesAliveBound(const SplitLayout& layout, const OrderOptions& o) {
   for (uint32_t i = 0; i < w; ++i) r_min += std::min(sizes[i], sizes[w - 1]);
   r_min = std::max<uint64_t>(r_min, 1);
   // The earliest unassembled batch spans at most ceil((B-1)/r_min) + 2 windows; only frames of
-  // those windows can be resident while it waits (docs/architecture.md, "Memory bounds").
+  // those windows can be resident while it waits (docs/architecture.md, "Memory bounds"). A
+  // rank's local batch is a subset of the global batch's positions, so the same windows bound
+  // every rank's plan.
   const uint64_t windows = (o.batch_size + r_min - 2) / r_min + 2;
   return static_cast<uint32_t>(std::min<uint64_t>(f, windows * w));
 }

@@ -4,8 +4,17 @@
 // Order (docs/architecture.md, "Order"): frames are shuffled with a PRNG seeded by (seed, epoch),
 // cut into windows of W consecutive frames of that order, and the records of each window are
 // shuffled with a PRNG seeded by (seed, epoch, window). The epoch's sample sequence is the
-// concatenation of the shuffled windows; batch s is positions [s*B, (s+1)*B). Shuffle off:
-// file order. Nothing here depends on threads, pool sizes or timing.
+// concatenation of the shuffled windows; global batch s is positions [s*B, (s+1)*B). Shuffle
+// off: file order. Nothing here depends on threads, pool sizes or timing, and the global
+// sequence never depends on the world size.
+//
+// Data parallel ("Data parallel" in docs/architecture.md): rank r of world_size N plans only
+// its slice of each global batch. The batch's samples are sorted by (position of their frame
+// in the epoch's frame order, position in the sequence) and cut into N contiguous chunks whose
+// sizes differ by at most one (the first count % N ranks get one more); chunk r is rank r's
+// local batch, delivered in sequence order. Cutting by frame order gives each rank a stable
+// sub-range of every window's frames, so few frames are decoded by more than one rank. With
+// N = 1 the local batch is the global batch.
 //
 // Thread safety: an EpochPlan is immutable once built and may be shared across threads.
 #ifndef SLUICE_PIPELINE_INTERNAL_ORDER_PLANNER_H_
@@ -37,24 +46,37 @@ struct OrderOptions {
   uint32_t window_frames = 0;  // W; 0 or >= frame count: one window (a full shuffle)
   uint32_t batch_size = 32;
   bool drop_last = false;
+  // Data parallel: this process's slice of every global batch (batch_size is global).
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
 };
 
-// Steps (batches) in one full epoch.
+// Steps (global batches) in one full epoch; the same on every rank.
 uint64_t StepsPerEpoch(uint64_t records, const OrderOptions& options);
 
-// The plan of one epoch, from step `first_step` to its end.
+// This rank's plan of one epoch, from step `first_step` to its end. Local batch i is this
+// rank's slice of global batch first_step + i; every step has a local batch, possibly empty
+// (with world_size > 1).
 struct EpochPlan {
   uint64_t epoch = 0;
   uint64_t first_step = 0;
-  uint32_t batch_size = 0;
-  // Global record ids in delivery order, starting at position first_step * B.
+  uint32_t batch_size = 0;  // global B
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  // Split-wide record ids of this rank's samples in delivery order: its local batches from
+  // step first_step on, concatenated.
   std::vector<uint32_t> order;
+  // CSR: local batch i is order[batch_offsets[i], batch_offsets[i + 1]).
+  std::vector<uint32_t> batch_offsets;
+  // Samples of global batch first_step + i over all ranks (before corrupt-frame skips).
+  std::vector<uint32_t> batch_global_size;
   // For each entry of `order`: the slot (index into read_frames) of its frame and its index
   // within that frame.
   std::vector<uint32_t> sample_slot;
   std::vector<uint32_t> sample_offset;
   // Frames to read, in read order (global frame ids). Only frames holding at least one sample
-  // of `order` appear: a resumed epoch does not read frames of the steps it skips.
+  // of `order` appear: a resumed epoch does not read frames of the steps it skips, and a rank
+  // does not read frames holding none of its samples.
   std::vector<uint32_t> read_frames;
   // CSR: the distinct slots batch i needs, and the batches that need slot k.
   std::vector<uint32_t> batch_slot_begin, batch_slots;
@@ -63,21 +85,18 @@ struct EpochPlan {
   // unassembled batch can always be built (the deadlock-free minimum of the frame budget).
   uint32_t min_frames_alive = 0;
 
-  uint32_t num_batches() const { return static_cast<uint32_t>(batch_slot_begin.size() - 1); }
-  uint32_t batch_begin(uint32_t i) const { return i * batch_size; }
-  uint32_t batch_end(uint32_t i) const {
-    uint64_t e = uint64_t{i + 1} * batch_size;
-    return static_cast<uint32_t>(e < order.size() ? e : order.size());
-  }
+  uint32_t num_batches() const { return static_cast<uint32_t>(batch_offsets.size() - 1); }
+  uint32_t batch_begin(uint32_t i) const { return batch_offsets[i]; }
+  uint32_t batch_end(uint32_t i) const { return batch_offsets[i + 1]; }
 };
 
-// Plans epoch `epoch` from `first_step`. kInvalidArgument for a bad layout/options or a
-// first_step past the end of the epoch.
+// Plans this rank's share of epoch `epoch` from `first_step`. kInvalidArgument for a bad
+// layout/options (world_size 0, rank >= world_size) or a first_step past the end of the epoch.
 absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOptions& options,
                                     uint64_t epoch, uint64_t first_step);
 
-// An upper bound of EpochPlan::min_frames_alive over every epoch and start step, computed
-// from the layout alone (so the frame budget can be fixed before any epoch is planned).
+// An upper bound of EpochPlan::min_frames_alive over every epoch, start step and rank,
+// computed from the layout alone (so the frame budget can be fixed before any epoch is planned).
 uint32_t FramesAliveBound(const SplitLayout& layout, const OrderOptions& options);
 
 }  // namespace sluice::pipeline_internal

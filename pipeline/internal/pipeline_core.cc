@@ -84,8 +84,15 @@ absl::Status PipelineCore::BuildLayout() {
 absl::Status PipelineCore::Init() {
   start_ns_ = NowNs();
   if (opt_.order.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  const DataParallelSlice& slice = opt_.slice;
+  if (slice.world_size == 0 || slice.rank >= slice.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("data-parallel rank ", slice.rank,
+                                                   " is not below the world size ",
+                                                   slice.world_size));
+  }
+  batch_capacity_ = (opt_.order.batch_size + slice.world_size - 1) / slice.world_size;
   if (opt_.resources.pool_size == 0) {
-    opt_.resources.pool_size = std::clamp<uint32_t>((kAutoPoolSamples + opt_.order.batch_size - 1) / opt_.order.batch_size, 4, 256);
+    opt_.resources.pool_size = std::clamp<uint32_t>((kAutoPoolSamples + batch_capacity_ - 1) / batch_capacity_, 4, 256);
   }
   if (opt_.span.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
   if (opt_.resources.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
@@ -98,8 +105,9 @@ absl::Status PipelineCore::Init() {
                                            opt_.format.normalization, spec_.sample_values()));
   converter_.emplace(conv);
 
-  order_ = OrderOptions{opt_.order.seed, opt_.order.shuffle, opt_.order.shuffle_window_frames, opt_.order.batch_size,
-                        opt_.order.drop_last};
+  order_ = OrderOptions{opt_.order.seed,      opt_.order.shuffle, opt_.order.shuffle_window_frames,
+                        opt_.order.batch_size, opt_.order.drop_last, slice.rank,
+                        slice.world_size};
   steps_per_epoch_ = StepsPerEpoch(layout_.record_count, order_);
   if (opt_.span.start_step > steps_per_epoch_) {
     return absl::InvalidArgumentError(absl::StrCat("start step ", opt_.span.start_step,
@@ -110,10 +118,11 @@ absl::Status PipelineCore::Init() {
   frame_budget_ = FramesAliveBound(layout_, order_) + opt_.resources.read_ahead_frames;
   next_epoch_ = opt_.span.start_epoch;
 
-  sample_region_ = (converter_->out_bytes_per_sample() * opt_.order.batch_size + kAlign - 1) / kAlign * kAlign;
+  sample_region_ = (converter_->out_bytes_per_sample() * batch_capacity_ + kAlign - 1) / kAlign * kAlign;
   label_offset_ = sample_region_;
-  ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size,
-                                                   sample_region_ + 4 * size_t{opt_.order.batch_size},
+  record_id_offset_ = label_offset_ + 4 * size_t{batch_capacity_};
+  batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
+  ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size, batch_buffer_bytes_,
                                                    opt_.placement.device));
   frame_buffers_.emplace(max_raw_frame_);
   scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
@@ -121,7 +130,8 @@ absl::Status PipelineCore::Init() {
   if (opt_.placement.device != nullptr) {
     ASSIGN_OR_RETURN(uploader_, DeviceUploader::Create(opt_.placement.device,
                                                        opt_.resources.device_ring_depth,
-                                                       sample_region_, 4 * size_t{opt_.order.batch_size}));
+                                                       sample_region_, 4 * size_t{batch_capacity_}));
+    slot_record_ids_.resize(size_t{opt_.resources.device_ring_depth} * batch_capacity_);
     ring_.emplace(
         opt_.resources.device_ring_depth, &cancelled_,
         [this](const BatchMsg& m, uint32_t slot, int64_t waited_ns) {
@@ -206,9 +216,11 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
   prebuilt_.resize(nb);
   prebuilt_size_.resize(nb);
   for (uint32_t b = 0; b < nb; ++b) {
-    prebuilt_[b].resize(sample_region_ + 4 * size_t{opt_.order.batch_size});
+    prebuilt_[b].resize(batch_buffer_bytes_);
     GatherInto(run, b, prebuilt_[b].data(),
-               reinterpret_cast<int32_t*>(prebuilt_[b].data() + label_offset_), &prebuilt_size_[b]);
+               reinterpret_cast<int32_t*>(prebuilt_[b].data() + label_offset_),
+               reinterpret_cast<uint32_t*>(prebuilt_[b].data() + record_id_offset_),
+               &prebuilt_size_[b]);
   }
   decoded_cache_.clear();  // the prebuilt batches are all assemble needs
   decoded_corrupt_.clear();
@@ -292,10 +304,13 @@ bool PipelineCore::AdvanceEpoch() {
                               std::memory_order_relaxed);
     }
     run->batch_missing = std::make_unique<std::atomic<uint32_t>[]>(nb);
+    std::vector<ReadyBatch> frameless;  // planned empty (data parallel): no frame completes them
     for (uint32_t b = 0; b < nb; ++b) {
-      run->batch_missing[b].store(run->plan.batch_slot_begin[b + 1] - run->plan.batch_slot_begin[b],
-                                  std::memory_order_relaxed);
+      const uint32_t frames = run->plan.batch_slot_begin[b + 1] - run->plan.batch_slot_begin[b];
+      run->batch_missing[b].store(frames, std::memory_order_relaxed);
+      if (frames == 0) frameless.push_back(ReadyBatch{run->first_batch_id + b, NowNs(), run, b});
     }
+    if (!frameless.empty()) scheduler_->AddReady(&frameless);
     reading_ = std::move(run);
     next_slot_ = 0;
   }
@@ -383,6 +398,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
       return;
     }
   }
+  if (!out.corrupt) frames_decoded_.fetch_add(1, std::memory_order_relaxed);
   if (out.corrupt) {
     skipped_frames_.fetch_add(1, std::memory_order_relaxed);
     uint64_t used = 0;  // records of this frame that a planned batch would have held
@@ -436,7 +452,7 @@ void PipelineCore::DispatchBatch(const ReadyBatch& r, int64_t now_ns) {
 // assemble + preprocess
 
 void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples,
-                              int32_t* labels, uint32_t* size) const {
+                              int32_t* labels, uint32_t* record_ids, uint32_t* size) const {
   const EpochPlan& plan = run.plan;
   const size_t out_bytes = converter_->out_bytes_per_sample();
   uint32_t k = 0;
@@ -445,6 +461,7 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
     if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
     GatherRecord(*converter_, spec_.label_dtype, fr.data, fr.records, plan.sample_offset[i],
                  samples + size_t{k} * out_bytes, labels + k);
+    record_ids[k] = plan.order[i];
     ++k;
   }
   *size = k;
@@ -467,12 +484,15 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
     const uint64_t step = (run.plan.first_step + m.index - prebuilt_first_step_) % prebuilt_.size();
     payload->samples = prebuilt_[step].data();
     payload->labels = reinterpret_cast<const int32_t*>(prebuilt_[step].data() + label_offset_);
+    payload->record_ids = reinterpret_cast<const uint32_t*>(prebuilt_[step].data() + record_id_offset_);
     payload->size = prebuilt_size_[step];
   } else {
     char* base = payload->buffer.data();
-    GatherInto(run, m.index, base, reinterpret_cast<int32_t*>(base + label_offset_), &payload->size);
+    GatherInto(run, m.index, base, reinterpret_cast<int32_t*>(base + label_offset_),
+               reinterpret_cast<uint32_t*>(base + record_id_offset_), &payload->size);
     payload->samples = base;
     payload->labels = reinterpret_cast<const int32_t*>(base + label_offset_);
+    payload->record_ids = reinterpret_cast<const uint32_t*>(base + record_id_offset_);
   }
   // Drop this batch's references; the last batch needing a frame frees it and returns its
   // place in the frame budget to the reader.
@@ -511,6 +531,10 @@ void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
 void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waited_ns) {
   if (waited_ns > 0) recorders_[Stage::kH2D].AddWaitOutput(waited_ns);
   m.payload->device_slot = slot;
+  // The slot's previous batch was released, so its record ids are free; the pinned buffer
+  // holding this batch's ids goes back when the copy completes.
+  std::copy_n(m.payload->record_ids, m.payload->size,
+              slot_record_ids_.begin() + size_t{slot} * batch_capacity_);
   gateway_->reserve_wait();  // keeps the graph alive until the copy completes
   const size_t sample_bytes = size_t{m.payload->size} * converter_->out_bytes_per_sample();
   absl::Status s = uploader_->Enqueue(
@@ -534,8 +558,10 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waite
 void PipelineCore::Deliver(const BatchMsg& m) {
   StageRange nvtx_range("sluice deliver");
   if (cancelled() || m.payload == nullptr) return;
-  const bool empty = m.payload->size == 0;
-  if (empty) {  // every sample skipped as corrupt: not delivered
+  // One process: a batch all of whose samples were skipped as corrupt is not delivered. Data
+  // parallel: every step is delivered, empty or not, so that all ranks stay in lockstep.
+  const bool empty = m.payload->size == 0 && opt_.slice.world_size == 1;
+  if (empty) {
     empty_batches_.fetch_add(1, std::memory_order_relaxed);
     m.payload->buffer.Reset();
     OnPinnedReleased();
@@ -562,7 +588,9 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   v.features = static_cast<uint32_t>(spec_.sample_values());
   v.epoch = m.run->plan.epoch;
   v.step = m.run->plan.first_step + m.index;
+  v.global_size = m.run->plan.batch_global_size[m.index];
   if (uploader_ != nullptr) {
+    v.record_ids = slot_record_ids_.data() + size_t{p.device_slot} * batch_capacity_;
     v.samples = uploader_->slot_samples(p.device_slot);
     v.labels = uploader_->slot_labels(p.device_slot);
     v.on_device = true;
@@ -575,6 +603,7 @@ absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
   } else {
     v.samples = p.samples;
     v.labels = p.labels;
+    v.record_ids = p.record_ids;
   }
   lease->core_ = shared_from_this();
   lease->id_ = m.id;
@@ -632,6 +661,7 @@ PipelineStats PipelineCore::Stats() const {
   st.snapshot_ns = NowNs();
   st.threads = opt_.resources.threads;
   st.frames_read = frames_read_.load(std::memory_order_relaxed);
+  st.frames_decoded = frames_decoded_.load(std::memory_order_relaxed);
   st.skipped_frames = skipped_frames_.load(std::memory_order_relaxed);
   st.skipped_records = skipped_records_.load(std::memory_order_relaxed);
   st.empty_batches = empty_batches_.load(std::memory_order_relaxed);

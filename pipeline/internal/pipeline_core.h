@@ -68,7 +68,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void DecompressBody(const FrameMsg& m);
   BatchMsg AssembleBody(BatchMsg m);
   void GatherInto(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
-                  uint32_t* size) const;
+                  uint32_t* record_ids, uint32_t* size) const;
   void UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw);
   // DeviceRing's enqueue callback (runs under the ring's lock).
   void EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waited_ns);
@@ -94,8 +94,16 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   size_t max_raw_frame_ = 0;
   // Decoded-frame buffers are recycled (at most frame_budget + decompress_threads exist).
   std::optional<FrameBufferPool> frame_buffers_;
+  // Samples a local batch can hold: ceil(B / world_size).
+  uint32_t batch_capacity_ = 0;
+  // A batch buffer is [samples (64-aligned) | labels | record ids].
   size_t sample_region_ = 0;  // bytes of the samples part of a batch buffer (64-aligned)
   size_t label_offset_ = 0;
+  size_t record_id_offset_ = 0;
+  size_t batch_buffer_bytes_ = 0;
+  // Device placement: the record ids of the batch in each device slot (host memory; the
+  // pinned buffer goes back as soon as the copy is done, the slot lives until the release).
+  std::vector<uint32_t> slot_record_ids_;
 
   // What-if caches (built before the graph starts; read-only afterwards).
   std::vector<std::string> stored_cache_;
@@ -116,7 +124,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::atomic<bool> cancelled_{false};
   std::atomic<int64_t> frames_resident_{0};
   std::atomic<int64_t> frames_queued_{0};
-  std::atomic<uint64_t> frames_read_{0}, skipped_frames_{0}, skipped_records_{0}, empty_batches_{0};
+  std::atomic<uint64_t> frames_read_{0}, frames_decoded_{0}, skipped_frames_{0}, skipped_records_{0}, empty_batches_{0};
   int64_t start_ns_ = 0;
 
   StageRecorders recorders_;

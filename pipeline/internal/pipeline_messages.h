@@ -52,6 +52,7 @@ struct BatchPayload {
   PinnedBuffer buffer;
   const char* samples = nullptr;  // into `buffer` or the what-if prebuilt batch
   const int32_t* labels = nullptr;
+  const uint32_t* record_ids = nullptr;  // beside the labels; `size` of them
   uint32_t size = 0;
   uint32_t device_slot = 0;
 };

@@ -2,6 +2,7 @@
 // with the consumer's stream), written against the device layer only. Built twice: as
 // pipeline_device_test on the simulated device (every CI run, also under the sanitizers) and as
 // pipeline_gpu_test on CUDA device 0 (label gpu; skips, saying why, without one).
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -53,6 +54,11 @@ absl::StatusOr<std::vector<Batch>> RunOnDevice(const Dataset* dataset, PipelineO
     hv.samples = samples.data();
     hv.labels = labels.data();
     got.push_back(ToBatch(hv));
+    // Record ids stay in host memory, and name the samples that came back from the device.
+    if (v.size > 0 && (v.record_ids == nullptr ||
+                       !std::equal(got.back().ids.begin(), got.back().ids.end(), v.record_ids))) {
+      return absl::InternalError("record ids disagree with the device batch's samples");
+    }
     lease.Release(stream.get());
   }
   if (stats != nullptr) *stats = p->Stats();
@@ -81,6 +87,29 @@ TEST(PipelineDevice, DeviceBatchesMatchHostBatches) {
   // the ring (this test never ran before the simulated device; it asserted <= ring depth).
   EXPECT_LE(s[Stage::kH2D].queue_high_water, s.pool_buffers);
   EXPECT_EQ(s.ring_depth, 2u);
+}
+
+// A data-parallel rank on the device: its slices, empty last ones included, go through the
+// ring in lockstep and carry their record ids (checked in RunOnDevice) like host batches.
+TEST(PipelineDevice, DataParallelSlicesMatchHostSlices) {
+  device::SimOptions sim;
+  sim.link_bytes_per_s = 2e9;
+  OPEN_DEVICE_OR_SKIP(dev, sim);
+  TestDataset data(250, 100, 16);  // B 8: the last global batch holds 2 samples, for 3 ranks
+  PipelineOptions o;
+  o.order.batch_size = 8;
+  o.resources.threads = 2;
+  o.resources.device_ring_depth = 2;
+  for (uint32_t r = 0; r < 3; ++r) {
+    o.slice = DataParallelSlice{r, 3};
+    auto host = RunAll(data.dataset.get(), o);
+    ASSERT_TRUE(host.ok()) << host.status();
+    auto got = RunOnDevice(data.dataset.get(), o, dev.get(), nullptr);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, *host) << "rank " << r;
+    ASSERT_EQ(got->size(), 32u) << "rank " << r;
+    EXPECT_EQ(got->back().ids.size(), r < 2 ? 1u : 0u) << "rank " << r;
+  }
 }
 
 // Poison and jitter: a slot read before its ready event, or reused before its reader's
