@@ -105,21 +105,26 @@ std::vector<uint64_t> EpochSequence(const SplitLayout& layout, const OrderOption
 
 // This rank's positions of the sequence, local batch by local batch, for global steps
 // [first_step, steps): positions [g*B, min((g+1)*B, end)) form global batch g. With one rank
-// the local batch is the global batch. Otherwise the batch's positions are sorted by (position
-// of their frame in `frame_order`, position), cut into world_size chunks whose sizes differ by
-// at most one (the first count % world_size ranks get one more), and chunk `rank` is kept, in
-// sequence order. Fills batch_offsets and batch_global_size.
-std::vector<uint32_t> SliceBatches(const std::vector<uint32_t>& frame_order,
+// the local batch is the global batch. Otherwise the batch's positions are sorted by their
+// frame's key, then position, cut into world_size chunks whose sizes differ by at most one (the
+// first count % world_size ranks get one more), and chunk `rank` is kept, in sequence order.
+// A frame's key is (its place within its shuffle window, its window): every window's k-th frame
+// goes to the same rank, so a batch that spans two windows splits both the same way instead of
+// giving all of the earlier window's frames to the low ranks. Fills batch_offsets and
+// batch_global_size.
+std::vector<uint32_t> SliceBatches(const std::vector<uint32_t>& frame_order, uint32_t window,
                                    const std::vector<uint64_t>& seq, uint64_t first_step,
                                    uint64_t steps, uint64_t end, EpochPlan* plan) {
   const uint64_t b = plan->batch_size;
   const uint32_t world = plan->world_size;
-  std::vector<uint32_t> frame_pos(frame_order.size());
-  for (uint32_t k = 0; k < frame_order.size(); ++k) frame_pos[frame_order[k]] = k;
+  const uint32_t f = static_cast<uint32_t>(frame_order.size());
+  const uint32_t windows = (f + window - 1) / window;
+  std::vector<uint32_t> frame_key(f);
+  for (uint32_t k = 0; k < f; ++k) frame_key[frame_order[k]] = (k % window) * windows + k / window;
   std::vector<uint32_t> positions;
   positions.reserve(world == 1 ? end - std::min(end, first_step * b)
                                : (end - std::min(end, first_step * b)) / world + steps);
-  std::vector<uint64_t> keyed;  // (frame position << 32 | sequence position) of one batch
+  std::vector<uint64_t> keyed;  // (frame key << 32 | sequence position) of one batch
   plan->batch_offsets.assign(1, 0);
   for (uint64_t g = first_step; g < steps; ++g) {
     const uint64_t p0 = g * b;
@@ -130,7 +135,7 @@ std::vector<uint32_t> SliceBatches(const std::vector<uint32_t>& frame_order,
       for (uint64_t p = p0; p < p1; ++p) positions.push_back(static_cast<uint32_t>(p));
     } else {
       keyed.clear();
-      for (uint64_t p = p0; p < p1; ++p) keyed.push_back(uint64_t{frame_pos[seq[p] >> 32]} << 32 | p);
+      for (uint64_t p = p0; p < p1; ++p) keyed.push_back(uint64_t{frame_key[seq[p] >> 32]} << 32 | p);
       std::sort(keyed.begin(), keyed.end());  // positions are distinct: a stable order
       const uint32_t base = count / world, extra = count % world;
       const uint32_t begin = plan->rank * base + std::min(plan->rank, extra);
@@ -258,7 +263,7 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
   plan.rank = o.rank;
   plan.world_size = o.world_size;
   const std::vector<uint32_t> positions = SliceBatches(
-      frame_order, seq, first_step, steps, std::min<uint64_t>(n, steps * o.batch_size), &plan);
+      frame_order, EffectiveWindow(layout, o), seq, first_step, steps, std::min<uint64_t>(n, steps * o.batch_size), &plan);
   PlaceSamples(layout, frame_order, seq, positions, &plan);
   const std::vector<uint32_t> last_batch = LinkBatchesAndSlots(&plan);
   plan.min_frames_alive = MinFramesAlive(plan, last_batch);
