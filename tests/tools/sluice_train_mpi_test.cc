@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -235,7 +236,8 @@ TEST_F(SluiceTrainMpiTest, RanksStartedWithDifferentFlagsAreRefusedAtStart) {
 
 TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSeconds) {
   // A long run; rank 1 is killed with SIGKILL once both ranks are training.
-  const std::string marker = *dir_ + "/killed.safetensors";
+  // Matches the ranks' command lines but not the shells that run pgrep with it.
+  const std::string marker = *dir_ + "/killed[.]safetensors";
   const pid_t child = ::fork();
   if (child == 0) {
     const std::string cmd = absl::StrCat(Mpirun(2), Train("killed", "--epochs=1000"),
@@ -251,10 +253,10 @@ TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSeconds) {
     for (absl::string_view pid_text : absl::StrSplit(ps.text, '\n', absl::SkipEmpty())) {
       int pid = 0;
       if (!absl::SimpleAtoi(pid_text, &pid)) continue;
-      auto env = ReadFileToString(Env::Default(), absl::StrCat("/proc/", pid, "/environ"));
-      if (env.ok() && env->find(std::string("OMPI_COMM_WORLD_RANK=1\0", 23)) != std::string::npos) {
-        rank1 = pid;
-      }
+      // /proc files report size 0: read them as a stream.
+      std::ifstream in(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
+      const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (env.find(std::string("OMPI_COMM_WORLD_RANK=1\0", 23)) != std::string::npos) rank1 = pid;
     }
   }
   ASSERT_GT(rank1, 0) << "rank 1 never started";
