@@ -1,6 +1,9 @@
 #include "engine/memory.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -89,6 +92,38 @@ std::string FormatMemoryReport(const MemoryReport& report, const MemoryFormula& 
                         report.total_current, report.total_peak, "-",
                         Bytes(report.total_current), Bytes(report.total_peak));
   return out;
+}
+
+int64_t HostMemoryReport::accounted() const {
+  int64_t sum = 0;
+  for (const HostMemoryLine& l : lines) sum += l.bytes;
+  return sum;
+}
+
+std::string FormatHostMemoryReport(const HostMemoryReport& host) {
+  std::string out = absl::StrFormat("%-34s %14s\n", "host memory", "bytes");
+  auto row = [&out](absl::string_view name, int64_t bytes) {
+    absl::StrAppendFormat(&out, "%-34s %14d  %s\n", name, bytes,
+                          bytes < 0 ? absl::StrCat("-", Bytes(-bytes)) : Bytes(bytes));
+  };
+  row("process baseline (program, libs)", host.baseline_rss);
+  for (const HostMemoryLine& l : host.lines) row(l.name, l.bytes);
+  row("accounted (baseline + lines)", host.baseline_rss + host.accounted());
+  row("peak resident (VmHWM)", host.peak_rss);
+  row("unaccounted (peak - accounted)", host.unaccounted());
+  return out;
+}
+
+ProcessMemory ReadProcessMemory() {
+  ProcessMemory m;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kb = 0;
+    if (std::sscanf(line.c_str(), "VmRSS: %" SCNd64 " kB", &kb) == 1) m.rss_bytes = kb * 1024;
+    if (std::sscanf(line.c_str(), "VmHWM: %" SCNd64 " kB", &kb) == 1) m.peak_rss_bytes = kb * 1024;
+  }
+  return m;
 }
 
 }  // namespace sluice

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
@@ -74,6 +75,35 @@ MemoryFormula ComputeMemoryFormula(const ModelConfig& model, const OptimizerConf
 
 // Multi-line human-readable table: bytes per tag, peak, and the formula beside it.
 std::string FormatMemoryReport(const MemoryReport& report, const MemoryFormula& formula);
+
+// The host side of a run: what explains the process's peak resident memory (docs/limits.md,
+// "Host memory"). `baseline_rss` is the resident memory before the job created its datasets,
+// pipelines and backend (the program, its shared libraries, the flags); `lines` are the job's
+// big host allocations, each computed from what was allocated (pinned batch pools, decoded-frame
+// buffers, the backend's tagged memory when it lives on the host); `peak_rss` is the high-water
+// mark when the report was made. What is left (malloc arenas and thread stacks, stored frames in
+// flight, small objects) is `unaccounted()`.
+struct HostMemoryLine {
+  std::string name;
+  int64_t bytes = 0;
+};
+struct HostMemoryReport {
+  int64_t baseline_rss = 0;
+  std::vector<HostMemoryLine> lines;
+  int64_t peak_rss = 0;
+  int64_t accounted() const;
+  int64_t unaccounted() const { return peak_rss - baseline_rss - accounted(); }
+};
+// The host table: baseline, each line, peak resident and the unaccounted remainder.
+std::string FormatHostMemoryReport(const HostMemoryReport& host);
+
+// This process's resident memory now and its high-water mark (VmRSS and VmHWM of
+// /proc/self/status, in bytes); zeros where /proc is not available.
+struct ProcessMemory {
+  int64_t rss_bytes = 0;
+  int64_t peak_rss_bytes = 0;
+};
+ProcessMemory ReadProcessMemory();
 
 }  // namespace sluice
 

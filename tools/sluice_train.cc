@@ -586,7 +586,7 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   printer.set_plain_every(every * 10);
   options.progress_every_steps = every;
   options.on_progress = [&printer](const TrainProgress& p) { printer.Step(p); };
-  options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
+  if (rank_zero) options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
   options.on_autotune = [](const std::vector<std::string>& reasons) {
     for (const std::string& r : reasons) std::printf("autotune: %s\n", r.c_str());
     std::fflush(stdout);
@@ -629,15 +629,22 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
     }
   }
   if (world->is_distributed()) {
-    // Every rank trained its slice: the job's samples are the sum (TrainResult::samples is
-    // this rank's).
-    std::printf("\nsluice-train: %d ranks, %s; rank 0: %s\n", world->size(),
-                world->description().c_str(), result.run.device.c_str());
-  }
+    // Every rank trained its slice: the job's samples are the epochs' sums over the ranks
+    // (TrainResult::samples is this rank's).
+    int64_t job_samples = 0;
+    for (const EpochSummary& e : t.epochs) job_samples += e.train_samples;
+    std::printf("\nsluice-train: %d ranks (%s), %lld samples in %.2fs of training (%.0f "
+                "samples/s over all ranks); rank 0 trained %lld on %s\n",
+                world->size(), world->description().c_str(),
+                static_cast<long long>(job_samples), t.train_seconds,
+                t.train_seconds > 0 ? job_samples / t.train_seconds : 0.0,
+                static_cast<long long>(t.samples), result.run.device.c_str());
+  } else {
   std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
               "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
               t.train_seconds,
               SamplesPerSecond(t), t.seconds);
+  }
   if (result.resumed) {
     std::printf("resumed at epoch %llu step %llu (%llu samples trained before)\n",
                 static_cast<unsigned long long>(result.resumed_epoch + 1),

@@ -27,6 +27,7 @@
 #include "device/device.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cublaslt_loader.h"
 #include "engine/cuda/device_allocator.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/linear_gemm.h"
@@ -644,6 +645,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& sta
                                                            const OptimizerConfig& opt,
                                                            const BackendOptions& options) {
   RETURN_IF_ERROR(device::CudaDeviceStatus(options.device_ordinal));
+  RETURN_IF_ERROR(cuda_internal::LoadCublasLt());
   if (options.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
   if (state.model.num_linear() < 1) {
     return absl::InvalidArgumentError("the model needs at least two layer sizes");

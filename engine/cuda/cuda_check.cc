@@ -17,8 +17,8 @@ absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file
     hint = "unsupported layout/type/epilogue combination; CUBLASLT_LOG_LEVEL=5 says which";
   }
   return absl::Status(code, absl::StrCat(expr, " failed at ", file, ":", line, ": ",
-                                         cublasGetStatusName(err), " (",
-                                         cublasGetStatusString(err), "); hint: ", hint));
+                                         cublasLtGetStatusName(err), " (",
+                                         cublasLtGetStatusString(err), "); hint: ", hint));
 }
 
 absl::Status PreconditionFailed(const char* cond, const char* file, int line) {

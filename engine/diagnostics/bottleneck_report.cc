@@ -123,6 +123,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.pipeline = run.pipeline;
   rep.memory = run.memory;
   rep.memory_formula = run.memory_formula;
+  rep.host_memory = run.host_memory;
   if (ceilings != nullptr) rep.ceilings = *ceilings;
 
   const ComputeStats& cs = run.compute;

@@ -102,6 +102,7 @@ struct BottleneckReport {
   PipelineStats pipeline;               // copied for the pool/ring figures
   MemoryReport memory;
   MemoryFormula memory_formula;
+  HostMemoryReport host_memory;
   std::optional<Ceilings> ceilings;
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }

@@ -61,6 +61,7 @@ std::string BottleneckReport::ToText() const {
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");
   absl::StrAppend(&out, FormatMemoryReport(memory, memory_formula));
+  if (host_memory.peak_rss > 0) absl::StrAppend(&out, FormatHostMemoryReport(host_memory));
   return out;
 }
 
@@ -77,7 +78,7 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   j["stages"] = stages;
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
                          batches_delivered, samples_delivered, skipped_frames, skipped_records,
-                         trace_dropped);
+                         trace_dropped, pool_bytes, frame_buffer_bytes);
   nlohmann::ordered_json m;
   nlohmann::ordered_json tags;
   for (int t = 0; t < static_cast<int>(MemoryTag::kCount); ++t) {
@@ -94,6 +95,17 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   nlohmann::ordered_json& f = m["formula_bytes"];
   SLUICE_JSON_SET_FIELDS(f, memory_formula, parameters, gradients, optimizer_state, activations);
   f["total"] = memory_formula.total();
+  nlohmann::ordered_json host;
+  host["baseline_rss_bytes"] = host_memory.baseline_rss;
+  nlohmann::ordered_json lines = nlohmann::ordered_json::array();
+  for (const HostMemoryLine& l : host_memory.lines) {
+    lines.push_back({{"name", l.name}, {"bytes", l.bytes}});
+  }
+  host["lines"] = lines;
+  host["accounted_bytes"] = host_memory.baseline_rss + host_memory.accounted();
+  host["peak_rss_bytes"] = host_memory.peak_rss;
+  host["unaccounted_bytes"] = host_memory.unaccounted();
+  m["host"] = host;
   j["memory"] = m;
   j["ceilings"] = ceilings ? ceilings->ToJson() : nlohmann::ordered_json(nullptr);
   j["notes"] = notes;

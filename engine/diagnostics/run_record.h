@@ -57,6 +57,7 @@ struct RunRecord {
   std::vector<ComputeSpan> compute_spans;  // one per step (when tracing)
   MemoryReport memory;                     // the backend's allocations, by tag
   MemoryFormula memory_formula;            // what the formula predicts for this model
+  HostMemoryReport host_memory;            // what explains the process's peak resident memory
   std::string device;                      // backend name, e.g. "cpu (OpenBLAS, 1 thread)"
   uint64_t samples = 0;                    // trained in this process
   double train_seconds = 0;                // training time, without evaluation and checkpoints

@@ -439,6 +439,27 @@ class RecordingBatchSource final : public BatchSource {
   std::string text_;
 };
 
+// The host table (engine/memory.h). The backend's tagged memory is host memory on the CPU
+// backend and on the simulated device (whose device memory is host memory), not on a GPU.
+HostMemoryReport HostMemoryAfterRun(int64_t baseline_rss, const RunRecord& run,
+                                    uint64_t test_pool_bytes, uint64_t test_frame_buffer_bytes,
+                                    const device::Device* device) {
+  HostMemoryReport host;
+  host.baseline_rss = baseline_rss;
+  auto line = [&host](std::string name, uint64_t bytes) {
+    host.lines.push_back({std::move(name), static_cast<int64_t>(bytes)});
+  };
+  line("train: pinned batch pool", run.pipeline.pool_bytes);
+  line("train: decoded-frame buffers", run.pipeline.frame_buffer_bytes);
+  line("test: pinned batch pool", test_pool_bytes);
+  line("test: decoded-frame buffers", test_frame_buffer_bytes);
+  if (device == nullptr || device->platform() == "sim") {
+    line("backend (all tags above)", static_cast<uint64_t>(run.memory.total_peak));
+  }
+  host.peak_rss = ReadProcessMemory().peak_rss_bytes;
+  return host;
+}
+
 }  // namespace
 
 KeyValues RunIdentity(const TrainJobOptions& o, const Dataset& train) {
@@ -503,6 +524,8 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
                      FileLock::Acquire(env, options.checkpoint_dir, "sluice-train checkpoints"));
   }
   TrainJobResult result;
+  // Resident memory before any dataset, pipeline or backend exists: the host table's baseline.
+  const int64_t baseline_rss = ReadProcessMemory().rss_bytes;
   ASSIGN_OR_RETURN(Splits splits, OpenSplits(env, options));
   result.train_records = splits.train->record_count();
   result.train_manifest = splits.train->manifest_path();
@@ -617,9 +640,12 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   // Corrupt frames skipped in the test split's evaluations, summed over epochs (the test
   // pipeline is rebuilt for each evaluation).
   uint64_t test_delivered = 0;
+  uint64_t test_pool_bytes = 0, test_frame_buffer_bytes = 0;  // the largest evaluation's
   auto add_test_skips = [&] {
     if (test_source == nullptr || test_source->pipeline() == nullptr) return;
     const PipelineStats ts = test_source->pipeline()->Stats();
+    test_pool_bytes = std::max(test_pool_bytes, ts.pool_bytes);
+    test_frame_buffer_bytes = std::max(test_frame_buffer_bytes, ts.frame_buffer_bytes);
     result.run.test_skipped_frames += ts.skipped_frames;
     result.run.test_skipped_records += ts.skipped_records;
     test_delivered += ts.samples_delivered;
@@ -705,6 +731,8 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   }
   result.run.memory_formula =
       ComputeMemoryFormula(options.model, options.optimizer, backend_options.max_batch);
+  result.run.host_memory = HostMemoryAfterRun(baseline_rss, result.run, test_pool_bytes,
+                                              test_frame_buffer_bytes, backend.device());
   if (!options.export_safetensors.empty() && rank_zero) {
     ASSIGN_OR_RETURN(ModelState state, backend.SaveState());
     if (absl::Status finite = CheckFiniteState(state); !finite.ok()) {

@@ -668,6 +668,9 @@ PipelineStats PipelineCore::Stats() const {
   st.pool_buffers = opt_.resources.pool_size;
   st.frame_budget = frame_budget_ + 1;  // + the frame the reader holds while the limiter is full
   st.ring_depth = uploader_ ? opt_.resources.device_ring_depth : 0;
+  st.pool_bytes = pool_ ? uint64_t{pool_->count()} * pool_->buffer_bytes() : 0;
+  st.frame_buffer_bytes =
+      frame_buffers_ ? frame_buffers_->allocated() * frame_buffers_->buffer_bytes() : 0;
   st.trace_dropped = trace_ ? trace_->dropped() : 0;
   DeliveryQueue::Counters delivered = delivery_.counters();
   st.batches_delivered = delivered.batches_delivered;

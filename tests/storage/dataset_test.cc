@@ -192,6 +192,36 @@ TEST(DatasetTest, VerifyNamesTheCorruptShardFrameAndOffset) {
   EXPECT_THAT(s.message(), HasSubstr(path + ": frame 0 at byte offset 64: checksum"));
 }
 
+// A manifest that is valid on its own but claims more records than its shard holds: reading
+// the split must name the shard and the disagreeing count, and must not allocate (or zero-fill)
+// what the manifest claims: 2^32 records of 64x64 u8 would be 16 TiB, which the memory check
+// refuses with kResourceExhausted if it ran before the shards were checked.
+TEST(DatasetTest, ReadAllRecordsRefusesAManifestThatOverstatesAShardsRecordCount) {
+  for (const uint64_t claimed : {uint64_t{10}, uint64_t{1000}, uint64_t{1} << 32}) {
+    SCOPED_TRACE(claimed);
+    auto env = NewMemEnv();
+    auto m =
+        WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(64, 64), 9), Options(16, 2));
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ(m->shards.size(), 1u);
+    Manifest bad = *m;
+    bad.record_count = claimed;
+    bad.options.records_per_shard = claimed;
+    bad.shards[0].record_count = claimed;
+    bad.shards[0].frame_count = static_cast<uint32_t>((claimed + 1) / 2);
+    ASSERT_TRUE(WriteFileAtomically(env.get(), "/d/train.manifest.json", bad.ToJson()).ok());
+    auto ds = Dataset::Open(env.get(), "/d");
+    ASSERT_TRUE(ds.ok()) << ds.status();  // the manifest alone is consistent
+    ASSERT_EQ((*ds)->record_count(), claimed);
+    auto back = ReadAllRecords(**ds, 1);
+    EXPECT_EQ(back.status().code(), absl::StatusCode::kDataLoss) << back.status();
+    EXPECT_THAT(back.status().message(),
+                HasSubstr(absl::StrCat("/d/", m->shards[0].file, ": header: record_count 9 "
+                                       "disagrees with /d/train.manifest.json (expected ",
+                                       claimed, ")")));
+  }
+}
+
 TEST(DatasetTest, OpenPicksTheDefaultSplitAndFindsSiblings) {
   auto env = NewMemEnv();
   ASSERT_TRUE(
