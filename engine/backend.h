@@ -51,6 +51,9 @@ struct BackendOptions {
   // share of a step is empty (BatchView::size 0) contributes zero gradients. Null or a world of
   // one: no exchange. The CUDA backend sums through NCCL, bootstrapped over this communicator.
   dist::Communicator* gradient_comm = nullptr;
+  // Run the exchange even in a world of one (a sum over one rank changes nothing): executes the
+  // exchange path, NCCL included, on one process (tests, scripts/gpu-runner.sh).
+  bool exchange_in_world_of_one = false;
 };
 
 using dist::ExchangeStats;

@@ -54,7 +54,7 @@ for exe, names in by.items():
     ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
   done | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*|libcublas*|libcudart*|libnvidia*) ;;
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*|libcublas*|libcudart*|libnccl*|libnvidia*) ;;
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done

@@ -97,6 +97,23 @@ print(f"{'u8 batch 32: compute device busy / host enqueue':<44} "
       f"verdict {r.get('verdict', {}).get('class', '?')}")
 PYEOF
 fi
+step "NCCL path, world of 1 (the data-parallel exchange on one GPU)"
+if [[ "$gpu" == none* ]]; then
+  row "nccl-world1" "skipped: NCCL needs a GPU (no GPU here)"
+else
+  # A sum over one rank changes nothing: the run through NCCL must end bitwise equal to the same
+  # run without the exchange.
+  run_train cuda-no-exchange --epochs 2 --batch-size 32 --device cuda \
+    --export-safetensors "$logs/no-exchange.safetensors"
+  run_train nccl-world1 --epochs 2 --batch-size 32 --device cuda --exchange-always \
+    --export-safetensors "$logs/nccl-world1.safetensors"
+  if cmp -s "$logs/no-exchange.safetensors" "$logs/nccl-world1.safetensors"; then
+    row "NCCL world of 1 vs no exchange" "bitwise equal weights"
+  else
+    failures=$((failures + 1))
+    row "NCCL world of 1 vs no exchange" "weights DIFFER (or a run failed)"
+  fi
+fi
 step "larger configuration"
 if [[ "$gpu" == none* ]]; then
   row "large-b1024" "skipped: 784-4096-4096-10 is a GPU configuration (no GPU here)"

@@ -82,6 +82,9 @@ ABSL_FLAG(uint64_t, sim_jitter_seed, 0,
           "--device sim: delay every stream operation by a seeded random 0..50 us (0: off)");
 ABSL_FLAG(std::string, precision, "fp32", "fp32 | bf16 | fp16 (CUDA; fp32 master weights)");
 ABSL_FLAG(bool, cuda_graph, false, "CUDA: capture the train step into a CUDA Graph");
+ABSL_FLAG(bool, exchange_always, false,
+          "Run the gradient exchange (MPI; NCCL on CUDA) even in a single process, where it "
+          "changes nothing: executes the data-parallel path on one device (tests, GPU check)");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and shuffle");
 ABSL_FLAG(bool, shuffle, false, "Shuffle (off: file order, as the reference DataLoader)");
 ABSL_FLAG(int64_t, shuffle_window, 64, "Frames per shuffle window (0: all frames; at most "
@@ -268,6 +271,7 @@ absl::Status DeviceFromFlags(TrainJobOptions& o) {
   if (!precision.ok()) return UsageError("precision", precision.status().message());
   o.backend.precision = *precision;
   o.backend.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
+  o.backend.exchange_in_world_of_one = absl::GetFlag(FLAGS_exchange_always);
   RETURN_IF_ERROR(CheckThreadCount("compute-threads", absl::GetFlag(FLAGS_compute_threads)));
   ASSIGN_OR_RETURN(o.backend.threads, Positive<int>("compute-threads",
                                                     absl::GetFlag(FLAGS_compute_threads), true));

@@ -330,7 +330,8 @@ class CpuBackend final : public Backend {
   }
 
   bool distributed() const {
-    return options_.gradient_comm != nullptr && options_.gradient_comm->is_distributed();
+    return options_.gradient_comm != nullptr &&
+           (options_.gradient_comm->is_distributed() || options_.exchange_in_world_of_one);
   }
 
   // The samples of the whole global batch: this batch's in a single process, else the sum of

@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 #if SLUICE_HAVE_NCCL
-#include <nccl.h>
+#include "engine/cuda/nccl_loader.h"
 #endif
 
 #include <algorithm>
@@ -108,7 +108,8 @@ class CudaBackend final : public Backend {
   // compute stream), while backward goes on with the layers below; the optimizer waits for the
   // last sum. One GPU: nothing to do.
   bool exchanging() const {
-    return options_.gradient_comm != nullptr && options_.gradient_comm->is_distributed();
+    return options_.gradient_comm != nullptr &&
+           (options_.gradient_comm->is_distributed() || options_.exchange_in_world_of_one);
   }
   absl::Status InitExchange();
   // Enqueues the sum of layer l's weight and bias gradients (contiguous in grads_).
@@ -154,6 +155,7 @@ class CudaBackend final : public Backend {
 
   ExchangeStats exchange_;
 #if SLUICE_HAVE_NCCL
+  const cuda_internal::NcclApi* nccl_api_ = nullptr;
   ncclComm_t nccl_ = nullptr;
 #endif
   cudaStream_t comm_stream_ = nullptr;
@@ -173,7 +175,7 @@ CudaBackend::~CudaBackend() {
   }
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
 #if SLUICE_HAVE_NCCL
-  if (nccl_ != nullptr) ncclCommDestroy(nccl_);
+  if (nccl_ != nullptr) nccl_api_->CommDestroy(nccl_);
 #endif
   for (cudaEvent_t e : layer_ready_) cudaEventDestroy(e);
   if (exchanged_ != nullptr) cudaEventDestroy(exchanged_);
@@ -253,7 +255,7 @@ absl::Status CudaBackend::Init(const ModelState& state) {
     if (sluice_nccl_rc != ncclSuccess) {                                                 \
       return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":",       \
                                               __LINE__, ": ",                            \
-                                              ncclGetErrorString(sluice_nccl_rc)));      \
+                                              nccl_api_->GetErrorString(sluice_nccl_rc))); \
     }                                                                                    \
   } while (0)
 #endif
@@ -267,19 +269,21 @@ absl::Status CudaBackend::InitExchange() {
   }
 #if SLUICE_HAVE_NCCL
   dist::Communicator* comm = options_.gradient_comm;
+  ASSIGN_OR_RETURN(nccl_api_, cuda_internal::LoadNccl());
   // llm.c's bootstrap: rank 0 makes the unique id, MPI carries it to the others.
   ncclUniqueId id;
-  if (comm->rank() == 0) SLUICE_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (comm->rank() == 0) SLUICE_NCCL_CHECK(nccl_api_->GetUniqueId(&id));
   RETURN_IF_ERROR(comm->Broadcast(&id, sizeof(id), 0));
-  SLUICE_NCCL_CHECK(ncclCommInitRank(&nccl_, comm->size(), id, comm->rank()));
+  SLUICE_NCCL_CHECK(nccl_api_->CommInitRank(&nccl_, comm->size(), id, comm->rank()));
   cudaCheck(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
   layer_ready_.resize(L(), nullptr);
   for (cudaEvent_t& e : layer_ready_) {
     cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
   cudaCheck(cudaEventCreateWithFlags(&exchanged_, cudaEventDisableTiming));
-  name_ = absl::StrCat(name_, ", NCCL ", NCCL_MAJOR, ".", NCCL_MINOR, " rank ", comm->rank(), "/",
-                       comm->size());
+  const int v = nccl_api_->version;
+  name_ = absl::StrCat(name_, ", NCCL ", v / 10000, ".", v / 100 % 100, ".", v % 100, " rank ",
+                       comm->rank(), "/", comm->size());
   return absl::OkStatus();
 #else
   return absl::UnavailableError(
@@ -296,7 +300,7 @@ absl::Status CudaBackend::ExchangeLayer(int l) {
                                                                      : num_params_;
   cudaCheck(cudaEventRecord(layer_ready_[l], stream_));
   cudaCheck(cudaStreamWaitEvent(comm_stream_, layer_ready_[l], 0));
-  SLUICE_NCCL_CHECK(ncclAllReduce(grads_ + begin, grads_ + begin, static_cast<size_t>(end - begin),
+  SLUICE_NCCL_CHECK(nccl_api_->AllReduce(grads_ + begin, grads_ + begin, static_cast<size_t>(end - begin),
                                   ncclFloat32, ncclSum, nccl_, comm_stream_));
   exchange_.bytes += (end - begin) * static_cast<int64_t>(sizeof(float));
 #endif
@@ -319,12 +323,12 @@ absl::Status CudaBackend::WaitStream(cudaStream_t stream) {
       if (q == cudaSuccess) break;
       if (q != cudaErrorNotReady) cudaCheck(q);
       ncclResult_t async = ncclSuccess;
-      SLUICE_NCCL_CHECK(ncclCommGetAsyncError(nccl_, &async));
+      SLUICE_NCCL_CHECK(nccl_api_->CommGetAsyncError(nccl_, &async));
       if (async != ncclSuccess) {
-        ncclCommAbort(nccl_);
+        nccl_api_->CommAbort(nccl_);
         nccl_ = nullptr;
         return absl::InternalError(absl::StrCat("NCCL all-reduce of the gradients failed: ",
-                                                ncclGetErrorString(async)));
+                                                nccl_api_->GetErrorString(async)));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }

@@ -608,11 +608,17 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   backend_options.max_batch =
       static_cast<int>((options.pipeline.order.batch_size + world - 1) / world);
   std::unique_ptr<dist::Communicator> gradient_comm;
-  if (Distributed(options)) {
+  if (Distributed(options) || options.backend.exchange_in_world_of_one) {
     // The exchange runs where the steps run (the sim device's compute stream): a communicator
     // of its own, so it never interleaves with this thread's collectives.
-    ASSIGN_OR_RETURN(gradient_comm, options.comm->Duplicate());
+    if (options.comm != nullptr) {
+      ASSIGN_OR_RETURN(gradient_comm, options.comm->Duplicate());
+    } else {
+      gradient_comm = dist::SingleProcessCommunicator();
+    }
     backend_options.gradient_comm = gradient_comm.get();
+  }
+  if (Distributed(options)) {
     // Each rank on a machine takes its own device: cuda / sim / auto mean "device <local rank>".
     if (!absl::StrContains(options.device, ':')) {
       backend_options.device_ordinal = options.comm->local_rank();
