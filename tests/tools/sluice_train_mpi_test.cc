@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <random>
 #include <sstream>
 #include <string>
@@ -234,7 +235,19 @@ TEST_F(SluiceTrainMpiTest, RanksStartedWithDifferentFlagsAreRefusedAtStart) {
   EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
 }
 
-TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSeconds) {
+// Open MPI's shared-memory segments (/dev/shm/vader_segment.*) present now.
+std::set<std::string> SharedMemorySegments() {
+  std::set<std::string> names;
+  auto children = Env::Default()->GetChildren("/dev/shm");
+  if (!children.ok()) return names;
+  for (const std::string& c : *children) {
+    if (c.rfind("vader_segment", 0) == 0) names.insert(c);
+  }
+  return names;
+}
+
+TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSecondsAndLeavesNoSharedMemory) {
+  const std::set<std::string> segments_before = SharedMemorySegments();
   // A long run; rank 1 is killed with SIGKILL once both ranks are training.
   // Matches the ranks' command lines but not the shells that run pgrep with it.
   const std::string marker = *dir_ + "/killed[.]safetensors";
@@ -281,6 +294,12 @@ TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSeconds) {
   EXPECT_LT(seconds, 30.0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << (log.ok() ? *log : "");
   EXPECT_EQ(Shell(absl::StrCat("pgrep -f -- '", marker, "'")).text, "");  // no rank left over
+  // No shared-memory segment of the job is left behind.
+  std::set<std::string> left;
+  for (const std::string& s : SharedMemorySegments()) {
+    if (!segments_before.count(s)) left.insert(s);
+  }
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << *left.begin();
 }
 
 TEST_F(SluiceTrainMpiTest, ADataErrorOnOneRankEndsEveryRankNamingTheRankAndTheFrame) {
