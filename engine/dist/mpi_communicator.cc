@@ -148,6 +148,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitMpiWorld(int* argc, char*** ar
   if (initialized) {
     return absl::FailedPreconditionError("MPI is already initialized (InitWorld called twice?)");
   }
+  // A rank shares its cores with its own pipeline threads: a collective that waits should
+  // yield the core to them rather than spin (Open MPI's default spins). A user's setting wins.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
   SLUICE_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   SLUICE_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
