@@ -477,6 +477,57 @@ double SamplesPerSecond(const TrainResult& t) {
   return t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0;
 }
 
+// Data parallel: what rank 0 needs from every rank for the report and the trace.
+struct GatheredWorld {
+  std::vector<RankSummary> ranks;         // index = rank
+  AllReduceCeiling exchange_ceiling;
+  std::vector<nlohmann::json> traces;     // with --trace, index = rank (rank 0 only)
+};
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// The report's collectives: every rank calls this, in this order, after training and before
+// rank 0 prints (a rank that skipped it would leave the others waiting).
+absl::StatusOr<GatheredWorld> GatherWorld(dist::Communicator* world, const TrainJobResult& result,
+                                          bool trace) {
+  GatheredWorld g;
+  const dist::ExchangeStats& x = result.run.exchange;
+  ASSIGN_OR_RETURN(g.exchange_ceiling,
+                   MeasureAllReduceCeiling(world, x.steps > 0 ? x.bytes / x.steps : 0));
+  const BottleneckReport own = AnalyzeRun(result.run, nullptr, Cores());
+  const RankSummary mine = SummarizeRank(result.run, own, HostName());
+  ASSIGN_OR_RETURN(std::vector<std::string> all, world->AllGather(nlohmann::json(mine).dump()));
+  ASSIGN_OR_RETURN(g.ranks, ParseRankSummaries(all));
+  if (trace) {
+    ASSIGN_OR_RETURN(std::vector<std::string> traces,
+                     world->AllGather(BuildChromeTrace(result.run).dump()));
+    if (world->rank() == 0) {
+      for (const std::string& t : traces) g.traces.push_back(nlohmann::json::parse(t));
+    }
+  }
+  return g;
+}
+
+// The frames one process decodes for this run: every frame once per epoch. Exact only for
+// whole epochs from the start, with every sample trained and no frame skipped; otherwise
+// unknown (nullopt).
+std::optional<uint64_t> FramesOneProcess(Env* env, const TrainJobOptions& o,
+                                         const TrainJobResult& r, const GatheredWorld& g) {
+  if (r.resumed || r.train.interrupted || o.pipeline.order.drop_last) return std::nullopt;
+  for (const RankSummary& s : g.ranks) {
+    if (s.skipped_frames > 0) return std::nullopt;
+  }
+  auto dataset = Dataset::Open(env, r.train_manifest);
+  if (!dataset.ok()) return std::nullopt;
+  uint64_t frames = 0;
+  for (const ShardEntry& e : (*dataset)->manifest().shards) frames += e.frame_count;
+  return frames * r.train.epochs.size();
+}
+
 // --what-if=all: the normal run, then each stage made free in turn, in one table.
 absl::Status RunWhatIfTable(Env* env, const TrainJobOptions& base, const TrainJobResult& normal,
                             const BottleneckReport& report) {
@@ -605,16 +656,22 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   }
   Env* env = Env::Default();
   const bool what_if_all = absl::GetFlag(FLAGS_what_if) == "all";
-  // The outputs written after training are checked before it (the job checks its own).
-  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
+  // The outputs written after training are checked before it (the job checks its own). Rank 0
+  // alone writes the report and the trace, so it alone probes them (ranks probing one path at
+  // once would race on the probe file).
+  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, path, "report-json"));
   }
-  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
+  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, path, "trace"));
   }
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const TrainResult& t = result.train;
   const int stop_signal = g_stop_signal;
+  std::optional<GatheredWorld> gathered;
+  if (world->is_distributed()) {
+    ASSIGN_OR_RETURN(gathered, GatherWorld(world, result, !absl::GetFlag(FLAGS_trace).empty()));
+  }
   if (!rank_zero) return stop_signal != 0 ? 128 + stop_signal : 0;
   if (t.interrupted) {
     std::fflush(stdout);
@@ -686,12 +743,26 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   }
   std::optional<Ceilings> ceilings = LoadCeilings(env, options, result);
   BottleneckReport report = AnalyzeRun(result.run, ceilings ? &*ceilings : nullptr, Cores());
+  if (gathered) {
+    AddWorldFigures(gathered->ranks, gathered->exchange_ceiling,
+                    FramesOneProcess(env, options, result, *gathered), &report);
+  }
   if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, report.ToJson().dump(2) + "\n"));
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
-    RETURN_IF_ERROR(WriteChromeTrace(env, path, result.run));
+    if (gathered) {
+      // One process per rank; one host shares one steady clock, so the ranks line up in time.
+      bool one_host = true;
+      for (const RankSummary& r : gathered->ranks) {
+        one_host &= r.hostname == gathered->ranks[0].hostname;
+      }
+      RETURN_IF_ERROR(WriteFileAtomically(
+          env, path, MergeRankTraces(gathered->traces, one_host).dump() + "\n"));
+    } else {
+      RETURN_IF_ERROR(WriteChromeTrace(env, path, result.run));
+    }
     std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
   }
   std::fflush(stdout);

@@ -99,18 +99,25 @@ void AttributeWait(BottleneckReport* rep) {
 
 }  // namespace
 
+namespace {
+constexpr auto kVerdictNames = MakeEnumNames<VerdictClass>(
+    {{VerdictClass::kInputBound, "input-bound"},
+     {VerdictClass::kPartlyInputBound, "partly-input-bound"},
+     {VerdictClass::kComputeBound, "compute-bound"},
+     {VerdictClass::kLaunchBound, "launch-bound"},
+     {VerdictClass::kCpuBound, "cpu-bound"},
+     {VerdictClass::kNoData, "no-data"},
+     {VerdictClass::kCommunicationBound, "communication-bound"}});
+}  // namespace
+
 const char* VerdictClassName(VerdictClass v) {
-  static constexpr auto kNames = MakeEnumNames<VerdictClass>(
-      {{VerdictClass::kInputBound, "input-bound"},
-       {VerdictClass::kPartlyInputBound, "partly-input-bound"},
-       {VerdictClass::kComputeBound, "compute-bound"},
-       {VerdictClass::kLaunchBound, "launch-bound"},
-       {VerdictClass::kCpuBound, "cpu-bound"},
-       {VerdictClass::kNoData, "no-data"}});
-  return kNames.Name(v).data();  // the names are string literals, so NUL-terminated
+  return kVerdictNames.Name(v).data();  // the names are string literals, so NUL-terminated
 }
 
 namespace report_internal {
+std::optional<VerdictClass> ParseVerdictClass(absl::string_view name) {
+  return kVerdictNames.Parse(name);
+}
 void DecideVerdict(BottleneckReport* rep);  // bottleneck_verdict.cc
 }  // namespace report_internal
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/diagnostics/ceilings.h"
+#include "engine/diagnostics/data_parallel.h"
 #include "engine/memory.h"
 #include "engine/diagnostics/run_record.h"
 #include "nlohmann/json.hpp"
@@ -48,7 +49,11 @@ enum class VerdictClass {
   kLaunchBound,        // < 5% on CUDA, host time in TrainStep (kernel launches) dominates
   kCpuBound,           // >= 5% wait and the cores are saturated by stage CPU time
   kNoData,             // nothing was trained
+  kCommunicationBound, // data parallel: the exchange's own cost > kCommunicationBoundPct
 };
+// Data parallel: the share of training time the straggler (which waits for no one) spends in
+// the exchange above which the run is communication-bound.
+inline constexpr double kCommunicationBoundPct = 20.0;
 const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-bound", ...
 
 struct StageRow {
@@ -104,6 +109,9 @@ struct BottleneckReport {
   MemoryFormula memory_formula;
   HostMemoryReport host_memory;
   std::optional<Ceilings> ceilings;
+  // Data-parallel runs only (AddWorldFigures; absent from text and JSON in a single process).
+  std::optional<ExchangeFigures> exchange;
+  std::vector<RankSummary> ranks;  // index = rank
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.
@@ -118,6 +126,18 @@ inline constexpr char kReportSchema[] = "sluice.bottleneck_report/1";
 // number of CPU cores the run could use (std::thread::hardware_concurrency() for sluice-train);
 // values < 1 are treated as 1.
 BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores);
+
+// Data-parallel runs. SummarizeRank: this rank's figures for rank 0 (`own` is AnalyzeRun of
+// `run`). AddWorldFigures (rank 0): adds the exchange section and the ranks table to rank 0's
+// report, names the straggler, and decides the job's verdict: communication-bound when the
+// straggler's exchange time passes kCommunicationBoundPct of its training time, else the
+// straggler's own verdict when the others wait for it (docs/bottleneck.md, "Data-parallel
+// runs"). `frames_one_process`: the frames one process would decode for this run (nullopt:
+// unknown); the duplicated-decode factor is the ranks' frames_decoded summed over it.
+RankSummary SummarizeRank(const RunRecord& run, const BottleneckReport& own,
+                          const std::string& hostname);
+void AddWorldFigures(const std::vector<RankSummary>& ranks, const AllReduceCeiling& ceiling,
+                     std::optional<uint64_t> frames_one_process, BottleneckReport* rep);
 
 }  // namespace sluice
 

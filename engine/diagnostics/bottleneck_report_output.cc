@@ -11,6 +11,7 @@
 namespace sluice {
 namespace report_internal {
 std::string FormatRate(double samples_per_s);  // bottleneck_verdict.cc
+std::string FormatWorld(const BottleneckReport& rep);  // bottleneck_world.cc
 }  // namespace report_internal
 
 // A stage is written as its name ("read", ..., "compute").
@@ -58,6 +59,7 @@ std::string BottleneckReport::ToText() const {
                         FormatRate(cpu_limit_samples_per_s), cores, cpu_threads_busy);
   absl::StrAppendFormat(&out, "pool %d pinned buffers, frame budget %d, device ring %d\n",
                         pipeline.pool_buffers, pipeline.frame_budget, pipeline.ring_depth);
+  absl::StrAppend(&out, report_internal::FormatWorld(*this));  // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");
   absl::StrAppend(&out, FormatMemoryReport(memory, memory_formula));
@@ -72,8 +74,11 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                          steps, measured_samples_per_s, predicted_samples_per_s,
                          capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
                          cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
+  // Communication-bound names the exchange, which has no row in the stage table.
   j["verdict"] = {{"class", VerdictClassName(verdict)},
-                  {"limiting_stage", limiting_stage},
+                  {"limiting_stage", verdict == VerdictClass::kCommunicationBound
+                                         ? nlohmann::ordered_json("exchange")
+                                         : nlohmann::ordered_json(limiting_stage)},
                   {"sentence", sentence}};
   j["stages"] = stages;
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
@@ -108,6 +113,10 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   m["host"] = host;
   j["memory"] = m;
   j["ceilings"] = ceilings ? ceilings->ToJson() : nlohmann::ordered_json(nullptr);
+  if (exchange) {  // data-parallel runs only: a single process's JSON is unchanged
+    j["exchange"] = *exchange;
+    j["ranks"] = ranks;
+  }
   j["notes"] = notes;
   return j;
 }

@@ -14,19 +14,23 @@ namespace {
 
 using json = nlohmann::json;
 
-json Meta(const char* what, int tid, json args) {
-  json e = {{"ph", "M"}, {"pid", 1}, {"name", what}, {"args", std::move(args)}};
+// The process of a run's events: pid 1 "sluice" in a single process; pid R "rank R" in a
+// data-parallel run (trace_writer.h).
+int TracePid(const RunRecord& run) { return run.world_size > 1 ? run.rank : 1; }
+
+json Meta(int pid, const char* what, int tid, json args) {
+  json e = {{"ph", "M"}, {"pid", pid}, {"name", what}, {"args", std::move(args)}};
   if (tid >= 0) e["tid"] = tid;
   return e;
 }
 
-json ThreadName(int tid, const std::string& name, int sort_index) {
-  return {Meta("thread_name", tid, {{"name", name}}),
-          Meta("thread_sort_index", tid, {{"sort_index", sort_index}})};
+json ThreadName(int pid, int tid, const std::string& name, int sort_index) {
+  return {Meta(pid, "thread_name", tid, {{"name", name}}),
+          Meta(pid, "thread_sort_index", tid, {{"sort_index", sort_index}})};
 }
 
 // Emits counter events for intervals [start, end): the number open after each change.
-void AddCounter(const char* name, const char* key,
+void AddCounter(int pid, const char* name, const char* key,
                 const std::vector<std::pair<int64_t, int64_t>>& intervals, int64_t t0,
                 std::vector<json>* out) {
   std::vector<std::pair<int64_t, int>> changes;
@@ -39,7 +43,7 @@ void AddCounter(const char* name, const char* key,
   for (size_t i = 0; i < changes.size(); ++i) {
     value += changes[i].second;
     if (i + 1 < changes.size() && changes[i + 1].first == changes[i].first) continue;
-    out->push_back({{"ph", "C"}, {"pid", 1}, {"name", name},
+    out->push_back({{"ph", "C"}, {"pid", pid}, {"name", name},
                     {"ts", (changes[i].first - t0) / 1e3}, {"args", {{key, value}}}});
   }
 }
@@ -79,7 +83,11 @@ json BuildChromeTrace(const RunRecord& run) {
   for (const ComputeSpan& s : run.compute_spans) t0 = std::min(t0, s.start_ns);
   if (t0 == std::numeric_limits<int64_t>::max()) t0 = 0;
 
-  std::vector<json> meta = {Meta("process_name", -1, {{"name", "sluice"}})};
+  const int pid = TracePid(run);
+  std::vector<json> meta = {Meta(
+      pid, "process_name", -1,
+      {{"name", run.world_size > 1 ? absl::StrCat("rank ", run.rank) : std::string("sluice")}})};
+  if (run.world_size > 1) meta.push_back(Meta(pid, "process_sort_index", -1, {{"sort_index", pid}}));
   std::vector<json> events;
   std::set<uint32_t> threads;
   std::set<int> special;
@@ -96,7 +104,7 @@ json BuildChromeTrace(const RunRecord& run) {
     }
     if (tid >= kTraceTidPinnedWait) special.insert(tid);
     const bool frame = s.stage == Stage::kRead || s.stage == Stage::kDecompress;
-    events.push_back({{"ph", "X"}, {"pid", 1}, {"tid", tid},
+    events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", tid},
                       {"name", std::string(StageName(s.stage))}, {"cat", "pipeline"},
                       {"ts", (s.start_ns - t0) / 1e3}, {"dur", (s.end_ns - s.start_ns) / 1e3},
                       {"args", {{frame ? "frame" : "batch", s.id}}}});
@@ -109,7 +117,7 @@ json BuildChromeTrace(const RunRecord& run) {
   }
   for (const ComputeSpan& s : run.compute_spans) {
     special.insert(kTraceTidCompute);
-    events.push_back({{"ph", "X"}, {"pid", 1}, {"tid", kTraceTidCompute}, {"name", "compute"},
+    events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", kTraceTidCompute}, {"name", "compute"},
                       {"cat", "compute"}, {"ts", (s.start_ns - t0) / 1e3},
                       {"dur", (s.end_ns - s.start_ns) / 1e3}, {"args", {{"batch", s.batch_id}}}});
     compute_end[s.batch_id] = s.end_ns;
@@ -129,11 +137,11 @@ json BuildChromeTrace(const RunRecord& run) {
     auto it = compute_end.find(id);
     if (it != compute_end.end() && it->second >= start) ring.emplace_back(start, it->second);
   }
-  AddCounter("pinned pool occupancy", "buffers", pinned, t0, &events);
-  if (device || !ring.empty()) AddCounter("device ring occupancy", "slots", ring, t0, &events);
+  AddCounter(pid, "pinned pool occupancy", "buffers", pinned, t0, &events);
+  if (device || !ring.empty()) AddCounter(pid, "device ring occupancy", "slots", ring, t0, &events);
 
   for (uint32_t t : threads) {
-    for (json& e : ThreadName(static_cast<int>(t), absl::StrCat("pipeline thread ", t),
+    for (json& e : ThreadName(pid, static_cast<int>(t), absl::StrCat("pipeline thread ", t),
                               static_cast<int>(t))) {
       meta.push_back(std::move(e));
     }
@@ -145,7 +153,7 @@ json BuildChromeTrace(const RunRecord& run) {
       {kTraceTidCompute, device ? "compute stream (device time)" : "compute"}};
   for (const auto& [tid, name] : names) {
     if (!special.count(tid)) continue;
-    for (json& e : ThreadName(tid, name, tid)) meta.push_back(std::move(e));
+    for (json& e : ThreadName(pid, tid, name, tid)) meta.push_back(std::move(e));
   }
 
   std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
@@ -162,6 +170,43 @@ json BuildChromeTrace(const RunRecord& run) {
             {"trace_dropped", run.pipeline.trace_dropped},
             {"copy_hidden_share", CopyHiddenShare(run)},
             {"time_origin_steady_ns", t0}}}};
+}
+
+json MergeRankTraces(const std::vector<json>& traces, bool shared_clock) {
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (const json& t : traces) {
+    origin = std::min(origin, t["otherData"]["time_origin_steady_ns"].get<int64_t>());
+  }
+  std::vector<json> meta, events;
+  json ranks = json::array();
+  for (const json& t : traces) {
+    const double shift_us =
+        shared_clock ? (t["otherData"]["time_origin_steady_ns"].get<int64_t>() - origin) / 1e3 : 0;
+    for (const json& e : t["traceEvents"]) {
+      if (e["ph"] == "M") {
+        meta.push_back(e);
+        continue;
+      }
+      json moved = e;
+      moved["ts"] = e["ts"].get<double>() + shift_us;
+      events.push_back(std::move(moved));
+    }
+    ranks.push_back(t["otherData"]);
+  }
+  std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  json all = json::array();
+  for (json& e : meta) all.push_back(std::move(e));
+  for (json& e : events) all.push_back(std::move(e));
+  return {{"traceEvents", std::move(all)},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"producer", "sluice"},
+            {"world_size", traces.size()},
+            {"shared_clock", shared_clock},
+            {"time_origin_steady_ns", traces.empty() ? 0 : origin},
+            {"ranks", std::move(ranks)}}}};
 }
 
 absl::Status WriteChromeTrace(Env* env, const std::string& path, const RunRecord& run) {

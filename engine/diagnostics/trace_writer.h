@@ -1,7 +1,7 @@
 // Chrome trace-event JSON of a run (--trace FILE): opens in Perfetto (ui.perfetto.dev) and
 // chrome://tracing. docs/bottleneck.md ("Timeline") describes the tracks.
 //
-// Tracks (pid 1, "sluice"):
+// Tracks (pid 1, "sluice"; in a data-parallel run pid R, "rank R", for the run's rank R):
 //   "pipeline thread N"     one per TraceSpan.thread: "X" events read / decompress / preprocess
 //                           with args {frame} (read, decompress) or {batch} (the others)
 //   "pinned buffer wait"    kPinnedWait spans, when the pipeline recorded any
@@ -22,6 +22,7 @@
 #define SLUICE_ENGINE_DIAGNOSTICS_TRACE_WRITER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/env.h"
@@ -51,6 +52,12 @@ nlohmann::json BuildChromeTrace(const RunRecord& run);
 // The share of copy-stream time (kH2D spans) that overlaps a compute span: the copy time hidden
 // behind compute, 0..1; -1 when the run recorded no copy.
 double CopyHiddenShare(const RunRecord& run);
+
+// Data parallel: one trace of every rank's BuildChromeTrace (index = rank, each its own pid),
+// for rank 0 to write. `shared_clock`: the ranks share a steady clock (one host), so each
+// rank's events are shifted by its time origin minus the earliest; else each rank's timeline
+// starts at its own first span. otherData.ranks holds each rank's otherData.
+nlohmann::json MergeRankTraces(const std::vector<nlohmann::json>& traces, bool shared_clock);
 
 // BuildChromeTrace(run) written to `path` atomically.
 absl::Status WriteChromeTrace(Env* env, const std::string& path, const RunRecord& run);

@@ -25,6 +25,7 @@
 #include "common/env.h"
 #include "engine/safetensors.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 
@@ -319,6 +320,58 @@ TEST_F(SluiceTrainMpiTest, ADataErrorOnOneRankEndsEveryRankNamingTheRankAndTheFr
   EXPECT_LT(out.seconds, 30.0);
   EXPECT_NE(out.text.find(shard_name), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("sluice-train: rank "), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainMpiTest, TwoRankReportHasTheExchangeBothRanksAStragglerAndATraceProcessEach) {
+  const std::string json_path = *dir_ + "/dp_report.json", trace_path = *dir_ + "/dp_trace.json";
+  Output out = Shell(Mpirun(2) + Train("dp", absl::StrCat("--epochs=1 --report=true --report-json=",
+                                                          json_path, " --trace=", trace_path)));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  // Rank 0 alone prints the report.
+  size_t reports = 0;
+  for (size_t at = out.text.find("bottleneck report:"); at != std::string::npos;
+       at = out.text.find("bottleneck report:", at + 1)) {
+    ++reports;
+  }
+  EXPECT_EQ(reports, 1u) << out.text;
+  auto text = ReadFileToString(Env::Default(), json_path);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  ASSERT_TRUE(j.contains("exchange")) << *text;
+  const nlohmann::json& x = j["exchange"];
+  EXPECT_EQ(x["world_size"], 2);
+  // 784*128 + 128 + 128*10 + 10 = 101,770 float gradients per step.
+  EXPECT_EQ(x["bytes_per_step"], 4 * 101770);
+  EXPECT_EQ(x["steps"], 125);  // 4000 / 32 global steps
+  EXPECT_TRUE(x["ceiling"]["measured"].get<bool>()) << x["ceiling"].dump();
+  EXPECT_EQ(x["ceiling"]["bytes"], 4 * 101770);
+  EXPECT_EQ(x["hidden_pct"], 0);
+  const int straggler = x["straggler"]["rank"];
+  EXPECT_TRUE(straggler == 0 || straggler == 1);
+  EXPECT_FALSE(x["straggler"]["limiting_stage"].get<std::string>().empty());
+  // The printed report names it (the verdict may be communication-bound on a busy machine).
+  EXPECT_NE(out.text.find(absl::StrCat("straggler  rank ", straggler, " is the straggler: its ")),
+            std::string::npos)
+      << out.text;
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(j["ranks"][r]["rank"], r);
+    EXPECT_GT(j["ranks"][r]["frames_decoded"].get<int64_t>(), 0);
+  }
+  // 40 frames of 100 records, decoded by at least one rank each.
+  EXPECT_GE(x["duplicated_decode_factor"].get<double>(), 1.0);
+
+  auto trace_text = ReadFileToString(Env::Default(), trace_path);
+  ASSERT_TRUE(trace_text.ok()) << trace_text.status();
+  const nlohmann::json trace = nlohmann::json::parse(*trace_text);
+  std::map<int, std::string> processes;
+  std::map<int, int> compute_spans;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"]] = e["args"]["name"];
+    if (e["ph"] == "X" && e["name"] == "compute") ++compute_spans[e["pid"]];
+  }
+  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1"}}));
+  EXPECT_EQ(compute_spans, (std::map<int, int>{{0, 125}, {1, 125}}));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -122,6 +123,59 @@ TEST(TraceWriterTest, DeviceRunHasCopyStreamAndRingCounter) {
   EXPECT_NEAR(trace["otherData"]["copy_hidden_share"].get<double>(), 2.0 / 3.0, 1e-9);
   EXPECT_NEAR(CopyHiddenShare(SyntheticRun(/*cuda=*/true)), 2.0 / 3.0, 1e-9);
   EXPECT_EQ(CopyHiddenShare(SyntheticRun(/*cuda=*/false)), -1);  // no copies
+}
+
+// pid -> the process_name of every event's pid (events of a pid without a name map to "").
+std::map<int, std::string> Processes(const json& trace) {
+  std::map<int, std::string> out;
+  for (const json& e : trace["traceEvents"]) {
+    const int pid = e["pid"];
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      out[pid] = e["args"]["name"];
+    } else if (!out.count(pid)) {
+      out[pid] = "";
+    }
+  }
+  return out;
+}
+
+TEST(TraceWriterTest, ASingleProcessIsPidOneNamedSluice) {
+  EXPECT_EQ(Processes(BuildChromeTrace(SyntheticRun(false))),
+            (std::map<int, std::string>{{1, "sluice"}}));
+}
+
+TEST(TraceWriterTest, TwoRanksAreTwoProcessesOnOneTimeline) {
+  std::vector<json> traces;
+  for (int r = 0; r < 2; ++r) {
+    RunRecord run = SyntheticRun(false);
+    run.rank = r;
+    run.world_size = 2;
+    // Rank 1 started 1 ms after rank 0 on the same steady clock.
+    for (TraceSpan& s : run.trace) s.start_ns += r * 1000 * kUs, s.end_ns += r * 1000 * kUs;
+    for (ComputeSpan& s : run.compute_spans) s.start_ns += r * 1000 * kUs, s.end_ns += r * 1000 * kUs;
+    traces.push_back(BuildChromeTrace(run));
+  }
+  const json merged = json::parse(MergeRankTraces(traces, /*shared_clock=*/true).dump());
+  EXPECT_EQ(Processes(merged), (std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1"}}));
+  EXPECT_EQ(merged["otherData"]["world_size"], 2);
+  // Each rank has its own three compute spans; rank 1's first read is 1 ms after rank 0's.
+  std::map<int, int> compute;
+  std::map<int, double> first_read;
+  for (const json& e : merged["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["name"] == "compute") ++compute[e["pid"]];
+    if (e["name"] == "read" && !first_read.count(e["pid"])) first_read[e["pid"]] = e["ts"];
+  }
+  EXPECT_EQ(compute, (std::map<int, int>{{0, 3}, {1, 3}}));
+  EXPECT_EQ(first_read[0], 0.0);
+  EXPECT_EQ(first_read[1], 1000.0);
+  // Without a shared clock each rank starts at its own first span.
+  const json apart = MergeRankTraces(traces, /*shared_clock=*/false);
+  for (const json& e : apart["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "read" && e["pid"] == 1 && e["args"]["frame"] == 0) {
+      EXPECT_EQ(e["ts"], 0.0);
+    }
+  }
 }
 
 TEST(TraceWriterTest, EmptyRunIsValidMetadataOnly) {
