@@ -487,8 +487,9 @@ TEST_F(SluiceTrainTest, HostMemoryTableAccountsForPeakResidentMemory) {
   std::map<std::string, int64_t> line;
   for (const auto& l : host["lines"]) line[l["name"]] = l["bytes"];
 
-  // A batch buffer: 32 samples of 784 f32 (rounded up to 64 bytes) + 32 int32 labels.
-  const int64_t batch_buffer = (32 * 784 * 4 + 63) / 64 * 64 + 4 * 32;
+  // A batch buffer: 32 samples of 784 f32 (rounded up to 64 bytes) + 32 int32 labels + 32
+  // uint32 record ids.
+  const int64_t batch_buffer = (32 * 784 * 4 + 63) / 64 * 64 + 4 * 32 + 4 * 32;
   EXPECT_EQ(line["train: pinned batch pool"], 64 * batch_buffer);
   EXPECT_EQ(line["test: pinned batch pool"], 64 * batch_buffer);
   // Decoded frames: whole frames of 256 records of 785 bytes, at most frame budget + threads.
