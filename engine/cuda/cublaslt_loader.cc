@@ -24,18 +24,6 @@ struct Library {
   absl::Status status;
 };
 
-// The directory of the libcudart this process uses (the toolkit's lib directory), or "".
-std::string CudartDirectory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return "";
-  }
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
-}
-
 const Library& Loaded() {
   static const Library* library = [] {
     auto* l = new Library;
@@ -43,7 +31,7 @@ const Library& Loaded() {
     l->handle = dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
     if (l->handle == nullptr) {
       const std::string first = dlerror();
-      const std::string dir = CudartDirectory();
+      const std::string dir = CudaRuntimeDirectory();
       if (!dir.empty()) l->handle = dlopen((dir + "/" + kSoname).c_str(), RTLD_NOW | RTLD_LOCAL);
       if (l->handle == nullptr) {
         l->status = absl::UnavailableError(absl::StrCat(
@@ -66,6 +54,18 @@ Fn* Resolve(const char* name) {
 }
 
 }  // namespace
+
+// The directory of the libcudart this process uses (the toolkit's lib directory), or "".
+std::string CudaRuntimeDirectory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
 
 absl::Status LoadCublasLt() {
   const Library& l = Loaded();

@@ -14,6 +14,8 @@
 #ifndef SLUICE_ENGINE_CUDA_CUBLASLT_LOADER_H_
 #define SLUICE_ENGINE_CUDA_CUBLASLT_LOADER_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace sluice::cuda_internal {
@@ -21,6 +23,10 @@ namespace sluice::cuda_internal {
 // dlopens libcublasLt (by soname, as the dynamic linker would find it; then beside the loaded
 // libcudart) and resolves every forwarded function.
 absl::Status LoadCublasLt();
+
+// The directory of the libcudart this process uses (the toolkit's lib directory), or "": where
+// the run-time loaded CUDA libraries (cuBLASLt, NCCL) are looked for after the soname.
+std::string CudaRuntimeDirectory();
 
 // Whether libcublasLt is mapped into this process (by LoadCublasLt or anything else), read from
 // /proc/self/maps: what the test of the lazy loading checks.

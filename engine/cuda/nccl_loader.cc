@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/cublaslt_loader.h"
 
 namespace sluice::cuda_internal {
 namespace {
@@ -12,17 +13,6 @@ namespace {
 #define SLUICE_NCCL_STRINGIFY_INNER(x) #x
 #define SLUICE_NCCL_STRINGIFY(x) SLUICE_NCCL_STRINGIFY_INNER(x)
 constexpr char kSoname[] = "libnccl.so." SLUICE_NCCL_STRINGIFY(NCCL_MAJOR);
-
-std::string CudartDirectory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return "";
-  }
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
-}
 
 template <typename Fn>
 bool Bind(void* handle, const char* name, Fn** fn) {
@@ -35,7 +25,7 @@ absl::StatusOr<const NcclApi*> Load() {
   std::string why;
   if (handle == nullptr) {
     why = dlerror();
-    const std::string dir = CudartDirectory();
+    const std::string dir = CudaRuntimeDirectory();
     if (!dir.empty()) handle = dlopen((dir + "/" + kSoname).c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       return absl::UnavailableError(absl::StrCat(

@@ -14,6 +14,17 @@ namespace {
 
 using json = nlohmann::json;
 
+// A trace's events: the metadata first, then the spans in time order.
+json MetadataThenEventsInTime(std::vector<json> meta, std::vector<json> events) {
+  std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  json all = json::array();
+  for (json& e : meta) all.push_back(std::move(e));
+  for (json& e : events) all.push_back(std::move(e));
+  return all;
+}
+
 // The process of a run's events: pid 1 "sluice" in a single process; pid R "rank R" in a
 // data-parallel run (trace_writer.h).
 int TracePid(const RunRecord& run) { return run.world_size > 1 ? run.rank : 1; }
@@ -156,12 +167,7 @@ json BuildChromeTrace(const RunRecord& run) {
     for (json& e : ThreadName(pid, tid, name, tid)) meta.push_back(std::move(e));
   }
 
-  std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
-    return a["ts"].get<double>() < b["ts"].get<double>();
-  });
-  json all = json::array();
-  for (json& e : meta) all.push_back(std::move(e));
-  for (json& e : events) all.push_back(std::move(e));
+  json all = MetadataThenEventsInTime(std::move(meta), std::move(events));
   return {{"traceEvents", std::move(all)},
           {"displayTimeUnit", "ms"},
           {"otherData",
@@ -193,12 +199,7 @@ json MergeRankTraces(const std::vector<json>& traces, bool shared_clock) {
     }
     ranks.push_back(t["otherData"]);
   }
-  std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
-    return a["ts"].get<double>() < b["ts"].get<double>();
-  });
-  json all = json::array();
-  for (json& e : meta) all.push_back(std::move(e));
-  for (json& e : events) all.push_back(std::move(e));
+  json all = MetadataThenEventsInTime(std::move(meta), std::move(events));
   return {{"traceEvents", std::move(all)},
           {"displayTimeUnit", "ms"},
           {"otherData",

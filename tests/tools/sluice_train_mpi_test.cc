@@ -25,6 +25,7 @@
 #include "common/env.h"
 #include "engine/safetensors.h"
 #include "gtest/gtest.h"
+#include "tests/tools/learnable_records.h"
 #include "nlohmann/json.hpp"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
@@ -55,24 +56,8 @@ std::string Mpirun(int ranks) {
   return absl::StrCat(SLUICE_MPIRUN, " -np ", ranks, " ");
 }
 
-// A learnable synthetic 28x28 split: class c lights up row band c.
 RecordArrays MakeRecords(uint64_t count, uint64_t seed) {
-  RecordArrays r;
-  r.spec = {SampleDType::kU8, LabelDType::kU8, 28, 28, 1};
-  r.count = count;
-  r.samples.resize(count * 784);
-  r.labels.resize(count);
-  std::mt19937_64 rng(seed);
-  for (uint64_t i = 0; i < count; ++i) {
-    const int label = static_cast<int>(rng() % 10);
-    r.labels[i] = static_cast<char>(label);
-    for (int p = 0; p < 784; ++p) {
-      const int row = p / 28;
-      const bool lit = row >= label * 2 + 4 && row < label * 2 + 7;
-      r.samples[i * 784 + p] = static_cast<char>(lit ? 128 + rng() % 128 : rng() % 60);
-    }
-  }
-  return r;
+  return testing::MakeLearnableRecords(count, seed, 60);
 }
 
 // "epoch step" -> the record ids trained at that step (sorted), from --record-order files.
