@@ -663,16 +663,29 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
       }
     }
   };
+  // The limit applies to the job: in a data-parallel run the counts are summed over the ranks
+  // (every rank calls this at the same points), so the verdict does not depend on which rank a
+  // corrupt frame's samples fell to.
   auto check_corrupt = [&]() -> absl::Status {
+    int64_t counts[4] = {0, 0, static_cast<int64_t>(result.run.test_skipped_records),
+                         static_cast<int64_t>(test_delivered)};
+    std::vector<std::string> train_messages;
     if (train_source.pipeline() != nullptr) {
       const PipelineStats ps = train_source.pipeline()->Stats();
-      RETURN_IF_ERROR(CheckCorruptFraction("train", result.train_manifest, ps.skipped_records,
-                                           ps.samples_delivered, ps.corrupt_frames,
-                                           options.max_corrupt_fraction));
+      counts[0] = static_cast<int64_t>(ps.skipped_records);
+      counts[1] = static_cast<int64_t>(ps.samples_delivered);
+      train_messages = ps.corrupt_frames;
     }
-    return CheckCorruptFraction("test", result.test_manifest, result.run.test_skipped_records,
-                                test_delivered, result.run.test_corrupt_frames,
-                                options.max_corrupt_fraction);
+    std::vector<std::string> test_messages = result.run.test_corrupt_frames;
+    if (Distributed(options)) {
+      RETURN_IF_ERROR(options.comm->AllReduceSum(counts, 4));
+      if (train_messages.empty()) train_messages.push_back("(on another rank)");
+      if (test_messages.empty()) test_messages.push_back("(on another rank)");
+    }
+    RETURN_IF_ERROR(CheckCorruptFraction("train", result.train_manifest, counts[0], counts[1],
+                                         train_messages, options.max_corrupt_fraction));
+    return CheckCorruptFraction("test", result.test_manifest, counts[2], counts[3],
+                                test_messages, options.max_corrupt_fraction);
   };
   trainer_options.check = check_corrupt;
   trainer_options.comm = options.comm;

@@ -209,6 +209,43 @@ TEST_F(SluiceTrainMpiTest, ACheckpointOfTwoRanksResumesOnOneAndContinuesTheSameS
             1e-4);
 }
 
+TEST_F(SluiceTrainMpiTest, AnEmptyLastSliceAndSkippedFramesNeverHangTheOtherRank) {
+  // 4000 records in global batches of 1333: the last one holds 1 sample, so rank 1's share of
+  // it is empty; it still joins the step's exchange.
+  Output one = Shell(Train("uneven1", "--batch-size=1333 --epochs=2"));
+  ASSERT_EQ(one.exit_code, 0) << one.text;
+  Output two = Shell(Mpirun(2) + Train("uneven2", "--batch-size=1333 --epochs=2"));
+  ASSERT_EQ(two.exit_code, 0) << two.text;
+  const auto order1 = ReadOrder({*dir_ + "/uneven1.order"});
+  const auto rank1 = ReadOrder({*dir_ + "/uneven2.order.rank1"});
+  ASSERT_EQ(order1.size(), 8u);
+  EXPECT_EQ(order1, ReadOrder({*dir_ + "/uneven2.order.rank0", *dir_ + "/uneven2.order.rank1"}));
+  ASSERT_EQ(rank1.size(), 8u);  // every step, the empty ones included
+  EXPECT_TRUE(rank1.at({0, 3}).empty());
+  EXPECT_TRUE(rank1.at({1, 3}).empty());
+  EXPECT_LT(MaxRelativeDifference(ReadWeights(*dir_ + "/uneven1.safetensors"),
+                                  ReadWeights(*dir_ + "/uneven2.safetensors")),
+            1e-4);
+
+  // A corrupt frame skipped by the rank that owns its samples: the steps that lost samples are
+  // averaged over the samples left, and both ranks finish.
+  const std::string data = *dir_ + "/skip";
+  ASSERT_EQ(Shell(absl::StrCat("cp -r ", *dir_, "/data ", data)).exit_code, 0);
+  const std::string shard =
+      data + "/" + Dataset::Open(Env::Default(), data).value()->manifest().shards[1].file;
+  auto bytes = ReadFileToString(Env::Default(), shard);
+  ASSERT_TRUE(bytes.ok());
+  std::string damaged = *bytes;
+  damaged[200] ^= 0x40;  // inside frame 0's stored bytes
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), shard, damaged).ok());
+  Output skipped = Shell(absl::StrCat(Mpirun(2), SLUICE_TRAIN_BIN, " --data=", data,
+                                      " --device=cpu --quiet --epochs=1 --report=false "
+                                      "--on-corrupt=skip --max-corrupt-fraction=0.05"));
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.text;
+  EXPECT_LT(skipped.seconds, 60.0);
+  EXPECT_NE(skipped.text.find("final test accuracy"), std::string::npos) << skipped.text;
+}
+
 TEST_F(SluiceTrainMpiTest, RanksStartedWithDifferentFlagsAreRefusedAtStart) {
   Output out = Shell(absl::StrCat(SLUICE_MPIRUN, " -np 1 ", Train("m0", "--lr=0.05"), " : -np 1 ",
                                   Train("m1", "--lr=0.02")));
