@@ -43,10 +43,12 @@ const char* Get(const char* name) {
 
 std::string DetectLauncher() {
   if (Get("OMPI_COMM_WORLD_SIZE") != nullptr) return "mpirun";
-  // Slurm: srun starts SLURM_NTASKS tasks; its PMI/PMIx plugin lets MPI_Init find the others.
+  // Slurm: srun starts a job step of SLURM_STEP_NUM_TASKS tasks; its PMI/PMIx plugin lets
+  // MPI_Init find the others. (SLURM_NTASKS alone is also set in a batch script, which is one
+  // process however many tasks the allocation has.)
   int ntasks = 0;
-  if (const char* n = Get("SLURM_NTASKS"); n != nullptr && Get("SLURM_PROCID") != nullptr &&
-                                           absl::SimpleAtoi(n, &ntasks) && ntasks > 1) {
+  if (const char* n = Get("SLURM_STEP_NUM_TASKS"); n != nullptr && Get("SLURM_PROCID") != nullptr &&
+                                                   absl::SimpleAtoi(n, &ntasks) && ntasks > 1) {
     return "srun";
   }
   if (Get("PMIX_RANK") != nullptr || Get("PMI_RANK") != nullptr) return "mpirun";

@@ -4,9 +4,9 @@
 //
 // A process started without an MPI launcher is a world of one (rank 0 of 1): every collective
 // is then a no-op, and nothing of MPI is initialized. A process started by `mpirun` (Open MPI:
-// OMPI_COMM_WORLD_SIZE) or `srun` (Slurm's PMI/PMIx: SLURM_NTASKS with PMI_RANK/PMIX_RANK) is
-// a rank of the MPI world. Each collective must be called by every rank of the communicator in
-// the same order.
+// OMPI_COMM_WORLD_SIZE) or by `srun` (SLURM_STEP_NUM_TASKS > 1, set for its job step; a batch
+// script is one process however many tasks its allocation has) is a rank of the MPI world.
+// Each collective must be called by every rank of the communicator in the same order.
 //
 // Errors: kUnavailable when the environment names an MPI launch but sluice was built without
 // MPI, or MPI_Init fails; kInternal naming the MPI call and its error string when a collective

@@ -164,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitMpiWorld(int* argc, char*** ar
   int rank = 0, size = 0;
   SLUICE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   SLUICE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  if (const char* n = std::getenv("SLURM_NTASKS"); launcher == "srun" && n != nullptr &&
+  if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS"); launcher == "srun" && n != nullptr &&
                                                    std::atoi(n) != size) {
     MPI_Finalize();
     return absl::UnavailableError(absl::StrCat(

@@ -54,17 +54,20 @@ TEST(SingleProcessCommunicatorTest, IsAWorldOfOneWhoseCollectivesKeepTheData) {
 }
 
 TEST(DetectLauncherTest, NamesMpirunAndSrunFromTheirEnvironment) {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "SLURM_PROCID", "PMIX_RANK",
-                        "PMI_RANK"}) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS",
+                        "SLURM_PROCID", "PMIX_RANK", "PMI_RANK"}) {
     ::unsetenv(v);
   }
   EXPECT_EQ(DetectLauncher(), "");
-  ::setenv("SLURM_NTASKS", "1", 1);
+  ::setenv("SLURM_NTASKS", "4", 1);  // a batch script of a 4-task allocation: one process
   ::setenv("SLURM_PROCID", "0", 1);
-  EXPECT_EQ(DetectLauncher(), "");  // a one-task Slurm step is a single process
-  ::setenv("SLURM_NTASKS", "4", 1);
+  EXPECT_EQ(DetectLauncher(), "");
+  ::setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+  EXPECT_EQ(DetectLauncher(), "");  // a one-task srun step is a single process
+  ::setenv("SLURM_STEP_NUM_TASKS", "4", 1);
   EXPECT_EQ(DetectLauncher(), "srun");
   ::unsetenv("SLURM_NTASKS");
+  ::unsetenv("SLURM_STEP_NUM_TASKS");
   ::unsetenv("SLURM_PROCID");
   ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
   EXPECT_EQ(DetectLauncher(), "mpirun");
