@@ -205,6 +205,40 @@ TEST(Pipeline, AskingForMoreThanPoolSizeLeasesFails) {
   EXPECT_TRUE(*(*p)->Next(&c));
 }
 
+TEST(Pipeline, NextForInSlicesDeliversExactlyWhatNextDelivers) {
+  TestDataset data(500, 200, 16);
+  PipelineOptions o = SmallOptions();
+  o.span.epochs = 2;
+  auto expected = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok());
+  std::vector<Batch> got;
+  BatchLease lease;
+  while (true) {
+    // A 1 us slice times out often; every timeout must consume nothing.
+    absl::StatusOr<bool> next = (*p)->NextFor(&lease, absl::Microseconds(1));
+    if (absl::IsDeadlineExceeded(next.status())) continue;
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!*next) break;
+    got.push_back(ToBatch(lease.view()));
+  }
+  EXPECT_EQ(got, *expected);
+}
+
+TEST(Pipeline, NextForSeesCancelFromAnotherThread) {
+  TestDataset data(2000, 500, 16);
+  PipelineOptions o = SmallOptions();
+  o.resources.pool_size = 2;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok());
+  BatchLease a, b, c;
+  ASSERT_TRUE(*(*p)->Next(&a));
+  ASSERT_TRUE(*(*p)->Next(&b));
+  (*p)->Cancel();
+  EXPECT_EQ((*p)->NextFor(&c, absl::Seconds(60)).status().code(), absl::StatusCode::kCancelled);
+}
+
 TEST(Pipeline, CancelMidEpochHangsNothingAndLeaksNothing) {
   TestDataset data(2000, 500, 16);
   for (int round = 0; round < 5; ++round) {
