@@ -334,8 +334,8 @@ def test_ctrl_c_during_iteration_stops_cleanly(fashion):
 def test_cuda_batches_are_ordered_with_the_current_stream(fashion):
     count = sluice._sluice.cuda_device_count()
     if count == 0 or not torch.cuda.is_available():
-        pytest.skip("no CUDA device: %s" % (sluice._sluice.cuda_device_status(0) or
-                                           "torch.cuda.is_available() is False"))
+        why = sluice._sluice.cuda_device_status(0) or "torch.cuda.is_available() is False"
+        pytest.skip(why if why.startswith("no CUDA device") else "no CUDA device: " + why)
     images, labels = fashion["test"]
     ref = reference_batches(images, labels, 100)
     loader = sluice.Loader(fashion["dir"] + "/test.manifest.json", batch_size=100,

@@ -226,17 +226,21 @@ TEST(Pipeline, NextForInSlicesDeliversExactlyWhatNextDelivers) {
   EXPECT_EQ(got, *expected);
 }
 
-TEST(Pipeline, NextForSeesCancelFromAnotherThread) {
-  TestDataset data(2000, 500, 16);
+TEST(Pipeline, NextForWaitingSeesCancelFromAnotherThread) {
+  TestDataset data(64, 64, 16);
   PipelineOptions o = SmallOptions();
-  o.resources.pool_size = 2;
+  // Reading a frame takes 1 s: the first NextFor is still waiting when the cancel comes.
+  o.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)] = 1'000'000;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok());
-  BatchLease a, b, c;
-  ASSERT_TRUE(*(*p)->Next(&a));
-  ASSERT_TRUE(*(*p)->Next(&b));
-  (*p)->Cancel();
-  EXPECT_EQ((*p)->NextFor(&c, absl::Seconds(60)).status().code(), absl::StatusCode::kCancelled);
+  std::thread canceller([&p] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*p)->Cancel();
+  });
+  BatchLease lease;
+  EXPECT_EQ((*p)->NextFor(&lease, absl::Seconds(60)).status().code(),
+            absl::StatusCode::kCancelled);
+  canceller.join();
 }
 
 TEST(Pipeline, CancelMidEpochHangsNothingAndLeaksNothing) {
