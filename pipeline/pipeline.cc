@@ -64,6 +64,10 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const Dataset* datase
 Pipeline::~Pipeline() { core_->Shutdown(); }
 
 absl::StatusOr<bool> Pipeline::Next(BatchLease* lease) { return core_->Next(lease); }
+
+absl::StatusOr<bool> Pipeline::NextFor(BatchLease* lease, absl::Duration timeout) {
+  return core_->Next(lease, std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout));
+}
 void Pipeline::Cancel() { core_->Cancel(); }
 PipelineStats Pipeline::Stats() const { return core_->Stats(); }
 std::vector<TraceSpan> Pipeline::Trace() const { return core_->Trace(); }

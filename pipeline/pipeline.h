@@ -39,7 +39,7 @@
 // the copy stream or events cannot be created. Next returns kDataLoss naming file, frame and
 // byte offset for a corrupt frame (on_corrupt = kFail), kFailedPrecondition when the consumer
 // already holds every buffer, kCancelled after Cancel(), the Env's I/O errors, and a device
-// error from the upload.
+// error from the upload; NextFor also kDeadlineExceeded when its timeout passed.
 // Thread safety: Next() is called by one consumer thread; Cancel() and Stats() from any
 // thread. Leases may be released from any thread. While it lives, the pipeline holds a
 // process-wide tbb::global_control raising TBB's worker limit (resources.raise_tbb_worker_limit).
@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "device/device.h"
 #include "pipeline/batch.h"
 #include "pipeline/stage_stats.h"
@@ -200,6 +201,11 @@ class Pipeline {
   // `*lease` is released first); false: the run is over. A consumer holding pool_size leases
   // and asking for another gets kFailedPrecondition (it would wait forever).
   absl::StatusOr<bool> Next(BatchLease* lease);
+  // Next() that waits at most `timeout`: kDeadlineExceeded when no batch, end or error came
+  // by then (nothing is consumed; `*lease` was released; call again). Lets a consumer that
+  // must react to something else while it waits (a Python interpreter checking for Ctrl-C)
+  // wait in slices.
+  absl::StatusOr<bool> NextFor(BatchLease* lease, absl::Duration timeout);
 
   // Stops the run: in-flight work drains, Next() returns kCancelled. Idempotent.
   void Cancel();

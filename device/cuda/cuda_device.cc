@@ -120,8 +120,10 @@ class CudaEvent final : public Event {
 
 class CudaStream final : public Stream {
  public:
-  CudaStream(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  CudaStream(int device, cudaStream_t stream, bool owned = true)
+      : device_(device), stream_(stream), owned_(owned) {}
   ~CudaStream() override {
+    if (!owned_) return;  // a borrowed stream: its owner synchronizes and destroys it
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -171,6 +173,7 @@ class CudaStream final : public Stream {
  private:
   int device_;
   cudaStream_t stream_;
+  bool owned_;
 };
 
 class CudaDevice final : public Device {
@@ -248,6 +251,10 @@ class CudaDevice final : public Device {
 cudaStream_t NativeCudaStream(Stream* stream) {
   auto* s = dynamic_cast<CudaStream*>(stream);
   return s == nullptr ? nullptr : s->native();
+}
+
+std::unique_ptr<Stream> BorrowCudaStream(int ordinal, cudaStream_t stream) {
+  return std::make_unique<CudaStream>(ordinal, stream, /*owned=*/false);
 }
 
 cudaEvent_t NativeCudaEvent(Event* event) {

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
+
 #include "device/device.h"
 
 namespace sluice::device {
@@ -15,6 +17,11 @@ namespace sluice::device {
 // `event` must come from a CUDA Device (checked: a null handle for any other platform).
 cudaStream_t NativeCudaStream(Stream* stream);
 cudaEvent_t NativeCudaEvent(Event* event);
+
+// A Stream of CUDA device `ordinal` over a stream someone else owns (e.g. PyTorch's current
+// stream), so that device-layer code can order work with it (Wait, Record). The wrapper does
+// not synchronize or destroy `stream`; `stream` must outlive it.
+std::unique_ptr<Stream> BorrowCudaStream(int ordinal, cudaStream_t stream);
 
 }  // namespace sluice::device
 

@@ -44,7 +44,9 @@ void DeliveryQueue::AddCorruptMessage(absl::string_view message) {
   }
 }
 
-absl::StatusOr<bool> DeliveryQueue::Pop(size_t max_leased, BatchMsg* out, Wait* wait) {
+absl::StatusOr<bool> DeliveryQueue::Pop(
+    size_t max_leased, BatchMsg* out, Wait* wait,
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
   std::unique_lock<std::mutex> l(mu_);
   if (leased_.size() >= max_leased) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -60,8 +62,18 @@ absl::StatusOr<bool> DeliveryQueue::Pop(size_t max_leased, BatchMsg* out, Wait* 
   }
   if (!ReadyLocked()) {
     ++consumer_waiting_;
-    cv_.wait(l, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadyLocked(); });
+    auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadyLocked(); };
+    bool ok = true;
+    if (deadline.has_value()) {
+      ok = cv_.wait_until(l, *deadline, ready);
+    } else {
+      cv_.wait(l, ready);
+    }
     --consumer_waiting_;
+    if (!ok) {
+      if (wait != nullptr) *wait = Wait{start, NowNs()};
+      return absl::DeadlineExceededError("no batch yet; ask again");
+    }
   }
   if (wait != nullptr) *wait = Wait{start, NowNs()};
   if (!status_.ok()) return status_;

@@ -14,6 +14,7 @@
 #ifndef SLUICE_PIPELINE_INTERNAL_DELIVERY_QUEUE_H_
 #define SLUICE_PIPELINE_INTERNAL_DELIVERY_QUEUE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,8 +68,11 @@ class DeliveryQueue {
   // Consumer side. Waits for the next batch, the end, an error or cancellation. On true the
   // batch is moved to `out` and its payload is leased until TakeLease(out->id); false: the
   // stream ended. `wait` (if not null) gets when the wait began and ended (not set when the
-  // consumer holds too many leases).
-  absl::StatusOr<bool> Pop(size_t max_leased, BatchMsg* out, Wait* wait);
+  // consumer holds too many leases). With a `deadline` (steady clock), returns
+  // kDeadlineExceeded when nothing came by then; nothing is consumed and Pop() may be called
+  // again.
+  absl::StatusOr<bool> Pop(size_t max_leased, BatchMsg* out, Wait* wait,
+                           std::optional<std::chrono::steady_clock::time_point> deadline = {});
   // Ends the lease of batch `id`: returns its payload, or null if it is not leased.
   std::shared_ptr<BatchPayload> TakeLease(uint64_t id);
 

@@ -571,12 +571,13 @@ void PipelineCore::Deliver(const BatchMsg& m) {
   if (!empty) recorders_[Stage::kDelivery].NoteQueue(static_cast<int64_t>(queued));
 }
 
-absl::StatusOr<bool> PipelineCore::Next(BatchLease* lease) {
+absl::StatusOr<bool> PipelineCore::Next(
+    BatchLease* lease, std::optional<std::chrono::steady_clock::time_point> deadline) {
   lease->Release();
   const uint32_t limit = uploader_ ? opt_.resources.device_ring_depth : opt_.resources.pool_size;
   BatchMsg m;
   DeliveryQueue::Wait wait;
-  absl::StatusOr<bool> got = delivery_.Pop(limit, &m, &wait);
+  absl::StatusOr<bool> got = delivery_.Pop(limit, &m, &wait, deadline);
   if (wait.end_ns != 0) recorders_[Stage::kDelivery].AddWaitInput(wait.end_ns - wait.start_ns);
   if (!got.ok() || !*got) return got;
   const int64_t now = wait.end_ns;

@@ -14,6 +14,7 @@
 #define SLUICE_PIPELINE_INTERNAL_PIPELINE_CORE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,7 +45,8 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   ~PipelineCore();
 
   absl::Status Init();  // plans, what-if caches, pool, graph; starts reading
-  absl::StatusOr<bool> Next(BatchLease* lease);
+  absl::StatusOr<bool> Next(BatchLease* lease,
+                            std::optional<std::chrono::steady_clock::time_point> deadline = {});
   void Cancel();
   void Shutdown();
   void ReleaseLease(uint64_t id, device::Stream* stream, int64_t handed_out_ns);

@@ -55,6 +55,33 @@ TEST(DeliveryQueue, SkippedLastBatchStillEndsTheStream) {
   EXPECT_EQ(q.Pop(8, &m, nullptr).value(), false);
 }
 
+TEST(DeliveryQueue, PastDeadlineIsDeadlineExceededAndConsumesNothing) {
+  DeliveryQueue q;
+  BatchMsg m;
+  DeliveryQueue::Wait wait;
+  const auto past = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(q.Pop(8, &m, &wait, past).status()));
+  EXPECT_GE(wait.end_ns, wait.start_ns) << "the wait is still measured";
+  q.Push(Batch(0, 3, /*is_last=*/true), true);
+  // Ready work is handed out even when the deadline has passed.
+  ASSERT_EQ(q.Pop(8, &m, nullptr, past).value(), true);
+  EXPECT_EQ(m.id, 0u);
+  EXPECT_EQ(q.Pop(8, &m, nullptr, past).value(), false);
+  EXPECT_EQ(q.counters().batches_delivered, 1u);
+}
+
+TEST(DeliveryQueue, PushWakesAConsumerWaitingWithADeadline) {
+  DeliveryQueue q;
+  BatchMsg m;
+  auto f = std::async(std::launch::async, [&q, &m] {
+    return q.Pop(8, &m, nullptr, std::chrono::steady_clock::now() + std::chrono::hours(1));
+  });
+  ASSERT_EQ(f.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  q.Push(Batch(5), true);
+  ASSERT_EQ(f.get().value(), true);
+  EXPECT_EQ(m.id, 5u);
+}
+
 TEST(DeliveryQueue, PushWakesASleepingConsumer) {
   DeliveryQueue q;
   BatchMsg m;

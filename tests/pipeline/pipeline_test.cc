@@ -205,6 +205,44 @@ TEST(Pipeline, AskingForMoreThanPoolSizeLeasesFails) {
   EXPECT_TRUE(*(*p)->Next(&c));
 }
 
+TEST(Pipeline, NextForInSlicesDeliversExactlyWhatNextDelivers) {
+  TestDataset data(500, 200, 16);
+  PipelineOptions o = SmallOptions();
+  o.span.epochs = 2;
+  auto expected = RunAll(data.dataset.get(), o);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok());
+  std::vector<Batch> got;
+  BatchLease lease;
+  while (true) {
+    // A 1 us slice times out often; every timeout must consume nothing.
+    absl::StatusOr<bool> next = (*p)->NextFor(&lease, absl::Microseconds(1));
+    if (absl::IsDeadlineExceeded(next.status())) continue;
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!*next) break;
+    got.push_back(ToBatch(lease.view()));
+  }
+  EXPECT_EQ(got, *expected);
+}
+
+TEST(Pipeline, NextForWaitingSeesCancelFromAnotherThread) {
+  TestDataset data(64, 64, 16);
+  PipelineOptions o = SmallOptions();
+  // Reading a frame takes 1 s: the first NextFor is still waiting when the cancel comes.
+  o.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)] = 1'000'000;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok());
+  std::thread canceller([&p] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*p)->Cancel();
+  });
+  BatchLease lease;
+  EXPECT_EQ((*p)->NextFor(&lease, absl::Seconds(60)).status().code(),
+            absl::StatusCode::kCancelled);
+  canceller.join();
+}
+
 TEST(Pipeline, CancelMidEpochHangsNothingAndLeaksNothing) {
   TestDataset data(2000, 500, 16);
   for (int round = 0; round < 5; ++round) {
