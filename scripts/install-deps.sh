@@ -25,7 +25,7 @@ PACKAGES=(
   # PyTorch side-by-side comparisons (bench/) and the safetensors interop test
   python3 python3-numpy python3-torch python3-torchvision
   # the Python package `sluice` (python/, docs/python.md)
-  pybind11-dev python3-pybind11  # the extension module _sluice (pybind11 2.10)
+  pybind11-dev python3-pybind11 python3-dev  # the extension module _sluice (pybind11 2.10, Python headers)
   libdlpack-dev                  # dlpack/dlpack.h: batches cross to PyTorch as DLPack tensors
   python3-pytest                 # python/tests, run by ctest (README's test command)
   python3-pip python3-setuptools python3-wheel  # `pip install .` offline (setup.py drives CMake)
