@@ -67,11 +67,11 @@ class BottleneckValidationTest : public ::testing::Test {
     }
     // The prediction is checked against a wall-clock measurement on a shared 2-core machine:
     // another process taking a core for part of the run makes one run miss by more than the
-    // tolerance. A second run is allowed; a wrong model misses in both.
+    // tolerance. Three runs are allowed; a wrong model misses in all.
     absl::StatusOr<TrainJobResult> result;
     BottleneckReport report;
     double measured = 0;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
       result = RunTrainJob(Env::Default(), o);
       ASSERT_TRUE(result.ok()) << result.status();
       report = AnalyzeRun(result->run, nullptr, 2);
