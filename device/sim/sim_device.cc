@@ -146,9 +146,10 @@ class SimStream final : public Stream {
     Enqueue([dst, src, bytes, o] {
       const int64_t start = SteadyNs();
       const double link_ns = o.link_bytes_per_s > 0 ? bytes * 1e9 / o.link_bytes_per_s : 0;
-      if (o.poison) std::memset(dst, 0xFF, bytes);
+      // An empty copy (a data-parallel rank's empty slice) may pass null pointers.
+      if (o.poison && bytes > 0) std::memset(dst, 0xFF, bytes);
       SleepUntilNs(start + o.link_latency_ns + static_cast<int64_t>(link_ns));
-      std::memcpy(dst, src, bytes);
+      if (bytes > 0) std::memcpy(dst, src, bytes);
     });
     return absl::OkStatus();
   }
