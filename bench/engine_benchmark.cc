@@ -1,12 +1,15 @@
 // Engine benchmarks: one CPU training step of the reference model (784-128-10, SGD lr 0.01) on
-// u8 batches, items/s = samples/s. Inputs are synthetic 28x28 images with about half of the
-// pixels zero, like Fashion-MNIST (49.5% nonzero), since the CPU backend's first layer skips
-// zero pixels; BM_CpuTrainStep_Dense uses inputs with no zeros (the sgemm path).
+// u8 batches, items/s = samples/s, with the batch split across `threads` threads
+// (BackendOptions::threads). Inputs are synthetic 28x28 images with about half of the pixels
+// zero, like Fashion-MNIST (49.5% nonzero), since the CPU backend's first layer skips zero
+// pixels; BM_CpuTrainStep_Dense uses inputs with no zeros (the sgemm path). BM_CpuTrainStep_Wide
+// is 784-4096-4096-10 at batch 1024 (GEMM-bound: how the split scales with cores).
 //   ./build/bench/engine_benchmark --benchmark_filter=CpuTrainStep
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -27,10 +30,12 @@ std::vector<uint8_t> MakeImages(double nonzero_fraction, uint64_t seed) {
   return images;
 }
 
-void RunTrainStep(benchmark::State& state, double nonzero_fraction) {
+void RunTrainStep(benchmark::State& state, double nonzero_fraction,
+                  std::vector<int> layers = ModelConfig{}.layers) {
   const int batch = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
   ModelConfig model;
+  model.layers = std::move(layers);
   OptimizerConfig opt;
   BackendOptions options;
   options.max_batch = batch;
@@ -64,19 +69,32 @@ void RunTrainStep(benchmark::State& state, double nonzero_fraction) {
 
 void BM_CpuTrainStep_FashionLike(benchmark::State& state) { RunTrainStep(state, 0.495); }
 void BM_CpuTrainStep_Dense(benchmark::State& state) { RunTrainStep(state, 1.0); }
+void BM_CpuTrainStep_Wide(benchmark::State& state) {
+  RunTrainStep(state, 0.495, {784, 4096, 4096, 10});
+}
 
 BENCHMARK(BM_CpuTrainStep_FashionLike)
-    ->ArgNames({"batch", "blas_threads"})
+    ->ArgNames({"batch", "threads"})
     ->Args({32, 1})
     ->Args({32, 2})
     ->Args({256, 1})
-    ->Args({256, 2});
+    ->Args({256, 2})
+    ->UseRealTime();
 BENCHMARK(BM_CpuTrainStep_Dense)
-    ->ArgNames({"batch", "blas_threads"})
+    ->ArgNames({"batch", "threads"})
     ->Args({32, 1})
     ->Args({32, 2})
     ->Args({256, 1})
-    ->Args({256, 2});
+    ->Args({256, 2})
+    ->UseRealTime();
+// About a second per step on one core: a few steps are enough.
+BENCHMARK(BM_CpuTrainStep_Wide)
+    ->ArgNames({"batch", "threads"})
+    ->Args({1024, 1})
+    ->Args({1024, 2})
+    ->Iterations(4)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sluice

@@ -34,7 +34,9 @@ struct BackendOptions {
   int max_batch = 32;        // largest batch TrainStep/Evaluate will see
   Normalization normalization;  // applied to u8 batches by the backend
   Precision precision = Precision::kF32;
-  int threads = 0;           // CPU backend: BLAS/TBB threads (0: all cores)
+  // CPU and sim backends: the threads each batch is split across (cpu_backend.cc); 0: all
+  // usable cores. sluice-train's default leaves the pipeline its share (engine/job).
+  int threads = 0;
   int device_ordinal = 0;    // CUDA and sim backends
   bool cuda_graph = false;   // CUDA backend: capture the step into a CUDA Graph
   // Sim backend (--device sim): the simulated device's link, and the modelled compute time of
@@ -77,6 +79,9 @@ class Backend {
   // "cpu (OpenBLAS, 2 threads)" or "cuda:0 (NVIDIA H200, sm_90)".
   virtual std::string name() const = 0;
   virtual bool is_cuda() const = 0;
+  // Host threads that compute each step (the CPU backend's team; 1 for device backends, whose
+  // host thread only enqueues).
+  virtual int compute_threads() const { return 1; }
 
   // One optimizer step on `batch` with learning rate `lr`. A host batch (on_device false) may
   // be reused or freed as soon as TrainStep returns (the CPU backend is done with it; a device

@@ -99,8 +99,9 @@ ABSL_FLAG(int64_t, decompress_threads, 0, "Decompress concurrency (0: --threads;
           "hardware threads)");
 ABSL_FLAG(int64_t, preprocess_threads, 0, "Preprocess concurrency (0: --threads; at most 4 x "
           "hardware threads)");
-ABSL_FLAG(int64_t, compute_threads, 0, "CPU backend BLAS threads (0: automatic; at most 4 x "
-          "hardware threads)");
+ABSL_FLAG(int64_t, compute_threads, 0,
+          "CPU backend: threads each batch is split across (0: the cores the pipeline does not "
+          "need, engine/job/train_job.h; at most 4 x hardware threads)");
 ABSL_FLAG(int64_t, pool_size, 0, "Pinned batch buffers (0: enough for 4096 samples, 4..256; "
           "at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");

@@ -1,6 +1,16 @@
 // The CPU backend: the "device" is host memory, matrix products are OpenBLAS sgemm, and the
 // first layer skips the zero pixels of the input with AVX-512 sparse kernels when the batch is
 // sparse enough (see internal/cpu_kernels.h for why that pays).
+//
+// Threads: the batch is split across a WorkerTeam of T threads (internal/worker_team.h). Slice
+// t gets a fixed run of rows that depends only on (batch size, T): the first B % T slices get
+// B / T + 1 rows, the others B / T. Each slice runs forward, loss and backward on its rows with
+// single-threaded sgemm and sparse kernels, into its own gradient buffers (slice 0 into
+// grads_). After a barrier, thread t sums every slice's gradients over a fixed range of the
+// elements, always in slice order (g0 + g1 + ... + g{T-1}), and, outside data-parallel runs,
+// applies the optimizer to that range. So the result is bitwise the same for a given T, and
+// T = 1 is exactly the single-threaded step. A data-parallel run exchanges the summed grads_
+// between the sum and the optimizer, as before.
 #include <cblas.h>
 
 #include <algorithm>
@@ -17,7 +27,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/internal/cpu_kernels.h"
 #include "engine/cpu/internal/host_buffer.h"
-#include "tbb/task_arena.h"
+#include "engine/cpu/internal/worker_team.h"
 
 namespace sluice {
 namespace {
@@ -26,9 +36,9 @@ using cpu_internal::HostBuffer;
 
 // Above this density of nonzero inputs the dense sgemm is as fast as the sparse kernels.
 constexpr double kMaxSparseDensity = 0.75;
-// Models below this many parameters run on one thread by default: the other core feeds the
-// pipeline, and two thread pools on two cores fight (the brief's PyTorch measurement).
-constexpr int64_t kSmallModelParameters = 4'000'000;
+
+// The first row of slice t of a batch of B rows split T ways, for t in [0, T].
+int SliceBegin(int B, int T, int t) { return t * (B / T) + std::min(t, B % T); }
 
 class CpuBackend final : public Backend {
  public:
@@ -54,50 +64,88 @@ class CpuBackend final : public Backend {
     }
     const int in0 = model_.layers[0];
     input_ = HostBuffer<float>(&ledger_, MemoryTag::kInputBatches, int64_t{max_batch} * in0);
-    if (cpu_internal::SparseKernelsAvailable()) {
-      const int64_t cells = int64_t{max_batch} * in0;
-      row_index_ = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, cells + 16);
-      row_value_ = HostBuffer<float>(&ledger_, MemoryTag::kWorkspace, cells + 16);
-      row_nnz_ = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, max_batch);
-      col_row_ = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, cells);
-      col_value_ = HostBuffer<float>(&ledger_, MemoryTag::kWorkspace, cells);
-      col_nnz_ = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, in0);
-      sparse_ = cpu_internal::SparseInput{row_index_.data(), row_value_.data(), row_nnz_.data(),
-                                          col_row_.data(),   col_value_.data(), col_nnz_.data(),
-                                          max_batch,         in0};
+    // Activations are shared (slice t uses its own rows of outputs_ and output_grads_); the
+    // sparse-input lists and, past slice 0, the gradients are per slice (workspace: the
+    // formula's gradients are grads_, which holds the sum).
+    const int slice_rows = (max_batch + threads_ - 1) / threads_;
+    slices_.resize(threads_);
+    for (int t = 0; t < threads_; ++t) {
+      Slice& sl = slices_[t];
+      if (t > 0) {
+        for (const HostBuffer<float>& g : grads_) {
+          sl.grads.emplace_back(&ledger_, MemoryTag::kWorkspace, g.size());
+        }
+      }
+      if (cpu_internal::SparseKernelsAvailable()) {
+        const int64_t cells = int64_t{slice_rows} * in0;
+        sl.row_index = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, cells + 16);
+        sl.row_value = HostBuffer<float>(&ledger_, MemoryTag::kWorkspace, cells + 16);
+        sl.row_nnz = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, slice_rows);
+        sl.col_row = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, cells);
+        sl.col_value = HostBuffer<float>(&ledger_, MemoryTag::kWorkspace, cells);
+        sl.col_nnz = HostBuffer<int32_t>(&ledger_, MemoryTag::kWorkspace, in0);
+        sl.sparse = cpu_internal::SparseInput{
+            sl.row_index.data(), sl.row_value.data(), sl.row_nnz.data(), sl.col_row.data(),
+            sl.col_value.data(), sl.col_nnz.data(),   slice_rows,         in0};
+      }
     }
-    if (threads_ > 1) arena_.emplace(threads_);
-    openblas_set_num_threads(threads_);
+    // Each slice calls sgemm on its own thread: OpenBLAS must not start threads of its own.
+    openblas_set_num_threads(1);
+    if (threads_ > 1) team_.emplace(threads_);
   }
 
   std::string name() const override {
-    return absl::StrCat("cpu (OpenBLAS sgemm", sparse_ ? ", AVX-512 sparse input" : "", ", ",
-                        threads_, threads_ == 1 ? " thread)" : " threads)");
+    return absl::StrCat("cpu (OpenBLAS sgemm",
+                        cpu_internal::SparseKernelsAvailable() ? ", AVX-512 sparse input" : "",
+                        ", ", threads_, threads_ == 1 ? " thread)" : " threads, batch split)");
   }
   bool is_cuda() const override { return false; }
+  int compute_threads() const override { return threads_; }
 
   absl::Status TrainStep(const BatchView& batch, float lr) override {
     RETURN_IF_ERROR(CheckBatch(batch));
     ASSIGN_OR_RETURN(const int64_t global_samples, GlobalSamples(batch));
     if (global_samples == 0) return absl::OkStatus();  // every rank's share skipped as corrupt
-    RunMaybeInArena([&] {
-      const int B = static_cast<int>(batch.size);
-      if (B == 0) {  // this rank's share of the global batch is empty: it adds nothing
-        for (HostBuffer<float>& g : grads_) std::fill(g.data(), g.data() + g.size(), 0.0f);
-        return;
+    const int B = static_cast<int>(batch.size);
+    if (B == 0) {  // this rank's share of the global batch is empty: it adds nothing
+      for (HostBuffer<float>& g : grads_) std::fill(g.data(), g.data() + g.size(), 0.0f);
+      RETURN_IF_ERROR(ExchangeGradients());
+      ++optimizer_steps_;
+      ApplyOptimizer(lr, 0, 1);
+      return absl::OkStatus();
+    }
+    const int active = SplitRows(B);
+    // Outside data-parallel runs, the optimizer runs in the team right after the sum.
+    const bool fused_optimizer = !distributed();
+    ++optimizer_steps_;
+    RunTeam([&](int t) {
+      if (t < active) {
+        Slice& sl = slices_[t];
+        const float* x = PrepareInput(batch, sl);
+        Forward(x, sl);
+        const int L = model_.num_linear();
+        const int C = model_.layers[L];
+        sl.loss_sum = 0;
+        sl.correct = 0;
+        cpu_internal::SoftmaxCrossEntropy(
+            outputs_[L - 1].data() + int64_t{sl.begin} * C, batch.labels + sl.begin, sl.rows, C,
+            output_grads_[L - 1].data() + int64_t{sl.begin} * C,
+            t == 0 ? &train_loss_sum_ : &sl.loss_sum, t == 0 ? &train_correct_ : &sl.correct,
+            static_cast<int>(global_samples));
+        Backward(x, t);
       }
-      const float* x = PrepareInput(batch);
-      const bool sparse = Forward(x, B);
-      const int L = model_.num_linear();
-      cpu_internal::SoftmaxCrossEntropy(outputs_[L - 1].data(), batch.labels, B,
-                                        model_.layers[L], output_grads_[L - 1].data(),
-                                        &train_loss_sum_, &train_correct_,
-                                        static_cast<int>(global_samples));
-      train_samples_ += B;
-      Backward(x, B, sparse);
+      if (threads_ == 1) return;
+      team_->Barrier();
+      SumSliceGradients(active, t);
+      if (fused_optimizer) ApplyOptimizer(lr, t, threads_);
     });
+    for (int t = 1; t < active; ++t) {  // in slice order, so the sum is reproducible
+      train_loss_sum_ += slices_[t].loss_sum;
+      train_correct_ += slices_[t].correct;
+    }
+    train_samples_ += B;
     RETURN_IF_ERROR(ExchangeGradients());
-    ApplyOptimizer(lr);
+    if (!fused_optimizer || threads_ == 1) ApplyOptimizer(lr, 0, 1);
     return absl::OkStatus();
   }
 
@@ -115,16 +163,27 @@ class CpuBackend final : public Backend {
   absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override {
     RETURN_IF_ERROR(CheckBatch(batch));
     if (batch.size == 0) return absl::OkStatus();
-    RunMaybeInArena([&] {
-      const float* x = PrepareInput(batch);
-      const int B = static_cast<int>(batch.size);
-      Forward(x, B);
+    const int B = static_cast<int>(batch.size);
+    const int active = SplitRows(B);
+    RunTeam([&](int t) {
+      if (t >= active) return;
+      Slice& sl = slices_[t];
+      const float* x = PrepareInput(batch, sl);
+      Forward(x, sl);
       const int L = model_.num_linear();
-      cpu_internal::SoftmaxCrossEntropy(outputs_[L - 1].data(), batch.labels, B,
-                                        model_.layers[L], nullptr, &stats->loss_sum,
-                                        &stats->correct);
-      stats->samples += B;
+      const int C = model_.layers[L];
+      sl.loss_sum = 0;
+      sl.correct = 0;
+      cpu_internal::SoftmaxCrossEntropy(outputs_[L - 1].data() + int64_t{sl.begin} * C,
+                                        batch.labels + sl.begin, sl.rows, C, nullptr,
+                                        t == 0 ? &stats->loss_sum : &sl.loss_sum,
+                                        t == 0 ? &stats->correct : &sl.correct);
     });
+    for (int t = 1; t < active; ++t) {
+      stats->loss_sum += slices_[t].loss_sum;
+      stats->correct += slices_[t].correct;
+    }
+    stats->samples += B;
     return absl::OkStatus();
   }
 
@@ -179,12 +238,44 @@ class CpuBackend final : public Backend {
   ExchangeStats exchange() const override { return exchange_; }
 
  private:
-  template <typename F>
-  void RunMaybeInArena(F&& f) {
-    if (arena_) {
-      arena_->execute(f);
+  // One slice of the batch: its rows, and what it computes on its own thread.
+  struct Slice {
+    int begin = 0;
+    int rows = 0;
+    bool sparse_path = false;  // the first layer ran on the sparse kernels (Backward matches)
+    double loss_sum = 0;       // slices past 0 (slice 0 adds into the backend's totals)
+    int64_t correct = 0;
+    std::vector<HostBuffer<float>> grads;  // slices past 0: this slice's gradients
+    HostBuffer<int32_t> row_index, row_nnz, col_row, col_nnz;
+    HostBuffer<float> row_value, col_value;
+    std::optional<cpu_internal::SparseInput> sparse;
+  };
+
+  // Sets every slice's rows for a batch of B; returns how many slices have rows (min(B, T)).
+  int SplitRows(int B) {
+    for (int t = 0; t < threads_; ++t) {
+      slices_[t].begin = SliceBegin(B, threads_, t);
+      slices_[t].rows = SliceBegin(B, threads_, t + 1) - slices_[t].begin;
+    }
+    return std::min(B, threads_);
+  }
+
+  void RunTeam(absl::FunctionRef<void(int)> fn) {
+    if (team_) {
+      team_->Run(fn);
     } else {
-      f();
+      fn(0);
+    }
+  }
+
+  // grads_ += the gradients of slices 1 .. active-1, in that order, over thread t's range.
+  void SumSliceGradients(int active, int t) {
+    for (size_t p = 0; p < grads_.size(); ++p) {
+      const int64_t n = grads_[p].size();
+      const int64_t lo = n * t / threads_, hi = n * (t + 1) / threads_;
+      for (int s = 1; s < active; ++s) {
+        cpu_internal::AddInPlace(slices_[s].grads[p].data() + lo, hi - lo, grads_[p].data() + lo);
+      }
     }
   }
 
@@ -268,63 +359,76 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  const float* PrepareInput(const BatchView& batch) {
-    const int64_t n = int64_t{batch.size} * batch.features;
+  // The slice's rows of the batch as f32 (u8 and f16 are converted into its rows of input_).
+  const float* PrepareInput(const BatchView& batch, const Slice& sl) {
+    const int64_t first = int64_t{sl.begin} * batch.features;
+    const int64_t n = int64_t{sl.rows} * batch.features;
     switch (batch.format) {
       case H2DFormat::kU8:
-        cpu_internal::NormalizeU8(static_cast<const uint8_t*>(batch.samples), n,
+        cpu_internal::NormalizeU8(static_cast<const uint8_t*>(batch.samples) + first, n,
                                   options_.normalization.mean, options_.normalization.std,
-                                  input_.data());
-        return input_.data();
+                                  input_.data() + first);
+        return input_.data() + first;
       case H2DFormat::kF16:
-        cpu_internal::HalfToFloat(static_cast<const uint16_t*>(batch.samples), n, input_.data());
-        return input_.data();
+        cpu_internal::HalfToFloat(static_cast<const uint16_t*>(batch.samples) + first, n,
+                                  input_.data() + first);
+        return input_.data() + first;
       case H2DFormat::kF32:
         break;
     }
-    return static_cast<const float*>(batch.samples);  // already normalized by the pipeline
+    return static_cast<const float*>(batch.samples) + first;  // normalized by the pipeline
   }
 
-  // Returns whether the first layer ran on the sparse path (Backward must match).
-  bool Forward(const float* x, int B) {
+  // Layer k's outputs (or their gradients) for the slice's rows.
+  float* Rows(std::vector<HostBuffer<float>>& buffers, int k, const Slice& sl) {
+    return buffers[k].data() + int64_t{sl.begin} * model_.layers[k + 1];
+  }
+
+  // The slice's forward pass on its rows `x`; notes in sl.sparse_path whether the first layer
+  // ran on the sparse kernels, which pays only for a sparse enough slice.
+  void Forward(const float* x, Slice& sl) {
     const int L = model_.num_linear();
-    bool sparse = false;
-    if (sparse_) {
-      const int64_t nnz = cpu_internal::BuildSparseRows(x, B, model_.layers[0], &*sparse_);
-      sparse = nnz <= kMaxSparseDensity * B * model_.layers[0];
+    const int B = sl.rows;
+    sl.sparse_path = false;
+    if (sl.sparse) {
+      const int64_t nnz = cpu_internal::BuildSparseRows(x, B, model_.layers[0], &*sl.sparse);
+      sl.sparse_path = nnz <= kMaxSparseDensity * B * model_.layers[0];
     }
     for (int k = 0; k < L; ++k) {
       const bool relu = k + 1 < L;
       const int in = model_.layers[k], out = model_.layers[k + 1];
-      if (k == 0 && sparse) {
-        cpu_internal::SparseLinearForward(*sparse_, params_[0].data(), params_[1].data(), B, out,
-                                          relu, outputs_[0].data(), threads_);
+      if (k == 0 && sl.sparse_path) {
+        cpu_internal::SparseLinearForward(*sl.sparse, params_[0].data(), params_[1].data(), B,
+                                          out, relu, Rows(outputs_, 0, sl), /*threads=*/1);
       } else {
-        const float* layer_in = k == 0 ? x : outputs_[k - 1].data();
+        const float* layer_in = k == 0 ? x : Rows(outputs_, k - 1, sl);
         cpu_internal::DenseLinearForward(layer_in, params_[2 * k].data(),
                                          params_[2 * k + 1].data(), B, in, out, relu,
-                                         outputs_[k].data());
+                                         Rows(outputs_, k, sl));
       }
     }
-    return sparse;
   }
 
-  void Backward(const float* x, int B, bool sparse) {
+  // Slice t's backward pass into its gradients (slice 0: grads_).
+  void Backward(const float* x, int t) {
+    Slice& sl = slices_[t];
+    std::vector<HostBuffer<float>>& grads = t == 0 ? grads_ : sl.grads;
+    const int B = sl.rows;
     for (int k = model_.num_linear() - 1; k >= 0; --k) {
       const int in = model_.layers[k], out = model_.layers[k + 1];
-      const float* dy = output_grads_[k].data();
-      cpu_internal::BiasGrad(dy, B, out, grads_[2 * k + 1].data());
-      if (k == 0 && sparse) {
-        cpu_internal::BuildSparseColumns(B, in, &*sparse_);
-        cpu_internal::SparseWeightGrad(*sparse_, dy, in, out, grads_[0].data(), threads_);
+      const float* dy = Rows(output_grads_, k, sl);
+      cpu_internal::BiasGrad(dy, B, out, grads[2 * k + 1].data());
+      if (k == 0 && sl.sparse_path) {
+        cpu_internal::BuildSparseColumns(B, in, &*sl.sparse);
+        cpu_internal::SparseWeightGrad(*sl.sparse, dy, in, out, grads[0].data(), /*threads=*/1);
         continue;
       }
-      const float* layer_in = k == 0 ? x : outputs_[k - 1].data();
-      float* dx = k > 0 ? output_grads_[k - 1].data() : nullptr;
+      const float* layer_in = k == 0 ? x : Rows(outputs_, k - 1, sl);
+      float* dx = k > 0 ? Rows(output_grads_, k - 1, sl) : nullptr;
       cpu_internal::DenseLinearBackward(layer_in, params_[2 * k].data(), dy, B, in, out,
-                                        grads_[2 * k].data(), dx);
+                                        grads[2 * k].data(), dx);
       if (dx != nullptr) {
-        cpu_internal::ReluBackwardInPlace(outputs_[k - 1].data(), int64_t{B} * in, dx);
+        cpu_internal::ReluBackwardInPlace(Rows(outputs_, k - 1, sl), int64_t{B} * in, dx);
       }
     }
   }
@@ -367,18 +471,21 @@ class CpuBackend final : public Backend {
         .count();
   }
 
-  void ApplyOptimizer(float lr) {
-    ++optimizer_steps_;
+  // The optimizer step (optimizer_steps_ already counts it) on part t of `parts` of every
+  // parameter's elements; element-wise, so the split does not change the result.
+  void ApplyOptimizer(float lr, int t, int parts) {
     const size_t num_params = params_.size();
     for (size_t p = 0; p < num_params; ++p) {
+      const int64_t n = params_[p].size();
+      const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
       if (opt_.kind == OptimizerKind::kAdamW) {
-        cpu_internal::AdamWUpdate(params_[p].data(), grads_[p].data(), opt_state_[p].data(),
-                                  opt_state_[num_params + p].data(), params_[p].size(), lr,
-                                  opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay,
-                                  optimizer_steps_);
+        cpu_internal::AdamWUpdate(params_[p].data() + lo, grads_[p].data() + lo,
+                                  opt_state_[p].data() + lo, opt_state_[num_params + p].data() + lo,
+                                  hi - lo, lr, opt_.beta1, opt_.beta2, opt_.eps,
+                                  opt_.weight_decay, optimizer_steps_);
       } else {
-        float* momentum = opt_state_.empty() ? nullptr : opt_state_[p].data();
-        cpu_internal::SgdUpdate(params_[p].data(), grads_[p].data(), momentum, params_[p].size(),
+        float* momentum = opt_state_.empty() ? nullptr : opt_state_[p].data() + lo;
+        cpu_internal::SgdUpdate(params_[p].data() + lo, grads_[p].data() + lo, momentum, hi - lo,
                                 lr, opt_.momentum, opt_.nesterov, opt_.weight_decay,
                                 optimizer_steps_ == 1);
       }
@@ -392,10 +499,8 @@ class CpuBackend final : public Backend {
   MemoryLedger ledger_;  // declared before every buffer: buffers report to it when destroyed
   std::vector<HostBuffer<float>> params_, grads_, opt_state_, outputs_, output_grads_;
   HostBuffer<float> input_;
-  HostBuffer<int32_t> row_index_, row_nnz_, col_row_, col_nnz_;
-  HostBuffer<float> row_value_, col_value_;
-  std::optional<cpu_internal::SparseInput> sparse_;
-  std::optional<tbb::task_arena> arena_;
+  std::vector<Slice> slices_;  // threads_ of them
+  std::optional<cpu_internal::WorkerTeam> team_;  // threads_ > 1
   int64_t optimizer_steps_ = 0;
   double train_loss_sum_ = 0;
   int64_t train_samples_ = 0;
@@ -427,11 +532,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
   if (threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", threads));
   }
-  if (threads == 0) {
-    threads = state.model.num_parameters() < kSmallModelParameters
-                  ? 1
-                  : UsableCores();
-  }
+  if (threads == 0) threads = UsableCores();
   auto backend = std::make_unique<CpuBackend>(state.model, opt, options, threads);
   RETURN_IF_ERROR(backend->LoadState(state));
   return backend;

@@ -226,6 +226,10 @@ void DenseLinearBackward(const float* x, const float* wt, const float* dy, int B
   }
 }
 
+SLUICE_CLONES void AddInPlace(const float* __restrict src, int64_t n, float* __restrict dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
 SLUICE_CLONES void BiasGrad(const float* __restrict dy, int B, int O, float* __restrict db) {
   for (int o = 0; o < O; ++o) db[o] = 0.0f;
   for (int b = 0; b < B; ++b) {

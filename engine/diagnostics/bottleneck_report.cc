@@ -165,12 +165,14 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   // Compute: percentages of the training time. On the CPU, busy is the step itself and the
   // wait is the consumer's wait in Next(). On a device, busy is device time from the compute
   // stream's events and the wait is the stream's idle time between steps; the host's enqueue
-  // time is CPU work of its own (counted in the CPU budget below).
+  // time is CPU work of its own (counted in the CPU budget below). A CPU step split across
+  // cs.threads threads keeps them all busy while it runs: its CPU time is busy x threads.
   const StageStats& delivery = ps[Stage::kDelivery];
   StageRow compute;
   compute.stage = Stage::kCompute;
   compute.present = cs.steps > 0;
   compute.cpu_work = !cs.on_device;
+  compute.concurrency = cs.on_device ? 1 : std::max(1, cs.threads);
   compute.items = cs.steps;
   compute.samples = cs.samples;
   compute.busy_ns = cs.busy_ns;
@@ -182,7 +184,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   compute.queue_high_water = delivery.queue_high_water;
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
-    compute.cpu_ns_per_sample = static_cast<double>(cs.busy_ns) / cs.samples;
+    compute.cpu_ns_per_sample = static_cast<double>(cs.busy_ns) * compute.concurrency / cs.samples;
   }
   rep.stages.push_back(compute);
   rep.input_bound_pct = compute.wait_input_pct;
@@ -199,7 +201,9 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
     if (r.capacity_samples_per_s) cap = std::min(cap, *r.capacity_samples_per_s);
     if (r.cpu_work) {
       cpu_ns += r.cpu_ns_per_sample;
-      cpu_busy += static_cast<double>(r.busy_ns);
+      // Graph stages' busy is summed over their threads already; compute's is wall time.
+      const int threads = r.stage == Stage::kCompute ? r.concurrency : 1;
+      cpu_busy += static_cast<double>(r.busy_ns) * threads;
     }
   }
   if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps

@@ -60,7 +60,7 @@ struct StageRow {
   Stage stage = Stage::kRead;
   bool present = false;       // the run had this stage (h2d only on CUDA)
   bool cpu_work = false;      // counted in the CPU budget (read, decompress, preprocess, compute)
-  int concurrency = 1;
+  int concurrency = 1;         // threads; compute on the CPU: the threads each step runs on
   uint64_t items = 0;         // frames (read, decompress), batches (others)
   uint64_t samples = 0;
   uint64_t bytes = 0;
@@ -71,9 +71,10 @@ struct StageRow {
   double wait_input_pct = 0;
   double wait_output_pct = 0;
   uint64_t queue_high_water = 0;
-  // samples / (busy / concurrency): what the stage could do if nothing else limited it.
+  // samples / (busy / concurrency): what the stage could do if nothing else limited it
+  // (compute: samples / busy, busy being the wall time of its steps).
   std::optional<double> capacity_samples_per_s;
-  double cpu_ns_per_sample = 0;  // busy_ns / samples for CPU stages
+  double cpu_ns_per_sample = 0;  // CPU time per sample: busy_ns (x threads for compute) / samples
   // capacity / (per-thread ceiling x min(concurrency, cores)), when a ceiling was measured.
   std::optional<double> ceiling_samples_per_s;
   std::optional<double> pct_of_ceiling;

@@ -131,7 +131,9 @@ void DecideVerdict(BottleneckReport* rep) {
     rep->verdict = VerdictClass::kCpuBound;
     double cpu_busy = 0;
     for (const StageRow& r : rep->stages) {
-      if (r.present && r.cpu_work) cpu_busy += static_cast<double>(r.busy_ns);
+      // Compute's busy is wall time on each of its threads; the graph stages' is summed.
+      const int threads = r.stage == Stage::kCompute ? r.concurrency : 1;
+      if (r.present && r.cpu_work) cpu_busy += static_cast<double>(r.busy_ns) * threads;
     }
     const double share = cpu_busy > 0 ? 100.0 * slow->busy_ns / cpu_busy : 0;
     rep->sentence = absl::StrFormat(

@@ -35,6 +35,9 @@ struct ComputeStats {
   // to enqueue). CPU: 0 (the consumer's wait is the pipeline's delivery wait_input).
   int64_t idle_ns = 0;
   int64_t enqueue_ns = 0;     // host time inside TrainStep (CPU: equals busy_ns)
+  // Host threads that computed each step (Backend::compute_threads): the CPU backend splits a
+  // step across them, so its CPU time is busy_ns x threads. Device backends: 1.
+  int threads = 1;
   int64_t first_start_ns = 0; // steady-clock ns (pipeline/stage_stats.h NowNs)
   int64_t last_end_ns = 0;
   std::string device;         // backend name

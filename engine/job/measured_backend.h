@@ -33,6 +33,7 @@ class MeasuredBackend final : public Backend {
 
   std::string name() const override { return inner_->name(); }
   bool is_cuda() const override { return inner_->is_cuda(); }
+  int compute_threads() const override { return inner_->compute_threads(); }
   absl::Status TrainStep(const BatchView& batch, float lr) override;
   absl::StatusOr<LossStats> TakeLoss() override;
   absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override;

@@ -625,6 +625,7 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
     }
   }
   backend_options.normalization = options.pipeline.format.normalization;
+  backend_options.threads = ComputeThreadsFor(options);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> device,
                    CreateBackend(options.device, initial, options.optimizer, backend_options));
   MeasuredBackend backend(device.get(), options.compute_free,
@@ -763,6 +764,17 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   return result;
 }
 
+int DefaultComputeThreads(int cores, int pipeline_threads) {
+  cores = std::max(1, cores);
+  if (pipeline_threads <= 0) pipeline_threads = cores;
+  return std::max(1, cores - std::min(cores / 4, pipeline_threads));
+}
+
+int ComputeThreadsFor(const TrainJobOptions& options) {
+  if (options.backend.threads > 0) return options.backend.threads;
+  return DefaultComputeThreads(UsableCores(), options.pipeline.resources.threads);
+}
+
 CeilingOptions CeilingOptionsFor(const TrainJobOptions& o) {
   CeilingOptions c;
   c.batch_size = o.pipeline.order.batch_size;
@@ -772,6 +784,7 @@ CeilingOptions CeilingOptionsFor(const TrainJobOptions& o) {
   c.model = o.model;
   c.optimizer = o.optimizer;
   c.backend = o.backend;
+  c.backend.threads = ComputeThreadsFor(o);  // as many threads as the run computes on
   c.cache_dir = o.cache_dir;
   return c;
 }

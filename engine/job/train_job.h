@@ -131,6 +131,17 @@ struct TrainJobResult {
 
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options);
 
+// The CPU backend's compute threads when --compute-threads is 0: the cores the pipeline does
+// not need. The pipeline's CPU work per sample is about a third of the reference MLP's step
+// (u8 batches: ~1.2 us vs ~3.3 us on one core, docs/benchmarks.md), so it needs about a quarter
+// of the cores; that share, rounded down and at most its own thread count, is left to it:
+// compute = max(1, cores - min(floor(cores / 4), pipeline_threads)). On 2 cores that is 2: the
+// pipeline's ~0.3 core shares them, and 2 compute threads measured faster than 1.
+// `pipeline_threads` 0 means cores.
+int DefaultComputeThreads(int cores, int pipeline_threads);
+// options.backend.threads, or DefaultComputeThreads(UsableCores(), the pipeline's threads).
+int ComputeThreadsFor(const TrainJobOptions& options);
+
 // The ceilings that a job with these options is compared against: its batch size, h2d format,
 // normalization, device, model, optimizer, backend options and cache directory.
 CeilingOptions CeilingOptionsFor(const TrainJobOptions& options);

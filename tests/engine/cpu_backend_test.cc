@@ -15,10 +15,11 @@ using testing::MakeDataset;
 using testing::U8Batch;
 
 std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig& opt,
-                                 int max_batch, Normalization norm = {}) {
+                                 int max_batch, Normalization norm = {}, int threads = 1) {
   BackendOptions options;
   options.max_batch = max_batch;
   options.normalization = norm;
+  options.threads = threads;
   auto backend = CreateCpuBackend(state, opt, options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   return std::move(*backend);
@@ -60,26 +61,31 @@ std::vector<OptCase> OptimizerCases() {
 }
 
 // Sparse inputs (half the pixels zero) take the AVX-512 sparse first layer; dense inputs take
-// sgemm. Both must equal the composition of reference ops, for every optimizer.
+// sgemm. Both must equal the composition of reference ops, for every optimizer, on 1 thread and
+// with the batch split across 2 and 3 (8 rows: slices of 4+4 and 3+3+2).
 void CheckStepsMatchReference(double nonzero, const std::vector<int>& layers,
                               Normalization norm = {}) {
-  for (const OptCase& c : OptimizerCases()) {
-    SCOPED_TRACE(c.name);
-    ModelConfig model;
-    model.layers = layers;
-    const int B = 8, features = layers[0];
-    const Dataset d = MakeDataset(4 * B, features, layers.back(), nonzero, 11);
-    ModelState expected = InitModelState(model, c.opt, 3);
-    auto backend = MakeCpu(expected, c.opt, B, norm);
-    for (int step = 0; step < 4; ++step) {
-      const float lr = c.opt.kind == OptimizerKind::kAdamW ? 0.01f : 0.05f;
-      ASSERT_TRUE(backend->TrainStep(U8Batch(d, step * B, B, features), lr).ok());
-      const auto x = testing::NormalizeAll(d.images.data() + step * B * features, B * features, norm);
-      testing::ReferenceTrainStep(&expected, c.opt, x.data(), d.labels.data() + step * B, B, lr);
+  for (int threads : {1, 2, 3}) {
+    for (const OptCase& c : OptimizerCases()) {
+      SCOPED_TRACE(::testing::Message() << c.name << ", " << threads << " threads");
+      ModelConfig model;
+      model.layers = layers;
+      const int B = 8, features = layers[0];
+      const Dataset d = MakeDataset(4 * B, features, layers.back(), nonzero, 11);
+      ModelState expected = InitModelState(model, c.opt, 3);
+      auto backend = MakeCpu(expected, c.opt, B, norm, threads);
+      for (int step = 0; step < 4; ++step) {
+        const float lr = c.opt.kind == OptimizerKind::kAdamW ? 0.01f : 0.05f;
+        ASSERT_TRUE(backend->TrainStep(U8Batch(d, step * B, B, features), lr).ok());
+        const auto x =
+            testing::NormalizeAll(d.images.data() + step * B * features, B * features, norm);
+        testing::ReferenceTrainStep(&expected, c.opt, x.data(), d.labels.data() + step * B, B,
+                                    lr);
+      }
+      auto actual = backend->SaveState();
+      ASSERT_TRUE(actual.ok());
+      ExpectStatesNear(*actual, expected);
     }
-    auto actual = backend->SaveState();
-    ASSERT_TRUE(actual.ok());
-    ExpectStatesNear(*actual, expected);
   }
 }
 

@@ -48,6 +48,8 @@ void DenseLinearForward(const float* x, const float* wt, const float* bias, int 
 void DenseLinearBackward(const float* x, const float* wt, const float* dy, int B, int I, int O,
                          float* dwt, float* dx);
 
+// dst[i] += src[i]: one slice's gradients added into the sum (cpu_backend.cc).
+void AddInPlace(const float* src, int64_t n, float* dst);
 // db[o] = sum over b of dy[b, o], summed in batch order.
 void BiasGrad(const float* dy, int B, int O, float* db);
 // dx[i] = y[i] > 0 ? dx[i] : 0.

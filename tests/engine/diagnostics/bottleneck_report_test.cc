@@ -26,6 +26,7 @@ struct Synth {
   double enqueue_ns = -1;     // device runs: host enqueue per sample; < 0: a tenth of compute
   double train_ns_per_sample = -1;  // > 0: force the training time
   double pinned_wait_pct = 0;
+  int compute_threads = 1;  // CPU runs: the threads each step is split across
 };
 
 constexpr uint64_t kSamples = 60000;
@@ -84,6 +85,7 @@ RunRecord MakeRun(const Synth& s) {
   c.device = s.cuda ? "cuda:0 (test)" : "cpu (test)";
   c.is_cuda = s.cuda;
   c.on_device = s.cuda;
+  c.threads = s.compute_threads;
   if (s.cuda) {
     c.idle_ns = static_cast<int64_t>(wait);
     c.enqueue_ns = static_cast<int64_t>((s.enqueue_ns >= 0 ? s.enqueue_ns : s.compute_ns / 10) *
@@ -193,6 +195,38 @@ TEST(BottleneckReportTest, CpuBoundWhenStagesSaturateCores) {
   EXPECT_THAT(rep.sentence, HasSubstr("2 cores are saturated"));
   // The same run on 16 cores is not CPU-bound.
   EXPECT_NE(AnalyzeRun(MakeRun(s), nullptr, 16).verdict, VerdictClass::kCpuBound);
+}
+
+TEST(BottleneckReportTest, ComputeSplitAcrossThreadsCountsTheCpuOfEachThread) {
+  // Compute's busy is the wall time of its steps; split across 2 threads it uses 2 cores while
+  // it runs: 400 ns of wall time per sample is 800 ns of CPU. With the graph stages' 700 ns,
+  // 2 cores allow 2e9 / 1500 samples/s, and the run that did that saturated them.
+  Synth s;
+  s.read_ns = 100;
+  s.decompress_ns = 300;
+  s.preprocess_ns = 300;
+  s.compute_ns = 400;
+  s.compute_threads = 2;
+  s.train_ns_per_sample = 1500.0 / 2 / 1.02;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  const StageRow& compute = rep.row(Stage::kCompute);
+  EXPECT_EQ(compute.concurrency, 2);
+  EXPECT_NEAR(compute.cpu_ns_per_sample, 800, 1e-6);
+  EXPECT_NEAR(*compute.capacity_samples_per_s, 1e9 / 400, 1e-3);  // wall: the threads together
+  EXPECT_NEAR(rep.cpu_limit_samples_per_s, 2e9 / 1500, 1e-3);
+  EXPECT_NEAR(rep.cpu_threads_busy, 2.0, 1e-9);
+  EXPECT_TRUE(rep.cpu_saturated);
+  EXPECT_NEAR(rep.predicted_samples_per_s, 2e9 / 1500, 1e-3);
+  // Compute the limit: the verdict says how many threads it ran on.
+  Synth c;
+  c.compute_ns = 1000;
+  c.compute_threads = 2;
+  rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/8);
+  EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
+  EXPECT_THAT(rep.sentence, HasSubstr("compute is the limit at"));
+  EXPECT_THAT(rep.sentence, HasSubstr("on 2 threads"));
+  // (100 + 200 + 200 + 2 x 1000) ns of CPU per 1020 ns of training.
+  EXPECT_THAT(rep.ToText(), HasSubstr("2.45 threads busy"));
 }
 
 TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) {
