@@ -2,18 +2,21 @@
 // first layer skips the zero pixels of the input with AVX-512 sparse kernels when the batch is
 // sparse enough (see internal/cpu_kernels.h for why that pays).
 //
-// Threads: the batch is split across a WorkerTeam of T threads (internal/worker_team.h). Slice
-// t gets a fixed run of rows that depends only on (batch size, T): the first B % T slices get
-// B / T + 1 rows, the others B / T. Each slice runs forward, loss and backward on its rows with
-// single-threaded sgemm and sparse kernels, into its own gradient buffers (slice 0 into
-// grads_). After a barrier, thread t sums every slice's gradients over a fixed range of the
-// elements, always in slice order (g0 + g1 + ... + g{T-1}), and, outside data-parallel runs,
-// applies the optimizer to that range. So the result is bitwise the same for a given T, and
-// T = 1 is exactly the single-threaded step. A data-parallel run exchanges the summed grads_
-// between the sum and the optimizer, as before.
+// Threads: the batch is split into T slices computed by a WorkerTeam of T threads
+// (internal/worker_team.h). Slice s gets a fixed run of rows that depends only on (batch size,
+// T): the first B % T slices get B / T + 1 rows, the others B / T. Each slice runs forward, loss
+// and backward on its rows with single-threaded sgemm and sparse kernels, into its own gradient
+// buffers (slice 0 into grads_). Once every slice is done, the elements of every gradient are
+// cut into a fixed number of chunks; each chunk is summed in slice order (g0 + g1 + ... +
+// g{T-1}) and, outside data-parallel runs, stepped by the optimizer. Slices and chunks are
+// claimed by whichever team thread gets to them first (a thread the OS has not scheduled delays
+// nothing), but what each computes is fixed, so the result is bitwise the same for a given T,
+// and T = 1 is exactly the single-threaded step. A data-parallel run exchanges the summed
+// grads_ between the sum and the optimizer, as before.
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -39,6 +42,9 @@ constexpr double kMaxSparseDensity = 0.75;
 
 // The first row of slice t of a batch of B rows split T ways, for t in [0, T].
 int SliceBegin(int B, int T, int t) { return t * (B / T) + std::min(t, B % T); }
+// Gradient chunks per thread for the sum and the optimizer: small enough that a thread the OS
+// descheduled mid-chunk holds up little, large enough to amortize claiming one.
+constexpr int kChunksPerThread = 4;
 
 class CpuBackend final : public Backend {
  public:
@@ -118,8 +124,10 @@ class CpuBackend final : public Backend {
     // Outside data-parallel runs, the optimizer runs in the team right after the sum.
     const bool fused_optimizer = !distributed();
     ++optimizer_steps_;
-    RunTeam([&](int t) {
-      if (t < active) {
+    const int chunks = threads_ == 1 ? 0 : kChunksPerThread * threads_;
+    std::atomic<int> next_slice{0}, slices_done{0}, next_chunk{0};
+    RunTeam([&] {
+      for (int t; (t = next_slice.fetch_add(1, std::memory_order_relaxed)) < active;) {
         Slice& sl = slices_[t];
         const float* x = PrepareInput(batch, sl);
         Forward(x, sl);
@@ -133,11 +141,15 @@ class CpuBackend final : public Backend {
             t == 0 ? &train_loss_sum_ : &sl.loss_sum, t == 0 ? &train_correct_ : &sl.correct,
             static_cast<int>(global_samples));
         Backward(x, t);
+        slices_done.fetch_add(1, std::memory_order_release);
       }
-      if (threads_ == 1) return;
-      team_->Barrier();
-      SumSliceGradients(active, t);
-      if (fused_optimizer) ApplyOptimizer(lr, t, threads_);
+      if (chunks == 0) return;
+      cpu_internal::WorkerTeam::WaitUntil(
+          [&] { return slices_done.load(std::memory_order_acquire) == active; });
+      for (int c; (c = next_chunk.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+        SumSliceGradients(active, c, chunks);
+        if (fused_optimizer) ApplyOptimizer(lr, c, chunks);
+      }
     });
     for (int t = 1; t < active; ++t) {  // in slice order, so the sum is reproducible
       train_loss_sum_ += slices_[t].loss_sum;
@@ -165,19 +177,21 @@ class CpuBackend final : public Backend {
     if (batch.size == 0) return absl::OkStatus();
     const int B = static_cast<int>(batch.size);
     const int active = SplitRows(B);
-    RunTeam([&](int t) {
-      if (t >= active) return;
-      Slice& sl = slices_[t];
-      const float* x = PrepareInput(batch, sl);
-      Forward(x, sl);
-      const int L = model_.num_linear();
-      const int C = model_.layers[L];
-      sl.loss_sum = 0;
-      sl.correct = 0;
-      cpu_internal::SoftmaxCrossEntropy(outputs_[L - 1].data() + int64_t{sl.begin} * C,
-                                        batch.labels + sl.begin, sl.rows, C, nullptr,
-                                        t == 0 ? &stats->loss_sum : &sl.loss_sum,
-                                        t == 0 ? &stats->correct : &sl.correct);
+    std::atomic<int> next_slice{0};
+    RunTeam([&] {
+      for (int t; (t = next_slice.fetch_add(1, std::memory_order_relaxed)) < active;) {
+        Slice& sl = slices_[t];
+        const float* x = PrepareInput(batch, sl);
+        Forward(x, sl);
+        const int L = model_.num_linear();
+        const int C = model_.layers[L];
+        sl.loss_sum = 0;
+        sl.correct = 0;
+        cpu_internal::SoftmaxCrossEntropy(outputs_[L - 1].data() + int64_t{sl.begin} * C,
+                                          batch.labels + sl.begin, sl.rows, C, nullptr,
+                                          t == 0 ? &stats->loss_sum : &sl.loss_sum,
+                                          t == 0 ? &stats->correct : &sl.correct);
+      }
     });
     for (int t = 1; t < active; ++t) {
       stats->loss_sum += slices_[t].loss_sum;
@@ -260,19 +274,20 @@ class CpuBackend final : public Backend {
     return std::min(B, threads_);
   }
 
-  void RunTeam(absl::FunctionRef<void(int)> fn) {
+  void RunTeam(absl::FunctionRef<void()> fn) {
     if (team_) {
       team_->Run(fn);
     } else {
-      fn(0);
+      fn();
     }
   }
 
-  // grads_ += the gradients of slices 1 .. active-1, in that order, over thread t's range.
-  void SumSliceGradients(int active, int t) {
+  // grads_ += the gradients of slices 1 .. active-1, in that order, over chunk c of `chunks`
+  // of every gradient's elements.
+  void SumSliceGradients(int active, int c, int chunks) {
     for (size_t p = 0; p < grads_.size(); ++p) {
       const int64_t n = grads_[p].size();
-      const int64_t lo = n * t / threads_, hi = n * (t + 1) / threads_;
+      const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
       for (int s = 1; s < active; ++s) {
         cpu_internal::AddInPlace(slices_[s].grads[p].data() + lo, hi - lo, grads_[p].data() + lo);
       }

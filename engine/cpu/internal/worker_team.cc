@@ -7,10 +7,10 @@
 namespace sluice::cpu_internal {
 namespace {
 
-// How long a waiting thread spins before it sleeps. Long enough to cover the gap between two
-// steps (the trainer fetching the next batch) and the imbalance between slices; short enough
-// that a team left idle gives its cores back to the pipeline within a fraction of a step.
-constexpr int64_t kSpinNs = 50'000;
+// How long a waiting thread spins before it sleeps (or, in WaitUntil, yields). Long enough to
+// cover the gap between two steps when the next batch is ready; short enough that a spinning
+// thread does not take the core from the pipeline or from a teammate that holds work.
+constexpr int64_t kSpinNs = 10'000;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -48,54 +48,57 @@ void Notify(std::atomic<T>& value, const std::atomic<int>& sleepers) {
 
 WorkerTeam::WorkerTeam(int size) : size_(size < 1 ? 1 : size) {
   threads_.reserve(size_ - 1);
-  for (int t = 1; t < size_; ++t) threads_.emplace_back([this, t] { WorkerLoop(t); });
+  for (int t = 1; t < size_; ++t) threads_.emplace_back([this] { WorkerLoop(); });
 }
 
 WorkerTeam::~WorkerTeam() {
-  stop_.store(true, std::memory_order_relaxed);
+  stop_.store(true, std::memory_order_seq_cst);
   generation_.fetch_add(1, std::memory_order_seq_cst);
   generation_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
-void WorkerTeam::Run(absl::FunctionRef<void(int)> fn) {
+void WorkerTeam::Run(absl::FunctionRef<void()> fn) {
   if (size_ == 1) {
-    fn(0);
+    fn();
     return;
   }
   fn_.emplace(fn);
-  pending_.store(size_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes fn_ and pending_
+  open_.store(true, std::memory_order_seq_cst);         // publishes fn_
+  generation_.fetch_add(1, std::memory_order_seq_cst);  // wakes the team
   Notify(generation_, sleepers_);
-  fn(0);
-  SpinThenWait(pending_, sleepers_,
-               [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  fn();
+  // Close the run, then wait for the threads inside. seq_cst on open_ and inside_ (here: store
+  // open_, load inside_; a team thread: increment inside_, load open_): a thread that joins
+  // after this load sees the run closed and never touches fn_.
+  open_.store(false, std::memory_order_seq_cst);
+  SpinThenWait(inside_, sleepers_,
+               [this] { return inside_.load(std::memory_order_seq_cst) == 0; });
   fn_.reset();
 }
 
-void WorkerTeam::WorkerLoop(int t) {
+void WorkerTeam::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
     SpinThenWait(generation_, sleepers_,
                  [&] { return generation_.load(std::memory_order_acquire) != seen; });
     seen = generation_.load(std::memory_order_acquire);
-    if (stop_.load(std::memory_order_relaxed)) return;
-    (*fn_)(t);
-    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1) Notify(pending_, sleepers_);
+    if (stop_.load(std::memory_order_seq_cst)) return;
+    inside_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_.load(std::memory_order_seq_cst)) (*fn_)();
+    if (inside_.fetch_sub(1, std::memory_order_seq_cst) == 1) Notify(inside_, sleepers_);
   }
 }
 
-void WorkerTeam::Barrier() {
-  if (size_ == 1) return;
-  const uint64_t phase = barrier_phase_.load(std::memory_order_acquire);
-  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
-    barrier_count_.store(0, std::memory_order_relaxed);
-    barrier_phase_.fetch_add(1, std::memory_order_seq_cst);
-    Notify(barrier_phase_, sleepers_);
-    return;
+void WorkerTeam::WaitUntil(absl::FunctionRef<bool()> done) {
+  const int64_t deadline = NowNs() + kSpinNs;
+  while (!done()) {
+    if (NowNs() < deadline) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();  // the thread being waited for may need this core
+    }
   }
-  SpinThenWait(barrier_phase_, sleepers_,
-               [&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
 }
 
 }  // namespace sluice::cpu_internal
