@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/limits.h"
 #include "engine/job/train_job.h"
 #include "gtest/gtest.h"
 
@@ -71,6 +72,32 @@ TEST_F(PlacementTest, CpuBackendNeverUploadsAndSimUploadsEveryBatch) {
   auto b = ReadFileToString(Env::Default(), absl::StrCat(dir_, "/sim.safetensors"));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(*a == *b) << "the sim run's weights differ from the CPU run's";
+}
+
+// The CPU backend's default compute threads leave the pipeline a quarter of the cores (rounded
+// down, at most its own threads); --compute-threads overrides; the run records what it used.
+TEST(ComputeThreadsTest, DefaultLeavesThePipelineAQuarterOfTheCores) {
+  EXPECT_EQ(DefaultComputeThreads(1, 0), 1);
+  EXPECT_EQ(DefaultComputeThreads(2, 0), 2);
+  EXPECT_EQ(DefaultComputeThreads(4, 0), 3);
+  EXPECT_EQ(DefaultComputeThreads(8, 0), 6);
+  EXPECT_EQ(DefaultComputeThreads(16, 1), 15);  // a 1-thread pipeline needs at most 1 core
+  EXPECT_EQ(DefaultComputeThreads(0, 0), 1);
+  TrainJobOptions o;
+  o.pipeline.resources.threads = 1;
+  EXPECT_EQ(ComputeThreadsFor(o), DefaultComputeThreads(UsableCores(), 1));
+  o.backend.threads = 3;
+  EXPECT_EQ(ComputeThreadsFor(o), 3);
+  EXPECT_EQ(CeilingOptionsFor(o).backend.threads, 3);  // the compute ceiling uses as many
+}
+
+TEST_F(PlacementTest, TheRunRecordsTheThreadsItComputedOn) {
+  TrainJobOptions o = Job("cpu", "threads.safetensors");
+  o.stop_after_steps = 20;
+  o.backend.threads = 2;
+  auto run = RunTrainJob(Env::Default(), o);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->run.compute.threads, 2);
 }
 
 }  // namespace
