@@ -121,9 +121,10 @@ class CpuBackend final : public Backend {
       return absl::OkStatus();
     }
     const int active = SplitRows(B);
-    // Outside data-parallel runs, the optimizer runs in the team right after the sum.
+    // Outside data-parallel runs, the optimizer runs in the team right after the sum (so the
+    // step is counted before it); a data-parallel run steps after the exchange.
     const bool fused_optimizer = !distributed();
-    ++optimizer_steps_;
+    if (fused_optimizer) ++optimizer_steps_;
     const int chunks = threads_ == 1 ? 0 : kChunksPerThread * threads_;
     std::atomic<int> next_slice{0}, slices_done{0}, next_chunk{0};
     RunTeam([&] {
@@ -157,6 +158,7 @@ class CpuBackend final : public Backend {
     }
     train_samples_ += B;
     RETURN_IF_ERROR(ExchangeGradients());
+    if (!fused_optimizer) ++optimizer_steps_;
     if (!fused_optimizer || threads_ == 1) ApplyOptimizer(lr, 0, 1);
     return absl::OkStatus();
   }
