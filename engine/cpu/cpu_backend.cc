@@ -2,17 +2,22 @@
 // first layer skips the zero pixels of the input with AVX-512 sparse kernels when the batch is
 // sparse enough (see internal/cpu_kernels.h for why that pays).
 //
-// Threads: the batch is split into T slices computed by a WorkerTeam of T threads
-// (internal/worker_team.h). Slice s gets a fixed run of rows that depends only on (batch size,
-// T): the first B % T slices get B / T + 1 rows, the others B / T. Each slice runs forward, loss
-// and backward on its rows with single-threaded sgemm and sparse kernels, into its own gradient
-// buffers (slice 0 into grads_). Once every slice is done, the elements of every gradient are
-// cut into a fixed number of chunks; each chunk is summed in slice order (g0 + g1 + ... +
-// g{T-1}) and, outside data-parallel runs, stepped by the optimizer. Slices and chunks are
-// claimed by whichever team thread gets to them first (a thread the OS has not scheduled delays
-// nothing), but what each computes is fixed, so the result is bitwise the same for a given T,
-// and T = 1 is exactly the single-threaded step. A data-parallel run exchanges the summed
-// grads_ between the sum and the optimizer, as before.
+// Threads: a step runs on a WorkerTeam of T threads (internal/worker_team.h) in two phases.
+//  1. Rows. The batch is cut into T slices; slice s gets a fixed run of rows that depends only
+//     on (batch size, T): the first B % T slices get B / T + 1 rows, the others B / T. Each
+//     slice runs forward, loss and the backward pass through the activations (dY of every
+//     layer, dX = dY W) on its rows: every one of these is row-local.
+//  2. Weights. Once every slice is done, each layer's weight gradient dW^T = X^T dY is cut by
+//     its input rows into fixed chunks (and each bias is one item); an item computes its rows
+//     over the whole batch (one sgemm, nothing to sum across threads) and, outside
+//     data-parallel runs, steps the optimizer on those rows while they are in cache.
+// Slices and items are claimed by whichever team thread gets to them first (a thread the OS has
+// not scheduled delays nothing), but what each computes is fixed by (B, T), so the result is
+// bitwise the same for a given T, and T = 1 is exactly the single-threaded step.
+// The exception is the first layer's weight gradient on the AVX-512 sparse kernels: each slice
+// computes its own from its column lists (phase 1), and phase 2 sums the slices' gradients in
+// slice order, in element chunks. A data-parallel run exchanges grads_ after phase 2 and then
+// steps the optimizer.
 #include <cblas.h>
 
 #include <algorithm>
@@ -45,6 +50,9 @@ int SliceBegin(int B, int T, int t) { return t * (B / T) + std::min(t, B % T); }
 // Gradient chunks per thread for the sum and the optimizer: small enough that a thread the OS
 // descheduled mid-chunk holds up little, large enough to amortize claiming one.
 constexpr int kChunksPerThread = 4;
+// Fewer input rows per weight-gradient chunk would leave sgemm too little to amortize packing
+// dY.
+constexpr int kMinChunkRows = 16;
 
 class CpuBackend final : public Backend {
  public:
@@ -71,16 +79,14 @@ class CpuBackend final : public Backend {
     const int in0 = model_.layers[0];
     input_ = HostBuffer<float>(&ledger_, MemoryTag::kInputBatches, int64_t{max_batch} * in0);
     // Activations are shared (slice t uses its own rows of outputs_ and output_grads_); the
-    // sparse-input lists and, past slice 0, the gradients are per slice (workspace: the
-    // formula's gradients are grads_, which holds the sum).
+    // sparse-input lists and, past slice 0, the first layer's sparse weight gradients are per
+    // slice (workspace: the formula's gradients are grads_, which holds the sum).
     const int slice_rows = (max_batch + threads_ - 1) / threads_;
     slices_.resize(threads_);
     for (int t = 0; t < threads_; ++t) {
       Slice& sl = slices_[t];
-      if (t > 0) {
-        for (const HostBuffer<float>& g : grads_) {
-          sl.grads.emplace_back(&ledger_, MemoryTag::kWorkspace, g.size());
-        }
+      if (t > 0 && per_slice_dw0_) {
+        sl.dw0 = HostBuffer<float>(&ledger_, MemoryTag::kWorkspace, grads_[0].size());
       }
       if (cpu_internal::SparseKernelsAvailable()) {
         const int64_t cells = int64_t{slice_rows} * in0;
@@ -95,9 +101,11 @@ class CpuBackend final : public Backend {
             sl.col_value.data(), sl.col_nnz.data(),   slice_rows,         in0};
       }
     }
-    // Each slice calls sgemm on its own thread: OpenBLAS must not start threads of its own.
+    // Each slice and item calls sgemm on its own thread: OpenBLAS must not start threads of
+    // its own.
     openblas_set_num_threads(1);
     if (threads_ > 1) team_.emplace(threads_);
+    PlanWeightItems();
   }
 
   std::string name() const override {
@@ -117,20 +125,23 @@ class CpuBackend final : public Backend {
       for (HostBuffer<float>& g : grads_) std::fill(g.data(), g.data() + g.size(), 0.0f);
       RETURN_IF_ERROR(ExchangeGradients());
       ++optimizer_steps_;
-      ApplyOptimizer(lr, 0, 1);
+      ApplyOptimizerAll(lr);
       return absl::OkStatus();
     }
     const int active = SplitRows(B);
-    // Outside data-parallel runs, the optimizer runs in the team right after the sum (so the
-    // step is counted before it); a data-parallel run steps after the exchange.
+    // Outside data-parallel runs, the optimizer steps each item's rows right after computing
+    // their gradient (so the step is counted before it); a data-parallel run steps after the
+    // exchange.
     const bool fused_optimizer = !distributed();
     if (fused_optimizer) ++optimizer_steps_;
-    const int chunks = threads_ == 1 ? 0 : kChunksPerThread * threads_;
-    std::atomic<int> next_slice{0}, slices_done{0}, next_chunk{0};
+    const float* x0 = nullptr;  // the first layer's input, whole batch (set by slice 0)
+    std::atomic<int> next_slice{0}, slices_done{0}, next_item{0};
+    const int items = static_cast<int>(items_.size());
     RunTeam([&] {
       for (int t; (t = next_slice.fetch_add(1, std::memory_order_relaxed)) < active;) {
         Slice& sl = slices_[t];
         const float* x = PrepareInput(batch, sl);
+        if (t == 0) x0 = x;  // slice 0 starts at row 0: its input is the whole batch's
         Forward(x, sl);
         const int L = model_.num_linear();
         const int C = model_.layers[L];
@@ -141,15 +152,21 @@ class CpuBackend final : public Backend {
             output_grads_[L - 1].data() + int64_t{sl.begin} * C,
             t == 0 ? &train_loss_sum_ : &sl.loss_sum, t == 0 ? &train_correct_ : &sl.correct,
             static_cast<int>(global_samples));
-        Backward(x, t);
+        BackwardRows(x, sl, t);
         slices_done.fetch_add(1, std::memory_order_release);
       }
-      if (chunks == 0) return;
-      cpu_internal::WorkerTeam::WaitUntil(
-          [&] { return slices_done.load(std::memory_order_acquire) == active; });
-      for (int c; (c = next_chunk.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-        SumSliceGradients(active, c, chunks);
-        if (fused_optimizer) ApplyOptimizer(lr, c, chunks);
+      if (threads_ > 1) {
+        cpu_internal::WorkerTeam::WaitUntil(
+            [&] { return slices_done.load(std::memory_order_acquire) == active; });
+      }
+      for (int i; (i = next_item.fetch_add(1, std::memory_order_relaxed)) < items;) {
+        const WeightItem& item = items_[i];
+        if (fused_optimizer && plain_sgd_ && item.kind == WeightItem::kWeightRows) {
+          RunWeightItem(item, B, active, x0, lr);  // gradient and step in one sgemm
+          continue;
+        }
+        RunWeightItem(item, B, active, x0);
+        if (fused_optimizer) ApplyOptimizer(item.param, item.lo, item.hi, lr);
       }
     });
     for (int t = 1; t < active; ++t) {  // in slice order, so the sum is reproducible
@@ -158,8 +175,10 @@ class CpuBackend final : public Backend {
     }
     train_samples_ += B;
     RETURN_IF_ERROR(ExchangeGradients());
-    if (!fused_optimizer) ++optimizer_steps_;
-    if (!fused_optimizer || threads_ == 1) ApplyOptimizer(lr, 0, 1);
+    if (!fused_optimizer) {
+      ++optimizer_steps_;
+      ApplyOptimizerAll(lr);
+    }
     return absl::OkStatus();
   }
 
@@ -261,7 +280,7 @@ class CpuBackend final : public Backend {
     bool sparse_path = false;  // the first layer ran on the sparse kernels (Backward matches)
     double loss_sum = 0;       // slices past 0 (slice 0 adds into the backend's totals)
     int64_t correct = 0;
-    std::vector<HostBuffer<float>> grads;  // slices past 0: this slice's gradients
+    HostBuffer<float> dw0;  // slices past 0, sparse kernels: this slice's first-layer dW^T
     HostBuffer<int32_t> row_index, row_nnz, col_row, col_nnz;
     HostBuffer<float> row_value, col_value;
     std::optional<cpu_internal::SparseInput> sparse;
@@ -284,15 +303,65 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // grads_ += the gradients of slices 1 .. active-1, in that order, over chunk c of `chunks`
-  // of every gradient's elements.
-  void SumSliceGradients(int active, int c, int chunks) {
-    for (size_t p = 0; p < grads_.size(); ++p) {
-      const int64_t n = grads_[p].size();
-      const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
-      for (int s = 1; s < active; ++s) {
-        cpu_internal::AddInPlace(slices_[s].grads[p].data() + lo, hi - lo, grads_[p].data() + lo);
+  // A phase-2 item: elements [lo, hi) of parameter `param` (a weight's rows [lo / O, hi / O)).
+  struct WeightItem {
+    enum Kind { kWeightRows, kBias, kSumSlices } kind;
+    int layer;
+    int param;
+    int64_t lo, hi;
+  };
+
+  // The phase-2 items, fixed by the model and T: each weight's input rows in about
+  // kChunksPerThread * T chunks (whole rows, at least kMinChunkRows each), each bias whole, and
+  // with per-slice first-layer gradients, that weight's elements in as many chunks.
+  void PlanWeightItems() {
+    const int target = threads_ == 1 ? 1 : kChunksPerThread * threads_;
+    for (int k = 0; k < model_.num_linear(); ++k) {
+      const int in = model_.layers[k], out = model_.layers[k + 1];
+      const bool sum = k == 0 && per_slice_dw0_;
+      const int64_t units = sum ? int64_t{in} * out : in;
+      const int64_t min_units = sum ? int64_t{kMinChunkRows} * out : kMinChunkRows;
+      const int64_t chunks = std::clamp<int64_t>(units / min_units, 1, target);
+      const int64_t scale = sum ? 1 : out;  // units -> elements
+      for (int64_t c = 0; c < chunks; ++c) {
+        items_.push_back({sum ? WeightItem::kSumSlices : WeightItem::kWeightRows, k, 2 * k,
+                          units * c / chunks * scale, units * (c + 1) / chunks * scale});
       }
+      items_.push_back({WeightItem::kBias, k, 2 * k + 1, 0, out});
+    }
+  }
+
+  // Computes item's gradient elements over the whole batch of B rows (`x`: the first layer's
+  // input, whole batch). With `sgd_lr` (kWeightRows only), steps the weight rows by plain SGD
+  // instead, without storing their gradient.
+  void RunWeightItem(const WeightItem& item, int B, int active, const float* x,
+                     std::optional<float> sgd_lr = std::nullopt) {
+    const int k = item.layer;
+    const int in = model_.layers[k], out = model_.layers[k + 1];
+    switch (item.kind) {
+      case WeightItem::kBias:
+        cpu_internal::BiasGrad(output_grads_[k].data(), B, out, grads_[item.param].data());
+        return;
+      case WeightItem::kWeightRows:
+        if (sgd_lr) {
+          cpu_internal::DenseSgdStepRows(k == 0 ? x : outputs_[k - 1].data(),
+                                         output_grads_[k].data(), B, in, out,
+                                         static_cast<int>(item.lo / out),
+                                         static_cast<int>(item.hi / out), *sgd_lr,
+                                         params_[item.param].data());
+          return;
+        }
+        cpu_internal::DenseWeightGradRows(k == 0 ? x : outputs_[k - 1].data(),
+                                          output_grads_[k].data(), B, in, out,
+                                          static_cast<int>(item.lo / out),
+                                          static_cast<int>(item.hi / out), grads_[item.param].data());
+        return;
+      case WeightItem::kSumSlices:  // grads_[0] (slice 0's) += slices 1 .. active-1, in order
+        for (int s = 1; s < active; ++s) {
+          cpu_internal::AddInPlace(slices_[s].dw0.data() + item.lo, item.hi - item.lo,
+                                   grads_[0].data() + item.lo);
+        }
+        return;
     }
   }
 
@@ -426,27 +495,27 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // Slice t's backward pass into its gradients (slice 0: grads_).
-  void Backward(const float* x, int t) {
-    Slice& sl = slices_[t];
-    std::vector<HostBuffer<float>>& grads = t == 0 ? grads_ : sl.grads;
+  // Slice t's backward pass through the activations on its rows: each layer's dY (in
+  // output_grads_) and ReLU; the weight gradients are phase 2's, except the first layer's on
+  // the per-slice path (into grads_[0] for slice 0, the slice's dw0 past it).
+  void BackwardRows(const float* x, Slice& sl, int t) {
     const int B = sl.rows;
-    for (int k = model_.num_linear() - 1; k >= 0; --k) {
+    for (int k = model_.num_linear() - 1; k >= 1; --k) {
       const int in = model_.layers[k], out = model_.layers[k + 1];
-      const float* dy = Rows(output_grads_, k, sl);
-      cpu_internal::BiasGrad(dy, B, out, grads[2 * k + 1].data());
-      if (k == 0 && sl.sparse_path) {
-        cpu_internal::BuildSparseColumns(B, in, &*sl.sparse);
-        cpu_internal::SparseWeightGrad(*sl.sparse, dy, in, out, grads[0].data(), /*threads=*/1);
-        continue;
-      }
-      const float* layer_in = k == 0 ? x : Rows(outputs_, k - 1, sl);
-      float* dx = k > 0 ? Rows(output_grads_, k - 1, sl) : nullptr;
-      cpu_internal::DenseLinearBackward(layer_in, params_[2 * k].data(), dy, B, in, out,
-                                        grads[2 * k].data(), dx);
-      if (dx != nullptr) {
-        cpu_internal::ReluBackwardInPlace(Rows(outputs_, k - 1, sl), int64_t{B} * in, dx);
-      }
+      float* dx = Rows(output_grads_, k - 1, sl);
+      cpu_internal::DenseInputGrad(params_[2 * k].data(), Rows(output_grads_, k, sl), B, in, out,
+                                   dx);
+      cpu_internal::ReluBackwardInPlace(Rows(outputs_, k - 1, sl), int64_t{B} * in, dx);
+    }
+    if (!per_slice_dw0_) return;
+    const int in = model_.layers[0], out = model_.layers[1];
+    float* dw0 = t == 0 ? grads_[0].data() : sl.dw0.data();
+    const float* dy = Rows(output_grads_, 0, sl);
+    if (sl.sparse_path) {
+      cpu_internal::BuildSparseColumns(B, in, &*sl.sparse);
+      cpu_internal::SparseWeightGrad(*sl.sparse, dy, in, out, dw0, /*threads=*/1);
+    } else {
+      cpu_internal::DenseWeightGradRows(x, dy, B, in, out, 0, in, dw0);
     }
   }
 
@@ -488,24 +557,26 @@ class CpuBackend final : public Backend {
         .count();
   }
 
-  // The optimizer step (optimizer_steps_ already counts it) on part t of `parts` of every
-  // parameter's elements; element-wise, so the split does not change the result.
-  void ApplyOptimizer(float lr, int t, int parts) {
+  // The optimizer step (optimizer_steps_ already counts it) on elements [lo, hi) of parameter
+  // p; element-wise, so a split does not change the result.
+  void ApplyOptimizer(int p, int64_t lo, int64_t hi, float lr) {
     const size_t num_params = params_.size();
-    for (size_t p = 0; p < num_params; ++p) {
-      const int64_t n = params_[p].size();
-      const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
-      if (opt_.kind == OptimizerKind::kAdamW) {
-        cpu_internal::AdamWUpdate(params_[p].data() + lo, grads_[p].data() + lo,
-                                  opt_state_[p].data() + lo, opt_state_[num_params + p].data() + lo,
-                                  hi - lo, lr, opt_.beta1, opt_.beta2, opt_.eps,
-                                  opt_.weight_decay, optimizer_steps_);
-      } else {
-        float* momentum = opt_state_.empty() ? nullptr : opt_state_[p].data() + lo;
-        cpu_internal::SgdUpdate(params_[p].data() + lo, grads_[p].data() + lo, momentum, hi - lo,
-                                lr, opt_.momentum, opt_.nesterov, opt_.weight_decay,
-                                optimizer_steps_ == 1);
-      }
+    if (opt_.kind == OptimizerKind::kAdamW) {
+      cpu_internal::AdamWUpdate(params_[p].data() + lo, grads_[p].data() + lo,
+                                opt_state_[p].data() + lo, opt_state_[num_params + p].data() + lo,
+                                hi - lo, lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay,
+                                optimizer_steps_);
+    } else {
+      float* momentum = opt_state_.empty() ? nullptr : opt_state_[p].data() + lo;
+      cpu_internal::SgdUpdate(params_[p].data() + lo, grads_[p].data() + lo, momentum, hi - lo,
+                              lr, opt_.momentum, opt_.nesterov, opt_.weight_decay,
+                              optimizer_steps_ == 1);
+    }
+  }
+
+  void ApplyOptimizerAll(float lr) {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      ApplyOptimizer(static_cast<int>(p), 0, params_[p].size(), lr);
     }
   }
 
@@ -513,11 +584,19 @@ class CpuBackend final : public Backend {
   const OptimizerConfig opt_;
   const BackendOptions options_;
   const int threads_;
+  // The first layer's weight gradient is computed per slice and summed (the AVX-512 sparse
+  // kernels work from a slice's column lists).
+  const bool per_slice_dw0_ = cpu_internal::SparseKernelsAvailable();
+  // SGD without momentum or weight decay: a dense weight's step is fused into its gradient's
+  // sgemm (outside data-parallel runs, which need the gradient itself for the exchange).
+  const bool plain_sgd_ = opt_.kind == OptimizerKind::kSgd && opt_.momentum == 0.0f &&
+                          opt_.weight_decay == 0.0f;
   MemoryLedger ledger_;  // declared before every buffer: buffers report to it when destroyed
   std::vector<HostBuffer<float>> params_, grads_, opt_state_, outputs_, output_grads_;
   HostBuffer<float> input_;
   std::vector<Slice> slices_;  // threads_ of them
   std::optional<cpu_internal::WorkerTeam> team_;  // threads_ > 1
+  std::vector<WeightItem> items_;                 // phase 2, in a fixed order
   int64_t optimizer_steps_ = 0;
   double train_loss_sum_ = 0;
   int64_t train_samples_ = 0;

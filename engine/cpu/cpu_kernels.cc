@@ -217,13 +217,20 @@ void DenseLinearForward(const float* x, const float* wt, const float* bias, int 
   }
 }
 
-void DenseLinearBackward(const float* x, const float* wt, const float* dy, int B, int I, int O,
-                         float* dwt, float* dx) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I, O, B, 1.0f, x, I, dy, O, 0.0f, dwt, O);
-  if (dx != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, I, O, 1.0f, dy, O, wt, O, 0.0f, dx,
-                I);
-  }
+void DenseWeightGradRows(const float* x, const float* dy, int B, int I, int O, int i0, int i1,
+                         float* dwt) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1 - i0, O, B, 1.0f, x + i0, I, dy, O, 0.0f,
+              dwt + int64_t{i0} * O, O);
+}
+
+void DenseSgdStepRows(const float* x, const float* dy, int B, int I, int O, int i0, int i1,
+                      float lr, float* wt) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1 - i0, O, B, -lr, x + i0, I, dy, O, 1.0f,
+              wt + int64_t{i0} * O, O);
+}
+
+void DenseInputGrad(const float* wt, const float* dy, int B, int I, int O, float* dx) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, I, O, 1.0f, dy, O, wt, O, 0.0f, dx, I);
 }
 
 SLUICE_CLONES void AddInPlace(const float* __restrict src, int64_t n, float* __restrict dst) {

@@ -44,9 +44,17 @@ void SparseWeightGrad(const SparseInput& s, const float* dy, int I, int O, float
 // Dense equivalents through OpenBLAS cblas_sgemm.
 void DenseLinearForward(const float* x, const float* wt, const float* bias, int B, int I, int O,
                         bool relu, float* y);
-// dW^T = x^T dy; dx = dy W (when dx != nullptr).
-void DenseLinearBackward(const float* x, const float* wt, const float* dy, int B, int I, int O,
-                         float* dwt, float* dx);
+// Rows [i0, i1) of dW^T [I, O] = x^T dy, over all B samples of x [B, I] and dy [B, O]: the
+// rows of the weight gradient are independent, so threads may split them (cpu_backend.cc).
+void DenseWeightGradRows(const float* x, const float* dy, int B, int I, int O, int i0, int i1,
+                         float* dwt);
+// Plain SGD (no momentum, no weight decay) on rows [i0, i1) of W^T, with the gradient never
+// stored: W^T -= lr * x^T dy in one sgemm (beta = 1), which saves sgemm's pass that zeroes the
+// gradient, the gradient's stores and the optimizer's pass over it.
+void DenseSgdStepRows(const float* x, const float* dy, int B, int I, int O, int i0, int i1,
+                      float lr, float* wt);
+// dx [B, I] = dy W, with W given as W^T [I, O].
+void DenseInputGrad(const float* wt, const float* dy, int B, int I, int O, float* dx);
 
 // dst[i] += src[i]: one slice's gradients added into the sum (cpu_backend.cc).
 void AddInPlace(const float* src, int64_t n, float* dst);
