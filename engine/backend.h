@@ -82,6 +82,10 @@ class Backend {
   // Host threads that compute each step (the CPU backend's team; 1 for device backends, whose
   // host thread only enqueues).
   virtual int compute_threads() const { return 1; }
+  // CPU time, cumulative, of the threads the backend computes on besides the caller's (the CPU
+  // backend's worker team, spinning included); a step's CPU time is the caller's own plus the
+  // change of this across it. 0 for backends without such threads.
+  virtual int64_t helper_cpu_ns() const { return 0; }
 
   // One optimizer step on `batch` with learning rate `lr`. A host batch (on_device false) may
   // be reused or freed as soon as TrainStep returns (the CPU backend is done with it; a device

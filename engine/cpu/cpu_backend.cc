@@ -115,6 +115,7 @@ class CpuBackend final : public Backend {
   }
   bool is_cuda() const override { return false; }
   int compute_threads() const override { return threads_; }
+  int64_t helper_cpu_ns() const override { return team_ ? team_->team_cpu_ns() : 0; }
 
   absl::Status TrainStep(const BatchView& batch, float lr) override {
     RETURN_IF_ERROR(CheckBatch(batch));

@@ -38,6 +38,7 @@ StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work)
     r.capacity_samples_per_s = s.samples * 1e9 * r.concurrency / s.busy_ns;
     r.cpu_ns_per_sample = static_cast<double>(s.busy_ns) / s.samples;
   }
+  if (cpu_work && train_ns > 0) r.cores_busy = s.busy_ns / train_ns;
   return r;
 }
 
@@ -166,7 +167,8 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   // wait is the consumer's wait in Next(). On a device, busy is device time from the compute
   // stream's events and the wait is the stream's idle time between steps; the host's enqueue
   // time is CPU work of its own (counted in the CPU budget below). A CPU step split across
-  // cs.threads threads keeps them all busy while it runs: its CPU time is busy x threads.
+  // cs.threads threads: its CPU time is what those threads' CPU clocks measured (cs.cpu_ns),
+  // which is less than busy x threads when a team thread was not scheduled for part of a step.
   const StageStats& delivery = ps[Stage::kDelivery];
   StageRow compute;
   compute.stage = Stage::kCompute;
@@ -184,7 +186,10 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   compute.queue_high_water = delivery.queue_high_water;
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
-    compute.cpu_ns_per_sample = static_cast<double>(cs.busy_ns) * compute.concurrency / cs.samples;
+    const double cpu = cs.cpu_ns > 0 ? static_cast<double>(cs.cpu_ns)
+                                     : static_cast<double>(cs.busy_ns) * compute.concurrency;
+    compute.cpu_ns_per_sample = cpu / cs.samples;
+    if (compute.cpu_work && train_ns > 0) compute.cores_busy = cpu / train_ns;
   }
   rep.stages.push_back(compute);
   rep.input_bound_pct = compute.wait_input_pct;
@@ -201,9 +206,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
     if (r.capacity_samples_per_s) cap = std::min(cap, *r.capacity_samples_per_s);
     if (r.cpu_work) {
       cpu_ns += r.cpu_ns_per_sample;
-      // Graph stages' busy is summed over their threads already; compute's is wall time.
-      const int threads = r.stage == Stage::kCompute ? r.concurrency : 1;
-      cpu_busy += static_cast<double>(r.busy_ns) * threads;
+      cpu_busy += r.cores_busy * train_ns;
     }
   }
   if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps

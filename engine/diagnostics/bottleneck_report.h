@@ -74,7 +74,12 @@ struct StageRow {
   // samples / (busy / concurrency): what the stage could do if nothing else limited it
   // (compute: samples / busy, busy being the wall time of its steps).
   std::optional<double> capacity_samples_per_s;
-  double cpu_ns_per_sample = 0;  // CPU time per sample: busy_ns (x threads for compute) / samples
+  // CPU time per sample: busy_ns / samples for the graph stages (busy is summed over their
+  // threads); compute on the CPU: its threads' measured CPU time (ComputeStats::cpu_ns) /
+  // samples, else busy_ns x threads / samples.
+  double cpu_ns_per_sample = 0;
+  // Cores the stage kept busy on average over the training time (cpu_work stages).
+  double cores_busy = 0;
   // capacity / (per-thread ceiling x min(concurrency, cores)), when a ceiling was measured.
   std::optional<double> ceiling_samples_per_s;
   std::optional<double> pct_of_ceiling;

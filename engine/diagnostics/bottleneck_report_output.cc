@@ -24,7 +24,7 @@ void to_json(BasicJsonType& j, const Stage& s) {
 SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
                           items_per_s, samples_per_s, busy_ns, busy_pct, wait_input_pct,
                           wait_output_pct, queue_high_water, capacity_samples_per_s,
-                          cpu_ns_per_sample, ceiling_samples_per_s, pct_of_ceiling,
+                          cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
                           attributed_wait_pct)
 
 using report_internal::FormatRate;

@@ -20,6 +20,9 @@ namespace {
 
 constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
 constexpr double kPartlyInputPct = 5.0;
+// CPU compute whose threads' CPU clocks advanced by less than this share of the cores they
+// could use, while computing nearly all the time, was starved by something outside the run.
+constexpr double kStarvedCoresFraction = 0.75;
 
 std::string Suggestion(Stage s) {
   switch (s) {
@@ -58,6 +61,7 @@ std::string StageAt(const StageRow& r) {
     absl::StrAppend(&s, " on the copy stream");
   } else {
     absl::StrAppend(&s, " on ", r.concurrency, r.concurrency == 1 ? " thread" : " threads");
+    if (r.cpu_work) absl::StrAppendFormat(&s, " (%.1f cores busy)", r.cores_busy);
   }
   if (r.pct_of_ceiling) absl::StrAppendFormat(&s, " (%.0f%% of its ceiling)", *r.pct_of_ceiling);
   return s;
@@ -111,7 +115,18 @@ void DecideVerdict(BottleneckReport* rep) {
                       StageName(slow->stage), " could do ",
                       FormatRate(*slow->capacity_samples_per_s), ")");
     }
-    if (!rep->is_cuda && rep->cpu_saturated) {
+    // Compute ran nearly all the time yet its threads' CPU clocks advanced much less than
+    // their count: something outside this run took the cores.
+    const double compute_cores = std::min(compute.concurrency, std::max(1, rep->cores));
+    if (compute.cpu_work && compute.busy_pct >= 80 &&
+        compute.cores_busy < kStarvedCoresFraction * compute_cores) {
+      absl::StrAppendFormat(&rep->sentence,
+                            "; its %d %s got %.1f cores' worth of CPU over the run: other "
+                            "processes take the cores (or the affinity mask or cgroup quota is "
+                            "smaller than the threads)",
+                            compute.concurrency, compute.concurrency == 1 ? "thread" : "threads",
+                            compute.cores_busy);
+    } else if (!rep->is_cuda && rep->cpu_saturated) {
       absl::StrAppendFormat(&rep->sentence,
                             "; the %d cores are saturated (%.1f threads busy): fewer pipeline "
                             "--threads leave more CPU to compute",
@@ -129,13 +144,11 @@ void DecideVerdict(BottleneckReport* rep) {
   rep->limiting_stage = slow->stage;
   if (rep->cpu_saturated && slow->cpu_work) {
     rep->verdict = VerdictClass::kCpuBound;
-    double cpu_busy = 0;
+    double cores = 0;
     for (const StageRow& r : rep->stages) {
-      // Compute's busy is wall time on each of its threads; the graph stages' is summed.
-      const int threads = r.stage == Stage::kCompute ? r.concurrency : 1;
-      if (r.present && r.cpu_work) cpu_busy += static_cast<double>(r.busy_ns) * threads;
+      if (r.present && r.cpu_work) cores += r.cores_busy;
     }
-    const double share = cpu_busy > 0 ? 100.0 * slow->busy_ns / cpu_busy : 0;
+    const double share = cores > 0 ? 100.0 * slow->cores_busy / cores : 0;
     rep->sentence = absl::StrFormat(
         "cpu-bound: %s and the %d cores are saturated (%.1f threads busy); %s and takes %.0f%% "
         "of the CPU time; make it cheaper (%s): more threads cannot help on %d cores",

@@ -36,8 +36,12 @@ struct ComputeStats {
   int64_t idle_ns = 0;
   int64_t enqueue_ns = 0;     // host time inside TrainStep (CPU: equals busy_ns)
   // Host threads that computed each step (Backend::compute_threads): the CPU backend splits a
-  // step across them, so its CPU time is busy_ns x threads. Device backends: 1.
+  // step across them. Device backends: 1.
   int threads = 1;
+  // Host backends: the CPU time of the steps, from the CPU clocks of the caller's thread and
+  // the backend's team (Backend::helper_cpu_ns): less than busy_ns x threads when a team
+  // thread was not scheduled for part of a step. 0: not measured (busy_ns x threads is used).
+  int64_t cpu_ns = 0;
   int64_t first_start_ns = 0; // steady-clock ns (pipeline/stage_stats.h NowNs)
   int64_t last_end_ns = 0;
   std::string device;         // backend name

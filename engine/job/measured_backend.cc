@@ -1,5 +1,7 @@
 #include "engine/job/measured_backend.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -7,6 +9,15 @@
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
+namespace {
+
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
 
 MeasuredBackend::MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us,
                                  bool keep_spans)
@@ -41,11 +52,15 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
     RETURN_IF_ERROR(stream_->Record(ev->start.get()));
   }
   absl::Status status;
+  // The CPU time of the step on a host backend: this thread's and the backend's team's.
+  const bool host_step = stream_ == nullptr;
+  const int64_t cpu_start = host_step ? ThreadCpuNs() + inner_->helper_cpu_ns() : 0;
   if (compute_free_) {
     free_samples_ += batch.size;
   } else {
     status = inner_->TrainStep(batch, lr);
   }
+  if (host_step) stats_.cpu_ns += ThreadCpuNs() + inner_->helper_cpu_ns() - cpu_start;
   if (delay_us_ > 0) {
     if (stream_ != nullptr) {
       // Device time: the compute stream is held this long (a callback blocks its stream on

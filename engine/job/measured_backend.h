@@ -34,6 +34,7 @@ class MeasuredBackend final : public Backend {
   std::string name() const override { return inner_->name(); }
   bool is_cuda() const override { return inner_->is_cuda(); }
   int compute_threads() const override { return inner_->compute_threads(); }
+  int64_t helper_cpu_ns() const override { return inner_->helper_cpu_ns(); }
   absl::Status TrainStep(const BatchView& batch, float lr) override;
   absl::StatusOr<LossStats> TakeLoss() override;
   absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override;

@@ -1,6 +1,10 @@
 #include "engine/cpu/internal/worker_team.h"
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -31,6 +35,35 @@ TEST(WorkerTeamTest, EveryItemIsDoneOncePerRunAndVisibleAfterRun) {
     }
     for (int i = 0; i < kItems; ++i) EXPECT_EQ(done[i], 2000) << i;
   }
+}
+
+// The team threads' CPU time: a run in which a team thread spins for 20 ms of its own CPU adds
+// at least that once Run has returned; a one-thread team has none.
+TEST(WorkerTeamTest, TeamCpuTimeCountsTheTeamThreadsWork) {
+  EXPECT_EQ(WorkerTeam(1).team_cpu_ns(), 0);
+  WorkerTeam team(2);
+  const int64_t before = team.team_cpu_ns();
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> team_thread_worked{false};
+  for (int attempt = 0; attempt < 100 && !team_thread_worked.load(); ++attempt) {
+    team.Run([&] {
+      if (std::this_thread::get_id() == caller) {
+        // Hold the run open until the team thread has joined and worked (or a while passed).
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        while (!team_thread_worked.load() && std::chrono::steady_clock::now() < deadline) {
+        }
+        return;
+      }
+      timespec t0, t;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+      do {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      } while ((t.tv_sec - t0.tv_sec) * 1'000'000'000LL + (t.tv_nsec - t0.tv_nsec) < 20'000'000);
+      team_thread_worked.store(true);
+    });
+  }
+  ASSERT_TRUE(team_thread_worked.load()) << "the team thread never joined a run";
+  EXPECT_GE(team.team_cpu_ns() - before, 20'000'000);
 }
 
 TEST(WorkerTeamTest, AnIdleTeamIsDestroyedPromptly) {

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <time.h>
+
 #include <chrono>
 
 namespace sluice::cpu_internal {
@@ -44,11 +46,23 @@ void Notify(std::atomic<T>& value, const std::atomic<int>& sleepers) {
   if (sleepers.load(std::memory_order_seq_cst) > 0) value.notify_all();
 }
 
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 }  // namespace
 
-WorkerTeam::WorkerTeam(int size) : size_(size < 1 ? 1 : size) {
+WorkerTeam::WorkerTeam(int size) : size_(size < 1 ? 1 : size), cpu_ns_(size_ - 1) {
   threads_.reserve(size_ - 1);
-  for (int t = 1; t < size_; ++t) threads_.emplace_back([this] { WorkerLoop(); });
+  for (int t = 1; t < size_; ++t) threads_.emplace_back([this, t] { WorkerLoop(t - 1); });
+}
+
+int64_t WorkerTeam::team_cpu_ns() const {
+  int64_t sum = 0;
+  for (const std::atomic<int64_t>& ns : cpu_ns_) sum += ns.load(std::memory_order_relaxed);
+  return sum;
 }
 
 WorkerTeam::~WorkerTeam() {
@@ -77,7 +91,7 @@ void WorkerTeam::Run(absl::FunctionRef<void()> fn) {
   fn_.reset();
 }
 
-void WorkerTeam::WorkerLoop() {
+void WorkerTeam::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
     SpinThenWait(generation_, sleepers_,
@@ -86,6 +100,8 @@ void WorkerTeam::WorkerLoop() {
     if (stop_.load(std::memory_order_seq_cst)) return;
     inside_.fetch_add(1, std::memory_order_seq_cst);
     if (open_.load(std::memory_order_seq_cst)) (*fn_)();
+    // Before leaving the run, so that Run's return publishes it (inside_ is seq_cst).
+    cpu_ns_[index].store(ThreadCpuNs(), std::memory_order_relaxed);
     if (inside_.fetch_sub(1, std::memory_order_seq_cst) == 1) Notify(inside_, sleepers_);
   }
 }

@@ -39,11 +39,15 @@ class WorkerTeam {
 
   int size() const { return size_; }
   void Run(absl::FunctionRef<void()> fn);
+  // CPU time (the threads' CPU clocks) of the team threads besides the caller, from their start
+  // to the end of their latest run: the work and the spinning in between, not the sleeping.
+  // Complete for a run once Run has returned.
+  int64_t team_cpu_ns() const;
   // Spins, then yields, until done() (for waits inside fn on items other threads claimed).
   static void WaitUntil(absl::FunctionRef<bool()> done);
 
  private:
-  void WorkerLoop();
+  void WorkerLoop(int index);
 
   const int size_;
   std::vector<std::thread> threads_;
@@ -53,6 +57,7 @@ class WorkerTeam {
   std::atomic<int> inside_{0};           // team threads that joined and have not left
   std::atomic<int> sleepers_{0};         // threads parked in an atomic wait
   std::atomic<bool> stop_{false};
+  std::vector<std::atomic<int64_t>> cpu_ns_;  // per team thread, published after each run
 };
 
 }  // namespace sluice::cpu_internal

@@ -13,6 +13,7 @@ namespace sluice {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A synthetic run: per-sample busy ns of each stage (busy summed over its threads), the
 // concurrency of decompress and preprocess, and how the run went. Training time is what the
@@ -27,6 +28,7 @@ struct Synth {
   double train_ns_per_sample = -1;  // > 0: force the training time
   double pinned_wait_pct = 0;
   int compute_threads = 1;  // CPU runs: the threads each step is split across
+  double compute_cpu_ns = 0;  // CPU runs: measured CPU time per sample of compute (0: none)
 };
 
 constexpr uint64_t kSamples = 60000;
@@ -86,6 +88,7 @@ RunRecord MakeRun(const Synth& s) {
   c.is_cuda = s.cuda;
   c.on_device = s.cuda;
   c.threads = s.compute_threads;
+  c.cpu_ns = static_cast<int64_t>(s.compute_cpu_ns * kSamples);
   if (s.cuda) {
     c.idle_ns = static_cast<int64_t>(wait);
     c.enqueue_ns = static_cast<int64_t>((s.enqueue_ns >= 0 ? s.enqueue_ns : s.compute_ns / 10) *
@@ -227,6 +230,47 @@ TEST(BottleneckReportTest, ComputeSplitAcrossThreadsCountsTheCpuOfEachThread) {
   EXPECT_THAT(rep.sentence, HasSubstr("on 2 threads"));
   // (100 + 200 + 200 + 2 x 1000) ns of CPU per 1020 ns of training.
   EXPECT_THAT(rep.ToText(), HasSubstr("2.45 threads busy"));
+}
+
+TEST(BottleneckReportTest, ComputeCpuIsWhatItsThreadsMeasuredWhenATeamThreadWasNotScheduled) {
+  // Two compute threads, 400 ns of wall time per sample, but the team thread ran for only half
+  // of each step (the caller did the rest): the threads' CPU clocks measured 600 ns per sample,
+  // not 800. Compute then used 600 / 1020 cores' worth; the cores are not saturated and the CPU
+  // formula allows 2e9 / (700 + 600) samples/s.
+  Synth s;
+  s.read_ns = 100;
+  s.decompress_ns = 300;
+  s.preprocess_ns = 300;
+  s.compute_ns = 400;
+  s.compute_threads = 2;
+  s.compute_cpu_ns = 600;
+  s.train_ns_per_sample = 1020;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  const StageRow& compute = rep.row(Stage::kCompute);
+  const double train_ns_per_sample = rep.train_seconds * 1e9 / rep.samples;
+  EXPECT_NEAR(compute.cpu_ns_per_sample, 600, 1e-6);
+  EXPECT_NEAR(compute.cores_busy, 600 / train_ns_per_sample, 1e-9);
+  EXPECT_NEAR(rep.row(Stage::kDecompress).cores_busy, 300 / train_ns_per_sample, 1e-9);
+  EXPECT_NEAR(rep.cpu_limit_samples_per_s, 2e9 / 1300, 1e-3);
+  EXPECT_NEAR(rep.cpu_threads_busy, 1300 / train_ns_per_sample, 1e-9);
+  EXPECT_FALSE(rep.cpu_saturated);
+  EXPECT_EQ(rep.ToJson()["stages"][static_cast<int>(ReportRow(Stage::kCompute))]["cores_busy"],
+            compute.cores_busy);
+  // Compute the limit: the verdict names its threads and the cores they kept busy.
+  Synth c;
+  c.compute_ns = 1000;
+  c.compute_threads = 2;
+  c.compute_cpu_ns = 1700;
+  rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/8);
+  EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
+  EXPECT_THAT(rep.sentence, HasSubstr("on 2 threads (1.7 cores busy)"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
+  // The same run whose two threads got 0.8 cores' worth of CPU: the cores went elsewhere.
+  c.compute_cpu_ns = 800;
+  rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/8);
+  EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
+  EXPECT_THAT(rep.sentence, HasSubstr("its 2 threads got 0.8 cores' worth of CPU over the run: "
+                                      "other processes take the cores"));
 }
 
 TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) {
