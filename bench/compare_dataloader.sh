@@ -63,7 +63,7 @@ for ((r = 1; r <= REPEATS; r++)); do
     --benchmark_min_time=2 --benchmark_format=json 2>/dev/null > "$tmp/sl.json"
   "$PY" -c 'import json,sys; b=json.load(open(sys.argv[1]))["benchmarks"][0]; print(b["items_per_second"], file=open(sys.argv[2], "a")); print(b["of_decode_limit"], file=open(sys.argv[3], "a"))' \
     "$tmp/sl.json" "$tmp/sl" "$tmp/dl"
-  echo "round $r: torch w0 $(tail -1 "$tmp/w0")  torch w2 $(tail -1 "$tmp/w2")  sluice $(tail -1 "$tmp/sl") samples/s ($(tail -1 "$tmp/dl") of its decode limit)"
+  echo "round $r: torch w0 $(tail -1 "$tmp/w0")  torch w2 $(tail -1 "$tmp/w2")  sluice $(tail -1 "$tmp/sl") samples/s ($(awk '{printf "%.0f%%", 100 * $1}' <<< "$(tail -1 "$tmp/dl")") of its decode limit)"
 done
 w0=$(median < "$tmp/w0"); w2=$(median < "$tmp/w2"); sl=$(median < "$tmp/sl"); dl=$(median < "$tmp/dl")
 best=$(printf '%s\n%s\n' "$w0" "$w2" | sort -g | tail -1)
