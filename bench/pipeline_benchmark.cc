@@ -6,6 +6,10 @@
 //     iteration; items = samples, bytes = batch bytes delivered.
 //   BM_Pipeline_DataLoaderConfig/threads: bench/compare_dataloader.sh's configuration; a new
 //     pipeline per epoch (start-up and drain included, as a DataLoader epoch includes its own).
+//   Both Pipeline benchmarks report of_decode_limit = samples/s / (decode_ceiling x threads):
+//     decode_ceiling is one thread's zstd decode of these same shards' stored frames from
+//     memory (no checksum, no copy, no pipeline), measured once per process; the pipeline does
+//     that decode plus everything else, so this is the share of the cores' decode work it keeps.
 //   BM_Stage_Read: pread of every stored frame (page cache warm after the first iteration).
 //   BM_Stage_Decompress/threads: checksum + zstd decode of every frame, from memory.
 //   BM_Stage_Preprocess/format: shuffled gather + conversion of one epoch into batch buffers.
@@ -13,6 +17,11 @@
 // Environment: SLUICE_FASHION_MNIST (default /usr/share/datasets/fashion-mnist).
 #include <benchmark/benchmark.h>
 
+#include <zstd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -36,6 +45,7 @@ struct Fixture {
   std::unique_ptr<Dataset> dataset;
   std::vector<std::string> stored;  // every frame's stored bytes, in file order
   std::vector<std::string> raw;     // every frame decoded
+  uint64_t records = 0;             // records in all frames (one pass over `stored`)
 };
 
 Fixture* Setup() {
@@ -67,6 +77,7 @@ Fixture* Setup() {
         (void)r->ReadStoredFrame(i, &fx->stored.back());
         fx->raw.emplace_back();
         (void)r->ReadFrame(i, &fx->raw.back());
+        fx->records += r->frames()[i].record_count;
       }
     }
     std::atexit([] { std::filesystem::remove_all(Setup()->dir); });
@@ -75,10 +86,63 @@ Fixture* Setup() {
   return f;
 }
 
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Samples/s one thread decodes: bare ZSTD_decompressDCtx over every stored frame, from memory,
+// after one warm-up pass, for ~0.3 s. Cached: every benchmark of the process divides by the
+// same ceiling, measured in the same run as the pipeline (a ceiling from another run would
+// carry that run's machine load into the ratio).
+double DecodeCeiling() {
+  static const double ceiling = [] {
+    Fixture* fx = Setup();
+    size_t max_raw = 0;
+    for (const std::string& r : fx->raw) max_raw = std::max(max_raw, r.size());
+    std::string out(max_raw, '\0');
+    ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    auto pass = [&] {
+      for (size_t k = 0; k < fx->stored.size(); ++k) {
+        const size_t n = ZSTD_decompressDCtx(dctx, out.data(), fx->raw[k].size(),
+                                             fx->stored[k].data(), fx->stored[k].size());
+        if (ZSTD_isError(n) || n != fx->raw[k].size()) {
+          std::fprintf(stderr, "decode ceiling: zstd failed on frame %zu\n", k);
+          std::exit(1);
+        }
+      }
+      benchmark::DoNotOptimize(out.data());
+    };
+    pass();
+    const Clock::time_point start = Clock::now();
+    uint64_t passes = 0;
+    double seconds = 0;
+    do {
+      pass();
+      ++passes;
+      seconds = SecondsSince(start);
+    } while (seconds < 0.3);
+    ZSTD_freeDCtx(dctx);
+    return static_cast<double>(passes * fx->records) / seconds;
+  }();
+  return ceiling;
+}
+
+// of_decode_limit (see the top of the file), with the ceiling and threads it divides by.
+// `seconds`: the wall time of the timed loop (the benchmark's real time).
+void SetDecodeLimitCounters(benchmark::State& state, uint64_t samples, double seconds,
+                            int threads) {
+  const double ceiling = DecodeCeiling();
+  state.counters["decode_ceiling"] = ceiling;
+  state.counters["threads"] = threads;
+  state.counters["of_decode_limit"] = static_cast<double>(samples) / seconds / (ceiling * threads);
+}
+
 H2DFormat FormatArg(int64_t v) { return static_cast<H2DFormat>(v); }
 
 void BM_Pipeline_EndToEnd(benchmark::State& state) {
   Fixture* fx = Setup();
+  DecodeCeiling();  // measured before the pipeline's threads start
   PipelineOptions o;
   o.format.h2d_format = FormatArg(state.range(0));
   o.order.batch_size = static_cast<uint32_t>(state.range(1));
@@ -94,6 +158,7 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
   const uint64_t steps = (*p)->steps_per_epoch();
   uint64_t samples = 0, bytes = 0;
   BatchLease lease;
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {  // one epoch per iteration
     for (uint64_t s = 0; s < steps; ++s) {
       absl::StatusOr<bool> got = (*p)->Next(&lease);
@@ -108,6 +173,7 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(samples));
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  SetDecodeLimitCounters(state, samples, SecondsSince(start), o.resources.threads);
 }
 BENCHMARK(BM_Pipeline_EndToEnd)
     ->ArgNames({"format", "batch", "threads"})
@@ -119,6 +185,7 @@ BENCHMARK(BM_Pipeline_EndToEnd)
 // (no shuffle), ToTensor (f32), batch 32.
 void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
   Fixture* fx = Setup();
+  DecodeCeiling();  // measured before the pipeline's threads start
   PipelineOptions o;
   o.order.batch_size = 32;
   o.order.shuffle = false;
@@ -126,12 +193,14 @@ void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
   // pool_size: the default (auto), as sluice-train runs it
   o.resources.read_ahead_frames = 8;
   uint64_t samples = 0;
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     auto p = Pipeline::Create(fx->dataset.get(), o);
     BatchLease lease;
     while (*(*p)->Next(&lease)) samples += lease.view().size;
   }
   state.SetItemsProcessed(static_cast<int64_t>(samples));
+  SetDecodeLimitCounters(state, samples, SecondsSince(start), o.resources.threads);
 }
 BENCHMARK(BM_Pipeline_DataLoaderConfig)->ArgName("threads")->Arg(1)->Arg(2)
     ->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -249,9 +249,22 @@ absl::Status ShardReader::ReadStoredFrame(uint32_t i, std::string* out) const {
     return absl::OutOfRangeError(
         absl::StrCat(path(), ": frame ", i, " requested, shard has ", frames_.size()));
   }
+  out->resize(frames_[i].stored_size);
+  return ReadStoredFrame(i, absl::MakeSpan(out->data(), out->size()));
+}
+
+absl::Status ShardReader::ReadStoredFrame(uint32_t i, absl::Span<char> out) const {
+  if (i >= frames_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat(path(), ": frame ", i, " requested, shard has ", frames_.size()));
+  }
   const FrameInfo& f = frames_[i];
-  out->resize(f.stored_size);
-  ASSIGN_OR_RETURN(size_t got, file_->Read(f.offset, f.stored_size, out->data()));
+  if (out.size() != f.stored_size) {
+    return absl::InvalidArgumentError(absl::StrCat(path(), ": frame ", i, ": buffer of ",
+                                                   out.size(), " bytes, expected ",
+                                                   f.stored_size));
+  }
+  ASSIGN_OR_RETURN(size_t got, file_->Read(f.offset, f.stored_size, out.data()));
   if (got != f.stored_size) {
     return FrameCorruption(i, absl::StrCat("short read: expected ", f.stored_size,
                                            " bytes, got ", got));

@@ -38,6 +38,9 @@ class ShardReader {
 
   // Reads the stored (compressed) bytes of frame `i` into `out` (resized to stored_size).
   absl::Status ReadStoredFrame(uint32_t i, std::string* out) const;
+  // The same into `out`, which must hold exactly frames()[i].stored_size bytes: a caller that
+  // reuses its buffers pays neither an allocation nor resize()'s zero fill per frame.
+  absl::Status ReadStoredFrame(uint32_t i, absl::Span<char> out) const;
 
   // Verifies `stored` against frame `i`'s checksum and decompresses it into `raw`, which must
   // hold exactly frames()[i].raw_size bytes. Layout of raw: samples, then labels (columnar).

@@ -1,7 +1,8 @@
 // FrameBufferPool: recycled buffers for decoded frames, so the decompress hot path does not
-// malloc/free and page-fault a fresh ~200 KB buffer per frame.
+// malloc/free and page-fault a fresh ~200 KB buffer per frame (the pipeline keeps a second
+// pool for the stored frames the reader fills).
 //
-// Every buffer is `buffer_bytes` long (the largest raw frame). Take() hands out a returned
+// Every buffer is `buffer_bytes` long (the largest raw, or stored, frame). Take() hands out a returned
 // buffer when there is one and allocates otherwise, so the pool grows to the most buffers
 // ever out at once (for the pipeline: at most frame budget + decompress threads) and then
 // stops allocating.

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
 
@@ -72,6 +73,7 @@ absl::Status PipelineCore::BuildLayout() {
     for (uint32_t f = 0; f < r->frame_count(); ++f) {
       const FrameInfo& fi = r->frames()[f];
       max_raw_frame_ = std::max<size_t>(max_raw_frame_, fi.raw_size);
+      max_stored_frame_ = std::max<size_t>(max_stored_frame_, fi.stored_size);
       layout_.frames.push_back(FrameRef{static_cast<uint32_t>(i), f,
                                         m.shards[i].first_record + fi.first_record,
                                         fi.record_count});
@@ -125,6 +127,7 @@ absl::Status PipelineCore::Init() {
   ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size, batch_buffer_bytes_,
                                                    opt_.placement.device));
   frame_buffers_.emplace(max_raw_frame_);
+  stored_buffers_.emplace(max_stored_frame_);
   scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
                      [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); });
   if (opt_.placement.device != nullptr) {
@@ -336,14 +339,17 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   const FrameRef& fr = layout_.frames[g];
   uint64_t bytes = 0;
   if (stored_cache_.empty()) {
-    m.stored = std::make_shared<std::string>();
-    absl::Status s = readers_[fr.shard]->ReadStoredFrame(fr.frame, m.stored.get());
+    m.stored = std::make_shared<StoredFrame>();
+    m.stored->bytes = stored_buffers_->Take();
+    m.stored->size = readers_[fr.shard]->frames()[fr.frame].stored_size;
+    absl::Status s = readers_[fr.shard]->ReadStoredFrame(
+        fr.frame, absl::MakeSpan(m.stored->bytes.get(), m.stored->size));
     if (!s.ok()) {
       Fail(s);
       fc.stop();
       return FrameMsg{};
     }
-    bytes = m.stored->size();
+    bytes = m.stored->size;
   } else {
     bytes = stored_cache_[g].size();
   }
@@ -382,10 +388,13 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   } else {
     const uint32_t raw = reader->frames()[fr.frame].raw_size;
     out.owned = frame_buffers_->Take();
-    const std::string& stored = m.stored ? *m.stored : stored_cache_[g];
+    const absl::string_view stored =
+        m.stored ? absl::string_view(m.stored->bytes.get(), m.stored->size) : stored_cache_[g];
     s = reader->DecodeFrame(fr.frame, stored, absl::MakeSpan(out.owned.get(), raw),
                             ThisThreadDctx());
     out.data = out.owned.get();
+    // Decoded (or found corrupt): the stored bytes are not read again.
+    if (m.stored) stored_buffers_->Return(std::move(m.stored->bytes));
   }
   if (!s.ok()) {
     if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {

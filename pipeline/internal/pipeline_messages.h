@@ -39,13 +39,20 @@ struct EpochRun {
   std::unique_ptr<std::atomic<uint32_t>[]> batch_missing;  // frames still to decode, by batch
 };
 
+// A frame's stored bytes, read into a recycled buffer (PipelineCore's stored-frame pool).
+struct StoredFrame {
+  std::unique_ptr<char[]> bytes;
+  uint32_t size = 0;
+};
+
 // Message read -> decompress. Copyable (TBB buffers copy messages); big parts are shared.
 struct FrameMsg {
   std::shared_ptr<EpochRun> run;
   uint32_t slot = 0;
   uint64_t seq = 0;  // run-wide frame sequence number
   bool is_last = false;
-  std::shared_ptr<std::string> stored;  // null when served from the what-if read cache
+  // Null when served from the what-if read cache; decompress returns its buffer to the pool.
+  std::shared_ptr<StoredFrame> stored;
 };
 
 struct BatchPayload {

@@ -234,6 +234,15 @@ TEST(ShardTest, FrameIndexOutOfRangeAndWrongBufferAreRejected) {
             absl::StatusCode::kInvalidArgument);
   raw.resize(10);
   EXPECT_TRUE((*reader)->DecodeFrame(0, stored, absl::MakeSpan(raw.data(), raw.size())).ok());
+  // Into a caller's buffer: exactly stored_size bytes, the same bytes as into a string.
+  std::string buf(stored.size() + 1, '\0');
+  EXPECT_EQ((*reader)->ReadStoredFrame(0, absl::MakeSpan(buf.data(), buf.size())).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*reader)->ReadStoredFrame(2, absl::MakeSpan(buf.data(), buf.size())).code(),
+            absl::StatusCode::kOutOfRange);
+  buf.resize(stored.size());
+  ASSERT_TRUE((*reader)->ReadStoredFrame(0, absl::MakeSpan(buf.data(), buf.size())).ok());
+  EXPECT_EQ(buf, stored);
 }
 
 TEST(ShardTest, MissingFileIsNotFound) {
