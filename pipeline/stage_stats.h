@@ -88,9 +88,8 @@ struct PipelineStats {
   uint32_t frame_budget = 0;
   uint32_t ring_depth = 0;        // device batch slots (0 without upload)
   uint64_t pool_bytes = 0;        // the pinned batch pool: pool_buffers x bytes per buffer
-  // Frame buffers allocated so far (recycled, never freed before the pipeline): decoded ones x
-  // the largest raw frame (at most frame_budget + decompress threads) plus stored ones x the
-  // largest stored frame (at most frame_budget + 1).
+  // Decoded-frame buffers allocated so far (they are recycled, never freed before the pipeline):
+  // buffers x the largest raw frame; at most (frame_budget + decompress threads) buffers.
   uint64_t frame_buffer_bytes = 0;
   uint64_t trace_dropped = 0;     // spans not recorded because the trace buffer was full
 

@@ -450,9 +450,9 @@ HostMemoryReport HostMemoryAfterRun(int64_t baseline_rss, const RunRecord& run,
     host.lines.push_back({std::move(name), static_cast<int64_t>(bytes)});
   };
   line("train: pinned batch pool", run.pipeline.pool_bytes);
-  line("train: frame buffers", run.pipeline.frame_buffer_bytes);
+  line("train: decoded-frame buffers", run.pipeline.frame_buffer_bytes);
   line("test: pinned batch pool", test_pool_bytes);
-  line("test: frame buffers", test_frame_buffer_bytes);
+  line("test: decoded-frame buffers", test_frame_buffer_bytes);
   if (device == nullptr || device->platform() == "sim") {
     line("backend (all tags above)", static_cast<uint64_t>(run.memory.total_peak));
   }

@@ -480,7 +480,7 @@ TEST_F(SluiceTrainTest, HostMemoryTableAccountsForPeakResidentMemory) {
   // Decoded frames: whole frames of 256 records of 785 bytes, at most frame budget + threads.
   const int64_t frame = 256 * 785;
   const int64_t frame_budget = j["pipeline"]["frame_budget"];
-  for (const char* name : {"train: frame buffers", "test: frame buffers"}) {
+  for (const char* name : {"train: decoded-frame buffers", "test: decoded-frame buffers"}) {
     EXPECT_GT(line[name], 0) << name;
     EXPECT_EQ(line[name] % frame, 0) << name;
     EXPECT_LE(line[name] / frame, frame_budget + 2) << name;
