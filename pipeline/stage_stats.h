@@ -91,6 +91,9 @@ struct PipelineStats {
   // Decoded-frame buffers allocated so far (they are recycled, never freed before the pipeline):
   // buffers x the largest raw frame; at most (frame_budget + decompress threads) buffers.
   uint64_t frame_buffer_bytes = 0;
+  // Stored-frame buffers (read -> decompress, recycled too): buffers x the largest stored frame;
+  // at most frame_budget + 1 buffers.
+  uint64_t stored_buffer_bytes = 0;
   uint64_t trace_dropped = 0;     // spans not recorded because the trace buffer was full
 
   const StageStats& operator[](Stage s) const { return stages[static_cast<int>(s)]; }

@@ -83,7 +83,7 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   j["stages"] = stages;
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
                          batches_delivered, samples_delivered, skipped_frames, skipped_records,
-                         trace_dropped, pool_bytes, frame_buffer_bytes);
+                         trace_dropped, pool_bytes, frame_buffer_bytes, stored_buffer_bytes);
   nlohmann::ordered_json m;
   nlohmann::ordered_json tags;
   for (int t = 0; t < static_cast<int>(MemoryTag::kCount); ++t) {

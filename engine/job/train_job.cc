@@ -442,7 +442,7 @@ class RecordingBatchSource final : public BatchSource {
 // The host table (engine/memory.h). The backend's tagged memory is host memory on the CPU
 // backend and on the simulated device (whose device memory is host memory), not on a GPU.
 HostMemoryReport HostMemoryAfterRun(int64_t baseline_rss, const RunRecord& run,
-                                    uint64_t test_pool_bytes, uint64_t test_frame_buffer_bytes,
+                                    const PipelineStats& test_peak,
                                     const device::Device* device) {
   HostMemoryReport host;
   host.baseline_rss = baseline_rss;
@@ -451,8 +451,10 @@ HostMemoryReport HostMemoryAfterRun(int64_t baseline_rss, const RunRecord& run,
   };
   line("train: pinned batch pool", run.pipeline.pool_bytes);
   line("train: decoded-frame buffers", run.pipeline.frame_buffer_bytes);
-  line("test: pinned batch pool", test_pool_bytes);
-  line("test: decoded-frame buffers", test_frame_buffer_bytes);
+  line("train: stored-frame buffers", run.pipeline.stored_buffer_bytes);
+  line("test: pinned batch pool", test_peak.pool_bytes);
+  line("test: decoded-frame buffers", test_peak.frame_buffer_bytes);
+  line("test: stored-frame buffers", test_peak.stored_buffer_bytes);
   if (device == nullptr || device->platform() == "sim") {
     line("backend (all tags above)", static_cast<uint64_t>(run.memory.total_peak));
   }
@@ -647,12 +649,14 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   // Corrupt frames skipped in the test split's evaluations, summed over epochs (the test
   // pipeline is rebuilt for each evaluation).
   uint64_t test_delivered = 0;
-  uint64_t test_pool_bytes = 0, test_frame_buffer_bytes = 0;  // the largest evaluation's
+  PipelineStats test_peak;  // the buffer figures of the largest evaluation
   auto add_test_skips = [&] {
     if (test_source == nullptr || test_source->pipeline() == nullptr) return;
     const PipelineStats ts = test_source->pipeline()->Stats();
-    test_pool_bytes = std::max(test_pool_bytes, ts.pool_bytes);
-    test_frame_buffer_bytes = std::max(test_frame_buffer_bytes, ts.frame_buffer_bytes);
+    test_peak.pool_bytes = std::max(test_peak.pool_bytes, ts.pool_bytes);
+    test_peak.frame_buffer_bytes = std::max(test_peak.frame_buffer_bytes, ts.frame_buffer_bytes);
+    test_peak.stored_buffer_bytes =
+        std::max(test_peak.stored_buffer_bytes, ts.stored_buffer_bytes);
     result.run.test_skipped_frames += ts.skipped_frames;
     result.run.test_skipped_records += ts.skipped_records;
     test_delivered += ts.samples_delivered;
@@ -751,8 +755,8 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
   }
   result.run.memory_formula =
       ComputeMemoryFormula(options.model, options.optimizer, backend_options.max_batch);
-  result.run.host_memory = HostMemoryAfterRun(baseline_rss, result.run, test_pool_bytes,
-                                              test_frame_buffer_bytes, backend.device());
+  result.run.host_memory =
+      HostMemoryAfterRun(baseline_rss, result.run, test_peak, backend.device());
   if (!options.export_safetensors.empty() && rank_zero) {
     ASSIGN_OR_RETURN(ModelState state, backend.SaveState());
     if (absl::Status finite = CheckFiniteState(state); !finite.ok()) {

@@ -681,6 +681,8 @@ PipelineStats PipelineCore::Stats() const {
   st.pool_bytes = pool_ ? uint64_t{pool_->count()} * pool_->buffer_bytes() : 0;
   st.frame_buffer_bytes =
       frame_buffers_ ? frame_buffers_->allocated() * frame_buffers_->buffer_bytes() : 0;
+  st.stored_buffer_bytes =
+      stored_buffers_ ? stored_buffers_->allocated() * stored_buffers_->buffer_bytes() : 0;
   st.trace_dropped = trace_ ? trace_->dropped() : 0;
   DeliveryQueue::Counters delivered = delivery_.counters();
   st.batches_delivered = delivered.batches_delivered;
