@@ -1,23 +1,13 @@
 #include "engine/job/measured_backend.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
-namespace {
-
-int64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 MeasuredBackend::MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us,
                                  bool keep_spans)

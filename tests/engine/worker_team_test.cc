@@ -1,12 +1,11 @@
 #include "engine/cpu/internal/worker_team.h"
 
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "gtest/gtest.h"
 
 namespace sluice::cpu_internal {
@@ -54,11 +53,9 @@ TEST(WorkerTeamTest, TeamCpuTimeCountsTheTeamThreadsWork) {
         }
         return;
       }
-      timespec t0, t;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-      do {
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-      } while ((t.tv_sec - t0.tv_sec) * 1'000'000'000LL + (t.tv_nsec - t0.tv_nsec) < 20'000'000);
+      const int64_t t0 = ThreadCpuNs();
+      while (ThreadCpuNs() - t0 < 20'000'000) {
+      }
       team_thread_worked.store(true);
     });
   }

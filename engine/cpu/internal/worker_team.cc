@@ -2,9 +2,9 @@
 
 #include <immintrin.h>
 
-#include <time.h>
-
 #include <chrono>
+
+#include "common/clock.h"
 
 namespace sluice::cpu_internal {
 namespace {
@@ -44,12 +44,6 @@ void SpinThenWait(std::atomic<T>& value, std::atomic<int>& sleepers, Done done) 
 template <typename T>
 void Notify(std::atomic<T>& value, const std::atomic<int>& sleepers) {
   if (sleepers.load(std::memory_order_seq_cst) > 0) value.notify_all();
-}
-
-int64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
