@@ -20,8 +20,9 @@ namespace {
 
 constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
 constexpr double kPartlyInputPct = 5.0;
-// CPU compute whose threads' CPU clocks advanced by less than this share of the cores they
-// could use, while computing nearly all the time, was starved by something outside the run.
+// CPU compute whose threads' CPU clocks advanced, while a step ran, by less than this share of
+// the cores they could use was starved by something outside the run (when it computed nearly
+// all the time and the run's own stages did not saturate the cores).
 constexpr double kStarvedCoresFraction = 0.75;
 
 std::string Suggestion(Stage s) {
@@ -115,17 +116,21 @@ void DecideVerdict(BottleneckReport* rep) {
                       StageName(slow->stage), " could do ",
                       FormatRate(*slow->capacity_samples_per_s), ")");
     }
-    // Compute ran nearly all the time yet its threads' CPU clocks advanced much less than
-    // their count: something outside this run took the cores.
+    // Compute ran nearly all the time, this run's own CPU stages did not fill the cores, yet
+    // while a step ran its threads' CPU clocks advanced much less than their count: something
+    // outside this run held the cores.
     const double compute_cores = std::min(compute.concurrency, std::max(1, rep->cores));
-    if (compute.cpu_work && compute.busy_pct >= 80 &&
-        compute.cores_busy < kStarvedCoresFraction * compute_cores) {
+    const double cores_while_computing =
+        compute.busy_ns > 0 ? compute.cpu_ns_per_sample * compute.samples / compute.busy_ns : 0;
+    if (compute.cpu_work && compute.busy_pct >= 80 && !rep->cpu_saturated &&
+        cores_while_computing > 0 &&
+        cores_while_computing < kStarvedCoresFraction * compute_cores) {
       absl::StrAppendFormat(&rep->sentence,
-                            "; its %d %s got %.1f cores' worth of CPU over the run: other "
-                            "processes take the cores (or the affinity mask or cgroup quota is "
-                            "smaller than the threads)",
+                            "; while computing, its %d %s ran on %.1f cores on average: other "
+                            "processes may hold the cores (or the affinity mask or cgroup quota "
+                            "is smaller than the threads)",
                             compute.concurrency, compute.concurrency == 1 ? "thread" : "threads",
-                            compute.cores_busy);
+                            cores_while_computing);
     } else if (!rep->is_cuda && rep->cpu_saturated) {
       absl::StrAppendFormat(&rep->sentence,
                             "; the %d cores are saturated (%.1f threads busy): fewer pipeline "

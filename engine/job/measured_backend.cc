@@ -50,7 +50,12 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
   } else {
     status = inner_->TrainStep(batch, lr);
   }
-  if (host_step) stats_.cpu_ns += ThreadCpuNs() + inner_->helper_cpu_ns() - cpu_start;
+  if (host_step) {
+    stats_.cpu_ns += ThreadCpuNs() + inner_->helper_cpu_ns() - cpu_start;
+    // An injected delay stands for a step that much longer on each of its threads (it spins
+    // on this one), so it counts as that much CPU per thread: a slower step, not a starved one.
+    stats_.cpu_ns += delay_us_ * 1000 * stats_.threads;
+  }
   if (delay_us_ > 0) {
     if (stream_ != nullptr) {
       // Device time: the compute stream is held this long (a callback blocks its stream on

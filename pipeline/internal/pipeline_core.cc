@@ -18,6 +18,7 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -373,6 +374,11 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
 void PipelineCore::DecompressBody(const FrameMsg& m) {
   StageRange nvtx_range("sluice decompress");
   frames_queued_.fetch_sub(1, std::memory_order_relaxed);
+  // The stored bytes go back to their pool when this body is done with them, on every path
+  // (decoded, corrupt, what-if decompress, cancelled).
+  absl::Cleanup return_stored = [this, &m] {
+    if (m.stored) stored_buffers_->Return(std::move(m.stored->bytes));
+  };
   if (cancelled() || m.run == nullptr) return;
   const int64_t start = NowNs();
   EpochRun& run = *m.run;
@@ -393,8 +399,6 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
     s = reader->DecodeFrame(fr.frame, stored, absl::MakeSpan(out.owned.get(), raw),
                             ThisThreadDctx());
     out.data = out.owned.get();
-    // Decoded (or found corrupt): the stored bytes are not read again.
-    if (m.stored) stored_buffers_->Return(std::move(m.stored->bytes));
   }
   if (!s.ok()) {
     if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {

@@ -336,6 +336,23 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(*got, *reference) << WhatIfName(w);
     EXPECT_EQ(stats[Stage::kPreprocess].items, reference->size()) << WhatIfName(w);
+    // Stored-frame buffers are recycled in every mode that reads (what-if decompress too): the
+    // pool never holds more than the frames in flight.
+    uint64_t max_stored = 0, frames = 0;
+    for (size_t i = 0; i < data.manifest.shards.size(); ++i) {
+      for (const FrameInfo& fi : (*data.dataset->shard(i))->frames()) {
+        max_stored = std::max<uint64_t>(max_stored, fi.stored_size);
+        ++frames;
+      }
+    }
+    ASSERT_GT(frames, stats.frame_budget + 1u);  // enough frames to tell recycling apart
+    if (w == WhatIf::kRead) {
+      EXPECT_EQ(stats.stored_buffer_bytes, 0u);  // served from memory
+    } else {
+      EXPECT_GT(stats.stored_buffer_bytes, 0u) << WhatIfName(w);
+      EXPECT_LE(stats.stored_buffer_bytes, (stats.frame_budget + 1) * max_stored)
+          << WhatIfName(w);
+    }
   }
 }
 

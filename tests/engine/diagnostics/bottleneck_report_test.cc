@@ -265,12 +265,15 @@ TEST(BottleneckReportTest, ComputeCpuIsWhatItsThreadsMeasuredWhenATeamThreadWasN
   EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
   EXPECT_THAT(rep.sentence, HasSubstr("on 2 threads (1.7 cores busy)"));
   EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
-  // The same run whose two threads got 0.8 cores' worth of CPU: the cores went elsewhere.
+  // The same run whose two threads ran on 0.8 cores while computing: the cores went elsewhere.
   c.compute_cpu_ns = 800;
   rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/8);
   EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
-  EXPECT_THAT(rep.sentence, HasSubstr("its 2 threads got 0.8 cores' worth of CPU over the run: "
-                                      "other processes take the cores"));
+  EXPECT_THAT(rep.sentence, HasSubstr("while computing, its 2 threads ran on 0.8 cores on "
+                                      "average: other processes may hold the cores"));
+  // Not when this run's own stages saturate the cores (that clause names them instead).
+  rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/1);
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
 }
 
 TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) {
