@@ -37,7 +37,9 @@ TEST(MeasuredBackendTest, HostStepsCountTheirThreadsCpuTime) {
     EXPECT_GT(stats.cpu_ns, 0);
     EXPECT_GT(stats.busy_ns, 0);
     // One thread's CPU clock cannot run ahead of the wall clock around it (its steps' span).
-    if (threads == 1) EXPECT_LE(stats.cpu_ns, stats.busy_ns + 1'000'000);
+    if (threads == 1) {
+      EXPECT_LE(stats.cpu_ns, stats.busy_ns + 1'000'000);
+    }
   }
 }
 
