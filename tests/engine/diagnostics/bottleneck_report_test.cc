@@ -276,6 +276,37 @@ TEST(BottleneckReportTest, ComputeCpuIsWhatItsThreadsMeasuredWhenATeamThreadWasN
   EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
 }
 
+TEST(BottleneckReportTest, ComputeHoldingTheSaturatedCoresIsComputeBoundDespiteAShortWait) {
+  // Compute on 2 threads takes 1.6 of the 2 saturated cores; the pipeline's 0.4 cores of work
+  // get a core late, so compute waits 8% of the time. That wait is CPU contention caused by
+  // compute, not a slow pipeline: compute is the limit, and fewer pipeline threads would not
+  // help the pipeline (it is fast) but leave compute more CPU.
+  Synth s;
+  s.read_ns = 100;
+  s.decompress_ns = 300;
+  s.preprocess_ns = 300;
+  s.compute_ns = 900;
+  s.compute_threads = 2;
+  s.compute_cpu_ns = 1600;
+  s.train_ns_per_sample = 2300.0 / 2 / 1.02;
+  s.wait_pct = 8;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  ASSERT_TRUE(rep.cpu_saturated);
+  EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound) << rep.sentence;
+  EXPECT_EQ(rep.limiting_stage, Stage::kCompute);
+  EXPECT_THAT(rep.sentence, HasSubstr("compute waited 8% of training time"));
+  EXPECT_THAT(rep.sentence, HasSubstr("the 2 cores are saturated"));
+  // When the pipeline holds most of the CPU, the same wait names the pipeline's stage.
+  s.compute_ns = 300;
+  s.compute_cpu_ns = 500;
+  s.decompress_ns = 1200;
+  s.train_ns_per_sample = 2100.0 / 2 / 1.02;
+  rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  ASSERT_TRUE(rep.cpu_saturated);
+  EXPECT_EQ(rep.verdict, VerdictClass::kCpuBound) << rep.sentence;
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
+}
+
 TEST(BottleneckReportTest, OversubscribedCoresDoNotPredictBelowTheMeasuredRate) {
   // A delayed decompress spinning on both cores while compute also runs: wall busy times add
   // up to more than 2 cores, so the CPU formula undershoots; the prediction stays at what the
