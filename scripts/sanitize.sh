@@ -16,10 +16,14 @@ run() {  # name sanitizers
   local dir="$build_root/build-sanitize-$1"
   cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF \
     -DSLUICE_BUILD_BENCHMARKS=OFF "-DSLUICE_SANITIZE=$2" >/dev/null
-  local present=()
+  local present=() all
+  # The list is read whole first: `ninja ... | grep -q` under pipefail fails whenever grep
+  # exits before ninja has written everything (SIGPIPE), which silently dropped test targets.
+  all=$(ninja -C "$dir" -t targets all 2>/dev/null)
   for t in "${targets[@]}"; do
-    if ninja -C "$dir" -t targets all 2>/dev/null | grep -q "^$t:"; then present+=("$t"); fi
+    if grep -q "^$t:" <<<"$all"; then present+=("$t"); fi
   done
+  echo "sanitize ($1): ${present[*]}"
   ninja -C "$dir" -j "$jobs" "${present[@]}"
   # gtest_discover_tests registers a *_NOT_BUILT placeholder for every test executable not
   # built above; the rest are exactly the tests of the targets listed. The mpi-labelled tests
