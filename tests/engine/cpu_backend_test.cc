@@ -20,9 +20,7 @@ std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig&
   options.max_batch = max_batch;
   options.normalization = norm;
   options.threads = threads;
-  auto backend = CreateCpuBackend(state, opt, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  return std::move(*backend);
+  return testing::MakeCpuBackend(state, opt, options);
 }
 
 void ExpectStatesNear(const ModelState& actual, const ModelState& expected) {

@@ -27,10 +27,9 @@ std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig&
   options.max_batch = max_batch;
   options.threads = threads;
   options.gradient_comm = comm;
-  auto backend = CreateCpuBackend(state, opt, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  EXPECT_EQ((*backend)->compute_threads(), threads);
-  return std::move(*backend);
+  std::unique_ptr<Backend> backend = testing::MakeCpuBackend(state, opt, options);
+  EXPECT_EQ(backend->compute_threads(), threads);
+  return backend;
 }
 
 // |a - e| <= atol + rtol |e| for every parameter and optimizer-state value.

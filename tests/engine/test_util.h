@@ -5,14 +5,26 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/cpu/reference_ops.h"
 #include "engine/model.h"
+#include "gtest/gtest.h"
 #include "pipeline/batch.h"
 
 namespace sluice::testing {
+
+// A CPU backend holding `state`; a creation error fails the calling test (and returns null).
+inline std::unique_ptr<Backend> MakeCpuBackend(const ModelState& state,
+                                               const OptimizerConfig& opt,
+                                               const BackendOptions& options) {
+  auto backend = CreateCpuBackend(state, opt, options);
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  return backend.ok() ? std::move(*backend) : nullptr;
+}
 
 // `n` samples of `features` u8 pixels, about `nonzero` of them nonzero, and labels in
 // [0, classes). With `separable`, class c lights up its own band of pixels so an MLP can learn

@@ -17,9 +17,7 @@ std::unique_ptr<Backend> MakeCpu(int threads, int max_batch) {
   options.max_batch = max_batch;
   options.threads = threads;
   OptimizerConfig opt;
-  auto backend = CreateCpuBackend(InitModelState(ModelConfig{}, opt, 1), opt, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  return std::move(*backend);
+  return testing::MakeCpuBackend(InitModelState(ModelConfig{}, opt, 1), opt, options);
 }
 
 TEST(MeasuredBackendTest, HostStepsCountTheirThreadsCpuTime) {
