@@ -2,10 +2,11 @@
 // (x/255 - mean)/std, f32 -> f32 / f16 as (x - mean)/std, labels u8 / i32 -> int32. Public so
 // that the diagnostics (the preprocess ceiling) time the very code the pipeline runs.
 //
-// u8 -> f16 goes through a 256-entry table computed with the scalar formula itself; u8 -> f32
-// uses a vectorizable formula when Create() proved it bit-identical to the reference for all
-// 256 inputs, else the table. f16 is IEEE binary16, rounded
-// to nearest even.
+// u8 -> f32 and u8 -> f16 run an AVX2 + FMA (+ F16C) kernel on CPUs that have it, once
+// Create() has run it on all 256 inputs and found every output bit-identical to the scalar
+// reference; otherwise u8 -> f32 uses a portable vectorizable formula (proven the same way)
+// and u8 -> f16 a 256-entry table computed with the scalar formula itself. f16 is IEEE
+// binary16, rounded to nearest even. The output never depends on which one runs.
 #ifndef SLUICE_PIPELINE_CONVERT_H_
 #define SLUICE_PIPELINE_CONVERT_H_
 
@@ -13,6 +14,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "pipeline/batch.h"
 #include "storage/shard_format.h"
 
@@ -34,6 +36,9 @@ class SampleConverter {
   void Convert(const char* src, void* dst, size_t count) const;
   size_t out_bytes_per_sample() const { return values_ * H2DFormatSize(format_); }
   size_t in_bytes_per_sample() const { return values_ * SampleDTypeSize(source_); }
+  // Which implementation Convert() runs: "memcpy", "avx2+fma", "avx2+fma+f16c", "portable"
+  // (the cloned u8 -> f32 loop), "table" or "scalar" (f32 samples).
+  absl::string_view kernel_name() const;
 
  private:
   SampleDType source_ = SampleDType::kU8;
@@ -42,6 +47,8 @@ class SampleConverter {
   size_t values_ = 0;
   bool identity_ = false;  // mean 0, std 1 (ToTensor)
   bool fast_f32_ = false;  // the vectorized formula matches the reference for all 256 inputs
+  int vector_kernel_ = -1;  // the proven AVX2 kernel's mode (convert.cc AffineMode), or -1
+  float kernel_k_ = 1.0f;   // its 1/std or std
   float lut_f32_[256] = {};
   uint16_t lut_f16_[256] = {};
 };

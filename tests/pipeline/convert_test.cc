@@ -74,6 +74,71 @@ TEST(Convert, DefaultNormalizationIsToTensor) {
   }
 }
 
+// Every input value, at every position of an 8-wide vector and in the scalar tail (lengths
+// 1..41), for the normalizations users pass: bit-identical to the scalar reference, whichever
+// kernel Create() picked.
+TEST(Convert, EveryU8ValueAndLengthMatchesTheReference) {
+  const Normalization norms[] = {{0.0f, 1.0f},        {0.2860f, 0.3530f}, {0.1307f, 0.3081f},
+                                 {0.5f, 0.5f},        {-1.0f, 3.0f},      {0.25f, 0.0078125f}};
+  for (H2DFormat format : {H2DFormat::kF32, H2DFormat::kF16}) {
+    for (const Normalization& norm : norms) {
+      for (size_t n = 1; n <= 41; ++n) {
+        auto conv = SampleConverter::Create(SampleDType::kU8, format, norm, n);
+        ASSERT_TRUE(conv.ok());
+        std::vector<uint8_t> in(256 + n);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 37 + n);
+        // Samples starting at every offset: each value lands in every vector lane and the tail.
+        std::vector<char> out(n * 4);
+        for (size_t start = 0; start < 256; start += 7) {
+          conv->Convert(reinterpret_cast<const char*>(in.data() + start), out.data(), 1);
+          for (size_t i = 0; i < n; ++i) {
+            const float ref = NormalizeU8(in[start + i], norm);
+            if (format == H2DFormat::kF32) {
+              float got;
+              std::memcpy(&got, out.data() + 4 * i, 4);
+              ASSERT_EQ(std::memcmp(&got, &ref, 4), 0)
+                  << conv->kernel_name() << " mean " << norm.mean << " std " << norm.std
+                  << " value " << int{in[start + i]} << " n " << n << " i " << i;
+            } else {
+              uint16_t got;
+              std::memcpy(&got, out.data() + 2 * i, 2);
+              ASSERT_EQ(got, CompilerHalf(ref))
+                  << conv->kernel_name() << " mean " << norm.mean << " std " << norm.std
+                  << " value " << int{in[start + i]} << " n " << n << " i " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// On a CPU with AVX2 + FMA the vector kernel is proven and used (a kernel that failed its
+// proof would silently leave the slow path in place); elsewhere this says why it skips.
+TEST(Convert, UsesTheVectorKernelWhereTheCpuHasIt) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    GTEST_SKIP() << "this CPU has no AVX2 + FMA: the portable loop and the table are in use";
+  }
+  const Normalization norms[] = {{0.0f, 1.0f}, {0.2860f, 0.3530f}, {0.1307f, 0.3081f}};
+  for (const Normalization& norm : norms) {
+    auto f32 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kF32, norm, 784);
+    ASSERT_TRUE(f32.ok());
+    EXPECT_EQ(f32->kernel_name(), "avx2+fma") << norm.mean << " " << norm.std;
+    if (__builtin_cpu_supports("f16c")) {
+      auto f16 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kF16, norm, 784);
+      ASSERT_TRUE(f16.ok());
+      EXPECT_EQ(f16->kernel_name(), "avx2+fma+f16c") << norm.mean << " " << norm.std;
+    }
+  }
+  auto u8 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kU8, {}, 784);
+  EXPECT_EQ(u8->kernel_name(), "memcpy");
+#else
+  GTEST_SKIP() << "not an x86-64 build: the AVX2 kernel is not compiled";
+#endif
+}
+
 TEST(Convert, F32SamplesAreNormalizedWithoutScaling) {
   auto conv = SampleConverter::Create(SampleDType::kF32, H2DFormat::kF32, Normalization{1, 2}, 3);
   ASSERT_TRUE(conv.ok());
