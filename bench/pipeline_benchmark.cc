@@ -13,6 +13,8 @@
 //   BM_Stage_Read: pread of every stored frame (page cache warm after the first iteration).
 //   BM_Stage_Decompress/threads: checksum + zstd decode of every frame, from memory.
 //   BM_Stage_Preprocess/format: shuffled gather + conversion of one epoch into batch buffers.
+//   BM_Stage_DecodeAndAssemble/assemble/format/batch: decode + gather later vs decode +
+//     scatter while hot, one thread (the comment above it says more).
 //
 // Environment: SLUICE_FASHION_MNIST (default /usr/share/datasets/fashion-mnist).
 #include <benchmark/benchmark.h>
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -287,6 +290,108 @@ void BM_Stage_Preprocess(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(samples * conv.out_bytes_per_sample()));
 }
 BENCHMARK(BM_Stage_Preprocess)->ArgName("format")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// BM_Stage_DecodeAndAssemble/assemble/format/batch: one thread, one shuffled epoch (window 64
+// frames), frames decoded in read order into recycled buffers (as many as the pipeline's frame
+// budget), and the samples moved into batch buffers one of four ways:
+//   0: not at all (decode only; of_decode_ceiling ~1 by construction);
+//   1: gathered once a batch's last frame is decoded, from frames decoded long before, with the
+//      pipeline's prefetch 4 records ahead (the pipeline's design);
+//   2: scattered right after each frame is decoded, while it is hot, into the batch buffers of
+//      every open batch (buffers for 20480 samples: the window's records and 4096 more);
+//   3: scattered into one batch buffer (hot): the copy and conversion alone, no memory traffic.
+// 2 against 1 is the question "copy records while their frame is hot instead of gathering
+// them later?": both move the shuffle window's records (~13 MB at u8) through memory once,
+// the gather on the read side, the scatter on the write side.
+void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
+  using namespace pipeline_internal;
+  Fixture* fx = Setup();
+  const int assemble = static_cast<int>(state.range(0));
+  const H2DFormat format = FormatArg(state.range(1));
+  const uint32_t batch = static_cast<uint32_t>(state.range(2));
+  SplitLayout layout;
+  uint64_t first = 0;
+  for (size_t k = 0; k < fx->raw.size(); ++k) {
+    const uint32_t n = static_cast<uint32_t>(fx->raw[k].size() / 785);
+    layout.frames.push_back(FrameRef{0, static_cast<uint32_t>(k), first, n});
+    first += n;
+  }
+  layout.record_count = first;
+  const EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
+  const SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
+  const size_t ob = conv.out_bytes_per_sample();
+  size_t max_raw = 0;
+  for (const std::string& r : fx->raw) max_raw = std::max(max_raw, r.size());
+  const uint32_t ring = plan.min_frames_alive + 8;  // the pipeline's budget (read-ahead 8)
+  std::vector<std::vector<char>> frames(ring, std::vector<char>(max_raw, 0));
+  // The pinned pool hands out the buffer returned last, so a pipeline whose consumer keeps
+  // up cycles through a few; scattering needs one for every open batch.
+  const uint32_t pool = assemble == 2 ? (16384 + 4096 + batch - 1) / batch : 4;
+  std::vector<std::vector<char>> bufs(pool, std::vector<char>(size_t{batch} * (ob + 4)));
+  struct Dst {
+    uint32_t batch, place, offset;
+  };
+  std::vector<std::vector<Dst>> scatter(plan.read_frames.size());  // by slot
+  for (uint32_t b = 0; b < plan.num_batches(); ++b) {
+    for (uint32_t i = plan.batch_begin(b); i < plan.batch_end(b); ++i) {
+      scatter[plan.sample_slot[i]].push_back(Dst{b, i - plan.batch_begin(b), plan.sample_offset[i]});
+    }
+  }
+  auto record = [&](uint32_t slot, uint32_t offset) {
+    return frames[slot % ring].data() + size_t{offset} * 784;
+  };
+  auto put = [&](uint32_t buffer, uint32_t place, uint32_t slot, uint32_t offset) {
+    char* base = bufs[buffer].data();
+    GatherRecord(conv, LabelDType::kU8, frames[slot % ring].data(),
+                 layout.frames[plan.read_frames[slot]].record_count, offset,
+                 base + size_t{place} * ob, reinterpret_cast<int32_t*>(base + size_t{batch} * ob) + place);
+  };
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  std::vector<uint32_t> missing(plan.num_batches());
+  uint64_t samples = 0;
+  for (auto _ : state) {
+    for (uint32_t b = 0; b < plan.num_batches(); ++b) {
+      missing[b] = plan.batch_slot_begin[b + 1] - plan.batch_slot_begin[b];
+    }
+    for (uint32_t s = 0; s < plan.read_frames.size(); ++s) {
+      const uint32_t g = plan.read_frames[s];
+      const size_t n = ZSTD_decompressDCtx(dctx, frames[s % ring].data(), fx->raw[g].size(),
+                                           fx->stored[g].data(), fx->stored[g].size());
+      if (ZSTD_isError(n)) {
+        state.SkipWithError("zstd failed");
+        break;
+      }
+      if (assemble == 0) {
+        samples += layout.frames[g].record_count;
+      } else if (assemble == 1) {
+        for (uint32_t j = plan.slot_batch_begin[s]; j < plan.slot_batch_begin[s + 1]; ++j) {
+          const uint32_t b = plan.slot_batches[j];
+          if (--missing[b] != 0) continue;
+          for (uint32_t i = plan.batch_begin(b); i < plan.batch_end(b); ++i) {
+            if (i + 4 < plan.batch_end(b)) {
+              const char* p = record(plan.sample_slot[i + 4], plan.sample_offset[i + 4]);
+              for (size_t line = 0; line < 784; line += 64) __builtin_prefetch(p + line);
+            }
+            put(b % pool, i - plan.batch_begin(b), plan.sample_slot[i], plan.sample_offset[i]);
+          }
+          samples += plan.batch_end(b) - plan.batch_begin(b);
+        }
+      } else {
+        for (const Dst& d : scatter[s]) put(assemble == 3 ? 0 : d.batch % pool, d.place, s, d.offset);
+        samples += scatter[s].size();
+      }
+    }
+    benchmark::DoNotOptimize(bufs[0].data());
+  }
+  ZSTD_freeDCtx(dctx);
+  state.SetItemsProcessed(static_cast<int64_t>(samples));
+  state.counters["of_decode_ceiling"] =
+      benchmark::Counter(static_cast<double>(samples) / DecodeCeiling(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Stage_DecodeAndAssemble)
+    ->ArgNames({"assemble", "format", "batch"})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 2}, {32, 256}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sluice
