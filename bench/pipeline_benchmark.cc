@@ -8,7 +8,8 @@
 //     pipeline per epoch (start-up and drain included, as a DataLoader epoch includes its own).
 //   Both Pipeline benchmarks report of_decode_limit = samples/s / (decode_ceiling x threads):
 //     decode_ceiling is one thread's zstd decode of these same shards' stored frames from
-//     memory (no checksum, no copy, no pipeline), measured once per process; the pipeline does
+//     memory (no checksum, no copy, no pipeline), measured right before and right after each
+//     run and averaged (a shared VM's rate drifts from minute to minute); the pipeline does
 //     that decode plus everything else, so this is the share of the cores' decode work it keeps.
 //   BM_Stage_Read: pread of every stored frame (page cache warm after the first iteration).
 //   BM_Stage_Decompress/threads: checksum + zstd decode of every frame, from memory.
@@ -95,47 +96,51 @@ double SecondsSince(Clock::time_point start) {
 }
 
 // Samples/s one thread decodes: bare ZSTD_decompressDCtx over every stored frame, from memory,
-// after one warm-up pass, for ~0.3 s. Cached: every benchmark of the process divides by the
-// same ceiling, measured in the same run as the pipeline (a ceiling from another run would
-// carry that run's machine load into the ratio).
-double DecodeCeiling() {
-  static const double ceiling = [] {
-    Fixture* fx = Setup();
-    size_t max_raw = 0;
-    for (const std::string& r : fx->raw) max_raw = std::max(max_raw, r.size());
-    std::string out(max_raw, '\0');
-    ZSTD_DCtx* dctx = ZSTD_createDCtx();
-    auto pass = [&] {
-      for (size_t k = 0; k < fx->stored.size(); ++k) {
-        const size_t n = ZSTD_decompressDCtx(dctx, out.data(), fx->raw[k].size(),
-                                             fx->stored[k].data(), fx->stored[k].size());
-        if (ZSTD_isError(n) || n != fx->raw[k].size()) {
-          std::fprintf(stderr, "decode ceiling: zstd failed on frame %zu\n", k);
-          std::exit(1);
-        }
+// after one warm-up pass, for about `seconds`.
+double MeasureDecodeCeiling(double seconds) {
+  Fixture* fx = Setup();
+  size_t max_raw = 0;
+  for (const std::string& r : fx->raw) max_raw = std::max(max_raw, r.size());
+  std::string out(max_raw, '\0');
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  auto pass = [&] {
+    for (size_t k = 0; k < fx->stored.size(); ++k) {
+      const size_t n = ZSTD_decompressDCtx(dctx, out.data(), fx->raw[k].size(),
+                                           fx->stored[k].data(), fx->stored[k].size());
+      if (ZSTD_isError(n) || n != fx->raw[k].size()) {
+        std::fprintf(stderr, "decode ceiling: zstd failed on frame %zu\n", k);
+        std::exit(1);
       }
-      benchmark::DoNotOptimize(out.data());
-    };
+    }
+    benchmark::DoNotOptimize(out.data());
+  };
+  pass();
+  const Clock::time_point start = Clock::now();
+  uint64_t passes = 0;
+  double elapsed = 0;
+  do {
     pass();
-    const Clock::time_point start = Clock::now();
-    uint64_t passes = 0;
-    double seconds = 0;
-    do {
-      pass();
-      ++passes;
-      seconds = SecondsSince(start);
-    } while (seconds < 0.3);
-    ZSTD_freeDCtx(dctx);
-    return static_cast<double>(passes * fx->records) / seconds;
-  }();
+    ++passes;
+    elapsed = SecondsSince(start);
+  } while (elapsed < seconds);
+  ZSTD_freeDCtx(dctx);
+  return static_cast<double>(passes * fx->records) / elapsed;
+}
+
+// The process-wide ceiling (~0.3 s, measured once), for the single-thread stage benchmarks.
+double DecodeCeiling() {
+  static const double ceiling = MeasureDecodeCeiling(0.3);
   return ceiling;
 }
 
-// of_decode_limit (see the top of the file), with the ceiling and threads it divides by.
-// `seconds`: the wall time of the timed loop (the benchmark's real time).
+// of_decode_limit (see the top of the file). The ceiling is measured twice, right before and
+// right after the timed loop (with no pipeline alive), and averaged: on a shared VM one
+// thread's decode rate moved 1.2-1.8 M samples/s between processes minutes apart, so a single
+// measurement at start-up could put a pipeline that ran in a slow minute against a fast one.
+// `ceiling_before`: from MeasureDecodeCeiling before the loop; `seconds`: the loop's wall time.
 void SetDecodeLimitCounters(benchmark::State& state, uint64_t samples, double seconds,
-                            int threads) {
-  const double ceiling = DecodeCeiling();
+                            int threads, double ceiling_before) {
+  const double ceiling = (ceiling_before + MeasureDecodeCeiling(0.2)) / 2;
   state.counters["decode_ceiling"] = ceiling;
   state.counters["threads"] = threads;
   state.counters["of_decode_limit"] = static_cast<double>(samples) / seconds / (ceiling * threads);
@@ -145,7 +150,7 @@ H2DFormat FormatArg(int64_t v) { return static_cast<H2DFormat>(v); }
 
 void BM_Pipeline_EndToEnd(benchmark::State& state) {
   Fixture* fx = Setup();
-  DecodeCeiling();  // measured before the pipeline's threads start
+  const double ceiling_before = MeasureDecodeCeiling(0.2);  // before the pipeline's threads start
   PipelineOptions o;
   o.format.h2d_format = FormatArg(state.range(0));
   o.order.batch_size = static_cast<uint32_t>(state.range(1));
@@ -174,9 +179,12 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
       benchmark::DoNotOptimize(lease.view().samples);
     }
   }
+  const double seconds = SecondsSince(start);
+  lease.Release();
+  p->reset();  // its threads stop before the second ceiling measurement
   state.SetItemsProcessed(static_cast<int64_t>(samples));
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
-  SetDecodeLimitCounters(state, samples, SecondsSince(start), o.resources.threads);
+  SetDecodeLimitCounters(state, samples, seconds, o.resources.threads, ceiling_before);
 }
 BENCHMARK(BM_Pipeline_EndToEnd)
     ->ArgNames({"format", "batch", "threads"})
@@ -188,7 +196,7 @@ BENCHMARK(BM_Pipeline_EndToEnd)
 // (no shuffle), ToTensor (f32), batch 32.
 void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
   Fixture* fx = Setup();
-  DecodeCeiling();  // measured before the pipeline's threads start
+  const double ceiling_before = MeasureDecodeCeiling(0.2);  // before the pipeline's threads start
   PipelineOptions o;
   o.order.batch_size = 32;
   o.order.shuffle = false;
@@ -202,8 +210,9 @@ void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
     BatchLease lease;
     while (*(*p)->Next(&lease)) samples += lease.view().size;
   }
+  const double seconds = SecondsSince(start);
   state.SetItemsProcessed(static_cast<int64_t>(samples));
-  SetDecodeLimitCounters(state, samples, SecondsSince(start), o.resources.threads);
+  SetDecodeLimitCounters(state, samples, seconds, o.resources.threads, ceiling_before);
 }
 BENCHMARK(BM_Pipeline_DataLoaderConfig)->ArgName("threads")->Arg(1)->Arg(2)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
