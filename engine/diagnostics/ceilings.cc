@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/build_id.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
 #include "common/json_fields.h"
@@ -91,7 +92,7 @@ std::string Sanitize(absl::string_view s) {
 // The cache file's fields, in file order (docs/report-schema.md, "ceilings"); "schema" comes
 // first and is written and checked by ToJson / FromJson.
 SLUICE_DEFINE_JSON_FIELDS(Ceiling, measured, mb_per_s, samples_per_s, items_per_s, note)
-SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, measured_at, read, decompress, preprocess,
+SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, build, measured_at, read, decompress, preprocess,
                           pinned_memcpy, h2d_pinned, h2d_pageable, compute)
 
 namespace {
@@ -240,6 +241,7 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   if (options.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
   Ceilings c;
   c.hostname = Hostname();
+  c.build = BuildId();
   c.key = CacheKey(dataset, options);
   const std::time_t now = std::time(nullptr);
   char when[32] = {};
@@ -332,7 +334,9 @@ absl::StatusOr<Ceilings> Ceilings::LoadOrMeasure(Env* env, const Dataset& datase
       CachePath(options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir, key);
   if (!options.refresh && env->FileExists(path)) {
     absl::StatusOr<Ceilings> cached = Load(env, path);
-    if (cached.ok() && cached->key == key) return cached;  // else stale or corrupt: re-measure
+    // Else stale, corrupt, or measured by another build of this code (whose figures, the
+    // compute ceiling above all, need not hold for this one): re-measure.
+    if (cached.ok() && cached->key == key && cached->build == BuildId()) return cached;
   }
   ASSIGN_OR_RETURN(Ceilings c, Measure(dataset, options));
   RETURN_IF_ERROR(c.Save(env, path));

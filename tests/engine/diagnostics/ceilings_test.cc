@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/build_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/dataset_writer.h"
@@ -138,6 +139,26 @@ TEST_F(CeilingsTest, CacheRoundTripsAndRefreshReMeasures) {
   EXPECT_NE(Ceilings::Load(Env::Default(), path)->hostname, "cached-marker");
 }
 
+// Ceilings cached by another build of sluice (a slower compute step, an older kernel) are not
+// this build's: they are measured again, and the file then names this build.
+TEST_F(CeilingsTest, CacheFromAnotherBuildIsReMeasured) {
+  auto first = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->build, BuildId());
+  EXPECT_FALSE(first->build.empty());
+  const std::string path =
+      Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
+  Ceilings older = *first;
+  older.build = "0123456789abcdef";
+  older.hostname = "older-build-marker";
+  ASSERT_TRUE(older.Save(Env::Default(), path).ok());
+  auto again = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->hostname, "older-build-marker");
+  EXPECT_EQ(again->build, BuildId());
+  EXPECT_EQ(Ceilings::Load(Env::Default(), path)->build, BuildId());
+}
+
 TEST_F(CeilingsTest, CorruptCacheIsReMeasuredNotFatal) {
   const std::string path =
       Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
@@ -164,11 +185,12 @@ TEST(CeilingsJsonTest, FieldsInFileOrderRoundTripAndMissingFieldIsDataLoss) {
   Ceilings c;
   c.key = "k";
   c.hostname = "h";
+  c.build = "b1d";
   c.measured_at = "2024-01-01T00:00:00Z";
   c.decompress = {true, 1.5, 2.5, 3.5, "how"};
   const nlohmann::ordered_json j = c.ToJson();
   EXPECT_EQ(j.dump(),
-            R"({"schema":"sluice.ceilings/1","key":"k","hostname":"h",)"
+            R"({"schema":"sluice.ceilings/1","key":"k","hostname":"h","build":"b1d",)"
             R"("measured_at":"2024-01-01T00:00:00Z",)"
             R"("read":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,"items_per_s":0.0,)"
             R"("note":""},)"
