@@ -16,6 +16,8 @@
 //   BM_Stage_Preprocess/format: shuffled gather + conversion of one epoch into batch buffers.
 //   BM_Stage_DecodeAndAssemble/assemble/format/batch: decode + gather later vs decode +
 //     scatter while hot, one thread (the comment above it says more).
+//   BM_Memory_RecordCopy/window_mb/prefetch: shuffled 784-byte copies out of a window of that
+//     size, with and without the gather's prefetch: what the gather pays for memory.
 //
 // Environment: SLUICE_FASHION_MNIST (default /usr/share/datasets/fashion-mnist).
 #include <benchmark/benchmark.h>
@@ -29,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -400,6 +403,41 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
 BENCHMARK(BM_Stage_DecodeAndAssemble)
     ->ArgNames({"assemble", "format", "batch"})
     ->ArgsProduct({{0, 1, 2, 3}, {0, 2}, {32, 256}})
+    ->Unit(benchmark::kMillisecond);
+
+// BM_Memory_RecordCopy/window_mb/prefetch: the gather's memory cost alone. 784-byte records
+// copied in a shuffled order out of a window of `window_mb` MB (as the gather reads a shuffle
+// window of decoded frames) into a few rotating batch buffers, with or without the prefetch of
+// the record 4 places ahead that PipelineCore::GatherInto issues. Items = records.
+void BM_Memory_RecordCopy(benchmark::State& state) {
+  const size_t window = static_cast<size_t>(state.range(0)) << 20;
+  const bool prefetch = state.range(1) != 0;
+  constexpr size_t kRecord = 784;
+  constexpr uint32_t kAhead = 4;
+  std::vector<char> src(window, 1);
+  std::vector<char> dst(size_t{256} * kRecord * 4, 0);  // four batch-256 buffers
+  std::vector<uint32_t> order(window / kRecord);
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(1));
+  const size_t slots = dst.size() / kRecord;
+  uint64_t n = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < order.size(); ++i, ++n) {
+      if (prefetch && i + kAhead < order.size()) {
+        const char* p = src.data() + size_t{order[i + kAhead]} * kRecord;
+        for (size_t line = 0; line < kRecord; line += 64) __builtin_prefetch(p + line);
+      }
+      std::memcpy(dst.data() + (n % slots) * kRecord, src.data() + size_t{order[i]} * kRecord,
+                  kRecord);
+    }
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(n));
+  state.SetBytesProcessed(static_cast<int64_t>(n * kRecord));
+}
+BENCHMARK(BM_Memory_RecordCopy)
+    ->ArgNames({"window_mb", "prefetch"})
+    ->ArgsProduct({{1, 4, 14, 64}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
