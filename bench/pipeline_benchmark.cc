@@ -264,19 +264,26 @@ void BM_Stage_Decompress(benchmark::State& state) {
 }
 BENCHMARK(BM_Stage_Decompress)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The fixture's frames as one split (frame k = fx.raw[k]; 785 bytes per record: 784 pixels
+// and a u8 label), for the benchmarks that plan an epoch over the decoded frames in memory.
+pipeline_internal::SplitLayout DecodedLayout(const Fixture& fx) {
+  pipeline_internal::SplitLayout layout;
+  uint64_t first = 0;
+  for (size_t k = 0; k < fx.raw.size(); ++k) {
+    const uint32_t n = static_cast<uint32_t>(fx.raw[k].size() / 785);
+    layout.frames.push_back(pipeline_internal::FrameRef{0, static_cast<uint32_t>(k), first, n});
+    first += n;
+  }
+  layout.record_count = first;
+  return layout;
+}
+
 void BM_Stage_Preprocess(benchmark::State& state) {
   using namespace pipeline_internal;
   Fixture* fx = Setup();
   const H2DFormat format = FormatArg(state.range(0));
   const uint32_t batch = 256;
-  SplitLayout layout;
-  uint64_t first = 0;
-  for (size_t k = 0; k < fx->raw.size(); ++k) {
-    const uint32_t n = static_cast<uint32_t>(fx->raw[k].size() / 785);
-    layout.frames.push_back(FrameRef{0, static_cast<uint32_t>(k), first, n});
-    first += n;
-  }
-  layout.record_count = first;
+  const pipeline_internal::SplitLayout layout = DecodedLayout(*fx);
   EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
   SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
   std::vector<char> out(size_t{batch} * conv.out_bytes_per_sample());
@@ -321,14 +328,7 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
   const int assemble = static_cast<int>(state.range(0));
   const H2DFormat format = FormatArg(state.range(1));
   const uint32_t batch = static_cast<uint32_t>(state.range(2));
-  SplitLayout layout;
-  uint64_t first = 0;
-  for (size_t k = 0; k < fx->raw.size(); ++k) {
-    const uint32_t n = static_cast<uint32_t>(fx->raw[k].size() / 785);
-    layout.frames.push_back(FrameRef{0, static_cast<uint32_t>(k), first, n});
-    first += n;
-  }
-  layout.record_count = first;
+  const pipeline_internal::SplitLayout layout = DecodedLayout(*fx);
   const EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
   const SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
   const size_t ob = conv.out_bytes_per_sample();
