@@ -334,7 +334,18 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
   const size_t ob = conv.out_bytes_per_sample();
   size_t max_raw = 0;
   for (const std::string& r : fx->raw) max_raw = std::max(max_raw, r.size());
-  const uint32_t ring = plan.min_frames_alive + 8;  // the pipeline's budget (read-ahead 8)
+  // Frames live in a ring of recycled buffers: as many as the pipeline's budget (read-ahead
+  // 8), and at least as many as the slots any one batch spans, so that no frame a batch gathers
+  // from has been overwritten yet (the pipeline frees frames by last use, not in ring order).
+  uint32_t span = 0;
+  for (uint32_t b = 0; b < plan.num_batches(); ++b) {
+    const auto first_slot = plan.batch_slots.begin() + plan.batch_slot_begin[b];
+    const auto last_slot = plan.batch_slots.begin() + plan.batch_slot_begin[b + 1];
+    if (first_slot == last_slot) continue;
+    const auto [lo, hi] = std::minmax_element(first_slot, last_slot);
+    span = std::max(span, *hi - *lo + 1);
+  }
+  const uint32_t ring = std::max(plan.min_frames_alive, span) + 8;
   std::vector<std::vector<char>> frames(ring, std::vector<char>(max_raw, 0));
   // The pinned pool hands out the buffer returned last, so a pipeline whose consumer keeps
   // up cycles through a few; scattering needs one for every open batch.

@@ -15,21 +15,26 @@ struct Search {
   bool found = false;
 };
 
-size_t Align4(size_t n) { return (n + 3) & ~size_t{3}; }
-
-// The NT_GNU_BUILD_ID note of the loaded object `info`, if any, as hex.
+// The NT_GNU_BUILD_ID note of the loaded object `info`, if any, as hex. Notes are padded to the
+// segment's alignment (4, or 8 in segments such as .note.gnu.property); every length is checked
+// against the bytes left in the segment before it is used.
 std::string NoteId(const dl_phdr_info* info) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
+    const size_t align = ph.p_align == 8 ? 8 : 4;
+    auto pad = [align](size_t n) { return (n + align - 1) & ~(align - 1); };
+    const char* seg = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const size_t size = ph.p_memsz;
+    size_t off = 0;
+    while (size - off >= sizeof(ElfW(Nhdr))) {
       ElfW(Nhdr) n;
-      std::memcpy(&n, p, sizeof(n));
-      const char* name = p + sizeof(n);
-      const char* desc = name + Align4(n.n_namesz);
-      if (desc + n.n_descsz > end) break;
+      std::memcpy(&n, seg + off, sizeof(n));
+      const size_t left = size - off - sizeof(n);
+      const size_t name_bytes = pad(n.n_namesz);
+      if (name_bytes > left || n.n_descsz > left - name_bytes) break;
+      const char* name = seg + off + sizeof(n);
+      const char* desc = name + name_bytes;
       if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
         static constexpr char kHex[] = "0123456789abcdef";
         std::string hex;
@@ -40,7 +45,9 @@ std::string NoteId(const dl_phdr_info* info) {
         }
         return hex;
       }
-      p = desc + Align4(n.n_descsz);
+      const size_t next = sizeof(n) + name_bytes + pad(n.n_descsz);
+      if (next > size - off) break;
+      off += next;
     }
   }
   return "";

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -42,7 +43,9 @@ SLUICE_CONVERT_CLONES void U8ToF32Normalized(const uint8_t* in, float* out, size
 // FMA) is the correctly rounded quotient (one Newton step on the quotient; Markstein). Then
 // (q - mean) * (1 / std) or (q - mean) / std, as IEEE single operations. Only used once
 // SampleConverter::Create has run it on all 256 inputs and found every output bit-identical to
-// the scalar reference (convert.h); f16 adds F16C's round-to-nearest-even conversion.
+// the scalar reference (convert.h); f16 adds F16C's round-to-nearest-even conversion. Like the
+// scalar reference, it assumes the default floating-point environment (round to nearest, no
+// flush-to-zero or denormals-are-zero) on the threads that convert: nothing in sluice changes it.
 enum class AffineMode { kIdentity, kMulInverse, kDivide };
 
 __attribute__((target("avx2,fma"))) inline __m256 ScaleU8x8(const uint8_t* in) {
@@ -106,10 +109,17 @@ size_t RunVectorKernel(int kernel, bool f16, const uint8_t* in, void* out, size_
   return 0;
 }
 
+// AVX2 and FMA through the compiler's CPU model (which also checks that the OS saves the YMM
+// state); F16C from CPUID leaf 1 directly (clang 14 has no "f16c" for __builtin_cpu_supports).
+bool CpuHasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+
 bool CpuHasVectorKernel(bool f16) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         (!f16 || __builtin_cpu_supports("f16c"));
+         (!f16 || CpuHasF16c());
 }
 #endif
 }  // namespace

@@ -284,7 +284,10 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
       ",", o.eps, ";norm=", options.normalization.mean, ",", options.normalization.std,
       ";sim=", b.sim.link_bytes_per_s, ",", b.sim.link_latency_ns, ",",
       b.sim_compute_ns_per_step, ",", b.sim_compute_samples_per_s, ";secs=",
-      options.seconds_per_measurement, ";compute=", options.measure_compute);
+      options.seconds_per_measurement, ";compute=", options.measure_compute,
+      // The code that measures: each build keeps its own file, so two builds sharing a cache
+      // directory do not keep re-measuring over each other.
+      ";build=", BuildId());
   return Sanitize(absl::StrCat(
       Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b",
       options.batch_size, "_", H2DFormatName(options.h2d_format), "_", options.device, "_",
@@ -335,7 +338,8 @@ absl::StatusOr<Ceilings> Ceilings::LoadOrMeasure(Env* env, const Dataset& datase
   if (!options.refresh && env->FileExists(path)) {
     absl::StatusOr<Ceilings> cached = Load(env, path);
     // Else stale, corrupt, or measured by another build of this code (whose figures, the
-    // compute ceiling above all, need not hold for this one): re-measure.
+    // compute ceiling above all, need not hold for this one; the key names the build too,
+    // this checks the file's own word): re-measure.
     if (cached.ok() && cached->key == key && cached->build == BuildId()) return cached;
   }
   ASSIGN_OR_RETURN(Ceilings c, Measure(dataset, options));

@@ -21,9 +21,9 @@
 // Cache: JSON at `<cache_dir>/ceilings/<key>.json`, key = hostname + manifest checksum + batch
 // size + h2d format + device + model + a digest of every other setting that changes a ceiling
 // (backend threads, precision, graphs, optimizer, normalization, the sim model, measurement
-// time); LoadOrMeasure reuses it unless `refresh` or the file was written by another build
-// (its `build`, the ELF build ID, differs: a ceiling measured by older code, e.g. a slower
-// compute step, would put this build's stages at 200% of it).
+// time, and the build: BuildId(), the ELF build ID of the code that measures); LoadOrMeasure
+// reuses it unless `refresh` or the file's `build` is not this build's (a ceiling measured by
+// older code, e.g. a slower compute step, would put this build's stages at 200% of it).
 // Errors: kNotFound / kDataLoss from the dataset; kDataLoss for a cache file that does not
 // parse (LoadOrMeasure then re-measures); backend creation errors for compute.
 // Thread safety: plain values; Measure runs on the calling thread.

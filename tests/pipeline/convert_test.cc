@@ -1,5 +1,8 @@
 #include "pipeline/convert.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -126,7 +129,8 @@ TEST(Convert, UsesTheVectorKernelWhereTheCpuHasIt) {
     auto f32 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kF32, norm, 784);
     ASSERT_TRUE(f32.ok());
     EXPECT_EQ(f32->kernel_name(), "avx2+fma") << norm.mean << " " << norm.std;
-    if (__builtin_cpu_supports("f16c")) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0) {
       auto f16 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kF16, norm, 784);
       ASSERT_TRUE(f16.ok());
       EXPECT_EQ(f16->kernel_name(), "avx2+fma+f16c") << norm.mean << " " << norm.std;

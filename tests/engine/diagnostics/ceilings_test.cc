@@ -159,6 +159,25 @@ TEST_F(CeilingsTest, CacheFromAnotherBuildIsReMeasured) {
   EXPECT_EQ(Ceilings::Load(Env::Default(), path)->build, BuildId());
 }
 
+// A file written before `build` existed lacks the field: re-measured and rewritten, not fatal.
+TEST_F(CeilingsTest, CacheWithoutBuildFieldIsReMeasured) {
+  auto first = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string path =
+      Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
+  nlohmann::ordered_json old = first->ToJson();
+  old.erase("build");
+  old["hostname"] = "before-the-build-field";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), path, old.dump()).ok());
+  EXPECT_EQ(Ceilings::Load(Env::Default(), path).status().code(), absl::StatusCode::kDataLoss);
+  auto again = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->hostname, "before-the-build-field");
+  auto rewritten = Ceilings::Load(Env::Default(), path);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_EQ(rewritten->build, BuildId());
+}
+
 TEST_F(CeilingsTest, CorruptCacheIsReMeasuredNotFatal) {
   const std::string path =
       Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
