@@ -65,10 +65,18 @@ class BottleneckValidationTest : public ::testing::Test {
     } else {
       o.pipeline.diagnostics.inject_delay_us[static_cast<int>(*ParseStage(stage))] = delay_us;
     }
-    // The prediction is checked against a wall-clock measurement on a shared 2-core machine:
-    // another process taking a core for part of the run makes one run miss by more than the
-    // tolerance. Three runs are allowed; a wrong model misses in all.
-    absl::StatusOr<TrainJobResult> result;
+    // The experimental check: the same job with that stage made free is clearly faster.
+    TrainJobOptions free = o;
+    if (stage == "compute") {
+      free.compute_free = true;
+    } else {
+      free.pipeline.diagnostics.what_if = *ParseWhatIf(stage);
+    }
+    // Both the prediction and the what-if speed-up are checked against wall-clock
+    // measurements on a shared 2-core machine: another process taking a core for part of a run
+    // makes one run miss (a what-if run at 96 k samples/s where the same run usually does
+    // 150 k+). Three attempts of the pair are allowed; a wrong model misses in all.
+    absl::StatusOr<TrainJobResult> result, freed;
     BottleneckReport report;
     double measured = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
@@ -76,8 +84,11 @@ class BottleneckValidationTest : public ::testing::Test {
       ASSERT_TRUE(result.ok()) << result.status();
       report = AnalyzeRun(result->run, nullptr, 2);
       measured = Throughput(*result);
+      freed = RunTrainJob(Env::Default(), free);
+      ASSERT_TRUE(freed.ok()) << freed.status();
       if (report.limiting_stage == expected &&
-          std::abs(report.predicted_samples_per_s / measured - 1.0) <= 0.15) {
+          std::abs(report.predicted_samples_per_s / measured - 1.0) <= 0.15 &&
+          Throughput(*freed) > 1.4 * measured) {
         break;
       }
     }
@@ -86,18 +97,9 @@ class BottleneckValidationTest : public ::testing::Test {
     EXPECT_NE(report.sentence.find(std::string(StageName(expected))), std::string::npos);
     EXPECT_NEAR(report.predicted_samples_per_s / measured, 1.0, 0.15)
         << "predicted " << report.predicted_samples_per_s << " measured " << measured;
-
-    // The experimental check: the same job with that stage made free is clearly faster.
-    TrainJobOptions free = o;
-    if (stage == "compute") {
-      free.compute_free = true;
-    } else {
-      free.pipeline.diagnostics.what_if = *ParseWhatIf(stage);
-    }
-    auto freed = RunTrainJob(Env::Default(), free);
-    ASSERT_TRUE(freed.ok()) << freed.status();
     EXPECT_GT(Throughput(*freed), 1.4 * measured)
-        << "making " << stage << " free did not speed the run up";
+        << "making " << stage << " free did not speed the run up (" << Throughput(*freed)
+        << " vs " << measured << " samples/s)";
   }
 
   static std::string* dir_;
@@ -107,11 +109,13 @@ std::string* BottleneckValidationTest::dir_ = nullptr;
 TEST_F(BottleneckValidationTest, DelayedReadIsNamed) {
   ExpectVerdict("read", 6000, Stage::kRead);
 }
+// Compute on two threads does 150-200 k samples/s here, so the delays hold their stage near
+// 60 k: 256 samples per frame / 8 ms on 2 threads, 32 per batch / 1.2 ms on 2 threads.
 TEST_F(BottleneckValidationTest, DelayedDecompressIsNamed) {
-  ExpectVerdict("decompress", 4000, Stage::kDecompress);
+  ExpectVerdict("decompress", 8000, Stage::kDecompress);
 }
 TEST_F(BottleneckValidationTest, DelayedPreprocessIsNamed) {
-  ExpectVerdict("preprocess", 600, Stage::kPreprocess);
+  ExpectVerdict("preprocess", 1200, Stage::kPreprocess);
 }
 TEST_F(BottleneckValidationTest, DelayedComputeIsNamed) {
   ExpectVerdict("compute", 300, Stage::kCompute);
@@ -134,13 +138,14 @@ TEST_F(BottleneckValidationTest, UndelayedRunNamesCompute) {
 TEST_F(BottleneckValidationTest, RealRunStaysWithinItsCeilings) {
   // Both figures are wall-clock measurements on a shared 2-core machine whose second core is
   // sometimes much slower (docs/benchmarks.md): compute on 2 threads read 119% of a ceiling
-  // measured in a slow second. Three attempts (run, then ceilings) are allowed; a stage whose
-  // ceiling is measured on the wrong work (the old 319%) exceeds it in all three.
+  // measured in a slow second, and one local run in about a dozen missed in all of three
+  // attempts. Five attempts (run, then ceilings) are allowed; a stage whose ceiling is measured
+  // on the wrong work (the old 319%) exceeds it in all five.
   TrainJobOptions o = Job();
   BottleneckReport report;
   int compared = 0;
   bool within = false;
-  for (int attempt = 0; attempt < 3 && !within; ++attempt) {
+  for (int attempt = 0; attempt < 5 && !within; ++attempt) {
     auto result = RunTrainJob(Env::Default(), o);
     ASSERT_TRUE(result.ok()) << result.status();
     auto dataset = Dataset::Open(Env::Default(), result->train_manifest);
