@@ -68,8 +68,9 @@ __attribute__((target("avx2,fma"))) inline __m256 NormalizeU8x8(const uint8_t* i
 
 // Converts the first n - n % 8 values; the caller converts the rest from the reference table.
 template <AffineMode kMode>
-__attribute__((target("avx2,fma"))) size_t U8ToF32Avx2(const uint8_t* in, float* out, size_t n,
+__attribute__((target("avx2,fma"))) size_t U8ToF32Avx2(const uint8_t* in, void* dst, size_t n,
                                                        float mean, float k) {
+  float* out = static_cast<float*>(dst);
   const __m256 vm = _mm256_set1_ps(mean), vk = _mm256_set1_ps(k);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, NormalizeU8x8<kMode>(in + i, vm, vk));
@@ -77,8 +78,9 @@ __attribute__((target("avx2,fma"))) size_t U8ToF32Avx2(const uint8_t* in, float*
 }
 
 template <AffineMode kMode>
-__attribute__((target("avx2,fma,f16c"))) size_t U8ToF16Avx2(const uint8_t* in, uint16_t* out,
-                                                            size_t n, float mean, float k) {
+__attribute__((target("avx2,fma,f16c"))) size_t U8ToF16Avx2(const uint8_t* in, void* dst, size_t n,
+                                                            float mean, float k) {
+  uint16_t* out = static_cast<uint16_t*>(dst);
   const __m256 vm = _mm256_set1_ps(mean), vk = _mm256_set1_ps(k);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -89,24 +91,17 @@ __attribute__((target("avx2,fma,f16c"))) size_t U8ToF16Avx2(const uint8_t* in, u
   return i;
 }
 
-size_t RunVectorKernel(int kernel, bool f16, const uint8_t* in, void* out, size_t n, float mean,
-                       float k) {
-  const auto mode = static_cast<AffineMode>(kernel);
-  if (f16) {
-    uint16_t* o = static_cast<uint16_t*>(out);
-    switch (mode) {
-      case AffineMode::kIdentity: return U8ToF16Avx2<AffineMode::kIdentity>(in, o, n, mean, k);
-      case AffineMode::kMulInverse: return U8ToF16Avx2<AffineMode::kMulInverse>(in, o, n, mean, k);
-      case AffineMode::kDivide: return U8ToF16Avx2<AffineMode::kDivide>(in, o, n, mean, k);
-    }
-  }
-  float* o = static_cast<float*>(out);
+// The kernel for (mode, f16), picked once by Create; Convert calls it through a pointer.
+SampleConverter::VectorKernel SelectVectorKernel(AffineMode mode, bool f16) {
   switch (mode) {
-    case AffineMode::kIdentity: return U8ToF32Avx2<AffineMode::kIdentity>(in, o, n, mean, k);
-    case AffineMode::kMulInverse: return U8ToF32Avx2<AffineMode::kMulInverse>(in, o, n, mean, k);
-    case AffineMode::kDivide: return U8ToF32Avx2<AffineMode::kDivide>(in, o, n, mean, k);
+    case AffineMode::kIdentity:
+      return f16 ? U8ToF16Avx2<AffineMode::kIdentity> : U8ToF32Avx2<AffineMode::kIdentity>;
+    case AffineMode::kMulInverse:
+      return f16 ? U8ToF16Avx2<AffineMode::kMulInverse> : U8ToF32Avx2<AffineMode::kMulInverse>;
+    case AffineMode::kDivide:
+      return f16 ? U8ToF16Avx2<AffineMode::kDivide> : U8ToF32Avx2<AffineMode::kDivide>;
   }
-  return 0;
+  return nullptr;
 }
 
 // AVX2 and FMA through the compiler's CPU model (which also checks that the OS saves the YMM
@@ -184,11 +179,12 @@ absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DF
     for (AffineMode mode : modes) {
       if ((mode == AffineMode::kIdentity) != c.identity_) continue;
       const float k = mode == AffineMode::kMulInverse ? 1.0f / norm.std : norm.std;
-      RunVectorKernel(static_cast<int>(mode), f16, all, out, 256, norm.mean, k);
+      const VectorKernel kernel = SelectVectorKernel(mode, f16);
+      kernel(all, out, 256, norm.mean, k);
       const bool same = f16 ? std::memcmp(out, c.lut_f16_, sizeof(c.lut_f16_)) == 0
                             : std::memcmp(out, c.lut_f32_, sizeof(c.lut_f32_)) == 0;
       if (same) {
-        c.vector_kernel_ = static_cast<int>(mode);
+        c.vector_kernel_ = kernel;
         c.kernel_k_ = k;
         break;
       }
@@ -201,7 +197,7 @@ absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DF
 absl::string_view SampleConverter::kernel_name() const {
   if (source_ != SampleDType::kU8) return "scalar";
   if (format_ == H2DFormat::kU8) return "memcpy";
-  if (vector_kernel_ >= 0) return format_ == H2DFormat::kF16 ? "avx2+fma+f16c" : "avx2+fma";
+  if (vector_kernel_ != nullptr) return format_ == H2DFormat::kF16 ? "avx2+fma+f16c" : "avx2+fma";
   if (format_ == H2DFormat::kF32 && fast_f32_) return "portable";
   return "table";
 }
@@ -210,10 +206,8 @@ void SampleConverter::Convert(const char* src, void* dst, size_t count) const {
   const size_t n = values_ * count;
   if (source_ == SampleDType::kU8) {
     const uint8_t* in = reinterpret_cast<const uint8_t*>(src);
-#if defined(__x86_64__)
-    if (vector_kernel_ >= 0) {
-      size_t i = RunVectorKernel(vector_kernel_, format_ == H2DFormat::kF16, in, dst, n,
-                                 norm_.mean, kernel_k_);
+    if (vector_kernel_ != nullptr) {
+      size_t i = vector_kernel_(in, dst, n, norm_.mean, kernel_k_);
       if (format_ == H2DFormat::kF16) {
         for (uint16_t* out = static_cast<uint16_t*>(dst); i < n; ++i) out[i] = lut_f16_[in[i]];
       } else {
@@ -221,7 +215,6 @@ void SampleConverter::Convert(const char* src, void* dst, size_t count) const {
       }
       return;
     }
-#endif
     switch (format_) {
       case H2DFormat::kU8:
         std::memcpy(dst, src, n);

@@ -29,6 +29,10 @@ uint16_t FloatToHalf(float f);
 
 class SampleConverter {
  public:
+  // A vector kernel (convert.cc): converts the first n - n % 8 of n values and returns how many
+  // it converted; the caller converts the rest from the table.
+  using VectorKernel = size_t (*)(const uint8_t* in, void* out, size_t n, float mean, float k);
+
   // kInvalidArgument for u8 output from f32 samples or a zero std.
   static absl::StatusOr<SampleConverter> Create(SampleDType source, H2DFormat format,
                                                 Normalization norm, size_t values);
@@ -47,8 +51,8 @@ class SampleConverter {
   size_t values_ = 0;
   bool identity_ = false;  // mean 0, std 1 (ToTensor)
   bool fast_f32_ = false;  // the vectorized formula matches the reference for all 256 inputs
-  int vector_kernel_ = -1;  // the proven AVX2 kernel's mode (convert.cc AffineMode), or -1
-  float kernel_k_ = 1.0f;   // its 1/std or std
+  VectorKernel vector_kernel_ = nullptr;  // the proven AVX2 kernel, or null
+  float kernel_k_ = 1.0f;  // the kernel's 1/std or std
   float lut_f32_[256] = {};
   uint16_t lut_f16_[256] = {};
 };

@@ -109,13 +109,10 @@ void DecideVerdict(BottleneckReport* rep) {
   }
   // CPU compute that takes most of the saturated cores itself: a short wait for input is the
   // pipeline not getting a core in time, not a slow pipeline, so compute is still the limit.
-  double cores_used = 0;
-  for (const StageRow& r : rep->stages) {
-    if (r.present && r.cpu_work) cores_used += r.cores_busy;
-  }
+  // (Off device, cpu_threads_busy is the sum of the CPU stages' cores_busy.)
   const bool compute_holds_the_cores = !rep->on_device && compute.cpu_work &&
-                                       rep->cpu_saturated && cores_used > 0 &&
-                                       compute.cores_busy >= 0.5 * cores_used;
+                                       rep->cpu_saturated && rep->cpu_threads_busy > 0 &&
+                                       compute.cores_busy >= 0.5 * rep->cpu_threads_busy;
   if (wait < kPartlyInputPct || slow == nullptr ||
       (wait < kInputBoundPct && compute_holds_the_cores)) {
     rep->limiting_stage = Stage::kCompute;
