@@ -190,8 +190,8 @@ int Run(int B, int iters) {
     OptimizerConfig opt;
     BackendOptions options;
     options.max_batch = B;
-    options.cuda_graph = graph;
-    auto backend = CreateCudaBackend(InitModelState(model, opt, 1), opt, options);
+    auto backend = CreateCudaBackend(InitModelState(model, opt, 1), opt, options,
+                                     {.cuda_graph = graph});
     Die(backend.status(), "CreateCudaBackend");
     cudaStream_t bs = device::NativeCudaStream((*backend)->compute_stream());
     const double us = TimeUs(bs, iters, [&] { return (*backend)->TrainStep(batch, 0.01f); });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/model.h"
 
 namespace sluice {
@@ -39,8 +40,7 @@ void RunTrainStep(benchmark::State& state, double nonzero_fraction,
   OptimizerConfig opt;
   BackendOptions options;
   options.max_batch = batch;
-  options.threads = threads;
-  auto backend = CreateCpuBackend(InitModelState(model, opt, 1), opt, options);
+  auto backend = CreateCpuBackend(InitModelState(model, opt, 1), opt, options, {.threads = threads});
   if (!backend.ok()) {
     state.SkipWithError(backend.status().ToString().c_str());
     return;

@@ -9,8 +9,9 @@
 //
 // The pipeline's upload stage, the device batch ring, the trainer's waits and slot releases
 // and the H2D ceiling are written once against this interface. Implementations: CUDA
-// (device/cuda/, the only code outside engine/cuda that includes the CUDA runtime), and a
-// second, simulated one is designed in (every method is virtual and none names CUDA).
+// (device/cuda/, the only code outside engine/cuda that includes the CUDA runtime) and a
+// simulated accelerator in host memory (device/sim/). A device is named by a DeviceSpec
+// (device/device_spec.h).
 //
 // Ordering is CUDA's: work on one stream runs in enqueue order; a Wait(event) makes every
 // later operation of that stream wait until the work recorded before the event completed;
@@ -36,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "device/device_spec.h"
 
 namespace sluice::device {
 
@@ -110,8 +112,8 @@ class Device {
 
   // "cuda:0 (NVIDIA H200, sm_90)".
   virtual std::string name() const = 0;
-  // "cuda".
-  virtual std::string platform() const = 0;
+  // Platform::kCuda or Platform::kSim (never kAuto or kCpu).
+  virtual Platform platform() const = 0;
   virtual int ordinal() const = 0;
 
   virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;

@@ -1,8 +1,10 @@
 // Backend: runs training and evaluation steps of an MLP on one device (CPU or one CUDA GPU).
 //
 // A step is: forward, loss, backward, gradient exchange (data-parallel runs: a sum over the
-// ranks of BackendOptions::gradient_comm), optimizer update. On CUDA the whole step is enqueued on the compute stream (after
-// waiting on the batch's ready_event) and TrainStep returns without synchronizing.
+// ranks of BackendOptions::gradient_comm), optimizer update. On CUDA the whole step is enqueued
+// on the compute stream (after waiting on the batch's ready_event) and TrainStep returns
+// without synchronizing. Backends are created by their platform's Create function, or by
+// CreateBackend (engine/backend_factory.h) from a DeviceSpec.
 //
 // Errors: kInvalidArgument for a batch that does not fit the model (features, size > max batch,
 // label out of range is reported by TakeLoss), kResourceExhausted for out-of-memory,
@@ -19,7 +21,6 @@
 
 #include "absl/status/statusor.h"
 #include "device/device.h"
-#include "device/sim/sim_device.h"
 #include "engine/dist/communicator.h"
 #include "engine/memory.h"
 #include "engine/model.h"
@@ -30,20 +31,15 @@ namespace sluice {
 enum class Precision { kF32, kBF16, kF16 };
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name);  // "fp32" | "bf16" | "fp16"
 
+// What every platform's backend is given (each platform's own settings are in its header:
+// engine/cpu/cpu_backend.h, engine/cuda/cuda_backend.h, engine/sim/sim_backend.h; the factory
+// that picks one from a DeviceSpec is engine/backend_factory.h).
 struct BackendOptions {
   int max_batch = 32;        // largest batch TrainStep/Evaluate will see
-  Normalization normalization;  // applied to u8 batches by the backend
+  Normalization normalization;  // of u8 batches (the pipeline's: the job sets it from there)
+  // The compute precision (fp32 master weights). The CPU and sim backends compute in fp32
+  // only and refuse the others.
   Precision precision = Precision::kF32;
-  // CPU and sim backends: the threads each batch is split across (cpu_backend.cc); 0: all
-  // usable cores. sluice-train's default leaves the pipeline its share (engine/job).
-  int threads = 0;
-  int device_ordinal = 0;    // CUDA and sim backends
-  bool cuda_graph = false;   // CUDA backend: capture the step into a CUDA Graph
-  // Sim backend (--device sim): the simulated device's link, and the modelled compute time of
-  // a training step: at least sim_compute_ns_per_step, and at least batch / samples_per_s.
-  device::SimOptions sim;
-  int64_t sim_compute_ns_per_step = 0;
-  double sim_compute_samples_per_s = 0;
   // Data-parallel training (docs/distributed.md): the ranks whose gradients are summed at every
   // step; borrowed, must outlive the backend, and used by the thread that runs the steps (the
   // device's compute stream on the sim backend), so give the backend a Duplicate() of the
@@ -78,7 +74,8 @@ class Backend {
   virtual ~Backend() = default;
   // "cpu (OpenBLAS, 2 threads)" or "cuda:0 (NVIDIA H200, sm_90)".
   virtual std::string name() const = 0;
-  virtual bool is_cuda() const = 0;
+  // Where the steps run: kCpu, kCuda or kSim.
+  virtual device::Platform platform() const = 0;
   // Host threads that compute each step (the CPU backend's team; 1 for device backends, whose
   // host thread only enqueues).
   virtual int compute_threads() const { return 1; }
@@ -120,34 +117,6 @@ class Backend {
   // when the step is done).
   virtual device::Stream* compute_stream() const { return nullptr; }
 };
-
-// Creates the CPU backend (OpenBLAS sgemm). Starts from `state` (see InitModelState).
-absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& state,
-                                                          const OptimizerConfig& opt,
-                                                          const BackendOptions& options);
-
-// Creates the simulated-device backend: the CPU backend's kernels on the compute stream of a
-// simulated device (device/sim/sim_device.h) with options.sim, each step taking at least its
-// modelled time. Bitwise the same results as the CPU backend.
-absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const ModelState& state,
-                                                          const OptimizerConfig& opt,
-                                                          const BackendOptions& options);
-
-// Creates the CUDA backend on options.device_ordinal. kUnavailable when sluice was built
-// without CUDA or no device is present.
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
-                                                           const OptimizerConfig& opt,
-                                                           const BackendOptions& options);
-
-// Creates the backend that `device` names (--device): "auto" (CUDA device 0 when
-// device::CudaDeviceCount() > 0, else the CPU), "cpu", "cuda" (device 0), "cuda:N" (overrides
-// options.device_ordinal), or "sim" / "sim:N" (the simulated device). Errors: kInvalidArgument for any other name, kUnavailable when CUDA
-// is asked for and sluice was built without it or no device is present; else as the backend's
-// Create function. Defined in the sluice::engine target.
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
-                                                       const ModelState& state,
-                                                       const OptimizerConfig& opt,
-                                                       BackendOptions options);
 
 }  // namespace sluice
 

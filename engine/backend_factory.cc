@@ -1,53 +1,39 @@
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "engine/backend_factory.h"
+
 #include "absl/strings/str_cat.h"
-#include "engine/backend.h"
+#include "device/device.h"
 
 namespace sluice {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view device,
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendSpec& spec,
                                                        const ModelState& state,
-                                                       const OptimizerConfig& opt,
-                                                       BackendOptions options) {
-  if (device == "cpu") return CreateCpuBackend(state, opt, options);
-  if (device == "sim" || absl::StartsWith(device, "sim:")) {
-    options.device_ordinal = 0;
-    if (device != "sim" && (!absl::SimpleAtoi(device.substr(4), &options.device_ordinal) ||
-                            options.device_ordinal < 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--device: '", device, "' is not auto, cpu, sim[:N] or cuda[:N]"));
+                                                       const OptimizerConfig& opt) {
+  const device::DeviceSpec device = spec.device.Resolve();
+  switch (device.platform) {
+    case device::Platform::kCpu:
+      return CreateCpuBackend(state, opt, spec.options, spec.cpu);
+    case device::Platform::kSim: {
+      SimBackendOptions sim = spec.sim;
+      sim.ordinal = device.ordinal_or(0);
+      return CreateSimBackend(state, opt, spec.options, sim, spec.cpu);
     }
-    return CreateSimBackend(state, opt, options);
-  }
-  if (device == "auto") {
-    if (device::CudaDeviceCount() > 0) return CreateCudaBackend(state, opt, options);
-    return CreateCpuBackend(state, opt, options);
-  }
-  if (device == "cuda" || absl::StartsWith(device, "cuda:")) {
-    if (device != "cuda") {
-      int ordinal = -1;
-      if (!absl::SimpleAtoi(device.substr(5), &ordinal) || ordinal < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--device: '", device, "' is not auto, cpu, sim[:N] or cuda[:N]"));
+    case device::Platform::kCuda: {
+      CudaBackendOptions cuda = spec.cuda;
+      cuda.ordinal = device.ordinal_or(0);
+      const int count = device::CudaDeviceCount();
+      // With no device at all, CreateCudaBackend says why (built without CUDA, no driver).
+      if (count > 0 && cuda.ordinal >= count) {
+        return absl::UnavailableError(absl::StrCat("--device ", device.ToString(), ": only ",
+                                                   count, " CUDA device(s) present (cuda:0..cuda:",
+                                                   count - 1, ")"));
       }
-      options.device_ordinal = ordinal;
-    } else {
-      options.device_ordinal = 0;
+      return CreateCudaBackend(state, opt, spec.options, cuda);
     }
-    const int count = device::CudaDeviceCount();
-    if (count == 0) {
-      // CreateCudaBackend says why (built without CUDA, no driver, no device).
-      return CreateCudaBackend(state, opt, options);
-    }
-    if (options.device_ordinal >= count) {
-      return absl::UnavailableError(absl::StrCat("--device ", device, ": only ", count,
-                                                 " CUDA device(s) present (cuda:0..cuda:",
-                                                 count - 1, ")"));
-    }
-    return CreateCudaBackend(state, opt, options);
+    case device::Platform::kAuto:
+      break;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--device: '", device, "' is not auto, cpu, sim[:N] or cuda[:N]"));
+  return absl::InternalError(
+      absl::StrCat("CreateBackend: device '", device.ToString(), "' did not resolve"));
 }
 
 }  // namespace sluice

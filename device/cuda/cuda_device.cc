@@ -201,7 +201,7 @@ class CudaDevice final : public Device {
     return absl::OkStatus();
   }
   std::string name() const override { return name_; }
-  std::string platform() const override { return "cuda"; }
+  Platform platform() const override { return Platform::kCuda; }
   int ordinal() const override { return ordinal_; }
 
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {

@@ -201,7 +201,7 @@ class SimDevice final : public Device {
     return absl::StrCat("sim:", ordinal_, " (simulated, link ", options_.link_bytes_per_s / 1e9,
                         " GB/s)");
   }
-  std::string platform() const override { return "sim"; }
+  Platform platform() const override { return Platform::kSim; }
   int ordinal() const override { return ordinal_; }
 
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {

@@ -32,7 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
-#include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/internal/cpu_kernels.h"
 #include "engine/cpu/internal/host_buffer.h"
 #include "engine/cpu/internal/worker_team.h"
@@ -113,7 +113,7 @@ class CpuBackend final : public Backend {
                         cpu_internal::SparseKernelsAvailable() ? ", AVX-512 sparse input" : "",
                         ", ", threads_, threads_ == 1 ? " thread)" : " threads, batch split)");
   }
-  bool is_cuda() const override { return false; }
+  device::Platform platform() const override { return device::Platform::kCpu; }
   int compute_threads() const override { return threads_; }
   int64_t helper_cpu_ns() const override { return team_ ? team_->team_cpu_ns() : 0; }
 
@@ -609,7 +609,8 @@ class CpuBackend final : public Backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& state,
                                                           const OptimizerConfig& opt,
-                                                          const BackendOptions& options) {
+                                                          const BackendOptions& options,
+                                                          const CpuBackendOptions& cpu) {
   if (options.precision != Precision::kF32) {
     return absl::InvalidArgumentError(
         "the CPU backend computes in fp32 only; use --precision fp32 (bf16/fp16 need --device "
@@ -625,7 +626,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
   if (options.normalization.std == 0.0f) {
     return absl::InvalidArgumentError("normalization std must be nonzero");
   }
-  int threads = options.threads;
+  int threads = cpu.threads;
   if (threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", threads));
   }

@@ -59,14 +59,19 @@ DType OperandType(Precision p) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const ModelState& state, const OptimizerConfig& opt, const BackendOptions& options)
-      : layout_(state), opt_(opt), options_(options), lp_(OperandType(options.precision)) {}
+  CudaBackend(const ModelState& state, const OptimizerConfig& opt, const BackendOptions& options,
+              const CudaBackendOptions& cuda)
+      : layout_(state),
+        opt_(opt),
+        options_(options),
+        cuda_(cuda),
+        lp_(OperandType(options.precision)) {}
   ~CudaBackend() override;
 
   absl::Status Init(const ModelState& state);
 
   std::string name() const override { return name_; }
-  bool is_cuda() const override { return true; }
+  device::Platform platform() const override { return device::Platform::kCuda; }
   absl::Status TrainStep(const BatchView& batch, float lr) override;
   absl::StatusOr<LossStats> TakeLoss() override;
   absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override;
@@ -129,6 +134,7 @@ class CudaBackend final : public Backend {
   ModelState layout_;  // names and shapes (values cleared after Init)
   OptimizerConfig opt_;
   BackendOptions options_;
+  CudaBackendOptions cuda_;
   DType lp_;
   int device_ = 0;
   std::string name_;
@@ -187,7 +193,7 @@ CudaBackend::~CudaBackend() {
 }
 
 absl::Status CudaBackend::Init(const ModelState& state) {
-  device_ = options_.device_ordinal;
+  device_ = cuda_.ordinal;
   cudaCheck(cudaSetDevice(device_));
   ASSIGN_OR_RETURN(device_obj_, device::OpenCudaDevice(device_));
   name_ = device_obj_->name();
@@ -262,7 +268,7 @@ absl::Status CudaBackend::Init(const ModelState& state) {
 
 absl::Status CudaBackend::InitExchange() {
   if (!exchanging()) return absl::OkStatus();
-  if (options_.cuda_graph) {
+  if (cuda_.cuda_graph) {
     return absl::InvalidArgumentError(
         "--cuda-graph is not supported in data-parallel runs yet (each step's divisor, the "
         "global batch's sample count, is agreed on the host); run without it");
@@ -508,10 +514,10 @@ absl::Status CudaBackend::TrainStep(const BatchView& batch, float lr) {
     if (global == 0) return absl::OkStatus();
     divisor_ = static_cast<int>(global);
   }
-  ASSIGN_OR_RETURN(Input in, Stage(batch, /*force_staging=*/options_.cuda_graph));
+  ASSIGN_OR_RETURN(Input in, Stage(batch, /*force_staging=*/cuda_.cuda_graph));
   RETURN_IF_ERROR(cuda_internal::LaunchSetLr(scalars_, lr, stream_));
   pending_samples_ += in.B;
-  if (options_.cuda_graph) return RunGraphed(in);
+  if (cuda_.cuda_graph) return RunGraphed(in);
   return EnqueueTrainBody(in);
 }
 
@@ -647,8 +653,9 @@ absl::Status CudaBackend::LoadState(const ModelState& state) {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
                                                            const OptimizerConfig& opt,
-                                                           const BackendOptions& options) {
-  RETURN_IF_ERROR(device::CudaDeviceStatus(options.device_ordinal));
+                                                           const BackendOptions& options,
+                                                           const CudaBackendOptions& cuda) {
+  RETURN_IF_ERROR(device::CudaDeviceStatus(cuda.ordinal));
   RETURN_IF_ERROR(cuda_internal::LoadCublasLt());
   if (options.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
   if (state.model.num_linear() < 1) {
@@ -661,7 +668,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& sta
         state.opt_state.size(), " optimizer-state tensors; the model and optimizer need ",
         2 * state.model.num_linear(), " and ", 2 * state.model.num_linear() * opt.state_slots()));
   }
-  auto backend = std::make_unique<CudaBackend>(state, opt, options);
+  auto backend = std::make_unique<CudaBackend>(state, opt, options, cuda);
   RETURN_IF_ERROR(backend->Init(state));
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -15,10 +15,31 @@
 // to device staging first); a device batch must stay valid until the step completes on the
 // compute stream (record an event on compute_stream() after TrainStep to know when).
 // Errors: see backend.h. Thread safety: one thread at a time.
+// This header is part of every build (the `engine` target); without CUDA the function is the
+// stand-in of engine/cuda_unavailable.cc.
 #ifndef SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
 #define SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_
 
-// The backend itself is created through CreateCudaBackend (engine/backend.h); device status
-// and counts come from the device layer (device/device.h).
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+
+namespace sluice {
+
+struct CudaBackendOptions {
+  int ordinal = 0;          // the GPU (set by CreateBackend from the DeviceSpec)
+  bool cuda_graph = false;  // capture the train step into a CUDA Graph (--cuda-graph)
+};
+
+// Creates the CUDA backend on GPU `cuda.ordinal`. kUnavailable when sluice was built without
+// CUDA (engine/cuda_unavailable.cc) or the device is not usable (saying why); device counts
+// and status come from the device layer (device/device.h).
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
+                                                           const OptimizerConfig& opt,
+                                                           const BackendOptions& options,
+                                                           const CudaBackendOptions& cuda = {});
+
+}  // namespace sluice
 
 #endif  // SLUICE_ENGINE_CUDA_CUDA_BACKEND_H_

@@ -16,6 +16,7 @@
 #include "common/checksum.h"
 #include "common/status_macros.h"
 #include "common/json_fields.h"
+#include "engine/backend_factory.h"
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/stage_stats.h"
@@ -158,8 +159,8 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
                                         const CeilingOptions& options, double secs,
                                         Ceiling* preprocess, Ceiling* memcpy_ceiling) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.h2d_format,
-                                                      options.normalization,
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
+                                                      options.format.normalization,
                                                       spec.sample_values()));
   const size_t out_bytes = conv.out_bytes_per_sample();
   const uint32_t batch = options.batch_size;
@@ -182,7 +183,7 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
         return batch_bytes;
       }),
       batch,
-      absl::StrCat("the pipeline's gather + SampleConverter (", H2DFormatName(options.h2d_format),
+      absl::StrCat("the pipeline's gather + SampleConverter (", H2DFormatName(options.format.h2d_format),
                    ") of one batch per call, 1 thread; MB of batch output"));
   *memcpy_ceiling = FromTimed(TimeLoop(secs, [&](uint64_t) -> uint64_t {
                                 std::memcpy(dst.data(), src.data(), batch_bytes);
@@ -205,8 +206,8 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
                                                    std::vector<char>* samples,
                                                    std::vector<int32_t>* labels) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.h2d_format,
-                                                      options.normalization,
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
+                                                      options.format.normalization,
                                                       spec.sample_values()));
   const uint32_t batch = options.batch_size;
   uint64_t records = 0;
@@ -228,7 +229,7 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
   for (uint64_t i = 0; i < count; ++i) {
     views[i].samples = samples->data() + i * batch * out;
     views[i].labels = labels->data() + i * batch;
-    views[i].format = options.h2d_format;
+    views[i].format = options.format.h2d_format;
     views[i].size = batch;
     views[i].features = static_cast<uint32_t>(spec.sample_values());
   }
@@ -256,7 +257,7 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
       MeasurePreprocessAndMemcpy(dataset, frames, options, secs, &c.preprocess, &c.pinned_memcpy));
   const RecordSpec& spec = dataset.spec();
   const size_t sample_bytes = size_t{options.batch_size} * spec.sample_values() *
-                              H2DFormatSize(options.h2d_format);
+                              H2DFormatSize(options.format.h2d_format);
   ceilings_internal::MeasureH2D(options, sample_bytes, 4 * size_t{options.batch_size},
                                 options.batch_size, secs, &c.h2d_pinned, &c.h2d_pageable);
   if (options.measure_compute) {
@@ -276,21 +277,21 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
   // precision and graphs, the optimizer and its hyper-parameters, the normalization, the sim
   // device's model, and how long a measurement runs.
   const OptimizerConfig& o = options.optimizer;
-  const BackendOptions& b = options.backend;
+  const BackendSpec& b = options.backend;
   const std::string settings = absl::StrCat(
-      "threads=", b.threads, ";precision=", static_cast<int>(b.precision), ";graph=",
-      b.cuda_graph, ";ordinal=", b.device_ordinal, ";opt=", static_cast<int>(o.kind), ",",
+      "threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision), ";graph=",
+      b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0), ";opt=", static_cast<int>(o.kind), ",",
       o.lr, ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",", o.beta1, ",", o.beta2,
-      ",", o.eps, ";norm=", options.normalization.mean, ",", options.normalization.std,
-      ";sim=", b.sim.link_bytes_per_s, ",", b.sim.link_latency_ns, ",",
-      b.sim_compute_ns_per_step, ",", b.sim_compute_samples_per_s, ";secs=",
+      ",", o.eps, ";norm=", options.format.normalization.mean, ",", options.format.normalization.std,
+      ";sim=", b.sim.device.link_bytes_per_s, ",", b.sim.device.link_latency_ns, ",",
+      b.sim.compute_ns_per_step, ",", b.sim.compute_samples_per_s, ";secs=",
       options.seconds_per_measurement, ";compute=", options.measure_compute,
       // The code that measures: each build keeps its own file, so two builds sharing a cache
       // directory do not keep re-measuring over each other.
       ";build=", BuildId());
   return Sanitize(absl::StrCat(
       Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b",
-      options.batch_size, "_", H2DFormatName(options.h2d_format), "_", options.device, "_",
+      options.batch_size, "_", H2DFormatName(options.format.h2d_format), "_", options.backend.device.ToString(), "_",
       absl::StrJoin(options.model.layers, "x"), "_", ChecksumToHex(Xxh3(settings))));
 }
 

@@ -35,10 +35,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
-#include "engine/backend.h"
+#include "engine/backend_factory.h"
 #include "engine/model.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/batch.h"
+#include "pipeline/pipeline.h"
 #include "storage/dataset.h"
 
 namespace sluice {
@@ -54,12 +55,16 @@ struct Ceiling {
 
 struct CeilingOptions {
   uint32_t batch_size = 32;
-  H2DFormat h2d_format = H2DFormat::kF32;
-  Normalization normalization;
-  std::string device = "cpu";      // as --device; compute is measured on this backend
+  BatchFormat format;              // the batches' h2d format and normalization
+  // Compute is measured on this backend: its device (as --device) and platform settings;
+  // options.max_batch and options.normalization are set from batch_size and format.
+  BackendSpec backend = [] {
+    BackendSpec cpu;
+    cpu.device.platform = device::Platform::kCpu;
+    return cpu;
+  }();
   ModelConfig model;
   OptimizerConfig optimizer;
-  BackendOptions backend;          // max_batch is set from batch_size
   bool measure_compute = true;
   double seconds_per_measurement = 0.25;
   std::string cache_dir;           // LoadOrMeasure: empty = DefaultCacheDir()

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "device/device.h"
 #include "device/sim/sim_device.h"
+#include "engine/backend_factory.h"
 #include "engine/diagnostics/ceilings.h"
 #include "pipeline/convert.h"
 #include "pipeline/stage_stats.h"
@@ -60,15 +61,17 @@ Ceiling NotMeasured(const absl::Status& why) {
 void MeasureH2D(const CeilingOptions& options, size_t sample_bytes, size_t label_bytes,
                 uint32_t batch, double seconds, Ceiling* pinned, Ceiling* pageable) {
   *pinned = *pageable = Ceiling{};
-  const bool sim = absl::StartsWith(options.device, "sim");
+  const device::DeviceSpec& spec = options.backend.device;
+  const bool sim = spec.platform == device::Platform::kSim;
   if (!sim && device::CudaDeviceCount() == 0) {
     pinned->note = pageable->note = "not measured: no CUDA device";
     return;
   }
   // The run's own device: the simulated one with the run's link model, else CUDA.
-  const int ordinal = options.backend.device_ordinal;
+  const int ordinal = spec.ordinal_or(0);
   absl::StatusOr<std::unique_ptr<device::Device>> dev =
-      sim ? device::OpenSimDevice(options.backend.sim, ordinal) : device::OpenCudaDevice(ordinal);
+      sim ? device::OpenSimDevice(options.backend.sim.device, ordinal)
+          : device::OpenCudaDevice(ordinal);
   if (!dev.ok()) {
     *pinned = *pageable = NotMeasured(dev.status());
     return;
@@ -110,11 +113,11 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
     return absl::OkStatus();
   }
   ModelState state = InitModelState(options.model, options.optimizer, /*seed=*/0);
-  BackendOptions bo = options.backend;
-  bo.max_batch = static_cast<int>(first.size);
-  bo.normalization = options.normalization;
+  BackendSpec spec = options.backend;
+  spec.options.max_batch = static_cast<int>(first.size);
+  spec.options.normalization = options.format.normalization;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                   CreateBackend(options.device, state, options.optimizer, bo));
+                   CreateBackend(spec, state, options.optimizer));
   std::vector<BatchView> views = batches;
   std::vector<device::Buffer> memory;
   device::Stream* stream = backend->compute_stream();

@@ -13,7 +13,7 @@ MeasuredBackend::MeasuredBackend(Backend* inner, bool compute_free, int64_t dela
                                  bool keep_spans)
     : inner_(inner), compute_free_(compute_free), delay_us_(delay_us), keep_spans_(keep_spans) {
   stats_.device = inner->name();
-  stats_.is_cuda = inner->is_cuda();
+  stats_.is_cuda = inner->platform() == device::Platform::kCuda;
   stats_.threads = std::max(1, inner->compute_threads());
   stream_ = inner->compute_stream();
   stats_.on_device = stream_ != nullptr;

@@ -32,7 +32,7 @@ class MeasuredBackend final : public Backend {
   MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us, bool keep_spans);
 
   std::string name() const override { return inner_->name(); }
-  bool is_cuda() const override { return inner_->is_cuda(); }
+  device::Platform platform() const override { return inner_->platform(); }
   int compute_threads() const override { return inner_->compute_threads(); }
   int64_t helper_cpu_ns() const override { return inner_->helper_cpu_ns(); }
   absl::Status TrainStep(const BatchView& batch, float lr) override;

@@ -33,7 +33,7 @@ absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& optio
   const PipelineResources& r = options.pipeline.resources;
   e.threads = std::max({threads(r.threads), threads(r.decompress_threads),
                         threads(r.preprocess_threads)}) +
-              threads(options.backend.threads);
+              threads(options.backend.cpu.threads);
   e.thread_bytes = e.threads * kAddressSpacePerThread;
   return e;
 }

@@ -36,7 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
-#include "engine/backend.h"
+#include "engine/backend_factory.h"
 #include "engine/diagnostics/ceilings.h"
 #include "engine/diagnostics/run_record.h"
 #include "engine/memory.h"
@@ -45,14 +45,6 @@
 #include "storage/dataset.h"
 
 namespace sluice {
-
-// Opens the split at `path`: a manifest, a dataset directory (split `split` or its only one),
-// or a directory of IDX files (`<prefix>-images-idx3-ubyte[.gz]` + labels, MNIST naming:
-// `train-*` for split train, `t10k-*` for test), which is sharded once into
-// `cache_dir/<hash of the IDX files>/` and reused while the files are unchanged.
-absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std::string& path,
-                                                            const std::string& split,
-                                                            const std::string& cache_dir);
 
 struct TrainJobResult;
 
@@ -63,14 +55,16 @@ struct TrainJobOptions {
   std::string cache_dir;         // for IDX input; empty: DefaultCacheDir()
   ModelConfig model;
   OptimizerConfig optimizer;
-  std::string device = "auto";   // auto | cpu | cuda | cuda:N
-  BackendOptions backend;        // max_batch is set from the batch size
-  uint64_t seed = 0;
+  // The device (--device) and each platform's settings. The job sets backend.options'
+  // max_batch (each rank's share of the batch), normalization (the pipeline's), gradient_comm
+  // (data-parallel runs) and, in a data-parallel run whose device names no ordinal, the
+  // device's ordinal (the rank's local rank); cpu.threads 0 becomes ComputeThreadsFor.
+  BackendSpec backend;
   uint64_t epochs = 10;
   // Order, batch format, corruption policy, resources and diagnostics of the train pipeline.
   // Its span and placement are set by the job: the span from the epochs and the resume
   // position, the placement from the backend (a CPU backend never gets uploaded batches).
-  // order.seed is replaced by `seed`.
+  // pipeline.order.seed is the run's seed: the shuffle's and the model initialization's.
   PipelineOptions pipeline;
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: end only)
@@ -89,7 +83,7 @@ struct TrainJobOptions {
   bool compute_free = false;
   int64_t inject_compute_delay_us = 0;
   KeyValues run_config;          // recorded in checkpoints and the report
-  // --autotune: after the first epoch of this run, adjust the pipeline (engine/autotune.h)
+  // --autotune: after the first epoch of this run, adjust the pipeline (engine/job/autotune.h)
   // within these budgets; on_autotune receives the decisions, one line each.
   bool autotune = false;
   uint64_t autotune_memory_bytes = 256 << 20;
@@ -127,6 +121,7 @@ struct TrainJobResult {
   uint64_t resumed_samples = 0;           // samples trained in the run before this process
   std::string checkpoint_path;            // written, when checkpoints are on
   std::vector<std::string> autotune;      // --autotune's decisions, when it ran
+  int max_batch = 0;                      // this rank's largest batch (the backend's max_batch)
 };
 
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options);
@@ -139,24 +134,13 @@ absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& opti
 // pipeline's ~0.3 core shares them, and 2 compute threads measured faster than 1.
 // `pipeline_threads` 0 means cores.
 int DefaultComputeThreads(int cores, int pipeline_threads);
-// options.backend.threads, or DefaultComputeThreads(UsableCores(), the pipeline's threads).
+// options.backend.cpu.threads, or DefaultComputeThreads(UsableCores(), the pipeline's threads).
 int ComputeThreadsFor(const TrainJobOptions& options);
 
-// The ceilings that a job with these options is compared against: its batch size, h2d format,
-// normalization, device, model, optimizer, backend options and cache directory.
+// The ceilings that a job with these options is compared against: its batch size, batch
+// format, backend (device, platform settings, compute threads), model, optimizer and cache
+// directory.
 CeilingOptions CeilingOptionsFor(const TrainJobOptions& options);
-
-// What defines a run, recorded in its checkpoints; a resume must match it key by key
-// (docs/formats/checkpoint.md "Run identity"). `train` is the train split.
-KeyValues RunIdentity(const TrainJobOptions& options, const Dataset& train);
-
-// Checks, before any training, that `path` can be written (its directory exists and is writable,
-// and it is not a directory) by creating and deleting `path`.probe through the Env.
-// kInvalidArgument naming `flag` and the path otherwise.
-absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag);
-
-// The checkpoint file of a checkpoint directory.
-std::string CheckpointPath(const std::string& checkpoint_dir);
 
 }  // namespace sluice
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "device/sim/sim_device.h"
-#include "engine/backend.h"
+#include "engine/sim/sim_backend.h"
 
 namespace sluice {
 namespace {
@@ -22,11 +22,12 @@ class SimBackend final : public Backend {
  public:
   SimBackend(std::unique_ptr<Backend> cpu, std::unique_ptr<device::Device> device,
              std::unique_ptr<device::Stream> stream, const BackendOptions& options,
-             std::string name)
+             const SimBackendOptions& sim, std::string name)
       : cpu_(std::move(cpu)),
         device_(std::move(device)),
         stream_(std::move(stream)),
         options_(options),
+        sim_(sim),
         name_(std::move(name)) {}
   ~SimBackend() override { (void)stream_->Synchronize(); }
 
@@ -37,7 +38,7 @@ class SimBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
-  bool is_cuda() const override { return false; }
+  device::Platform platform() const override { return device::Platform::kSim; }
   device::Device* device() const override { return device_.get(); }
   device::Stream* compute_stream() const override { return stream_.get(); }
 
@@ -118,9 +119,9 @@ class SimBackend final : public Backend {
   }
 
   int64_t ModelledNs(uint32_t samples) const {
-    int64_t ns = options_.sim_compute_ns_per_step;
-    if (options_.sim_compute_samples_per_s > 0) {
-      ns = std::max(ns, static_cast<int64_t>(samples * 1e9 / options_.sim_compute_samples_per_s));
+    int64_t ns = sim_.compute_ns_per_step;
+    if (sim_.compute_samples_per_s > 0) {
+      ns = std::max(ns, static_cast<int64_t>(samples * 1e9 / sim_.compute_samples_per_s));
     }
     return ns;
   }
@@ -140,6 +141,7 @@ class SimBackend final : public Backend {
   std::unique_ptr<device::Device> device_;
   std::unique_ptr<device::Stream> stream_;  // destroyed before device_
   BackendOptions options_;
+  SimBackendOptions sim_;
   std::string name_;
   device::Buffer staging_samples_;
   device::Buffer staging_labels_;
@@ -151,18 +153,21 @@ class SimBackend final : public Backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const ModelState& state,
                                                           const OptimizerConfig& opt,
-                                                          const BackendOptions& options) {
-  if (options.sim_compute_ns_per_step < 0 || !(options.sim_compute_samples_per_s >= 0)) {
+                                                          const BackendOptions& options,
+                                                          const SimBackendOptions& sim,
+                                                          const CpuBackendOptions& cpu_options) {
+  if (sim.compute_ns_per_step < 0 || !(sim.compute_samples_per_s >= 0)) {
     return absl::InvalidArgumentError("sim compute time and rate must be >= 0");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, CreateCpuBackend(state, opt, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu,
+                   CreateCpuBackend(state, opt, options, cpu_options));
   ASSIGN_OR_RETURN(std::unique_ptr<device::Device> dev,
-                   device::OpenSimDevice(options.sim, options.device_ordinal));
+                   device::OpenSimDevice(sim.device, sim.ordinal));
   ASSIGN_OR_RETURN(std::unique_ptr<device::Stream> stream, dev->CreateStream());
   const std::string name = absl::StrCat(dev->name(), ", compute: ", cpu->name());
   const size_t features = static_cast<size_t>(state.model.layers.front());
   auto backend = std::make_unique<SimBackend>(std::move(cpu), std::move(dev), std::move(stream),
-                                              options, name);
+                                              options, sim, name);
   RETURN_IF_ERROR(backend->Init(size_t{static_cast<size_t>(options.max_batch)} * features * 4,
                                 sizeof(int32_t) * static_cast<size_t>(options.max_batch)));
   return std::unique_ptr<Backend>(std::move(backend));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/backend_factory.h"
 #include "engine/cuda/cublaslt_loader.h"
 #include "gtest/gtest.h"
 
@@ -17,14 +18,16 @@ TEST(CublasLtLoaderTest, CpuAndAutoBackendsDoNotMapCublasLtAndLoadingMapsIt) {
   ASSERT_FALSE(cuda_internal::CublasLtIsMapped());
   const ModelConfig model{{16, 8, 4}};
   const OptimizerConfig opt;
-  BackendOptions options;
-  options.max_batch = 4;
-  auto cpu = CreateBackend("cpu", InitModelState(model, opt, 1), opt, options);
+  BackendSpec options;
+  options.options.max_batch = 4;
+  options.device.platform = device::Platform::kCpu;
+  auto cpu = CreateBackend(options, InitModelState(model, opt, 1), opt);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_FALSE(cuda_internal::CublasLtIsMapped());
   if (device::CudaDeviceCount() == 0) {
     // "auto" without a device falls back to the CPU without loading cuBLASLt.
-    auto fallback = CreateBackend("auto", InitModelState(model, opt, 1), opt, options);
+    options.device.platform = device::Platform::kAuto;
+    auto fallback = CreateBackend(options, InitModelState(model, opt, 1), opt);
     ASSERT_TRUE(fallback.ok()) << fallback.status();
     EXPECT_FALSE(cuda_internal::CublasLtIsMapped());
   }

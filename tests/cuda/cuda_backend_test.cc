@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/memory.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
@@ -86,16 +88,15 @@ OptimizerConfig AdamW() {
 }
 
 std::unique_ptr<Backend> MakeCuda(const ModelState& s, const OptimizerConfig& o,
-                                  BackendOptions options) {
-  auto b = CreateCudaBackend(s, o, options);
+                                  BackendOptions options, CudaBackendOptions cuda = {}) {
+  auto b = CreateCudaBackend(s, o, options, cuda);
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::move(*b) : nullptr;
 }
 std::unique_ptr<Backend> MakeCpu(const ModelState& s, const OptimizerConfig& o,
                                  BackendOptions options) {
-  options.threads = 1;
   options.precision = Precision::kF32;
-  auto b = CreateCpuBackend(s, o, options);
+  auto b = CreateCpuBackend(s, o, options, {.threads = 1});
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::move(*b) : nullptr;
 }
@@ -191,10 +192,8 @@ class CudaBackendTest : public ::testing::Test {
 TEST_F(CudaBackendTest, CudaGraphOnAndOffGiveTheSameWeights) {
   OptimizerConfig opt = Sgd(0.9f);
   ModelState init = InitModelState(ModelConfig{}, opt, 7);
-  BackendOptions off, on;
-  on.cuda_graph = true;
-  auto eager = MakeCuda(init, opt, off);
-  auto graphed = MakeCuda(init, opt, on);
+  auto eager = MakeCuda(init, opt, BackendOptions{});
+  auto graphed = MakeCuda(init, opt, BackendOptions{}, {.cuda_graph = true});
   ASSERT_TRUE(eager && graphed);
   Batches data = MakeBatches(20, 32, /*last_size=*/9);
   for (int i = 0; i < 20; ++i) {
@@ -341,7 +340,7 @@ TEST_F(CudaBackendTest, BatchLargerThanMaxBatchIsInvalidArgument) {
   EXPECT_NE(a->name().find("cuda:0"), std::string::npos) << a->name();
   EXPECT_NE(a->compute_stream(), nullptr);
   ASSERT_NE(a->device(), nullptr);
-  EXPECT_EQ(a->device()->platform(), "cuda");
+  EXPECT_EQ(a->device()->platform(), device::Platform::kCuda);
 }
 
 }  // namespace

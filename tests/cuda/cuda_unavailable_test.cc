@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
 
@@ -32,9 +33,8 @@ TEST(CudaUnavailableTest, DeviceCountIsZeroOrMoreAndStable) {
 
 TEST(CudaUnavailableTest, OrdinalOutOfRangeIsUnavailable) {
   OptimizerConfig opt;
-  BackendOptions options;
-  options.device_ordinal = 1000;
-  auto backend = CreateCudaBackend(InitModelState(ModelConfig{}, opt, 1), opt, options);
+  auto backend = CreateCudaBackend(InitModelState(ModelConfig{}, opt, 1), opt, BackendOptions{},
+                                   {.ordinal = 1000});
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnavailable) << backend.status();
 }

@@ -1,7 +1,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/backend.h"
+#include "common/status_macros.h"
+#include "engine/backend_factory.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_util.h"
@@ -19,8 +21,7 @@ std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig&
   BackendOptions options;
   options.max_batch = max_batch;
   options.normalization = norm;
-  options.threads = threads;
-  return testing::MakeCpuBackend(state, opt, options);
+  return testing::MakeCpuBackend(state, opt, options, {.threads = threads});
 }
 
 void ExpectStatesNear(const ModelState& actual, const ModelState& expected) {
@@ -249,16 +250,19 @@ TEST(CreateBackendTest, AutoFallsBackToCpuAndCudaIsUnavailableWithoutIt) {
   if (device::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
   OptimizerConfig opt;
   const ModelState state = InitModelState(ModelConfig{}, opt, 1);
-  auto cpu = CreateBackend("auto", state, opt, BackendOptions{});
+  auto on = [&](absl::string_view device) -> absl::StatusOr<std::unique_ptr<Backend>> {
+    ASSIGN_OR_RETURN(device::DeviceSpec spec, device::ParseDeviceSpec(device));
+    BackendSpec backend;
+    backend.device = spec;
+    return CreateBackend(backend, state, opt);
+  };
+  auto cpu = on("auto");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  EXPECT_FALSE((*cpu)->is_cuda());
-  EXPECT_EQ(CreateBackend("cuda", state, opt, {}).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(CreateBackend("cuda:1", state, opt, {}).status().code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(CreateBackend("gpu", state, opt, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CreateBackend("cuda:x", state, opt, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*cpu)->platform(), device::Platform::kCpu);
+  EXPECT_EQ(on("cuda").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(on("cuda:1").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(on("gpu").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(on("cuda:x").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParsePrecision("fp8").status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -25,9 +25,9 @@ std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig&
                                  dist::Communicator* comm = nullptr) {
   BackendOptions options;
   options.max_batch = max_batch;
-  options.threads = threads;
   options.gradient_comm = comm;
-  std::unique_ptr<Backend> backend = testing::MakeCpuBackend(state, opt, options);
+  std::unique_ptr<Backend> backend =
+      testing::MakeCpuBackend(state, opt, options, {.threads = threads});
   EXPECT_EQ(backend->compute_threads(), threads);
   return backend;
 }

@@ -6,13 +6,22 @@
 
 #include "device/device.h"
 #include "device/sim/sim_device.h"
+#include "common/status_macros.h"
 #include "engine/backend.h"
+#include "engine/backend_factory.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_util.h"
 
 namespace sluice {
 namespace {
+
+// The backend `device` names (parsed as --device is), with `spec`'s settings.
+absl::StatusOr<std::unique_ptr<Backend>> Create(absl::string_view device, const ModelState& init,
+                                                const OptimizerConfig& opt, BackendSpec spec) {
+  ASSIGN_OR_RETURN(spec.device, device::ParseDeviceSpec(device));
+  return CreateBackend(spec, init, opt);
+}
 
 constexpr int kFeatures = 784;
 constexpr int kBatch = 32;
@@ -40,14 +49,14 @@ TEST(SimBackend, HostBatchesGiveBitwiseTheCpuResult) {
   const testing::Dataset d = testing::MakeDataset(20 * kBatch, kFeatures, 10, 0.5, 1);
   const OptimizerConfig opt = Momentum();
   const ModelState init = InitModelState(ModelConfig{}, opt, 5);
-  BackendOptions bo;
-  bo.max_batch = kBatch;
-  auto cpu = CreateBackend("cpu", init, opt, bo);
-  auto sim = CreateBackend("sim", init, opt, bo);
+  BackendSpec bo;
+  bo.options.max_batch = kBatch;
+  auto cpu = Create("cpu", init, opt, bo);
+  auto sim = Create("sim", init, opt, bo);
   ASSERT_TRUE(cpu.ok() && sim.ok()) << cpu.status() << sim.status();
   EXPECT_EQ((*cpu)->device(), nullptr);
   ASSERT_NE((*sim)->device(), nullptr);
-  EXPECT_EQ((*sim)->device()->platform(), "sim");
+  EXPECT_EQ((*sim)->device()->platform(), device::Platform::kSim);
   for (int s = 0; s < 20; ++s) {
     const BatchView v = testing::U8Batch(d, s * kBatch, kBatch, kFeatures);
     ASSERT_TRUE((*cpu)->TrainStep(v, 0.01f).ok());
@@ -70,14 +79,14 @@ TEST(SimBackend, DeviceBatchesWithPoisonAndJitterGiveBitwiseTheCpuResult) {
   const testing::Dataset d = testing::MakeDataset(24 * kBatch, kFeatures, 10, 0.5, 2);
   const OptimizerConfig opt = Momentum();
   const ModelState init = InitModelState(ModelConfig{}, opt, 6);
-  BackendOptions bo;
-  bo.max_batch = kBatch;
-  bo.sim.link_bytes_per_s = 2e8;  // copies take ~125 us: long enough to be caught mid-way
-  bo.sim.poison = true;
-  bo.sim.jitter_seed = 11;
-  bo.sim.jitter_max_ns = 100'000;
-  auto cpu = CreateBackend("cpu", init, opt, bo);
-  auto sim = CreateBackend("sim", init, opt, bo);
+  BackendSpec bo;
+  bo.options.max_batch = kBatch;
+  bo.sim.device.link_bytes_per_s = 2e8;  // copies take ~125 us: long enough to be caught mid-way
+  bo.sim.device.poison = true;
+  bo.sim.device.jitter_seed = 11;
+  bo.sim.device.jitter_max_ns = 100'000;
+  auto cpu = Create("cpu", init, opt, bo);
+  auto sim = Create("sim", init, opt, bo);
   ASSERT_TRUE(cpu.ok() && sim.ok()) << cpu.status() << sim.status();
   device::Device* dev = (*sim)->device();
   auto copy = dev->CreateStream();
@@ -122,10 +131,10 @@ TEST(SimBackend, DeviceBatchesWithPoisonAndJitterGiveBitwiseTheCpuResult) {
 TEST(SimBackend, ModelledComputeTimeIsTheFloorOfAStep) {
   const testing::Dataset d = testing::MakeDataset(kBatch, kFeatures, 10, 0.5, 3);
   const OptimizerConfig opt = Momentum();
-  BackendOptions bo;
-  bo.max_batch = kBatch;
-  bo.sim_compute_ns_per_step = 4'000'000;
-  auto sim = CreateBackend("sim", InitModelState(ModelConfig{}, opt, 1), opt, bo);
+  BackendSpec bo;
+  bo.options.max_batch = kBatch;
+  bo.sim.compute_ns_per_step = 4'000'000;
+  auto sim = Create("sim", InitModelState(ModelConfig{}, opt, 1), opt, bo);
   ASSERT_TRUE(sim.ok()) << sim.status();
   device::Device* dev = (*sim)->device();
   auto a = *dev->CreateEvent(true);
@@ -140,11 +149,11 @@ TEST(SimBackend, ModelledComputeTimeIsTheFloorOfAStep) {
 TEST(SimBackend, BadDeviceNamesAndOptionsAreRejected) {
   const OptimizerConfig opt = Momentum();
   const ModelState init = InitModelState(ModelConfig{}, opt, 1);
-  BackendOptions bo;
-  EXPECT_EQ(CreateBackend("sim:x", init, opt, bo).status().code(),
+  BackendSpec bo;
+  EXPECT_EQ(Create("sim:x", init, opt, bo).status().code(),
             absl::StatusCode::kInvalidArgument);
-  bo.sim_compute_ns_per_step = -1;
-  EXPECT_EQ(CreateBackend("sim", init, opt, bo).status().code(),
+  bo.sim.compute_ns_per_step = -1;
+  EXPECT_EQ(Create("sim", init, opt, bo).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/reference_ops.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
@@ -20,8 +21,9 @@ namespace sluice::testing {
 // A CPU backend holding `state`; a creation error fails the calling test (and returns null).
 inline std::unique_ptr<Backend> MakeCpuBackend(const ModelState& state,
                                                const OptimizerConfig& opt,
-                                               const BackendOptions& options) {
-  auto backend = CreateCpuBackend(state, opt, options);
+                                               const BackendOptions& options,
+                                               const CpuBackendOptions& cpu = {}) {
+  auto backend = CreateCpuBackend(state, opt, options, cpu);
   EXPECT_TRUE(backend.ok()) << backend.status();
   return backend.ok() ? std::move(*backend) : nullptr;
 }

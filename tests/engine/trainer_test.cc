@@ -1,3 +1,4 @@
+#include "engine/cpu/cpu_backend.h"
 #include "engine/trainer.h"
 
 #include <stdlib.h>

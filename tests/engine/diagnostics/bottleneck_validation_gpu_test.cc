@@ -36,7 +36,7 @@ class BottleneckValidationGpuTest : public ::testing::Test {
     TrainJobOptions o;
     o.data = kFashionMnist;
     o.cache_dir = cache_;
-    o.device = "cuda";
+    o.backend.device.platform = device::Platform::kCuda;
     o.epochs = 1;
     o.evaluate = false;
     o.pipeline.order.batch_size = 256;

@@ -44,7 +44,7 @@ class SimValidationTest : public ::testing::Test {
     TrainJobOptions o;
     o.data = kFashionMnist;
     o.cache_dir = *dir_;
-    o.device = "sim";
+    o.backend.device.platform = device::Platform::kSim;
     o.epochs = 1;
     o.evaluate = false;
     o.stop_after_steps = steps;
@@ -52,8 +52,8 @@ class SimValidationTest : public ::testing::Test {
     o.pipeline.format.h2d_format = H2DFormat::kU8;
     o.pipeline.resources.threads = 2;
     o.pipeline.diagnostics.trace_capacity = 100000;
-    o.backend.sim.link_bytes_per_s = kBatchBytes / (link_ms * 1e-3);
-    o.backend.sim_compute_ns_per_step = static_cast<int64_t>(compute_ms * 1e6);
+    o.backend.sim.device.link_bytes_per_s = kBatchBytes / (link_ms * 1e-3);
+    o.backend.sim.compute_ns_per_step = static_cast<int64_t>(compute_ms * 1e6);
     return o;
   }
 

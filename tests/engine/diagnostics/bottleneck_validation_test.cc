@@ -45,7 +45,7 @@ class BottleneckValidationTest : public ::testing::Test {
     TrainJobOptions o;
     o.data = kFashionMnist;
     o.cache_dir = *dir_;
-    o.device = "cpu";
+    o.backend.device.platform = device::Platform::kCpu;
     o.epochs = 1;
     o.evaluate = false;
     o.pipeline.order.batch_size = 32;

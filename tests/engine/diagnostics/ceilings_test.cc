@@ -45,7 +45,7 @@ class CeilingsTest : public ::testing::Test {
     dataset_ = std::move(*ds);
     options_.seconds_per_measurement = 0.005;
     options_.model.layers = {784, 16, 10};
-    options_.device = "cpu";
+    options_.backend.device.platform = device::Platform::kCpu;
     options_.cache_dir = dir_ + "/cache";
   }
 
@@ -91,9 +91,9 @@ TEST_F(CeilingsTest, MeasuresPositiveFiniteFigures) {
 // device time from the compute stream's events: a 2 ms modelled step caps batch 32 at 16 k
 // samples/s, and a 100 MB/s link caps the copy at 100 MB/s.
 TEST_F(CeilingsTest, SimDeviceCeilingsComeFromItsEvents) {
-  options_.device = "sim";
-  options_.backend.sim.link_bytes_per_s = 1e8;
-  options_.backend.sim_compute_ns_per_step = 2'000'000;
+  options_.backend.device.platform = device::Platform::kSim;
+  options_.backend.sim.device.link_bytes_per_s = 1e8;
+  options_.backend.sim.compute_ns_per_step = 2'000'000;
   auto c = Ceilings::Measure(*dataset_, options_);
   ASSERT_TRUE(c.ok()) << c.status();
   ExpectMeasured(c->compute, "compute");
@@ -195,7 +195,7 @@ TEST_F(CeilingsTest, KeyChangesWithBatchFormatAndData) {
   other.batch_size = 64;
   EXPECT_NE(Ceilings::CacheKey(*dataset_, other), key);
   other = options_;
-  other.h2d_format = H2DFormat::kU8;
+  other.format.h2d_format = H2DFormat::kU8;
   EXPECT_NE(Ceilings::CacheKey(*dataset_, other), key);
   EXPECT_EQ(key.find('/'), std::string::npos);
 }

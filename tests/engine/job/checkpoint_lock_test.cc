@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/file_lock.h"
+#include "engine/job/resume.h"
 #include "engine/job/train_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,7 +23,7 @@ using ::testing::HasSubstr;
 TrainJobOptions SmallJob() {
   TrainJobOptions o;
   o.data = "/data/train.manifest.json";
-  o.device = "cpu";
+  o.backend.device.platform = device::Platform::kCpu;
   o.epochs = 1;
   o.evaluate = false;
   o.checkpoint_dir = "/ckpt";

@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "engine/checkpoint.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/job/resume.h"
 #include "engine/job/train_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,7 +81,7 @@ class FailSafeTest : public ::testing::Test {
   TrainJobOptions Job() const {
     TrainJobOptions o;
     o.data = JoinPath(dir_, "data");
-    o.device = "cpu";
+    o.backend.device.platform = device::Platform::kCpu;
     o.epochs = 2;
     o.model.layers = {64, 16, 4};
     o.pipeline.order.batch_size = 32;

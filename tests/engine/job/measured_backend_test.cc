@@ -15,9 +15,9 @@ namespace {
 std::unique_ptr<Backend> MakeCpu(int threads, int max_batch) {
   BackendOptions options;
   options.max_batch = max_batch;
-  options.threads = threads;
   OptimizerConfig opt;
-  return testing::MakeCpuBackend(InitModelState(ModelConfig{}, opt, 1), opt, options);
+  return testing::MakeCpuBackend(InitModelState(ModelConfig{}, opt, 1), opt, options,
+                                 {.threads = threads});
 }
 
 TEST(MeasuredBackendTest, HostStepsCountTheirThreadsCpuTime) {

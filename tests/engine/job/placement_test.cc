@@ -33,7 +33,7 @@ class PlacementTest : public ::testing::Test {
     TrainJobOptions o;
     o.data = kFashionMnist;
     o.cache_dir = dir_;
-    o.device = device;
+    o.backend.device = *device::ParseDeviceSpec(device);
     o.epochs = 1;
     o.evaluate = false;
     o.stop_after_steps = 300;
@@ -57,9 +57,9 @@ TEST_F(PlacementTest, CpuBackendNeverUploadsAndSimUploadsEveryBatch) {
   EXPECT_EQ(cpu->run.pipeline[Stage::kH2D].items, 0u);
 
   TrainJobOptions o = Job("sim", "sim.safetensors");
-  o.backend.sim.poison = true;
-  o.backend.sim.jitter_seed = 5;
-  o.backend.sim.link_bytes_per_s = 1e9;
+  o.backend.sim.device.poison = true;
+  o.backend.sim.device.jitter_seed = 5;
+  o.backend.sim.device.link_bytes_per_s = 1e9;
   auto sim = RunTrainJob(Env::Default(), o);
   ASSERT_TRUE(sim.ok()) << sim.status();
   EXPECT_TRUE(sim->run.compute.on_device);
@@ -86,15 +86,15 @@ TEST(ComputeThreadsTest, DefaultLeavesThePipelineAQuarterOfTheCores) {
   TrainJobOptions o;
   o.pipeline.resources.threads = 1;
   EXPECT_EQ(ComputeThreadsFor(o), DefaultComputeThreads(UsableCores(), 1));
-  o.backend.threads = 3;
+  o.backend.cpu.threads = 3;
   EXPECT_EQ(ComputeThreadsFor(o), 3);
-  EXPECT_EQ(CeilingOptionsFor(o).backend.threads, 3);  // the compute ceiling uses as many
+  EXPECT_EQ(CeilingOptionsFor(o).backend.cpu.threads, 3);  // the compute ceiling uses as many
 }
 
 TEST_F(PlacementTest, TheRunRecordsTheThreadsItComputedOn) {
   TrainJobOptions o = Job("cpu", "threads.safetensors");
   o.stop_after_steps = 20;
-  o.backend.threads = 2;
+  o.backend.cpu.threads = 2;
   auto run = RunTrainJob(Env::Default(), o);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->run.compute.threads, 2);

@@ -1,0 +1,140 @@
+#include "engine/job/datasets.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/status_macros.h"
+#include "storage/dataset_writer.h"
+#include "storage/idx.h"
+
+namespace sluice {
+namespace {
+
+// Finds "<prefix>-images-idx3-ubyte[.gz]" style files in `dir`.
+absl::StatusOr<std::pair<std::string, std::string>> FindIdxPair(Env* env, const std::string& dir,
+                                                                const std::string& split) {
+  const std::vector<std::string> prefixes =
+      split == "test" ? std::vector<std::string>{"t10k", "test"} : std::vector<std::string>{split};
+  for (const std::string& prefix : prefixes) {
+    for (const char* suffix : {".gz", ""}) {
+      std::string images = JoinPath(dir, absl::StrCat(prefix, "-images-idx3-ubyte", suffix));
+      std::string labels = JoinPath(dir, absl::StrCat(prefix, "-labels-idx1-ubyte", suffix));
+      if (env->FileExists(images) && env->FileExists(labels)) return std::make_pair(images, labels);
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      dir, ": no ", ManifestFileName(split), " and no IDX files for split \"", split,
+      "\" (expected e.g. ", prefixes[0], "-images-idx3-ubyte.gz and ", prefixes[0],
+      "-labels-idx1-ubyte.gz)"));
+}
+
+absl::StatusOr<std::unique_ptr<Dataset>> ShardIdxIntoCache(Env* env, const std::string& dir,
+                                                           const std::string& split,
+                                                           const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(auto files, FindIdxPair(env, dir, split));
+  ASSIGN_OR_RETURN(std::string images, ReadFileToString(env, files.first));
+  ASSIGN_OR_RETURN(std::string labels, ReadFileToString(env, files.second));
+  // The cache key is the content of both files, so a changed file is sharded again.
+  Xxh3Stream key;
+  key.Update(images);
+  key.Update(labels);
+  const std::string out = JoinPath(cache_dir, ChecksumToHex(key.Digest()));
+  const std::string manifest = JoinPath(out, ManifestFileName(split));
+  if (env->FileExists(manifest)) {
+    auto cached = Dataset::Open(env, manifest, split);
+    if (cached.ok()) return cached;
+  }
+  ASSIGN_OR_RETURN(RecordArrays records,
+                   ParseIdxPair(images, files.first, labels, files.second));
+  WriteDatasetOptions options;
+  options.sources = {{"images", BaseName(files.first), images.size(), Xxh3(images)},
+                     {"labels", BaseName(files.second), labels.size(), Xxh3(labels)}};
+  RETURN_IF_ERROR(WriteDataset(env, out, split, records, options).status());
+  return Dataset::Open(env, manifest, split);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std::string& path,
+                                                            const std::string& split,
+                                                            const std::string& cache_dir) {
+  if (!env->FileExists(path)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+  }
+  auto dataset = Dataset::Open(env, path, split);
+  if (dataset.ok() || dataset.status().code() != absl::StatusCode::kNotFound ||
+      absl::EndsWith(path, kManifestSuffix)) {
+    return dataset;
+  }
+  // A directory without manifests: maybe IDX files.
+  auto sharded = ShardIdxIntoCache(env, path, split, cache_dir.empty() ? DefaultCacheDir() : cache_dir);
+  if (sharded.status().code() == absl::StatusCode::kNotFound) return dataset.status();
+  return sharded;
+}
+
+namespace {
+
+absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model) {
+  const RecordSpec& spec = train.spec();
+  if (spec.sample_dtype != SampleDType::kU8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        train.manifest_path(), ": samples are ", SampleDTypeName(spec.sample_dtype),
+        "; sluice-train trains on u8 images (as MNIST)"));
+  }
+  if (model.layers.front() != static_cast<int>(spec.sample_values())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--layers: the first layer has %d inputs but %s holds samples of %d values (%dx%dx%d)",
+        model.layers.front(), train.manifest_path(), spec.sample_values(), spec.height,
+        spec.width, spec.channels));
+  }
+  return absl::OkStatus();
+}
+
+// The test split: --test-data, else the train split's "test" sibling, else (IDX input) the
+// directory's t10k files; null when there is none.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSources& options,
+                                                       const Dataset& train) {
+  std::unique_ptr<Dataset> test;
+  if (!options.test_data.empty()) {
+    ASSIGN_OR_RETURN(test, OpenOrShardDataset(env, options.test_data, "test", options.cache_dir));
+    // A directory's only split is opened when it has no test split: refuse it when that split
+    // is a train split (evaluating on training data is not what --test-data asked for).
+    if (!absl::EndsWith(options.test_data, kManifestSuffix) &&
+        BaseName(test->manifest_path()) == ManifestFileName("train")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--test-data ", options.test_data, ": no test split (expected ",
+          JoinPath(options.test_data, ManifestFileName("test")), "; the only split there is ",
+          test->manifest_path(), ")"));
+    }
+  } else if (auto sibling = train.SiblingManifest("test"); sibling.ok()) {
+    ASSIGN_OR_RETURN(test, Dataset::Open(env, *sibling, "test"));
+  } else if (!absl::EndsWith(options.data, kManifestSuffix) &&
+             !env->FileExists(JoinPath(options.data, ManifestFileName("train")))) {
+    auto idx_test = OpenOrShardDataset(env, options.data, "test", options.cache_dir);
+    if (idx_test.ok()) test = std::move(*idx_test);
+  }
+  if (test != nullptr && !(test->spec() == train.spec())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        test->manifest_path(), ": records differ in shape or type from ", train.manifest_path()));
+  }
+  return test;
+}
+
+}  // namespace
+
+absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options,
+                                  const ModelConfig& model) {
+  Splits splits;
+  ASSIGN_OR_RETURN(splits.train, OpenOrShardDataset(env, options.data, "train", options.cache_dir));
+  RETURN_IF_ERROR(CheckTrainable(*splits.train, model));
+  if (options.evaluate) {
+    ASSIGN_OR_RETURN(splits.test, OpenTestSplit(env, options, *splits.train));
+  }
+  return splits;
+}
+
+}  // namespace sluice

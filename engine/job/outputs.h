@@ -1,0 +1,71 @@
+// The files a training job writes besides its checkpoints: --metrics-out (one JSON line per
+// epoch), --record-order (the record ids of every trained step), --export-safetensors. Each is
+// probed before the first step, so a run never trains and then loses its result; each is
+// written atomically through the Env.
+//
+// Errors: kInvalidArgument naming the flag and the path for an output that cannot be written;
+// the Env's I/O errors. Thread safety: used by the training thread only.
+#ifndef SLUICE_ENGINE_JOB_OUTPUTS_H_
+#define SLUICE_ENGINE_JOB_OUTPUTS_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/env.h"
+#include "engine/job/train_job.h"
+#include "engine/trainer.h"
+
+namespace sluice {
+
+// Checks, before any training, that `path` can be written (its directory exists and is writable,
+// and it is not a directory) by creating and deleting `path`.probe through the Env.
+// kInvalidArgument naming `flag` and the path otherwise.
+absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag);
+
+// This rank's --record-order file: the path itself, or <path>.rank<R> in a data-parallel run;
+// empty when off.
+std::string RecordOrderPath(const TrainJobOptions& options);
+
+// Probes every output this rank writes: rank 0's export and metrics, every rank's record order.
+absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options);
+
+// --metrics-out: one JSON line per epoch. The whole file is rewritten atomically after each
+// epoch (it is small), so a crash never leaves a torn line.
+class MetricsLog {
+ public:
+  // `keep_existing`: a resumed run continues the file of the interrupted one.
+  static absl::StatusOr<MetricsLog> Open(Env* env, const std::string& path, bool keep_existing);
+  absl::Status Append(const EpochSummary& summary);
+
+ private:
+  MetricsLog(Env* env, std::string path) : env_(env), path_(std::move(path)) {}
+  Env* env_;
+  std::string path_;
+  std::string text_;
+};
+
+// --record-order: passes batches through and notes the record ids of each one
+// ("epoch step id id ...", one line per step).
+class RecordingBatchSource final : public BatchSource {
+ public:
+  explicit RecordingBatchSource(BatchSource* inner) : inner_(inner) {}
+  absl::Status Seek(uint64_t epoch, uint64_t step) override { return inner_->Seek(epoch, step); }
+  absl::StatusOr<std::optional<BatchView>> Next() override;
+  void Release(const BatchView& batch) override { inner_->Release(batch); }
+  uint64_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
+  KeyValues Describe() const override { return inner_->Describe(); }
+  const std::string& text() const { return text_; }
+
+ private:
+  BatchSource* inner_;
+  std::string text_;
+};
+
+// --export-safetensors: the trained weights, refused when any is not finite (kOutOfRange).
+absl::Status ExportWeights(Env* env, const std::string& path, Backend& backend);
+
+}  // namespace sluice
+
+#endif  // SLUICE_ENGINE_JOB_OUTPUTS_H_

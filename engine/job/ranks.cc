@@ -1,0 +1,46 @@
+#include "engine/job/ranks.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+
+namespace sluice {
+
+bool IsDistributed(const TrainJobOptions& options) {
+  return options.comm != nullptr && options.comm->is_distributed();
+}
+
+bool IsRankZero(const TrainJobOptions& options) {
+  return options.comm == nullptr || options.comm->rank() == 0;
+}
+
+DataParallelSlice SliceOf(const TrainJobOptions& options) {
+  if (!IsDistributed(options)) return {};
+  return {static_cast<uint32_t>(options.comm->rank()),
+          static_cast<uint32_t>(options.comm->size())};
+}
+
+absl::Status CheckRanksAgree(const TrainJobOptions& options, const KeyValues& identity,
+                             const Dataset* test) {
+  if (!IsDistributed(options)) return absl::OkStatus();
+  KeyValues same = identity;
+  for (const auto& [key, value] : options.run_config) {
+    if (key != "data" && key != "test_data" && key != "cache_dir") {
+      same.emplace_back(absl::StrCat("--", key), value);
+    }
+  }
+  same.emplace_back("epochs", absl::StrCat(options.epochs));
+  same.emplace_back("progress_every_steps", absl::StrCat(options.progress_every_steps));
+  same.emplace_back("checkpoint_every", absl::StrCat(options.checkpoint_every));
+  same.emplace_back("stop_after_steps", absl::StrCat(options.stop_after_steps));
+  same.emplace_back("evaluate", options.evaluate ? "1" : "0");
+  same.emplace_back("on_corrupt",
+                    options.pipeline.on_corrupt == OnCorrupt::kSkip ? "skip" : "fail");
+  same.emplace_back("h2d_format", std::string(H2DFormatName(options.pipeline.format.h2d_format)));
+  same.emplace_back("resume", options.resume);
+  if (test != nullptr) {
+    same.emplace_back("test.manifest_xxh3", ChecksumToHex(Xxh3(test->manifest().ToJson())));
+  }
+  return dist::CheckSameOnAllRanks(options.comm, "the run's settings", same);
+}
+
+}  // namespace sluice
