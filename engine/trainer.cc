@@ -135,9 +135,10 @@ struct Trainer::RunState {
 };
 
 struct Trainer::EpochState {
-  EpochState(uint64_t epoch, uint64_t step, uint64_t samples_in_epoch)
-      : epoch(epoch), first_step(step), step(step), samples_in_epoch(samples_in_epoch) {
-    summary.epoch = epoch;
+  EpochState(uint64_t epoch_index, uint64_t start_step, uint64_t start_samples)
+      : epoch(epoch_index), first_step(start_step), step(start_step),
+        samples_in_epoch(start_samples) {
+    summary.epoch = epoch_index;
   }
   // Training time so far, without the checkpoints written in between.
   double TrainSeconds() const { return SecondsSince(start) - checkpoint_seconds; }
