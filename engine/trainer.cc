@@ -136,7 +136,9 @@ struct Trainer::RunState {
 
 struct Trainer::EpochState {
   EpochState(uint64_t epoch_index, uint64_t start_step, uint64_t start_samples)
-      : epoch(epoch_index), first_step(start_step), step(start_step),
+      : epoch(epoch_index),
+        first_step(start_step),
+        step(start_step),
         samples_in_epoch(start_samples) {
     summary.epoch = epoch_index;
   }
@@ -144,9 +146,9 @@ struct Trainer::EpochState {
   double TrainSeconds() const { return SecondsSince(start) - checkpoint_seconds; }
 
   const uint64_t epoch;
-  const uint64_t first_step;   // where the epoch started (a resume's step, else 0)
-  uint64_t step;               // batches of the epoch done
-  uint64_t samples_in_epoch;   // global samples of the epoch done
+  const uint64_t first_step;  // where the epoch started (a resume's step, else 0)
+  uint64_t step;              // batches of the epoch done
+  uint64_t samples_in_epoch;  // global samples of the epoch done
   EpochSummary summary;
   double loss_sum = 0;
   int64_t correct = 0;

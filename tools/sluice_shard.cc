@@ -94,8 +94,8 @@ const Command* FindCommand(const std::string& name) {
   static const Command kCommands[] = {
       {"create",
        0,
-       {"images", "labels", "out", "split", "records_per_shard", "records_per_frame",
-        "zstd_level", "threads", "quiet"}},
+       {"images", "labels", "out", "split", "records_per_shard", "records_per_frame", "zstd_level",
+        "threads", "quiet"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -113,8 +113,8 @@ absl::StatusOr<const Command*> CheckCommand(const ToolCommandLine& command_line)
   const std::string& name = command_line.positional[0];
   const Command* command = FindCommand(name);
   if (command == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown command \"", name, "\", expected create, inspect, verify or export"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command \"", name, "\", expected create, inspect, verify or export"));
   }
   for (const std::string& flag : command_line.flags) {
     if (command->flags.count(flag) == 0) {
@@ -124,8 +124,8 @@ absl::StatusOr<const Command*> CheckCommand(const ToolCommandLine& command_line)
   }
   const size_t paths = command_line.positional.size() - 1;
   if (paths != command->paths) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": expected ", command->paths,
-                                                   " path argument(s), got ", paths));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected ", command->paths, " path argument(s), got ", paths));
   }
   return command;
 }
@@ -144,9 +144,8 @@ absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<
                                    const char* name, int64_t lo, int64_t hi) {
   const int64_t v = absl::GetFlag(flag);
   if (v < lo || v > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(command, ": --", name, " \"", v,
-                                                   "\": expected an integer in [", lo, ", ", hi,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        command, ": --", name, " \"", v, "\": expected an integer in [", lo, ", ", hi, "]"));
   }
   return v;
 }
@@ -168,12 +167,13 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
     return absl::InvalidArgumentError("create: --split: expected a plain name such as train");
   }
   ShardingOptions& s = o.write.sharding;
-  ASSIGN_OR_RETURN(int64_t rps,
-                   IntInRange("create", FLAGS_records_per_shard, "records-per-shard", 1, INT64_MAX));
-  ASSIGN_OR_RETURN(int64_t rpf,
-                   IntInRange("create", FLAGS_records_per_frame, "records-per-frame", 1, UINT32_MAX));
+  ASSIGN_OR_RETURN(int64_t rps, IntInRange("create", FLAGS_records_per_shard, "records-per-shard",
+                                           1, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t rpf, IntInRange("create", FLAGS_records_per_frame, "records-per-frame",
+                                           1, UINT32_MAX));
   ASSIGN_OR_RETURN(int64_t level, IntInRange("create", FLAGS_zstd_level, "zstd-level", 1, 22));
-  ASSIGN_OR_RETURN(int64_t threads, IntInRange("create", FLAGS_threads, "threads", 0, MaxThreads()));
+  ASSIGN_OR_RETURN(int64_t threads,
+                   IntInRange("create", FLAGS_threads, "threads", 0, MaxThreads()));
   s.records_per_shard = static_cast<uint64_t>(rps);
   s.records_per_frame = static_cast<uint32_t>(rpf);
   s.zstd_level = static_cast<int>(level);
@@ -256,10 +256,10 @@ absl::Status InspectShard(Env* env, const std::string& path) {
   std::printf("  %s\n", SpecString(h.spec).c_str());
   std::printf("  shard_index %u, records [%llu, %llu) of the split, %u per frame, %u frames\n",
               h.shard_index, static_cast<unsigned long long>(h.first_record),
-              static_cast<unsigned long long>(h.first_record + h.record_count),
-              h.records_per_frame, h.frame_count);
-  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw",
-              "first", "count", "xxh3");
+              static_cast<unsigned long long>(h.first_record + h.record_count), h.records_per_frame,
+              h.frame_count);
+  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw", "first",
+              "count", "xxh3");
   uint64_t raw = 0, stored = 0;
   for (uint32_t i = 0; i < r->frame_count(); ++i) {
     const FrameInfo& f = r->frames()[i];
@@ -274,10 +274,11 @@ absl::Status InspectShard(Env* env, const std::string& path) {
               static_cast<unsigned long long>(r->file_size() - kFooterSize -
                                               uint64_t{kIndexEntrySize} * r->frame_count()),
               static_cast<unsigned long long>(r->file_size() - kFooterSize));
-  std::printf("compression: %llu raw bytes -> %llu stored (ratio %.2f; %.2f with header, "
-              "index and footer)\n",
-              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
-              static_cast<double>(raw) / stored, static_cast<double>(raw) / r->file_size());
+  std::printf(
+      "compression: %llu raw bytes -> %llu stored (ratio %.2f; %.2f with header, "
+      "index and footer)\n",
+      static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
+      static_cast<double>(raw) / stored, static_cast<double>(raw) / r->file_size());
   std::map<int64_t, uint64_t> hist;
   RETURN_IF_ERROR(AddHistogram(*r, &hist));
   PrintHistogram(hist);
@@ -287,8 +288,8 @@ absl::Status InspectShard(Env* env, const std::string& path) {
 absl::Status InspectDataset(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path));
   const Manifest& m = ds->manifest();
-  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(),
-              m.split.c_str(), static_cast<unsigned long long>(m.record_count));
+  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(), m.split.c_str(),
+              static_cast<unsigned long long>(m.record_count));
   std::printf("  %s\n", SpecString(m.spec).c_str());
   std::printf("  options: %llu records per shard, %u per frame, zstd level %d\n",
               static_cast<unsigned long long>(m.options.records_per_shard),
@@ -392,8 +393,8 @@ absl::Status RunVerify(Env* env, const std::string& path) {
   } else {
     auto children = env->GetChildren(path);
     if (!children.ok()) {
-      return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory (",
-                                              children.status().message(), ")"));
+      return absl::NotFoundError(
+          absl::StrCat(path, ": expected a dataset directory (", children.status().message(), ")"));
     }
     for (const std::string& c : *children) {
       if (absl::EndsWith(c, kManifestSuffix)) manifests.push_back(JoinPath(path, c));

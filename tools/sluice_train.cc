@@ -774,18 +774,18 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
 
 // What --help says; --helpfull lists every flag.
 ToolDescription TrainTool() {
-  return {.name = "sluice-train",
-          .usage =
-              "trains an MLP from a sluice shard dataset.\n"
-              "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] "
-              "[--device auto]\n"
-              "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
-              "SIGINT/SIGTERM.",
-          .source_name = "sluice_train",
-          .main_flags = {"data", "test_data", "epochs", "batch_size", "lr", "optimizer", "layers",
-                         "device", "threads", "shuffle", "checkpoint_dir", "checkpoint_every",
-                         "resume", "metrics_out", "export_safetensors", "report_json", "trace",
-                         "quiet"}};
+  return {
+      .name = "sluice-train",
+      .usage =
+          "trains an MLP from a sluice shard dataset.\n"
+          "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] "
+          "[--device auto]\n"
+          "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
+          "SIGINT/SIGTERM.",
+      .source_name = "sluice_train",
+      .main_flags = {"data", "test_data", "epochs", "batch_size", "lr", "optimizer", "layers",
+                     "device", "threads", "shuffle", "checkpoint_dir", "checkpoint_every", "resume",
+                     "metrics_out", "export_safetensors", "report_json", "trace", "quiet"}};
 }
 
 int ReportUsageError(absl::string_view message) {
@@ -799,7 +799,7 @@ int Main(int argc, char** argv) {
   if (command_line->help_printed) return 0;
   if (!command_line->positional.empty()) {
     return ReportUsageError(absl::StrCat("unexpected argument \"", command_line->positional[0],
-                                   "\" (flags are --name=value)"));
+                                         "\" (flags are --name=value)"));
   }
   auto options = OptionsFromFlags();
   if (!options.ok()) return ReportUsageError(options.status().message());
