@@ -10,7 +10,9 @@
 namespace sluice {
 
 namespace {
-double SecondsSince(std::chrono::steady_clock::time_point start) {
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 }  // namespace
@@ -126,142 +128,197 @@ absl::StatusOr<EvalStats> Trainer::Evaluate(Backend* backend, BatchSource* sourc
   return stats;
 }
 
-absl::StatusOr<TrainResult> Trainer::Run() {
-  using Clock = std::chrono::steady_clock;
-  const auto run_start = Clock::now();
+struct Trainer::RunState {
+  Clock::time_point start = Clock::now();
   TrainResult result;
-  const bool checkpoints = !options_.checkpoint_path.empty();
-  const bool distributed = options_.comm != nullptr && options_.comm->is_distributed();
-  // Whether any rank was asked to stop: every rank must stop after the same step, or the others
-  // would wait forever in the next exchange.
-  auto stop_agreed = [&](int64_t steps) -> absl::StatusOr<bool> {
-    if (options_.stop_requested == nullptr) return false;
-    int64_t stop = options_.stop_requested->load(std::memory_order_relaxed) ? 1 : 0;
-    if (!distributed) return stop != 0;
-    if (steps % kStopPollSteps != 0) return false;
-    RETURN_IF_ERROR(options_.comm->AllReduceSum(&stop, 1));
-    return stop != 0;
-  };
   int64_t steps_this_process = 0;
-  uint64_t step = start_step_;
-  uint64_t samples_in_epoch = start_samples_in_epoch_;
-  for (uint64_t epoch = start_epoch_; epoch < options_.epochs;
-       ++epoch, step = 0, samples_in_epoch = 0) {
-    const uint64_t first_step = step;
-    RETURN_IF_ERROR(train_->Seek(epoch, step));
-    EpochSummary summary;
-    summary.epoch = epoch;
-    double epoch_loss_sum = 0;
-    int64_t epoch_correct = 0;
-    auto take_loss = [&]() -> absl::StatusOr<LossStats> {
-      ASSIGN_OR_RETURN(LossStats loss, backend_->TakeLoss());
-      if (distributed) {  // the sums over every rank's samples
-        double sums[3] = {loss.mean_loss * static_cast<double>(loss.samples),
-                          static_cast<double>(loss.samples), static_cast<double>(loss.correct)};
-        RETURN_IF_ERROR(options_.comm->AllReduceSum(sums, 3));
-        loss.samples = static_cast<int64_t>(sums[1]);
-        loss.correct = static_cast<int64_t>(sums[2]);
-        loss.mean_loss = loss.samples > 0 ? sums[0] / sums[1] : 0.0;
-      }
-      if (loss.samples > 0 && !std::isfinite(loss.mean_loss)) {
-        return absl::OutOfRangeError(absl::StrFormat(
-            "training diverged in epoch %d at step %d (optimizer step %d): the mean loss of the "
-            "last %d samples is %g; nothing more was written (the last checkpoint and any "
-            "export are from before); lower --lr",
-            epoch + 1, step, optimizer_steps_, loss.samples, loss.mean_loss));
-      }
-      epoch_loss_sum += loss.mean_loss * loss.samples;
-      epoch_correct += loss.correct;
-      summary.train_samples += loss.samples;
-      return loss;
-    };
-    const auto epoch_start = Clock::now();
-    double checkpoint_seconds = 0;
-    auto interval_start = epoch_start;
-    int64_t interval_samples = 0;
-    while (true) {
-      ASSIGN_OR_RETURN(std::optional<BatchView> batch, train_->Next());
-      if (!batch) break;
-      const float lr = LearningRateAt(options_.optimizer, optimizer_steps_);
-      absl::Status status = backend_->TrainStep(*batch, lr);
-      train_->Release(*batch);
-      RETURN_IF_ERROR(status);
-      ++optimizer_steps_;
-      ++step;
-      ++steps_this_process;
-      // Positions count the whole global batch, the same on every rank and world size.
-      const uint32_t step_samples = distributed ? batch->global_size : batch->size;
-      result.samples += batch->size;
-      samples_in_epoch += step_samples;
-      samples_total_ += step_samples;
-      interval_samples += step_samples;
-      if (options_.progress_every_steps > 0 && options_.on_progress &&
-          optimizer_steps_ % options_.progress_every_steps == 0) {
-        ASSIGN_OR_RETURN(LossStats loss, take_loss());
-        const auto now = Clock::now();
-        TrainProgress progress;
-        progress.epoch = epoch;
-        progress.step_in_epoch = step;
-        progress.batches_per_epoch = train_->batches_per_epoch();
-        progress.optimizer_steps = optimizer_steps_;
-        progress.loss = loss.mean_loss;
-        progress.samples_per_second =
-            interval_samples / std::chrono::duration<double>(now - interval_start).count();
-        progress.lr = lr;
-        options_.on_progress(progress);
-        interval_start = now;
-        interval_samples = 0;
-      }
-      if (checkpoints && options_.checkpoint_every_steps > 0 &&
-          optimizer_steps_ % options_.checkpoint_every_steps == 0) {
-        const auto t0 = Clock::now();
-        RETURN_IF_ERROR(SaveCheckpoint(epoch, step, samples_in_epoch));
-        checkpoint_seconds += SecondsSince(t0);
-      }
-      ASSIGN_OR_RETURN(const bool stop, stop_agreed(steps_this_process));
-      if (stop) {
-        RETURN_IF_ERROR(take_loss().status());  // also synchronizes with the device
-        result.train_seconds += SecondsSince(epoch_start) - checkpoint_seconds;
-        if (checkpoints) RETURN_IF_ERROR(SaveCheckpoint(epoch, step));
-        result.interrupted = true;
-        result.stopped_epoch = epoch;
-        result.stopped_step = step;
-        result.optimizer_steps = optimizer_steps_;
-        result.seconds = SecondsSince(run_start);
-        return result;
-      }
-      if (options_.stop_after_steps >= 0 && steps_this_process >= options_.stop_after_steps) {
-        RETURN_IF_ERROR(backend_->Synchronize());
-        result.train_seconds += SecondsSince(epoch_start) - checkpoint_seconds;
-        result.stopped_early = true;
-        result.optimizer_steps = optimizer_steps_;
-        result.seconds = SecondsSince(run_start);
-        return result;
-      }
-    }
-    RETURN_IF_ERROR(take_loss().status());  // also synchronizes with the device
-    if (options_.check) RETURN_IF_ERROR(options_.check());
-    if (first_step == 0 && summary.train_samples == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "epoch ", epoch + 1, " trained 0 samples (every batch was empty or skipped)"));
-    }
-    summary.seconds = SecondsSince(epoch_start) - checkpoint_seconds;
-    result.train_seconds += summary.seconds;
-    if (summary.train_samples > 0) {
-      summary.train_loss = epoch_loss_sum / summary.train_samples;
-      summary.train_accuracy = static_cast<double>(epoch_correct) / summary.train_samples;
-      summary.samples_per_second = summary.train_samples / summary.seconds;
-    }
-    if (test_ != nullptr) {
-      ASSIGN_OR_RETURN(summary.test, Evaluate(backend_, test_, options_.comm));
-    }
-    if (options_.on_epoch_end) options_.on_epoch_end(summary);
-    result.epochs.push_back(summary);
+};
+
+struct Trainer::EpochState {
+  EpochState(uint64_t epoch_index, uint64_t start_step, uint64_t start_samples)
+      : epoch(epoch_index),
+        first_step(start_step),
+        step(start_step),
+        samples_in_epoch(start_samples) {
+    summary.epoch = epoch_index;
   }
-  if (checkpoints) RETURN_IF_ERROR(SaveCheckpoint(options_.epochs, 0));
-  result.optimizer_steps = optimizer_steps_;
-  result.seconds = SecondsSince(run_start);
-  return result;
+  // Training time so far, without the checkpoints written in between.
+  double TrainSeconds() const { return SecondsSince(start) - checkpoint_seconds; }
+
+  const uint64_t epoch;
+  const uint64_t first_step;  // where the epoch started (a resume's step, else 0)
+  uint64_t step;              // batches of the epoch done
+  uint64_t samples_in_epoch;  // global samples of the epoch done
+  EpochSummary summary;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  const Clock::time_point start = Clock::now();
+  double checkpoint_seconds = 0;
+  Clock::time_point interval_start = start;  // of the progress report's interval
+  int64_t interval_samples = 0;
+};
+
+bool Trainer::distributed() const {
+  return options_.comm != nullptr && options_.comm->is_distributed();
+}
+
+absl::StatusOr<TrainResult> Trainer::Run() {
+  RunState run;
+  for (uint64_t epoch = start_epoch_; epoch < options_.epochs; ++epoch) {
+    // A resumed run continues its first epoch at the checkpoint's position.
+    const bool resumed = epoch == start_epoch_;
+    const uint64_t first_step = resumed ? start_step_ : 0;
+    RETURN_IF_ERROR(train_->Seek(epoch, first_step));
+    EpochState state(epoch, first_step, resumed ? start_samples_in_epoch_ : 0);
+    ASSIGN_OR_RETURN(const bool run_ended, TrainEpoch(state, run));
+    if (run_ended) break;
+    RETURN_IF_ERROR(FinishEpoch(state, run.result));
+  }
+  // A stop request wrote its own checkpoint; stop_after_steps writes none (as if killed).
+  const bool ended_early = run.result.interrupted || run.result.stopped_early;
+  if (!ended_early && !options_.checkpoint_path.empty()) {
+    RETURN_IF_ERROR(SaveCheckpoint(options_.epochs, 0));
+  }
+  run.result.optimizer_steps = optimizer_steps_;
+  run.result.seconds = SecondsSince(run.start);
+  return run.result;
+}
+
+absl::StatusOr<bool> Trainer::TrainEpoch(EpochState& epoch, RunState& run) {
+  while (true) {
+    ASSIGN_OR_RETURN(std::optional<BatchView> batch, train_->Next());
+    if (!batch) return false;
+    const float lr = LearningRateAt(options_.optimizer, optimizer_steps_);
+    absl::Status status = backend_->TrainStep(*batch, lr);
+    train_->Release(*batch);
+    RETURN_IF_ERROR(status);
+    CountStep(*batch, epoch, run);
+    RETURN_IF_ERROR(ReportProgressIfDue(epoch, lr));
+    RETURN_IF_ERROR(CheckpointIfDue(epoch));
+    ASSIGN_OR_RETURN(const bool stop, StopAgreed(run.steps_this_process));
+    if (stop) {
+      RETURN_IF_ERROR(StopOnRequest(epoch, run));
+      return true;
+    }
+    if (options_.stop_after_steps >= 0 && run.steps_this_process >= options_.stop_after_steps) {
+      RETURN_IF_ERROR(backend_->Synchronize());
+      run.result.train_seconds += epoch.TrainSeconds();
+      run.result.stopped_early = true;
+      return true;
+    }
+  }
+}
+
+void Trainer::CountStep(const BatchView& batch, EpochState& epoch, RunState& run) {
+  ++optimizer_steps_;
+  ++epoch.step;
+  ++run.steps_this_process;
+  // Positions count the whole global batch, the same on every rank and world size.
+  const uint32_t step_samples = distributed() ? batch.global_size : batch.size;
+  run.result.samples += batch.size;
+  epoch.samples_in_epoch += step_samples;
+  samples_total_ += step_samples;
+  epoch.interval_samples += step_samples;
+}
+
+absl::StatusOr<LossStats> Trainer::TakeLoss(EpochState& epoch) {
+  ASSIGN_OR_RETURN(LossStats loss, backend_->TakeLoss());
+  if (distributed()) {  // the sums over every rank's samples
+    double sums[3] = {loss.mean_loss * static_cast<double>(loss.samples),
+                      static_cast<double>(loss.samples), static_cast<double>(loss.correct)};
+    RETURN_IF_ERROR(options_.comm->AllReduceSum(sums, 3));
+    loss.samples = static_cast<int64_t>(sums[1]);
+    loss.correct = static_cast<int64_t>(sums[2]);
+    loss.mean_loss = loss.samples > 0 ? sums[0] / sums[1] : 0.0;
+  }
+  if (loss.samples > 0 && !std::isfinite(loss.mean_loss)) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "training diverged in epoch %d at step %d (optimizer step %d): the mean loss of the "
+        "last %d samples is %g; nothing more was written (the last checkpoint and any "
+        "export are from before); lower --lr",
+        epoch.epoch + 1, epoch.step, optimizer_steps_, loss.samples, loss.mean_loss));
+  }
+  epoch.loss_sum += loss.mean_loss * loss.samples;
+  epoch.correct += loss.correct;
+  epoch.summary.train_samples += loss.samples;
+  return loss;
+}
+
+absl::Status Trainer::ReportProgressIfDue(EpochState& epoch, float lr) {
+  if (options_.progress_every_steps <= 0 || !options_.on_progress ||
+      optimizer_steps_ % options_.progress_every_steps != 0) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(LossStats loss, TakeLoss(epoch));
+  const auto now = Clock::now();
+  TrainProgress progress;
+  progress.epoch = epoch.epoch;
+  progress.step_in_epoch = epoch.step;
+  progress.batches_per_epoch = train_->batches_per_epoch();
+  progress.optimizer_steps = optimizer_steps_;
+  progress.loss = loss.mean_loss;
+  progress.samples_per_second =
+      epoch.interval_samples / std::chrono::duration<double>(now - epoch.interval_start).count();
+  progress.lr = lr;
+  options_.on_progress(progress);
+  epoch.interval_start = now;
+  epoch.interval_samples = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CheckpointIfDue(EpochState& epoch) {
+  if (options_.checkpoint_path.empty() || options_.checkpoint_every_steps <= 0 ||
+      optimizer_steps_ % options_.checkpoint_every_steps != 0) {
+    return absl::OkStatus();
+  }
+  const auto t0 = Clock::now();
+  RETURN_IF_ERROR(SaveCheckpoint(epoch.epoch, epoch.step, epoch.samples_in_epoch));
+  epoch.checkpoint_seconds += SecondsSince(t0);
+  return absl::OkStatus();
+}
+
+// Every rank must stop after the same step, or the others would wait forever in the next
+// exchange.
+absl::StatusOr<bool> Trainer::StopAgreed(int64_t steps_this_process) {
+  if (options_.stop_requested == nullptr) return false;
+  int64_t stop = options_.stop_requested->load(std::memory_order_relaxed) ? 1 : 0;
+  if (!distributed()) return stop != 0;
+  if (steps_this_process % kStopPollSteps != 0) return false;
+  RETURN_IF_ERROR(options_.comm->AllReduceSum(&stop, 1));
+  return stop != 0;
+}
+
+absl::Status Trainer::StopOnRequest(EpochState& epoch, RunState& run) {
+  RETURN_IF_ERROR(TakeLoss(epoch).status());  // also synchronizes with the device
+  run.result.train_seconds += epoch.TrainSeconds();
+  if (!options_.checkpoint_path.empty()) RETURN_IF_ERROR(SaveCheckpoint(epoch.epoch, epoch.step));
+  run.result.interrupted = true;
+  run.result.stopped_epoch = epoch.epoch;
+  run.result.stopped_step = epoch.step;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::FinishEpoch(EpochState& epoch, TrainResult& result) {
+  RETURN_IF_ERROR(TakeLoss(epoch).status());  // also synchronizes with the device
+  if (options_.check) RETURN_IF_ERROR(options_.check());
+  EpochSummary& summary = epoch.summary;
+  if (epoch.first_step == 0 && summary.train_samples == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "epoch ", epoch.epoch + 1, " trained 0 samples (every batch was empty or skipped)"));
+  }
+  summary.seconds = epoch.TrainSeconds();
+  result.train_seconds += summary.seconds;
+  if (summary.train_samples > 0) {
+    summary.train_loss = epoch.loss_sum / summary.train_samples;
+    summary.train_accuracy = static_cast<double>(epoch.correct) / summary.train_samples;
+    summary.samples_per_second = summary.train_samples / summary.seconds;
+  }
+  if (test_ != nullptr) {
+    ASSIGN_OR_RETURN(summary.test, Evaluate(backend_, test_, options_.comm));
+  }
+  if (options_.on_epoch_end) options_.on_epoch_end(summary);
+  result.epochs.push_back(summary);
+  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -176,6 +176,27 @@ class Trainer {
                                             dist::Communicator* comm = nullptr);
 
  private:
+  struct RunState;    // Run()'s result so far and its clock
+  struct EpochState;  // one epoch's position, loss sums and clocks
+
+  bool distributed() const;
+  // Trains the rest of the epoch. True when the run ended inside it (a stop request or
+  // stop_after_steps); `run.result` says which.
+  absl::StatusOr<bool> TrainEpoch(EpochState& epoch, RunState& run);
+  // Counts a trained batch in the position and the sample totals.
+  void CountStep(const BatchView& batch, EpochState& epoch, RunState& run);
+  // The loss since the last call, summed over the ranks and added to the epoch's sums;
+  // kOutOfRange when it is not finite.
+  absl::StatusOr<LossStats> TakeLoss(EpochState& epoch);
+  absl::Status ReportProgressIfDue(EpochState& epoch, float lr);
+  absl::Status CheckpointIfDue(EpochState& epoch);
+  // Whether any rank was asked to stop (agreed every kStopPollSteps in a distributed run).
+  absl::StatusOr<bool> StopAgreed(int64_t steps_this_process);
+  // Ends the run after the current step: its loss taken, a checkpoint at its position.
+  absl::Status StopOnRequest(EpochState& epoch, RunState& run);
+  // After the epoch's last batch: its summary, the evaluation and on_epoch_end.
+  absl::Status FinishEpoch(EpochState& epoch, TrainResult& result);
+
   Backend* backend_;
   BatchSource* train_;
   BatchSource* test_;

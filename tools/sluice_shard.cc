@@ -5,7 +5,10 @@
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
 //   sluice-shard export DIR --out PREFIX [--split NAME]
+//   sluice-shard --help | --helpfull | --version
 //
+// Flags follow tools/tool_flags.h: --records-per-shard or --records_per_shard, "=value" or the
+// next argument; each subcommand accepts only the flags it reads.
 // Exit codes: 0 success, 1 data error (bad or missing input, corrupt shard, I/O), 2 usage error.
 // Only main() turns a Status into an exit code.
 #include <algorithm>
@@ -18,11 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/env.h"
@@ -34,6 +39,18 @@
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
 #include "storage/shard_reader.h"
+#include "tools/tool_flags.h"
+
+// The flags of every subcommand; CheckCommand refuses those a subcommand does not read.
+ABSL_FLAG(std::string, images, "", "create: the IDX images file (raw or .gz)");
+ABSL_FLAG(std::string, labels, "", "create: the IDX labels file (raw or .gz)");
+ABSL_FLAG(std::string, out, "", "create: the dataset directory; export: the output prefix");
+ABSL_FLAG(std::string, split, "train", "The split's name");
+ABSL_FLAG(int64_t, records_per_shard, 16384, "create: records per shard file");
+ABSL_FLAG(int64_t, records_per_frame, 256, "create: records per zstd frame");
+ABSL_FLAG(int64_t, zstd_level, 3, "create: zstd compression level (1..22)");
+ABSL_FLAG(int64_t, threads, 0, "create: threads (0: all cores; at most 4 x the hardware threads)");
+ABSL_FLAG(bool, quiet, false, "create: no progress line");
 
 namespace sluice {
 namespace {
@@ -57,95 +74,80 @@ constexpr char kUsage[] =
 exit codes: 0 ok, 1 data error, 2 usage error
 )";
 
-// A command line: the subcommand, its positional arguments and its --flags.
-struct Args {
-  std::string command;
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> flags;
+ToolDescription ShardTool() {
+  return {.name = "sluice-shard",
+          .usage = absl::StrCat("IDX files <-> shard datasets (docs/formats/shard.md).\n",
+                                absl::StripTrailingAsciiWhitespace(kUsage)),
+          .source_name = "sluice_shard",
+          .main_flags = {"images", "labels", "out", "split", "records_per_shard",
+                         "records_per_frame", "zstd_level", "threads", "quiet"}};
+}
+
+// A subcommand: how many path arguments it takes and which flags it reads.
+struct Command {
+  const char* name;
+  size_t paths;
+  std::set<std::string> flags;
 };
 
-// Usage errors are kInvalidArgument from here; main() maps them to exit code 2.
-absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
-  static const std::map<std::string, std::pair<size_t, std::set<std::string>>> kCommands = {
+const Command* FindCommand(const std::string& name) {
+  static const Command kCommands[] = {
       {"create",
-       {0,
-        {"images", "labels", "out", "split", "records-per-shard", "records-per-frame",
-         "zstd-level", "threads", "quiet"}}},
-      {"inspect", {1, {}}},
-      {"verify", {1, {}}},
-      {"export", {1, {"out", "split"}}},
+       0,
+       {"images", "labels", "out", "split", "records_per_shard", "records_per_frame", "zstd_level",
+        "threads", "quiet"}},
+      {"inspect", 1, {}},
+      {"verify", 1, {}},
+      {"export", 1, {"out", "split"}},
   };
-  static const std::set<std::string> kBoolFlags = {"quiet"};
-  if (argc < 2) return absl::InvalidArgumentError("missing command");
-  Args a;
-  a.command = argv[1];
-  auto cmd = kCommands.find(a.command);
-  if (cmd == kCommands.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown command \"", a.command,
-                                                   "\", expected create, inspect, verify or "
-                                                   "export"));
+  for (const Command& c : kCommands) {
+    if (name == c.name) return &c;
   }
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "--")) {
-      a.positional.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::string value;
-    const size_t eq = name.find('=');
-    const bool has_value = eq != std::string::npos;
-    if (has_value) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    if (cmd->second.second.count(name) == 0) {
+  return nullptr;
+}
+
+// The subcommand of a parsed command line, with its path arguments; a flag the subcommand does
+// not read is refused. Usage errors are kInvalidArgument; Main() maps them to exit code 2.
+absl::StatusOr<const Command*> CheckCommand(const ToolCommandLine& command_line) {
+  if (command_line.positional.empty()) return absl::InvalidArgumentError("missing command");
+  const std::string& name = command_line.positional[0];
+  const Command* command = FindCommand(name);
+  if (command == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command \"", name, "\", expected create, inspect, verify or export"));
+  }
+  for (const std::string& flag : command_line.flags) {
+    if (command->flags.count(flag) == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(a.command, ": unknown flag --", name));
+          absl::StrCat(name, ": unknown flag --", DashedFlagName(flag)));
     }
-    if (kBoolFlags.count(name) > 0) {
-      value = has_value ? value : "true";
-    } else if (!has_value) {
-      if (i + 1 >= argc) {
-        return absl::InvalidArgumentError(absl::StrCat(a.command, ": --", name, " needs a value"));
-      }
-      value = argv[++i];
-    }
-    a.flags[name] = value;
   }
-  if (a.positional.size() != cmd->second.first) {
+  const size_t paths = command_line.positional.size() - 1;
+  if (paths != command->paths) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected ", command->paths, " path argument(s), got ", paths));
+  }
+  return command;
+}
+
+// The value of a string flag the command needs.
+absl::StatusOr<std::string> RequiredFlag(const std::string& command,
+                                         const absl::Flag<std::string>& flag, const char* name) {
+  std::string value = absl::GetFlag(flag);
+  if (value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(command, ": --", name, " is required"));
+  }
+  return value;
+}
+
+absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<int64_t>& flag,
+                                   const char* name, int64_t lo, int64_t hi) {
+  const int64_t v = absl::GetFlag(flag);
+  if (v < lo || v > hi) {
     return absl::InvalidArgumentError(absl::StrCat(
-        a.command, ": expected ", cmd->second.first, " path argument(s), got ",
-        a.positional.size()));
-  }
-  return a;
-}
-
-absl::Status RequireFlags(const Args& a, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (a.flags.count(n) == 0 || a.flags.at(n).empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(a.command, ": --", n, " is required"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> IntFlag(const Args& a, const std::string& name, int64_t def, int64_t lo,
-                                int64_t hi) {
-  auto it = a.flags.find(name);
-  if (it == a.flags.end()) return def;
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(it->second, &v) || v < lo || v > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(a.command, ": --", name, " \"", it->second,
-                                                   "\": expected an integer in [", lo, ", ", hi,
-                                                   "]"));
+        command, ": --", name, " \"", v, "\": expected an integer in [", lo, ", ", hi, "]"));
   }
   return v;
-}
-
-std::string Flag(const Args& a, const std::string& name, const std::string& def) {
-  auto it = a.flags.find(name);
-  return it == a.flags.end() ? def : it->second;
 }
 
 // Options of `create`, checked before any file is touched so bad values are usage errors.
@@ -155,26 +157,28 @@ struct CreateOptions {
   bool quiet = false;
 };
 
-absl::StatusOr<CreateOptions> ParseCreate(const Args& a) {
-  RETURN_IF_ERROR(RequireFlags(a, {"images", "labels", "out"}));
+absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   CreateOptions o;
-  o.images = a.flags.at("images");
-  o.labels = a.flags.at("labels");
-  o.out = a.flags.at("out");
-  o.split = Flag(a, "split", "train");
+  ASSIGN_OR_RETURN(o.images, RequiredFlag("create", FLAGS_images, "images"));
+  ASSIGN_OR_RETURN(o.labels, RequiredFlag("create", FLAGS_labels, "labels"));
+  ASSIGN_OR_RETURN(o.out, RequiredFlag("create", FLAGS_out, "out"));
+  o.split = absl::GetFlag(FLAGS_split);
   if (o.split.empty() || absl::StrContains(o.split, '/')) {
     return absl::InvalidArgumentError("create: --split: expected a plain name such as train");
   }
   ShardingOptions& s = o.write.sharding;
-  ASSIGN_OR_RETURN(int64_t rps, IntFlag(a, "records-per-shard", 16384, 1, INT64_MAX));
-  ASSIGN_OR_RETURN(int64_t rpf, IntFlag(a, "records-per-frame", 256, 1, UINT32_MAX));
-  ASSIGN_OR_RETURN(int64_t level, IntFlag(a, "zstd-level", 3, 1, 22));
-  ASSIGN_OR_RETURN(int64_t threads, IntFlag(a, "threads", 0, 0, MaxThreads()));
+  ASSIGN_OR_RETURN(int64_t rps, IntInRange("create", FLAGS_records_per_shard, "records-per-shard",
+                                           1, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t rpf, IntInRange("create", FLAGS_records_per_frame, "records-per-frame",
+                                           1, UINT32_MAX));
+  ASSIGN_OR_RETURN(int64_t level, IntInRange("create", FLAGS_zstd_level, "zstd-level", 1, 22));
+  ASSIGN_OR_RETURN(int64_t threads,
+                   IntInRange("create", FLAGS_threads, "threads", 0, MaxThreads()));
   s.records_per_shard = static_cast<uint64_t>(rps);
   s.records_per_frame = static_cast<uint32_t>(rpf);
   s.zstd_level = static_cast<int>(level);
   o.write.threads = static_cast<int>(threads);
-  o.quiet = a.flags.count("quiet") > 0;
+  o.quiet = absl::GetFlag(FLAGS_quiet);
   return o;
 }
 
@@ -252,10 +256,10 @@ absl::Status InspectShard(Env* env, const std::string& path) {
   std::printf("  %s\n", SpecString(h.spec).c_str());
   std::printf("  shard_index %u, records [%llu, %llu) of the split, %u per frame, %u frames\n",
               h.shard_index, static_cast<unsigned long long>(h.first_record),
-              static_cast<unsigned long long>(h.first_record + h.record_count),
-              h.records_per_frame, h.frame_count);
-  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw",
-              "first", "count", "xxh3");
+              static_cast<unsigned long long>(h.first_record + h.record_count), h.records_per_frame,
+              h.frame_count);
+  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw", "first",
+              "count", "xxh3");
   uint64_t raw = 0, stored = 0;
   for (uint32_t i = 0; i < r->frame_count(); ++i) {
     const FrameInfo& f = r->frames()[i];
@@ -270,10 +274,11 @@ absl::Status InspectShard(Env* env, const std::string& path) {
               static_cast<unsigned long long>(r->file_size() - kFooterSize -
                                               uint64_t{kIndexEntrySize} * r->frame_count()),
               static_cast<unsigned long long>(r->file_size() - kFooterSize));
-  std::printf("compression: %llu raw bytes -> %llu stored (ratio %.2f; %.2f with header, "
-              "index and footer)\n",
-              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
-              static_cast<double>(raw) / stored, static_cast<double>(raw) / r->file_size());
+  std::printf(
+      "compression: %llu raw bytes -> %llu stored (ratio %.2f; %.2f with header, "
+      "index and footer)\n",
+      static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
+      static_cast<double>(raw) / stored, static_cast<double>(raw) / r->file_size());
   std::map<int64_t, uint64_t> hist;
   RETURN_IF_ERROR(AddHistogram(*r, &hist));
   PrintHistogram(hist);
@@ -283,8 +288,8 @@ absl::Status InspectShard(Env* env, const std::string& path) {
 absl::Status InspectDataset(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path));
   const Manifest& m = ds->manifest();
-  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(),
-              m.split.c_str(), static_cast<unsigned long long>(m.record_count));
+  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(), m.split.c_str(),
+              static_cast<unsigned long long>(m.record_count));
   std::printf("  %s\n", SpecString(m.spec).c_str());
   std::printf("  options: %llu records per shard, %u per frame, zstd level %d\n",
               static_cast<unsigned long long>(m.options.records_per_shard),
@@ -388,8 +393,8 @@ absl::Status RunVerify(Env* env, const std::string& path) {
   } else {
     auto children = env->GetChildren(path);
     if (!children.ok()) {
-      return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory (",
-                                              children.status().message(), ")"));
+      return absl::NotFoundError(
+          absl::StrCat(path, ": expected a dataset directory (", children.status().message(), ")"));
     }
     for (const std::string& c : *children) {
       if (absl::EndsWith(c, kManifestSuffix)) manifests.push_back(JoinPath(path, c));
@@ -430,38 +435,46 @@ absl::Status RunExport(Env* env, const std::string& path, const std::string& pre
   return absl::OkStatus();
 }
 
+int ReportUsageError(const absl::Status& error) {
+  std::fprintf(stderr, "sluice-shard: usage error: %s\n%s", std::string(error.message()).c_str(),
+               kUsage);
+  return 2;
+}
+
+// Runs one subcommand whose command line is checked; a Status from the libraries is a data error.
+absl::Status RunCommand(const std::string& command, const std::vector<std::string>& positional,
+                        CreateOptions create_options) {
+  Env* env = Env::Default();
+  if (command == "create") return RunCreate(env, std::move(create_options));
+  if (command == "inspect") return RunInspect(env, positional[1]);
+  if (command == "verify") return RunVerify(env, positional[1]);
+  return RunExport(env, positional[1], absl::GetFlag(FLAGS_out), absl::GetFlag(FLAGS_split));
+}
+
 int Main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "help" || std::string(argv[1]) == "--help" ||
-                    std::string(argv[1]) == "-h")) {
-    std::fputs(kUsage, stdout);
+  absl::StatusOr<ToolCommandLine> command_line = ParseToolCommandLine(ShardTool(), argc, argv);
+  if (!command_line.ok()) return ReportUsageError(command_line.status());
+  if (command_line->help_printed) return 0;
+  if (command_line->positional.size() == 1 && command_line->positional[0] == "help") {
+    PrintToolHelp(ShardTool());
     return 0;
   }
-  auto usage_error = [](const absl::Status& s) {
-    std::fprintf(stderr, "sluice-shard: usage error: %s\n%s", std::string(s.message()).c_str(),
-                 kUsage);
-    return 2;
-  };
-  absl::StatusOr<Args> args = ParseArgs(argc, argv);
-  if (!args.ok()) return usage_error(args.status());
-  Env* env = Env::Default();
-  absl::Status status;
-  if (args->command == "create") {
-    absl::StatusOr<CreateOptions> o = ParseCreate(*args);
-    if (!o.ok()) return usage_error(o.status());
-    status = RunCreate(env, std::move(*o));
-  } else if (args->command == "inspect") {
-    status = RunInspect(env, args->positional[0]);
-  } else if (args->command == "verify") {
-    status = RunVerify(env, args->positional[0]);
-  } else {
-    absl::Status s = RequireFlags(*args, {"out"});
-    if (!s.ok()) return usage_error(s);
-    status = RunExport(env, args->positional[0], args->flags.at("out"),
-                       Flag(*args, "split", "train"));
+  absl::StatusOr<const Command*> command = CheckCommand(*command_line);
+  if (!command.ok()) return ReportUsageError(command.status());
+  const std::string name = (*command)->name;
+  CreateOptions create_options;
+  if (name == "create") {
+    absl::StatusOr<CreateOptions> o = CreateOptionsFromFlags();
+    if (!o.ok()) return ReportUsageError(o.status());
+    create_options = *std::move(o);
+  } else if (name == "export") {
+    absl::StatusOr<std::string> out = RequiredFlag(name, FLAGS_out, "out");
+    if (!out.ok()) return ReportUsageError(out.status());
   }
-  if (!status.ok()) {
+  if (absl::Status status = RunCommand(name, command_line->positional, std::move(create_options));
+      !status.ok()) {
     std::fflush(stdout);
-    std::fprintf(stderr, "sluice-shard %s: error: %s\n", args->command.c_str(),
+    std::fprintf(stderr, "sluice-shard %s: error: %s\n", name.c_str(),
                  std::string(status.message()).c_str());
     return 1;
   }

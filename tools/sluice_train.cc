@@ -11,40 +11,31 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "common/limits.h"
-#include "engine/dist/communicator.h"
 #include "common/status_macros.h"
+#include "engine/dist/communicator.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/job/job_report.h"
 #include "engine/job/outputs.h"
 #include "engine/job/train_job.h"
 #include "engine/job/what_if.h"
 #include "tools/sluice_train_flags.h"
+#include "tools/tool_flags.h"
 
 namespace sluice {
 namespace {
@@ -313,156 +304,44 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   return stop_signal != 0 ? 128 + stop_signal : 0;
 }
 
-// The flags --help lists; --helpfull lists all of them.
-constexpr const char* kMainFlags[] = {"data", "test_data", "epochs", "batch_size", "lr",
-                                      "optimizer", "layers", "device", "threads", "shuffle",
-                                      "checkpoint_dir", "checkpoint_every", "resume",
-                                      "metrics_out", "export_safetensors", "report_json",
-                                      "trace", "quiet"};
-
-void PrintHelp() {
-  std::printf("sluice-train: %s\n\nmain flags (spelled --batch-size or --batch_size):\n",
-              std::string(absl::ProgramUsageMessage()).c_str());
-  for (const char* name : kMainFlags) {
-    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
-    if (f == nullptr) continue;
-    std::string dashed = name;
-    std::replace(dashed.begin(), dashed.end(), '_', '-');
-    std::printf("  --%s  %s (default: \"%s\")\n", dashed.c_str(), f->Help().c_str(),
-                f->DefaultValue().c_str());
-  }
-  std::printf("\n--helpfull lists every flag; --version prints the version.\n");
+// What --help says; --helpfull lists every flag.
+ToolDescription TrainTool() {
+  return {
+      .name = "sluice-train",
+      .usage =
+          "trains an MLP from a sluice shard dataset.\n"
+          "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] "
+          "[--device auto]\n"
+          "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
+          "SIGINT/SIGTERM.",
+      .source_name = "sluice_train",
+      .main_flags = {"data", "test_data", "epochs", "batch_size", "lr", "optimizer", "layers",
+                     "device", "threads", "shuffle", "checkpoint_dir", "checkpoint_every", "resume",
+                     "metrics_out", "export_safetensors", "report_json", "trace", "quiet"}};
 }
 
-std::string VersionString() {
-  return absl::StrCat("sluice-train ", SLUICE_VERSION, " (", SLUICE_BUILD_TYPE, " build)\n");
-}
-
-// Flag names absl handles itself.
-bool IsBuiltinFlag(absl::string_view name) {
-  for (const char* b : {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch",
-                        "version", "only_check_args", "flagfile", "fromenv", "tryfromenv",
-                        "undefok"}) {
-    if (name == b) return true;
-  }
-  return false;
-}
-
-// absl::ParseCommandLine exits 1 on an unknown flag or a bad value; usage errors are exit code
-// 2 here, so each --flag[=value] is checked first (after the dash rewriting).
-absl::Status CheckFlagSyntax(const std::vector<std::string>& args) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") break;
-    if (a.size() < 2 || a[0] != '-') continue;
-    const absl::string_view body = absl::string_view(a).substr(a[1] == '-' ? 2 : 1);
-    const size_t eq = body.find('=');
-    const absl::string_view name = body.substr(0, eq);
-    if (IsBuiltinFlag(name)) continue;
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && absl::StartsWith(name, "no")) {
-      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
-      if (positive != nullptr && positive->IsOfType<bool>() && eq == absl::string_view::npos) {
-        continue;
-      }
-    }
-    std::string dashed(name);
-    std::replace(dashed.begin(), dashed.end(), '_', '-');
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", dashed, " (--help lists the main flags, --helpfull all)"));
-    }
-    std::string value;
-    if (eq != absl::string_view::npos) {
-      value = std::string(body.substr(eq + 1));
-    } else if (flag->IsOfType<bool>()) {
-      continue;
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", dashed, ": missing a value"));
-    }
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", dashed, ": ", error));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Help paths print "tools/sluice_train.cc", not the build machine's source path.
-std::string NormalizeFilename(absl::string_view path) {
-  for (const char* root : {"tools/", "absl/"}) {
-    const size_t at = path.rfind(root);
-    if (at != absl::string_view::npos) return std::string(path.substr(at));
-  }
-  const size_t slash = path.rfind('/');
-  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+int ReportUsageError(absl::string_view message) {
+  std::fprintf(stderr, "sluice-train: %s\n", std::string(message).c_str());
+  return 2;
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "trains an MLP from a sluice shard dataset.\n"
-      "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] [--device auto]\n"
-      "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
-      "SIGINT/SIGTERM.");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::StrContains(path, "sluice_train");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.normalize_filename = NormalizeFilename;
-  usage.version_string = VersionString;
-  absl::SetFlagsUsageConfig(usage);
-  // Abseil spells flags with underscores; accept the dashed spelling users type
-  // (--batch-size=32) by rewriting the name part of each --flag.
-  std::vector<std::string> args(argv, argv + argc);
-  const std::vector<std::string> original_args = args;
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& a = args[i];
-    if (a == "--") break;
-    if (a.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(a.find('='), a.size());
-    for (size_t k = 2; k < end; ++k) {
-      if (a[k] == '-') a[k] = '_';
-    }
-  }
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--") break;
-    if (args[i] == "--help" || args[i] == "-help" || args[i] == "-h") {
-      PrintHelp();
-      return 0;
-    }
-    if (args[i] == "--version" || args[i] == "-version") {
-      std::fputs(VersionString().c_str(), stdout);
-      return 0;
-    }
-  }
-  if (absl::Status s = CheckFlagSyntax(args); !s.ok()) {
-    std::fprintf(stderr, "sluice-train: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  std::vector<char*> argv2;
-  for (std::string& a : args) argv2.push_back(a.data());
-  std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(argv2.size()), argv2.data());
-  if (positional.size() > 1) {
-    std::fprintf(stderr, "sluice-train: unexpected argument \"%s\" (flags are --name=value)\n",
-                 positional[1]);
-    return 2;
+  absl::StatusOr<ToolCommandLine> command_line = ParseToolCommandLine(TrainTool(), argc, argv);
+  if (!command_line.ok()) return ReportUsageError(command_line.status().message());
+  if (command_line->help_printed) return 0;
+  if (!command_line->positional.empty()) {
+    return ReportUsageError(absl::StrCat("unexpected argument \"", command_line->positional[0],
+                                         "\" (flags are --name=value)"));
   }
   auto options = OptionsFromFlags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "sluice-train: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
+  if (!options.ok()) return ReportUsageError(options.status().message());
   // Under mpirun/srun: join the job's world (a single process otherwise).
   absl::StatusOr<std::unique_ptr<dist::Communicator>> world = dist::InitWorld(nullptr, nullptr);
   if (!world.ok()) {
     std::fprintf(stderr, "sluice-train: %s\n", std::string(world.status().message()).c_str());
     return 1;
   }
-  absl::StatusOr<int> exit_code = Run(*std::move(options), original_args, world->get());
+  absl::StatusOr<int> exit_code = Run(*std::move(options), command_line->args, world->get());
   if (!exit_code.ok()) {
     std::fflush(stdout);
     if ((*world)->is_distributed()) {
