@@ -24,8 +24,7 @@
 // slice order, in element chunks. A data-parallel run exchanges grads_ after phase 2 and then
 // steps the optimizer.
 //
-// Thread safety: one thread at a time calls the Backend methods; the step's team threads touch
-// only their slice's rows and their claimed items.
+// Thread safety: one thread at a time (as every Backend).
 #ifndef SLUICE_ENGINE_CPU_INTERNAL_CPU_BACKEND_IMPL_H_
 #define SLUICE_ENGINE_CPU_INTERNAL_CPU_BACKEND_IMPL_H_
 
