@@ -6,21 +6,19 @@
 //   a captured CUDA Graph is reusable across steps; lr is written by a kernel before launch.
 // - The graph reads the batch from fixed staging buffers, so with cuda_graph on a device batch
 //   is first copied (device to device, ~100 KB) into them; without graphs it is read in place.
+//
+// This file holds CudaBackend's construction and Init from the BackendOptions (device, memory,
+// cuBLASLt, the exchange's communicator), the batch check, TrainStep and the kernels a step
+// enqueues (forward, backward, optimizer), and CreateCudaBackend. The class is declared in
+// internal/cuda_backend_impl.h; staging, graph capture, loss readback and evaluation are in
+// internal/cuda_backend_step.cc, the NCCL exchange in internal/cuda_backend_exchange.cc, the
+// checkpoint state in internal/cuda_backend_state.cc.
 #include "engine/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
-#include <nvtx3/nvToolsExt.h>
-#if SLUICE_HAVE_NCCL
-#include "engine/cuda/nccl_loader.h"
-#endif
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
-#include <map>
 #include <memory>
-#include <tuple>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "device/cuda/cuda_device.h"
@@ -28,26 +26,14 @@
 #include "engine/backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cublaslt_loader.h"
-#include "engine/cuda/device_allocator.h"
-#include "engine/cuda/kernels.h"
-#include "engine/cuda/linear_gemm.h"
+#include "engine/cuda/internal/cuda_backend_impl.h"
 
 namespace sluice {
+namespace cuda_internal {
 namespace {
-
-using cuda_internal::DeviceAllocator;
-using cuda_internal::DType;
-using cuda_internal::DTypeSize;
-using cuda_internal::LinearGemm;
-using cuda_internal::StepScalars;
 
 constexpr size_t kGemmWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
 constexpr float kInitialFp16LossScale = 65536.0f;  // as torch.cuda.amp.GradScaler
-
-struct NvtxRange {
-  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
-  ~NvtxRange() { nvtxRangePop(); }
-};
 
 DType OperandType(Precision p) {
   switch (p) {
@@ -57,122 +43,15 @@ DType OperandType(Precision p) {
   }
 }
 
-class CudaBackend final : public Backend {
- public:
-  CudaBackend(const ModelState& state, const OptimizerConfig& opt, const BackendOptions& options,
-              const CudaBackendOptions& cuda)
-      : layout_(state),
-        opt_(opt),
-        options_(options),
-        cuda_(cuda),
-        lp_(OperandType(options.precision)) {}
-  ~CudaBackend() override;
+}  // namespace
 
-  absl::Status Init(const ModelState& state);
-
-  std::string name() const override { return name_; }
-  device::Platform platform() const override { return device::Platform::kCuda; }
-  absl::Status TrainStep(const BatchView& batch, float lr) override;
-  absl::StatusOr<LossStats> TakeLoss() override;
-  absl::Status Evaluate(const BatchView& batch, EvalStats* stats) override;
-  absl::Status Synchronize() override;
-  absl::StatusOr<ModelState> SaveState() override;
-  absl::Status LoadState(const ModelState& state) override;
-  MemoryReport memory() const override { return alloc_.report(); }
-  ExchangeStats exchange() const override { return exchange_; }
-  device::Stream* compute_stream() const override { return compute_stream_.get(); }
-  device::Device* device() const override { return device_obj_.get(); }
-
- private:
-  // Where the step reads its batch from (device pointers).
-  struct Input {
-    const void* samples;
-    const int32_t* labels;
-    H2DFormat format;
-    int B;
-  };
-  using GraphKey = std::tuple<int, int>;  // (batch size, format)
-
-  int L() const { return layout_.model.num_linear(); }
-  int width(int k) const { return layout_.model.layers[k]; }
-  bool low_precision() const { return lp_ != DType::kF32; }
-  const void* weight_operand(int l) const {
-    return low_precision()
-               ? static_cast<const void*>(static_cast<const char*>(params_lp_) +
-                                          DTypeSize(lp_) * offsets_[2 * l])
-               : static_cast<const void*>(params_ + offsets_[2 * l]);
-  }
-
-  absl::Status CheckBatch(const BatchView& batch) const;
-  // Waits on the batch's event and, when needed, copies it into the staging buffers.
-  absl::StatusOr<Input> Stage(const BatchView& batch, bool force_staging);
-  absl::Status EnqueueForward(const Input& in, bool train);
-  absl::Status EnqueueBackward(const Input& in);
-  // Data-parallel training (docs/distributed.md): NCCL sums each layer's gradients on
-  // comm_stream_ as soon as backward has produced them (an event per layer orders it after the
-  // compute stream), while backward goes on with the layers below; the optimizer waits for the
-  // last sum. One GPU: nothing to do.
-  bool exchanging() const {
-    return options_.gradient_comm != nullptr &&
-           (options_.gradient_comm->is_distributed() || options_.exchange_in_world_of_one);
-  }
-  absl::Status InitExchange();
-  // Enqueues the sum of layer l's weight and bias gradients (contiguous in grads_).
-  absl::Status ExchangeLayer(int l);
-  // The gradient exchange point: after backward, before the optimizer. Makes the compute
-  // stream wait for every layer's sum.
-  absl::Status ExchangeGradients();
-  // cudaStreamSynchronize that also polls NCCL's asynchronous errors (a peer that failed makes
-  // a collective hang, never fail): the error names the NCCL failure.
-  absl::Status WaitStream(cudaStream_t stream);
-  absl::Status EnqueueOptimizer();
-  absl::Status EnqueueTrainBody(const Input& in);
-  absl::Status RunGraphed(const Input& in);
-  absl::Status RefreshLowPrecisionWeights();
-  absl::Status ReadScalars();
-
-  ModelState layout_;  // names and shapes (values cleared after Init)
-  OptimizerConfig opt_;
-  BackendOptions options_;
-  CudaBackendOptions cuda_;
-  DType lp_;
-  int device_ = 0;
-  std::string name_;
-  std::unique_ptr<device::Device> device_obj_;
-  std::unique_ptr<device::Stream> compute_stream_;  // destroyed before device_obj_
-  cudaStream_t stream_ = nullptr;                   // compute_stream_'s native handle
-  DeviceAllocator alloc_;
-  std::unique_ptr<LinearGemm> gemm_;
-
-  int64_t num_params_ = 0;
-  std::vector<int64_t> offsets_;  // element offset of params[i] in params_
-  float* params_ = nullptr;
-  float* grads_ = nullptr;
-  float* slots_ = nullptr;  // state_slots() * num_params_
-  void* params_lp_ = nullptr;
-  std::vector<float*> act_, dact_;  // per Linear: output [B, n_{l+1}] and its gradient
-  std::vector<void*> act_lp_;       // reduced-precision copies of hidden outputs
-  void* dy_lp_ = nullptr;           // reduced-precision copy of the current dy
-  void* x_ = nullptr;               // normalized input [B, n_0] in the operand type
-  void* staging_samples_ = nullptr;
-  int32_t* staging_labels_ = nullptr;
-  StepScalars* scalars_ = nullptr;
-  StepScalars* host_scalars_ = nullptr;  // pinned, for readback
-
-  ExchangeStats exchange_;
-#if SLUICE_HAVE_NCCL
-  const cuda_internal::NcclApi* nccl_api_ = nullptr;
-  ncclComm_t nccl_ = nullptr;
-#endif
-  cudaStream_t comm_stream_ = nullptr;
-  std::vector<cudaEvent_t> layer_ready_;  // per layer: its gradients are complete
-  cudaEvent_t exchanged_ = nullptr;       // every layer's sum is done
-
-  std::map<GraphKey, int> eager_runs_;
-  std::map<GraphKey, cudaGraphExec_t> graphs_;
-  int64_t pending_samples_ = 0;
-  int divisor_ = 0;  // the current step's global batch size (0: its own B)
-};
+CudaBackend::CudaBackend(const ModelState& state, const OptimizerConfig& opt,
+                         const BackendOptions& options, const CudaBackendOptions& cuda)
+    : layout_(state),
+      opt_(opt),
+      options_(options),
+      cuda_(cuda),
+      lp_(OperandType(options.precision)) {}
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) {
@@ -254,18 +133,6 @@ absl::Status CudaBackend::Init(const ModelState& state) {
   return absl::OkStatus();
 }
 
-#if SLUICE_HAVE_NCCL
-#define SLUICE_NCCL_CHECK(call)                                                          \
-  do {                                                                                   \
-    const ncclResult_t sluice_nccl_rc = (call);                                          \
-    if (sluice_nccl_rc != ncclSuccess) {                                                 \
-      return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":",       \
-                                              __LINE__, ": ",                            \
-                                              nccl_api_->GetErrorString(sluice_nccl_rc))); \
-    }                                                                                    \
-  } while (0)
-#endif
-
 absl::Status CudaBackend::InitExchange() {
   if (!exchanging()) return absl::OkStatus();
   if (cuda_.cuda_graph) {
@@ -298,51 +165,9 @@ absl::Status CudaBackend::InitExchange() {
 #endif
 }
 
-absl::Status CudaBackend::ExchangeLayer(int l) {
-  if (!exchanging()) return absl::OkStatus();
-#if SLUICE_HAVE_NCCL
-  const int64_t begin = offsets_[2 * l];
-  const int64_t end = 2 * l + 2 < static_cast<int>(offsets_.size()) ? offsets_[2 * l + 2]
-                                                                     : num_params_;
-  cudaCheck(cudaEventRecord(layer_ready_[l], stream_));
-  cudaCheck(cudaStreamWaitEvent(comm_stream_, layer_ready_[l], 0));
-  SLUICE_NCCL_CHECK(nccl_api_->AllReduce(grads_ + begin, grads_ + begin, static_cast<size_t>(end - begin),
-                                  ncclFloat32, ncclSum, nccl_, comm_stream_));
-  exchange_.bytes += (end - begin) * static_cast<int64_t>(sizeof(float));
-#endif
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::ExchangeGradients() {
-  if (!exchanging()) return absl::OkStatus();
-  cudaCheck(cudaEventRecord(exchanged_, comm_stream_));
-  cudaCheck(cudaStreamWaitEvent(stream_, exchanged_, 0));
-  ++exchange_.steps;
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::WaitStream(cudaStream_t stream) {
-#if SLUICE_HAVE_NCCL
-  if (nccl_ != nullptr) {
-    while (true) {
-      const cudaError_t q = cudaStreamQuery(stream);
-      if (q == cudaSuccess) break;
-      if (q != cudaErrorNotReady) cudaCheck(q);
-      ncclResult_t async = ncclSuccess;
-      SLUICE_NCCL_CHECK(nccl_api_->CommGetAsyncError(nccl_, &async));
-      if (async != ncclSuccess) {
-        nccl_api_->CommAbort(nccl_);
-        nccl_ = nullptr;
-        return absl::InternalError(absl::StrCat("NCCL all-reduce of the gradients failed: ",
-                                                nccl_api_->GetErrorString(async)));
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    return absl::OkStatus();
-  }
-#endif
-  cudaCheck(cudaStreamSynchronize(stream));
-  return absl::OkStatus();
+bool CudaBackend::exchanging() const {
+  return options_.gradient_comm != nullptr &&
+         (options_.gradient_comm->is_distributed() || options_.exchange_in_world_of_one);
 }
 
 absl::Status CudaBackend::CheckBatch(const BatchView& b) const {
@@ -362,24 +187,6 @@ absl::Status CudaBackend::CheckBatch(const BatchView& b) const {
                                                    "] (max_batch)"));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<CudaBackend::Input> CudaBackend::Stage(const BatchView& b, bool force_staging) {
-  NvtxRange range("StageBatch");
-  if (b.ready_event != nullptr) {
-    RETURN_IF_ERROR(compute_stream_->Wait(b.ready_event));
-  }
-  Input in{b.samples, b.labels, b.format, static_cast<int>(b.size)};
-  if (b.on_device && !force_staging) return in;
-  // Host batches (pageable or pinned): cudaMemcpyAsync returns once the source has been read
-  // or staged by the driver, so the caller may reuse its buffer when TrainStep returns.
-  const cudaMemcpyKind kind = b.on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
-  const size_t bytes = size_t{b.size} * b.features * H2DFormatSize(b.format);
-  cudaCheck(cudaMemcpyAsync(staging_samples_, b.samples, bytes, kind, stream_));
-  cudaCheck(cudaMemcpyAsync(staging_labels_, b.labels, sizeof(int32_t) * b.size, kind, stream_));
-  in.samples = staging_samples_;
-  in.labels = staging_labels_;
-  return in;
 }
 
 absl::Status CudaBackend::EnqueueForward(const Input& in, bool train) {
@@ -457,50 +264,6 @@ absl::Status CudaBackend::EnqueueOptimizer() {
   return cuda_internal::LaunchFinishStep(scalars_, fp16, stream_);
 }
 
-absl::Status CudaBackend::EnqueueTrainBody(const Input& in) {
-  if (in.B == 0) {  // this rank's share is empty: zero gradients join the exchange
-    cudaCheck(cudaMemsetAsync(grads_, 0, sizeof(float) * num_params_, stream_));
-    for (int l = L() - 1; l >= 0; --l) RETURN_IF_ERROR(ExchangeLayer(l));
-  } else {
-    RETURN_IF_ERROR(EnqueueForward(in, /*train=*/true));
-    RETURN_IF_ERROR(EnqueueBackward(in));
-  }
-  {
-    NvtxRange range("ExchangeGradients");
-    RETURN_IF_ERROR(ExchangeGradients());
-  }
-  return EnqueueOptimizer();
-}
-
-absl::Status CudaBackend::RunGraphed(const Input& in) {
-  const GraphKey key{in.B, static_cast<int>(in.format)};
-  auto it = graphs_.find(key);
-  if (it == graphs_.end()) {
-    // The first step of each shape runs eagerly: it creates the cuBLASLt plans and loads the
-    // kernels outside of capture. The second one is captured.
-    if (eager_runs_[key]++ == 0) return EnqueueTrainBody(in);
-    NvtxRange range("CaptureStepGraph");
-    cudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    absl::Status body = EnqueueTrainBody(in);
-    cudaGraph_t graph = nullptr;
-    cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (!body.ok()) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      cuda_internal::ClearLastCudaError();
-      return body;
-    }
-    cudaCheck(end);
-    cudaGraphExec_t exec = nullptr;
-    cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    cudaCheck(inst);
-    it = graphs_.emplace(key, exec).first;
-  }
-  NvtxRange range("LaunchStepGraph");
-  cudaCheck(cudaGraphLaunch(it->second, stream_));
-  return absl::OkStatus();
-}
-
 absl::Status CudaBackend::TrainStep(const BatchView& batch, float lr) {
   NvtxRange range("TrainStep");
   RETURN_IF_ERROR(CheckBatch(batch));
@@ -521,135 +284,7 @@ absl::Status CudaBackend::TrainStep(const BatchView& batch, float lr) {
   return EnqueueTrainBody(in);
 }
 
-absl::Status CudaBackend::ReadScalars() {
-  cudaCheck(cudaMemcpyAsync(host_scalars_, scalars_, sizeof(StepScalars),
-                            cudaMemcpyDeviceToHost, stream_));
-  return WaitStream(stream_);
-}
-
-absl::StatusOr<LossStats> CudaBackend::TakeLoss() {
-  cudaCheck(cudaSetDevice(device_));
-  RETURN_IF_ERROR(ReadScalars());
-  LossStats out;
-  out.samples = pending_samples_;
-  out.correct = static_cast<int64_t>(host_scalars_->train_correct);
-  out.mean_loss = pending_samples_ ? host_scalars_->train_loss_sum / pending_samples_ : 0.0;
-  const bool bad_label = host_scalars_->bad_label != 0;
-  pending_samples_ = 0;
-  cudaCheck(cudaMemsetAsync(&scalars_->train_loss_sum, 0, sizeof(double), stream_));
-  cudaCheck(cudaMemsetAsync(&scalars_->train_correct, 0, sizeof(unsigned long long), stream_));
-  cudaCheck(cudaMemsetAsync(&scalars_->bad_label, 0, sizeof(int), stream_));
-  if (bad_label) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a training label was outside [0, ", width(L()), "); those samples were ignored"));
-  }
-  return out;
-}
-
-absl::Status CudaBackend::Evaluate(const BatchView& batch, EvalStats* stats) {
-  NvtxRange range("Evaluate");
-  RETURN_IF_ERROR(CheckBatch(batch));
-  if (batch.size == 0) return absl::OkStatus();  // a rank's empty share of the test split
-  cudaCheck(cudaSetDevice(device_));
-  ASSIGN_OR_RETURN(Input in, Stage(batch, /*force_staging=*/false));
-  RETURN_IF_ERROR(EnqueueForward(in, /*train=*/false));
-  RETURN_IF_ERROR(ReadScalars());
-  const bool bad_label = host_scalars_->bad_label != 0;
-  stats->loss_sum += host_scalars_->eval_loss_sum;
-  stats->correct += static_cast<int64_t>(host_scalars_->eval_correct);
-  stats->samples += in.B;
-  cudaCheck(cudaMemsetAsync(&scalars_->eval_loss_sum, 0, sizeof(double), stream_));
-  cudaCheck(cudaMemsetAsync(&scalars_->eval_correct, 0, sizeof(unsigned long long), stream_));
-  cudaCheck(cudaMemsetAsync(&scalars_->bad_label, 0, sizeof(int), stream_));
-  if (bad_label) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("an evaluation label was outside [0, ", width(L()), ")"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::Synchronize() {
-  cudaCheck(cudaSetDevice(device_));
-  return WaitStream(stream_);
-}
-
-absl::Status CudaBackend::RefreshLowPrecisionWeights() {
-  if (!low_precision()) return absl::OkStatus();
-  return cuda_internal::LaunchCast(params_, num_params_, params_lp_, lp_, stream_);
-}
-
-absl::StatusOr<ModelState> CudaBackend::SaveState() {
-  cudaCheck(cudaSetDevice(device_));
-  RETURN_IF_ERROR(ReadScalars());
-  ModelState out = layout_;
-  out.optimizer_steps = host_scalars_->optimizer_steps;
-  for (size_t i = 0; i < out.params.size(); ++i) {
-    HostTensor& t = out.params[i];
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    t.values.resize(n);
-    cudaCheck(cudaMemcpy(t.values.data(), params_ + offsets_[i], n * sizeof(float),
-                         cudaMemcpyDeviceToHost));
-  }
-  const size_t np = out.params.size();
-  for (size_t j = 0; j < out.opt_state.size(); ++j) {
-    const size_t slot = j / np, p = j % np;
-    HostTensor& t = out.opt_state[j];
-    t.values.resize(out.params[p].values.size());
-    cudaCheck(cudaMemcpy(t.values.data(), slots_ + slot * num_params_ + offsets_[p],
-                         t.values.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
-
-absl::Status CudaBackend::LoadState(const ModelState& state) {
-  if (state.model.layers != layout_.model.layers) {
-    return absl::InvalidArgumentError("LoadState: the state's layers differ from the model's");
-  }
-  if (state.params.size() != layout_.params.size() ||
-      state.opt_state.size() != layout_.opt_state.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LoadState: expected ", layout_.params.size(), " parameter and ",
-        layout_.opt_state.size(), " optimizer-state tensors, got ", state.params.size(), " and ",
-        state.opt_state.size()));
-  }
-  const size_t np = layout_.params.size();
-  auto expected = [&](size_t p) {
-    return p + 1 < np ? offsets_[p + 1] - offsets_[p] : num_params_ - offsets_[p];
-  };
-  for (size_t i = 0; i < np; ++i) {
-    if (state.params[i].shape != layout_.params[i].shape ||
-        static_cast<int64_t>(state.params[i].values.size()) != expected(i)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoadState: tensor ", state.params[i].name, " has the wrong shape"));
-    }
-  }
-  for (size_t j = 0; j < state.opt_state.size(); ++j) {
-    if (static_cast<int64_t>(state.opt_state[j].values.size()) != expected(j % np)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoadState: tensor ", state.opt_state[j].name, " has the wrong size"));
-    }
-  }
-  cudaCheck(cudaSetDevice(device_));
-  cudaCheck(cudaStreamSynchronize(stream_));  // nothing in flight may read what we overwrite
-  for (size_t i = 0; i < np; ++i) {
-    cudaCheck(cudaMemcpy(params_ + offsets_[i], state.params[i].values.data(),
-                         expected(i) * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  for (size_t j = 0; j < state.opt_state.size(); ++j) {
-    cudaCheck(cudaMemcpy(slots_ + (j / np) * num_params_ + offsets_[j % np],
-                         state.opt_state[j].values.data(), expected(j % np) * sizeof(float),
-                         cudaMemcpyHostToDevice));
-  }
-  long long steps = state.optimizer_steps;
-  cudaCheck(cudaMemcpy(&scalars_->optimizer_steps, &steps, sizeof(steps),
-                       cudaMemcpyHostToDevice));
-  RETURN_IF_ERROR(RefreshLowPrecisionWeights());
-  cudaCheck(cudaStreamSynchronize(stream_));
-  return absl::OkStatus();
-}
-
-}  // namespace
+}  // namespace cuda_internal
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& state,
                                                            const OptimizerConfig& opt,
@@ -668,7 +303,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelState& sta
         state.opt_state.size(), " optimizer-state tensors; the model and optimizer need ",
         2 * state.model.num_linear(), " and ", 2 * state.model.num_linear() * opt.state_slots()));
   }
-  auto backend = std::make_unique<CudaBackend>(state, opt, options, cuda);
+  auto backend = std::make_unique<cuda_internal::CudaBackend>(state, opt, options, cuda);
   RETURN_IF_ERROR(backend->Init(state));
   return std::unique_ptr<Backend>(std::move(backend));
 }

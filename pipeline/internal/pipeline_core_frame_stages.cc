@@ -1,0 +1,254 @@
+// PipelineCore's frame stages: read (the serial input_node body, which also plans each epoch
+// as the reader reaches it) and decompress (the parallel body that decodes a stored frame into a
+// recycled buffer and tells the scheduler which batches it completes). Beside them, the what-if
+// caches: for a what-if run, the frames read, decoded or assembled ahead of time, which these
+// bodies and assemble then use in place of the real work. Each decompress thread keeps its own
+// zstd context (ThisThreadDctx), shared by the what-if decode.
+#include <zstd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "pipeline/internal/pipeline_core.h"
+#include "pipeline/internal/stage_range.h"
+
+namespace sluice::pipeline_internal {
+
+namespace {
+struct ThreadDctx {
+  ZSTD_DCtx* ctx = ZSTD_createDCtx();
+  ~ThreadDctx() { ZSTD_freeDCtx(ctx); }
+};
+void* ThisThreadDctx() {
+  thread_local ThreadDctx d;
+  return d.ctx;
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// what-if caches
+
+absl::Status PipelineCore::BuildWhatIfCaches() {
+  const WhatIf w = opt_.diagnostics.what_if;
+  if (w == WhatIf::kNone || w == WhatIf::kH2D) return absl::OkStatus();
+  const size_t f = layout_.frames.size();
+  if (w == WhatIf::kRead) {
+    stored_cache_.resize(f);
+    for (size_t i = 0; i < f; ++i) {
+      const FrameRef& fr = layout_.frames[i];
+      RETURN_IF_ERROR(readers_[fr.shard]->ReadStoredFrame(fr.frame, &stored_cache_[i]));
+    }
+    return absl::OkStatus();
+  }
+  // kDecompress and kPreprocess need decoded frames.
+  decoded_cache_.resize(f);
+  decoded_corrupt_.assign(f, 0);
+  std::string stored;
+  for (size_t i = 0; i < f; ++i) {
+    const FrameRef& fr = layout_.frames[i];
+    const ShardReader* r = readers_[fr.shard];
+    RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
+    decoded_cache_[i].resize(r->frames()[fr.frame].raw_size);
+    absl::Status s = r->DecodeFrame(
+        fr.frame, stored, absl::MakeSpan(decoded_cache_[i].data(), decoded_cache_[i].size()),
+        ThisThreadDctx());
+    if (!s.ok()) {
+      if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
+        decoded_corrupt_[i] = 1;
+        decoded_cache_[i].clear();
+      } else {
+        return s;
+      }
+    }
+  }
+  if (w == WhatIf::kDecompress) return absl::OkStatus();
+  // kPreprocess: build every batch of the start epoch now.
+  ASSIGN_OR_RETURN(EpochPlan plan,
+                   PlanEpoch(layout_, order_, opt_.span.start_epoch, opt_.span.start_step));
+  EpochRun run;
+  run.frames.resize(plan.read_frames.size());
+  for (size_t s = 0; s < plan.read_frames.size(); ++s) {
+    const uint32_t g = plan.read_frames[s];
+    run.frames[s].data = decoded_cache_[g].data();
+    run.frames[s].records = layout_.frames[g].record_count;
+    run.frames[s].corrupt = decoded_corrupt_[g] != 0;
+  }
+  run.plan = std::move(plan);
+  prebuilt_first_step_ = opt_.span.start_step;
+  const uint32_t nb = run.plan.num_batches();
+  prebuilt_.resize(nb);
+  prebuilt_size_.resize(nb);
+  for (uint32_t b = 0; b < nb; ++b) {
+    prebuilt_[b].resize(batch_buffer_bytes_);
+    GatherInto(run, b, prebuilt_[b].data(),
+               reinterpret_cast<int32_t*>(prebuilt_[b].data() + label_offset_),
+               reinterpret_cast<uint32_t*>(prebuilt_[b].data() + record_id_offset_),
+               &prebuilt_size_[b]);
+  }
+  decoded_cache_.clear();  // the prebuilt batches are all assemble needs
+  decoded_corrupt_.clear();
+  return absl::OkStatus();
+}
+// ---------------------------------------------------------------------------------------------
+// read
+
+bool PipelineCore::AdvanceEpoch() {
+  while (reading_ == nullptr || next_slot_ >= reading_->plan.read_frames.size()) {
+    if (next_epoch_ >= opt_.span.start_epoch + opt_.span.epochs) return false;
+    const uint64_t e = next_epoch_++;
+    const uint64_t first = e == opt_.span.start_epoch ? opt_.span.start_step : 0;
+    absl::StatusOr<EpochPlan> plan = PlanEpoch(layout_, order_, e, first);
+    if (!plan.ok()) {
+      Fail(plan.status());
+      return false;
+    }
+    if (plan->min_frames_alive > frame_budget_) {
+      Fail(
+          absl::InternalError(absl::StrCat("frame budget ", frame_budget_, " below the ",
+                                           plan->min_frames_alive, " frames epoch ", e, " needs")));
+      return false;
+    }
+    auto run = std::make_shared<EpochRun>();
+    run->plan = *std::move(plan);
+    const uint32_t slots = static_cast<uint32_t>(run->plan.read_frames.size());
+    const uint32_t nb = run->plan.num_batches();
+    run->first_batch_id = next_batch_id_;
+    run->first_frame_seq = next_frame_seq_;
+    next_batch_id_ += nb;
+    next_frame_seq_ += slots;
+    run->frames.resize(slots);
+    run->slot_refs = std::make_unique<std::atomic<uint32_t>[]>(slots);
+    for (uint32_t s = 0; s < slots; ++s) {
+      run->slot_refs[s].store(run->plan.slot_batch_begin[s + 1] - run->plan.slot_batch_begin[s],
+                              std::memory_order_relaxed);
+    }
+    run->batch_missing = std::make_unique<std::atomic<uint32_t>[]>(nb);
+    std::vector<ReadyBatch> frameless;  // planned empty (data parallel): no frame completes them
+    for (uint32_t b = 0; b < nb; ++b) {
+      const uint32_t frames = run->plan.batch_slot_begin[b + 1] - run->plan.batch_slot_begin[b];
+      run->batch_missing[b].store(frames, std::memory_order_relaxed);
+      if (frames == 0) frameless.push_back(ReadyBatch{run->first_batch_id + b, NowNs(), run, b});
+    }
+    if (!frameless.empty()) scheduler_->AddReady(&frameless);
+    reading_ = std::move(run);
+    next_slot_ = 0;
+  }
+  return true;
+}
+
+FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
+  StageRange nvtx_range("sluice read");
+  int64_t start = NowNs();
+  // The gap since the previous item is time the frame budget (limiter) held the reader back.
+  if (read_last_end_ns_ != 0) recorders_[Stage::kRead].AddWaitOutput(start - read_last_end_ns_);
+  if (cancelled() || !AdvanceEpoch()) {
+    fc.stop();
+    return FrameMsg{};
+  }
+  start = NowNs();  // planning an epoch is not read time
+  FrameMsg m;
+  m.run = reading_;
+  m.slot = next_slot_++;
+  m.seq = reading_->first_frame_seq + m.slot;
+  m.is_last =
+      m.seq + 1 == next_frame_seq_ && next_epoch_ == opt_.span.start_epoch + opt_.span.epochs;
+  const uint32_t g = reading_->plan.read_frames[m.slot];
+  const FrameRef& fr = layout_.frames[g];
+  uint64_t bytes = 0;
+  if (stored_cache_.empty()) {
+    m.stored = std::make_shared<StoredFrame>();
+    m.stored->bytes = stored_buffers_->Take();
+    m.stored->size = readers_[fr.shard]->frames()[fr.frame].stored_size;
+    absl::Status s = readers_[fr.shard]->ReadStoredFrame(
+        fr.frame, absl::MakeSpan(m.stored->bytes.get(), m.stored->size));
+    if (!s.ok()) {
+      Fail(s);
+      fc.stop();
+      return FrameMsg{};
+    }
+    bytes = m.stored->size;
+  } else {
+    bytes = stored_cache_[g].size();
+  }
+  // A slow read is I/O latency, not CPU work: the injected read delay sleeps (the other
+  // stages' delays spin, as the CPU work they stand for would).
+  if (const int64_t us = opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)]; us > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+  const int64_t end = NowNs();
+  read_last_end_ns_ = end;
+  frames_read_.fetch_add(1, std::memory_order_relaxed);
+  recorders_[Stage::kRead].NoteQueue(frames_resident_.fetch_add(1, std::memory_order_relaxed) + 1);
+  recorders_[Stage::kDecompress].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) +
+                                           1);
+  Record(Stage::kRead, start, end, m.seq, fr.record_count, bytes);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// decompress
+
+void PipelineCore::DecompressBody(const FrameMsg& m) {
+  StageRange nvtx_range("sluice decompress");
+  frames_queued_.fetch_sub(1, std::memory_order_relaxed);
+  // The stored bytes go back to their pool when this body is done with them, on every path
+  // (decoded, corrupt, what-if decompress, cancelled).
+  absl::Cleanup return_stored = [this, &m] {
+    if (m.stored) stored_buffers_->Return(std::move(m.stored->bytes));
+  };
+  if (cancelled() || m.run == nullptr) return;
+  const int64_t start = NowNs();
+  EpochRun& run = *m.run;
+  const uint32_t g = run.plan.read_frames[m.slot];
+  const FrameRef& fr = layout_.frames[g];
+  const ShardReader* reader = readers_[fr.shard];
+  DecodedFrame& out = run.frames[m.slot];
+  out.records = fr.record_count;
+  absl::Status s;
+  if (!decoded_cache_.empty()) {  // what-if decompress
+    out.corrupt = decoded_corrupt_[g] != 0;
+    out.data = decoded_cache_[g].data();
+  } else {
+    const uint32_t raw = reader->frames()[fr.frame].raw_size;
+    out.owned = frame_buffers_->Take();
+    const absl::string_view stored =
+        m.stored ? absl::string_view(m.stored->bytes.get(), m.stored->size) : stored_cache_[g];
+    s = reader->DecodeFrame(fr.frame, stored, absl::MakeSpan(out.owned.get(), raw),
+                            ThisThreadDctx());
+    out.data = out.owned.get();
+  }
+  if (!s.ok()) {
+    if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
+      out.corrupt = true;
+      frame_buffers_->Return(std::move(out.owned));
+      out.data = nullptr;
+      delivery_.AddCorruptMessage(s.message());
+    } else {
+      Fail(s);
+      return;
+    }
+  }
+  if (!out.corrupt) frames_decoded_.fetch_add(1, std::memory_order_relaxed);
+  if (out.corrupt) {
+    skipped_frames_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t used = 0;  // records of this frame that a planned batch would have held
+    for (uint32_t i = 0; i < run.plan.sample_slot.size(); ++i)
+      used += run.plan.sample_slot[i] == m.slot;
+    skipped_records_.fetch_add(used, std::memory_order_relaxed);
+  }
+  SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecompress)]);
+  const int64_t end = NowNs();
+  Record(Stage::kDecompress, start, end, m.seq, fr.record_count,
+         reader->frames()[fr.frame].raw_size);
+  OnFrameReady(m.run, m.slot);
+}
+
+}  // namespace sluice::pipeline_internal
