@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
 #include "common/status_macros.h"
+#include "pipeline/internal/order_planner.h"
 #include "pipeline/internal/pipeline_core.h"
 
 namespace sluice {
@@ -22,6 +23,13 @@ absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {
   if (std::optional<OnCorrupt> c = kOnCorruptNames.Parse(name)) return *c;
   return absl::InvalidArgumentError(absl::StrCat("unknown --on-corrupt '", name, "' (expected ",
                                                  kOnCorruptNames.List(), ")"));
+}
+
+uint64_t StepsPerEpoch(uint64_t records, const OrderSpec& order) {
+  pipeline_internal::OrderOptions o;
+  o.batch_size = order.batch_size;
+  o.drop_last = order.drop_last;
+  return pipeline_internal::StepsPerEpoch(records, o);
 }
 
 absl::string_view WhatIfName(WhatIf w) { return kWhatIfNames.Name(w); }

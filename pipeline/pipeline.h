@@ -95,6 +95,11 @@ struct OrderSpec {
   bool drop_last = false;
 };
 
+// Steps (global batches) in one full epoch over `records` records: ceil(records / batch_size),
+// or floor with drop_last (a short last batch is dropped); 0 when batch_size is 0. The same on
+// every rank of a data-parallel run.
+uint64_t StepsPerEpoch(uint64_t records, const OrderSpec& order);
+
 // This process's share of every global batch in data-parallel training.
 struct DataParallelSlice {
   uint32_t rank = 0;

@@ -79,6 +79,11 @@ struct RunRecord {
   dist::ExchangeStats exchange;
 };
 
+// The record of a run from the data path's and the consumer's statistics: device is
+// compute.device, samples is compute.samples and train_seconds spans the consumer's first start
+// to its last end. Everything else (memory, trace, ranks, evaluation) is left for the caller.
+RunRecord RunRecordFromStats(PipelineStats pipeline, ComputeStats compute);
+
 }  // namespace sluice
 
 #endif  // SLUICE_ENGINE_DIAGNOSTICS_RUN_RECORD_H_

@@ -172,6 +172,24 @@ TEST(Pipeline, StartStepPastTheEpochIsInvalid) {
   EXPECT_TRUE(batches->empty());
 }
 
+// StepsPerEpoch is what callers (the Python loader, the job's LR schedule) count before a
+// pipeline exists: it must agree with the pipeline's own count.
+TEST(Pipeline, StepsPerEpochAgreesWithThePipeline) {
+  TestDataset data(23, 23, 5);
+  for (const bool drop_last : {false, true}) {
+    PipelineOptions o = SmallOptions();
+    o.order.batch_size = 5;
+    o.order.drop_last = drop_last;
+    auto p = Pipeline::Create(data.dataset.get(), o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(StepsPerEpoch(23, o.order), drop_last ? 4u : 5u);
+    EXPECT_EQ(StepsPerEpoch(23, o.order), (*p)->steps_per_epoch());
+  }
+  OrderSpec empty_batches;
+  empty_batches.batch_size = 0;
+  EXPECT_EQ(StepsPerEpoch(23, empty_batches), 0u);
+}
+
 TEST(Pipeline, SlowConsumerNeverHasMoreThanPoolSizeBuffersFilled) {
   TestDataset data(512, 512, 16);
   PipelineOptions o = SmallOptions();

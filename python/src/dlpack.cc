@@ -1,0 +1,90 @@
+#include "python/src/dlpack.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+namespace py = pybind11;
+
+namespace sluice::python {
+namespace {
+
+constexpr int kMaxDims = 4;
+
+// Owns one tensor's shape, strides and DLManagedTensor, and a reference to the batch's owner.
+struct TensorContext {
+  std::shared_ptr<void> owner;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+  DLManagedTensor managed{};
+};
+
+void DeleteTensor(DLManagedTensor* t) { delete static_cast<TensorContext*>(t->manager_ctx); }
+
+// A capsule that nobody consumed still owns its tensor: free it when the capsule dies. This
+// runs while an exception may be propagating (a KeyboardInterrupt unwinding the frame that
+// held the capsule): it must neither clear nor set the error indicator.
+void DeleteUnusedCapsule(PyObject* capsule) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (PyCapsule_IsValid(capsule, "dltensor")) {  // not renamed "used_dltensor" by a consumer
+    auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
+py::object MakeCapsule(std::shared_ptr<void> owner, void* data, DLDataType dtype, DLDevice dev,
+                       std::initializer_list<int64_t> shape,
+                       std::initializer_list<int64_t> strides) {
+  auto* ctx = new TensorContext;
+  ctx->owner = std::move(owner);
+  std::copy(shape.begin(), shape.end(), ctx->shape);
+  std::copy(strides.begin(), strides.end(), ctx->strides);
+  DLTensor& t = ctx->managed.dl_tensor;
+  t.data = data;
+  t.device = dev;
+  t.ndim = static_cast<int32_t>(shape.size());
+  t.dtype = dtype;
+  t.shape = ctx->shape;
+  t.strides = ctx->strides;
+  t.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = DeleteTensor;
+  PyObject* cap = PyCapsule_New(&ctx->managed, "dltensor", DeleteUnusedCapsule);
+  if (cap == nullptr) {
+    delete ctx;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(cap);
+}
+
+DLDataType DLType(H2DFormat f) {
+  switch (f) {
+    case H2DFormat::kU8:
+      return DLDataType{kDLUInt, 8, 1};
+    case H2DFormat::kF16:
+      return DLDataType{kDLFloat, 16, 1};
+    case H2DFormat::kF32:
+      break;
+  }
+  return DLDataType{kDLFloat, 32, 1};
+}
+
+}  // namespace
+
+BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, const RecordSpec& spec,
+                        DLDevice device) {
+  // [B, C, H, W] over the records' H x W x C values (IDX order), as strides, so channels > 1
+  // are a zero-copy strided view.
+  const int64_t b = batch.size, h = spec.height, w = spec.width, c = spec.channels;
+  BatchCapsules out;
+  out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(batch.format), device,
+                           {b, c, h, w}, {h * w * c, 1, w * c, c});
+  out.labels = MakeCapsule(std::move(owner), const_cast<int32_t*>(batch.labels),
+                           DLDataType{kDLInt, 32, 1}, device, {b}, {1});
+  return out;
+}
+
+}  // namespace sluice::python

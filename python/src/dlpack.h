@@ -1,0 +1,30 @@
+// Batches as DLPack capsules (the "dltensor" protocol torch.from_dlpack reads), zero copy.
+//
+// Each tensor keeps `owner` alive until its consumer deletes it (or, if nobody consumed it,
+// until its capsule dies): the owner is what keeps the batch's memory valid (a pipeline lease).
+// The tensor's deleter may run on any thread, with or without the GIL: it touches no Python
+// object, it only drops its reference to `owner`.
+#ifndef SLUICE_PYTHON_SRC_DLPACK_H_
+#define SLUICE_PYTHON_SRC_DLPACK_H_
+
+#include <memory>
+
+#include "dlpack/dlpack.h"
+#include "pipeline/batch.h"
+#include "pybind11/pybind11.h"
+#include "storage/dataset.h"
+
+namespace sluice::python {
+
+struct BatchCapsules {
+  pybind11::object images;  // [B, C, H, W] (torchvision's ToTensor layout), format's dtype
+  pybind11::object labels;  // [B] int32
+};
+
+// The images and labels of `batch` (its records laid out as `spec`), on `device`. Needs the GIL.
+BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, const RecordSpec& spec,
+                        DLDevice device);
+
+}  // namespace sluice::python
+
+#endif  // SLUICE_PYTHON_SRC_DLPACK_H_

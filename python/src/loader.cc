@@ -1,0 +1,268 @@
+#include "python/src/loader.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/env.h"
+#include "common/limits.h"
+#include "device/sim/sim_device.h"
+#include "pipeline/stage_stats.h"
+#include "pybind11/stl.h"  // stats_json: corrupt_frames, a std::vector<std::string>
+#include "python/src/dlpack.h"
+#include "python/src/errors.h"
+#ifdef SLUICE_DEVICE_CUDA
+#include "device/cuda/cuda_device.h"
+#endif
+
+namespace py = pybind11;
+
+namespace sluice::python {
+namespace {
+
+// How long next() waits with the GIL released before it checks for signals (Ctrl-C).
+constexpr absl::Duration kSignalCheckInterval = absl::Milliseconds(50);
+
+py::object JsonToPython(const nlohmann::ordered_json& j) {
+  py::module_ json = py::module_::import("json");
+  return json.attr("loads")(j.dump());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// LoaderCore
+
+std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
+  auto core = std::shared_ptr<LoaderCore>(new LoaderCore(c));
+  std::unique_ptr<Dataset> ds;
+  {
+    py::gil_scoped_release nogil;
+    absl::StatusOr<std::unique_ptr<Dataset>> opened = Dataset::Open(Env::Default(), c.path);
+    if (!opened.ok()) {
+      py::gil_scoped_acquire gil;
+      RaiseStatus(opened.status());
+    }
+    ds = std::move(*opened);
+  }
+  core->dataset_ = std::move(ds);
+  if (c.device == "sim") {
+    core->device_ = Unwrap(device::OpenSimDevice(device::SimOptions{}));
+  } else if (c.device.rfind("cuda:", 0) == 0) {
+    const int ordinal = std::stoi(c.device.substr(5));
+    core->device_ = Unwrap(device::OpenCudaDevice(ordinal));
+    core->cuda_ordinal_ = ordinal;
+  } else if (c.device != "cpu") {
+    RaiseStatus(absl::InvalidArgumentError(
+        absl::StrCat("device: '", c.device, "' is not cpu, sim, cuda or cuda:N")));
+  }
+  // Validate the options once, now, rather than at the first iteration.
+  core->Options(0, 0);
+  return core;
+}
+
+PipelineOptions LoaderCore::Options(uint64_t epoch, uint64_t step) const {
+  PipelineOptions o;
+  o.order = config_.order;
+  o.format = config_.format;
+  o.slice = config_.slice;
+  o.on_corrupt = config_.on_corrupt;
+  o.resources.threads = config_.threads;
+  o.resources.pool_size = config_.pool_size;
+  o.resources.device_ring_depth = config_.device_ring_depth;
+  o.placement.device = device_.get();
+  o.span.start_epoch = epoch;
+  o.span.start_step = step;
+  o.span.epochs = 1;
+  return o;
+}
+
+uint64_t LoaderCore::steps_per_epoch() const {
+  return StepsPerEpoch(dataset_->record_count(), config_.order);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases and the consumer's clock
+
+LeaseHolder::~LeaseHolder() {
+  const bool held = lease.valid();
+  const uint64_t id = lease.batch_id();
+  lease.Release(consumer.get());  // CUDA: the slot returns once the consumer's work is done
+  consumer.reset();
+  if (held) {
+    std::lock_guard<std::mutex> l(run->mu);
+    run->live_ids.erase(id);
+  }
+  run->zero_copy_live.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void ConsumerClock::Entered(int64_t now) {
+  if (!started_) return;
+  stats_.busy_ns += now - last_return_ns_;
+  stats_.enqueue_ns += now - last_return_ns_;
+  stats_.steps += 1;
+  stats_.samples += last_size_;
+  stats_.last_end_ns = now;
+}
+
+void ConsumerClock::Returned(int64_t now, uint32_t size) {
+  if (!started_) {
+    started_ = true;
+    stats_.first_start_ns = now;
+    stats_.last_end_ns = now;
+  }
+  last_return_ns_ = now;
+  last_size_ = size;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass
+
+Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
+    : core_(std::move(core)) {
+  run_ = std::make_shared<Run>();
+  run_->device = core_->device();
+  run_->dataset = core_->dataset_ptr();
+  const PipelineOptions o = core_->Options(epoch, step);
+  absl::StatusOr<std::unique_ptr<Pipeline>> p;
+  {
+    py::gil_scoped_release nogil;
+    p = Pipeline::Create(run_->dataset.get(), o);
+  }
+  run_->pipeline = Unwrap(std::move(p));
+  limit_ = core_->on_device() ? o.resources.device_ring_depth
+                              : run_->pipeline->options().resources.pool_size;
+}
+
+py::object Pass::Next(uint64_t cuda_stream) {
+  if (done_) return py::none();
+  if (core_->on_device() && core_->config().device_zero_copy) CheckRingNotBlocked();
+  clock_.Entered(NowNs());
+  auto holder = std::make_shared<LeaseHolder>();
+  holder->run = run_;
+  run_->zero_copy_live.fetch_add(1, std::memory_order_acq_rel);  // undone by ~LeaseHolder
+  const int live_before = run_->zero_copy_live.load(std::memory_order_acquire) - 1;
+  if (!WaitForBatch(&holder->lease)) return py::none();
+  const BatchView& batch = holder->lease.view();
+  NoteHandedOut(holder->lease.batch_id());
+  const DLDevice where = BorrowConsumerStream(batch, cuda_stream, holder.get());
+  BatchCapsules tensors = WrapBatch(holder, batch, core_->dataset().spec(), where);
+  const bool copy = MustCopy(live_before);
+  const uint64_t epoch = batch.epoch, step = batch.step;
+  const uint32_t size = batch.size;
+  holder.reset();
+  clock_.Returned(NowNs(), size);
+  return py::make_tuple(tensors.images, tensors.labels, copy, epoch, step);
+}
+
+bool Pass::WaitForBatch(BatchLease* lease) {
+  while (true) {
+    absl::StatusOr<bool> got;
+    {
+      py::gil_scoped_release nogil;
+      got = run_->pipeline->NextFor(lease, kSignalCheckInterval);
+    }
+    if (absl::IsDeadlineExceeded(got.status())) {
+      if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the pipeline, raise KeyboardInterrupt
+        Cancel();
+        throw py::error_already_set();
+      }
+      continue;
+    }
+    if (!got.ok()) {
+      done_ = true;
+      RaiseStatus(got.status());
+    }
+    if (!*got) done_ = true;
+    return *got;
+  }
+}
+
+void Pass::NoteHandedOut(uint64_t batch_id) {
+  last_id_ = batch_id;
+  std::lock_guard<std::mutex> l(run_->mu);
+  run_->live_ids.insert(batch_id);
+}
+
+DLDevice Pass::BorrowConsumerStream(const BatchView& batch, uint64_t cuda_stream,
+                                    LeaseHolder* holder) {
+  if (!batch.on_device) return DLDevice{kDLCPU, 0};
+  if (core_->is_cuda()) {
+#ifdef SLUICE_DEVICE_CUDA
+    holder->consumer = device::BorrowCudaStream(core_->cuda_ordinal(),
+                                                reinterpret_cast<cudaStream_t>(cuda_stream));
+    if (batch.ready_event != nullptr) Check(holder->consumer->Wait(batch.ready_event));
+    return DLDevice{kDLCUDA, core_->cuda_ordinal()};
+#endif
+  } else if (batch.ready_event != nullptr) {
+    // The simulated device's memory is host memory: torch reads it on the CPU at once.
+    absl::Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = batch.ready_event->Synchronize();
+    }
+    Check(s);
+  }
+  return DLDevice{kDLCPU, 0};
+}
+
+// The kept-batch policy (docs/python.md, "Zero copy"). Host batches: zero copy while the caller
+// holds fewer than half of the pinned buffers, then copies (the pipeline keeps at least half of
+// its buffers). Device batches: a ring whose slot is reused `depth` batches later, so a kept
+// batch cannot be worked around: zero copy (CheckRingNotBlocked) or, with
+// device_zero_copy=False, a copy of every batch on the consumer's stream.
+bool Pass::MustCopy(int live_before) const {
+  return core_->on_device() ? !core_->config().device_zero_copy
+                            : live_before >= static_cast<int>(limit_ / 2);
+}
+
+void Pass::Cancel() {
+  if (run_ && run_->pipeline) run_->pipeline->Cancel();
+}
+
+// Device batch `id` uploads into the slot of batch id - depth once that lease is released: a
+// caller still holding it would wait forever. Say so instead.
+void Pass::CheckRingNotBlocked() {
+  if (last_id_ == UINT64_MAX) return;
+  const uint64_t next = last_id_ + 1, depth = limit_;
+  std::lock_guard<std::mutex> l(run_->mu);
+  if (run_->live_ids.empty() || next < depth || *run_->live_ids.begin() > next - depth) return;
+  RaiseStatus(absl::FailedPreconditionError(
+      absl::StrCat("the caller still holds device batch ", *run_->live_ids.begin(),
+                   " of this pass, whose "
+                   "slot the next batch needs (a ring of device_ring_depth=",
+                   depth,
+                   " slots): free batches "
+                   "within ",
+                   depth - 1,
+                   " later ones, copy the ones you keep (x.clone()), or pass "
+                   "device_zero_copy=False")));
+}
+
+BottleneckReport Pass::Report() const {
+  ComputeStats compute = clock_.stats();
+  compute.device = Consumer();
+  RunRecord r = RunRecordFromStats(run_->pipeline->Stats(), std::move(compute));
+  r.rank = static_cast<int>(core_->config().slice.rank);
+  r.world_size = static_cast<int>(core_->config().slice.world_size);
+  return AnalyzeRun(r, nullptr, UsableCores());
+}
+
+py::object Pass::ReportJson() const { return JsonToPython(Report().ToJson()); }
+
+py::dict Pass::CorruptionStats() const {
+  const BottleneckReport r = Report();
+  py::dict d;
+  d["skipped_frames"] = r.pipeline.skipped_frames;
+  d["skipped_records"] = r.pipeline.skipped_records;
+  d["corrupt_frames"] = r.pipeline.corrupt_frames;
+  return d;
+}
+
+std::string Pass::Consumer() const {
+  return absl::StrCat("python consumer (batches on ", core_->config().device, ")");
+}
+
+}  // namespace sluice::python

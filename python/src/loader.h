@@ -1,0 +1,148 @@
+// The loader behind sluice.Loader (python/sluice/__init__.py): a LoaderCore holds what is
+// fixed for the loader's life (options, dataset, device); each iteration is a Pass over one
+// epoch (or its tail after a resume) whose next() hands batches to Python as DLPack capsules.
+//
+// Ownership: every batch handed out holds a lease on a pipeline buffer and a reference to its
+// pass's Run, so the pipeline's memory, the device and the dataset stay alive while a tensor
+// still points into them, even after the Pass and the LoaderCore are gone.
+// Thread safety: LoaderCore and Pass are used by one Python thread (under the GIL); the
+// leases may be released on any thread (the DLPack deleters, dlpack.h).
+#ifndef SLUICE_PYTHON_SRC_LOADER_H_
+#define SLUICE_PYTHON_SRC_LOADER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "device/device.h"
+#include "dlpack/dlpack.h"
+#include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/run_record.h"
+#include "pipeline/pipeline.h"
+#include "pybind11/pybind11.h"
+#include "storage/dataset.h"
+
+namespace sluice::python {
+
+struct LoaderConfig {
+  std::string path;
+  OrderSpec order;
+  BatchFormat format;
+  DataParallelSlice slice;
+  OnCorrupt on_corrupt = OnCorrupt::kFail;
+  int threads = 0;
+  uint32_t pool_size = 0;
+  uint32_t device_ring_depth = 8;
+  bool device_zero_copy = true;  // device batches: zero copy (false: the caller copies each)
+  std::string device = "cpu";    // cpu | sim | cuda:N
+};
+
+class LoaderCore {
+ public:
+  // Opens the dataset and the device and validates the options (raises on error).
+  static std::shared_ptr<LoaderCore> Create(const LoaderConfig& c);
+
+  // The options of a pass over epoch `epoch` from step `step`.
+  PipelineOptions Options(uint64_t epoch, uint64_t step) const;
+
+  uint64_t steps_per_epoch() const;
+  const Dataset& dataset() const { return *dataset_; }
+  const LoaderConfig& config() const { return config_; }
+  bool on_device() const { return device_ != nullptr; }
+  bool is_cuda() const { return cuda_ordinal_ >= 0; }
+  int cuda_ordinal() const { return cuda_ordinal_; }
+  std::shared_ptr<device::Device> device() const { return device_; }
+  std::shared_ptr<const Dataset> dataset_ptr() const { return dataset_; }
+
+ private:
+  explicit LoaderCore(LoaderConfig c) : config_(std::move(c)) {}
+  LoaderConfig config_;
+  std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<device::Device> device_;  // null: host batches
+  int cuda_ordinal_ = -1;
+};
+
+// One pass of the loader, shared by the Pass and by every batch handed out.
+struct Run {
+  std::shared_ptr<device::Device> device;  // null: host batches
+  std::shared_ptr<const Dataset> dataset;
+  std::unique_ptr<Pipeline> pipeline;  // declared last: destroyed first
+  std::atomic<int> zero_copy_live{0};  // batches handed out without a copy, still alive
+  std::mutex mu;
+  std::set<uint64_t> live_ids;  // batch ids of the leases still held
+  ~Run() { pipeline.reset(); }
+};
+
+// Owns one lease. Destroyed by the last DLPack deleter of the batch's tensors, on any thread.
+struct LeaseHolder {
+  std::shared_ptr<Run> run;
+  BatchLease lease;
+  std::unique_ptr<device::Stream> consumer;  // CUDA: the consumer's stream (borrowed)
+  ~LeaseHolder();
+};
+
+// The consumer side of one pass, for the report: the Python code between next() calls is the
+// compute stage.
+class ConsumerClock {
+ public:
+  // next() was entered at `now`: the time since the last batch was returned was compute.
+  void Entered(int64_t now);
+  // next() returns a batch of `size` samples at `now`.
+  void Returned(int64_t now, uint32_t size);
+  const ComputeStats& stats() const { return stats_; }
+
+ private:
+  bool started_ = false;
+  int64_t last_return_ns_ = 0;  // when next() last returned a batch
+  uint32_t last_size_ = 0;
+  ComputeStats stats_;
+};
+
+// One pass over an epoch (or its tail). Iterated by the Python Loader; next() releases the GIL
+// while it waits, in slices of 50 ms, checking for signals (Ctrl-C) between slices.
+class Pass {
+ public:
+  Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step);
+  ~Pass() { Cancel(); }
+
+  // None at the end of the pass; else (images capsule, labels capsule, copy, epoch, step).
+  // `copy`: the caller must copy the images and drop the capsule's tensor (the kept-batch
+  // policy: more than half of the pipeline's buffers are held by the caller already).
+  // `cuda_stream`: the consumer's current cudaStream_t (CUDA loaders; 0 = legacy default).
+  pybind11::object Next(uint64_t cuda_stream);
+  void Cancel();
+
+  // The report of this pass so far, with the Python consumer as the compute stage.
+  BottleneckReport Report() const;
+  pybind11::object ReportJson() const;
+  // The corruption counts of the report: skipped_frames, skipped_records, corrupt_frames.
+  pybind11::dict CorruptionStats() const;
+
+  int zero_copy_live() const { return run_->zero_copy_live.load(); }
+  uint32_t limit() const { return limit_; }
+
+ private:
+  void CheckRingNotBlocked();
+  // Waits for the next batch into `*lease` in slices, checking for Ctrl-C between them.
+  // false: the pass is over.
+  bool WaitForBatch(BatchLease* lease);
+  void NoteHandedOut(uint64_t batch_id);
+  // Makes the batch readable by the consumer; returns where its memory is.
+  DLDevice BorrowConsumerStream(const BatchView& batch, uint64_t cuda_stream, LeaseHolder* holder);
+  bool MustCopy(int live_before) const;
+  std::string Consumer() const;
+
+  std::shared_ptr<LoaderCore> core_;
+  std::shared_ptr<Run> run_;
+  uint32_t limit_ = 0;
+  uint64_t last_id_ = UINT64_MAX;  // the batch id last handed out
+  bool done_ = false;
+  ConsumerClock clock_;
+};
+
+}  // namespace sluice::python
+
+#endif  // SLUICE_PYTHON_SRC_LOADER_H_

@@ -1,0 +1,103 @@
+#include "python/src/writer.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "python/src/errors.h"
+#include "storage/dataset_writer.h"
+
+namespace py = pybind11;
+
+namespace sluice::python {
+namespace {
+
+void CheckShapes(const py::array& images, const py::array& labels) {
+  if (images.ndim() != 3 && images.ndim() != 4) {
+    RaiseStatus(absl::InvalidArgumentError(
+        absl::StrCat("images: expected an array of shape [N, H, W] or [N, H, W, C], got ",
+                     images.ndim(), " dimensions")));
+  }
+  if (labels.ndim() != 1 || labels.shape(0) != images.shape(0)) {
+    RaiseStatus(absl::InvalidArgumentError(
+        absl::StrCat("labels: expected an array of shape [N] with N = ", images.shape(0),
+                     " (the number of images)")));
+  }
+}
+
+// Fills r->spec's sample fields, r->count and r->samples from `images`.
+void SetSamples(const py::array& images, RecordArrays* r) {
+  if (images.dtype().is(py::dtype::of<uint8_t>())) {
+    r->spec.sample_dtype = SampleDType::kU8;
+  } else if (images.dtype().is(py::dtype::of<float>())) {
+    r->spec.sample_dtype = SampleDType::kF32;
+  } else {
+    RaiseStatus(
+        absl::InvalidArgumentError(absl::StrCat("images: dtype must be uint8 or float32, got ",
+                                                py::str(images.dtype()).cast<std::string>())));
+  }
+  r->count = static_cast<uint64_t>(images.shape(0));
+  r->spec.height = static_cast<uint32_t>(images.shape(1));
+  r->spec.width = static_cast<uint32_t>(images.shape(2));
+  r->spec.channels = images.ndim() == 4 ? static_cast<uint32_t>(images.shape(3)) : 1;
+  py::array contiguous = py::array::ensure(images, py::array::c_style);
+  r->samples.assign(static_cast<const char*>(contiguous.data()), r->count * r->spec.sample_bytes());
+}
+
+// Fills r->spec.label_dtype and r->labels from `labels` (r->count set already).
+void SetLabels(const py::array& labels, RecordArrays* r) {
+  if (labels.dtype().is(py::dtype::of<uint8_t>())) {
+    r->spec.label_dtype = LabelDType::kU8;
+    py::array l = py::array::ensure(labels, py::array::c_style);
+    r->labels.assign(static_cast<const char*>(l.data()), r->count);
+  } else if (labels.dtype().is(py::dtype::of<int32_t>()) ||
+             labels.dtype().is(py::dtype::of<int64_t>())) {
+    r->spec.label_dtype = LabelDType::kI32;
+    py::array_t<int64_t, py::array::c_style | py::array::forcecast> l(labels);
+    r->labels.resize(r->count * 4);
+    for (uint64_t i = 0; i < r->count; ++i) {
+      const int64_t v = l.at(static_cast<py::ssize_t>(i));
+      if (v < INT32_MIN || v > INT32_MAX) {
+        RaiseStatus(absl::InvalidArgumentError(
+            absl::StrCat("labels[", i, "] = ", v, " does not fit in int32")));
+      }
+      const int32_t v32 = static_cast<int32_t>(v);
+      std::memcpy(r->labels.data() + i * 4, &v32, 4);
+    }
+  } else {
+    RaiseStatus(
+        absl::InvalidArgumentError(absl::StrCat("labels: dtype must be uint8, int32 or int64, got ",
+                                                py::str(labels.dtype()).cast<std::string>())));
+  }
+}
+
+}  // namespace
+
+py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split, py::array images,
+                                py::array labels, uint64_t records_per_shard,
+                                uint32_t records_per_frame, int zstd_level, int threads) {
+  RecordArrays r;
+  CheckShapes(images, labels);
+  SetSamples(images, &r);
+  SetLabels(labels, &r);
+  WriteDatasetOptions o;
+  o.sharding.records_per_shard = records_per_shard;
+  o.sharding.records_per_frame = records_per_frame;
+  o.sharding.zstd_level = zstd_level;
+  o.threads = threads;
+  absl::StatusOr<Manifest> m;
+  {
+    py::gil_scoped_release nogil;
+    m = WriteDataset(Env::Default(), out, split, r, o);
+  }
+  Manifest manifest = Unwrap(std::move(m));
+  py::dict d;
+  d["split"] = manifest.split;
+  d["records"] = manifest.record_count;
+  d["shards"] = manifest.shards.size();
+  return d;
+}
+
+}  // namespace sluice::python
