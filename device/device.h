@@ -9,8 +9,9 @@
 //
 // The pipeline's upload stage, the device batch ring, the trainer's waits and slot releases
 // and the H2D ceiling are written once against this interface. Implementations: CUDA
-// (device/cuda/, the only code outside engine/cuda that includes the CUDA runtime), and a
-// second, simulated one is designed in (every method is virtual and none names CUDA).
+// (device/cuda/, the only code outside engine/cuda that includes the CUDA runtime) and a
+// simulated accelerator in host memory (device/sim/, docs/sim.md); every method is virtual and
+// none names CUDA.
 //
 // Ordering is CUDA's: work on one stream runs in enqueue order; a Wait(event) makes every
 // later operation of that stream wait until the work recorded before the event completed;
