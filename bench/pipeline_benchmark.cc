@@ -38,8 +38,8 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
 #include "pipeline/convert.h"
-#include "pipeline/internal/order_planner.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/testing/order_planner.h"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
@@ -266,12 +266,12 @@ BENCHMARK(BM_Stage_Decompress)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchma
 
 // The fixture's frames as one split (frame k = fx.raw[k]; 785 bytes per record: 784 pixels
 // and a u8 label), for the benchmarks that plan an epoch over the decoded frames in memory.
-pipeline_internal::SplitLayout DecodedLayout(const Fixture& fx) {
-  pipeline_internal::SplitLayout layout;
+pipeline_testing::SplitLayout DecodedLayout(const Fixture& fx) {
+  pipeline_testing::SplitLayout layout;
   uint64_t first = 0;
   for (size_t k = 0; k < fx.raw.size(); ++k) {
     const uint32_t n = static_cast<uint32_t>(fx.raw[k].size() / 785);
-    layout.frames.push_back(pipeline_internal::FrameRef{0, static_cast<uint32_t>(k), first, n});
+    layout.frames.push_back(pipeline_testing::FrameRef{0, static_cast<uint32_t>(k), first, n});
     first += n;
   }
   layout.record_count = first;
@@ -279,11 +279,11 @@ pipeline_internal::SplitLayout DecodedLayout(const Fixture& fx) {
 }
 
 void BM_Stage_Preprocess(benchmark::State& state) {
-  using namespace pipeline_internal;
+  using namespace pipeline_testing;
   Fixture* fx = Setup();
   const H2DFormat format = FormatArg(state.range(0));
   const uint32_t batch = 256;
-  const pipeline_internal::SplitLayout layout = DecodedLayout(*fx);
+  const pipeline_testing::SplitLayout layout = DecodedLayout(*fx);
   EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
   SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
   std::vector<char> out(size_t{batch} * conv.out_bytes_per_sample());
@@ -323,12 +323,12 @@ BENCHMARK(BM_Stage_Preprocess)->ArgName("format")->Arg(0)->Arg(1)->Arg(2)->Unit(
 // them later?": both move the shuffle window's records (~13 MB at u8) through memory once,
 // the gather on the read side, the scatter on the write side.
 void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
-  using namespace pipeline_internal;
+  using namespace pipeline_testing;
   Fixture* fx = Setup();
   const int assemble = static_cast<int>(state.range(0));
   const H2DFormat format = FormatArg(state.range(1));
   const uint32_t batch = static_cast<uint32_t>(state.range(2));
-  const pipeline_internal::SplitLayout layout = DecodedLayout(*fx);
+  const pipeline_testing::SplitLayout layout = DecodedLayout(*fx);
   const EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
   const SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
   const size_t ob = conv.out_bytes_per_sample();

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The reference PyTorch job of ../shared/BRIEF.md, measured the way bench/compare_pytorch.sh needs.
+"""The reference PyTorch job (Fashion-MNIST, 784-128-10, SGD; docs/benchmarks.md), measured the
+way bench/compare_pytorch.sh needs.
 
   pytorch_reference.py --root DIR [--variant dataloader|preloaded] [--epochs 10] [--threads 1]
                        [--shuffle] [--batch-size 32] [--lr 0.01]

@@ -4,6 +4,11 @@
 # sluice_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [SERIAL])
 #   A GoogleTest executable registered with ctest through gtest_discover_tests.
 # sluice_cc_binary(NAME name SRCS ... DEPS ... [OUTPUT_NAME n])
+# sluice_py_module(NAME name SRCS ... DEPS ... OUTPUT_DIRECTORY dir)
+#   A pybind11 extension module (`import name`), symbols hidden, written to dir. Needs pybind11
+#   (cmake/SluicePython.cmake finds it).
+# Every target these make compiles with the project's warnings (SLUICE_WARNINGS) and host flags;
+# _sluice_apply_flags is their private part: CMake files outside this one call the helpers.
 
 set(SLUICE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unused-parameter)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
@@ -53,6 +58,16 @@ function(sluice_cc_binary)
   if(B_OUTPUT_NAME)
     set_target_properties(${B_NAME} PROPERTIES OUTPUT_NAME ${B_OUTPUT_NAME})
   endif()
+endfunction()
+
+function(sluice_py_module)
+  cmake_parse_arguments(P "" "NAME;OUTPUT_DIRECTORY" "SRCS;DEPS" ${ARGN})
+  pybind11_add_module(${P_NAME} MODULE NO_EXTRAS ${P_SRCS})
+  target_link_libraries(${P_NAME} PRIVATE ${P_DEPS})
+  _sluice_apply_flags(${P_NAME})
+  set_target_properties(${P_NAME} PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIRECTORY}
+    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
 endfunction()
 
 include(GoogleTest)

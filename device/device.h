@@ -10,8 +10,8 @@
 // The pipeline's upload stage, the device batch ring, the trainer's waits and slot releases
 // and the H2D ceiling are written once against this interface. Implementations: CUDA
 // (device/cuda/, the only code outside engine/cuda that includes the CUDA runtime) and a
-// simulated accelerator in host memory (device/sim/). A device is named by a DeviceSpec
-// (device/device_spec.h).
+// simulated accelerator in host memory (device/sim/, docs/sim.md); every method is virtual and
+// none names CUDA. A device is named by a DeviceSpec (device/device_spec.h).
 //
 // Ordering is CUDA's: work on one stream runs in enqueue order; a Wait(event) makes every
 // later operation of that stream wait until the work recorded before the event completed;

@@ -10,7 +10,7 @@ root=$(pwd)
 jobs=${SLUICE_SANITIZE_JOBS:-2}
 build_root=${BUILD_ROOT:-$root}
 which=${1:-all}
-targets=(pipeline_test pipeline_device_test device_sim_test engine_sim_backend_test engine_cpu_backend_test storage_shard_test storage_dataset_test storage_idx_test)
+targets=(pipeline_test pipeline_device_test device_sim_test engine_sim_backend_test engine_cpu_backend_test engine_memory_test storage_shard_test storage_dataset_test storage_idx_test)
 
 run() {  # name sanitizers
   local dir="$build_root/build-sanitize-$1"

@@ -94,7 +94,7 @@ class Dataset {
 // Checks every shard of `dataset` against its manifest entry (header fields, size, whole-file
 // XXH3) and every frame's checksum and decompressed size (ShardReader::Verify). Returns the first
 // failure; frame-level failures name the file, frame and byte offset. `progress`, if set, is
-// called with the record count of each shard verified. (Added by the storage work.)
+// called with the record count of each shard verified.
 absl::Status VerifyDataset(const Dataset& dataset,
                            const std::function<void(uint64_t)>& progress = {});
 

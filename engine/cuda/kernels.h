@@ -1,7 +1,8 @@
 // The CUDA kernels of a training step, as host-callable launchers (the kernels themselves live
 // in kernels.cu). Every launcher enqueues on `stream`, opens an NVTX range, checks its shape
 // preconditions (kInvalidArgument) and cudaGetLastError() (kInternal), and never synchronizes.
-// Each has a CPU reference in engine/cpu/reference_ops.h that tests/cuda compares it with.
+// Each has a CPU reference in engine/cpu/reference_ops.h that tests/engine/cuda compares it
+// with.
 //
 // Pointers are device pointers unless noted. Tensors are row-major, PyTorch layout.
 // Thread safety: launchers are stateless; the stream orders the work.

@@ -1,4 +1,5 @@
-// PipelineBatchSource: adapts a pipeline::Pipeline to the Trainer's BatchSource interface.
+// PipelineBatchSource: adapts a Pipeline (pipeline/pipeline.h) to the Trainer's BatchSource
+// interface.
 //
 // One Pipeline delivers a whole run (start epoch/step to the last epoch); Seek() to the position
 // the pipeline is already at costs nothing, any other Seek() rebuilds the pipeline at that

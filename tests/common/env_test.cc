@@ -1,4 +1,6 @@
 #include "common/env.h"
+#include "common/testing/fault_injection_env.h"
+#include "common/testing/mem_env.h"
 
 #include <cstdlib>
 #include <string>

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/mem_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,6 +1,8 @@
 #include "engine/checkpoint.h"
 
 #include "common/coding.h"
+#include "common/testing/fault_injection_env.h"
+#include "common/testing/mem_env.h"
 #include "engine/checkpoint_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -27,7 +27,7 @@ TEST(MemoryTest, CpuBackendAllocatesExactlyTheFormulaForEachOptimizerAndBatch) {
       EXPECT_EQ(report.bytes(MemoryTag::kOptimizerState), formula.optimizer_state);
       EXPECT_EQ(report.bytes(MemoryTag::kActivations), formula.activations);
       EXPECT_EQ(report.bytes(MemoryTag::kInputBatches), 4 * batch * 784);
-      // The figures the brief asks for, by hand: 101,770 parameters.
+      // The figures worked by hand: 101,770 parameters.
       EXPECT_EQ(formula.parameters, 4 * 101770);
       EXPECT_EQ(formula.optimizer_state, 4 * 101770 * opt.state_slots());
       EXPECT_EQ(formula.activations, 2 * 4 * batch * (128 + 10));

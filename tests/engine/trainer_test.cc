@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/testing/mem_env.h"
 #include "engine/backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_util.h"

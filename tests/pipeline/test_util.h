@@ -13,6 +13,7 @@
 
 #include <mutex>
 #include "common/env.h"
+#include "common/testing/mem_env.h"
 #include "gtest/gtest.h"
 #include "pipeline/pipeline.h"
 #include "storage/dataset.h"

@@ -14,6 +14,8 @@
 #include "common/checksum.h"
 #include "common/env.h"
 #include "common/file_lock.h"
+#include "common/testing/fault_injection_env.h"
+#include "common/testing/mem_env.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"

@@ -5,6 +5,7 @@
 
 #include "common/coding.h"
 #include "common/env.h"
+#include "common/testing/mem_env.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"

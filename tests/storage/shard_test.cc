@@ -9,6 +9,7 @@
 #include "common/coding.h"
 #include "common/env.h"
 #include "common/status_macros.h"
+#include "common/testing/mem_env.h"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "storage/shard_reader.h"

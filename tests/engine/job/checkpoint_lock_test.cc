@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "common/file_lock.h"
+#include "common/testing/mem_env.h"
 #include "engine/job/resume.h"
 #include "engine/job/train_job.h"
 #include "gmock/gmock.h"

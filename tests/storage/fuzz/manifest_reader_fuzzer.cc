@@ -23,6 +23,7 @@
 
 #include "common/checksum.h"
 #include "common/env.h"
+#include "common/testing/mem_env.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 

@@ -11,6 +11,7 @@
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/env.h"
+#include "common/testing/mem_env.h"
 #include "storage/shard_format.h"
 #include "storage/shard_reader.h"
 

@@ -1,7 +1,7 @@
 // Helpers for the GPU tests: skipping without a device, device buffers, random data and the
 // llm.c-style tolerance check tol = atol + |ref| * rtol.
-#ifndef SLUICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
-#define SLUICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
+#ifndef SLUICE_TESTS_ENGINE_CUDA_CUDA_TEST_UTIL_H_
+#define SLUICE_TESTS_ENGINE_CUDA_CUDA_TEST_UTIL_H_
 
 #include <cuda_runtime_api.h>
 
@@ -104,4 +104,4 @@ inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
 
 }  // namespace sluice::testing_cuda
 
-#endif  // SLUICE_TESTS_CUDA_CUDA_TEST_UTIL_H_
+#endif  // SLUICE_TESTS_ENGINE_CUDA_CUDA_TEST_UTIL_H_

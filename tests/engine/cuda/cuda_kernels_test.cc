@@ -15,7 +15,7 @@
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/linear_gemm.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/cuda_test_util.h"
+#include "tests/engine/cuda/cuda_test_util.h"
 
 namespace sluice {
 namespace {

@@ -16,7 +16,7 @@
 #include "engine/memory.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
-#include "tests/cuda/cuda_test_util.h"
+#include "tests/engine/cuda/cuda_test_util.h"
 
 namespace sluice {
 namespace {
