@@ -62,8 +62,7 @@ TrainerOptions MakeTrainerOptions(Env* env, const TrainJobOptions& options,
   t.epochs = options.epochs;
   t.optimizer = options.optimizer;
   if (options.optimizer.schedule == LrSchedule::kCosine && options.optimizer.total_steps == 0) {
-    const uint64_t b = options.pipeline.order.batch_size, n = train_records;
-    const uint64_t per_epoch = options.pipeline.order.drop_last ? n / b : (n + b - 1) / b;
+    const uint64_t per_epoch = StepsPerEpoch(train_records, options.pipeline.order);
     t.optimizer.total_steps = static_cast<int64_t>(per_epoch * options.epochs);
   }
   t.progress_every_steps = options.progress_every_steps;
@@ -78,13 +77,10 @@ TrainerOptions MakeTrainerOptions(Env* env, const TrainJobOptions& options,
 
 // What the diagnostics read, from the pipeline's and the backend's statistics so far.
 RunRecord RecordRun(const PipelineBatchSource& source, MeasuredBackend& backend) {
-  RunRecord r;
-  if (source.pipeline() != nullptr) r.pipeline = source.pipeline()->Stats();
-  r.compute = backend.stats();
+  RunRecord r = RunRecordFromStats(
+      source.pipeline() != nullptr ? source.pipeline()->Stats() : PipelineStats{},
+      backend.stats());
   r.memory = backend.memory();
-  r.device = backend.name();
-  r.samples = r.compute.samples;
-  r.train_seconds = (r.compute.last_end_ns - r.compute.first_start_ns) * 1e-9;
   return r;
 }
 

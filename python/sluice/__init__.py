@@ -42,13 +42,13 @@ def _distributed_default(rank, world_size):
 
 
 def _device_name(device):
-    device = str(device)
-    if device == "cuda":
-        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
-        return "cuda:%d" % index
-    if device in ("cpu", "sim") or (device.startswith("cuda:") and device[5:].isdigit()):
-        return device
-    raise ValueError("device: %r is not 'cpu', 'sim', 'cuda' or 'cuda:N'" % (device,))
+    """The device as sluice names it (--device's grammar, device/device_spec.h): 'cpu',
+    'sim[:N]' or 'cuda:N'; 'cuda' is torch's current CUDA device, 'auto' a CUDA device when
+    there is one, else the CPU."""
+    platform, ordinal = _sluice.parse_device(str(device))
+    if platform == "cuda" and ordinal < 0:
+        ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return platform if ordinal < 0 else "%s:%d" % (platform, ordinal)
 
 
 class Loader:

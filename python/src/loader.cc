@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "common/limits.h"
+#include "device/device_spec.h"
 #include "device/sim/sim_device.h"
 #include "pipeline/stage_stats.h"
 #include "pybind11/stl.h"  // stats_json: corrupt_frames, a std::vector<std::string>
@@ -48,15 +49,17 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
     ds = std::move(*opened);
   }
   core->dataset_ = std::move(ds);
-  if (c.device == "sim") {
-    core->device_ = Unwrap(device::OpenSimDevice(device::SimOptions{}));
-  } else if (c.device.rfind("cuda:", 0) == 0) {
-    const int ordinal = std::stoi(c.device.substr(5));
+  absl::StatusOr<device::DeviceSpec> spec = device::ParseDeviceSpec(c.device);
+  if (!spec.ok()) {
+    RaiseStatus(absl::InvalidArgumentError(absl::StrCat("device: ", spec.status().message())));
+  }
+  const device::DeviceSpec resolved = spec->Resolve();
+  const int ordinal = resolved.ordinal_or(0);
+  if (resolved.platform == device::Platform::kSim) {
+    core->device_ = Unwrap(device::OpenSimDevice(device::SimOptions{}, ordinal));
+  } else if (resolved.platform == device::Platform::kCuda) {
     core->device_ = Unwrap(device::OpenCudaDevice(ordinal));
     core->cuda_ordinal_ = ordinal;
-  } else if (c.device != "cpu") {
-    RaiseStatus(absl::InvalidArgumentError(
-        absl::StrCat("device: '", c.device, "' is not cpu, sim, cuda or cuda:N")));
   }
   // Validate the options once, now, rather than at the first iteration.
   core->Options(0, 0);

@@ -11,7 +11,9 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "device/device.h"
+#include "device/device_spec.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
@@ -99,6 +101,16 @@ void BindFunctions(py::module_& m) {
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard") = 16384,
         py::arg("records_per_frame") = 256, py::arg("zstd_level") = 3, py::arg("threads") = 0);
   m.def("cuda_device_count", &device::CudaDeviceCount);
+  // (platform, ordinal or -1) of a device name, "auto" resolved: the grammar of --device
+  // (device/device_spec.h). ValueError naming the grammar otherwise.
+  m.def("parse_device", [](const std::string& text) {
+    absl::StatusOr<device::DeviceSpec> spec = device::ParseDeviceSpec(text);
+    if (!spec.ok()) {
+      RaiseStatus(absl::InvalidArgumentError(absl::StrCat("device: ", spec.status().message())));
+    }
+    const device::DeviceSpec resolved = spec->Resolve();
+    return py::make_tuple(std::string(device::PlatformName(resolved.platform)), resolved.ordinal);
+  });
   m.def("cuda_device_status", [](int ordinal) {
     absl::Status s = device::CudaDeviceStatus(ordinal);
     return s.ok() ? std::string() : std::string(s.message());
