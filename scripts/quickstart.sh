@@ -12,7 +12,11 @@ DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 OUT=${OUT:-out}
 bash scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
+# Only what the main job runs: the two tools and the Python package (build/python). The test
+# command (scripts/test.sh) builds the rest: tests, benchmarks, sanitizer and fuzz builds.
+targets=(sluice-shard sluice-train)
+if ninja -C build -t targets all 2>/dev/null | grep -q '^_sluice:'; then targets+=(_sluice); fi
+cmake --build --preset release -j "$(nproc)" --target "${targets[@]}"
 bin=build/tools
 
 find_idx() {  # first existing of NAME.gz / NAME (also the t10k-... naming of MNIST)

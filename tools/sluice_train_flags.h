@@ -1,4 +1,4 @@
-// sluice-train's flags (tools/sluice_train_flags.cc defines them all; `--helpfull` lists them).
+// sluice-train's flags (tools/sluice_train.cc defines them all; `--helpfull` lists them).
 // The tool reads the few below itself; everything else becomes TrainJobOptions.
 #ifndef SLUICE_TOOLS_SLUICE_TRAIN_FLAGS_H_
 #define SLUICE_TOOLS_SLUICE_TRAIN_FLAGS_H_

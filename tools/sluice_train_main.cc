@@ -1,0 +1,385 @@
+// sluice-train: trains an MLP from a shard dataset (or IDX files) through the sluice pipeline,
+// on the GPU when there is one and on the CPU otherwise, and ends with the bottleneck report.
+// This file runs the job and prints; the flags and the job options they make are in
+// tools/sluice_train.cc.
+//
+//   sluice-train --data DIR [--test-data DIR] [--epochs 10] [--batch-size 32] [--lr 0.01] ...
+//   sluice-train --helpfull lists every flag.
+//
+// Exit codes: 0 success, 1 runtime/data error (missing or corrupt data, CUDA unavailable, out
+// of memory, I/O), 2 usage error (bad flag values). Only main() turns a Status into an exit code.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/env.h"
+#include "common/limits.h"
+#include "common/status_macros.h"
+#include "engine/dist/communicator.h"
+#include "engine/diagnostics/bottleneck_report.h"
+#include "engine/job/job_report.h"
+#include "engine/job/outputs.h"
+#include "engine/job/train_job.h"
+#include "engine/job/what_if.h"
+#include "tools/sluice_train_flags.h"
+#include "tools/tool_flags.h"
+
+namespace sluice {
+namespace {
+
+void PrintSkipped(const char* split, uint64_t frames, uint64_t records,
+                  const std::vector<std::string>& messages) {
+  if (frames == 0) return;
+  std::printf("skipped in the %s split: %llu corrupt frames (%llu records); first: %s\n", split,
+              static_cast<unsigned long long>(frames), static_cast<unsigned long long>(records),
+              messages.empty() ? "-" : messages.front().c_str());
+}
+
+// A live line on a terminal, plain lines otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void Step(const TrainProgress& p) {
+    if (quiet_) return;
+    std::string line = absl::StrFormat(
+        "epoch %d step %d/%d  loss %.4f  %.0f samples/s  lr %.3g", p.epoch + 1, p.step_in_epoch,
+        p.batches_per_epoch, p.loss, p.samples_per_second, p.lr);
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    } else if (p.optimizer_steps % (plain_every_ * 1) == 0) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+  }
+  void Epoch(const EpochSummary& s) {
+    if (tty_ && !quiet_) std::fprintf(stderr, "\r\033[K");
+    std::string line = absl::StrFormat(
+        "epoch %d: train loss %.4f, train accuracy %.4f, %.0f samples/s, %.2fs", s.epoch + 1,
+        s.train_loss, s.train_accuracy, s.samples_per_second, s.seconds);
+    if (s.test) {
+      absl::StrAppendFormat(&line, "; test loss %.4f, test accuracy %.4f",
+                            s.test->samples ? s.test->loss_sum / s.test->samples : 0.0,
+                            s.test->accuracy());
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  void set_plain_every(int64_t steps) { plain_every_ = steps > 0 ? steps : 1; }
+
+ private:
+  bool quiet_;
+  bool tty_;
+  int64_t plain_every_ = 1;
+};
+
+// SIGINT / SIGTERM: the handler only records the signal and sets the flag the Trainer polls
+// between steps; SA_RESETHAND restores the default action, so a second signal ends the process
+// at once.
+std::atomic<bool> g_stop_requested{false};
+volatile std::sig_atomic_t g_stop_signal = 0;
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+extern "C" void OnStopSignal(int sig) {
+  g_stop_signal = sig;
+  g_stop_requested.store(true, std::memory_order_relaxed);
+  static const char kMessage[] =
+      "\nsluice-train: stopping after the current step (signal again to abort at once)\n";
+  // write(2) is async-signal-safe; its result does not matter here.
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+}
+
+void InstallStopHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// The command line that resumes this run: the same arguments, --resume replaced.
+std::string ResumeCommand(const std::vector<std::string>& argv, const std::string& checkpoint) {
+  auto quote = [](const std::string& a) {
+    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789_-+=.,/:@%") == std::string::npos) {
+      return a;
+    }
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--resume" || a == "-resume") {
+      ++i;  // and its value
+      continue;
+    }
+    if (a.rfind("--resume=", 0) == 0 || a.rfind("-resume=", 0) == 0) continue;
+    out.push_back(quote(a));
+  }
+  out.push_back(quote("--resume=" + checkpoint));
+  return absl::StrJoin(out, " ");
+}
+
+// The callbacks that print progress, epochs, autotune decisions and --report-every reports.
+void AddPrinters(TrainJobOptions& options, ProgressPrinter& printer, bool rank_zero) {
+  const int64_t every = absl::GetFlag(FLAGS_progress_every);
+  // On a terminal the live line is redrawn every `every` steps; in logs, a plain line every
+  // 10x that many.
+  printer.set_plain_every(every * 10);
+  options.progress_every_steps = every;
+  options.on_progress = [&printer](const TrainProgress& p) { printer.Step(p); };
+  if (rank_zero) options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
+  options.on_autotune = [](const std::vector<std::string>& reasons) {
+    for (const std::string& r : reasons) std::printf("autotune: %s\n", r.c_str());
+    std::fflush(stdout);
+  };
+  if (options.report_every_steps > 0) {
+    options.on_report = [](const RunRecord& partial) {
+      BottleneckReport r = AnalyzeRun(partial, nullptr, UsableCores());
+      std::fprintf(stderr, "\r\033[Kreport after %d steps: %.0f samples/s; %s\n",
+                   static_cast<int>(partial.compute.steps), r.measured_samples_per_s,
+                   r.sentence.c_str());
+    };
+  }
+}
+
+void PrintInterrupted(const TrainJobResult& result, int stop_signal,
+                      const std::vector<std::string>& argv) {
+  const TrainResult& t = result.train;
+  std::fflush(stdout);
+  std::fprintf(stderr, "\r\033[Ksluice-train: interrupted by %s after epoch %llu step %llu "
+               "(%lld optimizer steps)\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+               static_cast<unsigned long long>(t.stopped_epoch + 1),
+               static_cast<unsigned long long>(t.stopped_step),
+               static_cast<long long>(t.optimizer_steps));
+  if (!result.checkpoint_path.empty()) {
+    std::fprintf(stderr, "sluice-train: checkpoint written: %s\nresume with: %s\n",
+                 result.checkpoint_path.c_str(),
+                 ResumeCommand(argv, result.checkpoint_path).c_str());
+  } else {
+    std::fprintf(stderr, "sluice-train: no checkpoint was written (no --checkpoint-dir); "
+                 "this run cannot be resumed\n");
+  }
+}
+
+// The lines after training: samples and rate, resume point, accuracy, skipped frames, and the
+// files written.
+void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& result,
+                     dist::Communicator* world) {
+  const TrainResult& t = result.train;
+  if (world->is_distributed()) {
+    // Every rank trained its slice: the job's samples are the epochs' sums over the ranks
+    // (TrainResult::samples is this rank's).
+    int64_t job_samples = 0;
+    for (const EpochSummary& e : t.epochs) job_samples += e.train_samples;
+    std::printf("\nsluice-train: %d ranks (%s), %lld samples in %.2fs of training (%.0f "
+                "samples/s over all ranks); rank 0 trained %lld on %s\n",
+                world->size(), world->description().c_str(),
+                static_cast<long long>(job_samples), t.train_seconds,
+                t.train_seconds > 0 ? job_samples / t.train_seconds : 0.0,
+                static_cast<long long>(t.samples), result.run.device.c_str());
+  } else {
+    std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
+                "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
+                t.train_seconds, TrainSamplesPerSecond(t), t.seconds);
+  }
+  if (result.resumed) {
+    std::printf("resumed at epoch %llu step %llu (%llu samples trained before)\n",
+                static_cast<unsigned long long>(result.resumed_epoch + 1),
+                static_cast<unsigned long long>(result.resumed_step),
+                static_cast<unsigned long long>(result.resumed_samples));
+  }
+  if (!t.epochs.empty() && t.epochs.back().test) {
+    std::printf("final test accuracy: %.4f (%lld samples)\n", t.epochs.back().test->accuracy(),
+                static_cast<long long>(t.epochs.back().test->samples));
+  }
+  if (!result.not_evaluated.empty()) {
+    std::printf("nothing was evaluated: %s\n", result.not_evaluated.c_str());
+  }
+  PrintSkipped("train", result.run.pipeline.skipped_frames, result.run.pipeline.skipped_records,
+               result.run.pipeline.corrupt_frames);
+  PrintSkipped("test", result.run.test_skipped_frames, result.run.test_skipped_records,
+               result.run.test_corrupt_frames);
+  if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
+    std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());
+  }
+  if (!result.checkpoint_path.empty()) std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
+  if (!options.export_safetensors.empty()) {
+    std::printf("safetensors: %s\n", options.export_safetensors.c_str());
+  }
+}
+
+// --what-if=all: the normal run, then each stage made free in turn, in one table.
+absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
+                              const TrainJobResult& normal, const BottleneckReport& report) {
+  ASSIGN_OR_RETURN(std::vector<WhatIfRow> rows,
+                   RunWhatIfTable(env, options, normal, [](const std::string& stage) {
+                     std::fprintf(stderr, "what-if: %s free ...\n", stage.c_str());
+                   }));
+  std::printf("\nwhat-if (each stage made free in turn; the stage whose removal speeds the run "
+              "up most is the limit):\n");
+  std::printf("  %-12s %14s %9s\n", "free stage", "samples/s", "speedup");
+  for (const WhatIfRow& row : rows) {
+    if (!row.note.empty()) {
+      std::printf("  %-12s %14s %9s  %s\n", row.free_stage.c_str(), "-", "-", row.note.c_str());
+    } else {
+      std::printf("  %-12s %14.0f %8.2fx\n", row.free_stage.c_str(), row.samples_per_s,
+                  row.speedup);
+    }
+  }
+  std::printf("  report verdict for the normal run: %s\n", report.sentence.c_str());
+  return absl::OkStatus();
+}
+
+// Rank 0, after training: the summary, the report (text, JSON), the trace and the what-if table.
+absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
+                                 const TrainJobResult& result, const JobReport& job_report,
+                                 dist::Communicator* world) {
+  PrintRunSummary(options, result, world);
+  if (!job_report.ceilings_note.empty()) {
+    std::fprintf(stderr, "sluice-train: ceilings not measured: %s\n",
+                 job_report.ceilings_note.c_str());
+  }
+  const BottleneckReport& report = job_report.report;
+  if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
+  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomically(env, path, report.ToJson().dump(2) + "\n"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
+    RETURN_IF_ERROR(WriteJobTrace(env, path, result, job_report));
+    std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
+  }
+  std::fflush(stdout);
+  if (absl::GetFlag(FLAGS_what_if) == "all" && !result.train.interrupted) {
+    RETURN_IF_ERROR(PrintWhatIfTable(env, options, result, report));
+  }
+  return absl::OkStatus();
+}
+
+// Runs the job; the exit code is 0, or 128 + the signal that stopped it.
+absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>& argv,
+                        dist::Communicator* world) {
+  InstallStopHandlers();
+  options.stop_requested = &g_stop_requested;
+  options.comm = world;
+  // In a data-parallel run rank 0 speaks for the job; the others print only their errors.
+  const bool rank_zero = world->rank() == 0;
+  ProgressPrinter printer(absl::GetFlag(FLAGS_quiet) || !rank_zero);
+  AddPrinters(options, printer, rank_zero);
+  Env* env = Env::Default();
+  // The outputs written after training are checked before it (the job checks its own). Rank 0
+  // alone writes the report and the trace, so it alone probes them (ranks probing one path at
+  // once would race on the probe file).
+  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty() && rank_zero) {
+    RETURN_IF_ERROR(ProbeWritable(env, path, "report-json"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty() && rank_zero) {
+    RETURN_IF_ERROR(ProbeWritable(env, path, "trace"));
+  }
+  ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
+  const int stop_signal = g_stop_signal;
+  JobReportSettings settings;
+  settings.ceilings = absl::GetFlag(FLAGS_ceilings);
+  settings.refresh_ceilings = absl::GetFlag(FLAGS_refresh_ceilings);
+  settings.gather_traces = !absl::GetFlag(FLAGS_trace).empty();
+  ASSIGN_OR_RETURN(JobReport job_report, ReportJob(env, options, result, settings));
+  if (!rank_zero) return stop_signal != 0 ? 128 + stop_signal : 0;
+  if (result.train.interrupted) PrintInterrupted(result, stop_signal, argv);
+  RETURN_IF_ERROR(PrintAndWriteReport(env, options, result, job_report, world));
+  return stop_signal != 0 ? 128 + stop_signal : 0;
+}
+
+// What --help says; --helpfull lists every flag.
+ToolDescription TrainTool() {
+  return {
+      .name = "sluice-train",
+      .usage =
+          "trains an MLP from a sluice shard dataset.\n"
+          "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] "
+          "[--device auto]\n"
+          "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
+          "SIGINT/SIGTERM.",
+      .source_name = "sluice_train",
+      .main_flags = {"data", "test_data", "epochs", "batch_size", "lr", "optimizer", "layers",
+                     "device", "threads", "shuffle", "checkpoint_dir", "checkpoint_every", "resume",
+                     "metrics_out", "export_safetensors", "report_json", "trace", "quiet"}};
+}
+
+int ReportUsageError(absl::string_view message) {
+  std::fprintf(stderr, "sluice-train: %s\n", std::string(message).c_str());
+  return 2;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<ToolCommandLine> command_line = ParseToolCommandLine(TrainTool(), argc, argv);
+  if (!command_line.ok()) return ReportUsageError(command_line.status().message());
+  if (command_line->help_printed) return 0;
+  if (!command_line->positional.empty()) {
+    return ReportUsageError(absl::StrCat("unexpected argument \"", command_line->positional[0],
+                                         "\" (flags are --name=value)"));
+  }
+  auto options = OptionsFromFlags();
+  if (!options.ok()) return ReportUsageError(options.status().message());
+  // Under mpirun/srun: join the job's world (a single process otherwise).
+  absl::StatusOr<std::unique_ptr<dist::Communicator>> world = dist::InitWorld(nullptr, nullptr);
+  if (!world.ok()) {
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(world.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<int> exit_code = Run(*std::move(options), command_line->args, world->get());
+  if (!exit_code.ok()) {
+    std::fflush(stdout);
+    if ((*world)->is_distributed()) {
+      // One rank's error ends the whole job at once: the others would wait for it forever in
+      // the next exchange. MPI_Abort makes the launcher stop every rank (exit code 1).
+      std::fprintf(stderr, "sluice-train: rank %d of %d: %s\n", (*world)->rank(),
+                   (*world)->size(), std::string(exit_code.status().message()).c_str());
+      std::fflush(nullptr);
+      (*world)->Abort(1);
+    }
+    std::fprintf(stderr, "sluice-train: %s\n", std::string(exit_code.status().message()).c_str());
+    return 1;
+  }
+  world->reset();  // MPI_Finalize after every rank is done
+  return *exit_code;
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  // A last resort: every failure should already be a Status; an exception that still escapes
+  // (bad_alloc, length_error) ends with one line and exit code 1, not std::terminate.
+  int code = 1;
+  try {
+    code = sluice::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sluice-train: error: %s (unexpected exception; please report it)\n",
+                 e.what());
+  }
+  if (code == 0) return 0;
+  // A failed run leaves without the library exit handlers: OpenBLAS's joins its worker
+  // threads, and under an address-space limit a worker can be stuck retrying its buffer
+  // allocation forever (seen with the CUDA libraries mapped: the message printed, then a
+  // hang). Everything the run wrote went through the Env and is closed; flush stdio and go.
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
