@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git
+  clang-format      # the format check of the test command (scripts/check-format.sh, .clang-format)
   zstd              # packs the GPU bundle (scripts/gpu-check.sh)
   # libraries sluice links
   libtbb-dev        # oneTBB flow graph

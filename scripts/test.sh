@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine: install dependencies, build (CUDA parts
 # compile and link when nvcc is present), run every test with ctest. GPU tests skip, saying
-# why, when no CUDA device is present. Exits non-zero when anything fails.
+# why, when no CUDA device is present. Exits non-zero when anything fails. First of all, every
+# C++/CUDA source must be formatted as .clang-format says (scripts/check-format.sh).
 #   SLUICE_SKIP_SANITIZERS=1  skips the ThreadSanitizer/AddressSanitizer runs of the pipeline
 #                             and storage tests (scripts/sanitize.sh).
 #   SLUICE_SKIP_FUZZ=1        skips the libFuzzer runs of the shard, IDX, manifest and checkpoint
@@ -11,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/check-format.sh
 jobs=$(nproc)
 cmake --preset ci
 cmake --build --preset ci -j "$jobs"
