@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   }
   sluice::dist::Communicator* comm = world->get();
   const int n = comm->size();
-  const std::vector<size_t> sizes = {4 << 10,   64 << 10,  407080, 1 << 20,
-                                     4 << 20,   16 << 20,  80150568};
+  const std::vector<size_t> sizes = {4 << 10, 64 << 10, 407080,  1 << 20,
+                                     4 << 20, 16 << 20, 80150568};
   if (comm->rank() == 0) {
     std::printf("sluice-allreduce-bench: %d ranks, %s\n", n, comm->description().c_str());
     std::printf("%12s %8s %12s %12s %12s\n", "bytes", "calls", "median_us", "algbw_GB/s",
@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
       (void)comm->Barrier();
       const auto t0 = std::chrono::steady_clock::now();
       if (!comm->AllReduceSum(data.data(), data.size()).ok()) return 1;
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                       .count());
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     // The slowest rank's time is the collective's time.
     for (double& u : us) (void)comm->AllReduceMax(&u, 1);

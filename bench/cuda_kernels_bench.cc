@@ -69,15 +69,14 @@ double TimeUs(cudaStream_t stream, int iters, const std::function<absl::Status()
 
 void ReportBandwidth(const char* name, const std::string& config, double us, double bytes) {
   const double bps = bytes / (us * 1e-6);
-  std::printf("%-28s %-22s %9.2f us %9.1f GB/s   %5.1f%% of HBM %.1f TB/s\n", name,
-              config.c_str(), us, bps / 1e9, 100.0 * bps / kHbmBytesPerSec,
-              kHbmBytesPerSec / 1e12);
+  std::printf("%-28s %-22s %9.2f us %9.1f GB/s   %5.1f%% of HBM %.1f TB/s\n", name, config.c_str(),
+              us, bps / 1e9, 100.0 * bps / kHbmBytesPerSec, kHbmBytesPerSec / 1e12);
 }
 void ReportFlops(const char* name, const std::string& config, double us, double flops,
                  double limit) {
   const double fps = flops / (us * 1e-6);
-  std::printf("%-28s %-22s %9.2f us %9.3f TFLOP/s %5.2f%% of %.0f TFLOP/s\n", name,
-              config.c_str(), us, fps / 1e12, 100.0 * fps / limit, limit / 1e12);
+  std::printf("%-28s %-22s %9.2f us %9.3f TFLOP/s %5.2f%% of %.0f TFLOP/s\n", name, config.c_str(),
+              us, fps / 1e12, 100.0 * fps / limit, limit / 1e12);
 }
 
 int Run(int B, int iters) {
@@ -121,39 +120,50 @@ int Run(int B, int iters) {
   const int64_t nx = int64_t{B} * I;
   for (int block : {128, 256, 512, 1024}) {
     const std::string cfg = "block " + std::to_string(block);
-    ReportBandwidth("ConvertInput u8->f32", cfg, TimeUs(s, iters, [&] {
-      return cuda_internal::LaunchConvertInput(u8, H2DFormat::kU8, nx, {}, x, DType::kF32, s,
-                                               block);
-    }), nx * 5.0);
-    ReportBandwidth("ReluBackward (hidden)", cfg, TimeUs(s, iters, [&] {
-      return cuda_internal::LaunchReluBackward(h, int64_t{B} * H, dh, s, block);
-    }), int64_t{B} * H * 12.0);
-    ReportBandwidth("BiasRelu (fallback)", cfg, TimeUs(s, iters, [&] {
-      return cuda_internal::LaunchBiasRelu(h, params, B, H, true, s, block);
-    }), int64_t{B} * H * 8.0);
+    ReportBandwidth("ConvertInput u8->f32", cfg,
+                    TimeUs(s, iters,
+                           [&] {
+                             return cuda_internal::LaunchConvertInput(u8, H2DFormat::kU8, nx, {}, x,
+                                                                      DType::kF32, s, block);
+                           }),
+                    nx * 5.0);
+    ReportBandwidth(
+        "ReluBackward (hidden)", cfg,
+        TimeUs(s, iters,
+               [&] { return cuda_internal::LaunchReluBackward(h, int64_t{B} * H, dh, s, block); }),
+        int64_t{B} * H * 12.0);
+    ReportBandwidth(
+        "BiasRelu (fallback)", cfg,
+        TimeUs(s, iters,
+               [&] { return cuda_internal::LaunchBiasRelu(h, params, B, H, true, s, block); }),
+        int64_t{B} * H * 8.0);
     OptimizerConfig sgd;
-    cuda_internal::OptimizerStepArgs a{params, grads, nullptr, nullptr, nullptr, DType::kF32,
-                                       P, sgd, scalars};
-    ReportBandwidth("OptimizerStep SGD", cfg, TimeUs(s, iters, [&] {
-      return cuda_internal::LaunchOptimizerStep(a, s, block);
-    }), P * 12.0);
+    cuda_internal::OptimizerStepArgs a{params,      grads, nullptr, nullptr, nullptr,
+                                       DType::kF32, P,     sgd,     scalars};
+    ReportBandwidth(
+        "OptimizerStep SGD", cfg,
+        TimeUs(s, iters, [&] { return cuda_internal::LaunchOptimizerStep(a, s, block); }),
+        P * 12.0);
     OptimizerConfig adam;
     adam.kind = OptimizerKind::kAdamW;
-    cuda_internal::OptimizerStepArgs b{params, grads, m, v, nullptr, DType::kF32, P, adam,
-                                       scalars};
-    ReportBandwidth("OptimizerStep AdamW", cfg, TimeUs(s, iters, [&] {
-      return cuda_internal::LaunchOptimizerStep(b, s, block);
-    }), P * 28.0);
+    cuda_internal::OptimizerStepArgs b{params, grads, m, v, nullptr, DType::kF32, P, adam, scalars};
+    ReportBandwidth(
+        "OptimizerStep AdamW", cfg,
+        TimeUs(s, iters, [&] { return cuda_internal::LaunchOptimizerStep(b, s, block); }),
+        P * 28.0);
   }
-  ReportBandwidth("SoftmaxCrossEntropy", "warp per row", TimeUs(s, iters, [&] {
-    return cuda_internal::LaunchSoftmaxCrossEntropy(logits, labels, B, C, nullptr, dlogits,
-                                                    &scalars->train_loss_sum,
-                                                    &scalars->train_correct,
-                                                    &scalars->bad_label, s);
-  }), int64_t{B} * C * 8.0 + B * 4.0);
-  ReportBandwidth("BiasGrad (hidden)", "32x8 block", TimeUs(s, iters, [&] {
-    return cuda_internal::LaunchBiasGrad(dh, B, H, grads, s);
-  }), int64_t{B} * H * 4.0 + H * 4.0);
+  ReportBandwidth("SoftmaxCrossEntropy", "warp per row",
+                  TimeUs(s, iters,
+                         [&] {
+                           return cuda_internal::LaunchSoftmaxCrossEntropy(
+                               logits, labels, B, C, nullptr, dlogits, &scalars->train_loss_sum,
+                               &scalars->train_correct, &scalars->bad_label, s);
+                         }),
+                  int64_t{B} * C * 8.0 + B * 4.0);
+  ReportBandwidth(
+      "BiasGrad (hidden)", "32x8 block",
+      TimeUs(s, iters, [&] { return cuda_internal::LaunchBiasGrad(dh, B, H, grads, s); }),
+      int64_t{B} * H * 4.0 + H * 4.0);
 
   std::printf("\n-- GEMMs via cuBLASLt (FLOP rate) --\n");
   for (DType t : {DType::kF32, DType::kBF16}) {
@@ -166,13 +176,20 @@ int Run(int B, int iters) {
     const std::string cfg = std::string(f32 ? "fp32" : "bf16") + " " + std::to_string(B) + "x" +
                             std::to_string(I) + "x" + std::to_string(H);
     const double flops = 2.0 * B * I * H;
-    ReportFlops("Linear1 forward+ReLU+bias", cfg, TimeUs(s, iters, [&] {
-      return (*gemm)->Forward(xin, w1, params + int64_t{H} * I, B, I, H, true, h, s);
-    }), flops, limit);
-    ReportFlops("Linear1 dW", cfg, TimeUs(s, iters, [&] {
-      return (*gemm)->BackwardWeights(xin, f32 ? static_cast<const void*>(dh) : xh, B, I, H,
-                                      grads, s);
-    }), flops, limit);
+    ReportFlops("Linear1 forward+ReLU+bias", cfg,
+                TimeUs(s, iters,
+                       [&] {
+                         return (*gemm)->Forward(xin, w1, params + int64_t{H} * I, B, I, H, true, h,
+                                                 s);
+                       }),
+                flops, limit);
+    ReportFlops("Linear1 dW", cfg,
+                TimeUs(s, iters,
+                       [&] {
+                         return (*gemm)->BackwardWeights(
+                             xin, f32 ? static_cast<const void*>(dh) : xh, B, I, H, grads, s);
+                       }),
+                flops, limit);
     std::printf("  (epilogue fallbacks for %s: %d)\n", f32 ? "fp32" : "bf16",
                 (*gemm)->epilogue_fallbacks());
   }
@@ -190,8 +207,8 @@ int Run(int B, int iters) {
     OptimizerConfig opt;
     BackendOptions options;
     options.max_batch = B;
-    auto backend = CreateCudaBackend(InitModelState(model, opt, 1), opt, options,
-                                     {.cuda_graph = graph});
+    auto backend =
+        CreateCudaBackend(InitModelState(model, opt, 1), opt, options, {.cuda_graph = graph});
     Die(backend.status(), "CreateCudaBackend");
     cudaStream_t bs = device::NativeCudaStream((*backend)->compute_stream());
     const double us = TimeUs(bs, iters, [&] { return (*backend)->TrainStep(batch, 0.01f); });
@@ -200,8 +217,9 @@ int Run(int B, int iters) {
                 "TrainStep", graph ? "CUDA Graph" : "eager", us, B / (us * 1e-6),
                 steps * us * 1e-6);
   }
-  std::printf("\nNote: a host batch costs a pageable H2D copy per step; the pipeline's pinned\n"
-              "device batches avoid it.\n");
+  std::printf(
+      "\nNote: a host batch costs a pageable H2D copy per step; the pipeline's pinned\n"
+      "device batches avoid it.\n");
   return 0;
 }
 

@@ -40,7 +40,8 @@ void RunTrainStep(benchmark::State& state, double nonzero_fraction,
   OptimizerConfig opt;
   BackendOptions options;
   options.max_batch = batch;
-  auto backend = CreateCpuBackend(InitModelState(model, opt, 1), opt, options, {.threads = threads});
+  auto backend =
+      CreateCpuBackend(InitModelState(model, opt, 1), opt, options, {.threads = threads});
   if (!backend.ok()) {
     state.SkipWithError(backend.status().ToString().c_str());
     return;

@@ -21,7 +21,6 @@
 //
 // Environment: SLUICE_FASHION_MNIST (default /usr/share/datasets/fashion-mnist).
 #include <benchmark/benchmark.h>
-
 #include <zstd.h>
 
 #include <algorithm>
@@ -141,8 +140,8 @@ double DecodeCeiling() {
 // thread's decode rate moved 1.2-1.8 M samples/s between processes minutes apart, so a single
 // measurement at start-up could put a pipeline that ran in a slow minute against a fast one.
 // `ceiling_before`: from MeasureDecodeCeiling before the loop; `seconds`: the loop's wall time.
-void SetDecodeLimitCounters(benchmark::State& state, uint64_t samples, double seconds,
-                            int threads, double ceiling_before) {
+void SetDecodeLimitCounters(benchmark::State& state, uint64_t samples, double seconds, int threads,
+                            double ceiling_before) {
   const double ceiling = (ceiling_before + MeasureDecodeCeiling(0.2)) / 2;
   state.counters["decode_ceiling"] = ceiling;
   state.counters["threads"] = threads;
@@ -178,7 +177,8 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
         return;
       }
       samples += lease.view().size;
-      bytes += size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.format.h2d_format);
+      bytes +=
+          size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.format.h2d_format);
       benchmark::DoNotOptimize(lease.view().samples);
     }
   }
@@ -217,8 +217,12 @@ void BM_Pipeline_DataLoaderConfig(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(samples));
   SetDecodeLimitCounters(state, samples, seconds, o.resources.threads, ceiling_before);
 }
-BENCHMARK(BM_Pipeline_DataLoaderConfig)->ArgName("threads")->Arg(1)->Arg(2)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Pipeline_DataLoaderConfig)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_Stage_Read(benchmark::State& state) {
   Fixture* fx = Setup();
@@ -247,7 +251,8 @@ void BM_Stage_Decompress(benchmark::State& state) {
     for (uint32_t i = 0; i < r->frame_count(); ++i) frames.emplace_back(r, i);
   }
   std::vector<std::string> out(frames.size());
-  for (size_t k = 0; k < frames.size(); ++k) out[k].resize(frames[k].first->frames()[frames[k].second].raw_size);
+  for (size_t k = 0; k < frames.size(); ++k)
+    out[k].resize(frames[k].first->frames()[frames[k].second].raw_size);
   oneapi::tbb::task_arena arena(static_cast<int>(state.range(0)));
   uint64_t bytes = 0;
   for (auto _ : state) {
@@ -262,7 +267,12 @@ void BM_Stage_Decompress(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * fx->dataset->record_count()));
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
-BENCHMARK(BM_Stage_Decompress)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Stage_Decompress)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // The fixture's frames as one split (frame k = fx.raw[k]; 785 bytes per record: 784 pixels
 // and a u8 label), for the benchmarks that plan an epoch over the decoded frames in memory.
@@ -308,7 +318,12 @@ void BM_Stage_Preprocess(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(samples));
   state.SetBytesProcessed(static_cast<int64_t>(samples * conv.out_bytes_per_sample()));
 }
-BENCHMARK(BM_Stage_Preprocess)->ArgName("format")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Stage_Preprocess)
+    ->ArgName("format")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond);
 
 // BM_Stage_DecodeAndAssemble/assemble/format/batch: one thread, one shuffled epoch (window 64
 // frames), frames decoded in read order into recycled buffers (as many as the pipeline's frame
@@ -357,7 +372,8 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
   std::vector<std::vector<Dst>> scatter(plan.read_frames.size());  // by slot
   for (uint32_t b = 0; b < plan.num_batches(); ++b) {
     for (uint32_t i = plan.batch_begin(b); i < plan.batch_end(b); ++i) {
-      scatter[plan.sample_slot[i]].push_back(Dst{b, i - plan.batch_begin(b), plan.sample_offset[i]});
+      scatter[plan.sample_slot[i]].push_back(
+          Dst{b, i - plan.batch_begin(b), plan.sample_offset[i]});
     }
   }
   auto record = [&](uint32_t slot, uint32_t offset) {
@@ -367,7 +383,8 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
     char* base = bufs[buffer].data();
     GatherRecord(conv, LabelDType::kU8, frames[slot % ring].data(),
                  layout.frames[plan.read_frames[slot]].record_count, offset,
-                 base + size_t{place} * ob, reinterpret_cast<int32_t*>(base + size_t{batch} * ob) + place);
+                 base + size_t{place} * ob,
+                 reinterpret_cast<int32_t*>(base + size_t{batch} * ob) + place);
   };
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   std::vector<uint32_t> missing(plan.num_batches());
@@ -400,7 +417,8 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
           samples += plan.batch_end(b) - plan.batch_begin(b);
         }
       } else {
-        for (const Dst& d : scatter[s]) put(assemble == 3 ? 0 : d.batch % pool, d.place, s, d.offset);
+        for (const Dst& d : scatter[s])
+          put(assemble == 3 ? 0 : d.batch % pool, d.place, s, d.offset);
         samples += scatter[s].size();
       }
     }
@@ -408,8 +426,8 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
   }
   ZSTD_freeDCtx(dctx);
   state.SetItemsProcessed(static_cast<int64_t>(samples));
-  state.counters["of_decode_ceiling"] =
-      benchmark::Counter(static_cast<double>(samples) / DecodeCeiling(), benchmark::Counter::kIsRate);
+  state.counters["of_decode_ceiling"] = benchmark::Counter(
+      static_cast<double>(samples) / DecodeCeiling(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Stage_DecodeAndAssemble)
     ->ArgNames({"assemble", "format", "batch"})

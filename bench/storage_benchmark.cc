@@ -109,9 +109,12 @@ void BM_ShardWrite_Level(benchmark::State& state) {
 }
 BENCHMARK(BM_ShardWrite_Level)
     ->ArgNames({"level", "threads"})
-    ->Args({1, 1})->Args({1, 2})
-    ->Args({3, 1})->Args({3, 2})
-    ->Args({9, 1})->Args({9, 2})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Args({3, 1})
+    ->Args({3, 2})
+    ->Args({9, 1})
+    ->Args({9, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 // Level 19 takes seconds per pass: one pass is enough.
@@ -143,7 +146,12 @@ void BM_ShardRead_VerifyDecompress(benchmark::State& state) {
   ZSTD_freeDCtx(dctx);
   SetCommon(state, RawBytes(TrainImages().records), w.stored);
 }
-BENCHMARK(BM_ShardRead_VerifyDecompress)->ArgName("level")->Arg(1)->Arg(3)->Arg(9)->Arg(19)
+BENCHMARK(BM_ShardRead_VerifyDecompress)
+    ->ArgName("level")
+    ->Arg(1)
+    ->Arg(3)
+    ->Arg(9)
+    ->Arg(19)
     ->Unit(benchmark::kMillisecond);
 
 // The ceiling: ZSTD_decompressDCtx alone on the same frames, already in memory.
@@ -168,7 +176,12 @@ void BM_ZstdDecompress_Ceiling(benchmark::State& state) {
   ZSTD_freeDCtx(dctx);
   SetCommon(state, RawBytes(TrainImages().records), w.stored);
 }
-BENCHMARK(BM_ZstdDecompress_Ceiling)->ArgName("level")->Arg(1)->Arg(3)->Arg(9)->Arg(19)
+BENCHMARK(BM_ZstdDecompress_Ceiling)
+    ->ArgName("level")
+    ->Arg(1)
+    ->Arg(3)
+    ->Arg(9)
+    ->Arg(19)
     ->Unit(benchmark::kMillisecond);
 
 // XXH3 over the stored frames: the verification share of a read.
@@ -202,8 +215,8 @@ void BM_IdxRead_FashionTrainGz(benchmark::State& state) {
     if (!in.ok()) state.SkipWithError("read failed");
     benchmark::DoNotOptimize(in->records.samples.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() *
-                                               RawBytes(TrainImages().records)));
+  state.SetBytesProcessed(
+      static_cast<int64_t>(state.iterations() * RawBytes(TrainImages().records)));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * 60000));
 }
 BENCHMARK(BM_IdxRead_FashionTrainGz)->Unit(benchmark::kMillisecond);

@@ -1,7 +1,5 @@
 #include "common/env.h"
 
-#include <cstdlib>
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -103,8 +102,8 @@ class PosixLockedFile final : public LockedFile {
     if (::ftruncate(fd_, 0) != 0) return PosixError("ftruncate", path_, errno);
     size_t done = 0;
     while (done < contents.size()) {
-      ssize_t w = ::pwrite(fd_, contents.data() + done, contents.size() - done,
-                           static_cast<off_t>(done));
+      ssize_t w =
+          ::pwrite(fd_, contents.data() + done, contents.size() - done, static_cast<off_t>(done));
       if (w < 0) {
         if (errno == EINTR) continue;
         return PosixError("write", path_, errno);

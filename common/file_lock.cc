@@ -24,15 +24,16 @@ std::string OneLine(absl::string_view s) {
 }  // namespace
 
 std::string LockFileContents(const LockHolder& h) {
-  return absl::StrCat(kMagicKey, " ", kVersion, "\n", "pid ", h.pid, "\n", "host ",
-                      OneLine(h.host), "\n", "started ", OneLine(h.started), "\n", "purpose ",
-                      OneLine(h.purpose), "\n");
+  return absl::StrCat(kMagicKey, " ", kVersion, "\n", "pid ", h.pid, "\n", "host ", OneLine(h.host),
+                      "\n", "started ", OneLine(h.started), "\n", "purpose ", OneLine(h.purpose),
+                      "\n");
 }
 
 absl::StatusOr<LockHolder> ParseLockFileContents(absl::string_view text, const std::string& path) {
   auto error = [&](absl::string_view what) {
-    return absl::DataLossError(absl::StrCat(path, ": ", what, " (expected the five lines of "
-                                                              "docs/formats/lock.md)"));
+    return absl::DataLossError(absl::StrCat(path, ": ", what,
+                                            " (expected the five lines of "
+                                            "docs/formats/lock.md)"));
   };
   if (text.empty() || text.back() != '\n') return error("empty or unterminated lock file");
   text.remove_suffix(1);
@@ -44,8 +45,8 @@ absl::StatusOr<LockHolder> ParseLockFileContents(absl::string_view text, const s
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(lines[i], absl::MaxSplits(' ', 1));
     if (kv.first != keys[i]) {
-      return error(absl::StrCat("line ", i + 1, ": key \"", kv.first, "\", expected \"", keys[i],
-                                "\""));
+      return error(
+          absl::StrCat("line ", i + 1, ": key \"", kv.first, "\", expected \"", keys[i], "\""));
     }
     values[i] = std::string(kv.second);
   }

@@ -42,30 +42,30 @@ struct adl_serializer<std::optional<T>> {
 }  // namespace nlohmann
 
 // json[#field] = object.field, for each field in order (appended to an object json).
-#define SLUICE_JSON_SET_FIELDS(json, object, ...)                                  \
-  do {                                                                             \
-    auto& nlohmann_json_j = (json);                                                \
-    const auto& nlohmann_json_t = (object);                                        \
-    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__))       \
+#define SLUICE_JSON_SET_FIELDS(json, object, ...)                            \
+  do {                                                                       \
+    auto& nlohmann_json_j = (json);                                          \
+    const auto& nlohmann_json_t = (object);                                  \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__)) \
   } while (false)
 
 // json.at(#field).get_to(object.field), for each field in order.
-#define SLUICE_JSON_GET_FIELDS(json, object, ...)                                  \
-  do {                                                                             \
-    const auto& nlohmann_json_j = (json);                                          \
-    auto& nlohmann_json_t = (object);                                              \
-    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_FROM, __VA_ARGS__))     \
+#define SLUICE_JSON_GET_FIELDS(json, object, ...)                              \
+  do {                                                                         \
+    const auto& nlohmann_json_j = (json);                                      \
+    auto& nlohmann_json_t = (object);                                          \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_FROM, __VA_ARGS__)) \
   } while (false)
 
 // to_json and from_json of `Type` for every basic_json; use in Type's namespace (ADL).
-#define SLUICE_DEFINE_JSON_FIELDS(Type, ...)                                       \
-  template <typename BasicJsonType>                                                \
-  void to_json(BasicJsonType& j, const Type& t) {                                  \
-    SLUICE_JSON_SET_FIELDS(j, t, __VA_ARGS__);                                     \
-  }                                                                                \
-  template <typename BasicJsonType>                                                \
-  void from_json(const BasicJsonType& j, Type& t) {                                \
-    SLUICE_JSON_GET_FIELDS(j, t, __VA_ARGS__);                                     \
+#define SLUICE_DEFINE_JSON_FIELDS(Type, ...)        \
+  template <typename BasicJsonType>                 \
+  void to_json(BasicJsonType& j, const Type& t) {   \
+    SLUICE_JSON_SET_FIELDS(j, t, __VA_ARGS__);      \
+  }                                                 \
+  template <typename BasicJsonType>                 \
+  void from_json(const BasicJsonType& j, Type& t) { \
+    SLUICE_JSON_GET_FIELDS(j, t, __VA_ARGS__);      \
   }
 
 #endif  // SLUICE_COMMON_JSON_FIELDS_H_

@@ -37,7 +37,9 @@ uint64_t ProcKiBField(const char* file, const char* name) {
 
 }  // namespace
 
-int HardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int HardwareThreads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 namespace {
 
@@ -82,9 +84,9 @@ int MaxThreads() { return 4 * HardwareThreads(); }
 
 absl::Status CheckThreadCount(absl::string_view flag, int64_t value) {
   if (value <= MaxThreads()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--", flag, ": ", value, " is more than the maximum ", MaxThreads(), " (4 x the ",
-      HardwareThreads(), " hardware threads)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": ", value, " is more than the maximum ", MaxThreads(),
+                   " (4 x the ", HardwareThreads(), " hardware threads)"));
 }
 
 absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max,
@@ -148,9 +150,9 @@ std::string FormatBytes(uint64_t bytes) {
 absl::Status CheckMemory(absl::string_view what, uint64_t bytes) {
   const AvailableMemory m = GetAvailableMemory();
   if (bytes <= m.bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      what, " needs ", FormatBytes(bytes), ", more than the ", FormatBytes(m.bytes),
-      " available (", m.limited_by, ")"));
+  return absl::ResourceExhaustedError(absl::StrCat(what, " needs ", FormatBytes(bytes),
+                                                   ", more than the ", FormatBytes(m.bytes),
+                                                   " available (", m.limited_by, ")"));
 }
 
 }  // namespace sluice

@@ -52,8 +52,7 @@ void Progress::Finish() {
 
 void Progress::Draw(bool final) {
   if (!g_enabled) return;
-  double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   uint64_t done = done_.load(std::memory_order_relaxed);
   double rate = secs > 0 ? done / secs : 0.0;
   std::string line;

@@ -10,10 +10,10 @@
 #define SLUICE_CONCAT_(a, b) SLUICE_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status sluice_status_ = (expr);            \
-    if (!sluice_status_.ok()) return sluice_status_;   \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status sluice_status_ = (expr);          \
+    if (!sluice_status_.ok()) return sluice_status_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, MakeX()); evaluates an absl::StatusOr<T>, returns its status on

@@ -8,10 +8,14 @@ namespace sluice::device {
 
 absl::string_view PlatformName(Platform platform) {
   switch (platform) {
-    case Platform::kAuto: return "auto";
-    case Platform::kCpu: return "cpu";
-    case Platform::kCuda: return "cuda";
-    case Platform::kSim: return "sim";
+    case Platform::kAuto:
+      return "auto";
+    case Platform::kCpu:
+      return "cpu";
+    case Platform::kCuda:
+      return "cuda";
+    case Platform::kSim:
+      return "sim";
   }
   return "unknown";
 }

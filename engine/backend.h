@@ -35,7 +35,7 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view name);  // "fp32" | "
 // engine/cpu/cpu_backend.h, engine/cuda/cuda_backend.h, engine/sim/sim_backend.h; the factory
 // that picks one from a DeviceSpec is engine/backend_factory.h).
 struct BackendOptions {
-  int max_batch = 32;        // largest batch TrainStep/Evaluate will see
+  int max_batch = 32;           // largest batch TrainStep/Evaluate will see
   Normalization normalization;  // of u8 batches (the pipeline's: the job sets it from there)
   // The compute precision (fp32 master weights). The CPU and sim backends compute in fp32
   // only and refuse the others.
@@ -59,7 +59,7 @@ using dist::ExchangeStats;
 struct LossStats {
   double mean_loss = 0;  // mean per-sample loss over the steps since the last TakeLoss
   int64_t samples = 0;
-  int64_t correct = 0;   // training predictions that matched the label
+  int64_t correct = 0;  // training predictions that matched the label
 };
 
 struct EvalStats {

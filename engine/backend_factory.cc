@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendSpec& spec,
       const int count = device::CudaDeviceCount();
       // With no device at all, CreateCudaBackend says why (built without CUDA, no driver).
       if (count > 0 && cuda.ordinal >= count) {
-        return absl::UnavailableError(absl::StrCat("--device ", device.ToString(), ": only ",
-                                                   count, " CUDA device(s) present (cuda:0..cuda:",
-                                                   count - 1, ")"));
+        return absl::UnavailableError(
+            absl::StrCat("--device ", device.ToString(), ": only ", count,
+                         " CUDA device(s) present (cuda:0..cuda:", count - 1, ")"));
       }
       return CreateCudaBackend(state, opt, spec.options, cuda);
     }

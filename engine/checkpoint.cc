@@ -26,8 +26,8 @@ std::vector<std::string> IdentityDifferences(const KeyValues& saved, const KeyVa
   for (const auto& [k, v] : saved) {
     const std::string* n = FindValue(now, k);
     if (n == nullptr || *n != v) {
-      out.push_back(absl::StrCat(k, ": ", v, " in the checkpoint, ",
-                                 n == nullptr ? "(absent)" : *n, " now"));
+      out.push_back(
+          absl::StrCat(k, ": ", v, " in the checkpoint, ", n == nullptr ? "(absent)" : *n, " now"));
     }
   }
   for (const auto& [k, v] : now) {
@@ -43,9 +43,9 @@ absl::Status CheckFiniteState(const ModelState& state) {
     for (const HostTensor& t : *tensors) {
       for (size_t i = 0; i < t.values.size(); ++i) {
         if (!std::isfinite(t.values[i])) {
-          return absl::OutOfRangeError(absl::StrCat(
-              tensors == &state.params ? "parameter '" : "optimizer state '", t.name, "' holds ",
-              t.values[i], " at index ", i, " (training diverged)"));
+          return absl::OutOfRangeError(
+              absl::StrCat(tensors == &state.params ? "parameter '" : "optimizer state '", t.name,
+                           "' holds ", t.values[i], " at index ", i, " (training diverged)"));
         }
       }
     }
@@ -81,10 +81,9 @@ absl::StatusOr<std::string> TensorPayload(const HostTensor& t, fmt::TensorKind k
   int64_t count = 1;
   for (int64_t d : t.shape) count *= d;
   if (t.shape.empty() || count != static_cast<int64_t>(t.values.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint: tensor '", t.name, "' has ",
-                                                   t.values.size(),
-                                                   " values for its shape of rank ",
-                                                   t.shape.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint: tensor '", t.name, "' has ", t.values.size(),
+                     " values for its shape of rank ", t.shape.size()));
   }
   std::string payload;
   payload.reserve(32 + t.name.size() + 8 * t.shape.size() + 4 * t.values.size());
@@ -125,7 +124,8 @@ class PayloadReader {
     return v;
   }
   absl::StatusOr<absl::string_view> Bytes(uint64_t n) {
-    if (rest_.size() < n) return Error(absl::StrCat("a field of ", n, " bytes overruns the payload"));
+    if (rest_.size() < n)
+      return Error(absl::StrCat("a field of ", n, " bytes overruns the payload"));
     absl::string_view v = rest_.substr(0, n);
     rest_.remove_prefix(n);
     return v;
@@ -158,7 +158,8 @@ class PayloadReader {
 absl::StatusOr<HostTensor> ReadTensor(PayloadReader& r, fmt::TensorKind expected_kind,
                                       const std::vector<int64_t>& expected_shape) {
   ASSIGN_OR_RETURN(uint32_t kind, r.Fixed32());
-  if (kind != expected_kind) return r.Error(absl::StrCat("tensor kind ", kind, ", expected ", expected_kind));
+  if (kind != expected_kind)
+    return r.Error(absl::StrCat("tensor kind ", kind, ", expected ", expected_kind));
   HostTensor t;
   ASSIGN_OR_RETURN(t.name, r.LengthPrefixed());
   ASSIGN_OR_RETURN(uint32_t rank, r.Fixed32());
@@ -275,15 +276,16 @@ class CheckpointDecoder {
   // Size, magic, version; the section count.
   absl::Status CheckHeader() {
     if (data_.size() < static_cast<size_t>(fmt::kHeaderSize + fmt::kFooterSize)) {
-      return Corrupt(absl::StrCat("file is ", data_.size(), " bytes, shorter than header + footer"));
+      return Corrupt(
+          absl::StrCat("file is ", data_.size(), " bytes, shorter than header + footer"));
     }
     if (std::memcmp(data_.data(), fmt::kMagic, sizeof(fmt::kMagic)) != 0) {
       return Corrupt("bad magic (not a sluice checkpoint)");
     }
     const uint32_t version = DecodeFixed32(data_.data() + 8);
     if (version != fmt::kVersion) {
-      return Corrupt(absl::StrCat("unsupported checkpoint version ", version,
-                                  " (this build reads ", fmt::kVersion, ")"));
+      return Corrupt(absl::StrCat("unsupported checkpoint version ", version, " (this build reads ",
+                                  fmt::kVersion, ")"));
     }
     section_count_ = DecodeFixed32(data_.data() + 12);
     body_end_ = data_.size() - fmt::kFooterSize;
@@ -307,8 +309,8 @@ class CheckpointDecoder {
     if (body_end_ - *offset <
             static_cast<size_t>(fmt::kSectionHeaderSize + fmt::kSectionChecksumSize) ||
         *offset > body_end_) {
-      return Corrupt(absl::StrCat(where_prefix, ": truncated (", section_count_,
-                                  " sections declared)"));
+      return Corrupt(
+          absl::StrCat(where_prefix, ": truncated (", section_count_, " sections declared)"));
     }
     const uint32_t type = DecodeFixed32(data_.data() + *offset);
     const uint32_t reserved = DecodeFixed32(data_.data() + *offset + 4);
@@ -323,10 +325,9 @@ class CheckpointDecoder {
     const std::string where =
         absl::StrCat(source_, " (", SectionName(type), " ", where_prefix, ")");
     if (stored != actual) {
-      return absl::DataLossError(absl::StrCat("corrupt checkpoint ", where,
-                                              ": section checksum mismatch (stored ",
-                                              ChecksumToHex(stored), ", computed ",
-                                              ChecksumToHex(actual), ")"));
+      return absl::DataLossError(
+          absl::StrCat("corrupt checkpoint ", where, ": section checksum mismatch (stored ",
+                       ChecksumToHex(stored), ", computed ", ChecksumToHex(actual), ")"));
     }
     PayloadReader r(data_.substr(payload_at, length), where);
     if (reserved != 0) return r.Error("reserved field is not 0");
@@ -394,9 +395,10 @@ class CheckpointDecoder {
     }
     // Parameters, then 0..2 optimizer-state slots: the section count says how many.
     const uint64_t tensors = section_count_ - fmt::kFixedSections;
-    if (section_count_ < fmt::kFixedSections || tensors % shapes_.size() != 0 || tensors / shapes_.size() > 3) {
-      return r.Error(absl::StrCat(section_count_, " sections cannot hold a model of ", num_linear,
-                                  " layers"));
+    if (section_count_ < fmt::kFixedSections || tensors % shapes_.size() != 0 ||
+        tensors / shapes_.size() > 3) {
+      return r.Error(
+          absl::StrCat(section_count_, " sections cannot hold a model of ", num_linear, " layers"));
     }
     tensors_expected_ = tensors;
     return absl::OkStatus();
@@ -404,13 +406,13 @@ class CheckpointDecoder {
 
   // Every section present, nothing between the last one and the footer, the file checksum.
   absl::Status CheckTail(size_t offset) const {
-    if (section_count_ < fmt::kFixedSections + tensors_expected_ || tensors_seen_ != tensors_expected_) {
+    if (section_count_ < fmt::kFixedSections + tensors_expected_ ||
+        tensors_seen_ != tensors_expected_) {
       return Corrupt(absl::StrCat("only ", section_count_, " sections"));
     }
     if (offset != body_end_) {
-      return Corrupt(absl::StrCat(body_end_ - offset,
-                                  " bytes between the last section (ending at ", offset,
-                                  ") and the footer"));
+      return Corrupt(absl::StrCat(body_end_ - offset, " bytes between the last section (ending at ",
+                                  offset, ") and the footer"));
     }
     const uint64_t stored = DecodeFixed64(data_.data() + body_end_);
     const uint64_t actual = Xxh3(data_.substr(0, body_end_));

@@ -24,15 +24,15 @@ namespace sluice {
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
 struct Checkpoint {
-  ModelState state;             // model config, parameters, optimizer state and step count
-  uint64_t epoch = 0;           // the next batch to train on: batch `step_in_epoch` of `epoch`
+  ModelState state;    // model config, parameters, optimizer state and step count
+  uint64_t epoch = 0;  // the next batch to train on: batch `step_in_epoch` of `epoch`
   uint64_t step_in_epoch = 0;
-  uint64_t seed = 0;            // the run's seed (init, shuffle)
+  uint64_t seed = 0;              // the run's seed (init, shuffle)
   uint64_t samples_in_epoch = 0;  // samples trained in `epoch` before batch `step_in_epoch`
   uint64_t samples_total = 0;     // samples trained in the whole run so far
-  KeyValues pipeline_position;  // opaque to the engine: the pipeline's position and settings
-  KeyValues run_config;         // the run's flags, e.g. {"lr", "0.01"}, {"optimizer", "sgd"}
-  KeyValues identity;           // what defines the run; a resume must match it (format doc)
+  KeyValues pipeline_position;    // opaque to the engine: the pipeline's position and settings
+  KeyValues run_config;           // the run's flags, e.g. {"lr", "0.01"}, {"optimizer", "sgd"}
+  KeyValues identity;             // what defines the run; a resume must match it (format doc)
 };
 
 // The keys whose values differ between `saved` (a checkpoint's identity) and `now`, each as

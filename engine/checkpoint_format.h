@@ -12,7 +12,7 @@ inline constexpr uint32_t kVersion = 2;
 inline constexpr int kHeaderSize = 16;         // magic, version, section_count
 inline constexpr int kSectionHeaderSize = 16;  // type, reserved, length
 inline constexpr int kSectionChecksumSize = 8;
-inline constexpr int kFooterSize = 8;          // file checksum
+inline constexpr int kFooterSize = 8;  // file checksum
 // Sections besides the tensors: model, position, pipeline, run config, run identity.
 inline constexpr int kFixedSections = 5;
 

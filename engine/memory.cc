@@ -66,8 +66,8 @@ std::string Bytes(int64_t b) {
 }  // namespace
 
 std::string FormatMemoryReport(const MemoryReport& report, const MemoryFormula& formula) {
-  std::string out = absl::StrFormat("%-16s %14s %14s %14s\n", "memory", "allocated (B)",
-                                    "peak (B)", "formula (B)");
+  std::string out = absl::StrFormat("%-16s %14s %14s %14s\n", "memory", "allocated (B)", "peak (B)",
+                                    "formula (B)");
   auto row = [&](MemoryTag tag, const std::string& formula_text) {
     const int t = static_cast<int>(tag);
     absl::StrAppendFormat(&out, "%-16s %14d %14d %14s  %s\n", MemoryTagName(tag),
@@ -80,17 +80,15 @@ std::string FormatMemoryReport(const MemoryReport& report, const MemoryFormula& 
   row(MemoryTag::kActivations, absl::StrCat(formula.activations));
   row(MemoryTag::kInputBatches, "-");
   row(MemoryTag::kWorkspace, "-");
-  const int64_t formula_tags = report.bytes(MemoryTag::kParameters) +
-                               report.bytes(MemoryTag::kGradients) +
-                               report.bytes(MemoryTag::kOptimizerState) +
-                               report.bytes(MemoryTag::kActivations);
+  const int64_t formula_tags =
+      report.bytes(MemoryTag::kParameters) + report.bytes(MemoryTag::kGradients) +
+      report.bytes(MemoryTag::kOptimizerState) + report.bytes(MemoryTag::kActivations);
   absl::StrAppendFormat(&out, "%-16s %14d %14s %14d  %s (params+grads+optimizer+activations)%s\n",
-                        "formula total", formula_tags, "", formula.total(),
-                        Bytes(formula.total()),
+                        "formula total", formula_tags, "", formula.total(), Bytes(formula.total()),
                         formula_tags == formula.total() ? "" : "  MISMATCH");
   absl::StrAppendFormat(&out, "%-16s %14d %14d %14s  %s (peak %s)\n", "all tags",
-                        report.total_current, report.total_peak, "-",
-                        Bytes(report.total_current), Bytes(report.total_peak));
+                        report.total_current, report.total_peak, "-", Bytes(report.total_current),
+                        Bytes(report.total_peak));
   return out;
 }
 

@@ -39,16 +39,17 @@ absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text) {
 }
 
 namespace {
-constexpr auto kOptimizerKindNames = MakeEnumNames<OptimizerKind>(
-    {{OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdamW, "adamw"}});
-constexpr auto kLrScheduleNames = MakeEnumNames<LrSchedule>(
-    {{LrSchedule::kConstant, "constant"}, {LrSchedule::kStep, "step"},
-     {LrSchedule::kCosine, "cosine"}});
+constexpr auto kOptimizerKindNames =
+    MakeEnumNames<OptimizerKind>({{OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdamW, "adamw"}});
+constexpr auto kLrScheduleNames = MakeEnumNames<LrSchedule>({{LrSchedule::kConstant, "constant"},
+                                                             {LrSchedule::kStep, "step"},
+                                                             {LrSchedule::kCosine, "cosine"}});
 
 template <typename E, size_t N>
 absl::StatusOr<E> ParseName(const EnumNames<E, N>& names, absl::string_view name) {
   if (std::optional<E> e = names.Parse(name)) return *e;
-  return absl::InvalidArgumentError(absl::StrCat("expected ", names.List(), ", got \"", name, "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected ", names.List(), ", got \"", name, "\""));
 }
 }  // namespace
 

@@ -41,9 +41,9 @@ struct OptimizerConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   LrSchedule schedule = LrSchedule::kConstant;
-  int64_t step_size = 0;       // kStep: multiply by gamma every step_size steps
+  int64_t step_size = 0;  // kStep: multiply by gamma every step_size steps
   float gamma = 0.1f;
-  int64_t warmup_steps = 0;    // kCosine: linear warmup, then cosine to 0 at total_steps
+  int64_t warmup_steps = 0;  // kCosine: linear warmup, then cosine to 0 at total_steps
   int64_t total_steps = 0;
   // Number of optimizer-state tensors per parameter tensor: 0 (plain SGD), 1 (momentum), 2 (Adam).
   int state_slots() const;

@@ -12,12 +12,13 @@ namespace sluice {
 
 std::string EncodeSafetensors(const ModelState& state) {
   nlohmann::ordered_json header;
-  header["__metadata__"] = {{"format", "pt"}, {"producer", "sluice"},
-                            {"layers", absl::StrJoin(state.model.layers, ",")}};
+  header["__metadata__"] = {
+      {"format", "pt"}, {"producer", "sluice"}, {"layers", absl::StrJoin(state.model.layers, ",")}};
   uint64_t offset = 0;
   for (const HostTensor& t : state.params) {
     const uint64_t bytes = 4 * t.values.size();
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string json = header.dump();

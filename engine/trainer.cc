@@ -32,9 +32,9 @@ uint64_t InMemoryBatchSource::batches_per_epoch() const {
 
 absl::Status InMemoryBatchSource::Seek(uint64_t epoch, uint64_t step) {
   if (images_.size() != labels_.size() * static_cast<size_t>(features_) || batch_size_ < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "InMemoryBatchSource: ", images_.size(), " image bytes for ", labels_.size(),
-        " labels of ", features_, " features, batch size ", batch_size_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("InMemoryBatchSource: ", images_.size(), " image bytes for ", labels_.size(),
+                     " labels of ", features_, " features, batch size ", batch_size_));
   }
   epoch_ = epoch;
   next_step_ = step;
@@ -89,10 +89,10 @@ absl::Status Trainer::SaveCheckpoint(uint64_t epoch, uint64_t step_in_epoch,
   Checkpoint checkpoint;
   ASSIGN_OR_RETURN(checkpoint.state, backend_->SaveState());
   if (absl::Status finite = CheckFiniteState(checkpoint.state); !finite.ok()) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "training diverged before the checkpoint at epoch ", epoch + 1, " step ", step_in_epoch,
-        " (optimizer step ", checkpoint.state.optimizer_steps, "): ", finite.message(),
-        "; the previous checkpoint is kept; lower --lr"));
+    return absl::OutOfRangeError(
+        absl::StrCat("training diverged before the checkpoint at epoch ", epoch + 1, " step ",
+                     step_in_epoch, " (optimizer step ", checkpoint.state.optimizer_steps,
+                     "): ", finite.message(), "; the previous checkpoint is kept; lower --lr"));
   }
   checkpoint.epoch = epoch;
   checkpoint.step_in_epoch = step_in_epoch;

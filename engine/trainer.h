@@ -88,31 +88,31 @@ class InMemoryBatchSource : public BatchSource {
 
 struct TrainProgress {
   uint64_t epoch = 0;
-  uint64_t step_in_epoch = 0;       // batches done in this epoch
-  uint64_t batches_per_epoch = 0;   // 0 when the source does not know
+  uint64_t step_in_epoch = 0;      // batches done in this epoch
+  uint64_t batches_per_epoch = 0;  // 0 when the source does not know
   int64_t optimizer_steps = 0;
-  double loss = 0;                  // mean training loss since the previous report
-  double samples_per_second = 0;    // since the previous report
+  double loss = 0;                // mean training loss since the previous report
+  double samples_per_second = 0;  // since the previous report
   float lr = 0;
 };
 
 struct EpochSummary {
   uint64_t epoch = 0;
-  double train_loss = 0;            // mean over the epoch's steps run in this process
+  double train_loss = 0;  // mean over the epoch's steps run in this process
   double train_accuracy = 0;
   int64_t train_samples = 0;
-  std::optional<EvalStats> test;    // when a test source was given
-  double seconds = 0;               // training time of the epoch, without evaluation
+  std::optional<EvalStats> test;  // when a test source was given
+  double seconds = 0;             // training time of the epoch, without evaluation
   double samples_per_second = 0;
 };
 
 struct TrainResult {
   std::vector<EpochSummary> epochs;
-  int64_t samples = 0;              // trained in this process
-  int64_t optimizer_steps = 0;      // in total, including before a resume
-  double train_seconds = 0;         // training only, without evaluation and checkpoints
-  double seconds = 0;               // wall time of Run()
-  bool stopped_early = false;       // TrainerOptions::stop_after_steps ended the run
+  int64_t samples = 0;          // trained in this process
+  int64_t optimizer_steps = 0;  // in total, including before a resume
+  double train_seconds = 0;     // training only, without evaluation and checkpoints
+  double seconds = 0;           // wall time of Run()
+  bool stopped_early = false;   // TrainerOptions::stop_after_steps ended the run
   // TrainerOptions::stop_requested ended the run after the step at (stopped_epoch,
   // stopped_step); the checkpoint, when checkpoints are on, was written there.
   bool interrupted = false;
@@ -122,13 +122,13 @@ struct TrainResult {
 
 struct TrainerOptions {
   uint64_t epochs = 10;
-  OptimizerConfig optimizer;        // its schedule gives each step's learning rate
-  uint64_t seed = 0;                // recorded in checkpoints
-  Env* env = nullptr;               // for checkpoints; Env::Default() when null
-  std::string checkpoint_path;      // empty: no checkpoints
+  OptimizerConfig optimizer;           // its schedule gives each step's learning rate
+  uint64_t seed = 0;                   // recorded in checkpoints
+  Env* env = nullptr;                  // for checkpoints; Env::Default() when null
+  std::string checkpoint_path;         // empty: no checkpoints
   int64_t checkpoint_every_steps = 0;  // also every this many optimizer steps (0: only at the end)
-  KeyValues run_config;             // recorded in checkpoints (the flags)
-  KeyValues identity;               // recorded in checkpoints: what a resume must match
+  KeyValues run_config;                // recorded in checkpoints (the flags)
+  KeyValues identity;                  // recorded in checkpoints: what a resume must match
   // Called after each epoch's training (before its evaluation) and before every checkpoint; a
   // non-OK status ends Run() with it and nothing more is written (e.g. the corrupt-frame limit).
   std::function<absl::Status()> check;
@@ -204,7 +204,7 @@ class Trainer {
   uint64_t start_epoch_ = 0;
   uint64_t start_step_ = 0;
   uint64_t start_samples_in_epoch_ = 0;
-  uint64_t samples_total_ = 0;      // in the whole run, including before a resume
+  uint64_t samples_total_ = 0;  // in the whole run, including before a resume
   int64_t optimizer_steps_ = 0;
 };
 

@@ -17,8 +17,8 @@ absl::string_view H2DFormatName(H2DFormat f) { return kH2DFormatNames.Name(f); }
 
 absl::StatusOr<H2DFormat> ParseH2DFormat(absl::string_view name) {
   if (std::optional<H2DFormat> f = kH2DFormatNames.Parse(name)) return *f;
-  return absl::InvalidArgumentError(absl::StrCat("unknown --h2d-format '", name, "' (expected ",
-                                                 kH2DFormatNames.List(), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --h2d-format '", name, "' (expected ", kH2DFormatNames.List(), ")"));
 }
 
 }  // namespace sluice

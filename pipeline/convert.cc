@@ -113,8 +113,7 @@ bool CpuHasF16c() {
 
 bool CpuHasVectorKernel(bool f16) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         (!f16 || CpuHasF16c());
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (!f16 || CpuHasF16c());
 }
 #endif
 }  // namespace
@@ -125,10 +124,11 @@ uint16_t FloatToHalf(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t exp = (x >> 23) & 0xffu;
   uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0));
+  if (exp == 0xff)
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0));
   const int32_t e = static_cast<int32_t>(exp) - 127 + 15;
   if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow: infinity
-  if (e <= 0) {                                                // half subnormal or zero
+  if (e <= 0) {                                               // half subnormal or zero
     if (e < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     const uint32_t shift = static_cast<uint32_t>(14 - e);
@@ -175,7 +175,8 @@ absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DF
     uint8_t all[256];
     for (int v = 0; v < 256; ++v) all[v] = static_cast<uint8_t>(v);
     alignas(32) char out[256 * 4];
-    const AffineMode modes[] = {AffineMode::kIdentity, AffineMode::kMulInverse, AffineMode::kDivide};
+    const AffineMode modes[] = {AffineMode::kIdentity, AffineMode::kMulInverse,
+                                AffineMode::kDivide};
     for (AffineMode mode : modes) {
       if ((mode == AffineMode::kIdentity) != c.identity_) continue;
       const float k = mode == AffineMode::kMulInverse ? 1.0f / norm.std : norm.std;

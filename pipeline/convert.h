@@ -52,7 +52,7 @@ class SampleConverter {
   bool identity_ = false;  // mean 0, std 1 (ToTensor)
   bool fast_f32_ = false;  // the vectorized formula matches the reference for all 256 inputs
   VectorKernel vector_kernel_ = nullptr;  // the proven AVX2 kernel, or null
-  float kernel_k_ = 1.0f;  // the kernel's 1/std or std
+  float kernel_k_ = 1.0f;                 // the kernel's 1/std or std
   float lut_f32_[256] = {};
   uint16_t lut_f16_[256] = {};
 };
@@ -64,8 +64,7 @@ void ConvertLabels(LabelDType type, const char* src, int32_t* dst, size_t count)
 // docs/formats/shard.md: all samples, then all labels) into one batch position: its converted
 // sample at `sample_out`, its label at `label_out`. The assemble stage calls this per sample.
 inline void GatherRecord(const SampleConverter& conv, LabelDType label_type, const char* frame,
-                         uint32_t records, uint32_t offset, char* sample_out,
-                         int32_t* label_out) {
+                         uint32_t records, uint32_t offset, char* sample_out, int32_t* label_out) {
   const size_t in_bytes = conv.in_bytes_per_sample();
   conv.Convert(frame + size_t{offset} * in_bytes, sample_out, 1);
   ConvertLabels(label_type,

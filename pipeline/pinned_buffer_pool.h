@@ -15,9 +15,9 @@
 
 #include <condition_variable>
 #include <cstddef>
-#include <mutex>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -79,7 +79,8 @@ class PinnedBufferPool {
 
  private:
   friend class PinnedBuffer;
-  PinnedBufferPool(size_t buffer_bytes, bool pinned) : buffer_bytes_(buffer_bytes), pinned_(pinned) {}
+  PinnedBufferPool(size_t buffer_bytes, bool pinned)
+      : buffer_bytes_(buffer_bytes), pinned_(pinned) {}
   void Return(uint32_t index);
   PinnedBuffer TakeLocked();  // mu_ held
 

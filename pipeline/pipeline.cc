@@ -14,15 +14,17 @@ namespace sluice {
 namespace {
 constexpr auto kOnCorruptNames =
     MakeEnumNames<OnCorrupt>({{OnCorrupt::kFail, "fail"}, {OnCorrupt::kSkip, "skip"}});
-constexpr auto kWhatIfNames = MakeEnumNames<WhatIf>(
-    {{WhatIf::kNone, "none"}, {WhatIf::kRead, "read"}, {WhatIf::kDecompress, "decompress"},
-     {WhatIf::kPreprocess, "preprocess"}, {WhatIf::kH2D, "h2d"}});
+constexpr auto kWhatIfNames = MakeEnumNames<WhatIf>({{WhatIf::kNone, "none"},
+                                                     {WhatIf::kRead, "read"},
+                                                     {WhatIf::kDecompress, "decompress"},
+                                                     {WhatIf::kPreprocess, "preprocess"},
+                                                     {WhatIf::kH2D, "h2d"}});
 }  // namespace
 
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {
   if (std::optional<OnCorrupt> c = kOnCorruptNames.Parse(name)) return *c;
-  return absl::InvalidArgumentError(absl::StrCat("unknown --on-corrupt '", name, "' (expected ",
-                                                 kOnCorruptNames.List(), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --on-corrupt '", name, "' (expected ", kOnCorruptNames.List(), ")"));
 }
 
 uint64_t StepsPerEpoch(uint64_t records, const OrderSpec& order) {
@@ -36,8 +38,8 @@ absl::string_view WhatIfName(WhatIf w) { return kWhatIfNames.Name(w); }
 
 absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name) {
   if (std::optional<WhatIf> w = kWhatIfNames.Parse(name)) return *w;
-  return absl::InvalidArgumentError(absl::StrCat("unknown what-if stage '", name, "' (",
-                                                 kWhatIfNames.List(", "), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown what-if stage '", name, "' (", kWhatIfNames.List(", "), ")"));
 }
 
 BatchLease& BatchLease::operator=(BatchLease&& o) noexcept {

@@ -122,9 +122,9 @@ struct RunSpan {
 // Resources: how much CPU, memory and read-ahead the pipeline uses. The only settings that
 // autotune changes; they never change which samples a batch holds or their order.
 struct PipelineResources {
-  int threads = 0;             // TBB arena size; 0: UsableCores() (affinity mask, cgroup)
-  int decompress_threads = 0;  // concurrency of decompress; 0: threads
-  int preprocess_threads = 0;  // concurrency of assemble+preprocess; 0: threads
+  int threads = 0;                 // TBB arena size; 0: UsableCores() (affinity mask, cgroup)
+  int decompress_threads = 0;      // concurrency of decompress; 0: threads
+  int preprocess_threads = 0;      // concurrency of assemble+preprocess; 0: threads
   uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
   // Pinned batch buffers; 0: enough for kAutoPoolSamples samples (at least 4, at most 256).
   // A thread hand-off costs 100-200 us on a VM, so small batches need many buffers in flight
@@ -220,7 +220,7 @@ class Pipeline {
 
   // Global steps: the same on every rank of a data-parallel run.
   uint64_t steps_per_epoch() const;
-  uint64_t total_batches() const;       // batches this run delivers (before skipped ones)
+  uint64_t total_batches() const;  // batches this run delivers (before skipped ones)
   bool uploads_to_device() const;
   const PipelineOptions& options() const;
 

@@ -14,12 +14,12 @@
 namespace sluice {
 namespace {
 constexpr auto kStageNames = MakeEnumNames<Stage>({{Stage::kRead, "read"},
-                                                    {Stage::kDecompress, "decompress"},
-                                                    {Stage::kPreprocess, "preprocess"},
-                                                    {Stage::kPinnedWait, "pinned_wait"},
-                                                    {Stage::kH2D, "h2d"},
-                                                    {Stage::kDelivery, "delivery"},
-                                                    {Stage::kCompute, "compute"}});
+                                                   {Stage::kDecompress, "decompress"},
+                                                   {Stage::kPreprocess, "preprocess"},
+                                                   {Stage::kPinnedWait, "pinned_wait"},
+                                                   {Stage::kH2D, "h2d"},
+                                                   {Stage::kDelivery, "delivery"},
+                                                   {Stage::kCompute, "compute"}});
 }  // namespace
 
 absl::string_view StageName(Stage s) { return kStageNames.Name(s); }
@@ -65,7 +65,6 @@ void SpinFor(int64_t us) {
   while (NowNs() < until) {
   }
 }
-
 
 namespace pipeline_internal {
 

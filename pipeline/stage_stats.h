@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace sluice {
 
@@ -43,13 +43,13 @@ absl::StatusOr<Stage> ParseStage(absl::string_view name);
 
 struct StageStats {
   Stage stage = Stage::kRead;
-  int concurrency = 1;         // how many items it may process at once
-  uint64_t items = 0;          // frames (read, decompress) or batches (the others)
-  uint64_t samples = 0;        // samples in those items
-  uint64_t bytes = 0;          // bytes produced (stored bytes for read, raw for decompress,
-                               // batch bytes for preprocess and h2d)
-  int64_t busy_ns = 0;         // summed over its threads; for h2d, copy time from the copy
-                               // stream's events (device time)
+  int concurrency = 1;   // how many items it may process at once
+  uint64_t items = 0;    // frames (read, decompress) or batches (the others)
+  uint64_t samples = 0;  // samples in those items
+  uint64_t bytes = 0;    // bytes produced (stored bytes for read, raw for decompress,
+                         // batch bytes for preprocess and h2d)
+  int64_t busy_ns = 0;   // summed over its threads; for h2d, copy time from the copy
+                         // stream's events (device time)
   // Time waiting for input. Measured for kDelivery (consumer blocked in Next()); for graph
   // nodes derived as concurrency * (last_end - first_start) - busy - wait_output, clamped at 0.
   int64_t wait_input_ns = 0;
@@ -78,33 +78,33 @@ struct PipelineStats {
   // Frames decoded by this pipeline (corrupt ones not counted). Data parallel: the sum over
   // ranks, divided by what one process decodes, is the share of decoding done twice.
   uint64_t frames_decoded = 0;
-  uint64_t skipped_frames = 0;    // --on-corrupt=skip: corrupt frames met (per epoch read)
-  uint64_t skipped_records = 0;   // records of those frames that a batch would have held
-  uint64_t empty_batches = 0;     // batches all of whose samples were skipped (not delivered)
+  uint64_t skipped_frames = 0;   // --on-corrupt=skip: corrupt frames met (per epoch read)
+  uint64_t skipped_records = 0;  // records of those frames that a batch would have held
+  uint64_t empty_batches = 0;    // batches all of whose samples were skipped (not delivered)
   std::vector<std::string> corrupt_frames;  // distinct DataLoss messages, first 16
   uint32_t pool_buffers = 0;
   // Frames that may be read and not yet freed at once: the limiter's budget (decoded or
   // queued for decompress) plus the one frame the reader holds while the budget is full.
   uint32_t frame_budget = 0;
-  uint32_t ring_depth = 0;        // device batch slots (0 without upload)
-  uint64_t pool_bytes = 0;        // the pinned batch pool: pool_buffers x bytes per buffer
+  uint32_t ring_depth = 0;  // device batch slots (0 without upload)
+  uint64_t pool_bytes = 0;  // the pinned batch pool: pool_buffers x bytes per buffer
   // Decoded-frame buffers allocated so far (they are recycled, never freed before the pipeline):
   // buffers x the largest raw frame; at most (frame_budget + decompress threads) buffers.
   uint64_t frame_buffer_bytes = 0;
   // Stored-frame buffers (read -> decompress, recycled too): buffers x the largest stored frame;
   // at most frame_budget + 1 buffers.
   uint64_t stored_buffer_bytes = 0;
-  uint64_t trace_dropped = 0;     // spans not recorded because the trace buffer was full
+  uint64_t trace_dropped = 0;  // spans not recorded because the trace buffer was full
 
   const StageStats& operator[](Stage s) const { return stages[static_cast<int>(s)]; }
-  std::string ToString() const;   // one line per stage, for logs and tests
+  std::string ToString() const;  // one line per stage, for logs and tests
 };
 
 // One span of work on one item, for the Chrome/Perfetto timeline.
 struct TraceSpan {
   Stage stage = Stage::kRead;
-  uint64_t id = 0;       // run-wide frame sequence number (read, decompress) or batch id
-  uint32_t thread = 0;   // small per-thread number, stable for a thread's lifetime
+  uint64_t id = 0;      // run-wide frame sequence number (read, decompress) or batch id
+  uint32_t thread = 0;  // small per-thread number, stable for a thread's lifetime
   int64_t start_ns = 0;
   int64_t end_ns = 0;
 };

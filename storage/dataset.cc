@@ -94,10 +94,8 @@ std::string Manifest::ToJson() const {
   }
   Json sources_json = Json::array();
   for (const SourceEntry& s : sources) {
-    sources_json.push_back(ObjectOf({{"role", s.role},
-                                     {"file", s.file},
-                                     {"bytes", s.bytes},
-                                     {"xxh3", ChecksumToHex(s.xxh3)}}));
+    sources_json.push_back(ObjectOf(
+        {{"role", s.role}, {"file", s.file}, {"bytes", s.bytes}, {"xxh3", ChecksumToHex(s.xxh3)}}));
   }
   Json j = ObjectOf({
       {"format", "sluice-dataset"},
@@ -201,8 +199,8 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     m.shards.push_back(std::move(s));
   }
   if (next_record != m.record_count) {
-    return top.Error("record_count", absl::StrCat(m.record_count, ", but the shards hold ",
-                                                  next_record));
+    return top.Error("record_count",
+                     absl::StrCat(m.record_count, ", but the shards hold ", next_record));
   }
 
   ASSIGN_OR_RETURN(const Json* sources, top.Get("sources"));
@@ -232,9 +230,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
   if (!absl::EndsWith(path, kManifestSuffix)) {
     auto children = env->GetChildren(path);
     if (!children.ok()) {
-      return absl::NotFoundError(absl::StrCat(
-          path, ": expected a dataset directory or a *", kManifestSuffix, " file (",
-          children.status().message(), ")"));
+      return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory or a *",
+                                              kManifestSuffix, " file (",
+                                              children.status().message(), ")"));
     }
     std::vector<std::string> manifests;
     for (const std::string& c : *children) {
@@ -249,9 +247,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
       return absl::NotFoundError(absl::StrCat(path, ": no *", kManifestSuffix,
                                               " (not a dataset, or its writing did not finish)"));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": holds ", manifests.size(), " manifests and none of split \"", default_split,
-          "\"; name the manifest file"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": holds ", manifests.size(),
+                                                     " manifests and none of split \"",
+                                                     default_split, "\"; name the manifest file"));
     }
   }
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, manifest_path));
@@ -263,8 +261,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
 absl::StatusOr<std::string> Dataset::SiblingManifest(absl::string_view split) const {
   std::string p = JoinPath(dir_, ManifestFileName(split));
   if (!env_->FileExists(p)) {
-    return absl::NotFoundError(absl::StrCat(p, ": no split \"", split, "\" beside ",
-                                            manifest_path_));
+    return absl::NotFoundError(
+        absl::StrCat(p, ": no split \"", split, "\" beside ", manifest_path_));
   }
   return p;
 }
@@ -294,8 +292,8 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
                                             manifest_value, ")"));
   };
   if (!(h.spec == manifest_.spec)) {
-    return absl::DataLossError(absl::StrCat(path, ": header: record shape/dtypes disagree with ",
-                                            manifest_path_));
+    return absl::DataLossError(
+        absl::StrCat(path, ": header: record shape/dtypes disagree with ", manifest_path_));
   }
   if (h.record_count != e.record_count) {
     return mismatch("record_count", h.record_count, e.record_count);
@@ -305,8 +303,7 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
   }
   if (h.frame_count != e.frame_count) return mismatch("frame_count", h.frame_count, e.frame_count);
   if (h.records_per_frame != manifest_.options.records_per_frame) {
-    return mismatch("records_per_frame", h.records_per_frame,
-                    manifest_.options.records_per_frame);
+    return mismatch("records_per_frame", h.records_per_frame, manifest_.options.records_per_frame);
   }
   if (h.shard_index != i) return mismatch("shard_index", h.shard_index, i);
   if (r->file_size() != e.bytes) return mismatch("file size", r->file_size(), e.bytes);
@@ -323,10 +320,9 @@ absl::Status VerifyDataset(const Dataset& dataset, const std::function<void(uint
     ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(dataset.env(), r->path()));
     const uint64_t sum = Xxh3(bytes);
     if (sum != m.shards[i].xxh3) {
-      return absl::DataLossError(absl::StrCat(r->path(), ": whole-file xxh3 ",
-                                              ChecksumToHex(sum), " disagrees with ",
-                                              dataset.manifest_path(), " (expected ",
-                                              ChecksumToHex(m.shards[i].xxh3), ")"));
+      return absl::DataLossError(absl::StrCat(r->path(), ": whole-file xxh3 ", ChecksumToHex(sum),
+                                              " disagrees with ", dataset.manifest_path(),
+                                              " (expected ", ChecksumToHex(m.shards[i].xxh3), ")"));
     }
     if (progress) progress(m.shards[i].record_count);
   }

@@ -18,9 +18,9 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
   out.count = dataset.record_count();
   // The manifest's shape is data: check its product before allocating it (a 65536x65536
   // split must fail with a message, not bad_alloc).
-  const std::string what = absl::StrCat(dataset.manifest_path(), ": ", out.count, " records of ",
-                                        out.spec.height, "x", out.spec.width, "x",
-                                        out.spec.channels);
+  const std::string what =
+      absl::StrCat(dataset.manifest_path(), ": ", out.count, " records of ", out.spec.height, "x",
+                   out.spec.width, "x", out.spec.channels);
   ASSIGN_OR_RETURN(const uint64_t sb,
                    CheckedProduct(what, {out.spec.height, out.spec.width, out.spec.channels,
                                          SampleDTypeSize(out.spec.sample_dtype)}));

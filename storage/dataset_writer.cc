@@ -44,10 +44,10 @@ absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
   }
   if (r.samples.size() != r.count * s.sample_bytes() ||
       r.labels.size() != r.count * s.label_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "records: expected ", r.count * s.sample_bytes(), " sample bytes and ",
-        r.count * s.label_bytes(), " label bytes for ", r.count, " records, got ",
-        r.samples.size(), " and ", r.labels.size()));
+    return absl::InvalidArgumentError(absl::StrCat("records: expected ", r.count * s.sample_bytes(),
+                                                   " sample bytes and ", r.count * s.label_bytes(),
+                                                   " label bytes for ", r.count, " records, got ",
+                                                   r.samples.size(), " and ", r.labels.size()));
   }
   if (o.records_per_frame == 0 || o.records_per_shard == 0) {
     return absl::InvalidArgumentError("records per frame and per shard must be >= 1");
@@ -61,8 +61,8 @@ absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
     return absl::InvalidArgumentError("too many shards; raise --records-per-shard");
   }
   if (o.zstd_level < 1 || o.zstd_level > ZSTD_maxCLevel()) {
-    return absl::InvalidArgumentError(absl::StrCat("zstd level ", o.zstd_level, ": expected 1..",
-                                                   ZSTD_maxCLevel()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("zstd level ", o.zstd_level, ": expected 1..", ZSTD_maxCLevel()));
   }
   return absl::OkStatus();
 }
@@ -136,8 +136,8 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     ShardEntry e;  // e.file, e.bytes and e.xxh3 are known once the shard is written
     e.first_record = uint64_t{s} * o.records_per_shard;
     e.record_count = std::min<uint64_t>(o.records_per_shard, records.count - e.first_record);
-    e.frame_count = static_cast<uint32_t>((e.record_count + o.records_per_frame - 1) /
-                                          o.records_per_frame);
+    e.frame_count =
+        static_cast<uint32_t>((e.record_count + o.records_per_frame - 1) / o.records_per_frame);
     first_job_of_shard.push_back(jobs.size());
     for (uint32_t f = 0; f < e.frame_count; ++f) {
       const uint64_t first = e.first_record + uint64_t{f} * o.records_per_frame;
@@ -153,8 +153,7 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
   std::vector<std::string> stored(jobs.size());
   std::vector<absl::Status> errors(jobs.size());
   std::atomic<uint64_t> done{0};
-  tbb::task_arena arena(options.threads > 0 ? options.threads
-                                            : tbb::task_arena::automatic);
+  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, jobs.size(), 1),
                       [&](const tbb::blocked_range<size_t>& range) {
@@ -219,11 +218,11 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     switched = true;
     absl::Status synced = env->SyncDir(dir);
     if (!synced.ok()) {
-      return absl::Status(synced.code(),
-                          absl::StrCat(manifest_path, ": written, but the directory fsync after "
+      return absl::Status(synced.code(), absl::StrCat(manifest_path,
+                                                      ": written, but the directory fsync after "
                                                       "its rename failed (the old split's shards "
                                                       "are kept): ",
-                                       synced.message()));
+                                                      synced.message()));
     }
     return absl::OkStatus();
   }();

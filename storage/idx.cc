@@ -96,16 +96,15 @@ absl::StatusOr<IdxHeader> ReadIdx(ByteStream& in, const std::string& path, absl:
     }
   }
   if (!overflow && !in.gzip() && expected > in.MaxRemaining()) {
-    return absl::DataLossError(absl::StrCat(path, ": ", in.MaxRemaining(),
-                                            " data bytes, expected ", expected,
-                                            " for dimensions ", dims, " (truncated)"));
+    return absl::DataLossError(absl::StrCat(path, ": ", in.MaxRemaining(), " data bytes, expected ",
+                                            expected, " for dimensions ", dims, " (truncated)"));
   }
   // Never allocate more than the input could possibly hold.
   if (overflow || expected > in.MaxRemaining()) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": dimensions ", dims, " need ",
-        overflow ? std::string("more than 2^64") : absl::StrCat(expected),
-        " data bytes, more than the file holds (truncated?)"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": dimensions ", dims, " need ",
+                     overflow ? std::string("more than 2^64") : absl::StrCat(expected),
+                     " data bytes, more than the file holds (truncated?)"));
   }
   ResizeForBulk(values, expected);
   ASSIGN_OR_RETURN(size_t got, in.Read(values->data(), expected));
@@ -167,8 +166,7 @@ absl::StatusOr<RecordArrays> ParseIdxPair(absl::string_view images, const std::s
                                                    " to match the images of ", images_path));
   }
   if (img.dims[0] == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(images_path, ": 0 images, expected at least 1"));
+    return absl::InvalidArgumentError(absl::StrCat(images_path, ": 0 images, expected at least 1"));
   }
   r.count = img.dims[0];
   r.spec.sample_dtype = img.type == kIdxTypeU8 ? SampleDType::kU8 : SampleDType::kF32;
@@ -229,8 +227,7 @@ std::string EncodeIdxLabels(const RecordArrays& r) {
 
 IdxPaths IdxPathsFor(const std::string& prefix, const RecordSpec& spec) {
   const bool u8 = spec.sample_dtype == SampleDType::kU8;
-  return {absl::StrCat(prefix, "-images-idx", spec.channels == 1 ? 3 : 4,
-                       u8 ? "-ubyte" : "-float"),
+  return {absl::StrCat(prefix, "-images-idx", spec.channels == 1 ? 3 : 4, u8 ? "-ubyte" : "-float"),
           absl::StrCat(prefix, "-labels-idx1",
                        spec.label_dtype == LabelDType::kU8 ? "-ubyte" : "-int")};
 }

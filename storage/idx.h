@@ -39,8 +39,7 @@ absl::StatusOr<std::string> MaybeGunzip(absl::string_view bytes, const std::stri
 
 // Parses the contents of an images and a labels IDX file (raw or gzip) into records.
 absl::StatusOr<RecordArrays> ParseIdxPair(absl::string_view images, const std::string& images_path,
-                                          absl::string_view labels,
-                                          const std::string& labels_path);
+                                          absl::string_view labels, const std::string& labels_path);
 
 struct IdxInput {
   RecordArrays records;

@@ -26,8 +26,8 @@ enum class LabelDType : uint8_t { kU8 = 1, kI32 = 2 };
 
 inline constexpr size_t SampleDTypeSize(SampleDType t) { return t == SampleDType::kU8 ? 1 : 4; }
 inline constexpr size_t LabelDTypeSize(LabelDType t) { return t == LabelDType::kU8 ? 1 : 4; }
-absl::string_view SampleDTypeName(SampleDType t);   // "u8" | "f32"
-absl::string_view LabelDTypeName(LabelDType t);     // "u8" | "i32"
+absl::string_view SampleDTypeName(SampleDType t);  // "u8" | "f32"
+absl::string_view LabelDTypeName(LabelDType t);    // "u8" | "i32"
 absl::StatusOr<SampleDType> ParseSampleDType(absl::string_view name);
 absl::StatusOr<LabelDType> ParseLabelDType(absl::string_view name);
 

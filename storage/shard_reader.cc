@@ -74,12 +74,12 @@ absl::Status ReadHeaderAndFooter(const RandomAccessFile& file, const std::string
   // 2. Version and header size.
   const uint32_t version = DecodeFixed32(h + 8);
   if (version != kShardVersion) {
-    return HeaderError(path, absl::StrCat("unsupported version ", version, ", expected ",
-                                          kShardVersion));
+    return HeaderError(path,
+                       absl::StrCat("unsupported version ", version, ", expected ", kShardVersion));
   }
   if (DecodeFixed32(h + 12) != kShardHeaderSize) {
-    return HeaderError(path, absl::StrCat("header_size ", DecodeFixed32(h + 12), ", expected ",
-                                          kShardHeaderSize));
+    return HeaderError(
+        path, absl::StrCat("header_size ", DecodeFixed32(h + 12), ", expected ", kShardHeaderSize));
   }
 
   return absl::OkStatus();
@@ -97,12 +97,11 @@ absl::Status ReadIndexAndCheckMeta(const RandomAccessFile& file, const std::stri
   const uint64_t index_bytes = uint64_t{kIndexEntrySize} * footer_frames;
   if (size < kShardHeaderSize + index_bytes + kFooterSize ||
       index_offset != size - kFooterSize - index_bytes) {
-    return FooterError(path, absl::StrCat("index_offset ", index_offset, " with ", footer_frames,
-                                          " frames does not fit a file of ", size,
-                                          " bytes; expected index_offset ",
-                                          size >= kFooterSize + index_bytes
-                                              ? size - kFooterSize - index_bytes
-                                              : 0));
+    return FooterError(
+        path,
+        absl::StrCat("index_offset ", index_offset, " with ", footer_frames,
+                     " frames does not fit a file of ", size, " bytes; expected index_offset ",
+                     size >= kFooterSize + index_bytes ? size - kFooterSize - index_bytes : 0));
   }
   meta->index.assign(index_bytes, '\0');
   RETURN_IF_ERROR(ReadExactly(file, index_offset, meta->index.size(), meta->index.data()));
@@ -150,16 +149,15 @@ absl::StatusOr<ShardHeader> DecodeHeader(const std::string& path, const ShardMet
   }
   if (DecodeFixed32(footer + 12) != 0) return FooterError(path, "reserved field is not 0");
   if (hdr.spec.height == 0 || hdr.spec.width == 0 || hdr.spec.channels == 0) {
-    return HeaderError(path, absl::StrCat("dimensions ", hdr.spec.height, "x", hdr.spec.width,
-                                          "x", hdr.spec.channels, ", expected each >= 1"));
+    return HeaderError(path, absl::StrCat("dimensions ", hdr.spec.height, "x", hdr.spec.width, "x",
+                                          hdr.spec.channels, ", expected each >= 1"));
   }
   // raw_size is a u32, so M records (a whole frame) must fit in 2^32 - 1 bytes. Three u32
   // dimensions can overflow 64 bits, hence the checked multiplications.
   uint64_t frame_bytes = 0;
   if (__builtin_mul_overflow(uint64_t{hdr.spec.height}, hdr.spec.width, &frame_bytes) ||
       __builtin_mul_overflow(frame_bytes, uint64_t{hdr.spec.channels}, &frame_bytes) ||
-      __builtin_mul_overflow(frame_bytes, SampleDTypeSize(hdr.spec.sample_dtype),
-                             &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, SampleDTypeSize(hdr.spec.sample_dtype), &frame_bytes) ||
       __builtin_add_overflow(frame_bytes, LabelDTypeSize(hdr.spec.label_dtype), &frame_bytes) ||
       __builtin_mul_overflow(frame_bytes, uint64_t{hdr.records_per_frame}, &frame_bytes) ||
       frame_bytes > UINT32_MAX) {
@@ -171,16 +169,15 @@ absl::StatusOr<ShardHeader> DecodeHeader(const std::string& path, const ShardMet
       (hdr.record_count + hdr.records_per_frame - 1) / hdr.records_per_frame;
   if (hdr.frame_count != expected_frames || footer_frames != hdr.frame_count) {
     return HeaderError(path, absl::StrCat("frame_count ", hdr.frame_count, " (footer ",
-                                          footer_frames, "), expected ceil(", hdr.record_count,
-                                          "/", hdr.records_per_frame, ") = ", expected_frames));
+                                          footer_frames, "), expected ceil(", hdr.record_count, "/",
+                                          hdr.records_per_frame, ") = ", expected_frames));
   }
 
   return hdr;
 }
 
 // Step 5: index entries: frames back to back from the header to the index.
-absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path,
-                                                   const ShardHeader& hdr,
+absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, const ShardHeader& hdr,
                                                    const ShardMeta& meta) {
   const std::string& index = meta.index;
   const uint64_t index_offset = meta.index_offset;
@@ -200,13 +197,12 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path,
                               " (frames are back to back)"));
     }
     if (f.stored_size == 0 || f.offset + f.stored_size > index_offset) {
-      return bad(absl::StrCat("stored_size ", f.stored_size, " runs past the index at ",
-                              index_offset));
+      return bad(
+          absl::StrCat("stored_size ", f.stored_size, " runs past the index at ", index_offset));
     }
     if (f.first_record != uint64_t{i} * hdr.records_per_frame || f.record_count != records) {
-      return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count,
-                              "), expected [", uint64_t{i} * hdr.records_per_frame, ", +",
-                              records, ")"));
+      return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count, "), expected [",
+                              uint64_t{i} * hdr.records_per_frame, ", +", records, ")"));
     }
     if (f.raw_size != records * record_bytes) {
       return bad(absl::StrCat("raw_size ", f.raw_size, ", expected ", records * record_bytes));
@@ -216,18 +212,16 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path,
     frames[i] = f;
   }
   if (expected_offset != index_offset) {
-    return absl::DataLossError(absl::StrCat(path, ": frame ", hdr.frame_count - 1,
-                                            " at byte offset ", frames.back().offset,
-                                            ": ends at ", expected_offset,
-                                            ", expected the index at ", index_offset));
+    return absl::DataLossError(absl::StrCat(
+        path, ": frame ", hdr.frame_count - 1, " at byte offset ", frames.back().offset,
+        ": ends at ", expected_offset, ", expected the index at ", index_offset));
   }
   return frames;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
-                                                               const std::string& path) {
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   const uint64_t size = file->Size();
   ShardMeta meta;
@@ -240,8 +234,8 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env,
 
 absl::Status ShardReader::FrameCorruption(uint32_t i, absl::string_view what) const {
   const uint64_t off = i < frames_.size() ? frames_[i].offset : 0;
-  return absl::DataLossError(absl::StrCat(path(), ": frame ", i, " at byte offset ", off, ": ",
-                                          what));
+  return absl::DataLossError(
+      absl::StrCat(path(), ": frame ", i, " at byte offset ", off, ": ", what));
 }
 
 absl::Status ShardReader::ReadStoredFrame(uint32_t i, std::string* out) const {
@@ -261,13 +255,12 @@ absl::Status ShardReader::ReadStoredFrame(uint32_t i, absl::Span<char> out) cons
   const FrameInfo& f = frames_[i];
   if (out.size() != f.stored_size) {
     return absl::InvalidArgumentError(absl::StrCat(path(), ": frame ", i, ": buffer of ",
-                                                   out.size(), " bytes, expected ",
-                                                   f.stored_size));
+                                                   out.size(), " bytes, expected ", f.stored_size));
   }
   ASSIGN_OR_RETURN(size_t got, file_->Read(f.offset, f.stored_size, out.data()));
   if (got != f.stored_size) {
-    return FrameCorruption(i, absl::StrCat("short read: expected ", f.stored_size,
-                                           " bytes, got ", got));
+    return FrameCorruption(
+        i, absl::StrCat("short read: expected ", f.stored_size, " bytes, got ", got));
   }
   return absl::OkStatus();
 }
@@ -284,23 +277,23 @@ absl::Status ShardReader::DecodeFrame(uint32_t i, absl::string_view stored, absl
                                                    raw.size(), " bytes, expected ", f.raw_size));
   }
   if (stored.size() != f.stored_size) {
-    return FrameCorruption(i, absl::StrCat("stored size ", stored.size(), ", expected ",
-                                           f.stored_size));
+    return FrameCorruption(
+        i, absl::StrCat("stored size ", stored.size(), ", expected ", f.stored_size));
   }
   // Checksum first: a corrupt frame never reaches the decompressor.
   const uint64_t sum = Xxh3(stored);
   if (sum != f.checksum) {
-    return FrameCorruption(i, absl::StrCat("checksum ", ChecksumToHex(sum), ", expected ",
-                                           ChecksumToHex(f.checksum)));
+    return FrameCorruption(
+        i, absl::StrCat("checksum ", ChecksumToHex(sum), ", expected ", ChecksumToHex(f.checksum)));
   }
   const unsigned long long content = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (content != f.raw_size) {
-    return FrameCorruption(i, absl::StrCat("zstd content size ",
-                                           content == ZSTD_CONTENTSIZE_UNKNOWN ? "unknown"
-                                           : content == ZSTD_CONTENTSIZE_ERROR
-                                               ? "unreadable"
-                                               : absl::StrCat(content),
-                                           ", expected ", f.raw_size));
+    return FrameCorruption(i,
+                           absl::StrCat("zstd content size ",
+                                        content == ZSTD_CONTENTSIZE_UNKNOWN ? "unknown"
+                                        : content == ZSTD_CONTENTSIZE_ERROR ? "unreadable"
+                                                                            : absl::StrCat(content),
+                                        ", expected ", f.raw_size));
   }
   thread_local DCtxHolder local;
   ZSTD_DCtx* ctx = dctx != nullptr ? static_cast<ZSTD_DCtx*>(dctx) : local.ctx;
@@ -309,8 +302,7 @@ absl::Status ShardReader::DecodeFrame(uint32_t i, absl::string_view stored, absl
     return FrameCorruption(i, absl::StrCat("zstd: ", ZSTD_getErrorName(n)));
   }
   if (n != f.raw_size) {
-    return FrameCorruption(i, absl::StrCat("decompressed to ", n, " bytes, expected ",
-                                           f.raw_size));
+    return FrameCorruption(i, absl::StrCat("decompressed to ", n, " bytes, expected ", f.raw_size));
   }
   return absl::OkStatus();
 }

@@ -102,9 +102,9 @@ absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t 
       header_.record_count, header_.records_per_frame, frames_added_);
   const uint64_t expected_raw = uint64_t{expected_records} * header_.spec.record_bytes();
   if (record_count != expected_records || raw_size != expected_raw) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frame ", frames_added_, ": expected ", expected_records, " records (", expected_raw,
-        " raw bytes), got ", record_count, " (", raw_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame ", frames_added_, ": expected ", expected_records, " records (",
+                     expected_raw, " raw bytes), got ", record_count, " (", raw_size, ")"));
   }
   if (stored.empty() || stored.size() > UINT32_MAX) {
     return absl::InvalidArgumentError(
@@ -132,8 +132,8 @@ absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t 
 
 absl::Status ShardWriter::Finish() {
   if (frames_added_ != header_.frame_count || frames_added_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard needs ", header_.frame_count,
-                                                   " frames, got ", frames_added_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard needs ", header_.frame_count, " frames, got ", frames_added_));
   }
   std::string tail = index_bytes_;
   std::string footer = storage_internal::EncodeFooterPrefix(offset_, frames_added_);

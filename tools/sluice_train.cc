@@ -1,10 +1,8 @@
 // sluice-train's flags, and the job options they make (OptionsFromFlags). Every bad value is
 // a usage error (kInvalidArgument naming the flag and the range; exit code 2). The bounds are
 // those of docs/limits.md.
-#include "tools/sluice_train_flags.h"
-
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -16,10 +14,13 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "device/device.h"
+#include "tools/sluice_train_flags.h"
 
-ABSL_FLAG(std::string, data, "", "Training split: a shard dataset directory, a manifest, or a "
+ABSL_FLAG(std::string, data, "",
+          "Training split: a shard dataset directory, a manifest, or a "
           "directory of IDX files (sharded once into --cache-dir)");
-ABSL_FLAG(std::string, test_data, "", "Evaluation split; default: the dataset's sibling 'test' "
+ABSL_FLAG(std::string, test_data, "",
+          "Evaluation split; default: the dataset's sibling 'test' "
           "split (or the t10k IDX files beside the train files)");
 ABSL_FLAG(bool, evaluate, true, "Evaluate on the test split after each epoch");
 ABSL_FLAG(std::string, cache_dir, "", "Where IDX input is sharded (default ~/.cache/sluice)");
@@ -60,30 +61,37 @@ ABSL_FLAG(bool, exchange_always, false,
           "changes nothing: executes the data-parallel path on one device (tests, GPU check)");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and shuffle");
 ABSL_FLAG(bool, shuffle, false, "Shuffle (off: file order, as the reference DataLoader)");
-ABSL_FLAG(int64_t, shuffle_window, 64, "Frames per shuffle window (0: all frames; at most "
+ABSL_FLAG(int64_t, shuffle_window, 64,
+          "Frames per shuffle window (0: all frames; at most "
           "1048576)");
 ABSL_FLAG(bool, drop_last, false, "Drop a short last batch");
-ABSL_FLAG(std::string, h2d_format, "auto", "What crosses PCIe: u8 | f16 | f32 | auto (u8 on "
+ABSL_FLAG(std::string, h2d_format, "auto",
+          "What crosses PCIe: u8 | f16 | f32 | auto (u8 on "
           "CUDA, f32 on the CPU)");
 ABSL_FLAG(double, normalize_mean, 0.0, "Normalization (x/255 - mean)/std");
 ABSL_FLAG(double, normalize_std, 1.0, "Normalization (x/255 - mean)/std");
 ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores; at most 4 x hardware threads)");
-ABSL_FLAG(int64_t, decompress_threads, 0, "Decompress concurrency (0: --threads; at most 4 x "
+ABSL_FLAG(int64_t, decompress_threads, 0,
+          "Decompress concurrency (0: --threads; at most 4 x "
           "hardware threads)");
-ABSL_FLAG(int64_t, preprocess_threads, 0, "Preprocess concurrency (0: --threads; at most 4 x "
+ABSL_FLAG(int64_t, preprocess_threads, 0,
+          "Preprocess concurrency (0: --threads; at most 4 x "
           "hardware threads)");
 ABSL_FLAG(int64_t, compute_threads, 0,
           "CPU backend: threads each batch is split across (0: the cores the pipeline does not "
           "need, engine/job/train_job.h; at most 4 x hardware threads)");
-ABSL_FLAG(int64_t, pool_size, 0, "Pinned batch buffers (0: enough for 4096 samples, 4..256; "
+ABSL_FLAG(int64_t, pool_size, 0,
+          "Pinned batch buffers (0: enough for 4096 samples, 4..256; "
           "at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
-ABSL_FLAG(double, max_corrupt_fraction, 0.01, "--on-corrupt=skip: fail once more than this "
+ABSL_FLAG(double, max_corrupt_fraction, 0.01,
+          "--on-corrupt=skip: fail once more than this "
           "fraction of the records read in a split were skipped as corrupt (0..1)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Write checkpoints here");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Checkpoint every N steps (0: at the end only)");
-ABSL_FLAG(std::string, resume, "", "Resume from this checkpoint file, or 'auto' (the "
+ABSL_FLAG(std::string, resume, "",
+          "Resume from this checkpoint file, or 'auto' (the "
           "--checkpoint-dir checkpoint when present)");
 ABSL_FLAG(std::string, export_safetensors, "", "Export the trained weights (PyTorch names)");
 ABSL_FLAG(std::string, metrics_out, "", "JSON lines, one per epoch");
@@ -93,32 +101,38 @@ ABSL_FLAG(std::string, record_order, "",
 ABSL_FLAG(int64_t, progress_every, 200, "Steps between progress updates");
 ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N steps");
-ABSL_FLAG(std::string, inject_delay, "", "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
+ABSL_FLAG(std::string, inject_delay, "",
+          "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
           "long per item in a stage (read, decompress, preprocess, h2d, compute); see "
           "docs/bottleneck.md");
 
 ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
-ABSL_FLAG(std::string, report_json, "", "Write the bottleneck report as JSON "
+ABSL_FLAG(std::string, report_json, "",
+          "Write the bottleneck report as JSON "
           "(docs/report-schema.md)");
 ABSL_FLAG(int64_t, report_every, 0, "Also print a short report every N steps (0: only at the end)");
-ABSL_FLAG(std::string, trace, "", "Write a Chrome/Perfetto trace of the pipeline stages and "
+ABSL_FLAG(std::string, trace, "",
+          "Write a Chrome/Perfetto trace of the pipeline stages and "
           "compute (open in ui.perfetto.dev or chrome://tracing)");
 ABSL_FLAG(int64_t, trace_spans, 2000000, "Most spans kept for --trace (at most 50000000)");
-ABSL_FLAG(bool, ceilings, true, "Measure (once per host and dataset, cached) each stage's "
+ABSL_FLAG(bool, ceilings, true,
+          "Measure (once per host and dataset, cached) each stage's "
           "ceiling for the report");
 ABSL_FLAG(bool, refresh_ceilings, false, "Measure the ceilings again instead of using the cache");
-ABSL_FLAG(std::string, what_if, "none", "Diagnostic: make one stage free and report the "
+ABSL_FLAG(std::string, what_if, "none",
+          "Diagnostic: make one stage free and report the "
           "throughput: read | decompress | preprocess | h2d | compute | all (a table with each "
           "stage removed in turn next to the normal run)");
 
-ABSL_FLAG(bool, autotune, false, "After the first epoch, adjust stage concurrency, pool size "
+ABSL_FLAG(bool, autotune, false,
+          "After the first epoch, adjust stage concurrency, pool size "
           "and read-ahead from the measured statistics and say what changed and why");
-ABSL_FLAG(int64_t, autotune_memory_mb, 256, "--autotune: most MiB of pinned batch buffers "
+ABSL_FLAG(int64_t, autotune_memory_mb, 256,
+          "--autotune: most MiB of pinned batch buffers "
           "(at most 65536)");
 
 namespace sluice {
 namespace {
-
 
 // Documented maxima of the concurrency and buffer flags (docs/limits.md); thread counts are
 // bounded by MaxThreads() (4 x hardware threads).
@@ -207,8 +221,8 @@ absl::Status OptimizerFromFlags(OptimizerConfig& opt) {
                      InRange("lr-gamma", absl::GetFlag(FLAGS_lr_gamma), 0, 1, true));
     opt.gamma = static_cast<float>(gamma);
   } else if (opt.schedule == LrSchedule::kCosine) {
-    ASSIGN_OR_RETURN(opt.warmup_steps, Positive<int64_t>("warmup-steps",
-                                                         absl::GetFlag(FLAGS_warmup_steps), true));
+    ASSIGN_OR_RETURN(opt.warmup_steps,
+                     Positive<int64_t>("warmup-steps", absl::GetFlag(FLAGS_warmup_steps), true));
   }
 
   return absl::OkStatus();
@@ -246,8 +260,8 @@ absl::Status DeviceFromFlags(TrainJobOptions& o) {
   o.backend.cuda.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
   o.backend.options.exchange_in_world_of_one = absl::GetFlag(FLAGS_exchange_always);
   RETURN_IF_ERROR(CheckThreadCount("compute-threads", absl::GetFlag(FLAGS_compute_threads)));
-  ASSIGN_OR_RETURN(o.backend.cpu.threads, Positive<int>("compute-threads",
-                                                        absl::GetFlag(FLAGS_compute_threads), true));
+  ASSIGN_OR_RETURN(o.backend.cpu.threads,
+                   Positive<int>("compute-threads", absl::GetFlag(FLAGS_compute_threads), true));
   o.pipeline.order.seed = absl::GetFlag(FLAGS_seed);
 
   return absl::OkStatus();
@@ -283,15 +297,18 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   RETURN_IF_ERROR(CheckThreadCount("threads", absl::GetFlag(FLAGS_threads)));
   RETURN_IF_ERROR(CheckThreadCount("decompress-threads", absl::GetFlag(FLAGS_decompress_threads)));
   RETURN_IF_ERROR(CheckThreadCount("preprocess-threads", absl::GetFlag(FLAGS_preprocess_threads)));
-  RETURN_IF_ERROR(CheckAtMost("pool-size", absl::GetFlag(FLAGS_pool_size), kMaxPoolSize,
-                              "batch buffers"));
+  RETURN_IF_ERROR(
+      CheckAtMost("pool-size", absl::GetFlag(FLAGS_pool_size), kMaxPoolSize, "batch buffers"));
   RETURN_IF_ERROR(CheckAtMost("read-ahead", absl::GetFlag(FLAGS_read_ahead), kMaxReadAhead,
                               "frames held decompressed ahead of use"));
-  ASSIGN_OR_RETURN(p.resources.threads, Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
-  ASSIGN_OR_RETURN(p.resources.decompress_threads, Positive<int>("decompress-threads",
-                                                       absl::GetFlag(FLAGS_decompress_threads), true));
-  ASSIGN_OR_RETURN(p.resources.preprocess_threads, Positive<int>("preprocess-threads",
-                                                       absl::GetFlag(FLAGS_preprocess_threads), true));
+  ASSIGN_OR_RETURN(p.resources.threads,
+                   Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
+  ASSIGN_OR_RETURN(
+      p.resources.decompress_threads,
+      Positive<int>("decompress-threads", absl::GetFlag(FLAGS_decompress_threads), true));
+  ASSIGN_OR_RETURN(
+      p.resources.preprocess_threads,
+      Positive<int>("preprocess-threads", absl::GetFlag(FLAGS_preprocess_threads), true));
   ASSIGN_OR_RETURN(p.resources.pool_size,
                    Positive<uint32_t>("pool-size", absl::GetFlag(FLAGS_pool_size), true));
   if (p.resources.pool_size == 1) return UsageError("pool-size", "must be 0 (auto) or >= 2");
@@ -300,8 +317,9 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
   p.on_corrupt = *on_corrupt;
-  ASSIGN_OR_RETURN(o.max_corrupt_fraction,
-                   InRange("max-corrupt-fraction", absl::GetFlag(FLAGS_max_corrupt_fraction), 0, 1));
+  ASSIGN_OR_RETURN(
+      o.max_corrupt_fraction,
+      InRange("max-corrupt-fraction", absl::GetFlag(FLAGS_max_corrupt_fraction), 0, 1));
 
   return absl::OkStatus();
 }
@@ -309,8 +327,9 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
 // Checkpoints, resume, export, metrics.
 absl::Status OutputsFromFlags(TrainJobOptions& o) {
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  ASSIGN_OR_RETURN(o.checkpoint_every, Positive<int64_t>("checkpoint-every",
-                                                         absl::GetFlag(FLAGS_checkpoint_every), true));
+  ASSIGN_OR_RETURN(
+      o.checkpoint_every,
+      Positive<int64_t>("checkpoint-every", absl::GetFlag(FLAGS_checkpoint_every), true));
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
     return UsageError("checkpoint-every", "needs --checkpoint-dir");
   }
@@ -340,7 +359,8 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
     auto w = ParseWhatIf(what_if);
     if (!w.ok()) {
       return UsageError("what-if", absl::StrCat("expected none, read, decompress, preprocess, "
-                                                "h2d, compute or all, got \"", what_if, "\""));
+                                                "h2d, compute or all, got \"",
+                                                what_if, "\""));
     }
     o.pipeline.diagnostics.what_if = *w;
   }
@@ -348,21 +368,23 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
   o.autotune = absl::GetFlag(FLAGS_autotune);
   RETURN_IF_ERROR(CheckAtMost("autotune-memory-mb", absl::GetFlag(FLAGS_autotune_memory_mb),
                               kMaxAutotuneMemoryMb, "MiB of batch buffers"));
-  ASSIGN_OR_RETURN(const int64_t autotune_mb, Positive<int64_t>("autotune-memory-mb",
-                                                                 absl::GetFlag(FLAGS_autotune_memory_mb)));
+  ASSIGN_OR_RETURN(
+      const int64_t autotune_mb,
+      Positive<int64_t>("autotune-memory-mb", absl::GetFlag(FLAGS_autotune_memory_mb)));
   o.autotune_memory_bytes = static_cast<uint64_t>(autotune_mb) << 20;
-  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_inject_delay), ',',
-                                               absl::SkipEmpty())) {
+  for (absl::string_view item :
+       absl::StrSplit(absl::GetFlag(FLAGS_inject_delay), ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits(':', 1));
     int64_t us = 0;
     if (!absl::SimpleAtoi(kv.second, &us) || us < 0) {
-      return UsageError("inject-delay", absl::StrCat("expected STAGE:MICROSECONDS, got \"", item,
-                                                     "\""));
+      return UsageError("inject-delay",
+                        absl::StrCat("expected STAGE:MICROSECONDS, got \"", item, "\""));
     }
     auto stage = ParseStage(kv.first);
     if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery) {
-      return UsageError("inject-delay", absl::StrCat("unknown stage \"", kv.first,
-                                                     "\" (read, decompress, preprocess, h2d, compute)"));
+      return UsageError("inject-delay",
+                        absl::StrCat("unknown stage \"", kv.first,
+                                     "\" (read, decompress, preprocess, h2d, compute)"));
     }
     if (*stage == Stage::kCompute) {
       o.inject_compute_delay_us = us;

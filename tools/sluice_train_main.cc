@@ -30,8 +30,8 @@
 #include "common/env.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
-#include "engine/dist/communicator.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/dist/communicator.h"
 #include "engine/job/job_report.h"
 #include "engine/job/outputs.h"
 #include "engine/job/train_job.h"
@@ -56,9 +56,9 @@ class ProgressPrinter {
   explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
   void Step(const TrainProgress& p) {
     if (quiet_) return;
-    std::string line = absl::StrFormat(
-        "epoch %d step %d/%d  loss %.4f  %.0f samples/s  lr %.3g", p.epoch + 1, p.step_in_epoch,
-        p.batches_per_epoch, p.loss, p.samples_per_second, p.lr);
+    std::string line =
+        absl::StrFormat("epoch %d step %d/%d  loss %.4f  %.0f samples/s  lr %.3g", p.epoch + 1,
+                        p.step_in_epoch, p.batches_per_epoch, p.loss, p.samples_per_second, p.lr);
     if (tty_) {
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
     } else if (p.optimizer_steps % (plain_every_ * 1) == 0) {
@@ -164,8 +164,10 @@ void PrintInterrupted(const TrainJobResult& result, int stop_signal,
                       const std::vector<std::string>& argv) {
   const TrainResult& t = result.train;
   std::fflush(stdout);
-  std::fprintf(stderr, "\r\033[Ksluice-train: interrupted by %s after epoch %llu step %llu "
-               "(%lld optimizer steps)\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+  std::fprintf(stderr,
+               "\r\033[Ksluice-train: interrupted by %s after epoch %llu step %llu "
+               "(%lld optimizer steps)\n",
+               stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
                static_cast<unsigned long long>(t.stopped_epoch + 1),
                static_cast<unsigned long long>(t.stopped_step),
                static_cast<long long>(t.optimizer_steps));
@@ -174,7 +176,8 @@ void PrintInterrupted(const TrainJobResult& result, int stop_signal,
                  result.checkpoint_path.c_str(),
                  ResumeCommand(argv, result.checkpoint_path).c_str());
   } else {
-    std::fprintf(stderr, "sluice-train: no checkpoint was written (no --checkpoint-dir); "
+    std::fprintf(stderr,
+                 "sluice-train: no checkpoint was written (no --checkpoint-dir); "
                  "this run cannot be resumed\n");
   }
 }
@@ -189,16 +192,18 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
     // (TrainResult::samples is this rank's).
     int64_t job_samples = 0;
     for (const EpochSummary& e : t.epochs) job_samples += e.train_samples;
-    std::printf("\nsluice-train: %d ranks (%s), %lld samples in %.2fs of training (%.0f "
-                "samples/s over all ranks); rank 0 trained %lld on %s\n",
-                world->size(), world->description().c_str(),
-                static_cast<long long>(job_samples), t.train_seconds,
-                t.train_seconds > 0 ? job_samples / t.train_seconds : 0.0,
-                static_cast<long long>(t.samples), result.run.device.c_str());
+    std::printf(
+        "\nsluice-train: %d ranks (%s), %lld samples in %.2fs of training (%.0f "
+        "samples/s over all ranks); rank 0 trained %lld on %s\n",
+        world->size(), world->description().c_str(), static_cast<long long>(job_samples),
+        t.train_seconds, t.train_seconds > 0 ? job_samples / t.train_seconds : 0.0,
+        static_cast<long long>(t.samples), result.run.device.c_str());
   } else {
-    std::printf("\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
-                "%.2fs wall\n", result.run.device.c_str(), static_cast<long long>(t.samples),
-                t.train_seconds, TrainSamplesPerSecond(t), t.seconds);
+    std::printf(
+        "\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
+        "%.2fs wall\n",
+        result.run.device.c_str(), static_cast<long long>(t.samples), t.train_seconds,
+        TrainSamplesPerSecond(t), t.seconds);
   }
   if (result.resumed) {
     std::printf("resumed at epoch %llu step %llu (%llu samples trained before)\n",
@@ -220,7 +225,8 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
   if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
     std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());
   }
-  if (!result.checkpoint_path.empty()) std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
+  if (!result.checkpoint_path.empty())
+    std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
   if (!options.export_safetensors.empty()) {
     std::printf("safetensors: %s\n", options.export_safetensors.c_str());
   }
@@ -233,8 +239,9 @@ absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
                    RunWhatIfTable(env, options, normal, [](const std::string& stage) {
                      std::fprintf(stderr, "what-if: %s free ...\n", stage.c_str());
                    }));
-  std::printf("\nwhat-if (each stage made free in turn; the stage whose removal speeds the run "
-              "up most is the limit):\n");
+  std::printf(
+      "\nwhat-if (each stage made free in turn; the stage whose removal speeds the run "
+      "up most is the limit):\n");
   std::printf("  %-12s %14s %9s\n", "free stage", "samples/s", "speedup");
   for (const WhatIfRow& row : rows) {
     if (!row.note.empty()) {
@@ -349,8 +356,8 @@ int Main(int argc, char** argv) {
     if ((*world)->is_distributed()) {
       // One rank's error ends the whole job at once: the others would wait for it forever in
       // the next exchange. MPI_Abort makes the launcher stop every rank (exit code 1).
-      std::fprintf(stderr, "sluice-train: rank %d of %d: %s\n", (*world)->rank(),
-                   (*world)->size(), std::string(exit_code.status().message()).c_str());
+      std::fprintf(stderr, "sluice-train: rank %d of %d: %s\n", (*world)->rank(), (*world)->size(),
+                   std::string(exit_code.status().message()).c_str());
       std::fflush(nullptr);
       (*world)->Abort(1);
     }

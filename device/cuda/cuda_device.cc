@@ -20,16 +20,20 @@ namespace {
 const char* CudaHint(cudaError_t err) {
   switch (err) {
     case cudaErrorMemoryAllocation:
-      return "out of device memory: lower --batch-size or free the GPU (nvidia-smi shows who holds it)";
+      return "out of device memory: lower --batch-size or free the GPU (nvidia-smi shows who holds "
+             "it)";
     case cudaErrorNoDevice:
-      return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu";
+      return "no CUDA device is visible: check nvidia-smi and CUDA_VISIBLE_DEVICES, or use "
+             "--device cpu";
     case cudaErrorInsufficientDriver:
-      return "no NVIDIA driver (or one too old for this CUDA runtime): install the driver, or use --device cpu";
+      return "no NVIDIA driver (or one too old for this CUDA runtime): install the driver, or use "
+             "--device cpu";
     case cudaErrorInvalidDevice:
       return "the device ordinal is out of range: see nvidia-smi for the devices present";
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorUnsupportedPtxVersion:
-      return "this binary holds sm_90 code plus PTX: rebuild with -DCMAKE_CUDA_ARCHITECTURES=<your sm>";
+      return "this binary holds sm_90 code plus PTX: rebuild with -DCMAKE_CUDA_ARCHITECTURES=<your "
+             "sm>";
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
       return "a kernel faulted: rerun under compute-sanitizer to find it";
@@ -59,10 +63,9 @@ absl::StatusCode CudaCode(cudaError_t err) {
 
 absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
   if (err == cudaSuccess) return absl::OkStatus();
-  return absl::Status(CudaCode(err),
-                      absl::StrCat(expr, " failed at ", file, ":", line, ": ",
-                                   cudaGetErrorName(err), " (", cudaGetErrorString(err),
-                                   "); hint: ", CudaHint(err)));
+  return absl::Status(
+      CudaCode(err), absl::StrCat(expr, " failed at ", file, ":", line, ": ", cudaGetErrorName(err),
+                                  " (", cudaGetErrorString(err), "); hint: ", CudaHint(err)));
 }
 
 }  // namespace cuda_internal
@@ -213,8 +216,8 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent(bool timing) override {
     SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
     cudaEvent_t e = nullptr;
-    SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault
-                                                          : cudaEventDisableTiming));
+    SLUICE_CUDA_CHECK(
+        cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     return std::unique_ptr<Event>(std::make_unique<CudaEvent>(ordinal_, e, timing, &anchor_));
   }
   absl::StatusOr<Buffer> Allocate(size_t bytes) override {
@@ -267,9 +270,9 @@ absl::Status CudaDeviceStatus(int ordinal) {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cuda_internal::ClearLastCudaError();
-    return absl::UnavailableError(absl::StrCat("no CUDA device: cudaGetDeviceCount failed: ",
-                                               cudaGetErrorName(err), " (",
-                                               cudaGetErrorString(err), ")"));
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device: cudaGetDeviceCount failed: ", cudaGetErrorName(err), " (",
+                     cudaGetErrorString(err), ")"));
   }
   if (n == 0) return absl::UnavailableError("no CUDA device: cudaGetDeviceCount returned 0");
   if (ordinal < 0 || ordinal >= n) {
@@ -294,8 +297,8 @@ absl::StatusOr<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
   cudaDeviceProp prop{};
   SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
   auto device = std::make_unique<CudaDevice>(
-      ordinal, absl::StrCat("cuda:", ordinal, " (", prop.name, ", sm_", prop.major, prop.minor,
-                            ")"));
+      ordinal,
+      absl::StrCat("cuda:", ordinal, " (", prop.name, ", sm_", prop.major, prop.minor, ")"));
   RETURN_IF_ERROR(device->Anchor());
   return std::unique_ptr<Device>(std::move(device));
 }

@@ -1,7 +1,8 @@
 // CUDA runtime errors as absl::Status, for the code that calls the CUDA runtime (device/cuda/
 // and engine/cuda/). Not part of the device layer's public interface.
 //
-//   SLUICE_CUDA_CHECK(cudaMalloc(&p, n));  // -> kResourceExhausted "cudaMalloc(&p, n) failed at f.cc:12: ..."
+//   SLUICE_CUDA_CHECK(cudaMalloc(&p, n));  // -> kResourceExhausted "cudaMalloc(&p, n) failed at
+//   f.cc:12: ..."
 //
 // Status codes (abseil canonical): out of memory -> kResourceExhausted; no device, no driver or
 // a bad ordinal -> kUnavailable; anything else -> kInternal. The message names the failed
@@ -25,8 +26,7 @@ inline void ClearLastCudaError() { (void)cudaGetLastError(); }
 
 }  // namespace sluice::device::cuda_internal
 
-#define SLUICE_CUDA_CHECK(call)                                                        \
-  RETURN_IF_ERROR(::sluice::device::cuda_internal::CudaStatus((call), #call, __FILE__, \
-                                                              __LINE__))
+#define SLUICE_CUDA_CHECK(call) \
+  RETURN_IF_ERROR(::sluice::device::cuda_internal::CudaStatus((call), #call, __FILE__, __LINE__))
 
 #endif  // SLUICE_DEVICE_CUDA_CUDA_STATUS_H_

@@ -256,8 +256,6 @@ absl::Status SimLaunch(Stream* stream, std::function<void()> work, int64_t min_n
   return absl::OkStatus();
 }
 
-bool IsSimDevice(const Device* device) {
-  return dynamic_cast<const SimDevice*>(device) != nullptr;
-}
+bool IsSimDevice(const Device* device) { return dynamic_cast<const SimDevice*>(device) != nullptr; }
 
 }  // namespace sluice::device

@@ -37,13 +37,12 @@ struct SimOptions {
   double link_bytes_per_s = 25e9;  // modelled host <-> device bandwidth (PCIe 4 x16: ~25 GB/s)
   int64_t link_latency_ns = 0;     // added to every copy
   bool poison = false;
-  uint64_t jitter_seed = 0;        // 0: no jitter
+  uint64_t jitter_seed = 0;  // 0: no jitter
   int64_t jitter_max_ns = 50'000;
 };
 
 // Opens a simulated device named "sim:<ordinal>".
-absl::StatusOr<std::unique_ptr<Device>> OpenSimDevice(const SimOptions& options,
-                                                      int ordinal = 0);
+absl::StatusOr<std::unique_ptr<Device>> OpenSimDevice(const SimOptions& options, int ordinal = 0);
 
 // Runs `work` on `stream`'s thread in stream order, taking at least `min_ns` of wall time
 // (the modelled kernel time). `stream` must come from a simulated device (kInvalidArgument

@@ -7,6 +7,8 @@
 // the gradient exchange of data-parallel runs, and CreateCpuBackend. The class and the step's
 // threads are described in internal/cpu_backend_impl.h; the step itself is in
 // internal/cpu_backend_step.cc, the checkpoint state in internal/cpu_backend_state.cc.
+#include "engine/cpu/cpu_backend.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/internal/cpu_backend_impl.h"
 #include "engine/cpu/internal/cpu_kernels.h"
 

@@ -27,10 +27,9 @@
 namespace sluice::cpu_internal {
 
 bool SparseKernelsAvailable() {
-  static const bool available = __builtin_cpu_supports("avx512f") &&
-                                __builtin_cpu_supports("avx512dq") &&
-                                __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl");
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   return available;
 }
 
@@ -104,16 +103,32 @@ SLUICE_AVX512 void WeightGradChunk(const int32_t* rows, const float* value, int 
 }
 
 // Calls kernel<NV>(...) with NV = ceil(width / 16), 1..8.
-#define SLUICE_DISPATCH_NV(kernel, width, ...)          \
-  switch (((width) + 15) / 16) {                        \
-    case 1: kernel<1>(__VA_ARGS__); break;              \
-    case 2: kernel<2>(__VA_ARGS__); break;              \
-    case 3: kernel<3>(__VA_ARGS__); break;              \
-    case 4: kernel<4>(__VA_ARGS__); break;              \
-    case 5: kernel<5>(__VA_ARGS__); break;              \
-    case 6: kernel<6>(__VA_ARGS__); break;              \
-    case 7: kernel<7>(__VA_ARGS__); break;              \
-    default: kernel<8>(__VA_ARGS__); break;             \
+#define SLUICE_DISPATCH_NV(kernel, width, ...) \
+  switch (((width) + 15) / 16) {               \
+    case 1:                                    \
+      kernel<1>(__VA_ARGS__);                  \
+      break;                                   \
+    case 2:                                    \
+      kernel<2>(__VA_ARGS__);                  \
+      break;                                   \
+    case 3:                                    \
+      kernel<3>(__VA_ARGS__);                  \
+      break;                                   \
+    case 4:                                    \
+      kernel<4>(__VA_ARGS__);                  \
+      break;                                   \
+    case 5:                                    \
+      kernel<5>(__VA_ARGS__);                  \
+      break;                                   \
+    case 6:                                    \
+      kernel<6>(__VA_ARGS__);                  \
+      break;                                   \
+    case 7:                                    \
+      kernel<7>(__VA_ARGS__);                  \
+      break;                                   \
+    default:                                   \
+      kernel<8>(__VA_ARGS__);                  \
+      break;                                   \
   }
 
 constexpr int kChunk = 128;  // outputs per register-resident chunk (8 x 16 floats)
@@ -144,8 +159,8 @@ SLUICE_AVX512 int64_t BuildSparseRowsAvx512(const float* x, int B, int I, Sparse
 }
 
 SLUICE_AVX512 void SparseLinearForwardAvx512(const SparseInput& s, const float* wt,
-                                             const float* bias, int B, int O, bool relu,
-                                             float* y, int I, int threads) {
+                                             const float* bias, int B, int O, bool relu, float* y,
+                                             int I, int threads) {
   ForRange(B, threads, [&](int begin, int end) {
     for (int b = begin; b < end; ++b) {
       const int32_t* index = s.row_index + int64_t{b} * I;
@@ -245,8 +260,7 @@ SLUICE_CLONES void BiasGrad(const float* __restrict dy, int B, int O, float* __r
   }
 }
 
-SLUICE_CLONES void ReluBackwardInPlace(const float* __restrict y, int64_t n,
-                                       float* __restrict dx) {
+SLUICE_CLONES void ReluBackwardInPlace(const float* __restrict y, int64_t n, float* __restrict dx) {
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
 }
 
@@ -270,7 +284,7 @@ void HalfToFloat(const uint16_t* in, int64_t n, float* out) {
       bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
     } else if (mantissa == 0) {
       bits = sign;  // +-0
-    } else {  // subnormal: renormalize
+    } else {        // subnormal: renormalize
       exponent = 113;
       while ((mantissa & 0x400u) == 0) {
         mantissa <<= 1;
@@ -282,8 +296,8 @@ void HalfToFloat(const uint16_t* in, int64_t n, float* out) {
   }
 }
 
-void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                         float* dlogits, double* loss_sum, int64_t* correct, int divisor) {
+void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C, float* dlogits,
+                         double* loss_sum, int64_t* correct, int divisor) {
   const float inv_batch = 1.0f / static_cast<float>(divisor > 0 ? divisor : B);
   for (int b = 0; b < B; ++b) {
     const float* row = logits + int64_t{b} * C;

@@ -27,8 +27,8 @@ void LinearForward(const float* x, const float* w, const float* b, int B, int I,
   }
 }
 
-void LinearBackward(const float* x, const float* w, const float* dy, int B, int I, int O,
-                    float* dw, float* db, float* dx) {
+void LinearBackward(const float* x, const float* w, const float* dy, int B, int I, int O, float* dw,
+                    float* db, float* dx) {
   for (int o = 0; o < O; ++o) {
     for (int i = 0; i < I; ++i) {
       double acc = 0;
@@ -59,8 +59,8 @@ void ReluBackwardInPlace(const float* y, int64_t n, float* dx) {
   }
 }
 
-void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                         float* dlogits, double* loss_sum, int64_t* correct) {
+void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C, float* dlogits,
+                         double* loss_sum, int64_t* correct) {
   for (int r = 0; r < B; ++r) {
     const float* row = logits + int64_t{r} * C;
     int argmax = 0;
@@ -81,8 +81,8 @@ void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int 
   }
 }
 
-void SgdStep(float* p, const float* grad, float* momentum_buf, int64_t n, float lr,
-             float momentum, bool nesterov, float weight_decay, bool first_step) {
+void SgdStep(float* p, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
+             bool nesterov, float weight_decay, bool first_step) {
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i];
     if (weight_decay != 0.0f) g += weight_decay * p[i];

@@ -20,8 +20,8 @@ void LinearForward(const float* x, const float* w, const float* b, int B, int I,
 
 // Given dy[B,O] (gradient w.r.t. the Linear's output, after any ReLU backward):
 //   dW[O,I] = dy^T x, db[O] = sum over batch of dy, and dx[B,I] = dy W when dx != nullptr.
-void LinearBackward(const float* x, const float* w, const float* dy, int B, int I, int O,
-                    float* dw, float* db, float* dx);
+void LinearBackward(const float* x, const float* w, const float* dy, int B, int I, int O, float* dw,
+                    float* db, float* dx);
 
 // dx[i] = y[i] > 0 ? dx[i] : 0 (in place), where y is the ReLU output.
 void ReluBackwardInPlace(const float* y, int64_t n, float* dx);
@@ -31,14 +31,14 @@ void ReluBackwardInPlace(const float* y, int64_t n, float* dx);
 //   *loss_sum += sum over b of -log softmax(logits[b])[label[b]];
 //   *correct += number of b with argmax(logits[b]) == label[b] (first max wins).
 // Labels must be in [0, C).
-void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                         float* dlogits, double* loss_sum, int64_t* correct);
+void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C, float* dlogits,
+                         double* loss_sum, int64_t* correct);
 
 // torch.optim.SGD semantics, one tensor of n values:
 //   g = grad + weight_decay * p; if momentum: buf = momentum * buf + g (buf = g on the first
 //   step, i.e. when `first_step`), g = nesterov ? g + momentum * buf : buf; p -= lr * g.
-void SgdStep(float* p, const float* grad, float* momentum_buf, int64_t n, float lr,
-             float momentum, bool nesterov, float weight_decay, bool first_step);
+void SgdStep(float* p, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
+             bool nesterov, float weight_decay, bool first_step);
 
 // torch.optim.AdamW semantics; `step` is the 1-based step count after this update:
 //   p *= 1 - lr * weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

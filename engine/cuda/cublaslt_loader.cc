@@ -34,10 +34,12 @@ const Library& Loaded() {
       const std::string dir = CudaRuntimeDirectory();
       if (!dir.empty()) l->handle = dlopen((dir + "/" + kSoname).c_str(), RTLD_NOW | RTLD_LOCAL);
       if (l->handle == nullptr) {
-        l->status = absl::UnavailableError(absl::StrCat(
-            "cannot load ", kSoname, " (the CUDA backend's GEMM library, part of the CUDA "
-            "toolkit): ", first, dir.empty() ? "" : absl::StrCat("; also not in ", dir),
-            "; add its directory to LD_LIBRARY_PATH, or use --device cpu"));
+        l->status = absl::UnavailableError(
+            absl::StrCat("cannot load ", kSoname,
+                         " (the CUDA backend's GEMM library, part of the CUDA "
+                         "toolkit): ",
+                         first, dir.empty() ? "" : absl::StrCat("; also not in ", dir),
+                         "; add its directory to LD_LIBRARY_PATH, or use --device cpu"));
       }
     }
     return l;
@@ -78,9 +80,9 @@ absl::Status LoadCublasLt() {
         "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatrixLayoutCreate",
         "cublasLtMatrixLayoutDestroy"}) {
     if (dlsym(l.handle, name) == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat(kSoname, " has no ", name, " (a different CUDA version than sluice was "
-                       "built for?)"));
+      return absl::UnavailableError(absl::StrCat(kSoname, " has no ", name,
+                                                 " (a different CUDA version than sluice was "
+                                                 "built for?)"));
     }
   }
   return absl::OkStatus();
@@ -99,10 +101,10 @@ bool CublasLtIsMapped() {
 
 // The forwarders: exactly the declarations of <cublasLt.h> (the compiler checks each against
 // it), each resolving its target once.
-#define SLUICE_CUBLASLT_FORWARD(name, params, args)                                         \
-  cublasStatus_t CUBLASWINAPI name params {                                                 \
-    static auto* const fn = ::sluice::cuda_internal::Resolve<decltype(name)>(#name);       \
-    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;                        \
+#define SLUICE_CUBLASLT_FORWARD(name, params, args)                                  \
+  cublasStatus_t CUBLASWINAPI name params {                                          \
+    static auto* const fn = ::sluice::cuda_internal::Resolve<decltype(name)>(#name); \
+    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;                  \
   }
 
 extern "C" {
@@ -114,8 +116,8 @@ SLUICE_CUBLASLT_FORWARD(cublasLtMatmul,
                          const void* a, cublasLtMatrixLayout_t a_desc, const void* b,
                          cublasLtMatrixLayout_t b_desc, const void* beta, const void* c,
                          cublasLtMatrixLayout_t c_desc, void* d, cublasLtMatrixLayout_t d_desc,
-                         const cublasLtMatmulAlgo_t* algo, void* workspace,
-                         size_t workspace_bytes, cudaStream_t stream),
+                         const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream),
                         (handle, desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc,
                          algo, workspace, workspace_bytes, stream))
 SLUICE_CUBLASLT_FORWARD(cublasLtMatmulAlgoGetHeuristic,
@@ -135,14 +137,11 @@ SLUICE_CUBLASLT_FORWARD(cublasLtMatmulDescSetAttribute,
                         (cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                          const void* buf, size_t bytes),
                         (desc, attr, buf, bytes))
-SLUICE_CUBLASLT_FORWARD(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref),
-                        (pref))
-SLUICE_CUBLASLT_FORWARD(cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t pref),
-                        (pref))
+SLUICE_CUBLASLT_FORWARD(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref), (pref))
+SLUICE_CUBLASLT_FORWARD(cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t pref), (pref))
 SLUICE_CUBLASLT_FORWARD(cublasLtMatmulPreferenceSetAttribute,
-                        (cublasLtMatmulPreference_t pref,
-                         cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
-                         size_t bytes),
+                        (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+                         const void* buf, size_t bytes),
                         (pref, attr, buf, bytes))
 SLUICE_CUBLASLT_FORWARD(cublasLtMatrixLayoutCreate,
                         (cublasLtMatrixLayout_t * layout, cudaDataType type, uint64_t rows,

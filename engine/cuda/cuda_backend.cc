@@ -24,8 +24,8 @@
 #include "device/cuda/cuda_device.h"
 #include "device/device.h"
 #include "engine/backend.h"
-#include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cublaslt_loader.h"
+#include "engine/cuda/cuda_check.h"
 #include "engine/cuda/internal/cuda_backend_impl.h"
 
 namespace sluice {
@@ -37,9 +37,12 @@ constexpr float kInitialFp16LossScale = 65536.0f;  // as torch.cuda.amp.GradScal
 
 DType OperandType(Precision p) {
   switch (p) {
-    case Precision::kBF16: return DType::kBF16;
-    case Precision::kF16: return DType::kF16;
-    default: return DType::kF32;
+    case Precision::kBF16:
+      return DType::kBF16;
+    case Precision::kF16:
+      return DType::kF16;
+    default:
+      return DType::kF32;
   }
 }
 
@@ -113,8 +116,8 @@ absl::Status CudaBackend::Init(const ModelState& state) {
         act_lp_.push_back(a);
       }
     }
-    ASSIGN_OR_RETURN(dy_lp_, alloc_.Allocate(MemoryTag::kWorkspace,
-                                             int64_t{B} * max_width * DTypeSize(lp_)));
+    ASSIGN_OR_RETURN(
+        dy_lp_, alloc_.Allocate(MemoryTag::kWorkspace, int64_t{B} * max_width * DTypeSize(lp_)));
   }
   ASSIGN_OR_RETURN(scalars_, alloc_.AllocateArray<StepScalars>(MemoryTag::kWorkspace, 1));
   ASSIGN_OR_RETURN(void* ws, alloc_.Allocate(MemoryTag::kWorkspace, kGemmWorkspaceBytes));
@@ -124,8 +127,8 @@ absl::Status CudaBackend::Init(const ModelState& state) {
   init.loss_scale = options_.precision == Precision::kF16 ? kInitialFp16LossScale : 1.0f;
   init.lr = opt_.lr;
   *host_scalars_ = init;
-  cudaCheck(cudaMemcpyAsync(scalars_, host_scalars_, sizeof(StepScalars),
-                            cudaMemcpyHostToDevice, stream_));
+  cudaCheck(cudaMemcpyAsync(scalars_, host_scalars_, sizeof(StepScalars), cudaMemcpyHostToDevice,
+                            stream_));
   RETURN_IF_ERROR(LoadState(state));
   RETURN_IF_ERROR(InitExchange());
   for (HostTensor& t : layout_.params) t.values = {};
@@ -175,16 +178,14 @@ absl::Status CudaBackend::CheckBatch(const BatchView& b) const {
     return absl::InvalidArgumentError("batch has no samples or labels");
   }
   if (static_cast<int>(b.features) != width(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("batch has ", b.features,
-                                                   " features per sample, the model takes ",
-                                                   width(0)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch has ", b.features, " features per sample, the model takes ", width(0)));
   }
   // A data-parallel rank's share of a step may be empty; it still joins the exchange.
   const int min_size = exchanging() ? 0 : 1;
   if (static_cast<int>(b.size) < min_size || static_cast<int>(b.size) > options_.max_batch) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size ", b.size, " outside [",
-                                                   min_size, ", ", options_.max_batch,
-                                                   "] (max_batch)"));
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", b.size, " outside [", min_size,
+                                                   ", ", options_.max_batch, "] (max_batch)"));
   }
   return absl::OkStatus();
 }
@@ -193,25 +194,25 @@ absl::Status CudaBackend::EnqueueForward(const Input& in, bool train) {
   NvtxRange range(train ? "Forward" : "EvalForward");
   const void* x = in.samples;
   if (in.format != H2DFormat::kF32 || low_precision()) {
-    RETURN_IF_ERROR(cuda_internal::LaunchConvertInput(in.samples, in.format,
-                                                      int64_t{in.B} * width(0),
-                                                      options_.normalization, x_, lp_, stream_));
+    RETURN_IF_ERROR(cuda_internal::LaunchConvertInput(
+        in.samples, in.format, int64_t{in.B} * width(0), options_.normalization, x_, lp_, stream_));
     x = x_;
   }
   for (int l = 0; l < L(); ++l) {
     const bool hidden = l + 1 < L();
     const void* input = l == 0 ? x : (low_precision() ? act_lp_[l - 1] : act_[l - 1]);
-    RETURN_IF_ERROR(gemm_->Forward(input, weight_operand(l), params_ + offsets_[2 * l + 1],
-                                   in.B, width(l), width(l + 1), hidden, act_[l], stream_));
+    RETURN_IF_ERROR(gemm_->Forward(input, weight_operand(l), params_ + offsets_[2 * l + 1], in.B,
+                                   width(l), width(l + 1), hidden, act_[l], stream_));
     if (hidden && low_precision()) {
-      RETURN_IF_ERROR(cuda_internal::LaunchCast(act_[l], int64_t{in.B} * width(l + 1),
-                                                act_lp_[l], lp_, stream_));
+      RETURN_IF_ERROR(cuda_internal::LaunchCast(act_[l], int64_t{in.B} * width(l + 1), act_lp_[l],
+                                                lp_, stream_));
     }
   }
   const int C = width(L());
   return cuda_internal::LaunchSoftmaxCrossEntropy(
       act_[L() - 1], in.labels, in.B, C, train ? &scalars_->loss_scale : nullptr,
-      train ? dact_[L() - 1] : nullptr, train ? &scalars_->train_loss_sum : &scalars_->eval_loss_sum,
+      train ? dact_[L() - 1] : nullptr,
+      train ? &scalars_->train_loss_sum : &scalars_->eval_loss_sum,
       train ? &scalars_->train_correct : &scalars_->eval_correct, &scalars_->bad_label, stream_,
       train ? divisor_ : 0);
 }
@@ -229,15 +230,14 @@ absl::Status CudaBackend::EnqueueBackward(const Input& in) {
     }
     const void* x = l == 0 ? (in.format != H2DFormat::kF32 || low_precision() ? x_ : in.samples)
                            : (low_precision() ? act_lp_[l - 1] : act_[l - 1]);
-    RETURN_IF_ERROR(
-        cuda_internal::LaunchBiasGrad(dy, B, O, grads_ + offsets_[2 * l + 1], stream_));
+    RETURN_IF_ERROR(cuda_internal::LaunchBiasGrad(dy, B, O, grads_ + offsets_[2 * l + 1], stream_));
     RETURN_IF_ERROR(gemm_->BackwardWeights(x, dy_op, B, I, O, grads_ + offsets_[2 * l], stream_));
     RETURN_IF_ERROR(ExchangeLayer(l));  // overlaps the layers below
     if (l > 0) {
-      RETURN_IF_ERROR(gemm_->BackwardInput(dy_op, weight_operand(l), B, I, O, dact_[l - 1],
-                                           stream_));
-      RETURN_IF_ERROR(cuda_internal::LaunchReluBackward(act_[l - 1], int64_t{B} * I,
-                                                        dact_[l - 1], stream_));
+      RETURN_IF_ERROR(
+          gemm_->BackwardInput(dy_op, weight_operand(l), B, I, O, dact_[l - 1], stream_));
+      RETURN_IF_ERROR(
+          cuda_internal::LaunchReluBackward(act_[l - 1], int64_t{B} * I, dact_[l - 1], stream_));
     }
   }
   return absl::OkStatus();

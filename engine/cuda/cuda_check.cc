@@ -16,9 +16,9 @@ absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file
   } else if (err == CUBLAS_STATUS_NOT_SUPPORTED || err == CUBLAS_STATUS_INVALID_VALUE) {
     hint = "unsupported layout/type/epilogue combination; CUBLASLT_LOG_LEVEL=5 says which";
   }
-  return absl::Status(code, absl::StrCat(expr, " failed at ", file, ":", line, ": ",
-                                         cublasLtGetStatusName(err), " (",
-                                         cublasLtGetStatusString(err), "); hint: ", hint));
+  return absl::Status(
+      code, absl::StrCat(expr, " failed at ", file, ":", line, ": ", cublasLtGetStatusName(err),
+                         " (", cublasLtGetStatusString(err), "); hint: ", hint));
 }
 
 absl::Status PreconditionFailed(const char* cond, const char* file, int line) {

@@ -37,8 +37,8 @@ absl::Status PreconditionFailed(const char* cond, const char* file, int line);
 #define cublasCheck(call) \
   RETURN_IF_ERROR(::sluice::cuda_internal::CublasStatus((call), #call, __FILE__, __LINE__))
 // Launchers assert their shape preconditions with this (kept in release builds, unlike assert).
-#define SLUICE_CUDA_EXPECT(cond)                                                           \
-  do {                                                                                     \
+#define SLUICE_CUDA_EXPECT(cond)                                                                \
+  do {                                                                                          \
     if (!(cond)) return ::sluice::cuda_internal::PreconditionFailed(#cond, __FILE__, __LINE__); \
   } while (0)
 

@@ -22,14 +22,22 @@ struct NvtxRange {
 };
 
 template <typename T>
-__device__ __forceinline__ float ToFloat(T v) { return static_cast<float>(v); }
+__device__ __forceinline__ float ToFloat(T v) {
+  return static_cast<float>(v);
+}
 template <>
-__device__ __forceinline__ float ToFloat<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToFloat<__half>(__half v) {
+  return __half2float(v);
+}
 
 template <typename T>
-__device__ __forceinline__ T FromFloat(float v) { return static_cast<T>(v); }
+__device__ __forceinline__ T FromFloat(float v) {
+  return static_cast<T>(v);
+}
 template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
@@ -51,8 +59,8 @@ __global__ void ConvertKernel(const In* __restrict__ in, int64_t n, float mean, 
   }
 }
 
-__global__ void BiasReluKernel(float* __restrict__ y, const float* __restrict__ bias, int B,
-                               int O, bool relu) {
+__global__ void BiasReluKernel(float* __restrict__ y, const float* __restrict__ bias, int B, int O,
+                               bool relu) {
   int64_t n = (int64_t)B * O;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -61,8 +69,7 @@ __global__ void BiasReluKernel(float* __restrict__ y, const float* __restrict__ 
   }
 }
 
-__global__ void ReluBackwardKernel(const float* __restrict__ y, int64_t n,
-                                   float* __restrict__ dx) {
+__global__ void ReluBackwardKernel(const float* __restrict__ y, int64_t n, float* __restrict__ dx) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     if (!(y[i] > 0.0f)) dx[i] = 0.0f;
@@ -88,12 +95,18 @@ __global__ void SoftmaxCrossEntropyKernel(const float* __restrict__ logits,
   int max_i = C;
   for (int c = lane; c < C; c += 32) {
     float v = x[c];
-    if (v > max_v) { max_v = v; max_i = c; }  // lanes visit ascending c: first max kept
+    if (v > max_v) {
+      max_v = v;
+      max_i = c;
+    }  // lanes visit ascending c: first max kept
   }
   for (int off = 16; off > 0; off /= 2) {
     float ov = __shfl_xor_sync(0xffffffffu, max_v, off);
     int oi = __shfl_xor_sync(0xffffffffu, max_i, off);
-    if (ov > max_v || (ov == max_v && oi < max_i)) { max_v = ov; max_i = oi; }
+    if (ov > max_v || (ov == max_v && oi < max_i)) {
+      max_v = ov;
+      max_i = oi;
+    }
   }
   float sum = 0.0f;
   for (int c = lane; c < C; c += 32) sum += expf(x[c] - max_v);
@@ -120,8 +133,7 @@ __global__ void SoftmaxCrossEntropyKernel(const float* __restrict__ logits,
 
 // Block (32, 8): threadIdx.x picks the column, the 8 rows of threads stride over the batch,
 // then a shared-memory reduction over threadIdx.y. Fixed order: deterministic.
-__global__ void BiasGradKernel(const float* __restrict__ dy, int B, int O,
-                               float* __restrict__ db) {
+__global__ void BiasGradKernel(const float* __restrict__ dy, int B, int O, float* __restrict__ db) {
   __shared__ float partial[8][33];
   const int o = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.0f;
@@ -221,18 +233,23 @@ template <typename In>
 absl::Status ConvertFrom(const In* in, bool normalize, int64_t n, Normalization norm, void* out,
                          DType out_type, cudaStream_t stream, int block_size) {
   const int grid = GridFor(n, block_size);
-#define SLUICE_CONVERT_(Out)                                                                 \
-  if (normalize)                                                                             \
-    ConvertKernel<In, Out, true><<<grid, block_size, 0, stream>>>(in, n, norm.mean, norm.std, \
-                                                                  static_cast<Out*>(out));   \
-  else                                                                                       \
-    ConvertKernel<In, Out, false><<<grid, block_size, 0, stream>>>(in, n, norm.mean,         \
-                                                                   norm.std,                 \
-                                                                   static_cast<Out*>(out));
+#define SLUICE_CONVERT_(Out)                                                                   \
+  if (normalize)                                                                               \
+    ConvertKernel<In, Out, true>                                                               \
+        <<<grid, block_size, 0, stream>>>(in, n, norm.mean, norm.std, static_cast<Out*>(out)); \
+  else                                                                                         \
+    ConvertKernel<In, Out, false>                                                              \
+        <<<grid, block_size, 0, stream>>>(in, n, norm.mean, norm.std, static_cast<Out*>(out));
   switch (out_type) {
-    case DType::kF32: SLUICE_CONVERT_(float); break;
-    case DType::kBF16: SLUICE_CONVERT_(__nv_bfloat16); break;
-    case DType::kF16: SLUICE_CONVERT_(__half); break;
+    case DType::kF32:
+      SLUICE_CONVERT_(float);
+      break;
+    case DType::kBF16:
+      SLUICE_CONVERT_(__nv_bfloat16);
+      break;
+    case DType::kF16:
+      SLUICE_CONVERT_(__half);
+      break;
   }
 #undef SLUICE_CONVERT_
   cudaCheck(cudaGetLastError());
@@ -244,9 +261,8 @@ absl::Status ConvertFrom(const In* in, bool normalize, int64_t n, Normalization 
 // ----------------------------------------------------------------------------
 // kernel launchers
 
-absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n,
-                                Normalization norm, void* out, DType out_type,
-                                cudaStream_t stream, int block_size) {
+absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n, Normalization norm,
+                                void* out, DType out_type, cudaStream_t stream, int block_size) {
   NvtxRange range("ConvertInput");
   SLUICE_CUDA_EXPECT(in != nullptr && out != nullptr && n >= 0);
   SLUICE_CUDA_EXPECT(block_size > 0 && block_size <= 1024 && block_size % 32 == 0);
@@ -266,8 +282,8 @@ absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n,
   return absl::InvalidArgumentError("LaunchConvertInput: unknown input format");
 }
 
-absl::Status LaunchCast(const float* in, int64_t n, void* out, DType out_type,
-                        cudaStream_t stream, int block_size) {
+absl::Status LaunchCast(const float* in, int64_t n, void* out, DType out_type, cudaStream_t stream,
+                        int block_size) {
   NvtxRange range("Cast");
   SLUICE_CUDA_EXPECT(in != nullptr && out != nullptr && n >= 0);
   SLUICE_CUDA_EXPECT(block_size > 0 && block_size <= 1024 && block_size % 32 == 0);
@@ -299,17 +315,17 @@ absl::Status LaunchReluBackward(const float* y, int64_t n, float* dx, cudaStream
 }
 
 absl::Status LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                                       const float* loss_scale, float* dlogits,
-                                       double* loss_sum, unsigned long long* correct,
-                                       int* bad_label, cudaStream_t stream, int divisor) {
+                                       const float* loss_scale, float* dlogits, double* loss_sum,
+                                       unsigned long long* correct, int* bad_label,
+                                       cudaStream_t stream, int divisor) {
   NvtxRange range("SoftmaxCrossEntropy");
   SLUICE_CUDA_EXPECT(logits != nullptr && labels != nullptr && B >= 0 && C > 0);
   SLUICE_CUDA_EXPECT(loss_sum != nullptr && correct != nullptr && bad_label != nullptr);
   if (B == 0) return absl::OkStatus();
   constexpr int kBlock = 128;  // 4 warps = 4 rows per block
   const int64_t grid = CeilDiv((int64_t)B * 32, kBlock);
-  SoftmaxCrossEntropyKernel<<<grid, kBlock, 0, stream>>>(logits, labels, B, C, loss_scale,
-                                                         dlogits, loss_sum, correct, bad_label,
+  SoftmaxCrossEntropyKernel<<<grid, kBlock, 0, stream>>>(logits, labels, B, C, loss_scale, dlogits,
+                                                         loss_sum, correct, bad_label,
                                                          divisor > 0 ? divisor : B);
   cudaCheck(cudaGetLastError());
   return absl::OkStatus();
@@ -334,8 +350,7 @@ absl::Status LaunchCheckFinite(const float* x, int64_t n, int* found_inf, cudaSt
   return absl::OkStatus();
 }
 
-absl::Status LaunchOptimizerStep(const OptimizerStepArgs& a, cudaStream_t stream,
-                                 int block_size) {
+absl::Status LaunchOptimizerStep(const OptimizerStepArgs& a, cudaStream_t stream, int block_size) {
   NvtxRange range("OptimizerStep");
   SLUICE_CUDA_EXPECT(a.params != nullptr && a.grads != nullptr && a.scalars != nullptr);
   SLUICE_CUDA_EXPECT(a.n >= 0);
@@ -344,22 +359,19 @@ absl::Status LaunchOptimizerStep(const OptimizerStepArgs& a, cudaStream_t stream
   SLUICE_CUDA_EXPECT(!adam || (a.slot0 != nullptr && a.slot1 != nullptr));
   SLUICE_CUDA_EXPECT(adam || a.config.momentum == 0.0f || a.slot0 != nullptr);
   if (a.n == 0) return absl::OkStatus();
-  OptimizerParams o{adam ? 1 : 0,      a.config.momentum, a.config.weight_decay,
-                    a.config.beta1,    a.config.beta2,    a.config.eps,
-                    a.config.nesterov};
+  OptimizerParams o{adam ? 1 : 0,   a.config.momentum, a.config.weight_decay, a.config.beta1,
+                    a.config.beta2, a.config.eps,      a.config.nesterov};
   const int grid = GridFor(a.n, block_size);
   if (a.params_lp == nullptr || a.lp_type == DType::kF32) {
     OptimizerKernel<float><<<grid, block_size, 0, stream>>>(
-        a.params, a.grads, a.slot0, a.slot1, static_cast<float*>(a.params_lp), a.n, o,
-        a.scalars);
+        a.params, a.grads, a.slot0, a.slot1, static_cast<float*>(a.params_lp), a.n, o, a.scalars);
   } else if (a.lp_type == DType::kBF16) {
     OptimizerKernel<__nv_bfloat16><<<grid, block_size, 0, stream>>>(
         a.params, a.grads, a.slot0, a.slot1, static_cast<__nv_bfloat16*>(a.params_lp), a.n, o,
         a.scalars);
   } else {
     OptimizerKernel<__half><<<grid, block_size, 0, stream>>>(
-        a.params, a.grads, a.slot0, a.slot1, static_cast<__half*>(a.params_lp), a.n, o,
-        a.scalars);
+        a.params, a.grads, a.slot0, a.slot1, static_cast<__half*>(a.params_lp), a.n, o, a.scalars);
   }
   cudaCheck(cudaGetLastError());
   return absl::OkStatus();
@@ -372,8 +384,7 @@ absl::Status LaunchSetLr(StepScalars* scalars, float lr, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-absl::Status LaunchFinishStep(StepScalars* scalars, bool dynamic_loss_scale,
-                              cudaStream_t stream) {
+absl::Status LaunchFinishStep(StepScalars* scalars, bool dynamic_loss_scale, cudaStream_t stream) {
   SLUICE_CUDA_EXPECT(scalars != nullptr);
   FinishStepKernel<<<1, 1, 0, stream>>>(scalars, dynamic_loss_scale);
   cudaCheck(cudaGetLastError());

@@ -32,13 +32,13 @@ inline constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b;
 // launch, not baked into the graph).
 struct StepScalars {
   float lr;
-  float loss_scale;             // 1 except in fp16 mode (dynamic loss scaling)
-  int found_inf;                // set by CheckFinite, cleared by FinishStep
-  int bad_label;                // sticky: a label outside [0, C) was seen; TakeLoss reports it
-  int good_steps;               // fp16: consecutive finite steps since the last scale change
+  float loss_scale;  // 1 except in fp16 mode (dynamic loss scaling)
+  int found_inf;     // set by CheckFinite, cleared by FinishStep
+  int bad_label;     // sticky: a label outside [0, C) was seen; TakeLoss reports it
+  int good_steps;    // fp16: consecutive finite steps since the last scale change
   int pad;
-  long long optimizer_steps;    // completed updates (Adam bias correction, SGD first step)
-  long long skipped_steps;      // fp16: steps skipped because of inf/nan gradients
+  long long optimizer_steps;  // completed updates (Adam bias correction, SGD first step)
+  long long skipped_steps;    // fp16: steps skipped because of inf/nan gradients
   double train_loss_sum;
   unsigned long long train_correct;
   double eval_loss_sum;
@@ -47,13 +47,13 @@ struct StepScalars {
 
 // out[i] = convert(in[i]); u8 input is normalized: (in/255 - mean) / std (ref::NormalizeU8).
 // f16/f32 input (already normalized on the CPU) is only converted.
-absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n,
-                                Normalization norm, void* out, DType out_type,
-                                cudaStream_t stream, int block_size = 256);
+absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n, Normalization norm,
+                                void* out, DType out_type, cudaStream_t stream,
+                                int block_size = 256);
 
 // out[i] = convert(in[i]), f32 -> out_type.
-absl::Status LaunchCast(const float* in, int64_t n, void* out, DType out_type,
-                        cudaStream_t stream, int block_size = 256);
+absl::Status LaunchCast(const float* in, int64_t n, void* out, DType out_type, cudaStream_t stream,
+                        int block_size = 256);
 
 // y[b,o] = y[b,o] + bias[o], then max(., 0) when `relu`, in place. Used when the cuBLASLt
 // bias/ReLU epilogue is unavailable.
@@ -72,9 +72,9 @@ absl::Status LaunchReluBackward(const float* y, int64_t n, float* dx, cudaStream
 //   *bad_label = 1 if a label is outside [0, C) (that row contributes nothing).
 // Accumulates on the device with atomics; no host synchronization.
 absl::Status LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                                       const float* loss_scale, float* dlogits,
-                                       double* loss_sum, unsigned long long* correct,
-                                       int* bad_label, cudaStream_t stream, int divisor = 0);
+                                       const float* loss_scale, float* dlogits, double* loss_sum,
+                                       unsigned long long* correct, int* bad_label,
+                                       cudaStream_t stream, int divisor = 0);
 
 // db[o] = sum over b of dy[b,o] (the bias gradient of a Linear), deterministic.
 absl::Status LaunchBiasGrad(const float* dy, int B, int O, float* db, cudaStream_t stream);
@@ -109,8 +109,7 @@ absl::Status LaunchSetLr(StepScalars* scalars, float lr, cudaStream_t stream);
 
 // After the optimizer: counts the step (or the skip), adjusts the fp16 loss scale when
 // `dynamic_loss_scale` (halve on inf/nan, double after 2000 finite steps), clears found_inf.
-absl::Status LaunchFinishStep(StepScalars* scalars, bool dynamic_loss_scale,
-                              cudaStream_t stream);
+absl::Status LaunchFinishStep(StepScalars* scalars, bool dynamic_loss_scale, cudaStream_t stream);
 
 }  // namespace sluice::cuda_internal
 

@@ -12,9 +12,12 @@ namespace {
 
 cudaDataType_t CudaType(DType t) {
   switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -51,9 +54,8 @@ struct LinearGemm::Plan {
 LinearGemm::LinearGemm(DType operand_type, void* workspace, size_t workspace_bytes)
     : operand_type_(operand_type), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
 
-absl::StatusOr<std::unique_ptr<LinearGemm>> LinearGemm::Create(DType operand_type,
-                                                                void* workspace,
-                                                                size_t workspace_bytes) {
+absl::StatusOr<std::unique_ptr<LinearGemm>> LinearGemm::Create(DType operand_type, void* workspace,
+                                                               size_t workspace_bytes) {
   std::unique_ptr<LinearGemm> g(new LinearGemm(operand_type, workspace, workspace_bytes));
   cublasCheck(cublasLtCreate(&g->handle_));
   return g;
@@ -79,8 +81,8 @@ absl::StatusOr<LinearGemm::Plan*> LinearGemm::GetPlan(const PlanKey& key) {
   auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
     return cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value));
   };
-  cublasStatus_t st = set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                               static_cast<uint64_t>(workspace_bytes_));
+  cublasStatus_t st =
+      set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(workspace_bytes_));
   if (st == CUBLAS_STATUS_SUCCESS)
     st = set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(align_a));
   if (st == CUBLAS_STATUS_SUCCESS)
@@ -110,8 +112,8 @@ absl::StatusOr<LinearGemm::Plan*> LinearGemm::GetPlan(const PlanKey& key) {
     cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb));
     cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
     if (epi != 0) {
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                     &bias_type, sizeof(bias_type));
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                     sizeof(bias_type));
     }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
@@ -133,28 +135,38 @@ absl::StatusOr<LinearGemm::Plan*> LinearGemm::GetPlan(const PlanKey& key) {
   }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasCheck(st);
-  return absl::InternalError(absl::StrCat(
-      "cuBLASLt has no algorithm for m=", m, " n=", n, " k=", k, " transA=", ta,
-      " transB=", tb, "; hint: rerun with CUBLASLT_LOG_LEVEL=5"));
+  return absl::InternalError(absl::StrCat("cuBLASLt has no algorithm for m=", m, " n=", n, " k=", k,
+                                          " transA=", ta, " transB=", tb,
+                                          "; hint: rerun with CUBLASLT_LOG_LEVEL=5"));
 }
 
 absl::Status LinearGemm::Matmul(bool trans_a, bool trans_b, int m, int n, int k, const void* a,
-                                int lda, const void* b, int ldb, float* d, int ldd,
-                                int epilogue, const float* bias, cudaStream_t stream) {
+                                int lda, const void* b, int ldb, float* d, int ldd, int epilogue,
+                                const float* bias, cudaStream_t stream) {
   SLUICE_CUDA_EXPECT(m > 0 && n > 0 && k > 0);
   SLUICE_CUDA_EXPECT(a != nullptr && b != nullptr && d != nullptr);
   SLUICE_CUDA_EXPECT(epilogue == 0 || bias != nullptr);
-  PlanKey key{trans_a, trans_b, m, n, k, lda, ldb, ldd, epilogue,
-              Alignment(a), Alignment(b), Alignment(d), epilogue ? Alignment(bias) : 256};
+  PlanKey key{trans_a,
+              trans_b,
+              m,
+              n,
+              k,
+              lda,
+              ldb,
+              ldd,
+              epilogue,
+              Alignment(a),
+              Alignment(b),
+              Alignment(d),
+              epilogue ? Alignment(bias) : 256};
   ASSIGN_OR_RETURN(Plan * plan, GetPlan(key));
   if (plan->fused_epilogue) {
-    cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                               &bias, sizeof(bias)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                               sizeof(bias)));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  cublasCheck(cublasLtMatmul(handle_, plan->desc, &alpha, a, plan->a, b, plan->b, &beta, d,
-                             plan->d, d, plan->d, &plan->algo, workspace_, workspace_bytes_,
-                             stream));
+  cublasCheck(cublasLtMatmul(handle_, plan->desc, &alpha, a, plan->a, b, plan->b, &beta, d, plan->d,
+                             d, plan->d, &plan->algo, workspace_, workspace_bytes_, stream));
   if (epilogue != 0 && !plan->fused_epilogue) {
     // d is col-major [m, n] = row-major [n, m]: the bias runs along m, i.e. along each row.
     RETURN_IF_ERROR(LaunchBiasRelu(d, bias, n, m, epilogue == 2, stream));
@@ -167,8 +179,8 @@ absl::Status LinearGemm::Forward(const void* x, const void* w, const float* bias
   NvtxRange range("LinearForward");
   SLUICE_CUDA_EXPECT(bias != nullptr);
   if (B == 0) return absl::OkStatus();
-  return Matmul(/*trans_a=*/true, /*trans_b=*/false, O, B, I, w, I, x, I, y, O,
-                relu ? 2 : 1, bias, stream);
+  return Matmul(/*trans_a=*/true, /*trans_b=*/false, O, B, I, w, I, x, I, y, O, relu ? 2 : 1, bias,
+                stream);
 }
 
 absl::Status LinearGemm::BackwardWeights(const void* x, const void* dy, int B, int I, int O,

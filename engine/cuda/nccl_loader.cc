@@ -28,10 +28,10 @@ absl::StatusOr<const NcclApi*> Load() {
     const std::string dir = CudaRuntimeDirectory();
     if (!dir.empty()) handle = dlopen((dir + "/" + kSoname).c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot load ", kSoname, " (NCCL, the GPUs' gradient all-reduce): ", why,
-          dir.empty() ? "" : absl::StrCat("; also not in ", dir),
-          "; install NCCL or add its directory to LD_LIBRARY_PATH"));
+      return absl::UnavailableError(
+          absl::StrCat("cannot load ", kSoname, " (NCCL, the GPUs' gradient all-reduce): ", why,
+                       dir.empty() ? "" : absl::StrCat("; also not in ", dir),
+                       "; install NCCL or add its directory to LD_LIBRARY_PATH"));
     }
   }
   auto* api = new NcclApi;
@@ -55,8 +55,7 @@ absl::StatusOr<const NcclApi*> Load() {
 }  // namespace
 
 absl::StatusOr<const NcclApi*> LoadNccl() {
-  static const absl::StatusOr<const NcclApi*>* loaded =
-      new absl::StatusOr<const NcclApi*>(Load());
+  static const absl::StatusOr<const NcclApi*>* loaded = new absl::StatusOr<const NcclApi*>(Load());
   return *loaded;
 }
 

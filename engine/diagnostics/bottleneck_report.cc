@@ -51,17 +51,24 @@ void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
   for (StageRow& r : rep->stages) {
     const int threads = std::min(r.concurrency, cores);
     switch (r.stage) {
-      case Stage::kRead: r.ceiling_samples_per_s = CeilingFor(c.read, threads); break;
+      case Stage::kRead:
+        r.ceiling_samples_per_s = CeilingFor(c.read, threads);
+        break;
       case Stage::kDecompress:
         r.ceiling_samples_per_s = CeilingFor(c.decompress, threads);
         break;
       case Stage::kPreprocess:
         r.ceiling_samples_per_s = CeilingFor(c.preprocess, threads);
         break;
-      case Stage::kH2D: r.ceiling_samples_per_s = CeilingFor(c.h2d_pinned, 1); break;
-      case Stage::kCompute: r.ceiling_samples_per_s = CeilingFor(c.compute, 1); break;
+      case Stage::kH2D:
+        r.ceiling_samples_per_s = CeilingFor(c.h2d_pinned, 1);
+        break;
+      case Stage::kCompute:
+        r.ceiling_samples_per_s = CeilingFor(c.compute, 1);
+        break;
       case Stage::kPinnedWait:
-      case Stage::kDelivery: break;
+      case Stage::kDelivery:
+        break;
     }
     if (r.ceiling_samples_per_s && r.capacity_samples_per_s) {
       r.pct_of_ceiling = 100.0 * *r.capacity_samples_per_s / *r.ceiling_samples_per_s;
@@ -75,8 +82,8 @@ void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
 // wait is burstiness, not throughput), weight by utilization instead.
 void AttributeWait(BottleneckReport* rep) {
   const StageRow& compute = rep->row(Stage::kCompute);
-  const double compute_ns = compute.capacity_samples_per_s ? 1e9 / *compute.capacity_samples_per_s
-                                                           : 0.0;
+  const double compute_ns =
+      compute.capacity_samples_per_s ? 1e9 / *compute.capacity_samples_per_s : 0.0;
   std::array<double, kNumReportStages> w{};
   double sum = 0;
   for (int i = 0; i < kNumReportStages; ++i) {
@@ -101,14 +108,14 @@ void AttributeWait(BottleneckReport* rep) {
 }  // namespace
 
 namespace {
-constexpr auto kVerdictNames = MakeEnumNames<VerdictClass>(
-    {{VerdictClass::kInputBound, "input-bound"},
-     {VerdictClass::kPartlyInputBound, "partly-input-bound"},
-     {VerdictClass::kComputeBound, "compute-bound"},
-     {VerdictClass::kLaunchBound, "launch-bound"},
-     {VerdictClass::kCpuBound, "cpu-bound"},
-     {VerdictClass::kNoData, "no-data"},
-     {VerdictClass::kCommunicationBound, "communication-bound"}});
+constexpr auto kVerdictNames =
+    MakeEnumNames<VerdictClass>({{VerdictClass::kInputBound, "input-bound"},
+                                 {VerdictClass::kPartlyInputBound, "partly-input-bound"},
+                                 {VerdictClass::kComputeBound, "compute-bound"},
+                                 {VerdictClass::kLaunchBound, "launch-bound"},
+                                 {VerdictClass::kCpuBound, "cpu-bound"},
+                                 {VerdictClass::kNoData, "no-data"},
+                                 {VerdictClass::kCommunicationBound, "communication-bound"}});
 }  // namespace
 
 const char* VerdictClassName(VerdictClass v) {
@@ -144,10 +151,8 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
 
   const PipelineStats& ps = run.pipeline;
   rep.stages.push_back(GraphRow(Stage::kRead, ps[Stage::kRead], train_ns, true));
-  rep.stages.push_back(
-      GraphRow(Stage::kDecompress, ps[Stage::kDecompress], train_ns, true));
-  rep.stages.push_back(
-      GraphRow(Stage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
+  rep.stages.push_back(GraphRow(Stage::kDecompress, ps[Stage::kDecompress], train_ns, true));
+  rep.stages.push_back(GraphRow(Stage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
 
   // Pinned-buffer wait: time batches whose frames were ready spent waiting for a buffer.
   const StageStats& pw = ps[Stage::kPinnedWait];
@@ -230,8 +235,8 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   AttributeWait(&rep);
 
   if (ps.trace_dropped > 0) {
-    rep.notes.push_back(absl::StrCat(ps.trace_dropped,
-                                     " trace spans were dropped (raise the trace capacity)"));
+    rep.notes.push_back(
+        absl::StrCat(ps.trace_dropped, " trace spans were dropped (raise the trace capacity)"));
   }
   if (ps.skipped_frames > 0) {
     rep.notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",

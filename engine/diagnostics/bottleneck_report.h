@@ -22,8 +22,8 @@
 
 #include "engine/diagnostics/ceilings.h"
 #include "engine/diagnostics/data_parallel.h"
-#include "engine/memory.h"
 #include "engine/diagnostics/run_record.h"
+#include "engine/memory.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/stage_stats.h"
 
@@ -43,13 +43,13 @@ constexpr int ReportRow(Stage s) {
 
 // Verdict classes (docs/bottleneck.md, "Verdict").
 enum class VerdictClass {
-  kInputBound,         // compute waited > 20% of training time
-  kPartlyInputBound,   // 5-20%
-  kComputeBound,       // < 5%
-  kLaunchBound,        // < 5% on CUDA, host time in TrainStep (kernel launches) dominates
-  kCpuBound,           // >= 5% wait and the cores are saturated by stage CPU time
-  kNoData,             // nothing was trained
-  kCommunicationBound, // data parallel: the exchange's own cost > kCommunicationBoundPct
+  kInputBound,          // compute waited > 20% of training time
+  kPartlyInputBound,    // 5-20%
+  kComputeBound,        // < 5%
+  kLaunchBound,         // < 5% on CUDA, host time in TrainStep (kernel launches) dominates
+  kCpuBound,            // >= 5% wait and the cores are saturated by stage CPU time
+  kNoData,              // nothing was trained
+  kCommunicationBound,  // data parallel: the exchange's own cost > kCommunicationBoundPct
 };
 // Data parallel: the share of training time the straggler (which waits for no one) spends in
 // the exchange above which the run is communication-bound.
@@ -58,16 +58,16 @@ const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-b
 
 struct StageRow {
   Stage stage = Stage::kRead;
-  bool present = false;       // the run had this stage (h2d only on CUDA)
-  bool cpu_work = false;      // counted in the CPU budget (read, decompress, preprocess, compute)
-  int concurrency = 1;         // threads; compute on the CPU: the threads each step runs on
-  uint64_t items = 0;         // frames (read, decompress), batches (others)
+  bool present = false;   // the run had this stage (h2d only on CUDA)
+  bool cpu_work = false;  // counted in the CPU budget (read, decompress, preprocess, compute)
+  int concurrency = 1;    // threads; compute on the CPU: the threads each step runs on
+  uint64_t items = 0;     // frames (read, decompress), batches (others)
   uint64_t samples = 0;
   uint64_t bytes = 0;
-  double items_per_s = 0;     // over the training time
-  double samples_per_s = 0;   // over the training time
-  int64_t busy_ns = 0;        // pinned_wait: time batches waited for a pinned buffer
-  double busy_pct = 0;        // of concurrency x the stage's window (compute: training time)
+  double items_per_s = 0;    // over the training time
+  double samples_per_s = 0;  // over the training time
+  int64_t busy_ns = 0;       // pinned_wait: time batches waited for a pinned buffer
+  double busy_pct = 0;       // of concurrency x the stage's window (compute: training time)
   double wait_input_pct = 0;
   double wait_output_pct = 0;
   uint64_t queue_high_water = 0;
@@ -90,27 +90,27 @@ struct BottleneckReport {
   std::vector<StageRow> stages;  // kNumReportStages rows, in kReportStages order
   std::string device;            // backend name
   bool is_cuda = false;
-  bool on_device = false;        // compute ran on a device stream (CUDA or sim), timed by events
+  bool on_device = false;  // compute ran on a device stream (CUDA or sim), timed by events
   int cores = 0;
   double train_seconds = 0;
-  uint64_t samples = 0;                 // trained
+  uint64_t samples = 0;  // trained
   uint64_t steps = 0;
-  double measured_samples_per_s = 0;    // samples / train_seconds
-  double predicted_samples_per_s = 0;   // min(capacity_limit, cpu_limit)
+  double measured_samples_per_s = 0;        // samples / train_seconds
+  double predicted_samples_per_s = 0;       // min(capacity_limit, cpu_limit)
   double capacity_limit_samples_per_s = 0;  // min over stages of capacity
-  double cpu_limit_samples_per_s = 0;   // cores / sum over CPU stages of ns per sample
-  double cpu_threads_busy = 0;          // sum of CPU stages' busy / training time
-  bool cpu_saturated = false;           // cpu_threads_busy >= 0.9 x cores
+  double cpu_limit_samples_per_s = 0;       // cores / sum over CPU stages of ns per sample
+  double cpu_threads_busy = 0;              // sum of CPU stages' busy / training time
+  bool cpu_saturated = false;               // cpu_threads_busy >= 0.9 x cores
   // Compute waited for its input, % of training time: on a device, the compute stream's idle
   // time between steps (from events); on the CPU, the consumer's wait in Next().
   double input_bound_pct = 0;
-  double host_wait_pct = 0;             // the host (consumer) blocked in Next(): delivery.wait_input
-  double compute_host_pct = 0;          // host time inside TrainStep (on a device: enqueue)
+  double host_wait_pct = 0;     // the host (consumer) blocked in Next(): delivery.wait_input
+  double compute_host_pct = 0;  // host time inside TrainStep (on a device: enqueue)
   VerdictClass verdict = VerdictClass::kNoData;
   Stage limiting_stage = Stage::kCompute;
-  std::string sentence;                 // the one-sentence verdict with a suggestion
-  std::vector<std::string> notes;       // caveats (dropped trace spans, skipped frames, ...)
-  PipelineStats pipeline;               // copied for the pool/ring figures
+  std::string sentence;            // the one-sentence verdict with a suggestion
+  std::vector<std::string> notes;  // caveats (dropped trace spans, skipped frames, ...)
+  PipelineStats pipeline;          // copied for the pool/ring figures
   MemoryReport memory;
   MemoryFormula memory_formula;
   HostMemoryReport host_memory;

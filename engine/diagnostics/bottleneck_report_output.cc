@@ -5,12 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/diagnostics/bottleneck_report.h"
 #include "common/json_fields.h"
+#include "engine/diagnostics/bottleneck_report.h"
 
 namespace sluice {
 namespace report_internal {
-std::string FormatRate(double samples_per_s);  // bottleneck_verdict.cc
+std::string FormatRate(double samples_per_s);          // bottleneck_verdict.cc
 std::string FormatWorld(const BottleneckReport& rep);  // bottleneck_world.cc
 }  // namespace report_internal
 
@@ -30,12 +30,12 @@ SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items
 using report_internal::FormatRate;
 
 std::string BottleneckReport::ToText() const {
-  std::string out = absl::StrFormat(
-      "bottleneck report: %s, %d cores, %.3f s training, %d samples in %d steps\n", device, cores,
-      train_seconds, samples, steps);
-  absl::StrAppendFormat(&out, "%-11s %4s %9s %18s %6s %7s %8s %5s %18s %6s %6s\n", "stage",
-                        "conc", "items", "rate", "busy%", "wait-in", "wait-out", "q-hw",
-                        "capacity", "ceil%", "wait%");
+  std::string out =
+      absl::StrFormat("bottleneck report: %s, %d cores, %.3f s training, %d samples in %d steps\n",
+                      device, cores, train_seconds, samples, steps);
+  absl::StrAppendFormat(&out, "%-11s %4s %9s %18s %6s %7s %8s %5s %18s %6s %6s\n", "stage", "conc",
+                        "items", "rate", "busy%", "wait-in", "wait-out", "q-hw", "capacity",
+                        "ceil%", "wait%");
   for (const StageRow& r : stages) {
     if (!r.present) {
       absl::StrAppendFormat(&out, "%-11s %s\n", StageName(r.stage), "-- (not in this run)");
@@ -45,11 +45,9 @@ std::string BottleneckReport::ToText() const {
     absl::StrAppendFormat(
         &out, "%-11s %4s %9d %18s %6.1f %7.1f %8.1f %5d %18s %6s %6.1f\n", StageName(r.stage),
         pinned ? "-" : absl::StrCat(r.concurrency), r.items,
-        pinned ? "-" : FormatRate(r.samples_per_s), r.busy_pct, r.wait_input_pct,
-        r.wait_output_pct, r.queue_high_water,
-        r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
-        r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-",
-        r.attributed_wait_pct);
+        pinned ? "-" : FormatRate(r.samples_per_s), r.busy_pct, r.wait_input_pct, r.wait_output_pct,
+        r.queue_high_water, r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
+        r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-", r.attributed_wait_pct);
   }
   absl::StrAppendFormat(&out,
                         "measured %s; predicted %s (slowest capacity %s; CPU limit %s on %d "
@@ -70,8 +68,8 @@ std::string BottleneckReport::ToText() const {
 nlohmann::ordered_json BottleneckReport::ToJson() const {
   nlohmann::ordered_json j;
   j["schema"] = kReportSchema;
-  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, on_device, cores, train_seconds, samples,
-                         steps, measured_samples_per_s, predicted_samples_per_s,
+  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, on_device, cores, train_seconds, samples, steps,
+                         measured_samples_per_s, predicted_samples_per_s,
                          capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
                          cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
   // Communication-bound names the exchange, which has no row in the stage table.

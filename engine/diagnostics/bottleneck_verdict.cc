@@ -48,10 +48,14 @@ std::string Suggestion(Stage s) {
 
 std::string Cheaper(Stage s) {
   switch (s) {
-    case Stage::kRead: return "keep the shards in the page cache";
-    case Stage::kDecompress: return "a lower zstd level";
-    case Stage::kPreprocess: return "--h2d-format=u8 moves normalization to the device";
-    default: return "fewer --threads for the other stages";
+    case Stage::kRead:
+      return "keep the shards in the page cache";
+    case Stage::kDecompress:
+      return "a lower zstd level";
+    case Stage::kPreprocess:
+      return "--h2d-format=u8 moves normalization to the device";
+    default:
+      return "fewer --threads for the other stages";
   }
 }
 
@@ -110,8 +114,8 @@ void DecideVerdict(BottleneckReport* rep) {
   // CPU compute that takes most of the saturated cores itself: a short wait for input is the
   // pipeline not getting a core in time, not a slow pipeline, so compute is still the limit.
   // (Off device, cpu_threads_busy is the sum of the CPU stages' cores_busy.)
-  const bool compute_holds_the_cores = !rep->on_device && compute.cpu_work &&
-                                       rep->cpu_saturated && rep->cpu_threads_busy > 0 &&
+  const bool compute_holds_the_cores = !rep->on_device && compute.cpu_work && rep->cpu_saturated &&
+                                       rep->cpu_threads_busy > 0 &&
                                        compute.cores_busy >= 0.5 * rep->cpu_threads_busy;
   if (wait < kPartlyInputPct || slow == nullptr ||
       (wait < kInputBoundPct && compute_holds_the_cores)) {
@@ -144,15 +148,16 @@ void DecideVerdict(BottleneckReport* rep) {
                             "--threads leave more CPU to compute",
                             rep->cores, rep->cpu_threads_busy);
     } else {
-      absl::StrAppend(&rep->sentence, rep->is_cuda ? "; a larger batch or --precision bf16 raises it"
-                                      : rep->on_device ? "; a faster device raises it"
-                                                       : "; a larger batch or --device cuda raises it");
+      absl::StrAppend(&rep->sentence,
+                      rep->is_cuda     ? "; a larger batch or --precision bf16 raises it"
+                      : rep->on_device ? "; a faster device raises it"
+                                       : "; a larger batch or --device cuda raises it");
     }
     return;
   }
 
-  rep->verdict = wait > kInputBoundPct ? VerdictClass::kInputBound
-                                       : VerdictClass::kPartlyInputBound;
+  rep->verdict =
+      wait > kInputBoundPct ? VerdictClass::kInputBound : VerdictClass::kPartlyInputBound;
   rep->limiting_stage = slow->stage;
   if (rep->cpu_saturated && slow->cpu_work) {
     rep->verdict = VerdictClass::kCpuBound;
@@ -164,8 +169,8 @@ void DecideVerdict(BottleneckReport* rep) {
     rep->sentence = absl::StrFormat(
         "cpu-bound: %s and the %d cores are saturated (%.1f threads busy); %s and takes %.0f%% "
         "of the CPU time; make it cheaper (%s): more threads cannot help on %d cores",
-        waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share,
-        Cheaper(slow->stage), rep->cores);
+        waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share, Cheaper(slow->stage),
+        rep->cores);
     return;
   }
   // No stage is slower than compute, yet compute starved: the wait is structural, not
@@ -180,8 +185,7 @@ void DecideVerdict(BottleneckReport* rep) {
     rep->sentence = absl::StrFormat(
         "compute-bound: %s; it also waited %.0f%% of training time in hand-offs although every "
         "stage could keep up (slowest, %s, at %s); a larger batch or --pool-size hides them",
-        StageAt(compute), wait, StageName(slow->stage),
-        FormatRate(*slow->capacity_samples_per_s));
+        StageAt(compute), wait, StageName(slow->stage), FormatRate(*slow->capacity_samples_per_s));
     return;
   }
   if (*slow->capacity_samples_per_s > compute_cap && rep->pipeline.pool_buffers > 0 &&
@@ -195,8 +199,8 @@ void DecideVerdict(BottleneckReport* rep) {
         rep->pipeline.pool_buffers, Suggestion(Stage::kPinnedWait));
     return;
   }
-  rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", waited, "; ",
-                               StageAt(*slow), "; ", Suggestion(slow->stage));
+  rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", waited, "; ", StageAt(*slow),
+                               "; ", Suggestion(slow->stage));
 }
 
 }  // namespace report_internal

@@ -9,7 +9,7 @@
 
 namespace sluice {
 namespace report_internal {
-std::string FormatRate(double samples_per_s);                    // bottleneck_verdict.cc
+std::string FormatRate(double samples_per_s);                           // bottleneck_verdict.cc
 std::optional<VerdictClass> ParseVerdictClass(absl::string_view name);  // bottleneck_report.cc
 
 namespace {
@@ -21,9 +21,7 @@ double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole 
 // collective) for the last one.
 int64_t InExchangeNs(const RankSummary& r) { return r.exchange_busy_ns + r.exchange_count_ns; }
 
-bool IsPipelineStage(const std::string& stage) {
-  return stage != "compute" && !stage.empty();
-}
+bool IsPipelineStage(const std::string& stage) { return stage != "compute" && !stage.empty(); }
 
 std::string StragglerClause(const Straggler& s) {
   return absl::StrFormat(
@@ -46,8 +44,9 @@ std::string FormatWorld(const BottleneckReport& rep) {
       "exchange: %d ranks (%d on rank 0's host), %d bytes of gradients per step, %d steps\n",
       x.world_size, x.ceiling.local_size, x.bytes_per_step, x.steps);
   absl::StrAppendFormat(
-      &out, "  time       rank 0: %s all-reduce + %.1f us sample count per step = %.1f%% of "
-            "training time\n",
+      &out,
+      "  time       rank 0: %s all-reduce + %.1f us sample count per step = %.1f%% of "
+      "training time\n",
       x.time_per_step_us ? absl::StrFormat("%.1f us", *x.time_per_step_us)
                          : std::string("not measured (NCCL on its stream)"),
       x.count_time_per_step_us, x.train_pct);
@@ -56,19 +55,19 @@ std::string FormatWorld(const BottleneckReport& rep) {
                         "training time (communication-bound above %.0f%%)\n",
                         x.straggler.rank, x.pure_pct, x.communication_bound_pct);
   absl::StrAppendFormat(
-      &out, "  bandwidth  %s algorithm bandwidth (bytes / the straggler's all-reduce time); "
-            "ceiling %s%s\n",
+      &out,
+      "  bandwidth  %s algorithm bandwidth (bytes / the straggler's all-reduce time); "
+      "ceiling %s%s\n",
       x.achieved_gb_per_s ? absl::StrFormat("%.2f GB/s", *x.achieved_gb_per_s)
                           : std::string("not measured"),
       x.ceiling.measured ? absl::StrFormat("%.2f GB/s (median %.1f us for %d bytes)",
-                                           x.ceiling.gb_per_s, x.ceiling.median_us,
-                                           x.ceiling.bytes)
+                                           x.ceiling.gb_per_s, x.ceiling.median_us, x.ceiling.bytes)
                          : x.ceiling.note,
       x.pct_of_ceiling ? absl::StrFormat(", %.0f%% of it", *x.pct_of_ceiling) : "");
-  absl::StrAppendFormat(&out, "  hidden     %s behind compute: %s\n",
-                        x.hidden_pct ? absl::StrFormat("%.0f%%", *x.hidden_pct)
-                                     : std::string("not measured"),
-                        x.hidden_note);
+  absl::StrAppendFormat(
+      &out, "  hidden     %s behind compute: %s\n",
+      x.hidden_pct ? absl::StrFormat("%.0f%%", *x.hidden_pct) : std::string("not measured"),
+      x.hidden_note);
   absl::StrAppend(&out, "  straggler  ", StragglerClause(x.straggler), "\n");
   if (x.duplicated_decode_factor) {
     absl::StrAppendFormat(&out,
@@ -86,11 +85,11 @@ std::string FormatWorld(const BottleneckReport& rep) {
                         "decmp%", "prep%", "h2d%", "comp%", "frames");
   for (const RankSummary& r : rep.ranks) {
     absl::StrAppendFormat(
-        &out, "%4d %-12s %16s %-19s %-11s %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %7d\n",
-        r.rank, r.hostname.substr(0, 12), FormatRate(r.samples_per_s), r.verdict_class,
-        r.limiting_stage, r.input_bound_pct, r.exchange_pct, r.stage_busy_pct.read,
-        r.stage_busy_pct.decompress, r.stage_busy_pct.preprocess, r.stage_busy_pct.h2d,
-        r.stage_busy_pct.compute, r.frames_decoded);
+        &out, "%4d %-12s %16s %-19s %-11s %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %7d\n", r.rank,
+        r.hostname.substr(0, 12), FormatRate(r.samples_per_s), r.verdict_class, r.limiting_stage,
+        r.input_bound_pct, r.exchange_pct, r.stage_busy_pct.read, r.stage_busy_pct.decompress,
+        r.stage_busy_pct.preprocess, r.stage_busy_pct.h2d, r.stage_busy_pct.compute,
+        r.frames_decoded);
   }
   return out;
 }

@@ -14,8 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "common/build_id.h"
 #include "common/checksum.h"
-#include "common/status_macros.h"
 #include "common/json_fields.h"
+#include "common/status_macros.h"
 #include "engine/backend_factory.h"
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
@@ -28,8 +28,7 @@ namespace ceilings_internal {
 void MeasureH2D(const CeilingOptions& options, size_t sample_bytes, size_t label_bytes,
                 uint32_t batch_size, double seconds, Ceiling* pinned, Ceiling* pageable);
 absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<BatchView>& batches,
-                            double seconds,
-                            Ceiling* out);
+                            double seconds, Ceiling* out);
 }  // namespace ceilings_internal
 
 namespace {
@@ -123,11 +122,12 @@ double MeanRecords(const std::vector<Frame>& frames) {
 
 Ceiling MeasureRead(const std::vector<Frame>& frames, double secs) {
   std::string scratch;
-  return FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
-                     const Frame& f = frames[k % frames.size()];
-                     if (!f.reader->ReadStoredFrame(f.index, &scratch).ok()) return 0;
-                     return scratch.size();
-                   }),
+  return FromTimed(TimeLoop(secs,
+                            [&](uint64_t k) -> uint64_t {
+                              const Frame& f = frames[k % frames.size()];
+                              if (!f.reader->ReadStoredFrame(f.index, &scratch).ok()) return 0;
+                              return scratch.size();
+                            }),
                    MeanRecords(frames),
                    "ShardReader::ReadStoredFrame (pread via the Env), 1 thread, page cache "
                    "warm; MB of stored frames");
@@ -136,18 +136,19 @@ Ceiling MeasureRead(const std::vector<Frame>& frames, double secs) {
 Ceiling MeasureDecompress(const std::vector<Frame>& frames, double secs) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   std::string raw;
-  Ceiling c = FromTimed(TimeLoop(secs, [&](uint64_t k) -> uint64_t {
-                          const Frame& f = frames[k % frames.size()];
-                          raw.resize(f.raw.size());
-                          if (!f.reader->DecodeFrame(f.index, f.stored, absl::MakeSpan(raw),
-                                                     dctx).ok()) {
-                            return 0;
-                          }
-                          return raw.size();
-                        }),
-                        MeanRecords(frames),
-                        "ShardReader::DecodeFrame (XXH3 check + zstd) per thread; MB of "
-                        "raw output");
+  Ceiling c = FromTimed(
+      TimeLoop(secs,
+               [&](uint64_t k) -> uint64_t {
+                 const Frame& f = frames[k % frames.size()];
+                 raw.resize(f.raw.size());
+                 if (!f.reader->DecodeFrame(f.index, f.stored, absl::MakeSpan(raw), dctx).ok()) {
+                   return 0;
+                 }
+                 return raw.size();
+               }),
+      MeanRecords(frames),
+      "ShardReader::DecodeFrame (XXH3 check + zstd) per thread; MB of "
+      "raw output");
   ZSTD_freeDCtx(dctx);
   return c;
 }
@@ -159,9 +160,9 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
                                         const CeilingOptions& options, double secs,
                                         Ceiling* preprocess, Ceiling* memcpy_ceiling) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
-                                                      options.format.normalization,
-                                                      spec.sample_values()));
+  ASSIGN_OR_RETURN(auto conv,
+                   SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
+                                           options.format.normalization, spec.sample_values()));
   const size_t out_bytes = conv.out_bytes_per_sample();
   const uint32_t batch = options.batch_size;
   const size_t batch_bytes = out_bytes * batch + 4 * size_t{batch};
@@ -171,28 +172,31 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
   std::memset(src.data(), 1, batch_bytes);
   uint64_t cursor = 0;
   *preprocess = FromTimed(
-      TimeLoop(secs, [&](uint64_t) -> uint64_t {
-        int32_t* labels = reinterpret_cast<int32_t*>(dst.data() + out_bytes * batch);
-        for (uint32_t i = 0; i < batch; ++i, cursor += 7) {
-          const Frame& f = frames[cursor % frames.size()];
-          const uint32_t n = f.reader->frames()[f.index].record_count;
-          const uint32_t off = static_cast<uint32_t>((cursor / frames.size()) % n);
-          GatherRecord(conv, spec.label_dtype, f.raw.data(), n, off, dst.data() + i * out_bytes,
-                       labels + i);
-        }
-        return batch_bytes;
-      }),
+      TimeLoop(secs,
+               [&](uint64_t) -> uint64_t {
+                 int32_t* labels = reinterpret_cast<int32_t*>(dst.data() + out_bytes * batch);
+                 for (uint32_t i = 0; i < batch; ++i, cursor += 7) {
+                   const Frame& f = frames[cursor % frames.size()];
+                   const uint32_t n = f.reader->frames()[f.index].record_count;
+                   const uint32_t off = static_cast<uint32_t>((cursor / frames.size()) % n);
+                   GatherRecord(conv, spec.label_dtype, f.raw.data(), n, off,
+                                dst.data() + i * out_bytes, labels + i);
+                 }
+                 return batch_bytes;
+               }),
       batch,
-      absl::StrCat("the pipeline's gather + SampleConverter (", H2DFormatName(options.format.h2d_format),
+      absl::StrCat("the pipeline's gather + SampleConverter (",
+                   H2DFormatName(options.format.h2d_format),
                    ") of one batch per call, 1 thread; MB of batch output"));
-  *memcpy_ceiling = FromTimed(TimeLoop(secs, [&](uint64_t) -> uint64_t {
-                                std::memcpy(dst.data(), src.data(), batch_bytes);
-                                return batch_bytes;
-                              }),
-                              batch,
-                              absl::StrCat("memcpy of one batch into a ",
-                                           pool->pinned() ? "pinned" : "page-aligned",
-                                           " host buffer, 1 thread"));
+  *memcpy_ceiling =
+      FromTimed(TimeLoop(secs,
+                         [&](uint64_t) -> uint64_t {
+                           std::memcpy(dst.data(), src.data(), batch_bytes);
+                           return batch_bytes;
+                         }),
+                batch,
+                absl::StrCat("memcpy of one batch into a ",
+                             pool->pinned() ? "pinned" : "page-aligned", " host buffer, 1 thread"));
   return absl::OkStatus();
 }
 
@@ -206,9 +210,9 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
                                                    std::vector<char>* samples,
                                                    std::vector<int32_t>* labels) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
-                                                      options.format.normalization,
-                                                      spec.sample_values()));
+  ASSIGN_OR_RETURN(auto conv,
+                   SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
+                                           options.format.normalization, spec.sample_values()));
   const uint32_t batch = options.batch_size;
   uint64_t records = 0;
   for (const Frame& f : frames) records += f.reader->frames()[f.index].record_count;
@@ -256,8 +260,8 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   RETURN_IF_ERROR(
       MeasurePreprocessAndMemcpy(dataset, frames, options, secs, &c.preprocess, &c.pinned_memcpy));
   const RecordSpec& spec = dataset.spec();
-  const size_t sample_bytes = size_t{options.batch_size} * spec.sample_values() *
-                              H2DFormatSize(options.format.h2d_format);
+  const size_t sample_bytes =
+      size_t{options.batch_size} * spec.sample_values() * H2DFormatSize(options.format.h2d_format);
   ceilings_internal::MeasureH2D(options, sample_bytes, 4 * size_t{options.batch_size},
                                 options.batch_size, secs, &c.h2d_pinned, &c.h2d_pageable);
   if (options.measure_compute) {
@@ -279,19 +283,20 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
   const OptimizerConfig& o = options.optimizer;
   const BackendSpec& b = options.backend;
   const std::string settings = absl::StrCat(
-      "threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision), ";graph=",
-      b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0), ";opt=", static_cast<int>(o.kind), ",",
-      o.lr, ",", o.momentum, ",", o.nesterov, ",", o.weight_decay, ",", o.beta1, ",", o.beta2,
-      ",", o.eps, ";norm=", options.format.normalization.mean, ",", options.format.normalization.std,
+      "threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision),
+      ";graph=", b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0),
+      ";opt=", static_cast<int>(o.kind), ",", o.lr, ",", o.momentum, ",", o.nesterov, ",",
+      o.weight_decay, ",", o.beta1, ",", o.beta2, ",", o.eps,
+      ";norm=", options.format.normalization.mean, ",", options.format.normalization.std,
       ";sim=", b.sim.device.link_bytes_per_s, ",", b.sim.device.link_latency_ns, ",",
-      b.sim.compute_ns_per_step, ",", b.sim.compute_samples_per_s, ";secs=",
-      options.seconds_per_measurement, ";compute=", options.measure_compute,
+      b.sim.compute_ns_per_step, ",", b.sim.compute_samples_per_s,
+      ";secs=", options.seconds_per_measurement, ";compute=", options.measure_compute,
       // The code that measures: each build keeps its own file, so two builds sharing a cache
       // directory do not keep re-measuring over each other.
       ";build=", BuildId());
   return Sanitize(absl::StrCat(
-      Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b",
-      options.batch_size, "_", H2DFormatName(options.format.h2d_format), "_", options.backend.device.ToString(), "_",
+      Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b", options.batch_size,
+      "_", H2DFormatName(options.format.h2d_format), "_", options.backend.device.ToString(), "_",
       absl::StrJoin(options.model.layers, "x"), "_", ChecksumToHex(Xxh3(settings))));
 }
 
@@ -324,7 +329,8 @@ absl::Status Ceilings::Save(Env* env, const std::string& path) const {
 
 absl::StatusOr<Ceilings> Ceilings::Load(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::DataLossError(absl::StrCat(path, ": not JSON"));
   absl::StatusOr<Ceilings> c = FromJson(j);
   if (!c.ok()) return absl::DataLossError(absl::StrCat(path, ": ", c.status().message()));

@@ -47,15 +47,15 @@ namespace sluice {
 // One ceiling. Rates are per thread (compute: per backend). `measured` false: `note` says why.
 struct Ceiling {
   bool measured = false;
-  double mb_per_s = 0;       // 1 MB = 1e6 bytes
+  double mb_per_s = 0;  // 1 MB = 1e6 bytes
   double samples_per_s = 0;
-  double items_per_s = 0;    // frames/s (read, decompress), batches or steps/s (the others)
-  std::string note;          // how it was measured, or why not
+  double items_per_s = 0;  // frames/s (read, decompress), batches or steps/s (the others)
+  std::string note;        // how it was measured, or why not
 };
 
 struct CeilingOptions {
   uint32_t batch_size = 32;
-  BatchFormat format;              // the batches' h2d format and normalization
+  BatchFormat format;  // the batches' h2d format and normalization
   // Compute is measured on this backend: its device (as --device) and platform settings;
   // options.max_batch and options.normalization are set from batch_size and format.
   BackendSpec backend = [] {
@@ -67,12 +67,12 @@ struct CeilingOptions {
   OptimizerConfig optimizer;
   bool measure_compute = true;
   double seconds_per_measurement = 0.25;
-  std::string cache_dir;           // LoadOrMeasure: empty = DefaultCacheDir()
-  bool refresh = false;            // LoadOrMeasure: ignore a cached file
+  std::string cache_dir;  // LoadOrMeasure: empty = DefaultCacheDir()
+  bool refresh = false;   // LoadOrMeasure: ignore a cached file
 };
 
 struct Ceilings {
-  std::string key;        // the cache key (see above)
+  std::string key;  // the cache key (see above)
   std::string hostname;
   std::string build;        // BuildId() of the code that measured (common/build_id.h)
   std::string measured_at;  // UTC, ISO 8601

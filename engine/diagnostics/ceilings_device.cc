@@ -43,8 +43,8 @@ absl::StatusOr<Ceiling> TimeCopies(device::Device* dev, device::Stream* stream, 
   c.mb_per_s = copies * double(bytes) / 1e6 / s;
   c.items_per_s = copies / s;
   c.samples_per_s = copies * double(batch) / s;
-  c.note = absl::StrCat("async copy of one batch from ", memory, " host memory on a copy stream of ",
-                        dev->name(), "; device event time");
+  c.note = absl::StrCat("async copy of one batch from ", memory,
+                        " host memory on a copy stream of ", dev->name(), "; device event time");
   return c;
 }
 
@@ -87,9 +87,9 @@ void MeasureH2D(const CeilingOptions& options, size_t sample_bytes, size_t label
     }
   }
   std::memset(host->data(), 0, bytes);
-  absl::StatusOr<Ceiling> p = TimeCopies(dev->get(), stream->get(), dst->data(),
-                                         static_cast<const char*>(host->data()), bytes, batch,
-                                         seconds, "pinned");
+  absl::StatusOr<Ceiling> p =
+      TimeCopies(dev->get(), stream->get(), dst->data(), static_cast<const char*>(host->data()),
+                 bytes, batch, seconds, "pinned");
   *pinned = p.ok() ? *p : NotMeasured(p.status());
   std::vector<char> pageable_src(bytes, 0);
   absl::StatusOr<Ceiling> q = TimeCopies(dev->get(), stream->get(), dst->data(),
@@ -116,8 +116,7 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
   BackendSpec spec = options.backend;
   spec.options.max_batch = static_cast<int>(first.size);
   spec.options.normalization = options.format.normalization;
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                   CreateBackend(spec, state, options.optimizer));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(spec, state, options.optimizer));
   std::vector<BatchView> views = batches;
   std::vector<device::Buffer> memory;
   device::Stream* stream = backend->compute_stream();
@@ -183,11 +182,11 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
   out->items_per_s = best_steps_per_s;
   out->samples_per_s = best_steps_per_s * first.size;
   out->mb_per_s = out->samples_per_s * first.features * H2DFormatSize(first.format) / 1e6;
-  out->note = absl::StrCat("train steps of ", backend->name(), " on ", views.size(),
-                           " batches of ", first.size, " real samples of the dataset in turn, ",
-                           stream != nullptr ? "device time from compute-stream events"
-                                             : "host time",
-                           "; fastest of 3 rounds");
+  out->note =
+      absl::StrCat("train steps of ", backend->name(), " on ", views.size(), " batches of ",
+                   first.size, " real samples of the dataset in turn, ",
+                   stream != nullptr ? "device time from compute-stream events" : "host time",
+                   "; fastest of 3 rounds");
   return absl::OkStatus();
 }
 

@@ -37,9 +37,9 @@ struct RankSummary {
   double train_seconds = 0;
   uint64_t samples = 0;
   double samples_per_s = 0;
-  std::string verdict_class;    // this rank's own verdict (VerdictClassName)
-  std::string limiting_stage;   // a stage name
-  std::string sentence;         // this rank's own verdict sentence
+  std::string verdict_class;   // this rank's own verdict (VerdictClassName)
+  std::string limiting_stage;  // a stage name
+  std::string sentence;        // this rank's own verdict sentence
   double input_bound_pct = 0;
   int64_t exchange_steps = 0;
   int64_t exchange_bytes = 0;
@@ -47,8 +47,8 @@ struct RankSummary {
   int64_t exchange_count_ns = 0;  // agreeing on each global batch's sample count
   double exchange_pct = 0;        // (busy + count) / training time
   StageBusyPct stage_busy_pct;
-  uint64_t frames_decoded = 0;    // PipelineStats::frames_decoded
-  uint64_t skipped_frames = 0;    // corrupt frames skipped in the train split
+  uint64_t frames_decoded = 0;  // PipelineStats::frames_decoded
+  uint64_t skipped_frames = 0;  // corrupt frames skipped in the train split
 };
 
 // The ceiling of the exchange: the median time of `repetitions` all-reduces (float sums) of
@@ -57,13 +57,13 @@ struct RankSummary {
 struct AllReduceCeiling {
   bool measured = false;
   int world_size = 1;
-  int local_size = 1;     // ranks on rank 0's machine
+  int local_size = 1;  // ranks on rank 0's machine
   int64_t bytes = 0;
   int warmups = 0;
   int repetitions = 0;
-  double median_us = 0;   // the slowest rank's median
-  double gb_per_s = 0;    // bytes / median (1 GB = 1e9 bytes)
-  std::string note;       // how it was measured, or `not measured: ...`
+  double median_us = 0;  // the slowest rank's median
+  double gb_per_s = 0;   // bytes / median (1 GB = 1e9 bytes)
+  std::string note;      // how it was measured, or `not measured: ...`
 };
 
 // Every rank must call it, with the same `bytes` (the largest is used). Not cached: it costs a
@@ -90,16 +90,16 @@ struct ExchangeFigures {
   int64_t count_ns = 0;
   std::optional<double> time_per_step_us;  // busy / steps; null where not timed (CUDA)
   double count_time_per_step_us = 0;
-  double train_pct = 0;                    // (busy + count) / training time
-  double pure_pct = 0;                     // the straggler's (busy + count) / its training time
+  double train_pct = 0;                     // (busy + count) / training time
+  double pure_pct = 0;                      // the straggler's (busy + count) / its training time
   std::optional<double> achieved_gb_per_s;  // bytes per step / the straggler's busy per step
-  std::optional<double> hidden_pct;        // behind compute: 0 on CPU and sim; null on CUDA
+  std::optional<double> hidden_pct;         // behind compute: 0 on CPU and sim; null on CUDA
   std::string hidden_note;
   AllReduceCeiling ceiling;
-  std::optional<double> pct_of_ceiling;    // achieved / ceiling
-  double communication_bound_pct = 0;      // the verdict's threshold on pure_pct
+  std::optional<double> pct_of_ceiling;  // achieved / ceiling
+  double communication_bound_pct = 0;    // the verdict's threshold on pure_pct
   Straggler straggler;
-  uint64_t frames_decoded = 0;             // summed over ranks
+  uint64_t frames_decoded = 0;  // summed over ranks
   std::optional<uint64_t> frames_one_process;
   std::optional<double> duplicated_decode_factor;
 };
@@ -107,17 +107,17 @@ struct ExchangeFigures {
 // JSON of each, keys in field order (docs/report-schema.md, "exchange" and "ranks").
 SLUICE_DEFINE_JSON_FIELDS(StageBusyPct, read, decompress, preprocess, pinned_wait, h2d, compute)
 SLUICE_DEFINE_JSON_FIELDS(RankSummary, rank, hostname, train_seconds, samples, samples_per_s,
-                          verdict_class, limiting_stage, sentence, input_bound_pct,
-                          exchange_steps, exchange_bytes, exchange_busy_ns, exchange_count_ns,
-                          exchange_pct, stage_busy_pct, frames_decoded, skipped_frames)
+                          verdict_class, limiting_stage, sentence, input_bound_pct, exchange_steps,
+                          exchange_bytes, exchange_busy_ns, exchange_count_ns, exchange_pct,
+                          stage_busy_pct, frames_decoded, skipped_frames)
 SLUICE_DEFINE_JSON_FIELDS(AllReduceCeiling, measured, world_size, local_size, bytes, warmups,
                           repetitions, median_us, gb_per_s, note)
 SLUICE_DEFINE_JSON_FIELDS(Straggler, rank, verdict_class, limiting_stage, others_wait_pct)
 SLUICE_DEFINE_JSON_FIELDS(ExchangeFigures, world_size, steps, bytes_per_step, busy_ns, count_ns,
                           time_per_step_us, count_time_per_step_us, train_pct, pure_pct,
                           achieved_gb_per_s, hidden_pct, hidden_note, ceiling, pct_of_ceiling,
-                          communication_bound_pct, straggler, frames_decoded,
-                          frames_one_process, duplicated_decode_factor)
+                          communication_bound_pct, straggler, frames_decoded, frames_one_process,
+                          duplicated_decode_factor)
 
 // Parses the gathered summaries (index = rank).
 absl::StatusOr<std::vector<RankSummary>> ParseRankSummaries(const std::vector<std::string>& all);

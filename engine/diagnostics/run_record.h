@@ -34,7 +34,7 @@ struct ComputeStats {
   // Device backends: time the compute stream waited between steps (for data, or for the host
   // to enqueue). CPU: 0 (the consumer's wait is the pipeline's delivery wait_input).
   int64_t idle_ns = 0;
-  int64_t enqueue_ns = 0;     // host time inside TrainStep (CPU: equals busy_ns)
+  int64_t enqueue_ns = 0;  // host time inside TrainStep (CPU: equals busy_ns)
   // Host threads that computed each step (Backend::compute_threads): the CPU backend splits a
   // step across them. Device backends: 1.
   int threads = 1;
@@ -42,11 +42,11 @@ struct ComputeStats {
   // the backend's team (Backend::helper_cpu_ns): less than busy_ns x threads when a team
   // thread was not scheduled for part of a step. 0: not measured (busy_ns x threads is used).
   int64_t cpu_ns = 0;
-  int64_t first_start_ns = 0; // steady-clock ns (pipeline/stage_stats.h NowNs)
+  int64_t first_start_ns = 0;  // steady-clock ns (pipeline/stage_stats.h NowNs)
   int64_t last_end_ns = 0;
-  std::string device;         // backend name
+  std::string device;  // backend name
   bool is_cuda = false;
-  bool on_device = false;     // steps run on a device's compute stream (CUDA or sim)
+  bool on_device = false;  // steps run on a device's compute stream (CUDA or sim)
 };
 
 // One span of compute per step, for the timeline (device backends: device time on the host
@@ -72,7 +72,7 @@ struct RunRecord {
   uint64_t test_skipped_frames = 0;
   uint64_t test_skipped_records = 0;
   std::vector<std::string> test_corrupt_frames;  // distinct messages, first 16
-  std::string not_evaluated;               // why nothing was evaluated (empty: it was, or n/a)
+  std::string not_evaluated;  // why nothing was evaluated (empty: it was, or n/a)
   // Data-parallel runs: this process's rank, the number of ranks, and its gradient exchange.
   int rank = 0;
   int world_size = 1;

@@ -54,8 +54,11 @@ void AddCounter(int pid, const char* name, const char* key,
   for (size_t i = 0; i < changes.size(); ++i) {
     value += changes[i].second;
     if (i + 1 < changes.size() && changes[i + 1].first == changes[i].first) continue;
-    out->push_back({{"ph", "C"}, {"pid", pid}, {"name", name},
-                    {"ts", (changes[i].first - t0) / 1e3}, {"args", {{key, value}}}});
+    out->push_back({{"ph", "C"},
+                    {"pid", pid},
+                    {"name", name},
+                    {"ts", (changes[i].first - t0) / 1e3},
+                    {"args", {{key, value}}}});
   }
 }
 
@@ -81,7 +84,8 @@ double CopyHiddenShare(const RunRecord& run) {
     auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(s.start_ns, INT64_MAX));
     if (it != merged.begin()) --it;
     for (; it != merged.end() && it->first < s.end_ns; ++it) {
-      hidden += std::max<int64_t>(0, std::min(s.end_ns, it->second) - std::max(s.start_ns, it->first));
+      hidden +=
+          std::max<int64_t>(0, std::min(s.end_ns, it->second) - std::max(s.start_ns, it->first));
     }
   }
   return copy > 0 ? static_cast<double>(hidden) / copy : -1;
@@ -98,7 +102,8 @@ json BuildChromeTrace(const RunRecord& run) {
   std::vector<json> meta = {Meta(
       pid, "process_name", -1,
       {{"name", run.world_size > 1 ? absl::StrCat("rank ", run.rank) : std::string("sluice")}})};
-  if (run.world_size > 1) meta.push_back(Meta(pid, "process_sort_index", -1, {{"sort_index", pid}}));
+  if (run.world_size > 1)
+    meta.push_back(Meta(pid, "process_sort_index", -1, {{"sort_index", pid}}));
   std::vector<json> events;
   std::set<uint32_t> threads;
   std::set<int> special;
@@ -108,16 +113,28 @@ json BuildChromeTrace(const RunRecord& run) {
   for (const TraceSpan& s : run.trace) {
     int tid = static_cast<int>(s.thread);
     switch (s.stage) {
-      case Stage::kPinnedWait: tid = kTraceTidPinnedWait; break;
-      case Stage::kH2D: tid = kTraceTidCopyStream; break;
-      case Stage::kDelivery: tid = kTraceTidDelivery; break;
-      default: threads.insert(s.thread); break;
+      case Stage::kPinnedWait:
+        tid = kTraceTidPinnedWait;
+        break;
+      case Stage::kH2D:
+        tid = kTraceTidCopyStream;
+        break;
+      case Stage::kDelivery:
+        tid = kTraceTidDelivery;
+        break;
+      default:
+        threads.insert(s.thread);
+        break;
     }
     if (tid >= kTraceTidPinnedWait) special.insert(tid);
     const bool frame = s.stage == Stage::kRead || s.stage == Stage::kDecompress;
-    events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", tid},
-                      {"name", std::string(StageName(s.stage))}, {"cat", "pipeline"},
-                      {"ts", (s.start_ns - t0) / 1e3}, {"dur", (s.end_ns - s.start_ns) / 1e3},
+    events.push_back({{"ph", "X"},
+                      {"pid", pid},
+                      {"tid", tid},
+                      {"name", std::string(StageName(s.stage))},
+                      {"cat", "pipeline"},
+                      {"ts", (s.start_ns - t0) / 1e3},
+                      {"dur", (s.end_ns - s.start_ns) / 1e3},
                       {"args", {{frame ? "frame" : "batch", s.id}}}});
     if (s.stage == Stage::kPreprocess) pre_start[s.id] = s.start_ns;
     if (s.stage == Stage::kH2D) {
@@ -128,9 +145,14 @@ json BuildChromeTrace(const RunRecord& run) {
   }
   for (const ComputeSpan& s : run.compute_spans) {
     special.insert(kTraceTidCompute);
-    events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", kTraceTidCompute}, {"name", "compute"},
-                      {"cat", "compute"}, {"ts", (s.start_ns - t0) / 1e3},
-                      {"dur", (s.end_ns - s.start_ns) / 1e3}, {"args", {{"batch", s.batch_id}}}});
+    events.push_back({{"ph", "X"},
+                      {"pid", pid},
+                      {"tid", kTraceTidCompute},
+                      {"name", "compute"},
+                      {"cat", "compute"},
+                      {"ts", (s.start_ns - t0) / 1e3},
+                      {"dur", (s.end_ns - s.start_ns) / 1e3},
+                      {"args", {{"batch", s.batch_id}}}});
     compute_end[s.batch_id] = s.end_ns;
   }
 

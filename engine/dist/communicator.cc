@@ -21,7 +21,8 @@ class SingleProcess final : public Communicator {
   absl::Status AllReduceSum(int64_t*, size_t) override { return absl::OkStatus(); }
   absl::Status AllReduceMax(double*, size_t) override { return absl::OkStatus(); }
   absl::Status Broadcast(void*, size_t, int root) override {
-    if (root != 0) return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " of 1"));
+    if (root != 0)
+      return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " of 1"));
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<std::string>> AllGather(const std::string& mine) override {

@@ -18,9 +18,9 @@ absl::Status MpiError(const char* call, int code) {
       absl::StrCat(call, " failed: ", len > 0 ? std::string(text, len) : "unknown MPI error"));
 }
 
-#define SLUICE_MPI_CHECK(call)                                        \
-  do {                                                                \
-    const int sluice_mpi_rc = (call);                                 \
+#define SLUICE_MPI_CHECK(call)                                               \
+  do {                                                                       \
+    const int sluice_mpi_rc = (call);                                        \
     if (sluice_mpi_rc != MPI_SUCCESS) return MpiError(#call, sluice_mpi_rc); \
   } while (0)
 
@@ -164,8 +164,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitMpiWorld(int* argc, char*** ar
   int rank = 0, size = 0;
   SLUICE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   SLUICE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS"); launcher == "srun" && n != nullptr &&
-                                                   std::atoi(n) != size) {
+  if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS");
+      launcher == "srun" && n != nullptr && std::atoi(n) != size) {
     MPI_Finalize();
     return absl::UnavailableError(absl::StrCat(
         "srun started ", n, " tasks but MPI sees a world of ", size,

@@ -9,9 +9,9 @@ bool BuiltWithMpi() { return false; }
 absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(int*, char***) {
   const std::string launcher = DetectLauncher();
   if (!launcher.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "started by ", launcher, " but this sluice was built without MPI (install "
-        "libopenmpi-dev and rebuild)"));
+    return absl::UnavailableError(absl::StrCat("started by ", launcher,
+                                               " but this sluice was built without MPI (install "
+                                               "libopenmpi-dev and rebuild)"));
   }
   return SingleProcessCommunicator();
 }

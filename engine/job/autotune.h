@@ -24,12 +24,12 @@
 namespace sluice {
 
 struct AutotuneBudget {
-  int cpu_threads = 2;               // most concurrency any stage may get
-  uint64_t memory_bytes = 256 << 20; // most bytes of pinned batch buffers
+  int cpu_threads = 2;                // most concurrency any stage may get
+  uint64_t memory_bytes = 256 << 20;  // most bytes of pinned batch buffers
 };
 
 struct AutotuneDecision {
-  PipelineResources resources;       // the settings to use from the next epoch on
+  PipelineResources resources;  // the settings to use from the next epoch on
   bool changed = false;
   std::vector<std::string> reasons;  // one line per decision, for the user
 };

@@ -29,8 +29,7 @@ absl::Status CheckCorruptFraction(const std::string& split, const std::string& m
 void CorruptionBudget::AddEvaluation(const PipelineStats& ts) {
   test_peak_.pool_bytes = std::max(test_peak_.pool_bytes, ts.pool_bytes);
   test_peak_.frame_buffer_bytes = std::max(test_peak_.frame_buffer_bytes, ts.frame_buffer_bytes);
-  test_peak_.stored_buffer_bytes =
-      std::max(test_peak_.stored_buffer_bytes, ts.stored_buffer_bytes);
+  test_peak_.stored_buffer_bytes = std::max(test_peak_.stored_buffer_bytes, ts.stored_buffer_bytes);
   test_skipped_frames_ += ts.skipped_frames;
   test_skipped_records_ += ts.skipped_records;
   test_delivered_ += ts.samples_delivered;

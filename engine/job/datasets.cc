@@ -26,10 +26,10 @@ absl::StatusOr<std::pair<std::string, std::string>> FindIdxPair(Env* env, const 
       if (env->FileExists(images) && env->FileExists(labels)) return std::make_pair(images, labels);
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      dir, ": no ", ManifestFileName(split), " and no IDX files for split \"", split,
-      "\" (expected e.g. ", prefixes[0], "-images-idx3-ubyte.gz and ", prefixes[0],
-      "-labels-idx1-ubyte.gz)"));
+  return absl::NotFoundError(
+      absl::StrCat(dir, ": no ", ManifestFileName(split), " and no IDX files for split \"", split,
+                   "\" (expected e.g. ", prefixes[0], "-images-idx3-ubyte.gz and ", prefixes[0],
+                   "-labels-idx1-ubyte.gz)"));
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> ShardIdxIntoCache(Env* env, const std::string& dir,
@@ -48,8 +48,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> ShardIdxIntoCache(Env* env, const std::
     auto cached = Dataset::Open(env, manifest, split);
     if (cached.ok()) return cached;
   }
-  ASSIGN_OR_RETURN(RecordArrays records,
-                   ParseIdxPair(images, files.first, labels, files.second));
+  ASSIGN_OR_RETURN(RecordArrays records, ParseIdxPair(images, files.first, labels, files.second));
   WriteDatasetOptions options;
   options.sources = {{"images", BaseName(files.first), images.size(), Xxh3(images)},
                      {"labels", BaseName(files.second), labels.size(), Xxh3(labels)}};
@@ -71,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std:
     return dataset;
   }
   // A directory without manifests: maybe IDX files.
-  auto sharded = ShardIdxIntoCache(env, path, split, cache_dir.empty() ? DefaultCacheDir() : cache_dir);
+  auto sharded =
+      ShardIdxIntoCache(env, path, split, cache_dir.empty() ? DefaultCacheDir() : cache_dir);
   if (sharded.status().code() == absl::StatusCode::kNotFound) return dataset.status();
   return sharded;
 }
@@ -81,15 +81,15 @@ namespace {
 absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model) {
   const RecordSpec& spec = train.spec();
   if (spec.sample_dtype != SampleDType::kU8) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        train.manifest_path(), ": samples are ", SampleDTypeName(spec.sample_dtype),
-        "; sluice-train trains on u8 images (as MNIST)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(train.manifest_path(), ": samples are ", SampleDTypeName(spec.sample_dtype),
+                     "; sluice-train trains on u8 images (as MNIST)"));
   }
   if (model.layers.front() != static_cast<int>(spec.sample_values())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--layers: the first layer has %d inputs but %s holds samples of %d values (%dx%dx%d)",
-        model.layers.front(), train.manifest_path(), spec.sample_values(), spec.height,
-        spec.width, spec.channels));
+        model.layers.front(), train.manifest_path(), spec.sample_values(), spec.height, spec.width,
+        spec.channels));
   }
   return absl::OkStatus();
 }
@@ -105,10 +105,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSour
     // is a train split (evaluating on training data is not what --test-data asked for).
     if (!absl::EndsWith(options.test_data, kManifestSuffix) &&
         BaseName(test->manifest_path()) == ManifestFileName("train")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--test-data ", options.test_data, ": no test split (expected ",
-          JoinPath(options.test_data, ManifestFileName("test")), "; the only split there is ",
-          test->manifest_path(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--test-data ", options.test_data, ": no test split (expected ",
+                       JoinPath(options.test_data, ManifestFileName("test")),
+                       "; the only split there is ", test->manifest_path(), ")"));
     }
   } else if (auto sibling = train.SiblingManifest("test"); sibling.ok()) {
     ASSIGN_OR_RETURN(test, Dataset::Open(env, *sibling, "test"));
@@ -126,8 +126,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSour
 
 }  // namespace
 
-absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options,
-                                  const ModelConfig& model) {
+absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options, const ModelConfig& model) {
   Splits splits;
   ASSIGN_OR_RETURN(splits.train, OpenOrShardDataset(env, options.data, "train", options.cache_dir));
   RETURN_IF_ERROR(CheckTrainable(*splits.train, model));

@@ -18,8 +18,7 @@ std::string HostName() {
 // The report's collectives: every rank calls this, in this order, after training and before
 // rank 0 prints (a rank that skipped it would leave the others waiting).
 absl::Status GatherWorld(dist::Communicator* world, const TrainJobResult& result,
-                         bool gather_traces, AllReduceCeiling* exchange_ceiling,
-                         JobReport* out) {
+                         bool gather_traces, AllReduceCeiling* exchange_ceiling, JobReport* out) {
   const dist::ExchangeStats& x = result.run.exchange;
   ASSIGN_OR_RETURN(*exchange_ceiling,
                    MeasureAllReduceCeiling(world, x.steps > 0 ? x.bytes / x.steps : 0));
@@ -80,16 +79,15 @@ absl::StatusOr<JobReport> ReportJob(Env* env, const TrainJobOptions& options,
   const bool distributed = world != nullptr && world->is_distributed();
   AllReduceCeiling exchange_ceiling;
   if (distributed) {
-    RETURN_IF_ERROR(
-        GatherWorld(world, result, settings.gather_traces, &exchange_ceiling, &out));
+    RETURN_IF_ERROR(GatherWorld(world, result, settings.gather_traces, &exchange_ceiling, &out));
   }
   if (world != nullptr && world->rank() != 0) return out;
   std::optional<Ceilings> ceilings =
       LoadJobCeilings(env, options, result, settings, &out.ceilings_note);
   out.report = AnalyzeRun(result.run, ceilings ? &*ceilings : nullptr, UsableCores());
   if (distributed) {
-    AddWorldFigures(out.ranks, exchange_ceiling,
-                    FramesOneProcess(env, options, result, out.ranks), &out.report);
+    AddWorldFigures(out.ranks, exchange_ceiling, FramesOneProcess(env, options, result, out.ranks),
+                    &out.report);
   }
   return out;
 }

@@ -27,9 +27,9 @@
 namespace sluice {
 
 struct JobReportSettings {
-  bool ceilings = true;          // --ceilings: compare the stages with measured ceilings
-  bool refresh_ceilings = false; // --refresh-ceilings: measure them again, ignoring the cache
-  bool gather_traces = false;    // --trace in a data-parallel run: rank 0 gets every rank's
+  bool ceilings = true;           // --ceilings: compare the stages with measured ceilings
+  bool refresh_ceilings = false;  // --refresh-ceilings: measure them again, ignoring the cache
+  bool gather_traces = false;     // --trace in a data-parallel run: rank 0 gets every rank's
 };
 
 struct JobReport {

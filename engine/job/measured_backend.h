@@ -28,7 +28,8 @@ class MeasuredBackend final : public Backend {
   static constexpr size_t kEventRing = 256;
 
   // `delay_us`: added to every step (on a device, the compute stream is held that long inside
-  // the step's events; on the CPU, a busy-wait). `keep_spans`: keep one ComputeSpan per step for the timeline.
+  // the step's events; on the CPU, a busy-wait). `keep_spans`: keep one ComputeSpan per step for
+  // the timeline.
   MeasuredBackend(Backend* inner, bool compute_free, int64_t delay_us, bool keep_spans);
 
   std::string name() const override { return inner_->name(); }
@@ -73,8 +74,8 @@ class MeasuredBackend final : public Backend {
   // Device timing.
   device::Stream* stream_ = nullptr;
   std::vector<StepEvents> ring_;
-  size_t next_ = 0;           // ring slot of the next step
-  int64_t prev_end_ns_ = 0;   // host-clock end of the last resolved step
+  size_t next_ = 0;          // ring slot of the next step
+  int64_t prev_end_ns_ = 0;  // host-clock end of the last resolved step
   absl::Status timing_error_;
 };
 

@@ -24,8 +24,8 @@ absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view 
     if (status.ok()) status = removed;
   }
   if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path,
-                                                   ": cannot be written: ", status.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", path, ": cannot be written: ", status.message()));
   }
   return absl::OkStatus();
 }
@@ -52,8 +52,7 @@ absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MetricsLog> MetricsLog::Open(Env* env, const std::string& path,
-                                            bool keep_existing) {
+absl::StatusOr<MetricsLog> MetricsLog::Open(Env* env, const std::string& path, bool keep_existing) {
   MetricsLog log(env, path);
   if (keep_existing && env->FileExists(path)) {
     ASSIGN_OR_RETURN(log.text_, ReadFileToString(env, path));

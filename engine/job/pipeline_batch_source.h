@@ -58,10 +58,10 @@ class PipelineBatchSource : public BatchSource {
   std::function<device::Stream*()> compute_stream_;
   std::unique_ptr<Pipeline> pipeline_;
   uint64_t steps_per_epoch_ = 0;
-  uint64_t epoch_ = 0;       // position of the next batch the pipeline will deliver
+  uint64_t epoch_ = 0;  // position of the next batch the pipeline will deliver
   uint64_t step_ = 0;
-  bool finished_ = false;    // the pipeline delivered its last batch
-  bool retuned_ = false;     // rebuild at the next Seek()
+  bool finished_ = false;  // the pipeline delivered its last batch
+  bool retuned_ = false;   // rebuild at the next Seek()
   // A batch of the next epoch, pulled while looking for the end of the current one.
   BatchLease pending_;
   std::deque<BatchLease> leases_;  // handed out, not yet released (in order)

@@ -15,8 +15,7 @@ bool IsRankZero(const TrainJobOptions& options) {
 
 DataParallelSlice SliceOf(const TrainJobOptions& options) {
   if (!IsDistributed(options)) return {};
-  return {static_cast<uint32_t>(options.comm->rank()),
-          static_cast<uint32_t>(options.comm->size())};
+  return {static_cast<uint32_t>(options.comm->rank()), static_cast<uint32_t>(options.comm->size())};
 }
 
 absl::Status CheckRanksAgree(const TrainJobOptions& options, const KeyValues& identity,

@@ -36,10 +36,11 @@ absl::StatusOr<std::optional<Checkpoint>> ReadResumeCheckpoint(Env* env,
       // Listed in the directory but not there: a dangling or looping symlink. Starting afresh
       // would silently throw the run away.
       auto children = env->GetChildren(options.checkpoint_dir);
-      if (children.ok() && std::find(children->begin(), children->end(), BaseName(path)) !=
-                               children->end()) {
+      if (children.ok() &&
+          std::find(children->begin(), children->end(), BaseName(path)) != children->end()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            path, ": --resume=auto: the checkpoint is listed but cannot be opened (a dangling "
+            path,
+            ": --resume=auto: the checkpoint is listed but cannot be opened (a dangling "
             "or looping symlink?); fix or remove it"));
       }
       path.clear();
@@ -49,10 +50,10 @@ absl::StatusOr<std::optional<Checkpoint>> ReadResumeCheckpoint(Env* env,
   ASSIGN_OR_RETURN(Checkpoint checkpoint, ReadCheckpoint(env, path));
   std::vector<std::string> differences = IdentityDifferences(checkpoint.identity, identity);
   if (!differences.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": cannot resume: the checkpoint, at ", DescribePosition(checkpoint),
-        ", belongs to a run with other settings; ", absl::StrJoin(differences, "; "),
-        " (resume with the checkpoint's settings, or start a new run elsewhere)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": cannot resume: the checkpoint, at ", DescribePosition(checkpoint),
+                     ", belongs to a run with other settings; ", absl::StrJoin(differences, "; "),
+                     " (resume with the checkpoint's settings, or start a new run elsewhere)"));
   }
   if (checkpoint.state.model.layers != options.model.layers) {
     return absl::InvalidArgumentError(
@@ -120,7 +121,8 @@ absl::StatusOr<std::optional<Checkpoint>> LoadResumeCheckpoint(Env* env,
     return ReadResumeCheckpoint(env, options, identity);
   }
   std::string message;
-  if (comm->rank() == 0) message = EncodeResumeMessage(ReadResumeCheckpoint(env, options, identity));
+  if (comm->rank() == 0)
+    message = EncodeResumeMessage(ReadResumeCheckpoint(env, options, identity));
   uint64_t length = message.size();
   RETURN_IF_ERROR(comm->Broadcast(&length, sizeof(length), 0));
   message.resize(length);

@@ -31,9 +31,9 @@ absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& optio
   const uint64_t hw = static_cast<uint64_t>(HardwareThreads());
   const auto threads = [hw](int n) { return n > 0 ? static_cast<uint64_t>(n) : hw; };
   const PipelineResources& r = options.pipeline.resources;
-  e.threads = std::max({threads(r.threads), threads(r.decompress_threads),
-                        threads(r.preprocess_threads)}) +
-              threads(options.backend.cpu.threads);
+  e.threads =
+      std::max({threads(r.threads), threads(r.decompress_threads), threads(r.preprocess_threads)}) +
+      threads(options.backend.cpu.threads);
   e.thread_bytes = e.threads * kAddressSpacePerThread;
   return e;
 }
@@ -47,19 +47,20 @@ absl::Status CheckRunFits(const TrainJobOptions& options, const Dataset& train) 
   }
   ASSIGN_OR_RETURN(const RunMemoryEstimate e, EstimateRunMemory(options, train));
   const uint64_t data_bytes = e.model_bytes + e.buffer_bytes;
-  RETURN_IF_ERROR(CheckMemory(
-      absl::StrCat("--batch-size ", batch, " with --layers ", absl::StrJoin(options.model.layers, ","),
-                   " (model, optimizer state, activations and batch buffers)"),
-      data_bytes));
+  RETURN_IF_ERROR(
+      CheckMemory(absl::StrCat("--batch-size ", batch, " with --layers ",
+                               absl::StrJoin(options.model.layers, ","),
+                               " (model, optimizer state, activations and batch buffers)"),
+                  data_bytes));
   // Under ulimit -v, every thread's stack, malloc arena and BLAS buffer counts too, and running
   // out of address space inside OpenBLAS spins instead of failing: refuse the run up front.
   if (AddressSpaceLimit() > 0) {
-    RETURN_IF_ERROR(CheckMemory(
-        absl::StrCat("this run (", FormatBytes(data_bytes), " of model and batches, ", e.threads,
-                     " threads x ", FormatBytes(kAddressSpacePerThread),
-                     " of stack, malloc arena and BLAS buffer; fewer --threads and "
-                     "--compute-threads need less)"),
-        data_bytes + e.thread_bytes));
+    RETURN_IF_ERROR(
+        CheckMemory(absl::StrCat("this run (", FormatBytes(data_bytes), " of model and batches, ",
+                                 e.threads, " threads x ", FormatBytes(kAddressSpacePerThread),
+                                 " of stack, malloc arena and BLAS buffer; fewer --threads and "
+                                 "--compute-threads need less)"),
+                    data_bytes + e.thread_bytes));
   }
   return absl::OkStatus();
 }

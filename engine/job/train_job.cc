@@ -27,20 +27,25 @@ namespace {
 // the CPU backend gets host batches, a device backend batches uploaded to its device.
 PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backend& backend) {
   PipelineOptions p = options.pipeline;
-    p.placement.device = backend.device();
+  p.placement.device = backend.device();
   p.slice = SliceOf(options);
   // A stage made free by a what-if run skips its injected delay too: the delay is part of the
   // stage's work, and the what-if table must show what removing that work buys.
   switch (p.diagnostics.what_if) {
-    case WhatIf::kRead: p.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)] = 0; break;
+    case WhatIf::kRead:
+      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)] = 0;
+      break;
     case WhatIf::kDecompress:
       p.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecompress)] = 0;
       break;
     case WhatIf::kPreprocess:
       p.diagnostics.inject_delay_us[static_cast<int>(Stage::kPreprocess)] = 0;
       break;
-    case WhatIf::kH2D: p.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] = 0; break;
-    case WhatIf::kNone: break;
+    case WhatIf::kH2D:
+      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] = 0;
+      break;
+    case WhatIf::kNone:
+      break;
   }
   return p;
 }
@@ -78,8 +83,7 @@ TrainerOptions MakeTrainerOptions(Env* env, const TrainJobOptions& options,
 // What the diagnostics read, from the pipeline's and the backend's statistics so far.
 RunRecord RecordRun(const PipelineBatchSource& source, MeasuredBackend& backend) {
   RunRecord r = RunRecordFromStats(
-      source.pipeline() != nullptr ? source.pipeline()->Stats() : PipelineStats{},
-      backend.stats());
+      source.pipeline() != nullptr ? source.pipeline()->Stats() : PipelineStats{}, backend.stats());
   r.memory = backend.memory();
   return r;
 }
@@ -106,9 +110,8 @@ void AddIntermediateReports(const TrainJobOptions& options, const PipelineBatchS
 
 // --autotune: after the first epoch of this run, new resources for the train pipeline.
 std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
-                                            PipelineBatchSource& source,
-                                            MeasuredBackend& backend, double epoch_seconds,
-                                            uint64_t features) {
+                                            PipelineBatchSource& source, MeasuredBackend& backend,
+                                            double epoch_seconds, uint64_t features) {
   const PipelineStats stats = source.pipeline()->Stats();
   const PipelineOptions& current = source.pipeline()->options();
   AutotuneBudget budget;
@@ -125,8 +128,7 @@ std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
 // The host table (engine/memory.h). The backend's tagged memory is host memory on the CPU
 // backend and on the simulated device (whose device memory is host memory), not on a GPU.
 HostMemoryReport HostMemoryAfterRun(int64_t baseline_rss, const RunRecord& run,
-                                    const PipelineStats& test_peak,
-                                    const device::Device* device) {
+                                    const PipelineStats& test_peak, const device::Device* device) {
   HostMemoryReport host;
   host.baseline_rss = baseline_rss;
   auto line = [&host](std::string name, uint64_t bytes) {
@@ -191,10 +193,10 @@ absl::Status TrainJob::OpenData() {
   }
   RETURN_IF_ERROR(CheckRunFits(o_, *splits_.train));
   if (o_.pipeline.order.drop_last && o_.pipeline.order.batch_size > result_.train_records) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--drop-last with --batch-size ", o_.pipeline.order.batch_size, " larger than the ",
-        result_.train_records, " records of ", result_.train_manifest,
-        ": no batch would be trained"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drop-last with --batch-size ", o_.pipeline.order.batch_size,
+                     " larger than the ", result_.train_records, " records of ",
+                     result_.train_manifest, ": no batch would be trained"));
   }
   if (!o_.evaluate) {
     result_.not_evaluated = "evaluation is off (--evaluate=false)";
@@ -209,8 +211,8 @@ absl::Status TrainJob::OpenData() {
 absl::Status TrainJob::CheckOutputs() {
   RETURN_IF_ERROR(ProbeJobOutputs(env_, o_));
   if (!(o_.max_corrupt_fraction >= 0 && o_.max_corrupt_fraction <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max-corrupt-fraction: must be in [0, 1], got ", o_.max_corrupt_fraction));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-corrupt-fraction: must be in [0, 1], got ", o_.max_corrupt_fraction));
   }
   return absl::OkStatus();
 }
@@ -219,8 +221,7 @@ absl::StatusOr<std::unique_ptr<Backend>> TrainJob::CreateJobBackend(const ModelS
   BackendSpec spec = o_.backend;
   // Each rank trains its slice of the global batch: at most ceil(B / ranks) samples.
   const uint32_t world = SliceOf(o_).world_size;
-  spec.options.max_batch =
-      static_cast<int>((o_.pipeline.order.batch_size + world - 1) / world);
+  spec.options.max_batch = static_cast<int>((o_.pipeline.order.batch_size + world - 1) / world);
   result_.max_batch = spec.options.max_batch;
   if (IsDistributed(o_) || spec.options.exchange_in_world_of_one) {
     // The exchange runs where the steps run (the sim device's compute stream): a communicator
@@ -321,9 +322,9 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
   identity_ = RunIdentity(o_, *splits_.train);
   RETURN_IF_ERROR(CheckRanksAgree(o_, identity_, splits_.test.get()));
   ASSIGN_OR_RETURN(checkpoint_, LoadResumeCheckpoint(env_, o_, identity_));
-  const ModelState initial =
-      checkpoint_ ? checkpoint_->state
-                  : InitModelState(o_.model, o_.optimizer, o_.pipeline.order.seed);
+  const ModelState initial = checkpoint_
+                                 ? checkpoint_->state
+                                 : InitModelState(o_.model, o_.optimizer, o_.pipeline.order.seed);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> device, CreateJobBackend(initial));
   MeasuredBackend backend(device.get(), o_.compute_free,
                           o_.compute_free ? 0 : o_.inject_compute_delay_us,
@@ -337,8 +338,7 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
     test_source = std::make_unique<PipelineBatchSource>(
         splits_.test.get(), TestPipelineOptions(o_, backend), 1, compute_stream);
   }
-  budget_.emplace(o_.max_corrupt_fraction, result_.train_manifest, result_.test_manifest,
-                  o_.comm);
+  budget_.emplace(o_.max_corrupt_fraction, result_.train_manifest, result_.test_manifest, o_.comm);
   if (!o_.metrics_out.empty() && IsRankZero(o_)) {
     ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(env_, o_.metrics_out,
                                                 /*keep_existing=*/checkpoint_.has_value()));

@@ -49,10 +49,10 @@ namespace sluice {
 struct TrainJobResult;
 
 struct TrainJobOptions {
-  std::string data;              // --data
-  std::string test_data;         // --test-data; empty: the "test" sibling split if any
-  bool evaluate = true;          // evaluate on the test split after each epoch
-  std::string cache_dir;         // for IDX input; empty: DefaultCacheDir()
+  std::string data;       // --data
+  std::string test_data;  // --test-data; empty: the "test" sibling split if any
+  bool evaluate = true;   // evaluate on the test split after each epoch
+  std::string cache_dir;  // for IDX input; empty: DefaultCacheDir()
   ModelConfig model;
   OptimizerConfig optimizer;
   // The device (--device) and each platform's settings. The job sets backend.options'
@@ -70,11 +70,11 @@ struct TrainJobOptions {
   int64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: end only)
   std::string resume;            // a checkpoint file, or "auto": checkpoint_dir's, if present
   std::string export_safetensors;
-  std::string metrics_out;       // JSON lines, one per epoch
+  std::string metrics_out;  // JSON lines, one per epoch
   // With pipeline.on_corrupt = kSkip: the run fails once more than this fraction of the records
   // read (in the train split, or in the test split's evaluations) were skipped as corrupt.
   double max_corrupt_fraction = 0.01;
-  int64_t stop_after_steps = -1; // for tests: stop as if killed after N steps
+  int64_t stop_after_steps = -1;  // for tests: stop as if killed after N steps
   // Polled between steps: when set, the run stops after the current step, with a checkpoint
   // (TrainerOptions::stop_requested); sluice-train sets it from SIGINT/SIGTERM. Null: never.
   const std::atomic<bool>* stop_requested = nullptr;
@@ -82,7 +82,7 @@ struct TrainJobOptions {
   // in each step on top of it (inject-delay compute).
   bool compute_free = false;
   int64_t inject_compute_delay_us = 0;
-  KeyValues run_config;          // recorded in checkpoints and the report
+  KeyValues run_config;  // recorded in checkpoints and the report
   // --autotune: after the first epoch of this run, adjust the pipeline (engine/job/autotune.h)
   // within these budgets; on_autotune receives the decisions, one line each.
   bool autotune = false;
@@ -109,19 +109,19 @@ struct TrainJobOptions {
 
 struct TrainJobResult {
   TrainResult train;
-  RunRecord run;                          // what the diagnostics read (report, trace)
+  RunRecord run;  // what the diagnostics read (report, trace)
   uint64_t train_records = 0;
   uint64_t test_records = 0;
   std::string train_manifest;
-  std::string test_manifest;              // empty when not evaluated
-  std::string not_evaluated;              // why nothing was evaluated (empty: it was)
+  std::string test_manifest;  // empty when not evaluated
+  std::string not_evaluated;  // why nothing was evaluated (empty: it was)
   bool resumed = false;
   uint64_t resumed_epoch = 0;
   uint64_t resumed_step = 0;
-  uint64_t resumed_samples = 0;           // samples trained in the run before this process
-  std::string checkpoint_path;            // written, when checkpoints are on
-  std::vector<std::string> autotune;      // --autotune's decisions, when it ran
-  int max_batch = 0;                      // this rank's largest batch (the backend's max_batch)
+  uint64_t resumed_samples = 0;       // samples trained in the run before this process
+  std::string checkpoint_path;        // written, when checkpoints are on
+  std::vector<std::string> autotune;  // --autotune's decisions, when it ran
+  int max_batch = 0;                  // this rank's largest batch (the backend's max_batch)
 };
 
 absl::StatusOr<TrainJobResult> RunTrainJob(Env* env, const TrainJobOptions& options);

@@ -20,10 +20,10 @@
 namespace sluice {
 
 struct WhatIfRow {
-  std::string free_stage;   // "normal", "read", "decompress", "preprocess", "h2d", "compute"
-  std::string note;         // why the row was not run (then samples_per_s is 0)
+  std::string free_stage;  // "normal", "read", "decompress", "preprocess", "h2d", "compute"
+  std::string note;        // why the row was not run (then samples_per_s is 0)
   double samples_per_s = 0;
-  double speedup = 0;       // samples_per_s / the normal run's
+  double speedup = 0;  // samples_per_s / the normal run's
 };
 
 // The job's training rate: its samples over its training seconds (0 when nothing trained).

@@ -4,6 +4,8 @@
 // ready-event waits, the releases with the compute stream, event timing) is the code a GPU run
 // executes; only the lowest layer differs. The same kernels in the same order as the CPU
 // backend, so a sim run ends bitwise equal to a CPU run.
+#include "engine/sim/sim_backend.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -13,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "device/sim/sim_device.h"
-#include "engine/sim/sim_backend.h"
 
 namespace sluice {
 namespace {
@@ -74,7 +75,7 @@ class SimBackend final : public Backend {
           Keep(cpu_->Evaluate(host, stats));
         },
         ModelledNs(batch.size) / 3));  // forward only: about a third of a training step
-    return Synchronize();  // `stats` is read by the caller on return
+    return Synchronize();              // `stats` is read by the caller on return
   }
 
   absl::Status Synchronize() override {
@@ -104,8 +105,8 @@ class SimBackend final : public Backend {
     const size_t sample_bytes = size_t{batch.size} * batch.features * H2DFormatSize(batch.format);
     const size_t label_bytes = sizeof(int32_t) * batch.size;
     if (sample_bytes > staging_samples_.size() || label_bytes > staging_labels_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch of ", batch.size, " samples exceeds max_batch ", options_.max_batch));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", batch.size, " samples exceeds max_batch ", options_.max_batch));
     }
     // Synchronously, like a copy from pageable memory: the caller may reuse its buffer after.
     RETURN_IF_ERROR(stream_->CopyToDevice(staging_samples_.data(), batch.samples, sample_bytes));

@@ -16,8 +16,8 @@
 namespace sluice {
 
 struct SimBackendOptions {
-  int ordinal = 0;               // the device is "sim:<ordinal>" (set by CreateBackend)
-  device::SimOptions device;     // the link: bandwidth, latency, poison, jitter
+  int ordinal = 0;            // the device is "sim:<ordinal>" (set by CreateBackend)
+  device::SimOptions device;  // the link: bandwidth, latency, poison, jitter
   // The modelled compute time of a training step: at least compute_ns_per_step, and at least
   // batch / compute_samples_per_s (0: no bound from it).
   int64_t compute_ns_per_step = 0;

@@ -41,8 +41,8 @@ class DeviceUploader {
   // events without copying. `delay_us` (the injected h2d delay) holds the copy stream that
   // long between the copy's events, so it counts as copy time on every device.
   absl::Status Enqueue(uint32_t slot, const void* samples, size_t sample_bytes,
-                       const int32_t* labels, size_t label_bytes, bool skip_copy,
-                       int64_t delay_us, std::function<void()> done);
+                       const int32_t* labels, size_t label_bytes, bool skip_copy, int64_t delay_us,
+                       std::function<void()> done);
   const void* slot_samples(uint32_t slot) const { return slots_[slot].samples.data(); }
   const int32_t* slot_labels(uint32_t slot) const {
     return static_cast<const int32_t*>(slots_[slot].labels.data());
@@ -62,7 +62,7 @@ class DeviceUploader {
     device::Buffer labels;
     std::unique_ptr<device::Event> copy_start;  // timing events bracket the copies
     std::unique_ptr<device::Event> ready;
-    std::unique_ptr<device::Event> released;    // the consumer's reads finished
+    std::unique_ptr<device::Event> released;  // the consumer's reads finished
     bool release_pending = false;
   };
   explicit DeviceUploader(device::Device* device) : device_(device) {}

@@ -2,8 +2,8 @@
 // malloc/free and page-fault a fresh ~200 KB buffer per frame (the pipeline keeps a second
 // pool for the stored frames the reader fills).
 //
-// Every buffer is `buffer_bytes` long (the largest raw, or stored, frame). Take() hands out a returned
-// buffer when there is one and allocates otherwise, so the pool grows to the most buffers
+// Every buffer is `buffer_bytes` long (the largest raw, or stored, frame). Take() hands out a
+// returned buffer when there is one and allocates otherwise, so the pool grows to the most buffers
 // ever out at once (for the pipeline: at most frame budget + decompress threads) and then
 // stops allocating.
 // Ownership: a taken buffer belongs to the caller until it is given back with Return(); the

@@ -135,13 +135,15 @@ std::vector<uint32_t> SliceBatches(const std::vector<uint32_t>& frame_order, uin
       for (uint64_t p = p0; p < p1; ++p) positions.push_back(static_cast<uint32_t>(p));
     } else {
       keyed.clear();
-      for (uint64_t p = p0; p < p1; ++p) keyed.push_back(uint64_t{frame_key[seq[p] >> 32]} << 32 | p);
+      for (uint64_t p = p0; p < p1; ++p)
+        keyed.push_back(uint64_t{frame_key[seq[p] >> 32]} << 32 | p);
       std::sort(keyed.begin(), keyed.end());  // positions are distinct: a stable order
       const uint32_t base = count / world, extra = count % world;
       const uint32_t begin = plan->rank * base + std::min(plan->rank, extra);
       const uint32_t size = base + (plan->rank < extra ? 1 : 0);
       const size_t first = positions.size();
-      for (uint32_t i = begin; i < begin + size; ++i) positions.push_back(static_cast<uint32_t>(keyed[i]));
+      for (uint32_t i = begin; i < begin + size; ++i)
+        positions.push_back(static_cast<uint32_t>(keyed[i]));
       std::sort(positions.begin() + first, positions.end());
     }
     plan->batch_offsets.push_back(static_cast<uint32_t>(positions.size()));
@@ -248,9 +250,8 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
   }
   const uint64_t steps = StepsPerEpoch(n, o);
   if (first_step > steps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("start step ", first_step, " is past the end of the epoch (", steps,
-                     " steps)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start step ", first_step, " is past the end of the epoch (", steps, " steps)"));
   }
   std::vector<uint32_t> frame_order;
   const std::vector<uint64_t> seq = EpochSequence(layout, o, epoch, &frame_order);
@@ -262,8 +263,9 @@ absl::StatusOr<EpochPlan> PlanEpoch(const SplitLayout& layout, const OrderOption
   plan.batch_size = o.batch_size;
   plan.rank = o.rank;
   plan.world_size = o.world_size;
-  const std::vector<uint32_t> positions = SliceBatches(
-      frame_order, EffectiveWindow(layout, o), seq, first_step, steps, std::min<uint64_t>(n, steps * o.batch_size), &plan);
+  const std::vector<uint32_t> positions =
+      SliceBatches(frame_order, EffectiveWindow(layout, o), seq, first_step, steps,
+                   std::min<uint64_t>(n, steps * o.batch_size), &plan);
   PlaceSamples(layout, frame_order, seq, positions, &plan);
   const std::vector<uint32_t> last_batch = LinkBatchesAndSlots(&plan);
   plan.min_frames_alive = MinFramesAlive(plan, last_batch);

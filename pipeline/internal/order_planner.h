@@ -30,8 +30,8 @@ namespace sluice::pipeline_internal {
 // One frame of the split, in file order (global frame id = index in SplitLayout::frames).
 struct FrameRef {
   uint32_t shard = 0;
-  uint32_t frame = 0;          // within the shard
-  uint64_t first_record = 0;   // within the split
+  uint32_t frame = 0;         // within the shard
+  uint64_t first_record = 0;  // within the split
   uint32_t record_count = 0;
 };
 

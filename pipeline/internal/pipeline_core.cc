@@ -63,28 +63,32 @@ absl::Status PipelineCore::Init() {
   if (opt_.order.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
   const DataParallelSlice& slice = opt_.slice;
   if (slice.world_size == 0 || slice.rank >= slice.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("data-parallel rank ", slice.rank,
-                                                   " is not below the world size ",
-                                                   slice.world_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data-parallel rank ", slice.rank, " is not below the world size ", slice.world_size));
   }
   batch_capacity_ = (opt_.order.batch_size + slice.world_size - 1) / slice.world_size;
   if (opt_.resources.pool_size == 0) {
-    opt_.resources.pool_size = std::clamp<uint32_t>((kAutoPoolSamples + batch_capacity_ - 1) / batch_capacity_, 4, 256);
+    opt_.resources.pool_size =
+        std::clamp<uint32_t>((kAutoPoolSamples + batch_capacity_ - 1) / batch_capacity_, 4, 256);
   }
   if (opt_.span.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
-  if (opt_.resources.device_ring_depth == 0) return absl::InvalidArgumentError("device_ring_depth must be >= 1");
+  if (opt_.resources.device_ring_depth == 0)
+    return absl::InvalidArgumentError("device_ring_depth must be >= 1");
   if (opt_.resources.threads <= 0) opt_.resources.threads = UsableCores();
-  if (opt_.resources.decompress_threads <= 0) opt_.resources.decompress_threads = opt_.resources.threads;
-  if (opt_.resources.preprocess_threads <= 0) opt_.resources.preprocess_threads = opt_.resources.threads;
+  if (opt_.resources.decompress_threads <= 0)
+    opt_.resources.decompress_threads = opt_.resources.threads;
+  if (opt_.resources.preprocess_threads <= 0)
+    opt_.resources.preprocess_threads = opt_.resources.threads;
   RETURN_IF_ERROR(BuildLayout());
   ASSIGN_OR_RETURN(SampleConverter conv,
                    SampleConverter::Create(spec_.sample_dtype, opt_.format.h2d_format,
                                            opt_.format.normalization, spec_.sample_values()));
   converter_.emplace(conv);
 
-  order_ = OrderOptions{opt_.order.seed,      opt_.order.shuffle, opt_.order.shuffle_window_frames,
-                        opt_.order.batch_size, opt_.order.drop_last, slice.rank,
-                        slice.world_size};
+  order_ =
+      OrderOptions{opt_.order.seed,       opt_.order.shuffle,   opt_.order.shuffle_window_frames,
+                   opt_.order.batch_size, opt_.order.drop_last, slice.rank,
+                   slice.world_size};
   steps_per_epoch_ = StepsPerEpoch(layout_.record_count, order_);
   if (opt_.span.start_step > steps_per_epoch_) {
     return absl::InvalidArgumentError(absl::StrCat("start step ", opt_.span.start_step,
@@ -95,7 +99,8 @@ absl::Status PipelineCore::Init() {
   frame_budget_ = FramesAliveBound(layout_, order_) + opt_.resources.read_ahead_frames;
   next_epoch_ = opt_.span.start_epoch;
 
-  sample_region_ = (converter_->out_bytes_per_sample() * batch_capacity_ + kAlign - 1) / kAlign * kAlign;
+  sample_region_ =
+      (converter_->out_bytes_per_sample() * batch_capacity_ + kAlign - 1) / kAlign * kAlign;
   label_offset_ = sample_region_;
   record_id_offset_ = label_offset_ + 4 * size_t{batch_capacity_};
   batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
@@ -106,9 +111,9 @@ absl::Status PipelineCore::Init() {
   scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
                      [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); });
   if (opt_.placement.device != nullptr) {
-    ASSIGN_OR_RETURN(uploader_, DeviceUploader::Create(opt_.placement.device,
-                                                       opt_.resources.device_ring_depth,
-                                                       sample_region_, 4 * size_t{batch_capacity_}));
+    ASSIGN_OR_RETURN(uploader_,
+                     DeviceUploader::Create(opt_.placement.device, opt_.resources.device_ring_depth,
+                                            sample_region_, 4 * size_t{batch_capacity_}));
     slot_record_ids_.resize(size_t{opt_.resources.device_ring_depth} * batch_capacity_);
     ring_.emplace(
         opt_.resources.device_ring_depth, &cancelled_,
@@ -126,7 +131,8 @@ absl::Status PipelineCore::Init() {
   recorders_[Stage::kPinnedWait].Init(Stage::kPinnedWait, 1);
   recorders_[Stage::kH2D].Init(Stage::kH2D, 1);
   recorders_[Stage::kDelivery].Init(Stage::kDelivery, 1);
-  if (opt_.diagnostics.trace_capacity > 0) trace_ = std::make_unique<TraceBuffer>(opt_.diagnostics.trace_capacity);
+  if (opt_.diagnostics.trace_capacity > 0)
+    trace_ = std::make_unique<TraceBuffer>(opt_.diagnostics.trace_capacity);
   RETURN_IF_ERROR(BuildWhatIfCaches());
 
   if (total_batches_ == 0) {
@@ -161,8 +167,8 @@ void PipelineCore::BuildGraph() {
   // starved behind queued decompress tasks with every stage far faster than compute).
   constexpr flow::node_priority_t kBatchPath = 1;
   assemble_node_ = std::make_unique<flow::function_node<BatchMsg, BatchMsg>>(
-      g, opt_.resources.preprocess_threads, [this](BatchMsg m) { return AssembleBody(std::move(m)); },
-      flow::queueing(), kBatchPath);
+      g, opt_.resources.preprocess_threads,
+      [this](BatchMsg m) { return AssembleBody(std::move(m)); }, flow::queueing(), kBatchPath);
   sequencer_node_ = std::make_unique<flow::sequencer_node<BatchMsg>>(
       g, [](const BatchMsg& m) -> size_t { return m.id; });
   deliver_node_ = std::make_unique<flow::function_node<BatchMsg>>(
@@ -275,8 +281,10 @@ void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint
 
 PipelineStats PipelineCore::Stats() const {
   PipelineStats st;
-  for (int i = 0; i < kNumPipelineStages; ++i) st.stages[i] = recorders_.Snapshot(static_cast<Stage>(i));
-  st.stages[static_cast<int>(Stage::kPinnedWait)].queue_high_water = pool_ ? pool_->high_water() : 0;
+  for (int i = 0; i < kNumPipelineStages; ++i)
+    st.stages[i] = recorders_.Snapshot(static_cast<Stage>(i));
+  st.stages[static_cast<int>(Stage::kPinnedWait)].queue_high_water =
+      pool_ ? pool_->high_water() : 0;
   st.start_ns = start_ns_;
   st.snapshot_ns = NowNs();
   st.threads = opt_.resources.threads;

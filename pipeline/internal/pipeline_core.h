@@ -51,7 +51,9 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void Shutdown();
   void ReleaseLease(uint64_t id, device::Stream* stream, int64_t handed_out_ns);
   PipelineStats Stats() const;
-  std::vector<TraceSpan> Trace() const { return trace_ ? trace_->Snapshot() : std::vector<TraceSpan>{}; }
+  std::vector<TraceSpan> Trace() const {
+    return trace_ ? trace_->Snapshot() : std::vector<TraceSpan>{};
+  }
 
   const PipelineOptions& options() const { return opt_; }
   uint64_t steps_per_epoch() const { return steps_per_epoch_; }
@@ -131,7 +133,8 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::atomic<bool> cancelled_{false};
   std::atomic<int64_t> frames_resident_{0};
   std::atomic<int64_t> frames_queued_{0};
-  std::atomic<uint64_t> frames_read_{0}, frames_decoded_{0}, skipped_frames_{0}, skipped_records_{0}, empty_batches_{0};
+  std::atomic<uint64_t> frames_read_{0}, frames_decoded_{0}, skipped_frames_{0},
+      skipped_records_{0}, empty_batches_{0};
   int64_t start_ns_ = 0;
 
   StageRecorders recorders_;

@@ -30,7 +30,10 @@ inline void AtomicMin0(std::atomic<int64_t>& a, int64_t v) {  // min, where 0 me
 // section per span (spans are per frame or per batch, thousands per second, not per sample).
 class TraceBuffer {
  public:
-  explicit TraceBuffer(size_t capacity) { spans_.reserve(capacity); capacity_ = capacity; }
+  explicit TraceBuffer(size_t capacity) {
+    spans_.reserve(capacity);
+    capacity_ = capacity;
+  }
   void Add(const TraceSpan& s) {
     std::lock_guard<std::mutex> l(mu_);
     if (spans_.size() < capacity_) {

@@ -11,12 +11,18 @@ namespace {
 
 const char* ZlibCodeName(int r) {
   switch (r) {
-    case Z_NEED_DICT: return "Z_NEED_DICT";
-    case Z_STREAM_ERROR: return "Z_STREAM_ERROR";
-    case Z_DATA_ERROR: return "Z_DATA_ERROR";
-    case Z_MEM_ERROR: return "Z_MEM_ERROR";
-    case Z_BUF_ERROR: return "Z_BUF_ERROR";
-    default: return "zlib error";
+    case Z_NEED_DICT:
+      return "Z_NEED_DICT";
+    case Z_STREAM_ERROR:
+      return "Z_STREAM_ERROR";
+    case Z_DATA_ERROR:
+      return "Z_DATA_ERROR";
+    case Z_MEM_ERROR:
+      return "Z_MEM_ERROR";
+    case Z_BUF_ERROR:
+      return "Z_BUF_ERROR";
+    default:
+      return "zlib error";
   }
 }
 
@@ -85,10 +91,10 @@ absl::StatusOr<size_t> ByteStream::Read(char* dst, size_t n) {
             path_, ": truncated .gz: the gzip stream ends early after ", in_.size(), " bytes"));
       }
     } else if (r != Z_OK) {
-      return absl::DataLossError(absl::StrCat(
-          path_, ": corrupt .gz: corrupt deflate stream at compressed byte ", pos_, ": ",
-          zs_.msg != nullptr ? zs_.msg : "inflate error", " (zlib ", ZlibCodeName(r), " ", r,
-          "); expected a valid gzip stream"));
+      return absl::DataLossError(
+          absl::StrCat(path_, ": corrupt .gz: corrupt deflate stream at compressed byte ", pos_,
+                       ": ", zs_.msg != nullptr ? zs_.msg : "inflate error", " (zlib ",
+                       ZlibCodeName(r), " ", r, "); expected a valid gzip stream"));
     }
   }
   return done;

@@ -1,10 +1,10 @@
 #include "common/env.h"
-#include "common/testing/fault_injection_env.h"
-#include "common/testing/mem_env.h"
 
 #include <cstdlib>
 #include <string>
 
+#include "common/testing/fault_injection_env.h"
+#include "common/testing/mem_env.h"
 #include "gtest/gtest.h"
 
 namespace sluice {

@@ -56,8 +56,8 @@ TEST_P(FileLockTest, SecondWriterIsRefusedAtOnceNamingPidHostAndPurpose) {
   const LockHolder me = CurrentProcessHolder("");
   const std::string msg(second.status().message());
   EXPECT_THAT(msg, HasSubstr(LockPath() + ": cannot start sluice-shard create (split test)"));
-  EXPECT_THAT(msg, HasSubstr(absl::StrCat("locked by pid ", ::getpid(), " on host ", me.host,
-                                          " since ")));
+  EXPECT_THAT(
+      msg, HasSubstr(absl::StrCat("locked by pid ", ::getpid(), " on host ", me.host, " since ")));
   EXPECT_THAT(msg, HasSubstr("(sluice-shard create (split train))"));
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line";
 }

@@ -25,7 +25,8 @@ TEST(SimDevice, OperationsOfAStreamRunInEnqueueOrder) {
   auto dev = Open();
   auto s = *dev->CreateStream();
   std::vector<int> order;
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(s->AddCallback([&order, i] { order.push_back(i); }).ok());
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(s->AddCallback([&order, i] { order.push_back(i); }).ok());
   ASSERT_TRUE(s->Synchronize().ok());
   ASSERT_EQ(order.size(), 100u);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
@@ -67,7 +68,8 @@ TEST(SimDevice, WaitOnAnEventHoldsTheOtherStreamUntilTheRecordCompletes) {
   ASSERT_TRUE(copy->Record(ready.get()).ok());
   ASSERT_TRUE(compute->Wait(ready.get()).ok());
   std::atomic<char> seen{0};
-  ASSERT_TRUE(compute->AddCallback([&] { seen = static_cast<char*>(dst.data())[src.size() - 1]; }).ok());
+  ASSERT_TRUE(
+      compute->AddCallback([&] { seen = static_cast<char*>(dst.data())[src.size() - 1]; }).ok());
   ASSERT_TRUE(compute->Synchronize().ok());
   EXPECT_EQ(seen.load(), 1);  // the compute stream ran only after the copy landed
 }
@@ -83,8 +85,8 @@ TEST(SimDevice, WaitTargetsTheRecordEnqueuedBeforeIt) {
   ASSERT_TRUE(a->Synchronize().ok());
   std::atomic<bool> gate{false};
   ASSERT_TRUE(a->AddCallback([&] {
-                  while (!gate.load()) std::this_thread::yield();
-                }).ok());
+                 while (!gate.load()) std::this_thread::yield();
+               }).ok());
   ASSERT_TRUE(a->Record(ev.get()).ok());  // a second record, blocked behind the gate
   // b waits for the second record: it must not run before the gate opens.
   ASSERT_TRUE(b->Wait(ev.get()).ok());
@@ -141,7 +143,8 @@ TEST(SimDevice, JitterKeepsStreamOrder) {
   auto dev = Open(o);
   auto s = *dev->CreateStream();
   std::vector<int> order;
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(s->AddCallback([&order, i] { order.push_back(i); }).ok());
+  for (int i = 0; i < 50; ++i)
+    ASSERT_TRUE(s->AddCallback([&order, i] { order.push_back(i); }).ok());
   ASSERT_TRUE(s->Synchronize().ok());
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
 }
@@ -159,7 +162,9 @@ TEST(SimDevice, SimLaunchTakesAtLeastItsModelledTime) {
   auto b = *dev->CreateEvent(true);
   ASSERT_TRUE(s->Record(a.get()).ok());
   int runs = 0;
-  ASSERT_TRUE(SimLaunch(s.get(), [&] { ++runs; }, 3'000'000).ok());
+  ASSERT_TRUE(SimLaunch(
+                  s.get(), [&] { ++runs; }, 3'000'000)
+                  .ok());
   ASSERT_TRUE(s->Record(b.get()).ok());
   ASSERT_TRUE(s->Synchronize().ok());
   EXPECT_EQ(runs, 1);

@@ -129,25 +129,25 @@ TEST(CheckpointTest, WorkedExampleMatchesSpec) {
   const std::string f = *EncodeCheckpoint(c);
   ASSERT_EQ(f.size(), 380u);
   EXPECT_EQ(f.substr(0, 8), "SLUICECK");
-  EXPECT_EQ(DecodeFixed32(f.data() + 8), 2u);           // version
+  EXPECT_EQ(DecodeFixed32(f.data() + 8), 2u);  // version
   EXPECT_EQ(DecodeFixed32(f.data() + 12), 7u);
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x18), 12u);        // model length
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x3c), 48u);        // position length
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x44), 3u);         // optimizer_steps
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x5c), 42u);        // seed
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x64), 8u);         // samples_in_epoch
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x6c), 20u);        // samples_total
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x84), 52u);        // 0.weight section length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x18), 12u);  // model length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x3c), 48u);  // position length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x44), 3u);   // optimizer_steps
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x5c), 42u);  // seed
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x64), 8u);   // samples_in_epoch
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x6c), 20u);  // samples_total
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x84), 52u);  // 0.weight section length
   EXPECT_EQ(f.substr(0x94, 8), "0.weight");
   EXPECT_EQ(DecodeFixed32(f.data() + 0xb0), 0x3f800000u);  // 1.0f
   EXPECT_EQ(f.substr(0xe0, 6), "0.bias");
   EXPECT_EQ(DecodeFixed32(f.data() + 0xf6), 0xbf000000u);  // -0.5f
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x10a), 20u);       // pipeline length
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x136), 18u);       // run config length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x10a), 20u);         // pipeline length
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x136), 18u);         // run config length
   EXPECT_EQ(f.substr(0x14c, 4), "0.01");
-  EXPECT_EQ(DecodeFixed32(f.data() + 0x158), 6u);        // run identity section type
-  EXPECT_EQ(DecodeFixed64(f.data() + 0x160), 4u);        // run identity length
-  EXPECT_EQ(DecodeFixed32(f.data() + 0x168), 0u);        // count 0
+  EXPECT_EQ(DecodeFixed32(f.data() + 0x158), 6u);  // run identity section type
+  EXPECT_EQ(DecodeFixed64(f.data() + 0x160), 4u);  // run identity length
+  EXPECT_EQ(DecodeFixed32(f.data() + 0x168), 0u);  // count 0
   auto back = DecodeCheckpoint(f, "example");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectEqualCheckpoints(*back, c);
@@ -186,8 +186,8 @@ TEST(CheckpointTest, Version1FileIsRefusedNamingTheVersion) {
 }
 
 TEST(CheckpointTest, IdentityDifferencesListEveryChangedKeyWithOldAndNew) {
-  const KeyValues saved = {{"batch_size", "32"}, {"lr", "0.01"}, {"momentum", "0.9"},
-                           {"seed", "1"}};
+  const KeyValues saved = {
+      {"batch_size", "32"}, {"lr", "0.01"}, {"momentum", "0.9"}, {"seed", "1"}};
   const KeyValues now = {{"batch_size", "40"}, {"lr", "0.01"}, {"seed", "1"}, {"beta1", "0.9"}};
   EXPECT_EQ(IdentityDifferences(saved, now),
             (std::vector<std::string>{"batch_size: 32 in the checkpoint, 40 now",

@@ -1,7 +1,7 @@
-#include "engine/cpu/cpu_backend.h"
 #include "engine/memory.h"
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

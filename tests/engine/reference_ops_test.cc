@@ -46,8 +46,8 @@ TEST(ReferenceOpsTest, BackwardMatchesFiniteDifferencesOfTheLoss) {
   int64_t correct = 0;
   ref::SoftmaxCrossEntropy(logits.data(), m.labels.data(), m.B, m.C, dlogits.data(), &loss,
                            &correct);
-  ref::LinearBackward(h.data(), m.w2.data(), dlogits.data(), m.B, m.H, m.C, dw2.data(),
-                      db2.data(), dh.data());
+  ref::LinearBackward(h.data(), m.w2.data(), dlogits.data(), m.B, m.H, m.C, dw2.data(), db2.data(),
+                      dh.data());
   ref::ReluBackwardInPlace(h.data(), dh.size(), dh.data());
   ref::LinearBackward(m.x.data(), m.w1.data(), dh.data(), m.B, m.I, m.H, dw1.data(), db1.data(),
                       nullptr);

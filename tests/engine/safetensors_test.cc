@@ -1,13 +1,13 @@
-#include "engine/cpu/cpu_backend.h"
 #include "engine/safetensors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <fstream>
 
 #include "common/coding.h"
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_util.h"
 
@@ -75,10 +75,10 @@ TEST(SafetensorsTest, PyTorchLoadsExportIntoReferenceSequentialAndPredictionsAgr
   const auto eval = testing::MakeDataset(n, 784, 10, 0.5, 99);
   const auto x = testing::NormalizeAll(eval.images.data(), n * 784, {});
   std::vector<float> hidden(n * 128), logits(n * 10);
-  ref::LinearForward(x.data(), state.params[0].values.data(), state.params[1].values.data(), n,
-                     784, 128, true, hidden.data());
-  ref::LinearForward(hidden.data(), state.params[2].values.data(), state.params[3].values.data(),
-                     n, 128, 10, false, logits.data());
+  ref::LinearForward(x.data(), state.params[0].values.data(), state.params[1].values.data(), n, 784,
+                     128, true, hidden.data());
+  ref::LinearForward(hidden.data(), state.params[2].values.data(), state.params[3].values.data(), n,
+                     128, 10, false, logits.data());
   testing::Dataset predicted = eval;
   for (int s = 0; s < n; ++s) {
     predicted.labels[s] = static_cast<int32_t>(

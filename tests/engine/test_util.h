@@ -19,8 +19,7 @@
 namespace sluice::testing {
 
 // A CPU backend holding `state`; a creation error fails the calling test (and returns null).
-inline std::unique_ptr<Backend> MakeCpuBackend(const ModelState& state,
-                                               const OptimizerConfig& opt,
+inline std::unique_ptr<Backend> MakeCpuBackend(const ModelState& state, const OptimizerConfig& opt,
                                                const BackendOptions& options,
                                                const CpuBackendOptions& cpu = {}) {
   auto backend = CreateCpuBackend(state, opt, options, cpu);
@@ -79,8 +78,9 @@ inline void ReferenceTrainStep(ModelState* state, const OptimizerConfig& opt, co
     out[k].resize(static_cast<size_t>(B) * layers[k + 1]);
     dout[k].resize(out[k].size());
     const float* in = k == 0 ? x : out[k - 1].data();
-    ref::LinearForward(in, state->params[2 * k].values.data(), state->params[2 * k + 1].values.data(),
-                       B, layers[k], layers[k + 1], k + 1 < L, out[k].data());
+    ref::LinearForward(in, state->params[2 * k].values.data(),
+                       state->params[2 * k + 1].values.data(), B, layers[k], layers[k + 1],
+                       k + 1 < L, out[k].data());
   }
   double loss = 0;
   int64_t correct = 0;
@@ -106,8 +106,8 @@ inline void ReferenceTrainStep(ModelState* state, const OptimizerConfig& opt, co
                      opt.eps, opt.weight_decay, step);
     } else {
       ref::SgdStep(v.data(), grads[p].data(),
-                   state->opt_state.empty() ? nullptr : state->opt_state[p].values.data(),
-                   v.size(), lr, opt.momentum, opt.nesterov, opt.weight_decay, step == 1);
+                   state->opt_state.empty() ? nullptr : state->opt_state[p].values.data(), v.size(),
+                   lr, opt.momentum, opt.nesterov, opt.weight_decay, step == 1);
     }
   }
 }

@@ -1,4 +1,3 @@
-#include "engine/cpu/cpu_backend.h"
 #include "engine/trainer.h"
 
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 
 #include "common/testing/mem_env.h"
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_util.h"
 

@@ -81,8 +81,8 @@ TEST(Convert, DefaultNormalizationIsToTensor) {
 // 1..41), for the normalizations users pass: bit-identical to the scalar reference, whichever
 // kernel Create() picked.
 TEST(Convert, EveryU8ValueAndLengthMatchesTheReference) {
-  const Normalization norms[] = {{0.0f, 1.0f},        {0.2860f, 0.3530f}, {0.1307f, 0.3081f},
-                                 {0.5f, 0.5f},        {-1.0f, 3.0f},      {0.25f, 0.0078125f}};
+  const Normalization norms[] = {{0.0f, 1.0f}, {0.2860f, 0.3530f}, {0.1307f, 0.3081f},
+                                 {0.5f, 0.5f}, {-1.0f, 3.0f},      {0.25f, 0.0078125f}};
   for (H2DFormat format : {H2DFormat::kF32, H2DFormat::kF16}) {
     for (const Normalization& norm : norms) {
       for (size_t n = 1; n <= 41; ++n) {

@@ -131,7 +131,6 @@ TEST(OrderPlanner, FramesAliveBoundCoversEveryEpochAndStart) {
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Data parallel: rank r of N plans its frame-aware slice of every global batch.
 
@@ -160,7 +159,8 @@ inline uint64_t PlanFingerprint(uint64_t h, const EpochPlan& p) {
   h = FnvAdd(h, p.slot_batches);
   h = FnvAdd(h, p.min_frames_alive);
   h = FnvAdd(h, p.num_batches());
-  for (uint32_t b = 0; b < p.num_batches(); ++b) h = FnvAdd(FnvAdd(h, p.batch_begin(b)), p.batch_end(b));
+  for (uint32_t b = 0; b < p.num_batches(); ++b)
+    h = FnvAdd(FnvAdd(h, p.batch_begin(b)), p.batch_end(b));
   return h;
 }
 // Frames of 1..max_frame records; std::mt19937_64's output is fixed by the standard.
@@ -236,8 +236,9 @@ struct SliceCase {
 // The world-1 plan is the reference: for every step, the ranks' local batches together are
 // its global batch; sizes differ by at most one, the first count % N ranks holding the extra
 // sample; rank r's samples come from frames whose key (place within the shuffle window, then
-// window) is no later than rank r+1's (the frame-aware cut); each rank reads exactly the frames of its samples, in frame order; the
-// frame budget bound holds for every rank; a resumed rank plans the tail of its full plan.
+// window) is no later than rank r+1's (the frame-aware cut); each rank reads exactly the frames of
+// its samples, in frame order; the frame budget bound holds for every rank; a resumed rank plans
+// the tail of its full plan.
 void CheckSlices(const SplitLayout& l, const SliceCase& c, uint64_t seed, uint64_t epoch) {
   const std::string where = "N " + std::to_string(c.world) + " B " + std::to_string(c.batch) +
                             " W " + std::to_string(c.window) + " shuffle " +
@@ -259,8 +260,8 @@ void CheckSlices(const SplitLayout& l, const SliceCase& c, uint64_t seed, uint64
   const uint32_t nwin = (nf + w - 1) / w;
   std::vector<uint32_t> frame_key(nf);
   for (uint32_t k = 0; k < nf; ++k) frame_key[full->read_frames[k]] = (k % w) * nwin + k / w;
-  const uint32_t bound = FramesAliveBound(l, OrderOptions{seed, c.shuffle, c.window, c.batch,
-                                                          c.drop_last, 0, c.world});
+  const uint32_t bound = FramesAliveBound(
+      l, OrderOptions{seed, c.shuffle, c.window, c.batch, c.drop_last, 0, c.world});
   std::vector<EpochPlan> ranks;
   for (uint32_t r = 0; r < c.world; ++r) {
     o.rank = r;
@@ -272,7 +273,8 @@ void CheckSlices(const SplitLayout& l, const SliceCase& c, uint64_t seed, uint64
     // Exactly the frames of its samples, in the epoch's frame order.
     std::set<uint32_t> mine;
     for (uint32_t rec : p->order) mine.insert(FrameOf(l, rec));
-    EXPECT_EQ(std::set<uint32_t>(p->read_frames.begin(), p->read_frames.end()), mine) << "rank " << r;
+    EXPECT_EQ(std::set<uint32_t>(p->read_frames.begin(), p->read_frames.end()), mine)
+        << "rank " << r;
     EXPECT_EQ(p->read_frames.size(), mine.size()) << "rank " << r;
     for (size_t k = 1; k < p->read_frames.size(); ++k) {
       EXPECT_LT(frame_pos[p->read_frames[k - 1]], frame_pos[p->read_frames[k]]);
@@ -300,7 +302,8 @@ void CheckSlices(const SplitLayout& l, const SliceCase& c, uint64_t seed, uint64
     for (uint32_t r = 0; r < c.world; ++r) {
       const EpochPlan& p = ranks[r];
       const uint32_t size = p.batch_end(g) - p.batch_begin(g);
-      EXPECT_EQ(size, count / c.world + (r < count % c.world ? 1 : 0)) << "step " << g << " rank " << r;
+      EXPECT_EQ(size, count / c.world + (r < count % c.world ? 1 : 0))
+          << "step " << g << " rank " << r;
       EXPECT_EQ(p.batch_global_size[g], count);
       uint32_t first_frame = UINT32_MAX, last_frame = 0;
       for (uint32_t i = p.batch_begin(g); i < p.batch_end(g); ++i) {
@@ -404,7 +407,8 @@ double DuplicatedDecodeFactor(const SplitLayout& l, OrderOptions o, uint32_t wor
       std::set<uint32_t> frames;
       for (uint32_t g = 0; g < global.num_batches(); ++g) {
         const uint32_t count = global.batch_end(g) - global.batch_begin(g);
-        const uint32_t begin = global.batch_begin(g) + r * (count / world) + std::min(r, count % world);
+        const uint32_t begin =
+            global.batch_begin(g) + r * (count / world) + std::min(r, count % world);
         const uint32_t size = count / world + (r < count % world ? 1 : 0);
         for (uint32_t i = begin; i < begin + size; ++i) frames.insert(global.sample_slot[i]);
       }
@@ -419,7 +423,8 @@ TEST(OrderPlanner, DuplicatedDecodeOnTheFashionMnistLayout) {
   for (uint64_t shard = 0; shard < 60000; shard += 16384) {
     const uint64_t end = std::min<uint64_t>(60000, shard + 16384);
     for (uint64_t r = shard; r < end; r += 256) {
-      l.frames.push_back(FrameRef{0, 0, r, static_cast<uint32_t>(std::min<uint64_t>(256, end - r))});
+      l.frames.push_back(
+          FrameRef{0, 0, r, static_cast<uint32_t>(std::min<uint64_t>(256, end - r))});
     }
   }
   l.record_count = 60000;
@@ -432,8 +437,8 @@ TEST(OrderPlanner, DuplicatedDecodeOnTheFashionMnistLayout) {
     double bound;
   };
   const Row rows[] = {
-      {true, 64, 32, 2, 1.55},  {true, 64, 32, 4, 2.40},  {true, 64, 256, 2, 1.25},
-      {true, 64, 256, 4, 1.55}, {true, 0, 256, 2, 1.25},  {true, 0, 256, 4, 1.55},
+      {true, 64, 32, 2, 1.55},  {true, 64, 32, 4, 2.40}, {true, 64, 256, 2, 1.25},
+      {true, 64, 256, 4, 1.55}, {true, 0, 256, 2, 1.25}, {true, 0, 256, 4, 1.55},
       {false, 1, 32, 2, 2.0},   {false, 1, 256, 4, 4.0},
   };
   for (const Row& row : rows) {

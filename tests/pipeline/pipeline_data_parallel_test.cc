@@ -85,7 +85,8 @@ pipeline_internal::SplitLayout LayoutOf(const Dataset& d) {
     const ShardReader* r = *d.shard(i);
     for (uint32_t f = 0; f < r->frame_count(); ++f) {
       l.frames.push_back(pipeline_internal::FrameRef{
-          static_cast<uint32_t>(i), f, d.manifest().shards[i].first_record + r->frames()[f].first_record,
+          static_cast<uint32_t>(i), f,
+          d.manifest().shards[i].first_record + r->frames()[f].first_record,
           r->frames()[f].record_count});
     }
   }

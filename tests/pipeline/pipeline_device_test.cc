@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "device/device.h"
 #include "common/status_macros.h"
+#include "device/device.h"
 #include "device/sim/sim_device.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/test_util.h"
@@ -20,13 +20,13 @@ namespace {
 #endif
 
 // The device under test, or skips saying why.
-#define OPEN_DEVICE_OR_SKIP(dev, sim_options)                          \
-  std::unique_ptr<device::Device> dev;                                 \
-  do {                                                                 \
-    auto opened = SLUICE_TEST_CUDA ? device::OpenCudaDevice(0)         \
-                                   : device::OpenSimDevice(sim_options); \
-    if (!opened.ok()) GTEST_SKIP() << opened.status().message();       \
-    dev = *std::move(opened);                                          \
+#define OPEN_DEVICE_OR_SKIP(dev, sim_options)                                              \
+  std::unique_ptr<device::Device> dev;                                                     \
+  do {                                                                                     \
+    auto opened =                                                                          \
+        SLUICE_TEST_CUDA ? device::OpenCudaDevice(0) : device::OpenSimDevice(sim_options); \
+    if (!opened.ok()) GTEST_SKIP() << opened.status().message();                           \
+    dev = *std::move(opened);                                                              \
   } while (0)
 
 // Runs `o` on the device and copies every batch back to the host through the device layer,

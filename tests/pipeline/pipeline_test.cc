@@ -67,7 +67,8 @@ TEST_P(EveryRecordOnce, PerEpochInStepOrderWithLabels) {
     EXPECT_EQ(b.step, i % steps);
     const bool last = b.step + 1 == steps;
     EXPECT_EQ(b.ids.size(), last && !o.order.drop_last ? 250 - (steps - 1) * 7 : 7u);
-    for (size_t k = 0; k < b.ids.size(); ++k) EXPECT_EQ(b.labels[k], static_cast<int32_t>(b.ids[k] % 10));
+    for (size_t k = 0; k < b.ids.size(); ++k)
+      EXPECT_EQ(b.labels[k], static_cast<int32_t>(b.ids[k] % 10));
   }
   if (o.order.shuffle) {
     EXPECT_NE(AllIds(*batches, 0), AllIds(*batches, 1)) << "epochs must be shuffled differently";
@@ -200,7 +201,8 @@ TEST(Pipeline, SlowConsumerNeverHasMoreThanPoolSizeBuffersFilled) {
   BatchLease lease;
   uint64_t n = 0;
   while (*(*p)->Next(&lease)) {
-    if (++n % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it run ahead
+    if (++n % 8 == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it run ahead
   }
   const PipelineStats s = (*p)->Stats();
   EXPECT_EQ(n, 64u);
@@ -256,8 +258,7 @@ TEST(Pipeline, NextForWaitingSeesCancelFromAnotherThread) {
     (*p)->Cancel();
   });
   BatchLease lease;
-  EXPECT_EQ((*p)->NextFor(&lease, absl::Seconds(60)).status().code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_EQ((*p)->NextFor(&lease, absl::Seconds(60)).status().code(), absl::StatusCode::kCancelled);
   canceller.join();
 }
 
@@ -368,8 +369,7 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
       EXPECT_EQ(stats.stored_buffer_bytes, 0u);  // served from memory
     } else {
       EXPECT_GT(stats.stored_buffer_bytes, 0u) << WhatIfName(w);
-      EXPECT_LE(stats.stored_buffer_bytes, (stats.frame_budget + 1) * max_stored)
-          << WhatIfName(w);
+      EXPECT_LE(stats.stored_buffer_bytes, (stats.frame_budget + 1) * max_stored) << WhatIfName(w);
     }
   }
 }

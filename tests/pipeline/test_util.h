@@ -7,11 +7,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <mutex>
 #include "common/env.h"
 #include "common/testing/mem_env.h"
 #include "gtest/gtest.h"
@@ -56,7 +56,9 @@ class CountingEnv : public Env {
     return base_->NewWritableFile(p);
   }
   bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override { return base_->GetFileSize(p); }
+  absl::StatusOr<uint64_t> GetFileSize(const std::string& p) override {
+    return base_->GetFileSize(p);
+  }
   absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& d) override {
     return base_->GetChildren(d);
   }

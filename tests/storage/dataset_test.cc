@@ -1,8 +1,9 @@
 // WriteDataset / Dataset / Manifest: determinism across thread counts, atomicity under injected
 // failures, and manifest validation.
+#include "storage/dataset.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <map>
@@ -16,7 +17,6 @@
 #include "common/file_lock.h"
 #include "common/testing/fault_injection_env.h"
 #include "common/testing/mem_env.h"
-#include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
 #include "tests/storage/test_records.h"
@@ -101,8 +101,7 @@ TEST(DatasetWriterTest, RewritingASplitRemovesItsOldShards) {
       WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 9), Options(3, 2)).ok());
   ASSERT_TRUE(
       WriteDataset(env.get(), "/d", "test", MakeRecords(U8Spec(2, 2), 2), Options(3, 2)).ok());
-  auto m =
-      WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 4), Options(3, 2));
+  auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 4), Options(3, 2));
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ(m->shards.size(), 2u);
   const std::string test_shard =
@@ -156,8 +155,8 @@ TEST(ManifestTest, CountsThatDisagreeAreDataLoss) {
   auto frames = Manifest::FromJson(
       absl::StrReplaceAll(text, {{"\"frame_count\": 2", "\"frame_count\": 3"}}), "/m");
   EXPECT_THAT(frames.status().message(), HasSubstr("shards[0].frame_count: 3, expected 2"));
-  auto escape = Manifest::FromJson(
-      absl::StrReplaceAll(text, {{m->shards[0].file, "../x.shard"}}), "/m");
+  auto escape =
+      Manifest::FromJson(absl::StrReplaceAll(text, {{m->shards[0].file, "../x.shard"}}), "/m");
   EXPECT_EQ(escape.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(Manifest::FromJson(text.substr(0, text.size() / 2), "/m").status().code(),
             absl::StatusCode::kDataLoss);
@@ -202,8 +201,7 @@ TEST(DatasetTest, ReadAllRecordsRefusesAManifestThatOverstatesAShardsRecordCount
   for (const uint64_t claimed : {uint64_t{10}, uint64_t{1000}, uint64_t{1} << 32}) {
     SCOPED_TRACE(claimed);
     auto env = NewMemEnv();
-    auto m =
-        WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(64, 64), 9), Options(16, 2));
+    auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(64, 64), 9), Options(16, 2));
     ASSERT_TRUE(m.ok()) << m.status();
     ASSERT_EQ(m->shards.size(), 1u);
     Manifest bad = *m;
@@ -218,7 +216,8 @@ TEST(DatasetTest, ReadAllRecordsRefusesAManifestThatOverstatesAShardsRecordCount
     auto back = ReadAllRecords(**ds, 1);
     EXPECT_EQ(back.status().code(), absl::StatusCode::kDataLoss) << back.status();
     EXPECT_THAT(back.status().message(),
-                HasSubstr(absl::StrCat("/d/", m->shards[0].file, ": header: record_count 9 "
+                HasSubstr(absl::StrCat("/d/", m->shards[0].file,
+                                       ": header: record_count 9 "
                                        "disagrees with /d/train.manifest.json (expected ",
                                        claimed, ")")));
   }
@@ -369,19 +368,19 @@ TEST(DatasetWriterTest, RewriteRemovesLeftoversOfInterruptedWritesButNotOtherSpl
   auto env = NewMemEnv();
   ASSERT_TRUE(
       WriteDataset(env.get(), "/d", "test", MakeRecords(U8Spec(2, 2), 2), Options(3, 2)).ok());
-  for (const char* stray : {"train-00004.shard", "train-00003.shard.tmp",
-                            "train-00009-0123456789abcdef.shard", "train.manifest.json.tmp",
-                            "train-extra-00000.shard", "notes.txt"}) {
+  for (const char* stray :
+       {"train-00004.shard", "train-00003.shard.tmp", "train-00009-0123456789abcdef.shard",
+        "train.manifest.json.tmp", "train-extra-00000.shard", "notes.txt"}) {
     ASSERT_TRUE(WriteFileAtomically(env.get(), JoinPath("/d", stray), "x").ok());
   }
   auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 4), Options(3, 2));
   ASSERT_TRUE(m.ok()) << m.status();
   auto t = Dataset::Open(env.get(), "/d/test.manifest.json");
   ASSERT_TRUE(t.ok()) << t.status();
-  std::vector<std::string> want = {m->shards[0].file, m->shards[1].file,
-                                   (*t)->manifest().shards[0].file, "notes.txt",
-                                   "test.manifest.json", "train-extra-00000.shard",
-                                   "train.manifest.json"};
+  std::vector<std::string> want = {
+      m->shards[0].file,    m->shards[1].file,    (*t)->manifest().shards[0].file,
+      "notes.txt",          "test.manifest.json", "train-extra-00000.shard",
+      "train.manifest.json"};
   std::sort(want.begin(), want.end());
   EXPECT_EQ(Children(env.get(), "/d"), want);
 }

@@ -1,4 +1,6 @@
 // IDX reading and writing, and the round trip IDX -> shards -> IDX (byte-identical).
+#include "storage/idx.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -9,7 +11,6 @@
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
-#include "storage/idx.h"
 #include "tests/storage/test_records.h"
 
 namespace sluice {
@@ -148,9 +149,11 @@ TEST_F(IdxErrorTest, MismatchedCountsAreInvalidArgument) {
 }
 
 TEST_F(IdxErrorTest, TruncatedOrOverlongDataIsDataLoss) {
-  absl::Status s = ParseIdxPair(images_.substr(0, images_.size() - 1), "/i", labels_, "/l").status();
+  absl::Status s =
+      ParseIdxPair(images_.substr(0, images_.size() - 1), "/i", labels_, "/l").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("191 data bytes, expected 192 for dimensions 12x4x4 (truncated)"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("191 data bytes, expected 192 for dimensions 12x4x4 (truncated)"));
   EXPECT_EQ(ParseIdxPair(images_ + "x", "/i", labels_, "/l").status().code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(ParseIdxPair(images_.substr(0, 9), "/i", labels_, "/l").status().code(),

@@ -182,15 +182,15 @@ TEST_F(SluiceShardCliTest, BadFlagValueIsUsageError) {
 }
 
 TEST_F(SluiceShardCliTest, MissingInputFileIsDataErrorNamingIt) {
-  Result r = RunShard(absl::StrCat("create --images ", dir_, "/nope.gz --labels ", labels_, " --out ",
-                              dir_, "/ds"));
+  Result r = RunShard(absl::StrCat("create --images ", dir_, "/nope.gz --labels ", labels_,
+                                   " --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(dir_ + "/nope.gz: open failed: No such file"));
 }
 
 TEST_F(SluiceShardCliTest, LabelsGivenAsImagesIsDataErrorNamingTheMagic) {
-  Result r = RunShard(absl::StrCat("create --images ", labels_, " --labels ", labels_, " --out ", dir_,
-                              "/ds"));
+  Result r = RunShard(
+      absl::StrCat("create --images ", labels_, " --labels ", labels_, " --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(labels_ + ": magic is 0x00000801; expected IDX images magic "
                                             "0x00000803"));
@@ -203,16 +203,16 @@ TEST_F(SluiceShardCliTest, CountsThatDisagreeAreDataError) {
   fewer.labels.pop_back();
   auto p = WriteIdxPair(env_, dir_ + "/few", fewer);
   ASSERT_TRUE(p.ok());
-  Result r = RunShard(absl::StrCat("create --images ", images_, " --labels ", p->labels, " --out ",
-                              dir_, "/ds"));
+  Result r = RunShard(
+      absl::StrCat("create --images ", images_, " --labels ", p->labels, " --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("49 labels, expected 50"));
 }
 
 TEST_F(SluiceShardCliTest, UnwritableOutputIsDataError) {
   ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/file", "x").ok());
-  Result r = RunShard(absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ", dir_,
-                              "/file/ds --quiet"));
+  Result r = RunShard(absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ",
+                                   dir_, "/file/ds --quiet"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr(dir_ + "/file"));
 }
@@ -304,16 +304,16 @@ TEST_F(SluiceShardCliTest, ConcurrentCreatesIntoOneDirectoryOneRefusedByTheLock)
   const RecordArrays big = testing::MakeRecords(testing::U8Spec(28, 28), 20000);
   auto paths = WriteIdxPair(env_, dir_ + "/big", big);
   ASSERT_TRUE(paths.ok()) << paths.status();
-  const std::string args = absl::StrCat("create --images ", paths->images, " --labels ",
-                                        paths->labels, " --out ", dir_,
-                                        "/ds --records-per-shard 2000 --zstd-level 12 "
-                                        "--threads 1 --quiet");
+  const std::string args =
+      absl::StrCat("create --images ", paths->images, " --labels ", paths->labels, " --out ", dir_,
+                   "/ds --records-per-shard 2000 --zstd-level 12 "
+                   "--threads 1 --quiet");
   bool overlapped = false;
   for (int attempt = 0; attempt < 5 && !overlapped; ++attempt) {
-    const std::string cmd = absl::StrCat(
-        "(", SLUICE_SHARD_BIN, " ", args, " > ", dir_, "/a.out 2>&1; echo $? > ", dir_,
-        "/a.rc) & (", SLUICE_SHARD_BIN, " ", args, " > ", dir_, "/b.out 2>&1; echo $? > ", dir_,
-        "/b.rc) & wait");
+    const std::string cmd =
+        absl::StrCat("(", SLUICE_SHARD_BIN, " ", args, " > ", dir_, "/a.out 2>&1; echo $? > ", dir_,
+                     "/a.rc) & (", SLUICE_SHARD_BIN, " ", args, " > ", dir_,
+                     "/b.out 2>&1; echo $? > ", dir_, "/b.rc) & wait");
     ASSERT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0);
     const std::string a_rc = ReadFileToString(env_, dir_ + "/a.rc").value();
     const std::string b_rc = ReadFileToString(env_, dir_ + "/b.rc").value();

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,10 +25,10 @@
 #include "common/env.h"
 #include "engine/safetensors.h"
 #include "gtest/gtest.h"
-#include "tests/tools/learnable_records.h"
 #include "nlohmann/json.hpp"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
+#include "tests/tools/learnable_records.h"
 
 namespace sluice {
 namespace {
@@ -52,9 +52,7 @@ Output Shell(const std::string& cmd) {
   return out;
 }
 
-std::string Mpirun(int ranks) {
-  return absl::StrCat(SLUICE_MPIRUN, " -np ", ranks, " ");
-}
+std::string Mpirun(int ranks) { return absl::StrCat(SLUICE_MPIRUN, " -np ", ranks, " "); }
 
 RecordArrays MakeRecords(uint64_t count, uint64_t seed) {
   return testing::MakeLearnableRecords(count, seed, 60);
@@ -122,10 +120,10 @@ class SluiceTrainMpiTest : public ::testing::Test {
     WriteDatasetOptions options;
     options.sharding.records_per_shard = 1500;
     options.sharding.records_per_frame = 100;
-    ASSERT_TRUE(WriteDataset(Env::Default(), *dir_ + "/data", "train", MakeRecords(4000, 1),
-                             options).ok());
-    ASSERT_TRUE(WriteDataset(Env::Default(), *dir_ + "/data", "test", MakeRecords(1000, 2),
-                             options).ok());
+    ASSERT_TRUE(
+        WriteDataset(Env::Default(), *dir_ + "/data", "train", MakeRecords(4000, 1), options).ok());
+    ASSERT_TRUE(
+        WriteDataset(Env::Default(), *dir_ + "/data", "test", MakeRecords(1000, 2), options).ok());
   }
   static void TearDownTestSuite() {
     std::system(absl::StrCat("rm -rf ", *dir_).c_str());
@@ -250,10 +248,8 @@ TEST_F(SluiceTrainMpiTest, RanksStartedWithDifferentFlagsAreRefusedAtStart) {
   Output out = Shell(absl::StrCat(SLUICE_MPIRUN, " -np 1 ", Train("m0", "--lr=0.05"), " : -np 1 ",
                                   Train("m1", "--lr=0.02")));
   EXPECT_NE(out.exit_code, 0) << out.text;
-  EXPECT_NE(out.text.find("2 ranks disagree on the run's settings"), std::string::npos)
-      << out.text;
-  EXPECT_NE(out.text.find("rank 1 has lr=0.0199999996, rank 0 has 0.0500000007"),
-            std::string::npos)
+  EXPECT_NE(out.text.find("2 ranks disagree on the run's settings"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("rank 1 has lr=0.0199999996, rank 0 has 0.0500000007"), std::string::npos)
       << out.text;
   EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
 }
@@ -276,8 +272,8 @@ TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSecondsAndLeavesNoShare
   const std::string marker = *dir_ + "/killed[.]safetensors";
   const pid_t child = ::fork();
   if (child == 0) {
-    const std::string cmd = absl::StrCat(Mpirun(2), Train("killed", "--epochs=1000"),
-                                         " > ", *dir_, "/killed.log 2>&1");
+    const std::string cmd =
+        absl::StrCat(Mpirun(2), Train("killed", "--epochs=1000"), " > ", *dir_, "/killed.log 2>&1");
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     std::_Exit(127);
   }

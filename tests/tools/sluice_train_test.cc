@@ -18,11 +18,11 @@
 #include "common/env.h"
 #include "engine/checkpoint.h"
 #include "gtest/gtest.h"
-#include "tests/tools/learnable_records.h"
 #include "nlohmann/json.hpp"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
+#include "tests/tools/learnable_records.h"
 
 namespace sluice {
 namespace {
@@ -56,16 +56,20 @@ class SluiceTrainTest : public ::testing::Test {
     WriteDatasetOptions options;
     options.sharding.records_per_shard = 1500;
     options.sharding.records_per_frame = 100;
-    ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/data", "train", MakeRecords(4000, 1), options).ok());
-    ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/data", "test", MakeRecords(1000, 2), options).ok());
+    ASSERT_TRUE(
+        WriteDataset(Env::Default(), dir_ + "/data", "train", MakeRecords(4000, 1), options).ok());
+    ASSERT_TRUE(
+        WriteDataset(Env::Default(), dir_ + "/data", "test", MakeRecords(1000, 2), options).ok());
   }
   void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
   std::string dir_;
 };
 
 TEST_F(SluiceTrainTest, TrainsAndEvaluatesOnTheSiblingTestSplit) {
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=3 --quiet "
-                                     "--metrics-out=", dir_, "/m.jsonl"));
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data --device=cpu --epochs=3 --quiet "
+                                     "--metrics-out=",
+                                     dir_, "/m.jsonl"));
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("final test accuracy"), std::string::npos) << out.text;
   const size_t at = out.text.find("final test accuracy: ");
@@ -115,8 +119,10 @@ TEST_F(SluiceTrainTest, NonFiniteOrAbsurdHyperParametersAreUsageErrorsStatingThe
 // Finding 1, as reported: a checkpoint at batch 32 resumed with --batch-size 40 and another
 // --lr exited 0 having trained the wrong number of samples.
 TEST_F(SluiceTrainTest, ResumeWithChangedBatchSizeAndLrIsRefusedListingBothFields) {
-  const std::string common = absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=2 "
-                                          "--quiet --checkpoint-dir=", dir_, "/ckpt");
+  const std::string common = absl::StrCat("--data=", dir_,
+                                          "/data --device=cpu --epochs=2 "
+                                          "--quiet --checkpoint-dir=",
+                                          dir_, "/ckpt");
   Output out = RunTrain(absl::StrCat(common, " --stop-after-steps=20 --checkpoint-every=20"));
   ASSERT_EQ(out.exit_code, 0) << out.text;
   out = RunTrain(absl::StrCat(common, " --resume=auto --batch-size=40 --lr=0.02"));
@@ -137,16 +143,19 @@ TEST_F(SluiceTrainTest, ResumeWithChangedBatchSizeAndLrIsRefusedListingBothField
 
 // Finding 4: --report-json (or --trace) to an unwritable path failed only after training.
 TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
-                                     "--checkpoint-dir=", dir_, "/ckpt --report-json=", dir_,
-                                     "/no/such/dir/r.json"));
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data --device=cpu --epochs=1 --quiet "
+                                     "--checkpoint-dir=",
+                                     dir_, "/ckpt --report-json=", dir_, "/no/such/dir/r.json"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("--report-json " + dir_ + "/no/such/dir/r.json: cannot be written"),
             std::string::npos)
       << out.text;
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
-  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
-                              "--checkpoint-dir=", dir_, "/ckpt --trace=", dir_, "/data"));
+  out = RunTrain(absl::StrCat("--data=", dir_,
+                              "/data --device=cpu --epochs=1 --quiet "
+                              "--checkpoint-dir=",
+                              dir_, "/ckpt --trace=", dir_, "/data"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("is a directory"), std::string::npos) << out.text;
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
@@ -154,7 +163,8 @@ TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
 
 // Finding 4: without a test split the output says nothing was evaluated.
 TEST_F(SluiceTrainTest, NoTestSplitSaysNothingWasEvaluated) {
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data/train.manifest.json --device=cpu "
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data/train.manifest.json --device=cpu "
                                      "--epochs=1 --quiet --evaluate=false"));
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("nothing was evaluated: evaluation is off (--evaluate=false)"),
@@ -177,21 +187,24 @@ TEST_F(SluiceTrainTest, CorruptShardFailsNamingFileFrameAndOffset) {
   std::string damaged = *bytes;
   damaged[200] ^= 0x40;  // inside frame 0's stored bytes
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), shard, damaged).ok());
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
-                                     "--checkpoint-dir=", dir_, "/ckpt"));
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data --device=cpu --epochs=1 --quiet "
+                                     "--checkpoint-dir=",
+                                     dir_, "/ckpt"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find(shard_name), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("frame 0"), std::string::npos) << out.text;
   // No checkpoint that looks complete is left behind.
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
   // With skip, 100 of 4000 records (2.5%) is past the default limit of 1%.
-  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+  out = RunTrain(absl::StrCat("--data=", dir_,
+                              "/data --device=cpu --epochs=1 --quiet "
                               "--on-corrupt=skip"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
-  EXPECT_NE(out.text.find("100 of 4000 records of the train split"), std::string::npos)
-      << out.text;
+  EXPECT_NE(out.text.find("100 of 4000 records of the train split"), std::string::npos) << out.text;
   // Within a raised limit the run completes and reports what it skipped.
-  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+  out = RunTrain(absl::StrCat("--data=", dir_,
+                              "/data --device=cpu --epochs=1 --quiet "
                               "--on-corrupt=skip --max-corrupt-fraction=0.05"));
   EXPECT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("1 corrupt frames skipped (100 records)"), std::string::npos) << out.text;
@@ -211,9 +224,10 @@ TEST_F(SluiceTrainTest, CudaAskedForWithoutDeviceIsClearError) {
 // A run killed with SIGKILL at a random step and resumed from its last checkpoint ends with
 // bitwise the same weights as an uninterrupted run.
 TEST_F(SluiceTrainTest, SigkillAtRandomStepThenResumeIsBitwiseIdentical) {
-  const std::string common = absl::StrCat(
-      "--data=", dir_, "/data --device=cpu --epochs=3 --shuffle --seed=7 --momentum=0.9 "
-      "--layers=784,256,10 --quiet --evaluate=false");
+  const std::string common =
+      absl::StrCat("--data=", dir_,
+                   "/data --device=cpu --epochs=3 --shuffle --seed=7 --momentum=0.9 "
+                   "--layers=784,256,10 --quiet --evaluate=false");
   Output full = RunTrain(absl::StrCat(common, " --export-safetensors=", dir_, "/full.safetensors"));
   ASSERT_EQ(full.exit_code, 0) << full.text;
 
@@ -259,14 +273,15 @@ TEST_F(SluiceTrainTest, SigkillAtRandomStepThenResumeIsBitwiseIdentical) {
       killed = checkpoint->epoch < 3;
       if (killed) {
         std::fprintf(stderr, "killed; resuming from epoch %d step %d\n",
-                     static_cast<int>(checkpoint->epoch), static_cast<int>(checkpoint->step_in_epoch));
+                     static_cast<int>(checkpoint->epoch),
+                     static_cast<int>(checkpoint->step_in_epoch));
       }
     }
   }
   ASSERT_TRUE(killed) << "could not kill the run mid-way in 20 attempts";
-  Output resumed = RunTrain(absl::StrCat(common, " --checkpoint-dir=", ckpt_dir,
-                                         " --resume=auto --export-safetensors=", dir_,
-                                         "/resumed.safetensors"));
+  Output resumed =
+      RunTrain(absl::StrCat(common, " --checkpoint-dir=", ckpt_dir,
+                            " --resume=auto --export-safetensors=", dir_, "/resumed.safetensors"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
   auto a = ReadFileToString(Env::Default(), dir_ + "/full.safetensors");
   auto b = ReadFileToString(Env::Default(), dir_ + "/resumed.safetensors");
@@ -342,25 +357,29 @@ Output InterruptTrain(const std::string& args, const std::string& ready, int sig
 }
 
 TEST_F(SluiceTrainTest, HugeBatchSizeIsUsageErrorNotAbort) {
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --batch-size=9999999999"));
+  Output out =
+      RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --batch-size=9999999999"));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("--batch-size: 9999999999 is more than the maximum 2147483647"),
-            std::string::npos) << out.text;
+            std::string::npos)
+      << out.text;
 }
 
 TEST_F(SluiceTrainTest, BatchLargerThanTheSplitIsClearError) {
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet "
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data --device=cpu --epochs=1 --quiet "
                                      "--batch-size=100000"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("--batch-size 100000 is larger than the training split (4000 records"),
-            std::string::npos) << out.text;
+            std::string::npos)
+      << out.text;
 }
 
 TEST_F(SluiceTrainTest, ConcurrencyFlagsAboveTheirMaximumAreUsageErrors) {
-  for (const char* flag : {"--threads=10000", "--decompress-threads=10000",
-                           "--preprocess-threads=10000", "--compute-threads=10000",
-                           "--pool-size=100000", "--read-ahead=100000",
-                           "--shuffle-window=100000000", "--autotune-memory-mb=100000000"}) {
+  for (const char* flag :
+       {"--threads=10000", "--decompress-threads=10000", "--preprocess-threads=10000",
+        "--compute-threads=10000", "--pool-size=100000", "--read-ahead=100000",
+        "--shuffle-window=100000000", "--autotune-memory-mb=100000000"}) {
     Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 ", flag));
     EXPECT_EQ(out.exit_code, 2) << flag << ": " << out.text;
     EXPECT_NE(out.text.find("is more than the maximum"), std::string::npos) << out.text;
@@ -368,8 +387,8 @@ TEST_F(SluiceTrainTest, ConcurrencyFlagsAboveTheirMaximumAreUsageErrors) {
   Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --trace=", dir_,
                                      "/t.json --trace-spans=1000000000"));
   EXPECT_EQ(out.exit_code, 2) << out.text;
-  EXPECT_NE(out.text.find("--trace-spans: 1000000000 is more than the maximum"),
-            std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("--trace-spans: 1000000000 is more than the maximum"), std::string::npos)
+      << out.text;
   out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --threads=10000"));
   EXPECT_NE(out.text.find("4 x the"), std::string::npos) << out.text;
 }
@@ -378,8 +397,8 @@ TEST_F(SluiceTrainTest, ConcurrencyFlagsAboveTheirMaximumAreUsageErrors) {
 // to spin inside OpenBLAS's buffer allocation).
 TEST_F(SluiceTrainTest, AddressSpaceLimitFailsFastWithClearMessage) {
   const auto start = std::chrono::steady_clock::now();
-  Output out = RunShell(absl::StrCat("ulimit -v 800000; exec timeout -s KILL 60 ",
-                                     SLUICE_TRAIN_BIN, " --data=", dir_,
+  Output out = RunShell(absl::StrCat("ulimit -v 800000; exec timeout -s KILL 60 ", SLUICE_TRAIN_BIN,
+                                     " --data=", dir_,
                                      "/data --device=cpu --epochs=1 --quiet --ceilings=false "
                                      "--threads=4 --compute-threads=4"));
   const double seconds =
@@ -423,10 +442,12 @@ TEST_F(SluiceTrainTest, FlagParseErrorsAreUsageErrors) {
 
 TEST_F(SluiceTrainTest, SigtermStopsAfterTheStepWithCheckpointAndExit143) {
   const std::string ckpt_dir = dir_ + "/ckpt";
-  Output out = InterruptTrain(
-      absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=50 --progress-every=1 "
-                   "--ceilings=false --inject-delay=compute:2000 --checkpoint-dir=", ckpt_dir),
-      "epoch 1 step", SIGTERM);
+  Output out =
+      InterruptTrain(absl::StrCat("--data=", dir_,
+                                  "/data --device=cpu --epochs=50 --progress-every=1 "
+                                  "--ceilings=false --inject-delay=compute:2000 --checkpoint-dir=",
+                                  ckpt_dir),
+                     "epoch 1 step", SIGTERM);
   EXPECT_EQ(out.exit_code, 143) << out.text;
   EXPECT_NE(out.text.find("interrupted by SIGTERM"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("resume with: "), std::string::npos) << out.text;
@@ -449,17 +470,18 @@ TEST_F(SluiceTrainTest, HostMemoryTableAccountsForPeakResidentMemory) {
   }
   // Sharded here, as the reference job is (sluice-shard create): sharding IDX input inside
   // sluice-train holds the IDX files and their records in memory first, a peak of its own.
-  for (const auto& [split, prefix] : {std::pair<std::string, std::string>{"train", "train"},
-                                      {"test", "t10k"}}) {
+  for (const auto& [split, prefix] :
+       {std::pair<std::string, std::string>{"train", "train"}, {"test", "t10k"}}) {
     auto idx = ReadIdxPair(Env::Default(), fmnist + "/" + prefix + "-images-idx3-ubyte.gz",
                            fmnist + "/" + prefix + "-labels-idx1-ubyte.gz");
     ASSERT_TRUE(idx.ok()) << idx.status();
-    ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/fmnist", split, idx->records,
-                             WriteDatasetOptions{})
-                    .ok());
+    ASSERT_TRUE(
+        WriteDataset(Env::Default(), dir_ + "/fmnist", split, idx->records, WriteDatasetOptions{})
+            .ok());
   }
   const std::string report = dir_ + "/report.json";
-  Output out = RunTrain(absl::StrCat("--data=", dir_, "/fmnist "
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/fmnist "
                                      "--device=cpu --epochs=1 --batch-size=32 --pool-size=64 "
                                      "--threads=2 --quiet --ceilings=false --report-json=",
                                      report));
@@ -515,9 +537,11 @@ TEST_F(SluiceTrainTest, SigintWritesCheckpointAndPrintedResumeCommandContinues) 
   }
   const std::string ckpt_dir = dir_ + "/ckpt";
   Output out = InterruptTrain(
-      absl::StrCat("--data=", fmnist, " --cache-dir=", dir_, "/cache --device=cpu --epochs=1 "
+      absl::StrCat("--data=", fmnist, " --cache-dir=", dir_,
+                   "/cache --device=cpu --epochs=1 "
                    "--evaluate=false --progress-every=5 --ceilings=false --report=false "
-                   "--inject-delay=compute:500 --checkpoint-dir=", ckpt_dir),
+                   "--inject-delay=compute:500 --checkpoint-dir=",
+                   ckpt_dir),
       "epoch 1 step", SIGINT);
   ASSERT_EQ(out.exit_code, 130) << out.text;
   EXPECT_NE(out.text.find("interrupted by SIGINT after epoch 1 step"), std::string::npos)

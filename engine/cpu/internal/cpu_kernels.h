@@ -38,8 +38,7 @@ void BuildSparseColumns(int B, int I, SparseInput* s);
 void SparseLinearForward(const SparseInput& s, const float* wt, const float* bias, int B, int O,
                          bool relu, float* y, int threads);
 // dW^T[I, O] = x^T dy, x given by its column lists.
-void SparseWeightGrad(const SparseInput& s, const float* dy, int I, int O, float* dwt,
-                      int threads);
+void SparseWeightGrad(const SparseInput& s, const float* dy, int I, int O, float* dwt, int threads);
 
 // Dense equivalents through OpenBLAS cblas_sgemm.
 void DenseLinearForward(const float* x, const float* wt, const float* bias, int B, int I, int O,
@@ -68,14 +67,14 @@ void NormalizeU8(const uint8_t* in, int64_t n, float mean, float std, float* out
 void HalfToFloat(const uint16_t* in, int64_t n, float* out);
 // As ref::SoftmaxCrossEntropy; dlogits may be null (evaluation). The gradient is divided by
 // `divisor` samples (0: by B): a data-parallel rank divides by the global batch's size.
-void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C,
-                         float* dlogits, double* loss_sum, int64_t* correct, int divisor = 0);
+void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int C, float* dlogits,
+                         double* loss_sum, int64_t* correct, int divisor = 0);
 
 // Optimizer updates with torch.optim semantics (see ref::SgdStep / ref::AdamWStep).
 void SgdUpdate(float* p, const float* grad, float* momentum_buf, int64_t n, float lr,
                float momentum, bool nesterov, float weight_decay, bool first_step);
-void AdamWUpdate(float* p, const float* grad, float* m, float* v, int64_t n, float lr,
-                 float beta1, float beta2, float eps, float weight_decay, int64_t step);
+void AdamWUpdate(float* p, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, int64_t step);
 
 }  // namespace sluice::cpu_internal
 

@@ -80,8 +80,7 @@ void WorkerTeam::Run(absl::FunctionRef<void()> fn) {
   // open_, load inside_; a team thread: increment inside_, load open_): a thread that joins
   // after this load sees the run closed and never touches fn_.
   open_.store(false, std::memory_order_seq_cst);
-  SpinThenWait(inside_, sleepers_,
-               [this] { return inside_.load(std::memory_order_seq_cst) == 0; });
+  SpinThenWait(inside_, sleepers_, [this] { return inside_.load(std::memory_order_seq_cst) == 0; });
   fn_.reset();
 }
 

@@ -52,10 +52,10 @@ class WorkerTeam {
   const int size_;
   std::vector<std::thread> threads_;
   std::optional<absl::FunctionRef<void()>> fn_;  // valid while open_ (or a joined thread runs)
-  std::atomic<uint64_t> generation_{0};  // runs started: team threads wake on a change
-  std::atomic<bool> open_{false};        // team threads may join the current run
-  std::atomic<int> inside_{0};           // team threads that joined and have not left
-  std::atomic<int> sleepers_{0};         // threads parked in an atomic wait
+  std::atomic<uint64_t> generation_{0};          // runs started: team threads wake on a change
+  std::atomic<bool> open_{false};                // team threads may join the current run
+  std::atomic<int> inside_{0};                   // team threads that joined and have not left
+  std::atomic<int> sleepers_{0};                 // threads parked in an atomic wait
   std::atomic<bool> stop_{false};
   std::vector<std::atomic<int64_t>> cpu_ns_;  // per team thread, published after each run
 };

@@ -1,9 +1,10 @@
+#include "engine/cpu/cpu_backend.h"
+
 #include <cmath>
 #include <cstring>
 
 #include "common/status_macros.h"
 #include "engine/backend_factory.h"
-#include "engine/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/test_util.h"
@@ -11,13 +12,13 @@
 namespace sluice {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Dataset;
+using ::testing::HasSubstr;
 using testing::MakeDataset;
 using testing::U8Batch;
 
-std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig& opt,
-                                 int max_batch, Normalization norm = {}, int threads = 1) {
+std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig& opt, int max_batch,
+                                 Normalization norm = {}, int threads = 1) {
   BackendOptions options;
   options.max_batch = max_batch;
   options.normalization = norm;
@@ -78,8 +79,7 @@ void CheckStepsMatchReference(double nonzero, const std::vector<int>& layers,
         ASSERT_TRUE(backend->TrainStep(U8Batch(d, step * B, B, features), lr).ok());
         const auto x =
             testing::NormalizeAll(d.images.data() + step * B * features, B * features, norm);
-        testing::ReferenceTrainStep(&expected, c.opt, x.data(), d.labels.data() + step * B, B,
-                                    lr);
+        testing::ReferenceTrainStep(&expected, c.opt, x.data(), d.labels.data() + step * B, B, lr);
       }
       auto actual = backend->SaveState();
       ASSERT_TRUE(actual.ok());

@@ -20,9 +20,8 @@ using testing::Dataset;
 using testing::MakeDataset;
 using testing::U8Batch;
 
-std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig& opt,
-                                 int max_batch, int threads,
-                                 dist::Communicator* comm = nullptr) {
+std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig& opt, int max_batch,
+                                 int threads, dist::Communicator* comm = nullptr) {
   BackendOptions options;
   options.max_batch = max_batch;
   options.gradient_comm = comm;
@@ -82,17 +81,17 @@ std::vector<OptimizerConfig> EveryOptimizerPath() {
 TEST(CpuBatchSplitTest, TwoThreadsTwiceGiveBitwiseIdenticalWeightsAndLoss) {
   const Dataset d = MakeDataset(4 * 33, 784, 10, 0.5, 3);
   for (const OptimizerConfig& opt : EveryOptimizerPath())
-  for (int batch : {32, 33}) {
-    SCOPED_TRACE(::testing::Message() << "optimizer " << static_cast<int>(opt.kind)
-                                      << " momentum " << opt.momentum << ", batch " << batch);
-    const ModelState init = InitModelState(ModelConfig{}, opt, 4);
-    double loss_a, loss_b;
-    auto a = MakeCpu(init, opt, batch, 2), b = MakeCpu(init, opt, batch, 2);
-    const ModelState sa = Train(a.get(), d, batch, 4, &loss_a);
-    const ModelState sb = Train(b.get(), d, batch, 4, &loss_b);
-    EXPECT_TRUE(BitwiseEqual(sa, sb));
-    EXPECT_EQ(loss_a, loss_b);
-  }
+    for (int batch : {32, 33}) {
+      SCOPED_TRACE(::testing::Message() << "optimizer " << static_cast<int>(opt.kind)
+                                        << " momentum " << opt.momentum << ", batch " << batch);
+      const ModelState init = InitModelState(ModelConfig{}, opt, 4);
+      double loss_a, loss_b;
+      auto a = MakeCpu(init, opt, batch, 2), b = MakeCpu(init, opt, batch, 2);
+      const ModelState sa = Train(a.get(), d, batch, 4, &loss_a);
+      const ModelState sb = Train(b.get(), d, batch, 4, &loss_b);
+      EXPECT_TRUE(BitwiseEqual(sa, sb));
+      EXPECT_EQ(loss_a, loss_b);
+    }
 }
 
 TEST(CpuBatchSplitTest, SplitEqualsOneThreadUpToFloatSummationOrder) {
@@ -100,23 +99,23 @@ TEST(CpuBatchSplitTest, SplitEqualsOneThreadUpToFloatSummationOrder) {
   // Not AdamW: it divides by the gradient's own magnitude, so a rounding difference in a
   // near-zero gradient becomes a difference of lr in the weight.
   for (const OptimizerConfig& opt : {EveryOptimizerPath()[0], EveryOptimizerPath()[1]})
-  for (double nonzero : {0.5, 1.0}) {
-    const Dataset d = MakeDataset(4 * 33, 784, 10, nonzero, 8);
-    const ModelState init = InitModelState(ModelConfig{}, opt, 2);
-    double loss1;
-    auto one = MakeCpu(init, opt, 33, 1);
-    const ModelState s1 = Train(one.get(), d, 33, 4, &loss1);
-    for (int threads : {2, 3, 4}) {
-      SCOPED_TRACE(::testing::Message() << "optimizer " << static_cast<int>(opt.kind)
-                                        << " momentum " << opt.momentum << ", nonzero " << nonzero
-                                        << ", " << threads << " threads");
-      double loss;
-      auto split = MakeCpu(init, opt, 33, threads);
-      const ModelState s = Train(split.get(), d, 33, 4, &loss);
-      ExpectStatesNear(s, s1, 1e-6f, 1e-5f);
-      EXPECT_NEAR(loss, loss1, 1e-6 * loss1);
+    for (double nonzero : {0.5, 1.0}) {
+      const Dataset d = MakeDataset(4 * 33, 784, 10, nonzero, 8);
+      const ModelState init = InitModelState(ModelConfig{}, opt, 2);
+      double loss1;
+      auto one = MakeCpu(init, opt, 33, 1);
+      const ModelState s1 = Train(one.get(), d, 33, 4, &loss1);
+      for (int threads : {2, 3, 4}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "optimizer " << static_cast<int>(opt.kind) << " momentum " << opt.momentum
+                     << ", nonzero " << nonzero << ", " << threads << " threads");
+        double loss;
+        auto split = MakeCpu(init, opt, 33, threads);
+        const ModelState s = Train(split.get(), d, 33, 4, &loss);
+        ExpectStatesNear(s, s1, 1e-6f, 1e-5f);
+        EXPECT_NEAR(loss, loss1, 1e-6 * loss1);
+      }
     }
-  }
 }
 
 // A batch of 2 on 3 threads (one slice empty), after a full batch that filled every slice's

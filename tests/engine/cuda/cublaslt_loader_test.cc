@@ -1,13 +1,14 @@
 // libcublasLt is loaded when a CUDA backend is created, not when the program starts: a CPU run
 // does not map it (docs/limits.md). Needs the CUDA toolkit (built with the CUDA backend), not a
 // device.
+#include "engine/cuda/cublaslt_loader.h"
+
 #include <cublasLt.h>
 
 #include <string>
 
 #include "engine/backend.h"
 #include "engine/backend_factory.h"
-#include "engine/cuda/cublaslt_loader.h"
 #include "gtest/gtest.h"
 
 namespace sluice {

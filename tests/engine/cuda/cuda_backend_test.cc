@@ -2,6 +2,8 @@
 // 50 steps (fp32 tight, bf16/fp16 loose), CUDA Graph on vs off, device batches with a ready
 // event, u8 input, evaluation, memory accounting vs ComputeMemoryFormula, SaveState/LoadState.
 // Label gpu: skips, saying why, without a device.
+#include "engine/cuda/cuda_backend.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -12,7 +14,6 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cuda/cuda_backend.h"
 #include "engine/memory.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
@@ -106,8 +107,8 @@ void ExpectSameState(const ModelState& got, const ModelState& ref, float atol, f
   for (size_t i = 0; i < ref.params.size(); ++i) {
     EXPECT_EQ(got.params[i].name, ref.params[i].name);
     EXPECT_EQ(got.params[i].shape, ref.params[i].shape);
-    EXPECT_TRUE(AllClose(got.params[i].values, ref.params[i].values, atol, rtol,
-                         ref.params[i].name));
+    EXPECT_TRUE(
+        AllClose(got.params[i].values, ref.params[i].values, atol, rtol, ref.params[i].name));
   }
   ASSERT_EQ(got.opt_state.size(), ref.opt_state.size());
   for (size_t i = 0; i < ref.opt_state.size(); ++i) {
@@ -232,8 +233,10 @@ TEST_F(CudaBackendTest, U8DeviceBatchWithReadyEventMatchesCpuOnU8) {
   DeviceVector<uint8_t> slot(32 * kFeatures);
   DeviceVector<int32_t> slot_labels(32);
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE((*copy_stream)->CopyToDevice(slot.get(), data.u8[i].data(), data.u8[i].size()).ok());
-    ASSERT_TRUE((*copy_stream)->CopyToDevice(slot_labels.get(), data.labels[i].data(), 32 * 4).ok());
+    ASSERT_TRUE(
+        (*copy_stream)->CopyToDevice(slot.get(), data.u8[i].data(), data.u8[i].size()).ok());
+    ASSERT_TRUE(
+        (*copy_stream)->CopyToDevice(slot_labels.get(), data.labels[i].data(), 32 * 4).ok());
     ASSERT_TRUE((*copy_stream)->Record(ready->get()).ok());
     BatchView v = data.View(i, H2DFormat::kU8);
     v.samples = slot.get();
@@ -313,8 +316,7 @@ TEST_F(CudaBackendTest, LoadStateRejectsWrongShapes) {
   ASSERT_TRUE(a);
   ModelConfig other;
   other.layers = {784, 64, 10};
-  EXPECT_EQ(a->LoadState(InitModelState(other, opt, 1)).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->LoadState(InitModelState(other, opt, 1)).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CudaBackendTest, LabelOutOfRangeIsReportedByTakeLoss) {

@@ -49,8 +49,8 @@ TEST_F(CudaKernelsTest, NormalizeU8MatchesReferenceExactly) {
   for (int block : {64, 128, 256, 512, 1024}) {
     DeviceVector<uint8_t> d_in(in);
     DeviceVector<float> d_out(n);
-    ASSERT_TRUE(cuda_internal::LaunchConvertInput(d_in.get(), H2DFormat::kU8, n, norm,
-                                                  d_out.get(), DType::kF32, stream_, block)
+    ASSERT_TRUE(cuda_internal::LaunchConvertInput(d_in.get(), H2DFormat::kU8, n, norm, d_out.get(),
+                                                  DType::kF32, stream_, block)
                     .ok());
     EXPECT_TRUE(AllClose(d_out.ToHost(), ref, 0.0f, 0.0f, "normalize u8"));
   }
@@ -205,8 +205,8 @@ void CheckOptimizer(cudaStream_t stream, const OptimizerConfig& cfg, int steps) 
       ref::SgdStep(p.data(), g.data(), s0.data(), n, lr, cfg.momentum, cfg.nesterov,
                    cfg.weight_decay, step == 0);
     } else {
-      ref::AdamWStep(p.data(), g.data(), s0.data(), s1.data(), n, lr, cfg.beta1, cfg.beta2,
-                     cfg.eps, cfg.weight_decay, step + 1);
+      ref::AdamWStep(p.data(), g.data(), s0.data(), s1.data(), n, lr, cfg.beta1, cfg.beta2, cfg.eps,
+                     cfg.weight_decay, step + 1);
     }
   }
   EXPECT_TRUE(AllClose(d_p.ToHost(), p, 1e-6f, 1e-5f, "params"));
@@ -293,12 +293,12 @@ TEST_P(CudaLinearGemmTest, ForwardAndBackwardMatchReference) {
   for (bool relu : {false, true}) {
     std::vector<float> ref_y(static_cast<size_t>(B) * O);
     ref::LinearForward(x.data(), w.data(), b.data(), B, I, O, relu, ref_y.data());
-    ASSERT_TRUE((*gemm)->Forward(d_x.get(), d_w.get(), d_b.get(), B, I, O, relu, d_y.get(),
-                                 stream_)
-                    .ok());
+    ASSERT_TRUE(
+        (*gemm)->Forward(d_x.get(), d_w.get(), d_b.get(), B, I, O, relu, d_y.get(), stream_).ok());
     EXPECT_TRUE(AllClose(d_y.ToHost(), ref_y, 1e-5f, 1e-4f, relu ? "forward relu" : "forward"));
   }
-  std::vector<float> ref_dw(static_cast<size_t>(O) * I), ref_db(O), ref_dx(static_cast<size_t>(B) * I);
+  std::vector<float> ref_dw(static_cast<size_t>(O) * I), ref_db(O),
+      ref_dx(static_cast<size_t>(B) * I);
   ref::LinearBackward(x.data(), w.data(), dy.data(), B, I, O, ref_dw.data(), ref_db.data(),
                       ref_dx.data());
   ASSERT_TRUE((*gemm)->BackwardWeights(d_x.get(), d_dy.get(), B, I, O, d_dw.get(), stream_).ok());
@@ -309,9 +309,10 @@ TEST_P(CudaLinearGemmTest, ForwardAndBackwardMatchReference) {
   DeviceVector<float> d_w_off(w.size() + 1);
   ASSERT_EQ(cudaMemcpy(d_w_off.get() + 1, w.data(), w.size() * 4, cudaMemcpyHostToDevice),
             cudaSuccess);
-  ASSERT_TRUE((*gemm)->Forward(d_x.get(), d_w_off.get() + 1, d_b.get(), B, I, O, false,
-                               d_y.get(), stream_)
-                  .ok());
+  ASSERT_TRUE(
+      (*gemm)
+          ->Forward(d_x.get(), d_w_off.get() + 1, d_b.get(), B, I, O, false, d_y.get(), stream_)
+          .ok());
   std::vector<float> ref_y(static_cast<size_t>(B) * O);
   ref::LinearForward(x.data(), w.data(), b.data(), B, I, O, false, ref_y.data());
   EXPECT_TRUE(AllClose(d_y.ToHost(), ref_y, 1e-5f, 1e-4f, "forward, unaligned W"));
@@ -324,8 +325,8 @@ INSTANTIATE_TEST_SUITE_P(ModelShapes, CudaLinearGemmTest,
                                            GemmShape{1024, 784, 128}),
                          [](const auto& param_info) {
                            const GemmShape& s = param_info.param;
-                           return "B" + std::to_string(s.B) + "_I" + std::to_string(s.I) +
-                                  "_O" + std::to_string(s.O);
+                           return "B" + std::to_string(s.B) + "_I" + std::to_string(s.I) + "_O" +
+                                  std::to_string(s.O);
                          });
 
 TEST_F(CudaKernelsTest, Bf16ForwardIsWithinBf16Tolerance) {
@@ -337,14 +338,15 @@ TEST_F(CudaKernelsTest, Bf16ForwardIsWithinBf16Tolerance) {
   ref::LinearForward(x.data(), w.data(), b.data(), B, I, O, true, ref_y.data());
   DeviceVector<float> d_x(x), d_w(w), d_b(b), d_y(static_cast<size_t>(B) * O);
   DeviceVector<uint16_t> d_xh(x.size()), d_wh(w.size());
-  ASSERT_TRUE(cuda_internal::LaunchCast(d_x.get(), x.size(), d_xh.get(), DType::kBF16, stream_).ok());
-  ASSERT_TRUE(cuda_internal::LaunchCast(d_w.get(), w.size(), d_wh.get(), DType::kBF16, stream_).ok());
+  ASSERT_TRUE(
+      cuda_internal::LaunchCast(d_x.get(), x.size(), d_xh.get(), DType::kBF16, stream_).ok());
+  ASSERT_TRUE(
+      cuda_internal::LaunchCast(d_w.get(), w.size(), d_wh.get(), DType::kBF16, stream_).ok());
   DeviceVector<char> ws(4 << 20);
   auto gemm = cuda_internal::LinearGemm::Create(DType::kBF16, ws.get(), 4 << 20);
   ASSERT_TRUE(gemm.ok()) << gemm.status();
-  ASSERT_TRUE((*gemm)->Forward(d_xh.get(), d_wh.get(), d_b.get(), B, I, O, true, d_y.get(),
-                               stream_)
-                  .ok());
+  ASSERT_TRUE(
+      (*gemm)->Forward(d_xh.get(), d_wh.get(), d_b.get(), B, I, O, true, d_y.get(), stream_).ok());
   // bf16 keeps 8 mantissa bits; sums of 784 products of ~0.05: absolute error ~1e-2.
   EXPECT_TRUE(AllClose(d_y.ToHost(), ref_y, 3e-2f, 2e-2f, "bf16 forward"));
 }

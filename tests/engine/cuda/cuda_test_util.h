@@ -18,12 +18,12 @@
 // Every GPU test starts with this: without a device it skips, saying why (never passes
 // silently). Example message: "no CUDA device: cudaGetDeviceCount failed:
 // cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA runtime version)".
-#define SLUICE_SKIP_WITHOUT_CUDA()                                                     \
-  do {                                                                                 \
-    if (::sluice::device::CudaDeviceCount() == 0) {                                            \
-      GTEST_SKIP() << ::sluice::device::CudaDeviceStatus(0).message()                          \
+#define SLUICE_SKIP_WITHOUT_CUDA()                                                    \
+  do {                                                                                \
+    if (::sluice::device::CudaDeviceCount() == 0) {                                   \
+      GTEST_SKIP() << ::sluice::device::CudaDeviceStatus(0).message()                 \
                    << " -- this GPU test needs one (ctest -L gpu on a CUDA machine)"; \
-    }                                                                                  \
+    }                                                                                 \
   } while (0)
 
 namespace sluice::testing_cuda {
@@ -33,7 +33,8 @@ template <typename T>
 class DeviceVector {
  public:
   explicit DeviceVector(size_t n) : n_(n) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T)),
+              cudaSuccess);
     EXPECT_EQ(cudaMemset(ptr_, 0, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
   }
   explicit DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) {
@@ -80,8 +81,7 @@ inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
                                            const std::vector<float>& ref, float atol, float rtol,
                                            const std::string& what = "") {
   if (got.size() != ref.size()) {
-    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs "
-                                         << ref.size();
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << ref.size();
   }
   size_t bad = 0;
   std::string first;
@@ -97,9 +97,9 @@ inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << bad << " of " << ref.size()
-                                       << " elements out of tolerance (max abs err " << max_err
-                                       << "):" << first;
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << ref.size()
+         << " elements out of tolerance (max abs err " << max_err << "):" << first;
 }
 
 }  // namespace sluice::testing_cuda

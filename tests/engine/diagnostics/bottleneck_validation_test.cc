@@ -13,9 +13,9 @@
 #include "common/env.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/ceilings.h"
-#include "storage/dataset.h"
 #include "engine/job/train_job.h"
 #include "gtest/gtest.h"
+#include "storage/dataset.h"
 
 namespace sluice {
 namespace {
@@ -98,17 +98,15 @@ class BottleneckValidationTest : public ::testing::Test {
     EXPECT_NEAR(report.predicted_samples_per_s / measured, 1.0, 0.15)
         << "predicted " << report.predicted_samples_per_s << " measured " << measured;
     EXPECT_GT(Throughput(*freed), 1.4 * measured)
-        << "making " << stage << " free did not speed the run up (" << Throughput(*freed)
-        << " vs " << measured << " samples/s)";
+        << "making " << stage << " free did not speed the run up (" << Throughput(*freed) << " vs "
+        << measured << " samples/s)";
   }
 
   static std::string* dir_;
 };
 std::string* BottleneckValidationTest::dir_ = nullptr;
 
-TEST_F(BottleneckValidationTest, DelayedReadIsNamed) {
-  ExpectVerdict("read", 6000, Stage::kRead);
-}
+TEST_F(BottleneckValidationTest, DelayedReadIsNamed) { ExpectVerdict("read", 6000, Stage::kRead); }
 // Compute on two threads does 150-200 k samples/s here, so the delays hold their stage near
 // 60 k: 256 samples per frame / 8 ms on 2 threads, 32 per batch / 1.2 ms on 2 threads.
 TEST_F(BottleneckValidationTest, DelayedDecompressIsNamed) {

@@ -42,7 +42,8 @@ int IndexOf(const json& trace, const std::string& name, const char* arg, uint64_
 int64_t MaxCounter(const json& trace, const std::string& name) {
   int64_t m = -1;
   for (const json& e : trace["traceEvents"]) {
-    if (e["ph"] == "C" && e["name"] == name) m = std::max<int64_t>(m, e["args"].begin()->get<int64_t>());
+    if (e["ph"] == "C" && e["name"] == name)
+      m = std::max<int64_t>(m, e["args"].begin()->get<int64_t>());
   }
   return m;
 }
@@ -152,7 +153,8 @@ TEST(TraceWriterTest, TwoRanksAreTwoProcessesOnOneTimeline) {
     run.world_size = 2;
     // Rank 1 started 1 ms after rank 0 on the same steady clock.
     for (TraceSpan& s : run.trace) s.start_ns += r * 1000 * kUs, s.end_ns += r * 1000 * kUs;
-    for (ComputeSpan& s : run.compute_spans) s.start_ns += r * 1000 * kUs, s.end_ns += r * 1000 * kUs;
+    for (ComputeSpan& s : run.compute_spans)
+      s.start_ns += r * 1000 * kUs, s.end_ns += r * 1000 * kUs;
     traces.push_back(BuildChromeTrace(run));
   }
   const json merged = json::parse(MergeRankTraces(traces, /*shared_clock=*/true).dump());
@@ -246,7 +248,8 @@ TEST(TraceWriterTest, RealPipelineSpansOfABatchAreInStageOrder) {
               pe["ts"].get<double>() + pe["dur"].get<double>());
   }
   EXPECT_GE(MaxCounter(trace, "pinned pool occupancy"), 1);
-  EXPECT_LE(MaxCounter(trace, "pinned pool occupancy"), static_cast<double>(result.pipeline.pool_buffers));
+  EXPECT_LE(MaxCounter(trace, "pinned pool occupancy"),
+            static_cast<double>(result.pipeline.pool_buffers));
 }
 
 }  // namespace

@@ -76,9 +76,9 @@ TEST(DetectLauncherTest, NamesMpirunAndSrunFromTheirEnvironment) {
 
 TEST(CheckSameOnAllRanksTest, AcceptsIdenticalSettings) {
   ScriptedWorld world({"lr=0.01\nbatch_size=32\n"});
-  EXPECT_TRUE(CheckSameOnAllRanks(&world, "the run's settings",
-                                  {{"lr", "0.01"}, {"batch_size", "32"}})
-                  .ok());
+  EXPECT_TRUE(
+      CheckSameOnAllRanks(&world, "the run's settings", {{"lr", "0.01"}, {"batch_size", "32"}})
+          .ok());
 }
 
 TEST(CheckSameOnAllRanksTest, NamesEachDifferingKeyWithBothValues) {
@@ -100,8 +100,7 @@ TEST(CheckSameOnAllRanksTest, NamesAKeyThatOneRankLacks) {
   absl::Status s =
       CheckSameOnAllRanks(&world, "settings", {{"lr", "0.01"}, {"data.manifest_xxh3", "ab"}});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("rank 1 lacks data.manifest_xxh3 (rank 0 has ab)"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("rank 1 lacks data.manifest_xxh3 (rank 0 has ab)"), std::string::npos)
       << s.message();
 }
 

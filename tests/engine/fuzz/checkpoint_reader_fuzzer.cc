@@ -57,7 +57,8 @@ bool RepairChecksums(std::string* b) {
   const uint32_t sections = DecodeFixed32(b->data() + 12);
   size_t offset = fmt::kHeaderSize;
   for (uint32_t i = 0; i < sections; ++i) {
-    if (body_end - offset < static_cast<size_t>(fmt::kSectionHeaderSize + fmt::kSectionChecksumSize) ||
+    if (body_end - offset <
+            static_cast<size_t>(fmt::kSectionHeaderSize + fmt::kSectionChecksumSize) ||
         offset > body_end) {
       break;
     }

@@ -6,15 +6,16 @@ namespace sluice {
 namespace {
 
 // One epoch of 60,000 samples in 1 s: compute busy for `compute_busy_s`, the consumer waited
-// `wait_s` (after a 10 ms start-up), and each stage busy as given (2 threads for the parallel ones).
+// `wait_s` (after a 10 ms start-up), and each stage busy as given (2 threads for the parallel
+// ones).
 struct EpochRun {
   PipelineStats stats;
   ComputeStats compute;
   double seconds = 1.0;
 };
 
-EpochRun MakeRun(double wait_s, double read_busy_s, double decompress_busy_s, double preprocess_busy_s,
-            double compute_busy_s) {
+EpochRun MakeRun(double wait_s, double read_busy_s, double decompress_busy_s,
+                 double preprocess_busy_s, double compute_busy_s) {
   EpochRun r;
   r.stats.start_ns = 1'000'000'000;
   r.stats.pool_buffers = 16;
@@ -99,7 +100,8 @@ TEST(AutotuneTest, StartupWaitIsNotCountedAsAStall) {
   // All of the wait is the first batch's: nothing to tune.
   EpochRun r = MakeRun(0.0, 0.05, 0.1, 0.1, 0.9);
   r.stats.stages[static_cast<int>(Stage::kDelivery)].wait_input_ns = 200'000'000;
-  r.stats.stages[static_cast<int>(Stage::kDelivery)].first_start_ns = r.stats.start_ns + 200'000'000;
+  r.stats.stages[static_cast<int>(Stage::kDelivery)].first_start_ns =
+      r.stats.start_ns + 200'000'000;
   AutotuneDecision d = Autotune(Current(), r.stats, r.compute, r.seconds, {}, 100352);
   EXPECT_FALSE(d.changed) << d.reasons[0];
 }

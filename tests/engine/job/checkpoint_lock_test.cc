@@ -55,7 +55,8 @@ TEST(CheckpointLockTest, SecondJobOnOneCheckpointDirFailsAtOnceNamingTheFirst) {
   EXPECT_EQ(second.code(), absl::StatusCode::kUnavailable) << second;
   EXPECT_THAT(second.message(),
               HasSubstr("/ckpt/.sluice.lock: cannot start sluice-train checkpoints: the directory "
-                        "is locked by pid " + std::to_string(::getpid()) + " on host "));
+                        "is locked by pid " +
+                        std::to_string(::getpid()) + " on host "));
   // Released when the first job returns: the next job resumes from its checkpoint.
   EXPECT_FALSE(env->FileExists(JoinPath("/ckpt", FileLock::kFileName)));
   TrainJobOptions later = SmallJob();

@@ -136,7 +136,8 @@ TEST_F(FailSafeTest, ResumeWithOtherOptimizerOrModelIsRefusedReadably) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("optimizer: sgd in the checkpoint, adamw now"));
-  EXPECT_THAT(r.status().message(), HasSubstr("model.layers: 64,16,4 in the checkpoint, 64,8,4 now"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("model.layers: 64,16,4 in the checkpoint, 64,8,4 now"));
 }
 
 // Finding 1: more epochs, other threads: the same run, continued.
@@ -239,7 +240,8 @@ TEST_F(FailSafeTest, CorruptFractionAboveTheLimitFailsBelowItPassesWithTheSkipsR
   auto r = RunTrainJob(Env::Default(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("100 of 1000 records of the train split"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("100 of 1000 records of the train split"));
   EXPECT_THAT(r.status().message(), HasSubstr("--max-corrupt-fraction=0.05"));
   EXPECT_THAT(r.status().message(), HasSubstr("train-00001-"));
   EXPECT_FALSE(Env::Default()->FileExists(Checkpoint()));
@@ -249,10 +251,11 @@ TEST_F(FailSafeTest, CorruptFractionAboveTheLimitFailsBelowItPassesWithTheSkipsR
   r = RunTrainJob(Env::Default(), o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->run.pipeline.skipped_records, 200u);  // 100 per epoch read
-  EXPECT_EQ(r->run.test_skipped_frames, 2u);        // one per evaluation
+  EXPECT_EQ(r->run.test_skipped_frames, 2u);         // one per evaluation
   EXPECT_EQ(r->run.test_skipped_records, 200u);
   const BottleneckReport report = AnalyzeRun(r->run, nullptr, 2);
-  EXPECT_THAT(report.ToText(), HasSubstr("2 corrupt frames of the test split skipped (200 records)"));
+  EXPECT_THAT(report.ToText(),
+              HasSubstr("2 corrupt frames of the test split skipped (200 records)"));
 }
 
 // Finding 4: --test-data pointing at a dataset without a test split evaluated on its train split.

@@ -50,8 +50,8 @@ TEST(MeasuredBackendTest, InjectedDelayCountsAsCpuOnEveryComputeThread) {
     ASSERT_TRUE(measured.TrainStep(testing::U8Batch(d, 0, 8, 784), 0.01f).ok());
   }
   const ComputeStats& stats = measured.stats();
-  EXPECT_GE(stats.busy_ns, 5 * kDelayUs * 1000);         // the spin is inside the step's span
-  EXPECT_GE(stats.cpu_ns, 5 * kDelayUs * 1000 * 2);      // once per compute thread
+  EXPECT_GE(stats.busy_ns, 5 * kDelayUs * 1000);     // the spin is inside the step's span
+  EXPECT_GE(stats.cpu_ns, 5 * kDelayUs * 1000 * 2);  // once per compute thread
 }
 
 }  // namespace

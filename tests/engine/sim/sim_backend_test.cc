@@ -4,9 +4,9 @@
 #include <memory>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "device/device.h"
 #include "device/sim/sim_device.h"
-#include "common/status_macros.h"
 #include "engine/backend.h"
 #include "engine/backend_factory.h"
 #include "engine/model.h"
@@ -150,11 +150,9 @@ TEST(SimBackend, BadDeviceNamesAndOptionsAreRejected) {
   const OptimizerConfig opt = Momentum();
   const ModelState init = InitModelState(ModelConfig{}, opt, 1);
   BackendSpec bo;
-  EXPECT_EQ(Create("sim:x", init, opt, bo).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Create("sim:x", init, opt, bo).status().code(), absl::StatusCode::kInvalidArgument);
   bo.sim.compute_ns_per_step = -1;
-  EXPECT_EQ(Create("sim", init, opt, bo).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Create("sim", init, opt, bo).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       r->labels.size() != r->count * r->spec.label_bytes()) {
     __builtin_trap();
   }
-  auto again = sluice::ParseIdxPair(sluice::EncodeIdxImages(*r), "i", sluice::EncodeIdxLabels(*r),
-                                    "l");
+  auto again =
+      sluice::ParseIdxPair(sluice::EncodeIdxImages(*r), "i", sluice::EncodeIdxLabels(*r), "l");
   if (!again.ok() || again->samples != r->samples || again->labels != r->labels ||
       !(again->spec == r->spec)) {
     __builtin_trap();
