@@ -84,6 +84,8 @@ ABSL_FLAG(int64_t, pool_size, 0,
           "Pinned batch buffers (0: enough for 4096 samples, 4..256; "
           "at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
+ABSL_FLAG(int64_t, device_ring_depth, 3,
+          "Device batch slots uploads may fill ahead of compute (--device cuda/sim; 2..64)");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
 ABSL_FLAG(double, max_corrupt_fraction, 0.01,
           "--on-corrupt=skip: fail once more than this "
@@ -119,6 +121,9 @@ ABSL_FLAG(bool, ceilings, true,
           "Measure (once per host and dataset, cached) each stage's "
           "ceiling for the report");
 ABSL_FLAG(bool, refresh_ceilings, false, "Measure the ceilings again instead of using the cache");
+ABSL_FLAG(bool, check_advice, false,
+          "After the report, run each change it suggests as an experiment: the job again over a "
+          "bounded span as it was and with the change, and print both rates");
 ABSL_FLAG(std::string, what_if, "none",
           "Diagnostic: make one stage free and report the "
           "throughput: read | decompress | preprocess | h2d | compute | all (a table with each "
@@ -139,6 +144,7 @@ namespace {
 constexpr int64_t kMaxBatchSize = INT32_MAX;    // backends index a batch with int
 constexpr int64_t kMaxPoolSize = 1024;          // batch buffers
 constexpr int64_t kMaxReadAhead = 1024;         // frames held decompressed ahead of use
+constexpr int64_t kMaxRingDepth = 64;           // device batch slots
 constexpr int64_t kMaxShuffleWindow = 1 << 20;  // frames; 0 already means the whole split
 constexpr int64_t kMaxTraceSpans = 50000000;    // about 2.4 GiB of spans
 constexpr int64_t kMaxAutotuneMemoryMb = 65536;
@@ -314,6 +320,14 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   if (p.resources.pool_size == 1) return UsageError("pool-size", "must be 0 (auto) or >= 2");
   ASSIGN_OR_RETURN(p.resources.read_ahead_frames,
                    Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
+  RETURN_IF_ERROR(CheckAtMost("device-ring-depth", absl::GetFlag(FLAGS_device_ring_depth),
+                              kMaxRingDepth, "device batch slots"));
+  if (absl::GetFlag(FLAGS_device_ring_depth) < 2) {
+    return UsageError("device-ring-depth",
+                      absl::StrCat("must be >= 2 (one slot computing, one filling), got ",
+                                   absl::GetFlag(FLAGS_device_ring_depth)));
+  }
+  p.resources.device_ring_depth = static_cast<uint32_t>(absl::GetFlag(FLAGS_device_ring_depth));
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
   p.on_corrupt = *on_corrupt;

@@ -18,6 +18,7 @@ ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_json);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(std::string, what_if);
+ABSL_DECLARE_FLAG(bool, check_advice);
 
 namespace sluice {
 

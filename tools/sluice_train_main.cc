@@ -32,6 +32,7 @@
 #include "common/status_macros.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/dist/communicator.h"
+#include "engine/job/advice_check.h"
 #include "engine/job/job_report.h"
 #include "engine/job/outputs.h"
 #include "engine/job/train_job.h"
@@ -255,6 +256,42 @@ absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
   return absl::OkStatus();
 }
 
+// --check-advice: each suggestion of the report run as an experiment over a bounded span.
+absl::Status PrintAdviceChecks(Env* env, const TrainJobOptions& options,
+                               const TrainJobResult& result, const BottleneckReport& report) {
+  if (report.advice.empty()) {
+    std::printf("\ncheck-advice: the report suggests no change of a setting\n");
+    return absl::OkStatus();
+  }
+  // Half an epoch or 400 steps, whichever is fewer (at least 50): long enough to pass the
+  // pipeline's start-up, short enough to run each change twice.
+  const int64_t epoch_steps = result.train.epochs.empty()
+                                  ? 400
+                                  : static_cast<int64_t>(result.train.epochs.front().train_samples /
+                                                         options.pipeline.order.batch_size);
+  const int64_t steps = std::max<int64_t>(50, std::min<int64_t>(400, epoch_steps / 2));
+  ASSIGN_OR_RETURN(
+      std::vector<AdviceCheck> checks,
+      CheckAdvice(env, options, report.advice, steps, /*rounds=*/2, [](const std::string& label) {
+        std::fprintf(stderr, "check-advice: %s ...\n", label.c_str());
+      }));
+  std::printf(
+      "\ncheck-advice (each change against the run as it was, %lld steps, the better of "
+      "2 runs each):\n",
+      static_cast<long long>(steps));
+  for (const AdviceCheck& c : checks) {
+    const std::string text = AdviceText(c.advice, Consumer::kTrainJob);
+    if (!c.note.empty()) {
+      std::printf("  %-28s not run: %s\n", text.c_str(), c.note.c_str());
+      continue;
+    }
+    std::printf("  %-28s before %8.1f k  after %8.1f k samples/s  %.2fx%s\n", text.c_str(),
+                c.before_samples_per_s / 1e3, c.after_samples_per_s / 1e3, c.speedup(),
+                c.speedup() >= 1.1 ? "" : "  (less than 1.1x: this advice did not pay here)");
+  }
+  return absl::OkStatus();
+}
+
 // Rank 0, after training: the summary, the report (text, JSON), the trace and the what-if table.
 absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
                                  const TrainJobResult& result, const JobReport& job_report,
@@ -276,6 +313,9 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   std::fflush(stdout);
   if (absl::GetFlag(FLAGS_what_if) == "all" && !result.train.interrupted) {
     RETURN_IF_ERROR(PrintWhatIfTable(env, options, result, report));
+  }
+  if (absl::GetFlag(FLAGS_check_advice) && !result.train.interrupted) {
+    RETURN_IF_ERROR(PrintAdviceChecks(env, options, result, report));
   }
   return absl::OkStatus();
 }

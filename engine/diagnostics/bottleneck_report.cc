@@ -126,7 +126,7 @@ namespace report_internal {
 std::optional<VerdictClass> ParseVerdictClass(absl::string_view name) {
   return kVerdictNames.Parse(name);
 }
-void DecideVerdict(BottleneckReport* rep);  // bottleneck_verdict.cc
+void DecideVerdict(const RunRecord& run, BottleneckReport* rep);  // bottleneck_verdict.cc
 }  // namespace report_internal
 
 BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
@@ -135,6 +135,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.device = run.compute.device.empty() ? run.device : run.compute.device;
   rep.is_cuda = run.compute.is_cuda;
   rep.on_device = run.compute.on_device;
+  rep.consumer = run.consumer;
   rep.pipeline = run.pipeline;
   rep.memory = run.memory;
   rep.memory_formula = run.memory_formula;
@@ -256,7 +257,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
         "of training time enqueuing steps and %.0f%% waiting for batches",
         rep.compute_host_pct, rep.host_wait_pct));
   }
-  report_internal::DecideVerdict(&rep);
+  report_internal::DecideVerdict(run, &rep);
   return rep;
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/diagnostics/advice.h"
 #include "engine/diagnostics/ceilings.h"
 #include "engine/diagnostics/data_parallel.h"
 #include "engine/diagnostics/run_record.h"
@@ -108,9 +109,13 @@ struct BottleneckReport {
   double compute_host_pct = 0;  // host time inside TrainStep (on a device: enqueue)
   VerdictClass verdict = VerdictClass::kNoData;
   Stage limiting_stage = Stage::kCompute;
-  std::string sentence;            // the one-sentence verdict with a suggestion
-  std::vector<std::string> notes;  // caveats (dropped trace spans, skipped frames, ...)
-  PipelineStats pipeline;          // copied for the pool/ring figures
+  std::string sentence;  // the one-sentence verdict with a suggestion
+  // The suggestion as concrete changes (a setting and its value), in the order the sentence
+  // gives them; empty when no setting of the run would relieve the limit.
+  std::vector<Advice> advice;
+  Consumer consumer = Consumer::kTrainJob;  // whose settings the advice names
+  std::vector<std::string> notes;           // caveats (dropped trace spans, skipped frames, ...)
+  PipelineStats pipeline;                   // copied for the pool/ring figures
   MemoryReport memory;
   MemoryFormula memory_formula;
   HostMemoryReport host_memory;

@@ -78,6 +78,14 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                                          ? nlohmann::ordered_json("exchange")
                                          : nlohmann::ordered_json(limiting_stage)},
                   {"sentence", sentence}};
+  nlohmann::ordered_json advice_json = nlohmann::ordered_json::array();
+  for (const Advice& a : advice) {
+    advice_json.push_back({{"setting", AdviceFlag(a.setting)},
+                           {"value", a.value},
+                           {"text", AdviceText(a, consumer)},
+                           {"why", a.why}});
+  }
+  j["verdict"]["advice"] = advice_json;
   j["stages"] = stages;
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
                          batches_delivered, samples_delivered, skipped_frames, skipped_records,

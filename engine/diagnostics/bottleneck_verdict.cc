@@ -1,7 +1,9 @@
 // The verdict of the bottleneck report: its class, the limiting stage and the one sentence
 // (docs/bottleneck.md, "Verdict"). Split from bottleneck_report.cc to keep files short.
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,38 +27,49 @@ constexpr double kPartlyInputPct = 5.0;
 // all the time and the run's own stages did not saturate the cores).
 constexpr double kStarvedCoresFraction = 0.75;
 
-std::string Suggestion(Stage s) {
-  switch (s) {
-    case Stage::kRead:
-      return "reading is serial: keep the shards in the page cache or on faster storage, or "
-             "raise --read-ahead-frames";
-    case Stage::kDecompress:
-      return "raise --decompress-threads or use a lower zstd level "
-             "(sluice-shard create --zstd-level)";
-    case Stage::kPreprocess:
-      return "raise --preprocess-threads or use --h2d-format=u8 (normalize on the device)";
-    case Stage::kPinnedWait:
-      return "raise --pool-size (pinned buffers are all in use while compute starves)";
-    case Stage::kH2D:
-      return "use --h2d-format=u8 (4x fewer bytes than f32) or f16";
-    case Stage::kDelivery:
-    case Stage::kCompute:
-      return "";
+// Compute and a pipeline stage whose capacities are this close are a close call: the machine's
+// noise (+-25% on a VM) can swap them between identical runs.
+constexpr double kCloseCallFraction = 0.15;
+
+// The advice that relieves `r`, added to the report, as "do A or B" text in the consumer's
+// words; "" when no setting of the run relieves it.
+std::string Suggest(const StageRow& r, const RunRecord& run, BottleneckReport* rep) {
+  std::vector<Advice> advice =
+      AdviceFor(r.stage, r.concurrency, rep->cores, run, rep->on_device, rep->is_cuda);
+  std::string text;
+  for (const Advice& a : advice) {
+    absl::StrAppend(&text, text.empty() ? "use " : " or ", AdviceText(a, rep->consumer), " (",
+                    a.why, ")");
+    rep->advice.push_back(a);
   }
-  return "";
+  return text;
 }
 
-std::string Cheaper(Stage s) {
+// What makes a saturating stage cheaper, for the cpu-bound sentence.
+std::string Cheaper(Stage s, const RunRecord& run, const BottleneckReport& rep) {
   switch (s) {
     case Stage::kRead:
       return "keep the shards in the page cache";
     case Stage::kDecompress:
-      return "a lower zstd level";
+      return FramesAreCompressed(run.pipeline)
+                 ? "a lower zstd level: sluice-shard create --zstd-level=1"
+                 : "the frames are stored uncompressed, so what is left is their checksum "
+                   "and copy";
     case Stage::kPreprocess:
-      return "--h2d-format=u8 moves normalization to the device";
+      return rep.on_device ? "u8 batches move normalization to the device" : "a simpler chain";
     default:
-      return "fewer --threads for the other stages";
+      return "fewer threads for the other stages";
   }
+}
+
+// "close call: decompress or compute are within 15% of each other (...); " when they are.
+std::string CloseCall(const StageRow& slow, const StageRow& compute) {
+  const double a = slow.capacity_samples_per_s.value_or(0);
+  const double b = compute.capacity_samples_per_s.value_or(0);
+  if (a <= 0 || b <= 0 || std::abs(a - b) > kCloseCallFraction * std::max(a, b)) return "";
+  return absl::StrFormat("close call: %s (%s) or compute (%s), within %.0f%% of each other; ",
+                         StageName(slow.stage), FormatRate(a), FormatRate(b),
+                         100 * kCloseCallFraction);
 }
 
 std::string StageAt(const StageRow& r) {
@@ -85,7 +98,7 @@ const StageRow* SlowestPipelineStage(const BottleneckReport& rep) {
 
 }  // namespace
 
-void DecideVerdict(BottleneckReport* rep) {
+void DecideVerdict(const RunRecord& run, BottleneckReport* rep) {
   const StageRow& compute = rep->row(Stage::kCompute);
   if (!compute.present || rep->train_seconds <= 0) {
     rep->verdict = VerdictClass::kNoData;
@@ -107,8 +120,8 @@ void DecideVerdict(BottleneckReport* rep) {
     rep->sentence = absl::StrFormat(
         "launch-bound: %s (the compute stream was idle between steps) while the host never "
         "waited for data; enqueuing a step takes %.1f us on the host, longer than the %.1f us "
-        "the device spends on it; use --cuda-graph or a larger batch",
-        waited, enqueue_us, compute.busy_ns / 1e3 / rep->steps);
+        "the device spends on it; %s or a larger batch",
+        waited, enqueue_us, compute.busy_ns / 1e3 / rep->steps, Suggest(compute, run, rep));
     return;
   }
   // CPU compute that takes most of the saturated cores itself: a short wait for input is the
@@ -147,6 +160,10 @@ void DecideVerdict(BottleneckReport* rep) {
                             "; the %d cores are saturated (%.1f threads busy): fewer pipeline "
                             "--threads leave more CPU to compute",
                             rep->cores, rep->cpu_threads_busy);
+    } else if (rep->consumer == Consumer::kPython) {
+      absl::StrAppend(&rep->sentence,
+                      "; your training step is the limit, not the data: a faster step (a larger "
+                      "batch, a GPU) raises it");
     } else {
       absl::StrAppend(&rep->sentence,
                       rep->is_cuda     ? "; a larger batch or --precision bf16 raises it"
@@ -167,10 +184,10 @@ void DecideVerdict(BottleneckReport* rep) {
     }
     const double share = cores > 0 ? 100.0 * slow->cores_busy / cores : 0;
     rep->sentence = absl::StrFormat(
-        "cpu-bound: %s and the %d cores are saturated (%.1f threads busy); %s and takes %.0f%% "
+        "cpu-bound: %s%s and the %d cores are saturated (%.1f threads busy); %s and takes %.0f%% "
         "of the CPU time; make it cheaper (%s): more threads cannot help on %d cores",
-        waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share, Cheaper(slow->stage),
-        rep->cores);
+        CloseCall(*slow, compute), waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share,
+        Cheaper(slow->stage, run, *rep), rep->cores);
     return;
   }
   // No stage is slower than compute, yet compute starved: the wait is structural, not
@@ -184,7 +201,7 @@ void DecideVerdict(BottleneckReport* rep) {
     rep->limiting_stage = Stage::kCompute;
     rep->sentence = absl::StrFormat(
         "compute-bound: %s; it also waited %.0f%% of training time in hand-offs although every "
-        "stage could keep up (slowest, %s, at %s); a larger batch or --pool-size hides them",
+        "stage could keep up (slowest, %s, at %s); a larger batch amortizes them",
         StageAt(compute), wait, StageName(slow->stage), FormatRate(*slow->capacity_samples_per_s));
     return;
   }
@@ -196,11 +213,13 @@ void DecideVerdict(BottleneckReport* rep) {
         "%d pinned buffers were in use while batches waited for one; %s",
         VerdictClassName(rep->verdict), waited, StageName(slow->stage),
         FormatRate(*slow->capacity_samples_per_s), FormatRate(compute_cap),
-        rep->pipeline.pool_buffers, Suggestion(Stage::kPinnedWait));
+        rep->pipeline.pool_buffers, Suggest(pinned, run, rep));
     return;
   }
-  rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", waited, "; ", StageAt(*slow),
-                               "; ", Suggestion(slow->stage));
+  const std::string suggestion = Suggest(*slow, run, rep);
+  rep->sentence =
+      absl::StrCat(VerdictClassName(rep->verdict), ": ", CloseCall(*slow, compute), waited, "; ",
+                   StageAt(*slow), suggestion.empty() ? "" : "; ", suggestion);
 }
 
 }  // namespace report_internal

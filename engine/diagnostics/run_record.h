@@ -19,6 +19,7 @@
 
 #include "engine/dist/communicator.h"
 #include "engine/memory.h"
+#include "pipeline/batch.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
@@ -57,6 +58,10 @@ struct ComputeSpan {
   int64_t end_ns = 0;
 };
 
+// Who consumed the batches: sluice-train's job, or Python code through sluice.Loader. The
+// report's advice names the settings that consumer has (flags, or Loader arguments).
+enum class Consumer : uint8_t { kTrainJob, kPython };
+
 struct RunRecord {
   PipelineStats pipeline;                  // per-stage statistics of the data path
   ComputeStats compute;                    // the train steps
@@ -77,6 +82,10 @@ struct RunRecord {
   int rank = 0;
   int world_size = 1;
   dist::ExchangeStats exchange;
+  // The settings the advice starts from (engine/diagnostics/advice.h).
+  Consumer consumer = Consumer::kTrainJob;
+  H2DFormat h2d_format = H2DFormat::kF32;
+  uint32_t read_ahead_frames = 0;
 };
 
 // The record of a run from the data path's and the consumer's statistics: device is

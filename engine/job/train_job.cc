@@ -85,6 +85,11 @@ RunRecord RecordRun(const PipelineBatchSource& source, MeasuredBackend& backend)
   RunRecord r = RunRecordFromStats(
       source.pipeline() != nullptr ? source.pipeline()->Stats() : PipelineStats{}, backend.stats());
   r.memory = backend.memory();
+  if (source.pipeline() != nullptr) {  // the settings the report's advice starts from
+    const PipelineOptions& o = source.pipeline()->options();
+    r.h2d_format = o.format.h2d_format;
+    r.read_ahead_frames = o.resources.read_ahead_frames;
+  }
   return r;
 }
 

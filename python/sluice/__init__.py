@@ -64,7 +64,8 @@ class Loader:
     def __init__(self, path, batch_size, shuffle=True, seed=0, drop_last=False, device="cpu",
                  dtype=torch.float32, normalize=None, threads=None, rank=None, world_size=None,
                  on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
-                 device_ring_depth=8, device_zero_copy=True):
+                 device_ring_depth=8, device_zero_copy=True, decompress_threads=None,
+                 preprocess_threads=None, read_ahead_frames=4):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size: must be a positive int, got %r" % (batch_size,))
         if dtype not in _DTYPES:
@@ -91,6 +92,12 @@ class Loader:
         if threads is not None and threads < 1:
             raise ValueError("threads: must be >= 1 or None (all usable cores), got %r"
                              % (threads,))
+        for name, value in (("decompress_threads", decompress_threads),
+                            ("preprocess_threads", preprocess_threads)):
+            if value is not None and value < 1:
+                raise ValueError("%s: must be >= 1 or None (threads), got %r" % (name, value))
+        if read_ahead_frames < 1:
+            raise ValueError("read_ahead_frames: must be >= 1, got %r" % (read_ahead_frames,))
         self._device = _device_name(device)
         self._torch_device = torch.device(self._device if self._device.startswith("cuda")
                                           else "cpu")
@@ -100,7 +107,8 @@ class Loader:
         self._core = _sluice._LoaderCore(
             str(path), batch_size, bool(shuffle), int(seed), int(shuffle_window_frames),
             bool(drop_last), self._device, _DTYPES[dtype], mean, std, threads or 0, rank,
-            world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy))
+            world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
+            decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames))
         self._epoch = 0
         self._step = 0
         self._pass = None

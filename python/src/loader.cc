@@ -73,6 +73,9 @@ PipelineOptions LoaderCore::Options(uint64_t epoch, uint64_t step) const {
   o.slice = config_.slice;
   o.on_corrupt = config_.on_corrupt;
   o.resources.threads = config_.threads;
+  o.resources.decompress_threads = config_.decompress_threads;
+  o.resources.preprocess_threads = config_.preprocess_threads;
+  o.resources.read_ahead_frames = config_.read_ahead_frames;
   o.resources.pool_size = config_.pool_size;
   o.resources.device_ring_depth = config_.device_ring_depth;
   o.placement.device = device_.get();
@@ -248,6 +251,10 @@ BottleneckReport Pass::Report() const {
   ComputeStats compute = clock_.stats();
   compute.device = Consumer();
   RunRecord r = RunRecordFromStats(run_->pipeline->Stats(), std::move(compute));
+  // The advice names sluice.Loader's arguments, from the settings this pass ran with.
+  r.consumer = sluice::Consumer::kPython;
+  r.h2d_format = core_->config().format.h2d_format;
+  r.read_ahead_frames = core_->config().read_ahead_frames;
   r.rank = static_cast<int>(core_->config().slice.rank);
   r.world_size = static_cast<int>(core_->config().slice.world_size);
   return AnalyzeRun(r, nullptr, UsableCores());

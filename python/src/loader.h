@@ -34,6 +34,9 @@ struct LoaderConfig {
   DataParallelSlice slice;
   OnCorrupt on_corrupt = OnCorrupt::kFail;
   int threads = 0;
+  int decompress_threads = 0;  // 0: threads
+  int preprocess_threads = 0;  // 0: threads
+  uint32_t read_ahead_frames = 4;
   uint32_t pool_size = 0;
   uint32_t device_ring_depth = 8;
   bool device_zero_copy = true;  // device batches: zero copy (false: the caller copies each)

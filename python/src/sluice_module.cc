@@ -33,7 +33,8 @@ void BindLoader(py::module_& m) {
                        uint32_t window, bool drop_last, const std::string& device,
                        const std::string& format, float mean, float std, int threads, uint32_t rank,
                        uint32_t world_size, const std::string& on_corrupt, uint32_t pool_size,
-                       uint32_t device_ring_depth, bool device_zero_copy) {
+                       uint32_t device_ring_depth, bool device_zero_copy, int decompress_threads,
+                       int preprocess_threads, uint32_t read_ahead_frames) {
         LoaderConfig c;
         c.path = path;
         c.order.batch_size = batch_size;
@@ -50,6 +51,9 @@ void BindLoader(py::module_& m) {
         c.pool_size = pool_size;
         c.device_ring_depth = device_ring_depth;
         c.device_zero_copy = device_zero_copy;
+        c.decompress_threads = decompress_threads;
+        c.preprocess_threads = preprocess_threads;
+        c.read_ahead_frames = read_ahead_frames;
         return LoaderCore::Create(c);
       }))
       .def("steps_per_epoch", &LoaderCore::steps_per_epoch)
