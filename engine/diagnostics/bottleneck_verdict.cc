@@ -41,6 +41,7 @@ std::string Suggestion(Stage s) {
       return "use --h2d-format=u8 (4x fewer bytes than f32) or f16";
     case Stage::kDelivery:
     case Stage::kCompute:
+    case Stage::kLoader:
       return "";
   }
   return "";
