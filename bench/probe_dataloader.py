@@ -3,16 +3,17 @@
 
   PYTHONPATH=build/python /usr/bin/python3 bench/probe_dataloader.py \
       [--data /usr/share/datasets/fashion-mnist] [--batch-size 256] [--steps 60] \
-      [--replay-steps 50] [--repeats 3]
+      [--replay-steps 50] [--chunks 8] [--repeats 3]
 
 The job: Fashion-MNIST's train split through a torchvision-style Dataset whose per-sample
-transform is torchvision's (PIL image, then ToTensor), a DataLoader with num_workers=0, and a
-cheap MLP step (784-64-10, SGD, one torch thread). sluice.probe measures the DataLoader's wait
+transform is torchvision's (PIL image, RandomCrop(28, padding=2), ToTensor), a DataLoader with num_workers=0, and a
+cheap MLP step (784-512-10, SGD, one torch thread). sluice.probe measures the DataLoader's wait
 and the step, replays the last batch for --replay-steps steps and predicts the rate with free
 data. Then the same step runs on sluice.Loader (the same split sharded with
-sluice.write_dataset, ToTensor values, no shuffle), timed after its first batch. Prints, per
-round, the measured DataLoader rate, the prediction, the sluice.Loader rate and the prediction's
-error, the probe's verdict, and one JSON line. python/tests/test_probe.py runs measure() as its
+sluice.write_dataset, ToTensor values, no shuffle, default threads), after its first batch,
+interleaved with the replay in --chunks pairs (measure()). Prints, per round, the measured
+DataLoader rate, the prediction, the sluice.Loader rate and the prediction's error (median
+ratio over the pairs), the probe's verdict, and one JSON line. python/tests/test_probe.py runs measure() as its
 validation.
 """
 import argparse
@@ -43,14 +44,15 @@ class TransformedFashion(torch.utils.data.Dataset):
 
 
 def pil_to_tensor():
-    """torchvision's FashionMNIST transform path: a PIL image, then ToTensor."""
+    """torchvision's FashionMNIST transform path with a common augmentation: a PIL image, a
+    random crop of a 2-pixel padded copy, then ToTensor."""
     from PIL import Image
     from torchvision import transforms
-    to_tensor = transforms.ToTensor()
-    return lambda img: to_tensor(Image.fromarray(img, mode="L"))
+    augment = transforms.Compose([transforms.RandomCrop(28, padding=2), transforms.ToTensor()])
+    return lambda img: augment(Image.fromarray(img, mode="L"))
 
 
-def make_step(hidden=64):
+def make_step(hidden=512):
     """A cheap MLP training step on (images [B,1,28,28] float32, labels [B] int64)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(),
@@ -66,26 +68,24 @@ def make_step(hidden=64):
     return step
 
 
-def sluice_rate(dataset_dir, batch_size, steps, step):
-    """samples/s of `step` fed by sluice.Loader over `steps` batches after the first (which
-    starts the pipeline)."""
-    loader = sluice.Loader(dataset_dir, batch_size=batch_size, shuffle=False)
-    it = iter(loader)
-    x, y = next(it)
-    step(x, y)
+def sluice_rate(batches, steps, step):
+    """samples/s of `step` over the next `steps` batches of the iterator `batches`."""
     n = 0
     t0 = time.perf_counter()
-    for i, (x, y) in enumerate(it):
-        if i == steps:
-            break
+    for _ in range(steps):
+        x, y = next(batches)
         step(x, y)
         n += y.shape[0]
     return n / (time.perf_counter() - t0)
 
 
-def measure(images, labels, dataset_dir, batch_size=256, steps=60, replay_steps=50):
-    """One round: the probe's figures over a DataLoader-bound job and the sluice.Loader rate of
-    the same step. Returns a dict of rates (samples/s), the error and the verdict."""
+def measure(images, labels, dataset_dir, batch_size=256, steps=60, replay_steps=50, chunks=8):
+    """The probe's figures over a DataLoader-bound job, then its prediction against the
+    sluice.Loader rate of the same step: `chunks` times a replay of replay_steps / chunks steps
+    (each one the probe's prediction) then as many steps on sluice.Loader. Interleaved in pairs
+    so that both halves of a pair see the same load on a shared machine: the error is that of
+    the median ratio prediction / sluice rate over the pairs. Returns a dict of rates
+    (samples/s, medians over the pairs), the error and the verdict."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -97,19 +97,28 @@ def measure(images, labels, dataset_dir, batch_size=256, steps=60, replay_steps=
             if i == steps:  # this next() ended the last counted step
                 break
             step(x, y)
-        for x, y in p.replay(steps=replay_steps):
-            step(x, y)
-        report = p.report()
-        measured_sluice = sluice_rate(dataset_dir, batch_size, steps, step)
+        batches = iter(sluice.Loader(dataset_dir, batch_size=batch_size, shuffle=False))
+        step(*next(batches))  # starts the pipeline
+        per_chunk = max(1, replay_steps // chunks)
+        predictions, rates = [], []
+        for _ in range(chunks):
+            for x, y in p.replay(steps=per_chunk):
+                step(x, y)
+            report = p.report()
+            predictions.append(report["probe"]["free_data_samples_per_s"])
+            rates.append(sluice_rate(batches, per_chunk, step))
     finally:
         torch.set_num_threads(threads)
-    predicted = report["probe"]["free_data_samples_per_s"]
+    predicted = statistics.median(predictions)
+    measured_sluice = statistics.median(rates)
+    ratio = statistics.median(a / b for a, b in zip(predictions, rates))
     return {"dataloader": report["measured_samples_per_s"], "predicted": predicted,
             "speedup": report["probe"]["speedup"], "sluice": measured_sluice,
-            "error_pct": 100.0 * abs(predicted - measured_sluice) / measured_sluice,
+            "error_pct": 100.0 * abs(ratio - 1), "ratio": ratio,
             "verdict": report["verdict"]["class"],
             "limiting_stage": report["verdict"]["limiting_stage"],
-            "sentence": report["verdict"]["sentence"], "text": p.report_text()}
+            "sentence": report["verdict"]["sentence"], "predictions": predictions,
+            "sluice_rates": rates, "text": p.report_text()}
 
 
 def load_train(data):
@@ -126,6 +135,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--replay-steps", type=int, default=50)
+    ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     images, labels = load_train(args.data)
@@ -133,10 +143,11 @@ def main():
         sluice.write_dataset(tmp, "train", images, labels)
         rounds = []
         for r in range(args.repeats):
-            m = measure(images, labels, tmp, args.batch_size, args.steps, args.replay_steps)
+            m = measure(images, labels, tmp, args.batch_size, args.steps, args.replay_steps,
+                        args.chunks)
             rounds.append(m)
             print("round %d: DataLoader %8.0f samples/s (%s, limit %s); predicted with free data "
-                  "%8.0f (%.2fx); sluice.Loader %8.0f; error %.1f%%"
+                  "%8.0f (%.2fx); sluice.Loader %8.0f; error %.1f%% (median of the pairs)"
                   % (r + 1, m["dataloader"], m["verdict"], m["limiting_stage"], m["predicted"],
                      m["speedup"], m["sluice"], m["error_pct"]))
         print(rounds[-1]["text"], end="")

@@ -72,6 +72,11 @@ class _Clock:
             self.max_wait_ns = max(self.max_wait_ns, wait)
             self._pending = None
 
+    def drop_unfinished(self):
+        # A pass left by a `break`: its last step never ended, and the time until the next pass
+        # starts is not a step.
+        self._pending = None
+
     def returned(self, entered_at, now, samples):
         self._pending = (now, now - entered_at, samples)
 
@@ -105,6 +110,7 @@ class Probe:
         return n
 
     def __iter__(self):
+        self._run.drop_unfinished()
         return _ProbeIterator(self, iter(self._iterable))
 
     def __len__(self):
