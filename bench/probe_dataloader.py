@@ -6,15 +6,15 @@
       [--replay-steps 50] [--chunks 8] [--repeats 3]
 
 The job: Fashion-MNIST's train split through a torchvision-style Dataset whose per-sample
-transform is torchvision's (PIL image, RandomCrop(28, padding=2), ToTensor), a DataLoader with num_workers=0, and a
-cheap MLP step (784-512-10, SGD, one torch thread). sluice.probe measures the DataLoader's wait
-and the step, replays the last batch for --replay-steps steps and predicts the rate with free
+transform is torchvision's (PIL image, RandomCrop(28, padding=2), ToTensor), a DataLoader with
+num_workers=0, and a cheap MLP step (784-512-10, SGD, one torch thread). sluice.probe measures
+the DataLoader's wait and the step, replays the last batch and predicts the rate with free
 data. Then the same step runs on sluice.Loader (the same split sharded with
-sluice.write_dataset, ToTensor values, no shuffle, default threads), after its first batch,
+sluice.write_dataset, ToTensor values, no shuffle, default threads) after its first batch,
 interleaved with the replay in --chunks pairs (measure()). Prints, per round, the measured
 DataLoader rate, the prediction, the sluice.Loader rate and the prediction's error (median
-ratio over the pairs), the probe's verdict, and one JSON line. python/tests/test_probe.py runs measure() as its
-validation.
+ratio over the pairs), the probe's verdict, and one JSON line. python/tests/test_probe.py runs
+measure() as its validation.
 """
 import argparse
 import gzip
