@@ -3,7 +3,7 @@
 
   PYTHONPATH=build/python /usr/bin/python3 bench/probe_dataloader.py \
       [--data /usr/share/datasets/fashion-mnist] [--batch-size 256] [--steps 60] \
-      [--replay-steps 50] [--chunks 8] [--repeats 3]
+      [--replay-steps 60] [--chunks 20] [--repeats 3]
 
 The job: Fashion-MNIST's train split through a torchvision-style Dataset whose per-sample
 transform is torchvision's (PIL image, RandomCrop(28, padding=2), ToTensor), a DataLoader with
@@ -82,10 +82,10 @@ def sluice_rate(batches, steps, step):
 def measure(images, labels, dataset_dir, batch_size=256, steps=60, replay_steps=50, chunks=8):
     """The probe's figures over a DataLoader-bound job, then its prediction against the
     sluice.Loader rate of the same step: `chunks` times a replay of replay_steps / chunks steps
-    (each one the probe's prediction) then as many steps on sluice.Loader. Interleaved in pairs
-    so that both halves of a pair see the same load on a shared machine: the error is that of
-    the median ratio prediction / sluice rate over the pairs. Returns a dict of rates
-    (samples/s, medians over the pairs), the error and the verdict."""
+    then as many steps on sluice.Loader. Interleaved in pairs so that both halves of a pair see
+    the same load on a shared machine: the error is that of the median ratio (replay rate /
+    sluice rate) over the pairs. Returns a dict of rates (samples/s: the probe's prediction over
+    all the replays, the median sluice rate), the error and the verdict."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -101,15 +101,19 @@ def measure(images, labels, dataset_dir, batch_size=256, steps=60, replay_steps=
         step(*next(batches))  # starts the pipeline
         per_chunk = max(1, replay_steps // chunks)
         predictions, rates = [], []
+        done = (0.0, 0.0)  # replayed samples and seconds so far (the probe adds replays up)
         for _ in range(chunks):
             for x, y in p.replay(steps=per_chunk):
                 step(x, y)
             report = p.report()
-            predictions.append(report["probe"]["free_data_samples_per_s"])
+            seconds = report["probe"]["replay_seconds"]
+            samples = report["probe"]["replay_samples_per_s"] * seconds
+            predictions.append((samples - done[0]) / (seconds - done[1]))
+            done = (samples, seconds)
             rates.append(sluice_rate(batches, per_chunk, step))
     finally:
         torch.set_num_threads(threads)
-    predicted = statistics.median(predictions)
+    predicted = report["probe"]["free_data_samples_per_s"]  # over every replayed chunk
     measured_sluice = statistics.median(rates)
     ratio = statistics.median(a / b for a, b in zip(predictions, rates))
     return {"dataloader": report["measured_samples_per_s"], "predicted": predicted,
@@ -134,8 +138,8 @@ def main():
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--replay-steps", type=int, default=50)
-    ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--replay-steps", type=int, default=60)
+    ap.add_argument("--chunks", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     images, labels = load_train(args.data)

@@ -119,7 +119,9 @@ class Probe:
     def replay(self, steps=50, batch="last"):
         """The what-if with free data: an iterator that yields one cached batch (`batch`:
         "last" or "first" seen by the probe) `steps` times, timing your step on it. Run your
-        own step in the loop; the report then predicts the rate without the loader's wait."""
+        own step in the loop; the report then predicts the rate without the loader's wait.
+        Replays of the same batch add up (short ones interleaved with other work give one
+        rate); a replay of the other batch starts the figures anew."""
         if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
             raise ValueError("replay: steps must be a positive int, got %r" % (steps,))
         if batch not in ("first", "last"):
@@ -127,8 +129,10 @@ class Probe:
         cached = self._first if batch == "first" else self._last
         if cached is None:
             raise ValueError("replay: the probe has not seen a batch yet; iterate it first")
-        self._replay = _Clock()
-        self._replay_batch = batch
+        if batch != self._replay_batch:
+            self._replay = _Clock()
+            self._replay_batch = batch
+        self._replay.drop_unfinished()
         return _ReplayIterator(self._replay, cached, steps, self._samples(cached))
 
     def _analyze(self):
