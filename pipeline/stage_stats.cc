@@ -19,7 +19,8 @@ constexpr auto kStageNames = MakeEnumNames<Stage>({{Stage::kRead, "read"},
                                                    {Stage::kPinnedWait, "pinned_wait"},
                                                    {Stage::kH2D, "h2d"},
                                                    {Stage::kDelivery, "delivery"},
-                                                   {Stage::kCompute, "compute"}});
+                                                   {Stage::kCompute, "compute"},
+                                                   {Stage::kLoader, "loader"}});
 }  // namespace
 
 absl::string_view StageName(Stage s) { return kStageNames.Name(s); }

@@ -26,6 +26,8 @@ namespace sluice {
 // kCompute is the training step that consumes the batches: not a pipeline stage (the first
 // kNumPipelineStages values are; PipelineStats has no kCompute entry), but a row of the
 // bottleneck report (engine/diagnostics/bottleneck_report.h) and a target of --inject-delay.
+// kLoader is another library's loader measured from outside (sluice.probe,
+// engine/diagnostics/loader_probe.h): a row of a probe's report only.
 enum class Stage : uint8_t {
   kRead = 0,
   kDecompress,
@@ -34,9 +36,10 @@ enum class Stage : uint8_t {
   kH2D,
   kDelivery,
   kCompute,
+  kLoader,
 };
 inline constexpr int kNumPipelineStages = 6;  // kRead .. kDelivery
-// "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery", "compute"
+// "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery", "compute", "loader"
 absl::string_view StageName(Stage s);
 // Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., compute)".
 absl::StatusOr<Stage> ParseStage(absl::string_view name);

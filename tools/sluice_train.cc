@@ -395,7 +395,8 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
                         absl::StrCat("expected STAGE:MICROSECONDS, got \"", item, "\""));
     }
     auto stage = ParseStage(kv.first);
-    if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery) {
+    if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery ||
+        *stage == Stage::kLoader) {
       return UsageError("inject-delay",
                         absl::StrCat("unknown stage \"", kv.first,
                                      "\" (read, decompress, preprocess, h2d, compute)"));

@@ -68,6 +68,7 @@ void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
         break;
       case Stage::kPinnedWait:
       case Stage::kDelivery:
+      case Stage::kLoader:
         break;
     }
     if (r.ceiling_samples_per_s && r.capacity_samples_per_s) {

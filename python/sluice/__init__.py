@@ -6,6 +6,9 @@
         ...
     print(loader.report_text())      # which stage limits the run: your step, or the data
 
+    p = sluice.probe(dataloader)     # any other loader: its wait, your step, and what
+    for x, y in p: ...               # replacing it would gain (p.replay(steps=50))
+
 Batches are zero-copy views of the pipeline's buffers (DLPack); a buffer goes back to the
 pipeline when torch frees the last tensor that views it. A caller that keeps many batches gets
 copies once it holds half of the buffers (docs/python.md, "Zero copy").
@@ -15,8 +18,9 @@ import torch.utils.dlpack
 
 from . import _sluice
 from ._sluice import DataLossError, Dataset
+from .probe import Probe, probe
 
-__all__ = ["Loader", "Dataset", "DataLossError", "write_dataset"]
+__all__ = ["Loader", "Dataset", "DataLossError", "write_dataset", "probe", "Probe"]
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
 

@@ -6,6 +6,7 @@
 //   loader.h   the loader and its passes (sluice.Loader)
 //   dataset.h  random access to records (sluice.Dataset)
 //   writer.h   sluice.write_dataset
+//   probe.h    sluice.probe's report (the C++ report of another loader's figures)
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "python/src/dataset.h"
 #include "python/src/errors.h"
 #include "python/src/loader.h"
+#include "python/src/probe.h"
 #include "python/src/writer.h"
 
 namespace py = pybind11;
@@ -130,4 +132,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::BindLoader(m);
   sluice::python::BindDataset(m);
   sluice::python::BindFunctions(m);
+  sluice::python::BindProbe(m);
 }

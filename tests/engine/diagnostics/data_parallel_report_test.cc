@@ -209,6 +209,7 @@ TEST(DataParallelReportTest, JsonHasEveryDocumentedDataParallelFieldAndNoOther) 
   ASSERT_TRUE(doc.good());
   std::set<std::string> documented;  // every table: the single-process one and the data-parallel
   for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("## Probe reports", 0) == 0) break;  // sluice.probe's, not a sluice run's
     if (line.rfind("| `", 0) != 0) continue;
     documented.insert(line.substr(3, line.find('`', 3) - 3));
   }

@@ -1,0 +1,212 @@
+"""sluice.probe: the bottleneck report of any loader around your own training step.
+
+    p = sluice.probe(dataloader)           # a torch DataLoader, or any iterable of batches
+    for x, y in p:                         # your loop, unchanged
+        step(x, y)
+    for x, y in p.replay(steps=50):        # the what-if: the same step on one cached batch
+        step(x, y)
+    print(p.report_text())                 # loader or compute; "replacing the loader could
+                                           # reach up to X samples/s (Y x)"
+
+Per step the probe measures the exposed wait (the time blocked in next() of the wrapped
+iterator) and the step time (from next() returning to the following next() call). The span the
+report covers is each pass's first next() to its last step's end; the measured rate is samples
+/ that span. The report, its verdict and its JSON are the C++ report's
+(engine/diagnostics/loader_probe.h; docs/bottleneck.md, "Any loader: sluice.probe").
+"""
+import json
+import time
+
+import torch
+
+from . import _sluice
+
+__all__ = ["probe", "Probe"]
+
+
+def _count_samples(batch):
+    """Samples in a batch: the length of its first tensor (or array), searching tuples, lists
+    and dicts in order; None when there is none."""
+    if isinstance(batch, torch.Tensor) or hasattr(batch, "shape"):
+        return int(batch.shape[0]) if len(batch.shape) > 0 else None
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (tuple, list)):
+        for item in batch:
+            n = _count_samples(item)
+            if n is not None:
+                return n
+    return None
+
+
+def _describe(iterable):
+    """The loader's name for the report: its type, and num_workers for a DataLoader."""
+    kind = type(iterable)
+    name = "%s.%s" % (kind.__module__, kind.__qualname__)
+    workers = getattr(iterable, "num_workers", None)
+    return name if workers is None else "%s (num_workers=%d)" % (name, workers)
+
+
+def _synchronize_cuda():
+    # A step that enqueued CUDA work has not finished until the device has: the last step's end
+    # is taken after it, so the span covers the work of every counted step.
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+class _Clock:
+    """Steps of one kind (the real loader, or the replay): a step's wait is counted together
+    with the step when the loop asks for the next batch, so wait + step is the span exactly."""
+
+    def __init__(self):
+        self.steps = self.samples = self.wait_ns = self.step_ns = self.max_wait_ns = 0
+        self._pending = None  # (returned_at, wait_ns, samples) of the batch being stepped on
+
+    def entered(self, now):
+        if self._pending is not None:
+            returned_at, wait, samples = self._pending
+            self.steps += 1
+            self.samples += samples
+            self.wait_ns += wait
+            self.step_ns += now - returned_at
+            self.max_wait_ns = max(self.max_wait_ns, wait)
+            self._pending = None
+
+    def drop_unfinished(self):
+        # A pass left by a `break`: its last step never ended, and the time until the next pass
+        # starts is not a step.
+        self._pending = None
+
+    def returned(self, entered_at, now, samples):
+        self._pending = (now, now - entered_at, samples)
+
+
+class Probe:
+    """Wraps `iterable` (a DataLoader, or any iterable of batches). Iterate it as the iterable
+    itself; each iteration is one pass over it. `batch_size`: the samples per batch when the
+    batch holds no tensor to count (default: the length of the batch's first tensor)."""
+
+    def __init__(self, iterable, batch_size=None, name=None):
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size <= 0):
+            raise ValueError("batch_size: must be a positive int or None, got %r" % (batch_size,))
+        self._iterable = iterable
+        self._batch_size = batch_size
+        self._name = name or _describe(iterable)
+        self._run = _Clock()
+        self._replay = _Clock()
+        self._replay_batch = ""
+        self._passes = 0
+        self._first = None  # the first batch seen, and the last
+        self._last = None
+
+    def _samples(self, batch):
+        if self._batch_size is not None:
+            return self._batch_size
+        n = _count_samples(batch)
+        if n is None:
+            raise ValueError("probe: cannot count the samples of a batch of type %s (no tensor "
+                             "or array in it); pass batch_size=" % type(batch).__name__)
+        return n
+
+    def __iter__(self):
+        self._run.drop_unfinished()
+        return _ProbeIterator(self, iter(self._iterable))
+
+    def __len__(self):
+        return len(self._iterable)
+
+    def replay(self, steps=50, batch="last"):
+        """The what-if with free data: an iterator that yields one cached batch (`batch`:
+        "last" or "first" seen by the probe) `steps` times, timing your step on it. Run your
+        own step in the loop; the report then predicts the rate without the loader's wait.
+        Replays of the same batch add up (short ones interleaved with other work give one
+        rate); a replay of the other batch starts the figures anew."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+            raise ValueError("replay: steps must be a positive int, got %r" % (steps,))
+        if batch not in ("first", "last"):
+            raise ValueError("replay: batch must be 'first' or 'last', got %r" % (batch,))
+        cached = self._first if batch == "first" else self._last
+        if cached is None:
+            raise ValueError("replay: the probe has not seen a batch yet; iterate it first")
+        if batch != self._replay_batch:
+            self._replay = _Clock()
+            self._replay_batch = batch
+        self._replay.drop_unfinished()
+        return _ReplayIterator(self._replay, cached, steps, self._samples(cached))
+
+    def _analyze(self):
+        r, q = self._run, self._replay
+        return _sluice.analyze_probe(
+            self._name, self._passes, r.steps, r.samples, r.wait_ns, r.step_ns, r.max_wait_ns,
+            q.steps, q.samples, q.wait_ns + q.step_ns, self._replay_batch if q.steps else "")
+
+    def report(self):
+        """The report as a dict: the schema of sluice-train --report-json
+        (docs/report-schema.md) with two stages, loader and compute, and a "probe" object."""
+        return json.loads(self._analyze()[0])
+
+    def report_text(self):
+        """The report's rows, rates, verdict and notes, as text."""
+        return self._analyze()[1]
+
+
+class _ProbeIterator:
+    def __init__(self, probe, inner):
+        self._probe = probe
+        self._inner = inner
+        self._counted_pass = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        probe = self._probe
+        entered = time.perf_counter_ns()  # the end of the step on the previous batch
+        try:
+            batch = next(self._inner)
+        except StopIteration:
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                _synchronize_cuda()
+                entered = time.perf_counter_ns()
+            probe._run.entered(entered)
+            raise
+        now = time.perf_counter_ns()
+        probe._run.entered(entered)
+        samples = probe._samples(batch)
+        if not self._counted_pass:
+            probe._passes += 1
+            self._counted_pass = True
+        if probe._first is None:
+            probe._first = batch
+        probe._last = batch
+        probe._run.returned(entered, now, samples)
+        return batch
+
+
+class _ReplayIterator:
+    def __init__(self, clock, batch, steps, samples):
+        self._clock = clock
+        self._batch = batch
+        self._left = steps
+        self._samples = samples
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._left == 0:
+            _synchronize_cuda()
+            self._clock.entered(time.perf_counter_ns())
+            raise StopIteration
+        entered = time.perf_counter_ns()
+        self._clock.entered(entered)
+        self._left -= 1
+        self._clock.returned(entered, time.perf_counter_ns(), self._samples)
+        return self._batch
+
+
+def probe(iterable, batch_size=None, name=None):
+    """Wraps any iterable of batches (a torch DataLoader, another library's iterator) so that
+    iterating it measures the loader's exposed wait and your step's time; see Probe."""
+    return Probe(iterable, batch_size=batch_size, name=name)
