@@ -125,3 +125,5 @@ AutotuneDecision Autotune(const PipelineResources& current, const PipelineStats&
   }
   return d;
 }
+
+}  // namespace sluice
