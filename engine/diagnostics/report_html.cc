@@ -31,8 +31,6 @@ h2{font-size:15px;margin:0 0 8px;color:#333}
 .meta{color:#555;font-size:13px}
 .verdict{border-left:6px solid #d62728;background:#fff;padding:10px 14px;margin:14px 0;
   font-size:15px;line-height:1.4}
-.cls{display:inline-block;background:#d62728;color:#fff;border-radius:4px;padding:1px 8px;
-  font-weight:700;margin-right:8px}
 .chain{display:flex;align-items:stretch;margin:18px 0 18px}
 .stage{flex:1 1 0;min-width:0;background:#fff;border:2px solid #b8b8b8;border-radius:8px;
   padding:9px 10px;font-size:12.5px;position:relative;line-height:1.45}
@@ -50,6 +48,10 @@ h2{font-size:15px;margin:0 0 8px;color:#333}
   font-weight:700;padding:1px 7px;border-radius:4px;letter-spacing:.5px}
 .row{display:flex;gap:18px;flex-wrap:wrap;margin-bottom:16px}
 .panel{background:#fff;border:1px solid #d8d8d8;border-radius:8px;padding:10px 14px}
+.panel .small{max-width:820px}
+.notes{flex:1 1 0;min-width:300px}
+.whatif{max-width:440px}
+td.small{text-align:left}
 table{border-collapse:collapse;font-size:13px}
 td,th{padding:3px 10px;text-align:right}
 th{background:#efefef}
@@ -132,7 +134,7 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
     absl::StrAppend(&out,
                     Bar(pool > 0 ? static_cast<double>(r.queue_high_water) / pool : 0, "fill occ"),
                     "<div class=\"small\">batches waited ", Seconds(r.busy_ns),
-                    " in all for a buffer</div></div>");
+                    " for a buffer (summed over batches)</div></div>");
     return out;
   }
   if (r.stage == Stage::kH2D) {
@@ -201,8 +203,8 @@ std::string Header(const BottleneckReport& rep, const HtmlExtras& extras) {
                                 : std::string(StageName(rep.limiting_stage));
   absl::StrAppend(&out, "<p class=\"verdict\" id=\"verdict\" data-class=\"",
                   VerdictClassName(rep.verdict), "\" data-limiting-stage=\"",
-                  rep.verdict == VerdictClass::kNoData ? "" : limit, "\"><span class=\"cls\">",
-                  VerdictClassName(rep.verdict), "</span>", HtmlEscape(rep.sentence), "</p>");
+                  rep.verdict == VerdictClass::kNoData ? "" : limit, "\">",
+                  HtmlEscape(rep.sentence), "</p>");
   return out;
 }
 
@@ -213,18 +215,18 @@ std::string WhatIfTable(const std::vector<HtmlWhatIfRow>& rows) {
     if (r.note.empty() && r.free_stage != "normal") best = std::max(best, r.speedup);
   }
   std::string out =
-      "<div class=\"panel\"><h2>What if a stage were free (--what-if=all)</h2>"
+      "<div class=\"panel whatif\"><h2>What if a stage were free (--what-if=all)</h2>"
       "<table id=\"what-if\"><tr><th>free stage</th><th>samples/s</th><th>speedup</th>"
       "<th></th></tr>";
   for (const HtmlWhatIfRow& r : rows) {
     if (!r.note.empty()) {
-      absl::StrAppend(&out, "<tr><td>", HtmlEscape(r.free_stage), "</td><td>-</td><td>-</td><td>",
-                      HtmlEscape(r.note), "</td></tr>");
+      absl::StrAppend(&out, "<tr><td>", HtmlEscape(r.free_stage),
+                      "</td><td colspan=\"3\" class=\"small\">", HtmlEscape(r.note), "</td></tr>");
       continue;
     }
     const bool is_best = r.free_stage != "normal" && r.speedup == best && best > 0;
     absl::StrAppendFormat(&out,
-                          "<tr%s><td>%s</td><td>%.0f</td><td>%.2fx</td><td style=\"width:160px\">"
+                          "<tr%s><td>%s</td><td>%.0f</td><td>%.2fx</td><td style=\"width:110px\">"
                           "%s</td></tr>",
                           is_best ? " class=\"best\"" : "", HtmlEscape(r.free_stage),
                           r.samples_per_s, r.speedup, Bar(best > 0 ? r.speedup / best : 0));
@@ -236,7 +238,8 @@ std::string WhatIfTable(const std::vector<HtmlWhatIfRow>& rows) {
 
 std::string Notes(const BottleneckReport& rep) {
   std::string out = absl::StrFormat(
-      "<div class=\"panel\"><h2>Resources</h2><div class=\"small\">pool %d pinned buffers, frame "
+      "<div class=\"panel notes\"><h2>Resources</h2><div class=\"small\">pool %d pinned buffers, "
+      "frame "
       "budget %d, device ring %d; slowest capacity %s; CPU limit %s on %d cores</div>",
       rep.pipeline.pool_buffers, rep.pipeline.frame_budget, rep.pipeline.ring_depth,
       FormatRate(rep.capacity_limit_samples_per_s), FormatRate(rep.cpu_limit_samples_per_s),
@@ -289,9 +292,11 @@ std::string ReportToHtml(const BottleneckReport& report, const HtmlExtras& extra
   std::string out =
       absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>",
                    HtmlEscape(extras.title), "</title><style>", kStyle, "</style></head><body>\n");
+  // Sized for one 1400 x 1000 screen: the experiment beside the timeline, then the epochs
+  // beside the resources.
   absl::StrAppend(&out, Header(report, extras), "\n", Chain(report), "\n<div class=\"row\">",
-                  EpochChart(extras.epochs), TimelineChart(extras.timeline), "</div>\n");
-  absl::StrAppend(&out, "<div class=\"row\">", WhatIfTable(extras.what_if), Notes(report),
+                  WhatIfTable(extras.what_if), TimelineChart(extras.timeline), "</div>\n");
+  absl::StrAppend(&out, "<div class=\"row\">", EpochChart(extras.epochs), Notes(report),
                   "</div>\n</body></html>\n");
   return out;
 }

@@ -12,10 +12,16 @@
 namespace sluice::report_html_internal {
 namespace {
 
-// The plot area inside each chart's SVG.
-constexpr int kWidth = 620, kHeight = 230;
-constexpr int kLeft = 64, kRight = 12, kTop = 12, kBottom = 36;
-constexpr int kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
+// A chart's SVG size and the plot area inside it.
+struct Frame {
+  int width = 0, height = 0;
+  static constexpr int kLeft = 64, kRight = 16, kTop = 12, kBottom = 36;
+  int plot_w() const { return width - kLeft - kRight; }
+  int plot_h() const { return height - kTop - kBottom; }
+  int bottom() const { return kTop + plot_h(); }
+};
+constexpr Frame kEpochFrame{440, 210};
+constexpr Frame kTimelineFrame{780, 210};
 constexpr char kComputeColour[] = "#4c78a8";
 constexpr char kWaitColour[] = "#f58518";
 constexpr char kOtherColour[] = "#bab0ac";
@@ -36,28 +42,28 @@ double NiceStep(double max) {
   return 10 * magnitude;
 }
 
-std::string OpenSvg(const char* id, const char* label) {
+std::string OpenSvg(const Frame& f, const char* id, const char* label) {
   return absl::StrFormat(
       "<svg id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" "
       "aria-label=\"%s\">",
-      id, kWidth, kHeight, kWidth, kHeight, label);
+      id, f.width, f.height, f.width, f.height, label);
 }
 
 // A horizontal grid line at `y` with `label` left of the axis.
-std::string GridLine(double y, const std::string& label) {
+std::string GridLine(const Frame& f, double y, const std::string& label) {
   return absl::StrFormat(
       "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>",
-      kLeft, kLeft + kPlotW, y, y, kLeft - 6, y + 4, label);
+      f.kLeft, f.kLeft + f.plot_w(), y, y, f.kLeft - 6, y + 4, label);
 }
 
-std::string Axes(const char* x_title, const char* y_title) {
+std::string Axes(const Frame& f, const char* x_title, const char* y_title) {
   return absl::StrFormat(
       "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#888\"/>"
       "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>"
       "<text x=\"12\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 12 %d)\">%s</text>",
-      kLeft, kLeft + kPlotW, kTop + kPlotH, kTop + kPlotH, kLeft + kPlotW / 2, kHeight - 4, x_title,
-      kTop + kPlotH / 2, kTop + kPlotH / 2, y_title);
+      f.kLeft, f.kLeft + f.plot_w(), f.bottom(), f.bottom(), f.kLeft + f.plot_w() / 2, f.height - 4,
+      x_title, f.kTop + f.plot_h() / 2, f.kTop + f.plot_h() / 2, y_title);
 }
 
 std::string Rect(double x, double y, double w, double h, const char* colour) {
@@ -83,30 +89,31 @@ std::string EpochChart(const std::vector<EpochRate>& epochs) {
   if (epochs.empty() || max <= 0) {
     return absl::StrCat(out, "<div class=\"small\">no epoch was completed in this run</div></div>");
   }
+  const Frame& f = kEpochFrame;
   const double step = NiceStep(max);
   const double top = std::ceil(max / step) * step;
-  absl::StrAppend(&out, OpenSvg("epochs", "samples per second in each epoch"));
+  absl::StrAppend(&out, OpenSvg(f, "epochs", "samples per second in each epoch"));
   for (double v = 0; v <= top + step / 2; v += step) {
-    absl::StrAppend(&out, GridLine(kTop + kPlotH * (1 - v / top), CompactRate(v)));
+    absl::StrAppend(&out, GridLine(f, f.kTop + f.plot_h() * (1 - v / top), CompactRate(v)));
   }
   const int n = static_cast<int>(epochs.size());
-  const double band = static_cast<double>(kPlotW) / n;
+  const double band = static_cast<double>(f.plot_w()) / n;
   const int label_every = (n + 19) / 20;
   for (int i = 0; i < n; ++i) {
     const EpochRate& e = epochs[i];
-    const double h = kPlotH * e.samples_per_s / top;
-    const double x = kLeft + i * band;
-    absl::StrAppend(&out, Rect(x + band * 0.15, kTop + kPlotH - h, band * 0.7, h, kComputeColour));
+    const double h = f.plot_h() * e.samples_per_s / top;
+    const double x = f.kLeft + i * band;
+    absl::StrAppend(&out, Rect(x + band * 0.15, f.bottom() - h, band * 0.7, h, kComputeColour));
     if (n <= 12) {
       absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>",
-                            x + band / 2, kTop + kPlotH - h - 4, CompactRate(e.samples_per_s));
+                            x + band / 2, f.bottom() - h - 4, CompactRate(e.samples_per_s));
     }
     if (i % label_every == 0) {
       absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>",
-                            x + band / 2, kTop + kPlotH + 14, e.epoch + 1);
+                            x + band / 2, f.bottom() + 14, e.epoch + 1);
     }
   }
-  return absl::StrCat(out, Axes("epoch", "samples/s"), "</svg></div>");
+  return absl::StrCat(out, Axes(f, "epoch", "samples/s"), "</svg></div>");
 }
 
 std::string TimelineChart(const ComputeTimeline& t) {
@@ -115,29 +122,35 @@ std::string TimelineChart(const ComputeTimeline& t) {
   if (used == 0) {
     return absl::StrCat(out, "<div class=\"small\">no step was timed in this run</div></div>");
   }
-  absl::StrAppend(&out, OpenSvg("timeline", "share of wall time computing and waiting"));
+  const Frame& f = kTimelineFrame;
+  absl::StrAppend(&out, OpenSvg(f, "timeline", "share of wall time computing and waiting"));
   for (int pct : {0, 50, 100}) {
-    absl::StrAppend(&out, GridLine(kTop + kPlotH * (1 - pct / 100.0), absl::StrCat(pct, "%")));
+    absl::StrAppend(&out,
+                    GridLine(f, f.kTop + f.plot_h() * (1 - pct / 100.0), absl::StrCat(pct, "%")));
   }
-  const double band = static_cast<double>(kPlotW) / used;
+  const double band = static_cast<double>(f.plot_w()) / used;
   for (int i = 0; i < used; ++i) {
     const int64_t lo = t.origin_ns + i * t.bucket_ns;
     const double covered = static_cast<double>(std::min(lo + t.bucket_ns, t.end_ns) - lo);
     if (covered <= 0) continue;
     const double compute = std::clamp(t.compute_ns[i] / covered, 0.0, 1.0);
     const double other = std::clamp(t.other_ns[i] / covered, 0.0, 1.0 - compute);
-    const double x = kLeft + i * band, w = band + 0.3;  // overlap: no hairline gaps
-    const double compute_h = kPlotH * compute, other_h = kPlotH * other;
-    absl::StrAppend(&out, Rect(x, kTop, w, kPlotH - compute_h - other_h, kWaitColour),
-                    Rect(x, kTop + kPlotH - compute_h - other_h, w, other_h, kOtherColour),
-                    Rect(x, kTop + kPlotH - compute_h, w, compute_h, kComputeColour));
+    const double x = f.kLeft + i * band, w = band + 0.3;  // overlap: no hairline gaps
+    const double compute_h = f.plot_h() * compute, other_h = f.plot_h() * other;
+    absl::StrAppend(&out, Rect(x, f.kTop, w, f.plot_h() - compute_h - other_h, kWaitColour),
+                    Rect(x, f.bottom() - compute_h - other_h, w, other_h, kOtherColour),
+                    Rect(x, f.bottom() - compute_h, w, compute_h, kComputeColour));
   }
   const double span_s = (t.end_ns - t.origin_ns) / 1e9;
   for (int k = 0; k <= 4; ++k) {
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.3g s</text>",
-                          kLeft + kPlotW * k / 4.0, kTop + kPlotH + 14, span_s * k / 4);
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%.3g s</text>",
+                          f.kLeft + f.plot_w() * k / 4.0, f.bottom() + 14,
+                          k == 0   ? "start"
+                          : k == 4 ? "end"
+                                   : "middle",
+                          span_s * k / 4);
   }
-  absl::StrAppend(&out, Axes("time since the first step", "share of wall time"), "</svg>");
+  absl::StrAppend(&out, Axes(f, "time since the first step", "share of wall time"), "</svg>");
   absl::StrAppendFormat(
       &out,
       "<div class=\"small legend\">%s%s%s</div><div class=\"small\">per bucket of %.3g ms: the "
