@@ -29,6 +29,7 @@ PACKAGES=(
   pybind11-dev python3-pybind11 python3-dev  # the extension module _sluice (pybind11 2.10, Python headers)
   libdlpack-dev                  # dlpack/dlpack.h: batches cross to PyTorch as DLPack tensors
   python3-pytest                 # python/tests, run by ctest (README's test command)
+  chromium                       # renders --report-html headless (tests/tools/report_html_browser_test.py)
   python3-pip python3-setuptools python3-wheel  # `pip install .` offline (setup.py drives CMake)
 )
 

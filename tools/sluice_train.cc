@@ -112,6 +112,9 @@ ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
 ABSL_FLAG(std::string, report_json, "",
           "Write the bottleneck report as JSON "
           "(docs/report-schema.md)");
+ABSL_FLAG(std::string, report_html, "",
+          "Write the bottleneck report as one self-contained HTML page (the chain of stages, "
+          "the limit, the what-if table, the rate per epoch, a wait/compute timeline)");
 ABSL_FLAG(int64_t, report_every, 0, "Also print a short report every N steps (0: only at the end)");
 ABSL_FLAG(std::string, trace, "",
           "Write a Chrome/Perfetto trace of the pipeline stages and "

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(int64_t, progress_every);
 ABSL_DECLARE_FLAG(bool, quiet);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_json);
+ABSL_DECLARE_FLAG(std::string, report_html);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(std::string, what_if);
 ABSL_DECLARE_FLAG(bool, check_advice);

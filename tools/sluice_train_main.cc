@@ -31,6 +31,7 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/report_html.h"
 #include "engine/dist/communicator.h"
 #include "engine/job/advice_check.h"
 #include "engine/job/job_report.h"
@@ -233,9 +234,11 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
   }
 }
 
-// --what-if=all: the normal run, then each stage made free in turn, in one table.
+// --what-if=all: the normal run, then each stage made free in turn, in one table; its rows
+// are kept for the HTML report.
 absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
-                              const TrainJobResult& normal, const BottleneckReport& report) {
+                              const TrainJobResult& normal, const BottleneckReport& report,
+                              std::vector<HtmlWhatIfRow>* kept) {
   ASSIGN_OR_RETURN(std::vector<WhatIfRow> rows,
                    RunWhatIfTable(env, options, normal, [](const std::string& stage) {
                      std::fprintf(stderr, "what-if: %s free ...\n", stage.c_str());
@@ -245,6 +248,7 @@ absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
       "up most is the limit):\n");
   std::printf("  %-12s %14s %9s\n", "free stage", "samples/s", "speedup");
   for (const WhatIfRow& row : rows) {
+    kept->push_back({row.free_stage, row.note, row.samples_per_s, row.speedup});
     if (!row.note.empty()) {
       std::printf("  %-12s %14s %9s  %s\n", row.free_stage.c_str(), "-", "-", row.note.c_str());
     } else {
@@ -311,8 +315,14 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
     std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
   }
   std::fflush(stdout);
+  HtmlExtras extras = HtmlExtrasFromRun(result.run);
   if (absl::GetFlag(FLAGS_what_if) == "all" && !result.train.interrupted) {
-    RETURN_IF_ERROR(PrintWhatIfTable(env, options, result, report));
+    RETURN_IF_ERROR(PrintWhatIfTable(env, options, result, report, &extras.what_if));
+  }
+  // Last: the page holds the what-if table.
+  if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomically(env, path, ReportToHtml(report, extras)));
+    std::printf("report: %s (open in a browser)\n", path.c_str());
   }
   if (absl::GetFlag(FLAGS_check_advice) && !result.train.interrupted) {
     RETURN_IF_ERROR(PrintAdviceChecks(env, options, result, report));
@@ -336,6 +346,9 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   // once would race on the probe file).
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, path, "report-json"));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty() && rank_zero) {
+    RETURN_IF_ERROR(ProbeWritable(env, path, "report-html"));
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, path, "trace"));

@@ -1,8 +1,41 @@
 #include "engine/diagnostics/run_record.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace sluice {
+
+int ComputeTimeline::used() const {
+  if (bucket_ns == 0) return 0;
+  return static_cast<int>(
+      std::min<int64_t>(kBuckets, (end_ns - origin_ns + bucket_ns - 1) / bucket_ns));
+}
+
+void ComputeTimeline::Coarsen() {
+  for (std::array<int64_t, kBuckets>* a : {&compute_ns, &other_ns}) {
+    for (int i = 0; i < kBuckets / 2; ++i) (*a)[i] = (*a)[2 * i] + (*a)[2 * i + 1];
+    std::fill(a->begin() + kBuckets / 2, a->end(), 0);
+  }
+  bucket_ns *= 2;
+}
+
+void ComputeTimeline::Add(int64_t start, int64_t end, std::array<int64_t, kBuckets>* into) {
+  if (end <= start) return;
+  if (bucket_ns == 0) {
+    origin_ns = start;
+    bucket_ns = kFirstBucketNs;
+  }
+  start = std::max(start, origin_ns);  // a span that began before the first is cut there
+  if (end <= start) return;
+  while (end - origin_ns > kBuckets * bucket_ns) Coarsen();
+  end_ns = std::max(end_ns, end);
+  for (int64_t b = (start - origin_ns) / bucket_ns; b < kBuckets; ++b) {
+    const int64_t lo = origin_ns + b * bucket_ns;
+    const int64_t hi = lo + bucket_ns;
+    if (lo >= end) break;
+    (*into)[b] += std::min(end, hi) - std::max(start, lo);
+  }
+}
 
 RunRecord RunRecordFromStats(PipelineStats pipeline, ComputeStats compute) {
   RunRecord r;

@@ -13,6 +13,7 @@
 #ifndef SLUICE_ENGINE_DIAGNOSTICS_RUN_RECORD_H_
 #define SLUICE_ENGINE_DIAGNOSTICS_RUN_RECORD_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,38 @@
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
+
+// A coarse timeline of the consumer over the run, for the HTML report's wait-against-compute
+// chart: per time bucket, the time compute ran and the time spent evaluating (host time);
+// the rest of a bucket is time between steps (waiting for input, and the host's own work).
+// Fixed size: once the run outgrows the buckets, neighbours are merged and the width doubles,
+// so adding a span never allocates and costs O(buckets it touches).
+struct ComputeTimeline {
+  static constexpr int kBuckets = 256;
+  static constexpr int64_t kFirstBucketNs = 1000000;  // 1 ms until the run outgrows 256 ms
+  int64_t origin_ns = 0;  // the first span's start (steady-clock ns); 0: empty
+  int64_t bucket_ns = 0;  // width of a bucket; 0: empty
+  int64_t end_ns = 0;     // the latest span's end
+  std::array<int64_t, kBuckets> compute_ns{};
+  std::array<int64_t, kBuckets> other_ns{};  // evaluation
+
+  void AddCompute(int64_t start, int64_t end) { Add(start, end, &compute_ns); }
+  void AddOther(int64_t start, int64_t end) { Add(start, end, &other_ns); }
+  // Buckets from the origin to end_ns (the last may be partly covered).
+  int used() const;
+
+ private:
+  void Add(int64_t start, int64_t end, std::array<int64_t, kBuckets>* into);
+  void Coarsen();  // merges neighbouring buckets: half as many, twice as wide
+};
+
+// One epoch's training rate, as the trainer measured it (EpochSummary).
+struct EpochRate {
+  uint64_t epoch = 0;
+  uint64_t samples = 0;
+  double seconds = 0;
+  double samples_per_s = 0;
+};
 
 // The consumer side of the run, measured around every train step (engine/job/
 // measured_backend.h): the time compute spent on steps, and the time it waited.
@@ -47,7 +80,8 @@ struct ComputeStats {
   int64_t last_end_ns = 0;
   std::string device;  // backend name
   bool is_cuda = false;
-  bool on_device = false;  // steps run on a device's compute stream (CUDA or sim)
+  bool on_device = false;    // steps run on a device's compute stream (CUDA or sim)
+  ComputeTimeline timeline;  // the steps (and evaluations) over the run, coarsely
 };
 
 // One span of compute per step, for the timeline (device backends: device time on the host
@@ -82,6 +116,7 @@ struct RunRecord {
   int rank = 0;
   int world_size = 1;
   dist::ExchangeStats exchange;
+  std::vector<EpochRate> epochs;  // the epochs trained in this process, in order
   // The settings the advice starts from (engine/diagnostics/advice.h).
   Consumer consumer = Consumer::kTrainJob;
   H2DFormat h2d_format = H2DFormat::kF32;

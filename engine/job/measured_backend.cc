@@ -107,6 +107,7 @@ absl::Status MeasuredBackend::ResolveAll() {
 }
 
 void MeasuredBackend::AddSpan(uint64_t step, int64_t start, int64_t end) {
+  stats_.timeline.AddCompute(start, end);  // always: fixed size, no allocation
   if (keep_spans_) spans_.push_back({step, start, end});
 }
 
@@ -133,7 +134,10 @@ absl::Status MeasuredBackend::Evaluate(const BatchView& batch, EvalStats* stats)
     stats->samples += batch.size;
     return absl::OkStatus();
   }
-  return inner_->Evaluate(batch, stats);
+  const int64_t start = NowNs();
+  absl::Status status = inner_->Evaluate(batch, stats);
+  stats_.timeline.AddOther(start, NowNs());  // host time: the timeline's evaluation share
+  return status;
 }
 
 }  // namespace sluice

@@ -299,6 +299,10 @@ absl::Status TrainJob::FinishRecord(PipelineBatchSource& train_source, MeasuredB
   if (train_source.pipeline() != nullptr) result_.run.trace = train_source.pipeline()->Trace();
   result_.run.compute_spans = backend.TakeSpans();
   result_.run.exchange = backend.exchange();
+  for (const EpochSummary& e : result_.train.epochs) {
+    result_.run.epochs.push_back(
+        {e.epoch, static_cast<uint64_t>(e.train_samples), e.seconds, e.samples_per_second});
+  }
   if (o_.comm != nullptr) {
     result_.run.rank = o_.comm->rank();
     result_.run.world_size = o_.comm->size();

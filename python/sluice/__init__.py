@@ -117,6 +117,7 @@ class Loader:
         self._step = 0
         self._pass = None
         self._pass_epoch = None
+        self._epoch_rates = []  # (epoch, samples, seconds, samples/s) of each finished pass
 
     def __len__(self):
         """Batches per epoch: global steps (every rank gets every step when world_size > 1;
@@ -173,6 +174,14 @@ class Loader:
         """The report's table, verdict and figures, as text."""
         return self._last_pass("report_text()").report_text()
 
+    def report_html(self, path):
+        """Writes the report of the latest pass as one self-contained HTML page at `path` (no
+        network, no script): the chain of stages with the limiting one marked, the verdict,
+        the rate of each pass this loader finished, and a timeline of your step against the
+        wait for data (docs/bottleneck.md, "The picture"). Returns the path."""
+        self._last_pass("report_html()").report_html(str(path), list(self._epoch_rates))
+        return str(path)
+
     def skipped(self):
         """on_corrupt='skip': {"frames", "records", "messages"} skipped in the latest pass."""
         s = self._last_pass("skipped()").stats_json()
@@ -185,6 +194,7 @@ class _Iterator:
         self._loader = loader
         self._pass = run
         self._cuda = loader._device.startswith("cuda")
+        self._ended = False
 
     def __iter__(self):
         return self
@@ -197,7 +207,12 @@ class _Iterator:
         loader = self._loader
         if item is None:
             if loader._pass is self._pass:
+                if not self._ended:
+                    samples, seconds, rate = self._pass.epoch_rate()
+                    if samples > 0:
+                        loader._epoch_rates.append((loader._pass_epoch, samples, seconds, rate))
                 loader._epoch, loader._step = loader._pass_epoch + 1, 0
+            self._ended = True
             raise StopIteration
         images_capsule, labels_capsule, copy, epoch, step = item
         images = torch.utils.dlpack.from_dlpack(images_capsule)

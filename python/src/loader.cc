@@ -10,6 +10,7 @@
 #include "common/limits.h"
 #include "device/device_spec.h"
 #include "device/sim/sim_device.h"
+#include "engine/diagnostics/report_html.h"
 #include "pipeline/stage_stats.h"
 #include "pybind11/stl.h"  // stats_json: corrupt_frames, a std::vector<std::string>
 #include "python/src/dlpack.h"
@@ -106,6 +107,7 @@ LeaseHolder::~LeaseHolder() {
 
 void ConsumerClock::Entered(int64_t now) {
   if (!started_) return;
+  stats_.timeline.AddCompute(last_return_ns_, now);
   stats_.busy_ns += now - last_return_ns_;
   stats_.enqueue_ns += now - last_return_ns_;
   stats_.steps += 1;
@@ -261,6 +263,20 @@ BottleneckReport Pass::Report() const {
 }
 
 py::object Pass::ReportJson() const { return JsonToPython(Report().ToJson()); }
+
+void Pass::WriteReportHtml(const std::string& path, std::vector<EpochRate> epochs) const {
+  HtmlExtras extras;
+  extras.title = "sluice.Loader bottleneck report";
+  extras.epochs = std::move(epochs);
+  extras.timeline = clock_.stats().timeline;
+  const std::string page = ReportToHtml(Report(), extras);
+  absl::Status written;
+  {
+    py::gil_scoped_release nogil;
+    written = WriteFileAtomically(Env::Default(), path, page);
+  }
+  Check(written);
+}
 
 py::dict Pass::CorruptionStats() const {
   const BottleneckReport r = Report();

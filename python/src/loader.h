@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "device/device.h"
 #include "dlpack/dlpack.h"
@@ -121,6 +122,9 @@ class Pass {
   // The report of this pass so far, with the Python consumer as the compute stage.
   BottleneckReport Report() const;
   pybind11::object ReportJson() const;
+  // The report as one HTML page at `path` (engine/diagnostics/report_html.h), with `epochs`
+  // (the loader's finished passes) and this pass's timeline. Raises on I/O errors.
+  void WriteReportHtml(const std::string& path, std::vector<EpochRate> epochs) const;
   // The corruption counts of the report: skipped_frames, skipped_records, corrupt_frames.
   pybind11::dict CorruptionStats() const;
 

@@ -9,7 +9,9 @@
 //   probe.h    sluice.probe's report (the C++ report of another loader's figures)
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -76,6 +78,22 @@ void BindLoader(py::module_& m) {
       .def("limit", &Pass::limit)
       .def("report_json", &Pass::ReportJson)
       .def("report_text", [](const Pass& p) { return p.Report().ToText(); })
+      // (samples, seconds, samples/s) of the pass so far, as the report counts them.
+      .def("epoch_rate",
+           [](const Pass& p) {
+             const BottleneckReport r = p.Report();
+             return py::make_tuple(r.samples, r.train_seconds, r.measured_samples_per_s);
+           })
+      // epochs: (epoch, samples, seconds, samples/s) of each finished pass.
+      .def("report_html",
+           [](const Pass& p, const std::string& path,
+              const std::vector<std::tuple<uint64_t, uint64_t, double, double>>& epochs) {
+             std::vector<EpochRate> rates;
+             for (const auto& [epoch, samples, seconds, rate] : epochs) {
+               rates.push_back({epoch, samples, seconds, rate});
+             }
+             p.WriteReportHtml(path, std::move(rates));
+           })
       .def("stats_json", &Pass::CorruptionStats);
 }
 

@@ -319,6 +319,23 @@ def test_report_has_the_schema_keys_and_the_python_consumer_as_compute(fashion):
     json.dumps(report)
 
 
+def test_report_html_marks_the_stage_the_report_names(fashion, tmp_path):
+    import html
+    loader = sluice.Loader(fashion["dir"] + "/test.manifest.json", batch_size=100)
+    for _ in range(2):  # two passes: two bars in the epoch chart
+        for x, y in loader:
+            time.sleep(0.002)  # a step: the timeline has compute in it
+    report = loader.report()
+    path = loader.report_html(tmp_path / "report.html")
+    page = open(path).read()
+    marked = re.findall(r'data-stage="([a-z_]+)" data-limit="true"', page)
+    assert marked == [report["verdict"]["limiting_stage"]]
+    assert html.escape(report["verdict"]["sentence"], quote=True).replace("&#x27;", "&#39;") in page
+    assert page.count("<rect") > 2  # the epoch bars and the timeline's buckets
+    assert '<svg id="epochs"' in page and '<svg id="timeline"' in page
+    assert not re.search(r"https?://", page) and "<script" not in page
+
+
 def test_ctrl_c_during_iteration_stops_cleanly(fashion):
     loader = sluice.Loader(fashion["dir"], batch_size=16, shuffle=False)
     stopped = threading.Event()

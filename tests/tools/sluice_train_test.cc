@@ -161,6 +161,18 @@ TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
 }
 
+TEST_F(SluiceTrainTest, UnwritableReportHtmlFailsBeforeTraining) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data --device=cpu --epochs=1 --quiet "
+                                     "--checkpoint-dir=",
+                                     dir_, "/ckpt --report-html=", dir_, "/no/such/dir/r.html"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("--report-html " + dir_ + "/no/such/dir/r.html: cannot be written"),
+            std::string::npos)
+      << out.text;
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
+}
+
 // Finding 4: without a test split the output says nothing was evaluated.
 TEST_F(SluiceTrainTest, NoTestSplitSaysNothingWasEvaluated) {
   Output out = RunTrain(absl::StrCat("--data=", dir_,
