@@ -280,7 +280,7 @@ void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint
 }
 
 // A stage's wait-out is time it was held back by what follows it, never time spent working
-// (docs/bottleneck.md, "Busy and wait"): assemble by the pinned pool (the scheduler's
+// (docs/bottleneck.md, "Columns"): assemble by the pinned pool (the scheduler's
 // blocked span), the upload by the device ring (the ring's blocked span), and decompress by
 // the frame budget: it idles for want of frames while the reader is held back by the budget,
 // so its idle time is split in the share of the reader's window that the budget held it.
