@@ -207,8 +207,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   compute.samples_per_s = rep.measured_samples_per_s;
   compute.busy_pct = Share(cs.busy_ns, train_ns);
   compute.wait_input_pct =
-      std::min(100.0 - compute.busy_pct, cs.on_device ? Share(cs.idle_ns, train_ns)
-                                                      : Share(delivery.wait_input_ns, train_ns));
+      cs.on_device ? Share(cs.idle_ns, train_ns) : Share(delivery.wait_input_ns, train_ns);
   compute.queue_high_water = delivery.queue_high_water;
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;

@@ -169,7 +169,9 @@ TEST(BottleneckReportShares, TheTextShowsNoPercentageOverHundred) {
       for (size_t pos = line.find('%'); pos != std::string::npos; pos = line.find('%', pos + 1)) {
         size_t b = pos;
         while (b > 0 && (std::isdigit(line[b - 1]) || line[b - 1] == '.')) --b;
-        if (b < pos) EXPECT_LE(std::stod(line.substr(b, pos - b)), 100.0) << line;
+        if (b < pos) {
+          EXPECT_LE(std::stod(line.substr(b, pos - b)), 100.0) << line;
+        }
       }
       if (header.empty() || line.find("(not in this run)") != std::string::npos) continue;
       bool row = false;
@@ -185,7 +187,9 @@ TEST(BottleneckReportShares, TheTextShowsNoPercentageOverHundred) {
       }
     }
     EXPECT_FALSE(header.empty());
-    if (s.pinned_wait_pct > 100) EXPECT_THAT(text, HasSubstr("batches waited for one on average"));
+    if (s.pinned_wait_pct > 100) {
+      EXPECT_THAT(text, HasSubstr("batches waited for one on average"));
+    }
   }
 }
 
