@@ -96,5 +96,13 @@ StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
   return s;
 }
 
+void SplitIdle(StageStats* s, int64_t blocked_ns) {
+  if (s->items == 0) return;
+  const int64_t capacity = int64_t{s->concurrency} * (s->last_end_ns - s->first_start_ns);
+  const int64_t idle = std::max<int64_t>(0, capacity - s->busy_ns);
+  s->wait_output_ns = std::clamp<int64_t>(int64_t{s->concurrency} * blocked_ns, 0, idle);
+  s->wait_input_ns = idle - s->wait_output_ns;
+}
+
 }  // namespace pipeline_internal
 }  // namespace sluice

@@ -56,8 +56,12 @@ struct StageStats {
   // Time waiting for input. Measured for kDelivery (consumer blocked in Next()); for graph
   // nodes derived as concurrency * (last_end - first_start) - busy - wait_output, clamped at 0.
   int64_t wait_input_ns = 0;
-  // Time waiting for an output slot: read waits for the frame budget, preprocess for a pinned
-  // buffer (== kPinnedWait busy), h2d for a free device ring slot.
+  // Time held back by what follows (never inside busy): read, the gaps the frame budget held
+  // the reader; preprocess, the wall time during which a ready batch waited for a pinned
+  // buffer x its threads, at most its idle time; h2d, the same for a device ring slot;
+  // decompress, an estimate: its idle time in the share of the reader's window that the frame
+  // budget held the reader. pinned_wait: the wall time during which at least one batch waited
+  // for a buffer (its busy_ns is the batches' waits summed, several at once).
   int64_t wait_output_ns = 0;
   // Queue high-water mark: read: decoded frames resident; decompress: frames queued for it;
   // preprocess: batches ready but not started; pinned_wait: buffers in use; h2d: batches

@@ -14,9 +14,21 @@ namespace {
 constexpr double kCpuSaturated = 0.9;  // of the cores
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+// A share of the span: device events and the host clock that bound the span can differ by a
+// few microseconds, so a share computed from both is held to [0, 100].
+double Share(double part, double whole) { return std::clamp(Pct(part, whole), 0.0, 100.0); }
 
-// A graph stage of the pipeline: its percentages are of concurrency x its own active window,
-// so busy + wait_input + wait_output add up to 100% (wait_input is derived that way).
+// The wall time a stage's shares are of: the report's span, or the stage's own window where
+// it worked outside the span (read-ahead before the first batch was asked for, or during an
+// evaluation between epochs).
+double StageSpan(const StageStats& s, double train_ns) {
+  return std::max(train_ns, static_cast<double>(s.last_end_ns - s.first_start_ns));
+}
+
+// A graph stage of the pipeline: its percentages are of concurrency x StageSpan. Busy is work,
+// wait-out is time its output was held back (pipeline/stage_stats.h), and wait-in is the rest:
+// waiting for input, or idle before its first item and after its last; the three add up to
+// 100%.
 StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work) {
   StageRow r;
   r.stage = rs;
@@ -30,15 +42,18 @@ StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work)
   r.queue_high_water = s.queue_high_water;
   r.items_per_s = train_ns > 0 ? s.items * 1e9 / train_ns : 0;
   r.samples_per_s = train_ns > 0 ? s.samples * 1e9 / train_ns : 0;
-  const double denom = static_cast<double>(r.concurrency) * (s.last_end_ns - s.first_start_ns);
-  r.busy_pct = Pct(s.busy_ns, denom);
-  r.wait_input_pct = Pct(s.wait_input_ns, denom);
-  r.wait_output_pct = Pct(s.wait_output_ns, denom);
+  const double span = StageSpan(s, train_ns);
+  const double denom = static_cast<double>(r.concurrency) * span;
+  if (r.present) {
+    r.busy_pct = Share(s.busy_ns, denom);
+    r.wait_output_pct = std::min(Share(s.wait_output_ns, denom), 100.0 - r.busy_pct);
+    r.wait_input_pct = 100.0 - r.busy_pct - r.wait_output_pct;
+  }
   if (s.busy_ns > 0 && s.samples > 0) {
     r.capacity_samples_per_s = s.samples * 1e9 * r.concurrency / s.busy_ns;
     r.cpu_ns_per_sample = static_cast<double>(s.busy_ns) / s.samples;
   }
-  if (cpu_work && train_ns > 0) r.cores_busy = s.busy_ns / train_ns;
+  if (cpu_work && span > 0) r.cores_busy = s.busy_ns / span;
   return r;
 }
 
@@ -156,7 +171,10 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.stages.push_back(GraphRow(Stage::kDecompress, ps[Stage::kDecompress], train_ns, true));
   rep.stages.push_back(GraphRow(Stage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
 
-  // Pinned-buffer wait: time batches whose frames were ready spent waiting for a buffer.
+  // Pinned-buffer wait: busy_ns is the time batches whose frames were ready waited for a
+  // buffer, summed over batches (several wait at once), so it is shown as the batches waiting
+  // on average; busy_pct is the share of the span during which at least one batch waited
+  // (the pool's blocked span, pipeline/stage_stats.h).
   const StageStats& pw = ps[Stage::kPinnedWait];
   StageRow pinned;
   pinned.stage = Stage::kPinnedWait;
@@ -164,7 +182,9 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   pinned.items = pw.items;
   pinned.samples = pw.samples;
   pinned.busy_ns = pw.busy_ns;
-  pinned.busy_pct = Pct(pw.busy_ns, train_ns);
+  const double pinned_span = StageSpan(pw, train_ns);
+  pinned.busy_pct = Share(pw.wait_output_ns, pinned_span);
+  pinned.batches_waiting_avg = pinned_span > 0 ? pw.busy_ns / pinned_span : 0;
   pinned.queue_high_water = pw.queue_high_water;
   rep.stages.push_back(pinned);
 
@@ -187,9 +207,9 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   compute.busy_ns = cs.busy_ns;
   compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
   compute.samples_per_s = rep.measured_samples_per_s;
-  compute.busy_pct = Pct(cs.busy_ns, train_ns);
+  compute.busy_pct = Share(cs.busy_ns, train_ns);
   compute.wait_input_pct =
-      cs.on_device ? Pct(cs.idle_ns, train_ns) : Pct(delivery.wait_input_ns, train_ns);
+      cs.on_device ? Share(cs.idle_ns, train_ns) : Share(delivery.wait_input_ns, train_ns);
   compute.queue_high_water = delivery.queue_high_water;
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
@@ -200,8 +220,8 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   }
   rep.stages.push_back(compute);
   rep.input_bound_pct = compute.wait_input_pct;
-  rep.host_wait_pct = Pct(delivery.wait_input_ns, train_ns);
-  rep.compute_host_pct = Pct(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
+  rep.host_wait_pct = Share(delivery.wait_input_ns, train_ns);
+  rep.compute_host_pct = Share(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
 
   // Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU
   // time per sample of the stages that use a core.

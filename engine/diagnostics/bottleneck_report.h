@@ -67,10 +67,15 @@ struct StageRow {
   uint64_t bytes = 0;
   double items_per_s = 0;    // over the training time
   double samples_per_s = 0;  // over the training time
-  int64_t busy_ns = 0;       // pinned_wait: time batches waited for a pinned buffer
-  double busy_pct = 0;       // of concurrency x the stage's window (compute: training time)
+  int64_t busy_ns = 0;       // pinned_wait: time batches waited for a pinned buffer, summed
+  // Shares of concurrency x the report's span (train_seconds; a graph stage that worked
+  // outside it: its own window), each in [0, 100]; busy + wait_input + wait_output = 100 for
+  // the graph stages. pinned_wait: the share of the span during which a batch waited for a
+  // buffer.
+  double busy_pct = 0;
   double wait_input_pct = 0;
   double wait_output_pct = 0;
+  double batches_waiting_avg = 0;  // pinned_wait: batches waiting for a buffer, on average
   uint64_t queue_high_water = 0;
   // samples / (busy / concurrency): what the stage could do if nothing else limited it
   // (compute: samples / busy, busy being the wall time of its steps).

@@ -25,7 +25,7 @@ SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items
                           items_per_s, samples_per_s, busy_ns, busy_pct, wait_input_pct,
                           wait_output_pct, queue_high_water, capacity_samples_per_s,
                           cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
-                          attributed_wait_pct)
+                          attributed_wait_pct, batches_waiting_avg)
 
 using report_internal::FormatRate;
 
@@ -57,6 +57,14 @@ std::string BottleneckReport::ToText() const {
                         FormatRate(cpu_limit_samples_per_s), cores, cpu_threads_busy);
   absl::StrAppendFormat(&out, "pool %d pinned buffers, frame budget %d, device ring %d\n",
                         pipeline.pool_buffers, pipeline.frame_budget, pipeline.ring_depth);
+  const StageRow& pinned = row(Stage::kPinnedWait);
+  if (pinned.present && pinned.items > 0) {
+    absl::StrAppendFormat(&out,
+                          "pinned buffers: %.1f batches waited for one on average (a batch "
+                          "waited %.1f%% of the time); at most %d of %d in use\n",
+                          pinned.batches_waiting_avg, pinned.busy_pct, pinned.queue_high_water,
+                          pipeline.pool_buffers);
+  }
   absl::StrAppend(&out, report_internal::FormatWorld(*this));  // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");

@@ -124,8 +124,10 @@ struct RunRecord {
 };
 
 // The record of a run from the data path's and the consumer's statistics: device is
-// compute.device, samples is compute.samples and train_seconds spans the consumer's first start
-// to its last end. Everything else (memory, trace, ranks, evaluation) is left for the caller.
+// compute.device, samples is compute.samples and train_seconds is the span the report covers:
+// from the first batch asked for (the consumer's first start, or the pipeline's start when
+// earlier) to the consumer's last end. Everything else (memory, trace, ranks, evaluation) is
+// left for the caller.
 RunRecord RunRecordFromStats(PipelineStats pipeline, ComputeStats compute);
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
 #include "pipeline/internal/batch_scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "pipeline/stage_stats.h"
@@ -45,6 +46,12 @@ size_t BatchScheduler::waiting() const {
   return ready_.size();
 }
 
+int64_t BatchScheduler::blocked_ns(int64_t now_ns) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return blocked_ns_ +
+         (blocked_since_ns_ != 0 ? std::max<int64_t>(0, now_ns - blocked_since_ns_) : 0);
+}
+
 // Buffer grants keep a reserve: batch b may take a buffer only if, after it, one is left for
 // every batch below b not yet dispatched. So the lowest undispatched batch can always get
 // one, and the sequencer (which waits for it) can never be starved by later batches holding
@@ -72,6 +79,14 @@ void BatchScheduler::DispatchLocked() {
     }
     dispatch_(r, now);
     ready_.pop();
+  }
+  // What is left waits for a buffer: the blocked span opens here and closes at the call that
+  // dispatches the last waiting batch (both at this call's one clock read).
+  if (!ready_.empty()) {
+    if (blocked_since_ns_ == 0) blocked_since_ns_ = now;
+  } else if (blocked_since_ns_ != 0) {
+    blocked_ns_ += now - blocked_since_ns_;
+    blocked_since_ns_ = 0;
   }
 }
 

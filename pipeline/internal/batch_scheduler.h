@@ -60,6 +60,10 @@ class BatchScheduler {
 
   uint64_t outstanding() const;  // buffers granted and not yet returned
   size_t waiting() const;        // ready batches not yet dispatched
+  // Time during which at least one ready batch waited for a buffer, up to `now_ns` (the
+  // assemble stage held back by the pool: a span of time, never more than the wall clock,
+  // unlike the waits of the batches summed).
+  int64_t blocked_ns(int64_t now_ns) const;
 
  private:
   struct Later {
@@ -81,6 +85,8 @@ class BatchScheduler {
   uint64_t lowest_undispatched_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<uint64_t> dispatched_ahead_ ABSL_GUARDED_BY(mu_);  // dispatched ids above it
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t blocked_since_ns_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no batch waiting for a buffer
+  int64_t blocked_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sluice::pipeline_internal

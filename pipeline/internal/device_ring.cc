@@ -1,5 +1,6 @@
 #include "pipeline/internal/device_ring.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "pipeline/stage_stats.h"
@@ -16,7 +17,9 @@ DeviceRing::DeviceRing(uint32_t depth, const std::atomic<bool>* cancelled, Enque
 size_t DeviceRing::Submit(const BatchMsg& batch) {
   std::lock_guard<std::mutex> l(mu_);
   if (!pending_.empty() || batch.id >= lowest_unreleased_ + depth_) {
-    pending_.emplace_back(batch, NowNs());  // the consumer's release will start it
+    const int64_t now = NowNs();
+    if (pending_.empty()) blocked_since_ns_ = now;
+    pending_.emplace_back(batch, now);  // the consumer's release will start it
     return pending_.size();
   }
   enqueue_(batch, SlotOf(batch.id), 0);
@@ -39,11 +42,21 @@ void DeviceRing::Release(uint64_t id, uint32_t slot, device::Stream* stream) {
     enqueue_(b, SlotOf(b.id), now - pending_.front().second);
     pending_.pop_front();
   }
+  if (pending_.empty() && blocked_since_ns_ != 0) {
+    blocked_ns_ += now - blocked_since_ns_;
+    blocked_since_ns_ = 0;
+  }
 }
 
 void DeviceRing::Clear() {
   std::lock_guard<std::mutex> l(mu_);
   pending_.clear();
+}
+
+int64_t DeviceRing::blocked_ns(int64_t now_ns) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return blocked_ns_ +
+         (blocked_since_ns_ != 0 ? std::max<int64_t>(0, now_ns - blocked_since_ns_) : 0);
 }
 
 uint64_t DeviceRing::lowest_unreleased() const {

@@ -65,6 +65,9 @@ class DeviceRing {
 
   uint64_t lowest_unreleased() const;
   size_t waiting() const;
+  // Time during which at least one batch waited for a slot, up to `now_ns`: the upload stage
+  // held back by the ring (a span of time, not the batches' waits summed).
+  int64_t blocked_ns(int64_t now_ns) const;
 
  private:
   const uint32_t depth_;
@@ -74,7 +77,9 @@ class DeviceRing {
   mutable std::mutex mu_;
   std::deque<std::pair<BatchMsg, int64_t>> pending_ ABSL_GUARDED_BY(mu_);  // with since_ns
   uint64_t lowest_unreleased_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<uint64_t> released_ ABSL_GUARDED_BY(mu_);  // released ids above it
+  std::set<uint64_t> released_ ABSL_GUARDED_BY(mu_);   // released ids above it
+  int64_t blocked_since_ns_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no batch waiting
+  int64_t blocked_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sluice::pipeline_internal

@@ -279,6 +279,30 @@ void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint
   if (trace_) trace_->Add(TraceSpan{s, id, ThreadNumber(), start, end});
 }
 
+// A stage's wait-out is time it was held back by what follows it, never time spent working
+// (docs/bottleneck.md, "Columns"): assemble by the pinned pool (the scheduler's
+// blocked span), the upload by the device ring (the ring's blocked span), and decompress by
+// the frame budget: it idles for want of frames while the reader is held back by the budget,
+// so its idle time is split in the share of the reader's window that the budget held it.
+void PipelineCore::SplitWaits(PipelineStats* st) const {
+  const int64_t now = st->snapshot_ns;
+  if (scheduler_) {
+    const int64_t blocked = scheduler_->blocked_ns(now);
+    st->stages[static_cast<int>(Stage::kPinnedWait)].wait_output_ns = blocked;
+    SplitIdle(&st->stages[static_cast<int>(Stage::kPreprocess)], blocked);
+  }
+  if (ring_) SplitIdle(&st->stages[static_cast<int>(Stage::kH2D)], ring_->blocked_ns(now));
+  const StageStats& read = st->stages[static_cast<int>(Stage::kRead)];
+  StageStats& decompress = st->stages[static_cast<int>(Stage::kDecompress)];
+  const int64_t read_window = read.last_end_ns - read.first_start_ns;
+  const double held = read_window > 0 ? std::min(1.0, static_cast<double>(read.wait_output_ns) /
+                                                          static_cast<double>(read_window))
+                                      : 0.0;
+  SplitIdle(&decompress,
+            static_cast<int64_t>(
+                held * static_cast<double>(decompress.last_end_ns - decompress.first_start_ns)));
+}
+
 PipelineStats PipelineCore::Stats() const {
   PipelineStats st;
   for (int i = 0; i < kNumPipelineStages; ++i)
@@ -287,6 +311,7 @@ PipelineStats PipelineCore::Stats() const {
       pool_ ? pool_->high_water() : 0;
   st.start_ns = start_ns_;
   st.snapshot_ns = NowNs();
+  SplitWaits(&st);
   st.threads = opt_.resources.threads;
   st.frames_read = frames_read_.load(std::memory_order_relaxed);
   st.frames_decoded = frames_decoded_.load(std::memory_order_relaxed);

@@ -83,6 +83,8 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void OnPinnedReleased() { scheduler_->ReturnBuffer(); }
   void Fail(absl::Status s);
   void Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples, uint64_t bytes);
+  // Fills the derived waits of the graph stages held back by their output.
+  void SplitWaits(PipelineStats* st) const;
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
   const Dataset* dataset_;

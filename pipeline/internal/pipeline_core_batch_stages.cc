@@ -43,10 +43,11 @@ void PipelineCore::OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t s
 
 void PipelineCore::DispatchBatch(const ReadyBatch& r, int64_t now_ns) {
   const int64_t waited = now_ns - r.ready_ns;
+  // Each batch's wait, summed over batches (several wait at once): pinned_wait's busy. The
+  // assemble stage's own wait-out is the scheduler's blocked span (PipelineCore::Stats).
   if (waited > 0) {
     recorders_[Stage::kPinnedWait].AddItem(
         r.ready_ns, now_ns, r.run->plan.batch_end(r.index) - r.run->plan.batch_begin(r.index), 0);
-    recorders_[Stage::kPreprocess].AddWaitOutput(waited);
   }
   BatchMsg m;
   m.run = r.run;
@@ -150,8 +151,9 @@ void PipelineCore::UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw) {
   if (waiting > 0) recorders_[Stage::kH2D].NoteQueue(static_cast<int64_t>(waiting));
 }
 
-void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waited_ns) {
-  if (waited_ns > 0) recorders_[Stage::kH2D].AddWaitOutput(waited_ns);
+// The batches' waits for a slot overlap; the upload stage's wait-out is the ring's blocked
+// span (PipelineCore::Stats), so `waited_ns` is not summed here.
+void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t /*waited_ns*/) {
   m.payload->device_slot = slot;
   // The slot's previous batch was released, so its record ids are free; the pinned buffer
   // holding this batch's ids goes back when the copy completes.

@@ -146,14 +146,15 @@ bool PipelineCore::AdvanceEpoch() {
 
 FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   StageRange nvtx_range("sluice read");
-  int64_t start = NowNs();
-  // The gap since the previous item is time the frame budget (limiter) held the reader back.
-  if (read_last_end_ns_ != 0) recorders_[Stage::kRead].AddWaitOutput(start - read_last_end_ns_);
+  const int64_t arrived = NowNs();
   if (cancelled() || !AdvanceEpoch()) {
     fc.stop();
     return FrameMsg{};
   }
-  start = NowNs();  // planning an epoch is not read time
+  // The gap since the previous item is time the frame budget (limiter) held the reader back
+  // (not counted for the call that only finds the run over: it is past the reader's window).
+  if (read_last_end_ns_ != 0) recorders_[Stage::kRead].AddWaitOutput(arrived - read_last_end_ns_);
+  const int64_t start = NowNs();  // planning an epoch is not read time
   FrameMsg m;
   m.run = reading_;
   m.slot = next_slot_++;

@@ -95,6 +95,12 @@ inline bool WaitInputIsMeasured(Stage s) {
   return s == Stage::kRead || s == Stage::kPinnedWait || s == Stage::kDelivery;
 }
 
+// Splits a graph stage's idle time, concurrency x its window - busy, into the two waits:
+// `blocked_ns` is wall time during which its output could not go on (the pool or the ring
+// held it back: every one of its threads idles then, so up to concurrency x that), the rest
+// is waiting for input. For a stage whose wait_input is derived.
+void SplitIdle(StageStats* s, int64_t blocked_ns);
+
 // One recorder per stage, indexed by Stage.
 class StageRecorders {
  public:

@@ -105,22 +105,26 @@ LeaseHolder::~LeaseHolder() {
   run->zero_copy_live.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-void ConsumerClock::Entered(int64_t now) {
-  if (!started_) return;
-  stats_.timeline.AddCompute(last_return_ns_, now);
-  stats_.busy_ns += now - last_return_ns_;
-  stats_.enqueue_ns += now - last_return_ns_;
-  stats_.steps += 1;
-  stats_.samples += last_size_;
+void ConsumerClock::Requested(int64_t now) {
+  stats_.first_start_ns = now;
   stats_.last_end_ns = now;
 }
 
-void ConsumerClock::Returned(int64_t now, uint32_t size) {
-  if (!started_) {
-    started_ = true;
-    stats_.first_start_ns = now;
+void ConsumerClock::Entered(int64_t now) {
+  if (stats_.first_start_ns == 0) Requested(now);
+  if (batch_out_) {
+    stats_.timeline.AddCompute(last_return_ns_, now);
+    stats_.busy_ns += now - last_return_ns_;
+    stats_.enqueue_ns += now - last_return_ns_;
+    stats_.steps += 1;
+    stats_.samples += last_size_;
     stats_.last_end_ns = now;
+    batch_out_ = false;
   }
+}
+
+void ConsumerClock::Returned(int64_t now, uint32_t size) {
+  batch_out_ = true;
   last_return_ns_ = now;
   last_size_ = size;
 }
@@ -130,6 +134,7 @@ void ConsumerClock::Returned(int64_t now, uint32_t size) {
 
 Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
     : core_(std::move(core)) {
+  clock_.Requested(NowNs());  // starting the pipeline is asking for its first batch
   run_ = std::make_shared<Run>();
   run_->device = core_->device();
   run_->dataset = core_->dataset_ptr();

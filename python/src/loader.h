@@ -89,9 +89,12 @@ struct LeaseHolder {
 };
 
 // The consumer side of one pass, for the report: the Python code between next() calls is the
-// compute stage.
+// compute stage. The report's span runs from the pass's start (the iterator asked for the
+// first batch) to the end of the last step (the consumer asked for the next batch).
 class ConsumerClock {
  public:
+  // The pass starts at `now`: the span opens.
+  void Requested(int64_t now);
   // next() was entered at `now`: the time since the last batch was returned was compute.
   void Entered(int64_t now);
   // next() returns a batch of `size` samples at `now`.
@@ -99,7 +102,7 @@ class ConsumerClock {
   const ComputeStats& stats() const { return stats_; }
 
  private:
-  bool started_ = false;
+  bool batch_out_ = false;      // a batch was returned and its step has not ended
   int64_t last_return_ns_ = 0;  // when next() last returned a batch
   uint32_t last_size_ = 0;
   ComputeStats stats_;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pipeline/stage_stats.h"
 
 namespace sluice::pipeline_internal {
 namespace {
@@ -112,6 +113,31 @@ TEST(BatchScheduler, NothingIsDispatchedAfterShutdownOrCancel) {
   EXPECT_EQ(rec2.order, (std::vector<uint64_t>{0}))
       << "cancelled: the returned buffer is not re-granted";
   EXPECT_EQ(s2.outstanding(), 0u) << "the returned buffer is still counted back";
+}
+
+// The blocked span is wall time during which a ready batch waited for a buffer: it opens when
+// a batch cannot get one, grows while it waits, and closes when the last waiting batch is
+// dispatched; batches waiting together count once.
+TEST(BatchScheduler, BlockedSpanIsTheTimeSomeBatchWaitedCountedOnce) {
+  std::atomic<bool> cancelled{false};
+  Recorder rec(1);
+  BatchScheduler s(1, &cancelled, rec.Fn());
+  Add(s, 0);  // takes the only buffer at once
+  EXPECT_EQ(s.blocked_ns(NowNs()), 0);
+  Add(s, 1);
+  Add(s, 2);  // two wait together
+  const int64_t later = NowNs() + 1'000'000'000;
+  const int64_t open = s.blocked_ns(later);
+  EXPECT_GE(open, 1'000'000'000);                    // still waiting: it runs up to `later`
+  EXPECT_LT(open, 1'000'000'000 + 1'000'000'000LL);  // once, not twice (two batches)
+  rec.Returned();
+  s.ReturnBuffer();  // 1 goes, 2 still waits
+  rec.Returned();
+  s.ReturnBuffer();  // 2 goes: the span closes
+  const int64_t closed = s.blocked_ns(NowNs());
+  EXPECT_GT(closed, 0);
+  EXPECT_EQ(s.blocked_ns(later), closed);  // closed: no longer grows
+  EXPECT_EQ(rec.order, (std::vector<uint64_t>{0, 1, 2}));
 }
 
 }  // namespace

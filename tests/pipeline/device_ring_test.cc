@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pipeline/stage_stats.h"
 
 namespace sluice::pipeline_internal {
 namespace {
@@ -97,6 +98,27 @@ TEST(DeviceRing, CancelledRingStartsNoWaitingBatch) {
   EXPECT_EQ(ring.lowest_unreleased(), 1u) << "the release itself still counts";
   ring.Clear();
   EXPECT_EQ(ring.waiting(), 0u);
+}
+
+// The ring's blocked span: wall time during which a batch waited for a slot, counted once
+// however many waited, closed when the last waiting batch starts.
+TEST(DeviceRing, BlockedSpanIsTheTimeSomeBatchWaitedForASlot) {
+  std::atomic<bool> cancelled{false};
+  Log log;
+  DeviceRing ring(1, &cancelled, log.Enqueue(), log.ReleaseSlot());
+  ring.Submit(Batch(0));
+  EXPECT_EQ(ring.blocked_ns(NowNs()), 0);
+  ring.Submit(Batch(1));
+  ring.Submit(Batch(2));
+  const int64_t later = NowNs() + 1'000'000'000;
+  EXPECT_GE(ring.blocked_ns(later), 1'000'000'000);
+  EXPECT_LT(ring.blocked_ns(later), 2'000'000'000);
+  ring.Release(0, 0, FakeStream());  // 1 starts, 2 waits
+  ring.Release(1, 0, FakeStream());  // 2 starts: closed
+  const int64_t closed = ring.blocked_ns(NowNs());
+  EXPECT_GT(closed, 0);
+  EXPECT_EQ(ring.blocked_ns(later), closed);
+  EXPECT_EQ(log.enqueued, (std::vector<uint64_t>{0, 1, 2}));
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // are exactly those docs/report-schema.md documents, in the documented order.
 #include "engine/diagnostics/bottleneck_report.h"
 
+#include <cctype>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -93,6 +96,109 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
   EXPECT_EQ(j["stages"][0].begin().key(), "stage");
   EXPECT_TRUE(
       j["stages"][static_cast<int>(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Runs whose raw figures once read as shares over 100: batches waiting for pinned buffers
+// summed over batches, a stage that worked before the span opened, a consumer that waited
+// longer than the span (the span's start taken too late), and a device run.
+std::vector<Synth> OverfullRuns() {
+  std::vector<Synth> runs(5);
+  runs[0].pinned_wait_pct = 3587.7;
+  runs[1].train_ns_per_sample = 20;  // every stage busier than the span
+  runs[2].wait_pct = 313;
+  runs[3].cuda = true;
+  runs[3].h2d_ns = 300;
+  runs[3].wait_pct = 1588;
+  runs[4].compute_threads = 8;
+  runs[4].compute_cpu_ns = 4000;
+  return runs;
+}
+
+void ExpectSharesInRange(const nlohmann::ordered_json& j, const std::string& path) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string key = it.key();
+      const std::string p = path + "." + key;
+      if (key.size() > 4 && key.compare(key.size() - 4, 4, "_pct") == 0 && it->is_number()) {
+        EXPECT_GE(it->get<double>(), 0.0) << p;
+        EXPECT_LE(it->get<double>(), 100.0) << p;
+      }
+      ExpectSharesInRange(*it, p);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) ExpectSharesInRange(j[i], path + "[]");
+  }
+}
+
+TEST(BottleneckReportShares, EveryPctFieldOfTheJsonIsAShareInZeroToHundred) {
+  for (const Synth& s : OverfullRuns()) {
+    const BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 2);
+    ExpectSharesInRange(rep.ToJson(), "");
+    for (const StageRow& r : rep.stages) {
+      if (!r.present || r.stage == Stage::kPinnedWait || r.stage == Stage::kCompute) continue;
+      EXPECT_NEAR(r.busy_pct + r.wait_input_pct + r.wait_output_pct, 100.0, 1e-6)
+          << StageName(r.stage);
+    }
+  }
+}
+
+// The value in `line` under the header column that ends at `end` (right-aligned, `width`).
+double ColumnValue(const std::string& line, size_t end, size_t width) {
+  if (line.size() < end) return 0;
+  const std::string cell = line.substr(end - width, width);
+  return cell.find_first_of("0123456789") == std::string::npos ? 0 : std::stod(cell);
+}
+
+TEST(BottleneckReportShares, TheTextShowsNoPercentageOverHundred) {
+  for (const Synth& s : OverfullRuns()) {
+    const std::string text = AnalyzeRun(MakeRun(s), nullptr, 2).ToText();
+    std::istringstream lines(text);
+    std::string line, header;
+    while (std::getline(lines, line)) {
+      if (line.rfind("stage ", 0) == 0) {
+        header = line;
+        continue;
+      }
+      // Every "N%" in a sentence or note.
+      for (size_t pos = line.find('%'); pos != std::string::npos; pos = line.find('%', pos + 1)) {
+        size_t b = pos;
+        while (b > 0 && (std::isdigit(line[b - 1]) || line[b - 1] == '.')) --b;
+        if (b < pos) {
+          EXPECT_LE(std::stod(line.substr(b, pos - b)), 100.0) << line;
+        }
+      }
+      if (header.empty() || line.find("(not in this run)") != std::string::npos) continue;
+      bool row = false;
+      for (Stage st : kReportStages)
+        row = row || line.rfind(std::string(StageName(st)) + " ", 0) == 0;
+      if (!row) continue;
+      // The share columns and their widths in ToText's format.
+      const std::pair<const char*, size_t> columns[] = {
+          {"busy%", 6}, {"wait-in", 7}, {"wait-out", 8}, {" wait%", 6}};
+      for (const auto& [col, width] : columns) {
+        const size_t end = header.rfind(col) + std::string(col).size();
+        EXPECT_LE(ColumnValue(line, end, width), 100.0) << col << ": " << line;
+      }
+    }
+    EXPECT_FALSE(header.empty());
+    if (s.pinned_wait_pct > 100) {
+      EXPECT_THAT(text, HasSubstr("batches waited for one on average"));
+    }
+  }
+}
+
+TEST(BottleneckReportShares, PinnedWaitSummedOverBatchesIsShownAsBatchesWaiting) {
+  Synth s;
+  s.pinned_wait_pct = 350;  // 3.5 batches waited at once on average
+  const BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 2);
+  EXPECT_NEAR(rep.row(Stage::kPinnedWait).batches_waiting_avg, 3.5, 1e-6);
+  EXPECT_LE(rep.row(Stage::kPinnedWait).busy_pct, 100.0);
 }
 
 }  // namespace

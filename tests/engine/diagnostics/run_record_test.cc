@@ -27,6 +27,20 @@ TEST(RunRecordFromStats, TakesDeviceSamplesAndTrainTimeFromTheConsumer) {
   EXPECT_EQ(r.world_size, 1);
 }
 
+TEST(RunRecordFromStats, TheSpanOpensWhenThePipelineStartedBeforeTheFirstStep) {
+  // The wait for the first batch is in delivery's wait_input: the span must hold it too, or
+  // that wait is a share of a span it is not in (input-bound over 100%).
+  PipelineStats pipeline;
+  pipeline.start_ns = 1'000'000'000;
+  ComputeStats compute;
+  compute.steps = 1;
+  compute.first_start_ns = 1'400'000'000;
+  compute.last_end_ns = 2'000'000'000;
+  EXPECT_DOUBLE_EQ(RunRecordFromStats(pipeline, compute).train_seconds, 1.0);
+  compute.first_start_ns = 900'000'000;  // Python: the pass asked before the pipeline started
+  EXPECT_DOUBLE_EQ(RunRecordFromStats(pipeline, compute).train_seconds, 1.1);
+}
+
 TEST(RunRecordFromStats, NoStepsIsZeroTrainTime) {
   const RunRecord r = RunRecordFromStats(PipelineStats{}, ComputeStats{});
   EXPECT_EQ(r.samples, 0u);
