@@ -1,24 +1,22 @@
 #include "device/device_spec.h"
 
+#include <optional>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/enum_names.h"
 #include "device/device.h"
 
 namespace sluice::device {
 
-absl::string_view PlatformName(Platform platform) {
-  switch (platform) {
-    case Platform::kAuto:
-      return "auto";
-    case Platform::kCpu:
-      return "cpu";
-    case Platform::kCuda:
-      return "cuda";
-    case Platform::kSim:
-      return "sim";
-  }
-  return "unknown";
-}
+namespace {
+constexpr auto kPlatformNames = MakeEnumNames<Platform>({{Platform::kAuto, "auto"},
+                                                         {Platform::kCpu, "cpu"},
+                                                         {Platform::kCuda, "cuda"},
+                                                         {Platform::kSim, "sim"}});
+}  // namespace
+
+absl::string_view PlatformName(Platform platform) { return kPlatformNames.Name(platform); }
 
 std::string DeviceSpec::ToString() const {
   if (!has_ordinal()) return std::string(PlatformName(platform));
@@ -39,18 +37,9 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   };
   DeviceSpec spec;
   const size_t colon = text.find(':');
-  const absl::string_view name = text.substr(0, colon);
-  if (name == "auto") {
-    spec.platform = Platform::kAuto;
-  } else if (name == "cpu") {
-    spec.platform = Platform::kCpu;
-  } else if (name == "cuda") {
-    spec.platform = Platform::kCuda;
-  } else if (name == "sim") {
-    spec.platform = Platform::kSim;
-  } else {
-    return invalid();
-  }
+  const std::optional<Platform> platform = kPlatformNames.Parse(text.substr(0, colon));
+  if (!platform) return invalid();
+  spec.platform = *platform;
   if (colon == absl::string_view::npos) return spec;
   // Only devices that have several instances take an ordinal; digits only ("cuda:+1" and
   // "cuda: 1" are refused, as a user would not mean them).

@@ -12,26 +12,31 @@ constexpr uint32_t kMaxPoolSize = 1024;
 constexpr uint32_t kMaxReadAhead = 1024;
 constexpr uint32_t kMaxRingDepth = 64;
 
-const char* PythonArgument(AdviceSetting s) {
-  switch (s) {
-    case AdviceSetting::kReadAhead:
-      return "read_ahead_frames";
-    case AdviceSetting::kDecompressThreads:
-      return "decompress_threads";
-    case AdviceSetting::kPreprocessThreads:
-      return "preprocess_threads";
-    case AdviceSetting::kPoolSize:
-      return "pool_size";
-    case AdviceSetting::kDeviceRingDepth:
-      return "device_ring_depth";
-    case AdviceSetting::kH2DFormat:
-      return "dtype";
-    case AdviceSetting::kCudaGraph:
-    case AdviceSetting::kZstdLevel:
-      return "";
+// Each setting's sluice-train flag and, where sluice.Loader has it, its argument ("": none).
+struct SettingNames {
+  AdviceSetting setting;
+  const char* flag;
+  const char* python;
+};
+constexpr SettingNames kSettings[] = {
+    {AdviceSetting::kReadAhead, "read-ahead", "read_ahead_frames"},
+    {AdviceSetting::kDecompressThreads, "decompress-threads", "decompress_threads"},
+    {AdviceSetting::kPreprocessThreads, "preprocess-threads", "preprocess_threads"},
+    {AdviceSetting::kPoolSize, "pool-size", "pool_size"},
+    {AdviceSetting::kDeviceRingDepth, "device-ring-depth", "device_ring_depth"},
+    {AdviceSetting::kH2DFormat, "h2d-format", "dtype"},
+    {AdviceSetting::kCudaGraph, "cuda-graph", ""},
+    {AdviceSetting::kZstdLevel, "zstd-level", ""},
+};
+
+const SettingNames& NamesOf(AdviceSetting s) {
+  for (const SettingNames& n : kSettings) {
+    if (n.setting == s) return n;
   }
-  return "";
+  return kSettings[0];  // unreachable: every setting has a row
 }
+
+const char* PythonArgument(AdviceSetting s) { return NamesOf(s).python; }
 
 std::string Doubled(uint64_t now, uint64_t at_most) {
   return absl::StrCat(std::min<uint64_t>(at_most, std::max<uint64_t>(1, now) * 2));
@@ -39,27 +44,7 @@ std::string Doubled(uint64_t now, uint64_t at_most) {
 
 }  // namespace
 
-const char* AdviceFlag(AdviceSetting s) {
-  switch (s) {
-    case AdviceSetting::kReadAhead:
-      return "read-ahead";
-    case AdviceSetting::kDecompressThreads:
-      return "decompress-threads";
-    case AdviceSetting::kPreprocessThreads:
-      return "preprocess-threads";
-    case AdviceSetting::kPoolSize:
-      return "pool-size";
-    case AdviceSetting::kDeviceRingDepth:
-      return "device-ring-depth";
-    case AdviceSetting::kH2DFormat:
-      return "h2d-format";
-    case AdviceSetting::kCudaGraph:
-      return "cuda-graph";
-    case AdviceSetting::kZstdLevel:
-      return "zstd-level";
-  }
-  return "";
-}
+const char* AdviceFlag(AdviceSetting s) { return NamesOf(s).flag; }
 
 std::string AdviceText(const Advice& a, Consumer consumer) {
   if (a.setting == AdviceSetting::kZstdLevel) {
