@@ -36,6 +36,7 @@ TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   Ceilings c;
   BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), &c, 2);
   rep.host_memory.lines.push_back({"train: pinned batch pool", 1});  // so lines[] has its fields
+  rep.advice.push_back({AdviceSetting::kPoolSize, "8", "more batches"});  // and advice[]
   const nlohmann::ordered_json j = rep.ToJson();
   EXPECT_EQ(j["schema"], kReportSchema);
   EXPECT_EQ(j["stages"].size(), static_cast<size_t>(kNumReportStages));

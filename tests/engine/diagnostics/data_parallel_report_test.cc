@@ -200,6 +200,7 @@ TEST(DataParallelReportTest, JsonHasEveryDocumentedDataParallelFieldAndNoOther) 
   const BottleneckReport rep = WorldReport({SynthRank(0, 12.0), SynthRank(1, 10.0)});
   BottleneckReport full = rep;
   full.host_memory.lines.push_back({"train: pinned batch pool", 1});
+  full.advice.push_back({AdviceSetting::kPoolSize, "8", "more batches"});
   Ceilings c;
   full.ceilings = c;
   const nlohmann::ordered_json j = full.ToJson();
