@@ -26,10 +26,11 @@ run() {  # name sanitizers
   echo "sanitize ($1): ${present[*]}"
   ninja -C "$dir" -j "$jobs" "${present[@]}"
   # gtest_discover_tests registers a *_NOT_BUILT placeholder for every test executable not
-  # built above; the rest are exactly the tests of the targets listed. The mpi-labelled tests
-  # are plain add_test commands (mpirun): not built here, and Open MPI is not instrumented.
+  # built above; the rest are exactly the tests of the targets listed. The mpi- and
+  # browser-labelled tests are plain add_test commands (mpirun; chromium on sluice-train's
+  # page): their programs are not built here, and neither Open MPI nor chromium is instrumented.
   (cd "$dir" && ctest --output-on-failure -j "$jobs" --exclude-regex '_NOT_BUILT' \
-    --label-exclude mpi --timeout 900)
+    --label-exclude 'mpi|browser' --timeout 900)
 }
 
 # TBB's scheduler is not built with TSan; tsan.supp lists its library-internal reports only.
