@@ -109,6 +109,26 @@ TEST(AdviceTest, U8BatchesAreAdvisedOnlyWhereTheyCrossALink) {
   EXPECT_THAT(rep.sentence, HasSubstr("--h2d-format=u8"));
 }
 
+TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
+  Synth s;  // the link is the limit: the copy stream busy nearly all the time
+  s.cuda = true;
+  s.h2d_ns = 4000;
+  s.wait_pct = 60;
+  RunRecord run = MakeRun(s);
+  run.h2d_format = H2DFormat::kF32;
+  run.pipeline.ring_depth = 3;
+  StageStats& h2d = run.pipeline.stages[static_cast<int>(Stage::kH2D)];
+  h2d.wait_output_ns = h2d.busy_ns / 50;
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
+  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  h2d.wait_output_ns = h2d.busy_ns;  // copies held back by the ring half the time
+  rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=6"));
+}
+
 TEST(AdviceTest, StagesWithinFifteenPercentOfComputeAreACloseCall) {
   Synth s;
   s.decompress_ns = 1000;  // 2 threads: 500 ns per sample, as compute
