@@ -41,12 +41,12 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   if (!platform) return invalid();
   spec.platform = *platform;
   if (colon == absl::string_view::npos) return spec;
-  // Only devices that have several instances take an ordinal; digits only ("cuda:+1" and
-  // "cuda: 1" are refused, as a user would not mean them).
+  // Only devices that have several instances take an ordinal; digits only, no leading zero
+  // ("cuda:+1", "cuda: 1" and "cuda:01" are refused, as a user would not mean them).
   const absl::string_view digits = text.substr(colon + 1);
   if (!spec.uploads() || digits.empty() || digits.size() > 9 ||
       digits.find_first_not_of("0123456789") != absl::string_view::npos ||
-      !absl::SimpleAtoi(digits, &spec.ordinal)) {
+      (digits.size() > 1 && digits[0] == '0') || !absl::SimpleAtoi(digits, &spec.ordinal)) {
     return invalid();
   }
   return spec;

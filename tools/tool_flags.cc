@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,11 @@ absl::Status CheckFlagSyntax(const std::vector<std::string>& args,
     if (eq != absl::string_view::npos) {
       value = std::string(body.substr(eq + 1));
     } else if (flag->IsOfType<bool>()) {
+      if (i + 1 < args.size() && (args[i + 1] == "true" || args[i + 1] == "false")) {
+        return absl::InvalidArgumentError(absl::StrCat("--", dashed, " is a switch: write --",
+                                                       dashed, " or --", dashed, "=", args[i + 1],
+                                                       ", not a separate \"", args[i + 1], "\""));
+      }
       continue;
     } else if (i + 1 < args.size()) {
       value = args[++i];
@@ -116,12 +122,41 @@ absl::Status CheckFlagSyntax(const std::vector<std::string>& args,
   return absl::OkStatus();
 }
 
-// --help, -help, -h or --version before any "--": its output is printed and true returned.
+// Every flag whose (normalized) source file contains `source_filter` ("" for all), grouped by
+// file, sorted by name: Abseil's --helpfull prints the same list but exits 1, and asking for
+// help is not a failure.
+void PrintAllFlags(const ToolDescription& tool, absl::string_view source_filter) {
+  std::map<std::string, std::map<std::string, const absl::CommandLineFlag*>> by_file;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    const std::string file = NormalizeFilename(flag->Filename());
+    if (!absl::StrContains(file, source_filter)) continue;
+    by_file[file][std::string(name)] = flag;
+  }
+  std::printf("%s: %s\n", tool.name.c_str(), tool.usage.c_str());
+  for (const auto& [file, flags] : by_file) {
+    std::printf("\n  Flags from %s:\n", file.c_str());
+    for (const auto& [name, flag] : flags) {
+      std::printf("    --%s (%s); default: \"%s\";\n", DashedFlagName(name).c_str(),
+                  flag->Help().c_str(), flag->DefaultValue().c_str());
+    }
+  }
+}
+
+// --help, -help, -h, --helpshort, --helpfull or --version before any "--": its output is
+// printed and true returned.
 bool PrintHelpOrVersion(const ToolDescription& tool, const std::vector<std::string>& args) {
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--") break;
     if (args[i] == "--help" || args[i] == "-help" || args[i] == "-h") {
       PrintToolHelp(tool);
+      return true;
+    }
+    if (args[i] == "--helpfull" || args[i] == "-helpfull") {
+      PrintAllFlags(tool, "");
+      return true;
+    }
+    if (args[i] == "--helpshort" || args[i] == "-helpshort") {
+      PrintAllFlags(tool, tool.source_name);
       return true;
     }
     if (args[i] == "--version" || args[i] == "-version") {

@@ -37,7 +37,8 @@ struct ToolDescription {
 };
 
 struct ToolCommandLine {
-  // --help or --version was given and its text is printed: the tool exits 0.
+  // --help, --helpshort, --helpfull or --version was given and its text is printed: the tool
+  // exits 0.
   bool help_printed = false;
   std::vector<std::string> args;        // argv as the user typed it, argv[0] first
   std::vector<std::string> positional;  // the arguments that are not flags, without argv[0]
@@ -45,8 +46,10 @@ struct ToolCommandLine {
 };
 
 // Parses argv into the process's Abseil flags after checking every flag's spelling and value.
-// Prints --help and --version output on stdout; --helpfull (and Abseil's other help flags)
-// print and exit inside absl::ParseCommandLine. Errors: kInvalidArgument, a usage error whose
+// Prints --help, --helpshort, --helpfull and --version output on stdout (help_printed; the
+// tool exits 0); Abseil's rarer help flags (--helpon, --helpmatch) print and exit 1 inside
+// absl::ParseCommandLine. A switch followed by a separate "true"/"false" is an error naming
+// the form to use. Errors: kInvalidArgument, a usage error whose
 // message is one line ("unknown flag --no-such-flag (...)", "--epochs: Illegal value ...").
 absl::StatusOr<ToolCommandLine> ParseToolCommandLine(const ToolDescription& tool, int argc,
                                                      char** argv);

@@ -437,6 +437,25 @@ TEST_F(SluiceTrainTest, VersionPrintsProjectVersionAndBuildType) {
   EXPECT_EQ(out.text.rfind(absl::StrCat("sluice-train ", SLUICE_VERSION, " ("), 0), 0u) << out.text;
 }
 
+TEST_F(SluiceTrainTest, HelpfullListsEveryFlagAndExitsZero) {
+  Output out = RunTrain("--helpfull");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("--device-ring-depth"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("--report-html"), std::string::npos) << out.text;
+  out = RunTrain("--helpshort");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("--batch-size"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainTest, ASwitchWithASeparateValueNamesTheFormToUse) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --check-advice true"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--check-advice is a switch: write --check-advice or "
+                          "--check-advice=true"),
+            std::string::npos)
+      << out.text;
+}
+
 TEST_F(SluiceTrainTest, HelpfullShowsNoBuildMachinePaths) {
   Output out = RunTrain("--helpfull");
   EXPECT_NE(out.text.find("tools/sluice_train.cc"), std::string::npos) << out.text;
