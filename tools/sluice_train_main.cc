@@ -202,8 +202,8 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
         static_cast<long long>(t.samples), result.run.device.c_str());
   } else {
     std::printf(
-        "\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s), "
-        "%.2fs wall\n",
+        "\nsluice-train: %s, %lld samples in %.2fs of training (%.0f samples/s); "
+        "%.2fs with evaluation (the process also opens the data and measures ceilings)\n",
         result.run.device.c_str(), static_cast<long long>(t.samples), t.train_seconds,
         TrainSamplesPerSecond(t), t.seconds);
   }
