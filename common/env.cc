@@ -90,6 +90,21 @@ class PosixWritableFile final : public WritableFile {
   int fd_;
 };
 
+// A lock file opened without following links must still be a regular file: a FIFO or a
+// device planted under the lock's name is refused, not written to. (O_NONBLOCK kept the open
+// of a FIFO from blocking; a regular file ignores it.)
+absl::Status CheckRegularLockFile(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return PosixError("fstat", path, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path,
+                     ": is not a regular file; sluice creates its lock file itself "
+                     "(remove what is there)"));
+  }
+  return absl::OkStatus();
+}
+
 // Holds flock on `fd_`; docs/formats/lock.md ("Protocol").
 class PosixLockedFile final : public LockedFile {
  public:
@@ -142,6 +157,25 @@ class PosixEnv final : public Env {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return PosixError("open for writing", path, errno);
     return std::make_unique<PosixWritableFile>(path, fd);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewTemporaryFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink", path, errno);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return PosixError("create", path, errno);
+    return std::make_unique<PosixWritableFile>(path, fd);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
+      const std::string& path) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return PosixError("open for writing", path, errno);
+    return std::make_unique<PosixWritableFile>(path, fd);
+  }
+  bool IsSpecialFile(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return false;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return true;
+    const bool under_dev_or_proc = path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0;
+    return under_dev_or_proc && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
   absl::StatusOr<uint64_t> GetFileSize(const std::string& path) override {
@@ -196,8 +230,18 @@ class PosixEnv final : public Env {
   }
   absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& path) override {
     for (;;) {
-      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+      if (fd < 0 && errno == ELOOP) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path,
+                         ": is a symbolic link; sluice creates its lock file itself and "
+                         "never writes through a link (remove the link)"));
+      }
       if (fd < 0) return PosixError("open lock file", path, errno);
+      if (absl::Status regular = CheckRegularLockFile(fd, path); !regular.ok()) {
+        ::close(fd);
+        return regular;
+      }
       if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
         ::close(fd);
@@ -249,9 +293,14 @@ absl::StatusOr<std::string> ReadFileToString(Env* env, const std::string& path) 
 }
 
 absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view data) {
+  if (env->IsSpecialFile(path)) {
+    ASSIGN_OR_RETURN(auto file, env->NewAppendableFile(path));
+    RETURN_IF_ERROR(file->Append(data));
+    return file->Close();
+  }
   const std::string tmp = path + ".tmp";
   absl::Status s = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto file, env->NewWritableFile(tmp));
+    ASSIGN_OR_RETURN(auto file, env->NewTemporaryFile(tmp));
     RETURN_IF_ERROR(file->Append(data));
     RETURN_IF_ERROR(file->Sync());
     RETURN_IF_ERROR(file->Close());

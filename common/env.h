@@ -66,6 +66,23 @@ class Env {
   // Creates or truncates `path`.
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) = 0;
+  // Creates `path` afresh for a write-then-rename: a leftover entry of that name (a crashed
+  // writer's temporary, or a link someone planted) is removed first, and the new file is
+  // created exclusively, never through a link (POSIX: O_CREAT | O_EXCL | O_NOFOLLOW).
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewTemporaryFile(const std::string& path) {
+    DeleteFile(path).IgnoreError();
+    return NewWritableFile(path);
+  }
+  // Opens an existing `path` for writing at its end, without creating or truncating it: how a
+  // special file (IsSpecialFile) is written.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) {
+    return NewWritableFile(path);
+  }
+  // Whether `path` must be written in place, never replaced by a rename: it exists and (links
+  // followed) is neither a regular file nor a directory (a character device such as /dev/null,
+  // a FIFO, a socket, a terminal), or it is a link under /dev/ or /proc/ (/dev/stdout,
+  // /dev/fd/1: they may name the file a shell redirected to, which is appended to).
+  virtual bool IsSpecialFile(const std::string& path) { return false; }
   virtual bool FileExists(const std::string& path) = 0;
   virtual absl::StatusOr<uint64_t> GetFileSize(const std::string& path) = 0;
   // Names (not paths) of the entries of `dir`, sorted.
@@ -80,13 +97,17 @@ class Env {
   // Takes an exclusive lock on `path` (created if missing) without waiting: kUnavailable
   // ("... is locked") when another holder has it, in this process or another (POSIX: flock,
   // released by the kernel when the holder dies). The file's contents are not looked at.
+  // A link or anything but a regular file at `path` is refused (kFailedPrecondition): the
+  // lock is never taken, nor its text written, through a link.
   virtual absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& path) = 0;
 };
 
 // Reads a whole file.
 absl::StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);
-// Writes `data` to `path` atomically: `path`.tmp, fsync, rename, fsync of the directory.
-// On failure the temporary is removed and `path` is untouched.
+// Writes `data` to `path` atomically: `path`.tmp (Env::NewTemporaryFile), fsync, rename,
+// fsync of the directory. On failure the temporary is removed and `path` is untouched. A
+// special file (Env::IsSpecialFile: /dev/null, a FIFO, /dev/stdout) is appended to in place
+// instead (Env::NewAppendableFile): it is never replaced by a regular file.
 absl::Status WriteFileAtomically(Env* env, const std::string& path, absl::string_view data);
 
 // sluice's cache directory (sharded IDX files, measured ceilings): $SLUICE_CACHE_DIR, else

@@ -95,7 +95,7 @@ absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader&
                             const std::vector<std::string>& stored,
                             const std::vector<FrameJob>& jobs, size_t first_job,
                             size_t record_bytes, ShardEntry* entry) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewTemporaryFile(tmp));
   ShardWriter writer(file.get(), header);
   for (uint32_t f = 0; f < header.frame_count; ++f) {
     const FrameJob& job = jobs[first_job + f];
@@ -209,7 +209,7 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     }
     RETURN_IF_ERROR(env->SyncDir(dir));  // the shards' names are durable before the switch
     {
-      ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(manifest_tmp));
+      ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewTemporaryFile(manifest_tmp));
       RETURN_IF_ERROR(file->Append(m.ToJson()));
       RETURN_IF_ERROR(file->Sync());
       RETURN_IF_ERROR(file->Close());

@@ -14,8 +14,16 @@ absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view 
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, " ", path, ": is a directory (expected a file path)"));
   }
+  if (env->IsSpecialFile(path)) {
+    // /dev/null, a FIFO, /dev/stdout: opened as it will be written, and nothing is created
+    // beside it.
+    absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewAppendableFile(path);
+    if (file.ok()) return (*file)->Close();
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", path, ": cannot be written: ", file.status().message()));
+  }
   const std::string probe = absl::StrCat(path, ".probe");
-  auto file = env->NewWritableFile(probe);
+  auto file = env->NewTemporaryFile(probe);
   absl::Status status = file.status();
   if (status.ok()) status = (*file)->Close();
   if (file.ok()) {
@@ -54,6 +62,7 @@ absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options) {
 
 absl::StatusOr<MetricsLog> MetricsLog::Open(Env* env, const std::string& path, bool keep_existing) {
   MetricsLog log(env, path);
+  if (env->IsSpecialFile(path)) return log;  // each line is appended as it comes
   if (keep_existing && env->FileExists(path)) {
     ASSIGN_OR_RETURN(log.text_, ReadFileToString(env, path));
     return log;
@@ -71,7 +80,9 @@ absl::Status MetricsLog::Append(const EpochSummary& s) {
     j["test_accuracy"] = s.test->accuracy();
     j["test_samples"] = s.test->samples;
   }
-  text_ += j.dump() + "\n";
+  const std::string line = j.dump() + "\n";
+  if (env_->IsSpecialFile(path_)) return WriteFileAtomically(env_, path_, line);
+  text_ += line;
   return WriteFileAtomically(env_, path_, text_);
 }
 

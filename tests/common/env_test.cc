@@ -1,5 +1,8 @@
 #include "common/env.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -67,6 +70,40 @@ TEST(EnvTest, FailedRenameKeepsOldContents) {
   auto contents = ReadFileToString(&env, "/d/file");
   ASSERT_TRUE(contents.ok());
   EXPECT_EQ(*contents, "old");
+}
+
+bool IsCharacterDevice(const char* path) {
+  struct stat st;
+  return ::lstat(path, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+// --report-json=/dev/null (or /dev/full, a FIFO, /dev/stdout) must write to the device, not
+// rename a regular file over it.
+TEST(EnvTest, AtomicWriteToASpecialFileWritesInPlaceAndNeverReplacesIt) {
+  ASSERT_TRUE(IsCharacterDevice("/dev/null"));
+  EXPECT_TRUE(Env::Default()->IsSpecialFile("/dev/null"));
+  EXPECT_TRUE(WriteFileAtomically(Env::Default(), "/dev/null", "report\n").ok());
+  EXPECT_TRUE(IsCharacterDevice("/dev/null"));
+  if (IsCharacterDevice("/dev/full")) {
+    absl::Status full = WriteFileAtomically(Env::Default(), "/dev/full", "report\n");
+    EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+    EXPECT_TRUE(IsCharacterDevice("/dev/full"));
+  }
+}
+
+// A link planted under the temporary's name must not be written through.
+TEST(EnvTest, AtomicWriteNeverWritesThroughALinkAtItsTemporaryName) {
+  const std::string dir = TempDir();
+  const std::string victim = JoinPath(dir, "victim");
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), victim, "precious").ok());
+  const std::string path = JoinPath(dir, "report.json");
+  ASSERT_EQ(::symlink(victim.c_str(), (path + ".tmp").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), path, "{}").ok());
+  EXPECT_EQ(*ReadFileToString(Env::Default(), victim), "precious");
+  EXPECT_EQ(*ReadFileToString(Env::Default(), path), "{}");
+  EXPECT_FALSE(Env::Default()->FileExists(path + ".tmp"));
+  EXPECT_FALSE(Env::Default()->IsSpecialFile(path));
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(PathTest, DirAndBaseNames) {

@@ -1,6 +1,7 @@
 #include "common/file_lock.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,39 @@ INSTANTIATE_TEST_SUITE_P(Envs, FileLockTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Posix" : "Mem";
                          });
+
+// A link planted under the lock's name (by anyone who can write to a shared dataset
+// directory) must not make sluice write through it: not to the file it names, and not to a
+// new file outside the directory when it dangles.
+TEST(FileLockLinkTest, ALinkAtTheLockPathIsRefusedAndWhatItNamesIsUntouched) {
+  const std::string dir = TempDir();
+  const std::string victim = JoinPath(dir, "victim.txt");
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), victim, "precious\n").ok());
+  const std::string lock = JoinPath(dir, FileLock::kFileName);
+  ASSERT_EQ(::symlink(victim.c_str(), lock.c_str()), 0);
+  absl::StatusOr<std::unique_ptr<FileLock>> held = FileLock::Acquire(Env::Default(), dir, "test");
+  ASSERT_FALSE(held.ok());
+  EXPECT_EQ(held.status().code(), absl::StatusCode::kFailedPrecondition) << held.status();
+  EXPECT_THAT(held.status().message(), HasSubstr("is a symbolic link"));
+  EXPECT_EQ(*ReadFileToString(Env::Default(), victim), "precious\n");
+
+  const std::string outside = JoinPath(dir, "created-outside");
+  ASSERT_EQ(::unlink(lock.c_str()), 0);
+  ASSERT_EQ(::symlink(outside.c_str(), lock.c_str()), 0);
+  EXPECT_FALSE(FileLock::Acquire(Env::Default(), dir, "test").ok());
+  EXPECT_NE(::access(outside.c_str(), F_OK), 0) << "the dangling link created " << outside;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(FileLockLinkTest, AFifoAtTheLockPathIsRefusedWithoutBlocking) {
+  const std::string dir = TempDir();
+  const std::string lock = JoinPath(dir, FileLock::kFileName);
+  ASSERT_EQ(::mkfifo(lock.c_str(), 0644), 0);
+  absl::StatusOr<std::unique_ptr<FileLock>> held = FileLock::Acquire(Env::Default(), dir, "test");
+  ASSERT_FALSE(held.ok());
+  EXPECT_THAT(held.status().message(), HasSubstr("is not a regular file"));
+  std::system(("rm -rf " + dir).c_str());
+}
 
 TEST(FileLockFormatTest, ContentsAreTheFiveLinesOfTheFormatDoc) {
   LockHolder h{41523, "trainbox-3", "2024-05-01T12:00:00Z", "sluice-shard create\n(split train)"};

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +160,29 @@ TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("is a directory"), std::string::npos) << out.text;
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
+}
+
+bool IsLinkOrDevice(const char* path, bool link) {
+  struct stat st;
+  return ::lstat(path, &st) == 0 && (link ? S_ISLNK(st.st_mode) : S_ISCHR(st.st_mode));
+}
+
+// Outputs are written with a temporary and a rename, which would replace a device or the
+// /dev/stdout link with a regular file: special files are written in place instead.
+TEST_F(SluiceTrainTest, OutputsToSpecialFilesAreWrittenInPlaceNeverReplaced) {
+  ASSERT_TRUE(IsLinkOrDevice("/dev/null", false));
+  const bool stdout_is_link = IsLinkOrDevice("/dev/stdout", true);
+  Output out = RunTrain(absl::StrCat(
+      "--data=", dir_,
+      "/data --device=cpu --epochs=1 --quiet --report-json=/dev/stdout --trace=/dev/null "
+      "--metrics-out=/dev/null --report-html=/dev/null --export-safetensors=/dev/null"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("\"schema\": \"sluice.bottleneck_report/1\""), std::string::npos)
+      << out.text;
+  EXPECT_TRUE(IsLinkOrDevice("/dev/null", false));
+  EXPECT_EQ(stdout_is_link, IsLinkOrDevice("/dev/stdout", true));
+  EXPECT_FALSE(Env::Default()->FileExists("/dev/null.probe"));
+  EXPECT_FALSE(Env::Default()->FileExists("/dev/null.tmp"));
 }
 
 TEST_F(SluiceTrainTest, UnwritableReportHtmlFailsBeforeTraining) {
