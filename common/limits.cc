@@ -96,6 +96,13 @@ absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max,
       absl::StrCat("--", flag, ": ", value, " is more than the maximum ", max, " (", why, ")"));
 }
 
+absl::Status CheckInRange(absl::string_view flag, double value, double min, double max,
+                          absl::string_view why) {
+  if (value >= min && value <= max) return absl::OkStatus();  // false for NaN
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, ": ", value, " is not in [", min, ", ", max, "] (", why, ")"));
+}
+
 absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,
                                         std::initializer_list<uint64_t> factors) {
   uint64_t product = 1;

@@ -37,6 +37,11 @@ absl::Status CheckThreadCount(absl::string_view flag, int64_t value);
 // kInvalidArgument "--<flag>: N is more than the maximum M (<why>)" when value > max.
 absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max, absl::string_view why);
 
+// kInvalidArgument "--<flag>: V is not in [min, max] (<why>)" when `value` is outside the
+// range or not a finite number.
+absl::Status CheckInRange(absl::string_view flag, double value, double min, double max,
+                          absl::string_view why);
+
 // The product of `factors`, or kResourceExhausted "<what>: A x B x ... overflows 64 bits".
 absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,
                                         std::initializer_list<uint64_t> factors);

@@ -401,6 +401,27 @@ TEST_F(SluiceTrainTest, HugeBatchSizeIsUsageErrorNotAbort) {
       << out.text;
 }
 
+// A simulated device that would take minutes per step (or a link of 1e-300 GB/s that was
+// silently not applied) is refused at start with its bound.
+TEST_F(SluiceTrainTest, SimulatedDeviceModelsOutsideTheirBoundsAreUsageErrors) {
+  struct Case {
+    const char* flag;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"--sim-link-gbps=1e-9", "--sim-link-gbps: 1e-09 is not in [0.001, 100000]"},
+        Case{"--sim-link-gbps=1e-300", "--sim-link-gbps: 1e-300 is not in [0.001, 100000]"},
+        Case{"--sim-link-gbps=inf", "--sim-link-gbps: inf is not in [0.001, 100000]"},
+        Case{"--sim-compute-us=1e12", "--sim-compute-us: 1e+12 is not in [0, 1e+07]"},
+        Case{"--sim-latency-us=1e12", "--sim-latency-us: 1e+12 is not in [0, 1e+06]"},
+        Case{"--sim-compute-samples-per-s=1",
+             "--sim-compute-samples-per-s: 1 models 32 s per step of 32 samples"}}) {
+    Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=sim --epochs=1 ", c.flag));
+    EXPECT_EQ(out.exit_code, 2) << c.flag << ": " << out.text;
+    EXPECT_NE(out.text.find(c.message), std::string::npos) << c.flag << ": " << out.text;
+  }
+}
+
 TEST_F(SluiceTrainTest, BatchLargerThanTheSplitIsClearError) {
   Output out = RunTrain(absl::StrCat("--data=", dir_,
                                      "/data --device=cpu --epochs=1 --quiet "
