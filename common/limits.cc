@@ -1,10 +1,12 @@
 #include "common/limits.h"
 
+#include <dirent.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +103,42 @@ absl::Status CheckInRange(absl::string_view flag, double value, double min, doub
   if (value >= min && value <= max) return absl::OkStatus();  // false for NaN
   return absl::InvalidArgumentError(
       absl::StrCat("--", flag, ": ", value, " is not in [", min, ", ", max, "] (", why, ")"));
+}
+
+namespace {
+
+uint64_t OpenFileCount() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return 0;
+  uint64_t n = 0;
+  while (::readdir(d) != nullptr) ++n;
+  ::closedir(d);
+  return n > 3 ? n - 3 : 0;  // ".", ".." and the directory's own descriptor
+}
+
+}  // namespace
+
+absl::Status ReserveOpenFiles(uint64_t files, absl::string_view what) {
+  constexpr uint64_t kMargin = 64;  // the process's other files: logs, outputs, sockets
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return absl::OkStatus();
+  const uint64_t need = OpenFileCount() + files + kMargin;
+  if (lim.rlim_cur == RLIM_INFINITY || need <= lim.rlim_cur) return absl::OkStatus();
+  if (lim.rlim_max != RLIM_INFINITY && need > lim.rlim_max) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": needs ", files, " open files and this process may open at most ", lim.rlim_max,
+        " in all (ulimit -n: soft ", lim.rlim_cur, ", hard ", lim.rlim_max,
+        "); raise the hard limit, or write fewer, larger shards (sluice-shard create "
+        "--records-per-shard)"));
+  }
+  const rlim_t soft = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(need) : lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": needs ", files, " open files; raising the soft limit (ulimit -n) ",
+                     soft, " to ", lim.rlim_cur, " failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,

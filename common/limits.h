@@ -42,6 +42,12 @@ absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max, abs
 absl::Status CheckInRange(absl::string_view flag, double value, double min, double max,
                           absl::string_view why);
 
+// Makes room for `files` more open files in this process: when the files open now, plus
+// `files`, plus a margin of 64 exceed the soft RLIMIT_NOFILE (`ulimit -n`, often 1024), the
+// soft limit is raised to the hard one. kResourceExhausted, naming `what` and both limits,
+// when even the hard limit is too small (docs/limits.md, "Open files").
+absl::Status ReserveOpenFiles(uint64_t files, absl::string_view what);
+
 // The product of `factors`, or kResourceExhausted "<what>: A x B x ... overflows 64 bits".
 absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,
                                         std::initializer_list<uint64_t> factors);

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -254,6 +255,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
   }
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, manifest_path));
   ASSIGN_OR_RETURN(Manifest m, Manifest::FromJson(text, manifest_path));
+  // Shards stay open once read: a split of more shards than `ulimit -n` failed half way with
+  // "Too many open files".
+  RETURN_IF_ERROR(ReserveOpenFiles(m.shards.size(),
+                                   absl::StrCat(manifest_path, " (", m.shards.size(), " shards)")));
   return std::unique_ptr<Dataset>(
       new Dataset(env, DirName(manifest_path), manifest_path, std::move(m)));
 }

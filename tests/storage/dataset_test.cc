@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <map>
@@ -418,6 +419,55 @@ TEST(DatasetWriterTest, SecondWriterIsRefusedWhileTheDirectoryIsLocked) {
   }
   EXPECT_TRUE(WriteDataset(env.get(), "/d", "test", w.new_records, w.options).ok());
   ExpectSplitHolds(env.get(), "/d", w.old_records, "train");
+}
+
+// A split of more shards than the soft `ulimit -n` used to fail half way with "Too many open
+// files"; the soft limit is raised to the hard one, and a hard limit that is too small is a
+// clear error at open. Each case runs in a child process, whose limits it changes.
+class DatasetOpenFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice_open_files_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ASSERT_TRUE(WriteDataset(Env::Default(), dir_, "train", MakeRecords(U8Spec(4, 4), kShards),
+                             Options(1, 1))
+                    .ok());
+  }
+  void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
+  static constexpr int kShards = 150;
+  std::string dir_;
+};
+
+// Opens the dataset and every shard: 0 when all opened, 1 when Open failed with a message
+// naming the hard limit, 2 otherwise.
+int OpenEveryShard(const std::string& dir, rlim_t soft, rlim_t hard) {
+  struct rlimit lim = {soft, hard};
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return 3;
+  absl::StatusOr<std::unique_ptr<Dataset>> ds = Dataset::Open(Env::Default(), dir, "train");
+  if (!ds.ok()) {
+    return ds.status().code() == absl::StatusCode::kResourceExhausted &&
+                   absl::StrContains(ds.status().message(), "hard 100")
+               ? 1
+               : 2;
+  }
+  for (size_t i = 0; i < (*ds)->manifest().shards.size(); ++i) {
+    if (!(*ds)->shard(i).ok()) return 2;
+  }
+  return 0;
+}
+
+TEST_F(DatasetOpenFilesTest, MoreShardsThanTheSoftLimitRaiseIt) {
+  struct rlimit lim;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < 400) {
+    GTEST_SKIP() << "the hard open-file limit " << lim.rlim_max << " is below this test's 400";
+  }
+  EXPECT_EXIT(std::_Exit(OpenEveryShard(dir_, 100, lim.rlim_max)), ::testing::ExitedWithCode(0),
+              "");
+}
+
+TEST_F(DatasetOpenFilesTest, AHardLimitBelowTheShardCountIsAClearErrorAtOpen) {
+  EXPECT_EXIT(std::_Exit(OpenEveryShard(dir_, 100, 100)), ::testing::ExitedWithCode(1), "");
 }
 
 }  // namespace
