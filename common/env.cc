@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -90,6 +91,25 @@ class PosixWritableFile final : public WritableFile {
   int fd_;
 };
 
+// ENAMETOOLONG before any directory is made: the path within PATH_MAX and each name within
+// NAME_MAX.
+absl::Status CheckPathLength(const std::string& path) {
+  auto too_long = [&](absl::string_view what, size_t length, size_t max) {
+    return absl::InvalidArgumentError(absl::StrCat(path.substr(0, 64), "...: file name too long (",
+                                                   what, " of ", length, " characters; at most ",
+                                                   max, ")"));
+  };
+  if (path.size() >= PATH_MAX) return too_long("a path", path.size(), PATH_MAX - 1);
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end - start > NAME_MAX) return too_long("a name", end - start, NAME_MAX);
+    start = end + 1;
+  }
+  return absl::OkStatus();
+}
+
 // A lock file opened without following links must still be a regular file: a FIFO or a
 // device planted under the lock's name is refused, not written to. (O_NONBLOCK kept the open
 // of a FIFO from blocking; a regular file ignores it.)
@@ -138,7 +158,8 @@ class PosixEnv final : public Env {
  public:
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would wait for a writer; it is refused below.
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return PosixError("open", path, errno);
     struct stat st;
     if (::fstat(fd, &st) != 0) {
@@ -149,6 +170,11 @@ class PosixEnv final : public Env {
     if (S_ISDIR(st.st_mode)) {
       ::close(fd);
       return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": is not a regular file (a FIFO, a device or a socket), expected a file"));
     }
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return std::make_unique<PosixRandomAccessFile>(path, fd, static_cast<uint64_t>(st.st_size));
@@ -197,6 +223,9 @@ class PosixEnv final : public Env {
   }
   absl::Status CreateDirs(const std::string& dir) override {
     if (dir.empty()) return absl::OkStatus();
+    // Checked before anything is created: mkdir would fail only deep down, after creating
+    // every directory above the first name the kernel refuses.
+    RETURN_IF_ERROR(CheckPathLength(dir));
     struct stat st;
     if (::stat(dir.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) return absl::OkStatus();

@@ -227,8 +227,18 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
   if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
     std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());
   }
-  if (!result.checkpoint_path.empty())
-    std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
+  if (!result.checkpoint_path.empty()) {
+    if (Env::Default()->FileExists(result.checkpoint_path)) {
+      std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
+    } else {
+      // --stop-after-steps ends as if the process were killed: only the checkpoints written
+      // during the run (--checkpoint-every) exist.
+      std::printf(
+          "checkpoint: none written in %s (--stop-after-steps stops as if killed; "
+          "--checkpoint-every=N writes them during the run)\n",
+          DirName(result.checkpoint_path).c_str());
+    }
+  }
   if (!options.export_safetensors.empty()) {
     std::printf("safetensors: %s\n", options.export_safetensors.c_str());
   }

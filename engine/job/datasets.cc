@@ -62,6 +62,11 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std:
                                                             const std::string& split,
                                                             const std::string& cache_dir) {
   if (!env->FileExists(path)) {
+    // Say why when it is not simply missing ("File name too long", "Permission denied").
+    if (absl::StatusOr<uint64_t> size = env->GetFileSize(path);
+        !size.ok() && size.status().code() != absl::StatusCode::kNotFound) {
+      return size.status();
+    }
     return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
   }
   auto dataset = Dataset::Open(env, path, split);

@@ -65,9 +65,9 @@ absl::StatusOr<MetricsLog> MetricsLog::Open(Env* env, const std::string& path, b
   if (env->IsSpecialFile(path)) return log;  // each line is appended as it comes
   if (keep_existing && env->FileExists(path)) {
     ASSIGN_OR_RETURN(log.text_, ReadFileToString(env, path));
-    return log;
   }
-  RETURN_IF_ERROR(WriteFileAtomically(env, path, ""));
+  // Nothing is written before the first epoch's line: a failed run leaves no empty file (the
+  // start-up probe has checked that the path can be written).
   return log;
 }
 

@@ -422,6 +422,40 @@ TEST_F(SluiceTrainTest, SimulatedDeviceModelsOutsideTheirBoundsAreUsageErrors) {
   }
 }
 
+// Each used to mislead: a FIFO given to --resume blocked in open(); a 6,000-character path
+// said "no such file"; a 4,100-character --checkpoint-dir created hundreds of directories
+// before failing; --stop-after-steps printed a checkpoint path and wrote no file.
+TEST_F(SluiceTrainTest, SpecialAndOverlongPathsGetOneClearLineAndLeaveNothing) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  Output out =
+      RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --resume=", fifo,
+                            " --checkpoint-dir=", dir_, "/ckpt"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("is not a regular file"), std::string::npos) << out.text;
+
+  out = RunTrain(absl::StrCat("--data=", dir_, "/", std::string(6000, 'a'), " --device=cpu"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("File name too long"), std::string::npos) << out.text;
+
+  std::string deep = dir_ + "/deep";
+  while (deep.size() < 4200) deep += "/abcdefgh";
+  out = RunTrain(
+      absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --checkpoint-dir=", deep));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("file name too long"), std::string::npos) << out.text;
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/deep"));
+
+  out = RunTrain(absl::StrCat("--data=", dir_,
+                              "/data --device=cpu --epochs=1 --stop-after-steps=5 "
+                              "--checkpoint-dir=",
+                              dir_, "/ckpt --metrics-out=", dir_, "/m.jsonl"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("checkpoint: none written in " + dir_ + "/ckpt"), std::string::npos)
+      << out.text;
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/m.jsonl")) << "an empty metrics file";
+}
+
 TEST_F(SluiceTrainTest, BatchLargerThanTheSplitIsClearError) {
   Output out = RunTrain(absl::StrCat("--data=", dir_,
                                      "/data --device=cpu --epochs=1 --quiet "
