@@ -244,15 +244,24 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
   }
 }
 
-// --what-if=all: the normal run, then each stage made free in turn, in one table; its rows
-// are kept for the HTML report.
-absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
-                              const TrainJobResult& normal, const BottleneckReport& report,
-                              std::vector<HtmlWhatIfRow>* kept) {
+// --what-if=all: the normal run, then each stage made free in turn. The table decides the
+// verdict where the two disagree (ReconcileVerdictWithWhatIf), so it runs before the report
+// is printed.
+absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfAndReconcile(Env* env,
+                                                             const TrainJobOptions& options,
+                                                             const TrainJobResult& normal,
+                                                             BottleneckReport* report) {
   ASSIGN_OR_RETURN(std::vector<WhatIfRow> rows,
                    RunWhatIfTable(env, options, normal, [](const std::string& stage) {
                      std::fprintf(stderr, "what-if: %s free ...\n", stage.c_str());
                    }));
+  ReconcileVerdictWithWhatIf(rows, normal.run, report);
+  return rows;
+}
+
+// The what-if table; its rows are kept for the HTML report.
+void PrintWhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport& report,
+                      std::vector<HtmlWhatIfRow>* kept) {
   std::printf(
       "\nwhat-if (each stage made free in turn; the stage whose removal speeds the run "
       "up most is the limit):\n");
@@ -267,7 +276,6 @@ absl::Status PrintWhatIfTable(Env* env, const TrainJobOptions& options,
     }
   }
   std::printf("  report verdict for the normal run: %s\n", report.sentence.c_str());
-  return absl::OkStatus();
 }
 
 // --check-advice: each suggestion of the report run as an experiment over a bounded span.
@@ -315,7 +323,12 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
     std::fprintf(stderr, "sluice-train: ceilings not measured: %s\n",
                  job_report.ceilings_note.c_str());
   }
-  const BottleneckReport& report = job_report.report;
+  BottleneckReport report = job_report.report;
+  std::vector<WhatIfRow> what_if_rows;
+  const bool what_if_all = absl::GetFlag(FLAGS_what_if) == "all" && !result.train.interrupted;
+  if (what_if_all) {
+    ASSIGN_OR_RETURN(what_if_rows, RunWhatIfAndReconcile(env, options, result, &report));
+  }
   if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, report.ToJson().dump(2) + "\n"));
@@ -326,9 +339,7 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   }
   std::fflush(stdout);
   HtmlExtras extras = HtmlExtrasFromRun(result.run);
-  if (absl::GetFlag(FLAGS_what_if) == "all" && !result.train.interrupted) {
-    RETURN_IF_ERROR(PrintWhatIfTable(env, options, result, report, &extras.what_if));
-  }
+  if (what_if_all) PrintWhatIfTable(what_if_rows, report, &extras.what_if);
   // Last: the page holds the what-if table.
   if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, ReportToHtml(report, extras)));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "engine/diagnostics/bottleneck_report.h"
 #include "engine/job/train_job.h"
 
 namespace sluice {
@@ -37,6 +38,16 @@ TrainJobOptions WhatIfOptions(const TrainJobOptions& base, const std::string& st
 absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfTable(
     Env* env, const TrainJobOptions& base, const TrainJobResult& normal,
     const std::function<void(const std::string&)>& on_start);
+
+// The verdict and the what-if table never contradict each other, and the table wins: it is an
+// experiment, the attribution an inference. When the stage whose freeing gave the largest
+// measured speedup is not `report`'s limiting stage, it becomes the limiting stage, the class
+// follows it (compute-bound for compute, input-bound for a pipeline stage unless the verdict
+// already blamed the input), the advice is the advice for that stage, and the sentence says that
+// the measurement decided it, with both speedups ("within 15%" when they are that close).
+// `run` is the normal run's record. Rows with a note or no rate are not measurements.
+void ReconcileVerdictWithWhatIf(const std::vector<WhatIfRow>& rows, const RunRecord& run,
+                                BottleneckReport* report);
 
 }  // namespace sluice
 

@@ -278,7 +278,7 @@ TEST(BottleneckReportTest, StarvedWithFullPoolAndNoSlowStageBlamesThePool) {
   RunRecord run = MakeRun(s);
   BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
   EXPECT_EQ(rep.limiting_stage, Stage::kPinnedWait);
-  EXPECT_THAT(rep.sentence, HasSubstr("--pool-size"));
+  EXPECT_THAT(rep.sentence, HasSubstr("pinned buffers were in use"));
   // A stage slower than compute is named even though the pool was full too.
   s.decompress_ns = 2400;
   rep = AnalyzeRun(MakeRun(s), nullptr, 16);
