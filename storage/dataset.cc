@@ -60,6 +60,7 @@ class Fields {
     }
     return v;
   }
+  bool Has(absl::string_view key) const { return j_.is_object() && j_.contains(std::string(key)); }
 
  private:
   const Json& j_;
@@ -86,12 +87,14 @@ bool IsPlainFileName(absl::string_view name) {
 std::string Manifest::ToJson() const {
   Json shards_json = Json::array();
   for (const ShardEntry& s : shards) {
-    shards_json.push_back(ObjectOf({{"file", s.file},
-                                    {"first_record", s.first_record},
-                                    {"record_count", s.record_count},
-                                    {"frame_count", s.frame_count},
-                                    {"bytes", s.bytes},
-                                    {"xxh3", ChecksumToHex(s.xxh3)}}));
+    Json entry = ObjectOf({{"file", s.file},
+                           {"first_record", s.first_record},
+                           {"record_count", s.record_count},
+                           {"frame_count", s.frame_count},
+                           {"bytes", s.bytes},
+                           {"xxh3", ChecksumToHex(s.xxh3)}});
+    if (s.meta_xxh3) entry["meta_xxh3"] = ChecksumToHex(*s.meta_xxh3);
+    shards_json.push_back(std::move(entry));
   }
   Json sources_json = Json::array();
   for (const SourceEntry& s : sources) {
@@ -180,6 +183,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     ASSIGN_OR_RETURN(uint64_t frames, f.U64("frame_count"));
     ASSIGN_OR_RETURN(s.bytes, f.U64("bytes"));
     ASSIGN_OR_RETURN(s.xxh3, f.Hex("xxh3"));
+    if (f.Has("meta_xxh3")) ASSIGN_OR_RETURN(s.meta_xxh3, f.Hex("meta_xxh3"));
     if (s.first_record != next_record) {
       return f.Error("first_record", absl::StrCat(s.first_record, ", expected ", next_record));
     }
@@ -312,6 +316,15 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
   }
   if (h.shard_index != i) return mismatch("shard_index", h.shard_index, i);
   if (r->file_size() != e.bytes) return mismatch("file size", r->file_size(), e.bytes);
+  if (e.meta_xxh3 && r->meta_checksum() != *e.meta_xxh3) {
+    // Same shape, counts and size, other content: a shard of another split or dataset copied
+    // under this name. Caught here, at open, without reading the frames.
+    return absl::DataLossError(absl::StrCat(
+        path, ": meta_checksum ", ChecksumToHex(r->meta_checksum()), " disagrees with ",
+        manifest_path_, " (expected meta_xxh3 ", ChecksumToHex(*e.meta_xxh3),
+        "): the file is not the shard the manifest names (copied from another split or "
+        "dataset?)"));
+  }
   readers_[i] = std::move(r);
   return readers_[i].get();
 }

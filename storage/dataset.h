@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct ShardEntry {
   uint32_t frame_count = 0;
   uint64_t bytes = 0;
   uint64_t xxh3 = 0;
+  // The shard's footer meta_checksum, checked when the shard is opened (a file of another
+  // split or dataset under this shard's name); absent in manifests written before it existed.
+  std::optional<uint64_t> meta_xxh3;
 };
 
 struct SourceEntry {

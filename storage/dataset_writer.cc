@@ -90,7 +90,8 @@ bool IsShardOrTempOfSplit(absl::string_view name, absl::string_view split) {
   return IsDigits(name.substr(0, dash)) && IsLowerHex16(name.substr(dash + 1));
 }
 
-// Writes shard `header` to `tmp` (fsynced and closed); fills entry->bytes and entry->xxh3.
+// Writes shard `header` to `tmp` (fsynced and closed); fills entry->bytes, entry->xxh3 and
+// entry->meta_xxh3.
 absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader& header,
                             const std::vector<std::string>& stored,
                             const std::vector<FrameJob>& jobs, size_t first_job,
@@ -107,6 +108,7 @@ absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader&
   RETURN_IF_ERROR(file->Close());
   entry->bytes = writer.bytes_written();
   entry->xxh3 = writer.file_checksum();
+  entry->meta_xxh3 = writer.meta_checksum();
   return absl::OkStatus();
 }
 

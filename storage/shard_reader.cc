@@ -229,7 +229,8 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(Env* env, const s
   RETURN_IF_ERROR(ReadIndexAndCheckMeta(*file, path, size, &meta));
   ASSIGN_OR_RETURN(ShardHeader hdr, DecodeHeader(path, meta));
   ASSIGN_OR_RETURN(std::vector<FrameInfo> frames, DecodeIndex(path, hdr, meta));
-  return std::unique_ptr<ShardReader>(new ShardReader(std::move(file), hdr, std::move(frames)));
+  return std::unique_ptr<ShardReader>(
+      new ShardReader(std::move(file), hdr, std::move(frames), DecodeFixed64(meta.footer + 16)));
 }
 
 absl::Status ShardReader::FrameCorruption(uint32_t i, absl::string_view what) const {

@@ -35,6 +35,9 @@ class ShardReader {
   uint32_t frame_count() const { return header_.frame_count; }
   const std::vector<FrameInfo>& frames() const { return frames_; }
   uint64_t file_size() const { return file_->Size(); }
+  // The footer's meta_checksum (XXH3 of header, index and footer prefix, verified at Open): a
+  // cheap identity of the shard's whole content, since the index holds every frame's checksum.
+  uint64_t meta_checksum() const { return meta_checksum_; }
 
   // Reads the stored (compressed) bytes of frame `i` into `out` (resized to stored_size).
   absl::Status ReadStoredFrame(uint32_t i, std::string* out) const;
@@ -60,12 +63,16 @@ class ShardReader {
 
  private:
   ShardReader(std::unique_ptr<RandomAccessFile> file, ShardHeader header,
-              std::vector<FrameInfo> frames)
-      : file_(std::move(file)), header_(header), frames_(std::move(frames)) {}
+              std::vector<FrameInfo> frames, uint64_t meta_checksum)
+      : file_(std::move(file)),
+        header_(header),
+        frames_(std::move(frames)),
+        meta_checksum_(meta_checksum) {}
 
   std::unique_ptr<RandomAccessFile> file_;
   ShardHeader header_;
   std::vector<FrameInfo> frames_;
+  uint64_t meta_checksum_ = 0;
 };
 
 }  // namespace sluice

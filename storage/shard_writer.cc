@@ -141,7 +141,8 @@ absl::Status ShardWriter::Finish() {
   meta.Update(header_bytes_);
   meta.Update(index_bytes_);
   meta.Update(footer);
-  PutFixed64(&footer, meta.Digest());
+  meta_checksum_ = meta.Digest();
+  PutFixed64(&footer, meta_checksum_);
   footer.append(kFooterMagic, 8);
   tail += footer;
   RETURN_IF_ERROR(file_->Append(tail));

@@ -42,6 +42,8 @@ class ShardWriter {
   uint64_t bytes_written() const { return offset_; }
   // XXH3 of the whole file written so far (valid after Finish()).
   uint64_t file_checksum() const;
+  // The footer's meta_checksum: XXH3 of header, index and footer prefix (valid after Finish()).
+  uint64_t meta_checksum() const { return meta_checksum_; }
 
  private:
   struct Impl;
@@ -51,6 +53,7 @@ class ShardWriter {
   std::string header_bytes_;
   std::string index_bytes_;
   uint32_t frames_added_ = 0;
+  uint64_t meta_checksum_ = 0;
   std::shared_ptr<void> file_hash_;  // Xxh3Stream
 };
 

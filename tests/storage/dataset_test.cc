@@ -18,6 +18,7 @@
 #include "common/file_lock.h"
 #include "common/testing/fault_injection_env.h"
 #include "common/testing/mem_env.h"
+#include "nlohmann/json.hpp"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
 #include "tests/storage/test_records.h"
@@ -419,6 +420,51 @@ TEST(DatasetWriterTest, SecondWriterIsRefusedWhileTheDirectoryIsLocked) {
   }
   EXPECT_TRUE(WriteDataset(env.get(), "/d", "test", w.new_records, w.options).ok());
   ExpectSplitHolds(env.get(), "/d", w.old_records, "train");
+}
+
+// Shards of another split copied under this split's names (same shape, counts and size):
+// the manifest's per-shard meta_xxh3 catches it at open, before any frame is read.
+TEST(DatasetShardIdentityTest, AShardOfAnotherSplitUnderThisSplitsNameIsRefusedAtOpen) {
+  auto env = NewMemEnv();
+  ASSERT_TRUE(
+      WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(4, 4), 40, 1), Options(20, 5))
+          .ok());
+  ASSERT_TRUE(
+      WriteDataset(env.get(), "/d", "test", MakeRecords(U8Spec(4, 4), 40, 2), Options(20, 5)).ok());
+  auto train = Dataset::Open(env.get(), "/d/train.manifest.json", "train");
+  auto test = Dataset::Open(env.get(), "/d/test.manifest.json", "test");
+  ASSERT_TRUE(train.ok() && test.ok());
+  const ShardEntry& victim = (*train)->manifest().shards[1];
+  ASSERT_TRUE(victim.meta_xxh3.has_value());
+  const std::string intruder =
+      ReadFileToString(env.get(), "/d/" + (*test)->manifest().shards[1].file).value();
+  ASSERT_EQ(intruder.size(), victim.bytes);
+  ASSERT_TRUE(WriteFileAtomically(env.get(), "/d/" + victim.file, intruder).ok());
+
+  auto reopened = Dataset::Open(env.get(), "/d/train.manifest.json", "train");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_TRUE((*reopened)->shard(0).ok());
+  absl::StatusOr<const ShardReader*> swapped = (*reopened)->shard(1);
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_EQ(swapped.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(swapped.status().message()),
+              ::testing::HasSubstr("is not the shard the manifest names"));
+  EXPECT_THAT(std::string(swapped.status().message()), ::testing::HasSubstr(victim.file));
+}
+
+TEST(DatasetShardIdentityTest, AManifestWithoutMetaChecksumsStillReads) {
+  auto env = NewMemEnv();
+  ASSERT_TRUE(
+      WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(4, 4), 40, 1), Options(20, 5))
+          .ok());
+  std::string text = ReadFileToString(env.get(), "/d/train.manifest.json").value();
+  auto json = nlohmann::json::parse(text);
+  for (auto& shard : json["shards"]) shard.erase("meta_xxh3");
+  ASSERT_TRUE(WriteFileAtomically(env.get(), "/d/train.manifest.json", json.dump(2) + "\n").ok());
+  auto ds = Dataset::Open(env.get(), "/d/train.manifest.json", "train");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_FALSE((*ds)->manifest().shards[0].meta_xxh3.has_value());
+  EXPECT_TRUE((*ds)->shard(1).ok());
 }
 
 // A split of more shards than the soft `ulimit -n` used to fail half way with "Too many open
