@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/enum_names.h"
+#include "engine/diagnostics/internal/report_internal.h"
 
 namespace sluice {
 namespace {
@@ -57,6 +58,60 @@ StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work)
   return r;
 }
 
+// Pinned-buffer wait: busy_ns is the time batches whose frames were ready waited for a
+// buffer, summed over batches (several wait at once), so it is shown as the batches waiting
+// on average; busy_pct is the share of the span during which at least one batch waited
+// (the pool's blocked span, pipeline/stage_stats.h).
+StageRow PinnedRow(Stage rs, const PipelineStats& ps, double train_ns) {
+  const StageStats& pw = ps[rs];
+  StageRow pinned;
+  pinned.stage = rs;
+  pinned.present = ps.pool_buffers > 0 || pw.items > 0;
+  pinned.items = pw.items;
+  pinned.samples = pw.samples;
+  pinned.busy_ns = pw.busy_ns;
+  const double pinned_span = StageSpan(pw, train_ns);
+  pinned.busy_pct = Share(pw.wait_output_ns, pinned_span);
+  pinned.batches_waiting_avg = pinned_span > 0 ? pw.busy_ns / pinned_span : 0;
+  pinned.queue_high_water = pw.queue_high_water;
+  return pinned;
+}
+
+// Compute: percentages of the training time. On the CPU, busy is the step itself and the
+// wait is the consumer's wait in Next(). On a device, busy is device time from the compute
+// stream's events and the wait is the stream's idle time between steps; the host's enqueue
+// time is CPU work of its own (counted in the CPU budget by AnalyzeRun). A CPU step split
+// across cs.threads threads: its CPU time is what those threads' CPU clocks measured
+// (cs.cpu_ns), which is less than busy x threads when a team thread was not scheduled for part
+// of a step.
+StageRow ComputeRow(const ReportStageInfo& info, const RunRecord& run, double train_ns,
+                    double measured_samples_per_s) {
+  const ComputeStats& cs = run.compute;
+  const StageStats& delivery = run.pipeline[Stage::kDelivery];
+  StageRow compute;
+  compute.stage = info.stage;
+  compute.present = cs.steps > 0;
+  compute.cpu_work = info.cpu_work && !cs.on_device;
+  compute.concurrency = cs.on_device ? 1 : std::max(1, cs.threads);
+  compute.items = cs.steps;
+  compute.samples = cs.samples;
+  compute.busy_ns = cs.busy_ns;
+  compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
+  compute.samples_per_s = measured_samples_per_s;
+  compute.busy_pct = Share(cs.busy_ns, train_ns);
+  compute.wait_input_pct =
+      cs.on_device ? Share(cs.idle_ns, train_ns) : Share(delivery.wait_input_ns, train_ns);
+  compute.queue_high_water = delivery.queue_high_water;
+  if (cs.busy_ns > 0 && cs.samples > 0) {
+    compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
+    const double cpu = cs.cpu_ns > 0 ? static_cast<double>(cs.cpu_ns)
+                                     : static_cast<double>(cs.busy_ns) * compute.concurrency;
+    compute.cpu_ns_per_sample = cpu / cs.samples;
+    if (compute.cpu_work && train_ns > 0) compute.cores_busy = cpu / train_ns;
+  }
+  return compute;
+}
+
 std::optional<double> CeilingFor(const Ceiling& c, int threads) {
   if (!c.measured || c.samples_per_s <= 0) return std::nullopt;
   return c.samples_per_s * threads;
@@ -64,27 +119,10 @@ std::optional<double> CeilingFor(const Ceiling& c, int threads) {
 
 void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
   for (StageRow& r : rep->stages) {
-    const int threads = std::min(r.concurrency, cores);
-    switch (r.stage) {
-      case Stage::kRead:
-        r.ceiling_samples_per_s = CeilingFor(c.read, threads);
-        break;
-      case Stage::kDecompress:
-        r.ceiling_samples_per_s = CeilingFor(c.decompress, threads);
-        break;
-      case Stage::kPreprocess:
-        r.ceiling_samples_per_s = CeilingFor(c.preprocess, threads);
-        break;
-      case Stage::kH2D:
-        r.ceiling_samples_per_s = CeilingFor(c.h2d_pinned, 1);
-        break;
-      case Stage::kCompute:
-        r.ceiling_samples_per_s = CeilingFor(c.compute, 1);
-        break;
-      case Stage::kPinnedWait:
-      case Stage::kDelivery:
-      case Stage::kLoader:
-        break;
+    const ReportStageInfo* info = FindReportStage(r.stage);
+    if (info != nullptr && info->ceiling != nullptr) {
+      const int threads = info->ceiling_per_thread ? std::min(r.concurrency, cores) : 1;
+      r.ceiling_samples_per_s = CeilingFor(c.*info->ceiling, threads);
     }
     if (r.ceiling_samples_per_s && r.capacity_samples_per_s) {
       r.pct_of_ceiling = 100.0 * *r.capacity_samples_per_s / *r.ceiling_samples_per_s;
@@ -142,7 +180,6 @@ namespace report_internal {
 std::optional<VerdictClass> ParseVerdictClass(absl::string_view name) {
   return kVerdictNames.Parse(name);
 }
-void DecideVerdict(const RunRecord& run, BottleneckReport* rep);  // bottleneck_verdict.cc
 }  // namespace report_internal
 
 BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
@@ -167,58 +204,21 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
 
   const PipelineStats& ps = run.pipeline;
-  rep.stages.push_back(GraphRow(Stage::kRead, ps[Stage::kRead], train_ns, true));
-  rep.stages.push_back(GraphRow(Stage::kDecompress, ps[Stage::kDecompress], train_ns, true));
-  rep.stages.push_back(GraphRow(Stage::kPreprocess, ps[Stage::kPreprocess], train_ns, true));
-
-  // Pinned-buffer wait: busy_ns is the time batches whose frames were ready waited for a
-  // buffer, summed over batches (several wait at once), so it is shown as the batches waiting
-  // on average; busy_pct is the share of the span during which at least one batch waited
-  // (the pool's blocked span, pipeline/stage_stats.h).
-  const StageStats& pw = ps[Stage::kPinnedWait];
-  StageRow pinned;
-  pinned.stage = Stage::kPinnedWait;
-  pinned.present = ps.pool_buffers > 0 || pw.items > 0;
-  pinned.items = pw.items;
-  pinned.samples = pw.samples;
-  pinned.busy_ns = pw.busy_ns;
-  const double pinned_span = StageSpan(pw, train_ns);
-  pinned.busy_pct = Share(pw.wait_output_ns, pinned_span);
-  pinned.batches_waiting_avg = pinned_span > 0 ? pw.busy_ns / pinned_span : 0;
-  pinned.queue_high_water = pw.queue_high_water;
-  rep.stages.push_back(pinned);
-
-  rep.stages.push_back(GraphRow(Stage::kH2D, ps[Stage::kH2D], train_ns, false));
-
-  // Compute: percentages of the training time. On the CPU, busy is the step itself and the
-  // wait is the consumer's wait in Next(). On a device, busy is device time from the compute
-  // stream's events and the wait is the stream's idle time between steps; the host's enqueue
-  // time is CPU work of its own (counted in the CPU budget below). A CPU step split across
-  // cs.threads threads: its CPU time is what those threads' CPU clocks measured (cs.cpu_ns),
-  // which is less than busy x threads when a team thread was not scheduled for part of a step.
-  const StageStats& delivery = ps[Stage::kDelivery];
-  StageRow compute;
-  compute.stage = Stage::kCompute;
-  compute.present = cs.steps > 0;
-  compute.cpu_work = !cs.on_device;
-  compute.concurrency = cs.on_device ? 1 : std::max(1, cs.threads);
-  compute.items = cs.steps;
-  compute.samples = cs.samples;
-  compute.busy_ns = cs.busy_ns;
-  compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
-  compute.samples_per_s = rep.measured_samples_per_s;
-  compute.busy_pct = Share(cs.busy_ns, train_ns);
-  compute.wait_input_pct =
-      cs.on_device ? Share(cs.idle_ns, train_ns) : Share(delivery.wait_input_ns, train_ns);
-  compute.queue_high_water = delivery.queue_high_water;
-  if (cs.busy_ns > 0 && cs.samples > 0) {
-    compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
-    const double cpu = cs.cpu_ns > 0 ? static_cast<double>(cs.cpu_ns)
-                                     : static_cast<double>(cs.busy_ns) * compute.concurrency;
-    compute.cpu_ns_per_sample = cpu / cs.samples;
-    if (compute.cpu_work && train_ns > 0) compute.cores_busy = cpu / train_ns;
+  for (const ReportStageInfo& info : kReportStageTable) {
+    switch (info.source) {
+      case RowSource::kGraphStage:
+        rep.stages.push_back(GraphRow(info.stage, ps[info.stage], train_ns, info.cpu_work));
+        break;
+      case RowSource::kPinnedPool:
+        rep.stages.push_back(PinnedRow(info.stage, ps, train_ns));
+        break;
+      case RowSource::kCompute:
+        rep.stages.push_back(ComputeRow(info, run, train_ns, rep.measured_samples_per_s));
+        break;
+    }
   }
-  rep.stages.push_back(compute);
+  const StageRow& compute = rep.row(Stage::kCompute);
+  const StageStats& delivery = ps[Stage::kDelivery];
   rep.input_bound_pct = compute.wait_input_pct;
   rep.host_wait_pct = Share(delivery.wait_input_ns, train_ns);
   rep.compute_host_pct = Share(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);

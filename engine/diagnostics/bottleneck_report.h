@@ -21,8 +21,9 @@
 #include <vector>
 
 #include "engine/diagnostics/advice.h"
-#include "engine/diagnostics/ceilings.h"
+#include "engine/diagnostics/ceiling_figures.h"
 #include "engine/diagnostics/data_parallel.h"
+#include "engine/diagnostics/report_stages.h"
 #include "engine/diagnostics/run_record.h"
 #include "engine/memory.h"
 #include "nlohmann/json.hpp"
@@ -30,17 +31,8 @@
 
 namespace sluice {
 
-// The rows of the report, in flow order: the pipeline's stages (pipeline/stage_stats.h) with
-// compute in place of delivery. kPinnedWait is a wait, not work: it has no capacity. A row's
-// name is StageName(stage).
-inline constexpr std::array<Stage, 6> kReportStages = {Stage::kRead,       Stage::kDecompress,
-                                                       Stage::kPreprocess, Stage::kPinnedWait,
-                                                       Stage::kH2D,        Stage::kCompute};
-inline constexpr int kNumReportStages = static_cast<int>(kReportStages.size());
-// The row of `s` in kReportStages; `s` must not be Stage::kDelivery (it has no row).
-constexpr int ReportRow(Stage s) {
-  return s == Stage::kCompute ? kNumReportStages - 1 : static_cast<int>(s);
-}
+// The rows of the report are kReportStageTable's (report_stages.h), in its order; a row's name
+// is StageName(stage).
 
 // Verdict classes (docs/bottleneck.md, "Verdict").
 enum class VerdictClass {

@@ -7,13 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "common/json_fields.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/internal/report_internal.h"
 
 namespace sluice {
-namespace report_internal {
-std::string FormatRate(double samples_per_s);          // bottleneck_verdict.cc
-std::string FormatWorld(const BottleneckReport& rep);  // bottleneck_world.cc
-}  // namespace report_internal
-
 // A stage is written as its name ("read", ..., "compute").
 template <typename BasicJsonType>
 void to_json(BasicJsonType& j, const Stage& s) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/internal/report_internal.h"
 
 namespace sluice {
 namespace report_internal {
@@ -75,7 +76,8 @@ std::string CloseCall(const StageRow& slow, const StageRow& compute) {
 std::string StageAt(const StageRow& r) {
   std::string s = absl::StrCat(StageName(r.stage), " is the limit at ",
                                FormatRate(r.capacity_samples_per_s.value_or(0)));
-  if (r.stage == Stage::kH2D) {
+  const ReportStageInfo* info = FindReportStage(r.stage);
+  if (info != nullptr && info->track == TraceTrack::kCopyStream) {
     absl::StrAppend(&s, " on the copy stream");
   } else {
     absl::StrAppend(&s, " on ", r.concurrency, r.concurrency == 1 ? " thread" : " threads");

@@ -6,12 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/internal/report_internal.h"
 
 namespace sluice {
 namespace report_internal {
-std::string FormatRate(double samples_per_s);                           // bottleneck_verdict.cc
-std::optional<VerdictClass> ParseVerdictClass(absl::string_view name);  // bottleneck_report.cc
-
 namespace {
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }

@@ -17,19 +17,12 @@
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/backend_factory.h"
+#include "engine/diagnostics/internal/ceilings_internal.h"
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
-
-// Defined in ceilings_device.cc: the H2D and compute measurements.
-namespace ceilings_internal {
-void MeasureH2D(const CeilingOptions& options, size_t sample_bytes, size_t label_bytes,
-                uint32_t batch_size, double seconds, Ceiling* pinned, Ceiling* pageable);
-absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<BatchView>& batches,
-                            double seconds, Ceiling* out);
-}  // namespace ceilings_internal
 
 namespace {
 
@@ -88,12 +81,6 @@ std::string Sanitize(absl::string_view s) {
 }
 
 }  // namespace
-
-// The cache file's fields, in file order (docs/report-schema.md, "ceilings"); "schema" comes
-// first and is written and checked by ToJson / FromJson.
-SLUICE_DEFINE_JSON_FIELDS(Ceiling, measured, mb_per_s, samples_per_s, items_per_s, note)
-SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, build, measured_at, read, decompress, preprocess,
-                          pinned_memcpy, h2d_pinned, h2d_pageable, compute)
 
 namespace {
 
@@ -298,43 +285,6 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
       Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b", options.batch_size,
       "_", H2DFormatName(options.format.h2d_format), "_", options.backend.device.ToString(), "_",
       absl::StrJoin(options.model.layers, "x"), "_", ChecksumToHex(Xxh3(settings))));
-}
-
-std::string Ceilings::CachePath(const std::string& cache_dir, const std::string& key) {
-  return JoinPath(JoinPath(cache_dir, "ceilings"), key + ".json");
-}
-
-nlohmann::ordered_json Ceilings::ToJson() const {
-  nlohmann::ordered_json j;
-  j["schema"] = kCeilingsSchema;
-  to_json(j, *this);  // appends the fields after "schema"
-  return j;
-}
-
-absl::StatusOr<Ceilings> Ceilings::FromJson(const nlohmann::ordered_json& j) {
-  try {
-    if (j.at("schema").get<std::string>() != kCeilingsSchema) {
-      return absl::DataLossError(absl::StrCat("ceilings: schema is not ", kCeilingsSchema));
-    }
-    return j.get<Ceilings>();
-  } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(absl::StrCat("ceilings: ", e.what()));
-  }
-}
-
-absl::Status Ceilings::Save(Env* env, const std::string& path) const {
-  RETURN_IF_ERROR(env->CreateDirs(DirName(path)));
-  return WriteFileAtomically(env, path, ToJson().dump(2) + "\n");
-}
-
-absl::StatusOr<Ceilings> Ceilings::Load(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
-  nlohmann::ordered_json j =
-      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(path, ": not JSON"));
-  absl::StatusOr<Ceilings> c = FromJson(j);
-  if (!c.ok()) return absl::DataLossError(absl::StrCat(path, ": ", c.status().message()));
-  return c;
 }
 
 absl::StatusOr<Ceilings> Ceilings::LoadOrMeasure(Env* env, const Dataset& dataset,

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "engine/backend_factory.h"
+#include "engine/diagnostics/ceiling_figures.h"
 #include "engine/model.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/batch.h"
@@ -43,15 +44,6 @@
 #include "storage/dataset.h"
 
 namespace sluice {
-
-// One ceiling. Rates are per thread (compute: per backend). `measured` false: `note` says why.
-struct Ceiling {
-  bool measured = false;
-  double mb_per_s = 0;  // 1 MB = 1e6 bytes
-  double samples_per_s = 0;
-  double items_per_s = 0;  // frames/s (read, decompress), batches or steps/s (the others)
-  std::string note;        // how it was measured, or why not
-};
 
 struct CeilingOptions {
   uint32_t batch_size = 32;
@@ -70,37 +62,6 @@ struct CeilingOptions {
   std::string cache_dir;  // LoadOrMeasure: empty = DefaultCacheDir()
   bool refresh = false;   // LoadOrMeasure: ignore a cached file
 };
-
-struct Ceilings {
-  std::string key;  // the cache key (see above)
-  std::string hostname;
-  std::string build;        // BuildId() of the code that measured (common/build_id.h)
-  std::string measured_at;  // UTC, ISO 8601
-  Ceiling read;
-  Ceiling decompress;
-  Ceiling preprocess;
-  Ceiling pinned_memcpy;
-  Ceiling h2d_pinned;
-  Ceiling h2d_pageable;
-  Ceiling compute;
-
-  // Measures every ceiling on `dataset` (at most 8 frames are used).
-  static absl::StatusOr<Ceilings> Measure(const Dataset& dataset, const CeilingOptions& options);
-  // Reads a cache file written by Save.
-  static absl::StatusOr<Ceilings> Load(Env* env, const std::string& path);
-  // The cached figures for (this host, dataset, options) or, when absent, stale in format,
-  // unreadable or `options.refresh`, a fresh Measure() saved to the cache.
-  static absl::StatusOr<Ceilings> LoadOrMeasure(Env* env, const Dataset& dataset,
-                                                const CeilingOptions& options);
-  static std::string CacheKey(const Dataset& dataset, const CeilingOptions& options);
-  static std::string CachePath(const std::string& cache_dir, const std::string& key);
-
-  absl::Status Save(Env* env, const std::string& path) const;  // atomic write
-  nlohmann::ordered_json ToJson() const;
-  static absl::StatusOr<Ceilings> FromJson(const nlohmann::ordered_json& j);
-};
-
-inline constexpr char kCeilingsSchema[] = "sluice.ceilings/1";
 
 }  // namespace sluice
 

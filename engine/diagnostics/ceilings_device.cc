@@ -12,6 +12,7 @@
 #include "device/sim/sim_device.h"
 #include "engine/backend_factory.h"
 #include "engine/diagnostics/ceilings.h"
+#include "engine/diagnostics/internal/ceilings_internal.h"
 #include "pipeline/convert.h"
 #include "pipeline/stage_stats.h"
 

@@ -7,12 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/json_fields.h"
+#include "engine/diagnostics/internal/report_internal.h"
 
 namespace sluice {
-namespace report_internal {
-std::string FormatRate(double samples_per_s);  // bottleneck_verdict.cc
-}  // namespace report_internal
-
 SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_ns, mean_wait_us,
                           mean_step_us, max_wait_us, replay_steps, replay_seconds,
                           replay_samples_per_s, replay_batch, free_data_samples_per_s,

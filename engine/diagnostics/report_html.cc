@@ -11,12 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/diagnostics/internal/report_html_charts.h"
+#include "engine/diagnostics/internal/report_internal.h"
 
 namespace sluice {
-namespace report_internal {
-std::string FormatRate(double samples_per_s);  // bottleneck_verdict.cc
-}  // namespace report_internal
-
 namespace {
 
 using report_html_internal::Bar;
@@ -62,10 +59,6 @@ svg text{font-family:"DejaVu Sans",Arial,sans-serif;font-size:11px;fill:#444}
 ul{margin:4px 0;padding-left:20px;font-size:12.5px}
 )css";
 
-// The order of the chain; kDelivery has no box (compute stands for the consumer).
-constexpr Stage kChain[] = {Stage::kRead,       Stage::kDecompress, Stage::kPreprocess,
-                            Stage::kPinnedWait, Stage::kH2D,        Stage::kCompute};
-
 std::string Pct(double fraction) {
   return absl::StrFormat("%.0f%%", 100 * std::clamp(fraction, 0.0, 1.0));
 }
@@ -73,7 +66,8 @@ std::string Pct(double fraction) {
 std::string Seconds(int64_t ns) { return absl::StrFormat("%.3f s", ns / 1e9); }
 
 std::string DisplayName(Stage s) {
-  return s == Stage::kPinnedWait ? "pinned buffers" : std::string(StageName(s));
+  const ReportStageInfo* info = FindReportStage(s);
+  return info != nullptr ? info->title : std::string(StageName(s));
 }
 
 // Why a stage has no figures in this run.
@@ -179,7 +173,9 @@ std::string Chain(const BottleneckReport& rep) {
   const bool no_data = rep.verdict == VerdictClass::kNoData;
   const bool exchange_limits = rep.verdict == VerdictClass::kCommunicationBound;
   std::string out = "<div class=\"chain\" id=\"chain\">";
-  for (Stage s : kChain) {
+  // The report's rows in flow order; kDelivery has no box (compute stands for the consumer).
+  for (const ReportStageInfo& info : kReportStageTable) {
+    const Stage s = info.stage;
     const StageRow& r = rep.row(s);
     absl::StrAppend(&out, StageBox(rep, r, !no_data && !exchange_limits && rep.limiting_stage == s),
                     "<div class=\"arrow\">&#8594;</div>");

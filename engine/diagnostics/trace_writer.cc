@@ -4,10 +4,12 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/diagnostics/report_stages.h"
 
 namespace sluice {
 namespace {
@@ -62,6 +64,25 @@ void AddCounter(int pid, const char* name, const char* key,
   }
 }
 
+// The track of a pipeline span of `stage` that is not its thread's: its stage's
+// (report_stages.h); kDelivery, the consumer's side and not a row of the report, has its own.
+// -1: the span is drawn on the pipeline thread that ran it.
+int OwnTrackTid(Stage stage) {
+  if (stage == Stage::kDelivery) return kTraceTidDelivery;
+  const ReportStageInfo* info = FindReportStage(stage);
+  switch (info == nullptr ? TraceTrack::kWorkerThread : info->track) {
+    case TraceTrack::kPinnedWait:
+      return kTraceTidPinnedWait;
+    case TraceTrack::kCopyStream:
+      return kTraceTidCopyStream;
+    case TraceTrack::kCompute:
+      return kTraceTidCompute;
+    case TraceTrack::kWorkerThread:
+      break;
+  }
+  return -1;
+}
+
 }  // namespace
 
 double CopyHiddenShare(const RunRecord& run) {
@@ -111,23 +132,14 @@ json BuildChromeTrace(const RunRecord& run) {
   std::map<uint64_t, int64_t> pre_start, h2d_start, h2d_end, delivery_end, compute_end;
 
   for (const TraceSpan& s : run.trace) {
-    int tid = static_cast<int>(s.thread);
-    switch (s.stage) {
-      case Stage::kPinnedWait:
-        tid = kTraceTidPinnedWait;
-        break;
-      case Stage::kH2D:
-        tid = kTraceTidCopyStream;
-        break;
-      case Stage::kDelivery:
-        tid = kTraceTidDelivery;
-        break;
-      default:
-        threads.insert(s.thread);
-        break;
+    int tid = OwnTrackTid(s.stage);
+    if (tid < 0) {
+      tid = static_cast<int>(s.thread);
+      threads.insert(s.thread);
     }
     if (tid >= kTraceTidPinnedWait) special.insert(tid);
-    const bool frame = s.stage == Stage::kRead || s.stage == Stage::kDecompress;
+    const ReportStageInfo* info = FindReportStage(s.stage);
+    const bool frame = info != nullptr && std::string_view(info->unit) == "frame";
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", tid},

@@ -1,0 +1,28 @@
+// Functions the bottleneck report's files share (bottleneck_report.cc, bottleneck_verdict.cc,
+// bottleneck_world.cc, bottleneck_report_output.cc, report_html.cc, loader_probe.cc). Private
+// to engine/diagnostics/.
+#ifndef SLUICE_ENGINE_DIAGNOSTICS_INTERNAL_REPORT_INTERNAL_H_
+#define SLUICE_ENGINE_DIAGNOSTICS_INTERNAL_REPORT_INTERNAL_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "engine/diagnostics/bottleneck_report.h"
+#include "engine/diagnostics/run_record.h"
+
+namespace sluice::report_internal {
+
+// "1.23 M samples/s", "45.6 k samples/s", "789 samples/s" (bottleneck_verdict.cc).
+std::string FormatRate(double samples_per_s);
+// The verdict class, limiting stage, sentence and advice of `rep` (bottleneck_verdict.cc).
+void DecideVerdict(const RunRecord& run, BottleneckReport* rep);
+// VerdictClassName's inverse; nullopt for an unknown name (bottleneck_report.cc).
+std::optional<VerdictClass> ParseVerdictClass(absl::string_view name);
+// The exchange section and the ranks table of a data-parallel report; "" in a single process
+// (bottleneck_world.cc).
+std::string FormatWorld(const BottleneckReport& rep);
+
+}  // namespace sluice::report_internal
+
+#endif  // SLUICE_ENGINE_DIAGNOSTICS_INTERNAL_REPORT_INTERNAL_H_
