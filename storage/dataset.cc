@@ -183,7 +183,9 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     ASSIGN_OR_RETURN(uint64_t frames, f.U64("frame_count"));
     ASSIGN_OR_RETURN(s.bytes, f.U64("bytes"));
     ASSIGN_OR_RETURN(s.xxh3, f.Hex("xxh3"));
-    if (f.Has("meta_xxh3")) ASSIGN_OR_RETURN(s.meta_xxh3, f.Hex("meta_xxh3"));
+    if (f.Has("meta_xxh3")) {
+      ASSIGN_OR_RETURN(s.meta_xxh3, f.Hex("meta_xxh3"));
+    }
     if (s.first_record != next_record) {
       return f.Error("first_record", absl::StrCat(s.first_record, ", expected ", next_record));
     }
