@@ -254,8 +254,9 @@ def test_corrupt_shard_raises_data_loss_naming_the_file(corrupt_copy):
 
 def test_corrupt_shard_skipped_with_a_count(corrupt_copy):
     path, shard = corrupt_copy
+    # One frame of 256 records in 10,000: 2.6 %, above the default max_corrupt_fraction.
     loader = sluice.Loader(path + "/test.manifest.json", batch_size=100, shuffle=False,
-                           on_corrupt="skip")
+                           on_corrupt="skip", max_corrupt_fraction=0.05)
     n = sum(len(y) for _, y in loader)
     skipped = loader.skipped()
     assert skipped["frames"] == 1
