@@ -3,6 +3,7 @@ sluice-train's limits, data that is all corrupt, a state of another dataset, and
 messages of bad arguments (docs/python.md, "Fork" and "Limits")."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import torch
 import sluice
 
 # A child that hangs is a failure, not a stuck CI job.
-CHILD_TIMEOUT_S = 120
+CHILD_TIMEOUT_S = int(os.environ.get("SLUICE_FORK_TEST_TIMEOUT_S", "120"))
 
 FORK_SCRIPT = textwrap.dedent("""
     import os, sys
@@ -33,6 +34,9 @@ FORK_SCRIPT = textwrap.dedent("""
                 next(iter(loader))
             elif case == "new_loader":
                 next(iter(sluice.Loader(path, batch_size=100)))
+            elif case == "dataset":  # random access starts no threads: it works anywhere
+                print("child label", sluice.Dataset(path)[999][1])
+                sys.exit(0)
             elif case == "fork_first":  # nothing started before fork(): the child may load
                 n = sum(len(y) for _, y in loader)
                 print("child delivered", n)
@@ -65,10 +69,20 @@ POOL_SCRIPT = textwrap.dedent("""
 
 
 def _run(script, *args):
+    """Runs `script` in a new session; on timeout its whole process group (the forked children
+    too) is killed and the test fails."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(sluice.__file__))
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT_S, env=env)
+    with subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            pytest.fail("hung for %d s after fork(): %s%s" % (CHILD_TIMEOUT_S, stdout, stderr))
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +110,11 @@ def test_fork_before_any_start_lets_the_child_load(small):
     out = _run(FORK_SCRIPT, small, "fork_first")
     assert "child delivered 1000" in out.stdout and "child exit 0" in out.stdout, (
         out.stdout + out.stderr)
+
+
+def test_dataset_random_access_works_in_a_fork_child(small):
+    out = _run(FORK_SCRIPT, small, "dataset")
+    assert "child label 9" in out.stdout and "child exit 0" in out.stdout, out.stdout + out.stderr
 
 
 def test_multiprocessing_fork_pool_worker_raises_instead_of_hanging(small):
@@ -139,10 +158,10 @@ def all_corrupt(small, tmp_path):
     manifest = json.loads((dst / "train.manifest.json").read_text())
     for shard in manifest["shards"]:
         data = bytearray((dst / shard["file"]).read_bytes())
-        index = sluice.Dataset(small)  # frames are ~100 records: flip one byte in each tenth
-        del index
-        for k in range(10):
-            data[64 + (len(data) - 64) * k // 12 + 8] ^= 0x5A
+        # Random pixels barely compress: each frame is ~78 KB. A byte every 2 KB after the
+        # 64-byte header, short of the footer index (under 2 KB for 10 frames), hits them all.
+        for offset in range(80, len(data) - 2048, 2048):
+            data[offset] ^= 0x5A
         (dst / shard["file"]).write_bytes(bytes(data))
     return str(dst)
 
@@ -206,6 +225,7 @@ def test_set_epoch_refuses_a_negative_epoch(small):
 
 def test_dataset_index_error_names_the_index_given(small):
     ds = sluice.Dataset(small)
-    with pytest.raises(IndexError, match=r"record index -1001 out of range .* expected -1000 to 999"):
+    with pytest.raises(IndexError,
+                       match=r"record index -1001 out of range .* expected -1000 to 999"):
         ds[-1001]
     assert ds[-1000][1] == 0
