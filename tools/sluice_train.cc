@@ -15,6 +15,7 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "device/device.h"
+#include "pipeline/resource_limits.h"
 #include "tools/sluice_train_flags.h"
 
 ABSL_FLAG(std::string, data, "",
@@ -146,9 +147,6 @@ namespace {
 // Documented maxima of the concurrency and buffer flags (docs/limits.md); thread counts are
 // bounded by MaxThreads() (4 x hardware threads).
 constexpr int64_t kMaxBatchSize = INT32_MAX;    // backends index a batch with int
-constexpr int64_t kMaxPoolSize = 1024;          // batch buffers
-constexpr int64_t kMaxReadAhead = 1024;         // frames held decompressed ahead of use
-constexpr int64_t kMaxRingDepth = 64;           // device batch slots
 constexpr int64_t kMaxShuffleWindow = 1 << 20;  // frames; 0 already means the whole split
 constexpr int64_t kMaxTraceSpans = 50000000;    // about 2.4 GiB of spans
 constexpr int64_t kMaxAutotuneMemoryMb = 65536;
@@ -308,13 +306,12 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
                    InRange("normalize-std", absl::GetFlag(FLAGS_normalize_std), 1e-6, 1e3));
   p.format.normalization.mean = static_cast<float>(mean);
   p.format.normalization.std = static_cast<float>(stddev);
-  RETURN_IF_ERROR(CheckThreadCount("threads", absl::GetFlag(FLAGS_threads)));
-  RETURN_IF_ERROR(CheckThreadCount("decompress-threads", absl::GetFlag(FLAGS_decompress_threads)));
-  RETURN_IF_ERROR(CheckThreadCount("preprocess-threads", absl::GetFlag(FLAGS_preprocess_threads)));
-  RETURN_IF_ERROR(
-      CheckAtMost("pool-size", absl::GetFlag(FLAGS_pool_size), kMaxPoolSize, "batch buffers"));
-  RETURN_IF_ERROR(CheckAtMost("read-ahead", absl::GetFlag(FLAGS_read_ahead), kMaxReadAhead,
-                              "frames held decompressed ahead of use"));
+  // The bounds sluice.Loader applies too (pipeline/resource_limits.h).
+  RETURN_IF_ERROR(CheckResourceSettings(
+      ResourceSettings{absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_decompress_threads),
+                       absl::GetFlag(FLAGS_preprocess_threads), absl::GetFlag(FLAGS_pool_size),
+                       absl::GetFlag(FLAGS_read_ahead), absl::GetFlag(FLAGS_device_ring_depth)},
+      SettingNames::kFlags));
   ASSIGN_OR_RETURN(p.resources.threads,
                    Positive<int>("threads", absl::GetFlag(FLAGS_threads), true));
   ASSIGN_OR_RETURN(
@@ -328,13 +325,6 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   if (p.resources.pool_size == 1) return UsageError("pool-size", "must be 0 (auto) or >= 2");
   ASSIGN_OR_RETURN(p.resources.read_ahead_frames,
                    Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
-  RETURN_IF_ERROR(CheckAtMost("device-ring-depth", absl::GetFlag(FLAGS_device_ring_depth),
-                              kMaxRingDepth, "device batch slots"));
-  if (absl::GetFlag(FLAGS_device_ring_depth) < 2) {
-    return UsageError("device-ring-depth",
-                      absl::StrCat("must be >= 2 (one slot computing, one filling), got ",
-                                   absl::GetFlag(FLAGS_device_ring_depth)));
-  }
   p.resources.device_ring_depth = static_cast<uint32_t>(absl::GetFlag(FLAGS_device_ring_depth));
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());

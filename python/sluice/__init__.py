@@ -13,7 +13,10 @@ Batches are zero-copy views of the pipeline's buffers (DLPack); a buffer goes ba
 pipeline when torch frees the last tensor that views it. A caller that keeps many batches gets
 copies once it holds half of the buffers (docs/python.md, "Zero copy").
 """
+import math
+import numbers
 import time
+from collections.abc import Mapping
 
 import torch
 import torch.utils.dlpack
@@ -35,6 +38,28 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     import numpy as np
     return _sluice.write_dataset(str(out), split, np.asarray(images), np.asarray(labels),
                                  records_per_shard, records_per_frame, zstd_level, threads)
+
+
+_INT64_MAX = 2**63 - 1
+_MAX_BATCH_SIZE = 2**31 - 1   # as sluice-train's --batch-size: the backends index with int32
+_MAX_SHUFFLE_WINDOW = 2**20   # as --shuffle-window (frames; 0 means the whole split)
+_MAX_EPOCH = 2**32 - 1        # set_epoch, load_state_dict
+
+
+def _int_arg(name, value, minimum, maximum=_INT64_MAX, none_ok=False, meaning=""):
+    """`value` as an int in [minimum, maximum] (None passes when none_ok); TypeError or
+    ValueError naming the argument, the value and what is expected otherwise."""
+    if value is None and none_ok:
+        return None
+    expected = "an int" + (" or None" if none_ok else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s: expected %s, got %r (%s)" % (name, expected, value,
+                                                          type(value).__name__))
+    value = int(value)
+    if value < minimum or value > maximum:
+        bound = ">= %d" % minimum if maximum == _INT64_MAX else "in [%d, %d]" % (minimum, maximum)
+        raise ValueError("%s: must be %s %s%s, got %d" % (name, expected, bound, meaning, value))
+    return value
 
 
 def _distributed_default(rank, world_size):
@@ -71,10 +96,33 @@ class Loader:
                  dtype=torch.float32, normalize=None, threads=None, rank=None, world_size=None,
                  on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
                  device_ring_depth=8, device_zero_copy=True, decompress_threads=None,
-                 preprocess_threads=None, read_ahead_frames=4):
+                 preprocess_threads=None, read_ahead_frames=4, max_corrupt_fraction=0.01):
         self._arguments = {k: v for k, v in locals().items() if k != "self"}  # check_advice
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size: must be a positive int, got %r" % (batch_size,))
+        _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE)
+        seed = _int_arg("seed", seed, 0, 2**64 - 1)
+        shuffle_window_frames = _int_arg("shuffle_window_frames", shuffle_window_frames, 0,
+                                         _MAX_SHUFFLE_WINDOW, meaning=" (0: the whole split)")
+        # Types and signs here; the maxima are sluice-train's (pipeline/resource_limits.h).
+        threads = _int_arg("threads", threads, 1, none_ok=True, meaning=" (None: all usable cores)")
+        decompress_threads = _int_arg("decompress_threads", decompress_threads, 1, none_ok=True,
+                                      meaning=" (None: threads)")
+        preprocess_threads = _int_arg("preprocess_threads", preprocess_threads, 1, none_ok=True,
+                                      meaning=" (None: threads)")
+        pool_size = _int_arg("pool_size", pool_size, 0, none_ok=True, meaning=" (None: automatic)")
+        device_ring_depth = _int_arg("device_ring_depth", device_ring_depth, 2)
+        read_ahead_frames = _int_arg("read_ahead_frames", read_ahead_frames, 1)
+        rank = _int_arg("rank", rank, 0, none_ok=True)
+        world_size = _int_arg("world_size", world_size, 1, 2**32 - 1, none_ok=True)
+        if isinstance(max_corrupt_fraction, bool) or not isinstance(max_corrupt_fraction,
+                                                                    numbers.Real):
+            raise TypeError("max_corrupt_fraction: expected a number in [0, 1], got %r"
+                            % (max_corrupt_fraction,))
+        if not (math.isfinite(max_corrupt_fraction) and 0 <= max_corrupt_fraction <= 1):
+            raise ValueError("max_corrupt_fraction: must be a finite number in [0, 1], got %r"
+                             % (max_corrupt_fraction,))
+        self._max_corrupt_fraction = float(max_corrupt_fraction)
         if dtype not in _DTYPES:
             raise ValueError("dtype: must be torch.float32, torch.float16 or torch.uint8, got %r"
                              % (dtype,))
@@ -96,15 +144,6 @@ class Loader:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("rank %r / world_size %r: need world_size >= 1 and "
                              "0 <= rank < world_size" % (rank, world_size))
-        if threads is not None and threads < 1:
-            raise ValueError("threads: must be >= 1 or None (all usable cores), got %r"
-                             % (threads,))
-        for name, value in (("decompress_threads", decompress_threads),
-                            ("preprocess_threads", preprocess_threads)):
-            if value is not None and value < 1:
-                raise ValueError("%s: must be >= 1 or None (threads), got %r" % (name, value))
-        if read_ahead_frames < 1:
-            raise ValueError("read_ahead_frames: must be >= 1, got %r" % (read_ahead_frames,))
         self._device = _device_name(device)
         self._torch_device = torch.device(self._device if self._device.startswith("cuda")
                                           else "cpu")
@@ -128,30 +167,59 @@ class Loader:
         return self._core.steps_per_epoch()
 
     def set_epoch(self, epoch):
-        """The next iteration delivers epoch `epoch` from its first step (as on
-        DistributedSampler). Without it, each iteration delivers the epoch after the last."""
-        self._epoch, self._step = int(epoch), 0
+        """The next iteration delivers epoch `epoch` (an int in [0, 2**32 - 1]) from its first
+        step (as on DistributedSampler). Without it, each iteration delivers the epoch after
+        the last."""
+        self._epoch, self._step = _int_arg("set_epoch: epoch", epoch, 0, _MAX_EPOCH), 0
 
     def state_dict(self):
-        """Where the next batch comes from: {"order": {...}, "epoch": e, "step": s}."""
+        """Where the next batch comes from: {"order": {...}, "dataset": {"manifest_xxh3",
+        "records"}, "epoch": e, "step": s}."""
         epoch, step = self._epoch, self._step
         if step >= len(self):  # the epoch's last batch was delivered
             epoch, step = epoch + 1, 0
-        return {"order": dict(self._order), "epoch": epoch, "step": step}
+        return {"order": dict(self._order), "dataset": self._dataset_identity(),
+                "epoch": epoch, "step": step}
+
+    def _dataset_identity(self):
+        # What sluice-train's checkpoints record of the data (engine/job/resume.cc).
+        return {"manifest_xxh3": self._core.manifest_xxh3(), "records": self._core.record_count()}
 
     def load_state_dict(self, state):
         """Resumes at state["epoch"], state["step"]: the next iteration continues the epoch
-        exactly where the saved loader stopped. The order must be this loader's."""
-        order = state.get("order", {})
+        exactly where the saved loader stopped. The state must be of this dataset and this
+        order (as sluice-train's checkpoints), with the step within the epoch."""
+        if not isinstance(state, Mapping):
+            raise TypeError("load_state_dict: expected the dict of state_dict(), got %r"
+                            % (type(state).__name__,))
+        for key in ("order", "dataset", "epoch", "step"):
+            if key not in state:
+                raise ValueError("load_state_dict: the state has no %r (expected the dict of "
+                                 "state_dict(): order, dataset, epoch, step)" % key)
+        for key in ("order", "dataset"):
+            if not isinstance(state[key], Mapping):
+                raise TypeError("load_state_dict: state[%r] must be a dict as state_dict() "
+                                "gives, got %r" % (key, state[key]))
+        order = state["order"]
         for key, value in self._order.items():
             if order.get(key) != value:
                 raise ValueError("load_state_dict: order.%s is %r in the state but %r in this "
                                  "loader; resuming needs the same order" % (key, order.get(key), value))
-        epoch, step = int(state["epoch"]), int(state["step"])
-        if step < 0 or step > len(self):
-            raise ValueError("load_state_dict: step %d is outside the epoch (%d steps)"
-                             % (step, len(self)))
+        mine = self._dataset_identity()
+        theirs = {key: state["dataset"].get(key) for key in mine}
+        if theirs != mine:
+            raise ValueError(
+                "load_state_dict: the state is of another dataset (manifest XXH3 %s, %s records) "
+                "than this loader's %s (%s, %d records); resuming needs the same dataset"
+                % (theirs["manifest_xxh3"], theirs["records"], self._core.manifest_path(),
+                   mine["manifest_xxh3"], mine["records"]))
+        epoch = _int_arg("load_state_dict: epoch", state["epoch"], 0, _MAX_EPOCH)
+        step = _int_arg("load_state_dict: step", state["step"], 0, len(self),
+                        meaning=" (the steps of an epoch)")
         if step == len(self):
+            if epoch == _MAX_EPOCH:
+                raise ValueError("load_state_dict: the state is past the last epoch %d"
+                                 % _MAX_EPOCH)
             epoch, step = epoch + 1, 0
         self._epoch, self._step = epoch, step
 
@@ -288,6 +356,25 @@ def _advice_check_text(checks, steps, rounds):
     return "\n".join(lines) + "\n"
 
 
+def _check_corrupt_budget(loader, run):
+    """on_corrupt='skip': DataLossError when more than max_corrupt_fraction of the records the
+    finished pass read were skipped as corrupt (sluice-train's --max-corrupt-fraction)."""
+    stats = run.stats_json()
+    skipped, delivered = stats["skipped_records"], stats["samples_delivered"]
+    if skipped == 0:
+        return
+    fraction = skipped / (skipped + delivered)
+    if fraction <= loader._max_corrupt_fraction:
+        return
+    messages = list(stats["corrupt_frames"])
+    raise DataLossError(
+        "%s: %d of %d records read in epoch %d were skipped as corrupt (%.4g), above "
+        "max_corrupt_fraction=%g; first: %s"
+        % (loader._core.manifest_path(), skipped, skipped + delivered, loader._pass_epoch,
+           fraction, loader._max_corrupt_fraction,
+           messages[0] if messages else "(no message)"))
+
+
 class _Iterator:
     def __init__(self, loader, run):
         self._loader = loader
@@ -305,13 +392,16 @@ class _Iterator:
         item = self._pass.next(stream)
         loader = self._loader
         if item is None:
+            ended = self._ended
             if loader._pass is self._pass:
-                if not self._ended:
+                if not ended:
                     samples, seconds, rate = self._pass.epoch_rate()
                     if samples > 0:
                         loader._epoch_rates.append((loader._pass_epoch, samples, seconds, rate))
                 loader._epoch, loader._step = loader._pass_epoch + 1, 0
             self._ended = True
+            if not ended:
+                _check_corrupt_budget(loader, self._pass)
             raise StopIteration
         images_capsule, labels_capsule, copy, epoch, step = item
         images = torch.utils.dlpack.from_dlpack(images_capsule)

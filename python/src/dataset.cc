@@ -45,11 +45,12 @@ PyDataset::PyDataset(const std::string& path, const std::string& split) {
 
 py::tuple PyDataset::Get(int64_t index) {
   const int64_t n = static_cast<int64_t>(ds_->record_count());
-  if (index < 0) index += n;
-  if (index < 0 || index >= n) {
+  if (index < -n || index >= n) {  // the index as the caller gave it, negative or not
     throw py::index_error(absl::StrCat("record index ", index, " out of range for ",
-                                       ds_->manifest_path(), " (", n, " records)"));
+                                       ds_->manifest_path(), " (", n, " records: expected -", n,
+                                       " to ", n - 1, ")"));
   }
+  if (index < 0) index += n;
   const auto& shards = ds_->manifest().shards;
   size_t s = 0;
   while (s + 1 < shards.size() && shards[s + 1].first_record <= static_cast<uint64_t>(index)) ++s;

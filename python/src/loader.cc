@@ -6,15 +6,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/checksum.h"
 #include "common/env.h"
 #include "common/limits.h"
 #include "device/device_spec.h"
 #include "device/sim/sim_device.h"
 #include "engine/diagnostics/report_html.h"
+#include "pipeline/resource_limits.h"
 #include "pipeline/stage_stats.h"
 #include "pybind11/stl.h"  // stats_json: corrupt_frames, a std::vector<std::string>
 #include "python/src/dlpack.h"
 #include "python/src/errors.h"
+#include "python/src/fork_guard.h"
 #ifdef SLUICE_DEVICE_CUDA
 #include "device/cuda/cuda_device.h"
 #endif
@@ -38,6 +41,7 @@ py::object JsonToPython(const nlohmann::ordered_json& j) {
 // LoaderCore
 
 std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
+  CheckNotForked("sluice.Loader");
   auto core = std::shared_ptr<LoaderCore>(new LoaderCore(c));
   std::unique_ptr<Dataset> ds;
   {
@@ -56,6 +60,7 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
   }
   const device::DeviceSpec resolved = spec->Resolve();
   const int ordinal = resolved.ordinal_or(0);
+  if (resolved.platform != device::Platform::kCpu) NoteThreadsStarted();  // the device's own
   if (resolved.platform == device::Platform::kSim) {
     core->device_ = Unwrap(device::OpenSimDevice(device::SimOptions{}, ordinal));
   } else if (resolved.platform == device::Platform::kCuda) {
@@ -63,8 +68,18 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
     core->cuda_ordinal_ = ordinal;
   }
   // Validate the options once, now, rather than at the first iteration.
-  core->Options(0, 0);
+  Check(CheckPipelineMemory(core->Options(0, 0), core->dataset_->spec(),
+                            SettingNames::kPythonArguments));
   return core;
+}
+
+LoaderCore::~LoaderCore() {
+  // A fork() child: the device's threads are the parent's (fork_guard.h).
+  if (ForkedAfterThreadsStarted()) new std::shared_ptr<device::Device>(std::move(device_));
+}
+
+std::string LoaderCore::manifest_xxh3() const {
+  return ChecksumToHex(Xxh3(dataset_->manifest().ToJson()));
 }
 
 PipelineOptions LoaderCore::Options(uint64_t epoch, uint64_t step) const {
@@ -93,7 +108,22 @@ uint64_t LoaderCore::steps_per_epoch() const {
 // ---------------------------------------------------------------------------------------------
 // Leases and the consumer's clock
 
+Run::~Run() {
+  if (ForkedAfterThreadsStarted()) {  // a fork() child: leave the parent's threads alone
+    (void)pipeline.release();
+    new std::shared_ptr<device::Device>(std::move(device));
+    return;
+  }
+  pipeline.reset();
+}
+
 LeaseHolder::~LeaseHolder() {
+  if (ForkedAfterThreadsStarted()) {  // a fork() child: the buffer belongs to the parent's pipeline
+    new BatchLease(std::move(lease));
+    (void)consumer.release();
+    new std::shared_ptr<Run>(std::move(run));
+    return;
+  }
   const bool held = lease.valid();
   const uint64_t id = lease.batch_id();
   lease.Release(consumer.get());  // CUDA: the slot returns once the consumer's work is done
@@ -134,6 +164,8 @@ void ConsumerClock::Returned(int64_t now, uint32_t size) {
 
 Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
     : core_(std::move(core)) {
+  CheckNotForked("iterating a sluice.Loader");
+  NoteThreadsStarted();
   clock_.Requested(NowNs());  // starting the pipeline is asking for its first batch
   run_ = std::make_shared<Run>();
   run_->device = core_->device();
@@ -150,6 +182,7 @@ Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
 }
 
 py::object Pass::Next(uint64_t cuda_stream) {
+  CheckNotForked("the iterator of a sluice.Loader");
   if (done_) return py::none();
   if (core_->on_device() && core_->config().device_zero_copy) CheckRingNotBlocked();
   clock_.Entered(NowNs());
@@ -232,6 +265,7 @@ bool Pass::MustCopy(int live_before) const {
 }
 
 void Pass::Cancel() {
+  if (ForkedAfterThreadsStarted()) return;  // the pipeline's threads are the parent's
   if (run_ && run_->pipeline) run_->pipeline->Cancel();
 }
 
@@ -255,6 +289,7 @@ void Pass::CheckRingNotBlocked() {
 }
 
 BottleneckReport Pass::Report() const {
+  CheckNotForked("the report of a sluice.Loader");
   ComputeStats compute = clock_.stats();
   compute.device = Consumer();
   RunRecord r = RunRecordFromStats(run_->pipeline->Stats(), std::move(compute));
@@ -288,6 +323,7 @@ py::dict Pass::CorruptionStats() const {
   py::dict d;
   d["skipped_frames"] = r.pipeline.skipped_frames;
   d["skipped_records"] = r.pipeline.skipped_records;
+  d["samples_delivered"] = r.pipeline.samples_delivered;
   d["corrupt_frames"] = r.pipeline.corrupt_frames;
   return d;
 }

@@ -46,13 +46,19 @@ struct LoaderConfig {
 
 class LoaderCore {
  public:
-  // Opens the dataset and the device and validates the options (raises on error).
+  // Opens the dataset and the device and validates the options (raises on error): the
+  // resource bounds sluice-train applies (pipeline/resource_limits.h) and whether the batch
+  // buffers fit in the memory available now.
   static std::shared_ptr<LoaderCore> Create(const LoaderConfig& c);
+  ~LoaderCore();
 
   // The options of a pass over epoch `epoch` from step `step`.
   PipelineOptions Options(uint64_t epoch, uint64_t step) const;
 
   uint64_t steps_per_epoch() const;
+  // The dataset's identity, as sluice-train's checkpoints record it (engine/job/resume.h):
+  // the XXH3 of its manifest, as hex.
+  std::string manifest_xxh3() const;
   const Dataset& dataset() const { return *dataset_; }
   const LoaderConfig& config() const { return config_; }
   bool on_device() const { return device_ != nullptr; }
@@ -77,7 +83,7 @@ struct Run {
   std::atomic<int> zero_copy_live{0};  // batches handed out without a copy, still alive
   std::mutex mu;
   std::set<uint64_t> live_ids;  // batch ids of the leases still held
-  ~Run() { pipeline.reset(); }
+  ~Run();
 };
 
 // Owns one lease. Destroyed by the last DLPack deleter of the batch's tensors, on any thread.

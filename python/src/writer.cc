@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "python/src/errors.h"
+#include "python/src/fork_guard.h"
 #include "storage/dataset_writer.h"
 
 namespace py = pybind11;
@@ -78,6 +79,8 @@ void SetLabels(const py::array& labels, RecordArrays* r) {
 py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split, py::array images,
                                 py::array labels, uint64_t records_per_shard,
                                 uint32_t records_per_frame, int zstd_level, int threads) {
+  CheckNotForked("sluice.write_dataset");
+  NoteThreadsStarted();  // its TBB workers
   RecordArrays r;
   CheckShapes(images, labels);
   SetSamples(images, &r);

@@ -196,8 +196,11 @@ def test_state_dict_resume_mid_epoch_gives_the_identical_continuation(fashion):
         if i == 40:
             break
     state = first.state_dict()
+    dataset = state.pop("dataset")
     assert state == {"order": {"batch_size": 64, "seed": 7, "shuffle": True, "window": 64,
                                "drop_last": False}, "epoch": 1, "step": 41}
+    assert dataset["records"] == 10000 and len(dataset["manifest_xxh3"]) == 16
+    state["dataset"] = dataset
     resumed = make()
     resumed.load_state_dict(state)
     for x, y in resumed:
@@ -254,8 +257,9 @@ def test_corrupt_shard_raises_data_loss_naming_the_file(corrupt_copy):
 
 def test_corrupt_shard_skipped_with_a_count(corrupt_copy):
     path, shard = corrupt_copy
+    # One frame of 256 records in 10,000: 2.6 %, above the default max_corrupt_fraction.
     loader = sluice.Loader(path + "/test.manifest.json", batch_size=100, shuffle=False,
-                           on_corrupt="skip")
+                           on_corrupt="skip", max_corrupt_fraction=0.05)
     n = sum(len(y) for _, y in loader)
     skipped = loader.skipped()
     assert skipped["frames"] == 1

@@ -1,0 +1,80 @@
+#include "pipeline/resource_limits.h"
+
+#include <string>
+
+#include "common/limits.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+std::string Message(const ResourceSettings& s, SettingNames names) {
+  return std::string(CheckResourceSettings(s, names).message());
+}
+
+TEST(ResourceLimitsTest, DefaultsPass) {
+  EXPECT_TRUE(CheckResourceSettings(ResourceSettings{}, SettingNames::kFlags).ok());
+  EXPECT_TRUE(CheckResourceSettings(ResourceSettings{}, SettingNames::kPythonArguments).ok());
+}
+
+// One bound, one message: only the setting's name differs between the CLI and Python.
+TEST(ResourceLimitsTest, SameMessageUnderTheFlagAndTheArgumentName) {
+  ResourceSettings s;
+  s.pool_size = 1000000;
+  EXPECT_EQ(Message(s, SettingNames::kFlags),
+            "--pool-size: 1000000 is more than the maximum 1024 (batch buffers)");
+  EXPECT_EQ(Message(s, SettingNames::kPythonArguments),
+            "pool_size: 1000000 is more than the maximum 1024 (batch buffers)");
+  s = ResourceSettings{};
+  s.read_ahead_frames = 5000;
+  EXPECT_EQ(Message(s, SettingNames::kFlags),
+            "--read-ahead: 5000 is more than the maximum 1024 (frames held decompressed ahead of "
+            "use)");
+  EXPECT_EQ(Message(s, SettingNames::kPythonArguments),
+            "read_ahead_frames: 5000 is more than the maximum 1024 (frames held decompressed "
+            "ahead of use)");
+}
+
+TEST(ResourceLimitsTest, ThreadsAboveFourTimesTheHardwareAreRefused) {
+  ResourceSettings s;
+  s.decompress_threads = int64_t{MaxThreads()} + 1;
+  const absl::Status st = CheckResourceSettings(s, SettingNames::kPythonArguments);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind("decompress_threads: ", 0), 0u) << st.message();
+  s.decompress_threads = MaxThreads();
+  EXPECT_TRUE(CheckResourceSettings(s, SettingNames::kPythonArguments).ok());
+}
+
+TEST(ResourceLimitsTest, RingDepthAndPoolSizeLowerBounds) {
+  ResourceSettings s;
+  s.device_ring_depth = 1;
+  EXPECT_EQ(Message(s, SettingNames::kFlags),
+            "--device-ring-depth: must be >= 2 (one slot computing, one filling), got 1");
+  s = ResourceSettings{};
+  s.pool_size = 1;
+  EXPECT_EQ(Message(s, SettingNames::kPythonArguments),
+            "pool_size: must be 0 (auto) or >= 2, got 1");
+  s.pool_size = -5;
+  EXPECT_EQ(Message(s, SettingNames::kPythonArguments), "pool_size: must be >= 0, got -5");
+}
+
+TEST(ResourceLimitsTest, BuffersLargerThanMemoryAreRefusedBeforeAllocating) {
+  RecordSpec spec;
+  spec.height = 28;
+  spec.width = 28;
+  spec.channels = 1;
+  PipelineOptions o;
+  o.order.batch_size = 1u << 30;
+  o.resources.pool_size = 1024;
+  const absl::Status st = CheckPipelineMemory(o, spec, SettingNames::kPythonArguments);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("the batch buffers (pool_size=1024, batch_size=1073741824)"),
+            std::string::npos)
+      << st.message();
+  o.order.batch_size = 32;
+  o.resources.pool_size = 0;
+  EXPECT_TRUE(CheckPipelineMemory(o, spec, SettingNames::kFlags).ok());
+}
+
+}  // namespace
+}  // namespace sluice
