@@ -38,13 +38,6 @@ const SettingNames& NamesOf(AdviceSetting s) {
 
 const char* PythonArgument(AdviceSetting s) { return NamesOf(s).python; }
 
-// The copy stage was held back by the device ring at least as long as it copied: the link had
-// room, the slots did not. (At 8% held back, on a u8 run over a 50 MB/s simulated link, twice
-// the slots measured 1.06x: a busy link gains little from them.)
-bool CopiesWaitedForSlots(const StageStats& h2d) {
-  return h2d.busy_ns > 0 && h2d.wait_output_ns >= h2d.busy_ns;
-}
-
 std::string Doubled(uint64_t now, uint64_t at_most) {
   return absl::StrCat(std::min<uint64_t>(at_most, std::max<uint64_t>(1, now) * 2));
 }
@@ -52,6 +45,12 @@ std::string Doubled(uint64_t now, uint64_t at_most) {
 }  // namespace
 
 const char* AdviceFlag(AdviceSetting s) { return NamesOf(s).flag; }
+
+// (At 8% held back, on a u8 run over a 50 MB/s simulated link, twice the slots measured 1.06x:
+// a busy link gains little from them.)
+bool CopiesWaitedForSlots(const StageStats& h2d) {
+  return h2d.busy_ns > 0 && h2d.wait_output_ns >= h2d.busy_ns;
+}
 
 std::string AdviceText(const Advice& a, Consumer consumer) {
   if (a.setting == AdviceSetting::kZstdLevel) {

@@ -121,6 +121,23 @@ void AttributeWait(BottleneckReport* rep) {
   }
 }
 
+// The copy time hidden behind compute, and a note when under kCopiesHiddenGoalPct says why:
+// the first batch's copy, which no step can run beside, and the copy time of steps that found
+// compute idle (the compute stream waited for data: copies ran alone).
+constexpr double kCopiesHiddenGoalPct = 90.0;
+void AddCopyHiddenShare(const ComputeStats& cs, BottleneckReport* rep) {
+  if (cs.copy_ns <= 0) return;
+  const double copy = static_cast<double>(cs.copy_ns);
+  rep->copy_hidden_pct = Share(static_cast<double>(cs.copy_hidden_ns), copy);
+  if (*rep->copy_hidden_pct >= kCopiesHiddenGoalPct) return;
+  const double first = Share(static_cast<double>(cs.first_copy_ns), copy);
+  rep->notes.push_back(absl::StrFormat(
+      "h2d: %.0f%% of copy time ran behind compute (under %.0f%%): %.1f%% is the first "
+      "batch's copy, which no step can hide; the rest ran while the compute stream was idle "
+      "(compute waited %.1f%% of training time)",
+      *rep->copy_hidden_pct, kCopiesHiddenGoalPct, first, rep->input_bound_pct));
+}
+
 }  // namespace
 
 namespace {
@@ -272,6 +289,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   if (!run.not_evaluated.empty()) {
     rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
+  AddCopyHiddenShare(cs, &rep);
   if (rep.on_device) {
     rep.notes.push_back(absl::StrFormat(
         "compute busy is device time from events on the compute stream; the host spent %.0f%% "

@@ -29,6 +29,20 @@ SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items
 
 using report_internal::FormatRate;
 
+namespace {
+// "h2d hidden behind compute: 93% of copy time", near the h2d row.
+std::string FormatCopyHidden(const BottleneckReport& rep) {
+  if (rep.copy_hidden_pct) {
+    return absl::StrFormat("h2d hidden behind compute: %.0f%% of copy time\n",
+                           *rep.copy_hidden_pct);
+  }
+  if (rep.row(Stage::kH2D).present) {
+    return "h2d hidden behind compute: not measured (the steps were not timed on the device)\n";
+  }
+  return "h2d hidden behind compute: not applicable (no copies: batches stay in host memory)\n";
+}
+}  // namespace
+
 std::string BottleneckReport::ToText() const {
   std::string out =
       absl::StrFormat("bottleneck report: %s, %d cores, %.3f s training, %d samples in %d steps\n",
@@ -57,6 +71,7 @@ std::string BottleneckReport::ToText() const {
                         FormatRate(cpu_limit_samples_per_s), cores, cpu_threads_busy);
   absl::StrAppendFormat(&out, "pool %d pinned buffers, frame budget %d, device ring %d\n",
                         pipeline.pool_buffers, pipeline.frame_budget, pipeline.ring_depth);
+  absl::StrAppend(&out, FormatCopyHidden(*this));
   const StageRow& pinned = row(Stage::kPinnedWait);
   if (pinned.present && pinned.items > 0) {
     absl::StrAppendFormat(&out,
@@ -80,6 +95,8 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                          measured_samples_per_s, predicted_samples_per_s,
                          capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
                          cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
+  j["copy_hidden_pct"] =
+      copy_hidden_pct ? nlohmann::ordered_json(*copy_hidden_pct) : nlohmann::ordered_json(nullptr);
   // Communication-bound names the exchange, which has no row in the stage table.
   j["verdict"] = {{"class", VerdictClassName(verdict)},
                   {"limiting_stage", verdict == VerdictClass::kCommunicationBound

@@ -66,6 +66,11 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
       SpinFor(delay_us_);  // the busy-wait the pipeline's stages use for their delays
     }
   }
+  if (batch.copy_end_ns > batch.copy_start_ns) {
+    if (copy_overlap_.copy_ns() == 0)
+      stats_.first_copy_ns = batch.copy_end_ns - batch.copy_start_ns;
+    copy_overlap_.AddCopy(batch.copy_start_ns, batch.copy_end_ns);
+  }
   const uint64_t step = stats_.steps++;
   stats_.samples += batch.size;
   const int64_t host_end = NowNs();
@@ -108,11 +113,14 @@ absl::Status MeasuredBackend::ResolveAll() {
 
 void MeasuredBackend::AddSpan(uint64_t step, int64_t start, int64_t end) {
   stats_.timeline.AddCompute(start, end);  // always: fixed size, no allocation
+  copy_overlap_.AddCompute(start, end);
   if (keep_spans_) spans_.push_back({step, start, end});
 }
 
 const ComputeStats& MeasuredBackend::stats() {
   if (timing_error_.ok()) timing_error_ = ResolveAll();
+  stats_.copy_ns = copy_overlap_.copy_ns();
+  stats_.copy_hidden_ns = copy_overlap_.hidden_ns();
   return stats_;
 }
 

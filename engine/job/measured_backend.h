@@ -71,6 +71,7 @@ class MeasuredBackend final : public Backend {
   int64_t free_samples_ = 0;
   ComputeStats stats_;
   std::vector<ComputeSpan> spans_;
+  CopyOverlap copy_overlap_;  // the batches' copies against the steps (ComputeStats::copy_ns)
   // Device timing.
   device::Stream* stream_ = nullptr;
   std::vector<StepEvents> ring_;

@@ -88,6 +88,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "input_bound_pct",
                                             "host_wait_pct",
                                             "compute_host_pct",
+                                            "copy_hidden_pct",
                                             "verdict",
                                             "stages",
                                             "pipeline",
