@@ -122,7 +122,7 @@ struct RunSpan {
 // Device batch slots by default, for sluice-train and sluice.Loader alike: enough for the copy
 // of the next batches to run while a step computes (docs/bottleneck.md, "Copies hidden behind
 // compute").
-inline constexpr uint32_t kDefaultDeviceRingDepth = 3;
+inline constexpr uint32_t kDefaultDeviceRingDepth = 8;
 
 // Resources: how much CPU, memory and read-ahead the pipeline uses. The only settings that
 // autotune changes; they never change which samples a batch holds or their order.

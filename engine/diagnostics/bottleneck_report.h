@@ -133,6 +133,9 @@ struct BottleneckReport {
   // trace's otherData.copy_hidden_share x 100). nullopt: no copies (the CPU backend, or a
   // consumer whose steps were not timed).
   std::optional<double> copy_hidden_pct;
+  // Device runs: the share of copy time that ran before an epoch's first step while no step
+  // ran (ComputeStats::startup_copy_ns): no setting can hide it. nullopt with copy_hidden_pct.
+  std::optional<double> copy_startup_pct;
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.

@@ -33,8 +33,10 @@ namespace {
 // "h2d hidden behind compute: 93% of copy time", near the h2d row.
 std::string FormatCopyHidden(const BottleneckReport& rep) {
   if (rep.copy_hidden_pct) {
-    return absl::StrFormat("h2d hidden behind compute: %.0f%% of copy time\n",
-                           *rep.copy_hidden_pct);
+    return absl::StrFormat(
+        "h2d hidden behind compute: %.0f%% of copy time (%.0f%% ran before an epoch's first "
+        "step: nothing to hide it behind)\n",
+        *rep.copy_hidden_pct, rep.copy_startup_pct.value_or(0));
   }
   if (rep.row(Stage::kH2D).present) {
     return "h2d hidden behind compute: not measured (the steps were not timed on the device)\n";
@@ -95,8 +97,11 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                          measured_samples_per_s, predicted_samples_per_s,
                          capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
                          cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
-  j["copy_hidden_pct"] =
-      copy_hidden_pct ? nlohmann::ordered_json(*copy_hidden_pct) : nlohmann::ordered_json(nullptr);
+  auto number_or_null = [](const std::optional<double>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
+  j["copy_hidden_pct"] = number_or_null(copy_hidden_pct);
+  j["copy_startup_pct"] = number_or_null(copy_startup_pct);
   // Communication-bound names the exchange, which has no row in the stage table.
   j["verdict"] = {{"class", VerdictClassName(verdict)},
                   {"limiting_stage", verdict == VerdictClass::kCommunicationBound

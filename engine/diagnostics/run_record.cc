@@ -53,7 +53,12 @@ void CopyOverlap::AddCopy(int64_t start, int64_t end) {
   if (copies_.size() > kMaxPending) copies_.pop_front();
 }
 
-void CopyOverlap::AddCompute(int64_t start, int64_t end) {
+void CopyOverlap::AddCompute(int64_t start, int64_t end, bool first_of_epoch) {
+  if (first_of_epoch) {  // no step ran between the previous one's end and this start
+    for (const Span& c : copies_) {
+      startup_ns_ += Overlap(c.first, c.second, compute_end_, std::max(compute_end_, start));
+    }
+  }
   start = std::max(start, compute_end_);  // the part no earlier step covered
   if (end <= start) return;
   for (const Span& c : copies_) hidden_ns_ += Overlap(start, end, c.first, c.second);

@@ -62,9 +62,14 @@ class CopyOverlap {
  public:
   static constexpr size_t kMaxPending = 4096;
   void AddCopy(int64_t start, int64_t end);
-  void AddCompute(int64_t start, int64_t end);
+  // `first_of_epoch`: the epoch's first step; the copy time between the previous step's end
+  // and its start is counted as start-up (startup_ns).
+  void AddCompute(int64_t start, int64_t end, bool first_of_epoch = false);
   int64_t copy_ns() const { return copy_ns_; }
   int64_t hidden_ns() const { return hidden_ns_; }
+  // Copy time before each epoch's first step while no step ran: the ring filling while compute
+  // had nothing to run, which no setting can hide.
+  int64_t startup_ns() const { return startup_ns_; }
 
  private:
   using Span = std::pair<int64_t, int64_t>;
@@ -73,6 +78,7 @@ class CopyOverlap {
   int64_t compute_end_ = 0;   // the latest compute end seen: earlier time is merged
   int64_t copy_ns_ = 0;
   int64_t hidden_ns_ = 0;
+  int64_t startup_ns_ = 0;
 };
 
 // One epoch's training rate, as the trainer measured it (EpochSummary).
@@ -112,8 +118,9 @@ struct ComputeStats {
   // it that overlapped a step's device time (CopyOverlap). 0, 0: no copies (the CPU backend).
   int64_t copy_ns = 0;
   int64_t copy_hidden_ns = 0;
-  // The first trained batch's copy: nothing can run behind it (no step before it).
-  int64_t first_copy_ns = 0;
+  // Copy time before each epoch's first step while no step ran (CopyOverlap::startup_ns): the
+  // ring filling while compute had nothing to run.
+  int64_t startup_copy_ns = 0;
 };
 
 // One span of compute per step, for the timeline (device backends: device time on the host

@@ -89,6 +89,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "host_wait_pct",
                                             "compute_host_pct",
                                             "copy_hidden_pct",
+                                            "copy_startup_pct",
                                             "verdict",
                                             "stages",
                                             "pipeline",

@@ -115,6 +115,23 @@ TEST(CopyOverlap, CountsEachOverlapOnceInEitherArrivalOrder) {
   EXPECT_EQ(compute_first.hidden_ns(), 5);
 }
 
+// The copies before an epoch's first step, while no step ran, are start-up: the first epoch's
+// from its first copy, a later epoch's from the previous epoch's last step end.
+TEST(CopyOverlap, CountsCopyTimeBeforeAnEpochsFirstStepAsStartUp) {
+  CopyOverlap o;
+  o.AddCopy(0, 10);
+  o.AddCopy(10, 20);
+  o.AddCompute(15, 40, /*first_of_epoch=*/true);  // 0..15 of copy time ran alone
+  o.AddCopy(30, 35);                              // hidden
+  o.AddCopy(45, 50);  // the next epoch's first copies: the previous step ended at 40
+  o.AddCopy(50, 60);
+  o.AddCompute(38, 42, /*first_of_epoch=*/false);  // the last step of the first epoch
+  o.AddCompute(55, 70, /*first_of_epoch=*/true);
+  EXPECT_EQ(o.copy_ns(), 40);
+  EXPECT_EQ(o.hidden_ns(), 5 + 5 + 5);
+  EXPECT_EQ(o.startup_ns(), 15 + 5 + 5);
+}
+
 // The online figure equals the trace's CopyHiddenShare over the same spans when the steps'
 // spans arrive late, as a device backend times them (up to 40 steps behind the copies).
 TEST(CopyOverlap, EqualsTheTracesCopyHiddenShareWhenStepsArriveLate) {
