@@ -30,18 +30,21 @@ SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items
 using report_internal::FormatRate;
 
 namespace {
-// "h2d hidden behind compute: 93% of copy time", near the h2d row.
+// "copies (h2d) hidden behind compute: 93% of copy time", near the h2d row.
 std::string FormatCopyHidden(const BottleneckReport& rep) {
   if (rep.copy_hidden_pct) {
     return absl::StrFormat(
-        "h2d hidden behind compute: %.0f%% of copy time (%.0f%% ran before an epoch's first "
+        "copies (h2d) hidden behind compute: %.0f%% of copy time (%.0f%% ran before an epoch's "
+        "first "
         "step: nothing to hide it behind)\n",
         *rep.copy_hidden_pct, rep.copy_startup_pct.value_or(0));
   }
   if (rep.row(Stage::kH2D).present) {
-    return "h2d hidden behind compute: not measured (the steps were not timed on the device)\n";
+    return "copies (h2d) hidden behind compute: not measured (the steps were not timed on the "
+           "device)\n";
   }
-  return "h2d hidden behind compute: not applicable (no copies: batches stay in host memory)\n";
+  return "copies (h2d) hidden behind compute: not applicable (no copies: batches stay in host "
+         "memory)\n";
 }
 }  // namespace
 

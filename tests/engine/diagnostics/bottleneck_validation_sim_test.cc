@@ -103,8 +103,8 @@ TEST_F(SimValidationTest, ReportsTheTracesCopyHiddenShare) {
   EXPECT_NEAR(BuildChromeTrace(run)["otherData"]["copy_hidden_share"].get<double>(),
               *report.copy_hidden_pct / 100, 1e-9);
   EXPECT_NEAR(report.ToJson()["copy_hidden_pct"].get<double>(), 100 * trace_share, 1e-9);
-  EXPECT_NE(report.ToText().find(absl::StrFormat("h2d hidden behind compute: %.0f%% of copy time",
-                                                 100 * trace_share)),
+  EXPECT_NE(report.ToText().find(absl::StrFormat(
+                "copies (h2d) hidden behind compute: %.0f%% of copy time", 100 * trace_share)),
             std::string::npos)
       << report.ToText();
 }
