@@ -52,6 +52,10 @@ struct BatchView {
   // Host memory, even for device batches: the split-wide record id of each of the `size`
   // samples, in batch order (skipped samples removed). Valid while the batch is.
   const uint32_t* record_ids = nullptr;
+  // Device batches: the copy's device time on the host clock (steady-clock ns), for the share
+  // of copy time hidden behind compute; 0, 0 for host batches.
+  int64_t copy_start_ns = 0;
+  int64_t copy_end_ns = 0;
 };
 
 }  // namespace sluice

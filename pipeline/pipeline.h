@@ -119,6 +119,11 @@ struct RunSpan {
   uint64_t epochs = 1;      // epochs to deliver, start_epoch included
 };
 
+// Device batch slots by default, for sluice-train and sluice.Loader alike: enough for the copy
+// of the next batches to run while a step computes (docs/bottleneck.md, "Copies hidden behind
+// compute").
+inline constexpr uint32_t kDefaultDeviceRingDepth = 8;
+
 // Resources: how much CPU, memory and read-ahead the pipeline uses. The only settings that
 // autotune changes; they never change which samples a batch holds or their order.
 struct PipelineResources {
@@ -131,7 +136,7 @@ struct PipelineResources {
   // to hide it (measured: batch 32 with 4 buffers left compute waiting 22% of the time, with
   // 64-128 buffers 2-4%). Memory: pool_size x batch bytes.
   uint32_t pool_size = 0;
-  uint32_t device_ring_depth = 3;  // device batch slots (with a device placement)
+  uint32_t device_ring_depth = kDefaultDeviceRingDepth;  // device batch slots (device placement)
   // TBB's default market has (cores - 1) workers; raise it so an arena of `threads` is full.
   // This is a process-wide tbb::global_control held while the pipeline lives: two pipelines
   // alive at once share it (the larger limit wins while both live).

@@ -38,7 +38,7 @@ struct ResourceSettings {
   int64_t preprocess_threads = 0;
   int64_t pool_size = 0;  // 0: automatic; else >= 2
   int64_t read_ahead_frames = 4;
-  int64_t device_ring_depth = 3;
+  int64_t device_ring_depth = kDefaultDeviceRingDepth;
 };
 
 // Each setting in its range: threads in [0, MaxThreads()], pool_size 0 or in [2, kMaxPoolSize],

@@ -15,6 +15,7 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "device/device.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/resource_limits.h"
 #include "tools/sluice_train_flags.h"
 
@@ -86,7 +87,7 @@ ABSL_FLAG(int64_t, pool_size, 0,
           "Pinned batch buffers (0: enough for 4096 samples, 4..256; "
           "at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
-ABSL_FLAG(int64_t, device_ring_depth, 3,
+ABSL_FLAG(int64_t, device_ring_depth, sluice::kDefaultDeviceRingDepth,
           "Device batch slots uploads may fill ahead of compute (--device cuda/sim; 2..64)");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
 ABSL_FLAG(double, max_corrupt_fraction, 0.01,
@@ -135,10 +136,10 @@ ABSL_FLAG(std::string, what_if, "none",
           "stage removed in turn next to the normal run)");
 
 ABSL_FLAG(bool, autotune, false,
-          "After the first epoch, adjust stage concurrency, pool size "
+          "After the first epoch, adjust stage concurrency, pool size, device ring depth "
           "and read-ahead from the measured statistics and say what changed and why");
 ABSL_FLAG(int64_t, autotune_memory_mb, 256,
-          "--autotune: most MiB of pinned batch buffers "
+          "--autotune: most MiB of pinned batch buffers, and of device ring slots "
           "(at most 65536)");
 
 namespace sluice {

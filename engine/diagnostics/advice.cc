@@ -3,21 +3,22 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/resource_limits.h"
 
 namespace sluice {
 namespace {
 
-// Bounds of the flags (docs/limits.md): advice never names a value the tool refuses.
-constexpr uint32_t kMaxReadAhead = 1024;
-constexpr uint32_t kMaxRingDepth = 64;
+// Advice never names a value the tool refuses: the bounds are pipeline/resource_limits.h's.
+constexpr uint64_t kMaxReadAhead = kMaxReadAheadFrames;
+constexpr uint64_t kMaxRingDepth = kMaxDeviceRingDepth;
 
 // Each setting's sluice-train flag and, where sluice.Loader has it, its argument ("": none).
-struct SettingNames {
+struct SettingSpellings {
   AdviceSetting setting;
   const char* flag;
   const char* python;
 };
-constexpr SettingNames kSettings[] = {
+constexpr SettingSpellings kSettings[] = {
     {AdviceSetting::kReadAhead, "read-ahead", "read_ahead_frames"},
     {AdviceSetting::kDecompressThreads, "decompress-threads", "decompress_threads"},
     {AdviceSetting::kPreprocessThreads, "preprocess-threads", "preprocess_threads"},
@@ -28,8 +29,8 @@ constexpr SettingNames kSettings[] = {
     {AdviceSetting::kZstdLevel, "zstd-level", ""},
 };
 
-const SettingNames& NamesOf(AdviceSetting s) {
-  for (const SettingNames& n : kSettings) {
+const SettingSpellings& NamesOf(AdviceSetting s) {
+  for (const SettingSpellings& n : kSettings) {
     if (n.setting == s) return n;
   }
   return kSettings[0];  // unreachable: every setting has a row
@@ -38,9 +39,7 @@ const SettingNames& NamesOf(AdviceSetting s) {
 const char* PythonArgument(AdviceSetting s) { return NamesOf(s).python; }
 
 // The stage was held back downstream (the copy stream by the device ring, the reader by the
-// frame budget) at least as long as it worked: it had room, the slots did not. (At 8% held back, on
-// a u8 run over a 50 MB/s simulated link, twice the slots measured 1.06x: a busy link gains little
-// from them.)
+// frame budget) at least as long as it worked: it had room, the slots did not.
 bool WaitedAsLongAsItWorked(const StageStats& stage) {
   return stage.busy_ns > 0 && stage.wait_output_ns >= stage.busy_ns;
 }
@@ -52,6 +51,10 @@ std::string Doubled(uint64_t now, uint64_t at_most) {
 }  // namespace
 
 const char* AdviceFlag(AdviceSetting s) { return NamesOf(s).flag; }
+
+// (At 8% held back, on a u8 run over a 50 MB/s simulated link, twice the slots measured 1.06x:
+// a busy link gains little from them.)
+bool CopiesWaitedForSlots(const StageStats& h2d) { return WaitedAsLongAsItWorked(h2d); }
 
 std::string AdviceText(const Advice& a, Consumer consumer) {
   if (a.setting == AdviceSetting::kZstdLevel) {
@@ -120,7 +123,7 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
       // More ring slots help only a copy stream that waited for a free slot (its wait-out); a
       // saturated link gains nothing from them (measured: 1.00x on a 50 MB/s simulated link).
       if (run.pipeline.ring_depth > 0 && run.pipeline.ring_depth < kMaxRingDepth &&
-          WaitedAsLongAsItWorked(run.pipeline[Stage::kH2D])) {
+          CopiesWaitedForSlots(run.pipeline[Stage::kH2D])) {
         out.push_back({AdviceSetting::kDeviceRingDepth,
                        Doubled(run.pipeline.ring_depth, kMaxRingDepth),
                        "more copies in flight behind compute"});

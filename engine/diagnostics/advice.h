@@ -45,6 +45,10 @@ const char* AdviceFlag(AdviceSetting setting);
 // stage's raw bytes over the read stage's stored bytes, at least 1.1.
 bool FramesAreCompressed(const PipelineStats& pipeline);
 
+// The copy stage was held back by the device ring at least as long as it copied: the link had
+// room, the slots did not. The evidence for more ring slots (the advice and autotune).
+bool CopiesWaitedForSlots(const StageStats& h2d);
+
 // The changes that relieve `stage`, given the run: its concurrency `threads`, the pool, the
 // ring, the batch format and the device. Empty when no setting of the run relieves it.
 std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunRecord& run,

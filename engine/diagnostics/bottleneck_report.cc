@@ -159,6 +159,25 @@ void AttributeWait(BottleneckReport* rep) {
   }
 }
 
+// The copy time hidden behind compute. Under kCopiesHiddenGoalPct a note says why: the copy
+// time before each epoch's first step (the ring filling while compute had nothing to run),
+// which no setting can hide, and the rest, which ran while the compute stream waited between
+// steps.
+constexpr double kCopiesHiddenGoalPct = 90.0;
+void AddCopyHiddenShare(const ComputeStats& cs, BottleneckReport* rep) {
+  if (cs.copy_ns <= 0) return;
+  const double copy = static_cast<double>(cs.copy_ns);
+  rep->copy_hidden_pct = Share(static_cast<double>(cs.copy_hidden_ns), copy);
+  rep->copy_startup_pct = Share(static_cast<double>(cs.startup_copy_ns), copy);
+  if (*rep->copy_hidden_pct >= kCopiesHiddenGoalPct) return;
+  rep->notes.push_back(absl::StrFormat(
+      "h2d: %.0f%% of copy time ran behind compute (goal %.0f%%): %.1f%% ran before an epoch's "
+      "first step, while compute had nothing to run, which no setting hides; %.1f%% ran while "
+      "the compute stream waited between steps (it waited %.1f%% of training time)",
+      *rep->copy_hidden_pct, kCopiesHiddenGoalPct, *rep->copy_startup_pct,
+      std::max(0.0, 100.0 - *rep->copy_hidden_pct - *rep->copy_startup_pct), rep->input_bound_pct));
+}
+
 }  // namespace
 
 namespace {
@@ -272,6 +291,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   if (!run.not_evaluated.empty()) {
     rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
+  AddCopyHiddenShare(cs, &rep);
   if (rep.on_device) {
     rep.notes.push_back(absl::StrFormat(
         "compute busy is device time from events on the compute stream; the host spent %.0f%% "

@@ -120,6 +120,14 @@ struct BottleneckReport {
   // Data-parallel runs only (AddWorldFigures; absent from text and JSON in a single process).
   std::optional<ExchangeFigures> exchange;
   std::vector<RankSummary> ranks;  // index = rank
+  // Device runs: the share of the trained batches' copy time (copy-stream device time) that ran
+  // while a step computed, in [0, 100] (ComputeStats::copy_hidden_ns / copy_ns; it equals the
+  // trace's otherData.copy_hidden_share x 100). nullopt: no copies (the CPU backend, or a
+  // consumer whose steps were not timed).
+  std::optional<double> copy_hidden_pct;
+  // Device runs: the share of copy time that ran before an epoch's first step while no step
+  // ran (ComputeStats::startup_copy_ns): no setting can hide it. nullopt with copy_hidden_pct.
+  std::optional<double> copy_startup_pct;
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.

@@ -25,6 +25,25 @@ SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items
 
 using report_internal::FormatRate;
 
+namespace {
+// "copies (h2d) hidden behind compute: 93% of copy time", near the h2d row.
+std::string FormatCopyHidden(const BottleneckReport& rep) {
+  if (rep.copy_hidden_pct) {
+    return absl::StrFormat(
+        "copies (h2d) hidden behind compute: %.0f%% of copy time (%.0f%% ran before an epoch's "
+        "first "
+        "step: nothing to hide it behind)\n",
+        *rep.copy_hidden_pct, rep.copy_startup_pct.value_or(0));
+  }
+  if (rep.row(Stage::kH2D).present) {
+    return "copies (h2d) hidden behind compute: not measured (the steps were not timed on the "
+           "device)\n";
+  }
+  return "copies (h2d) hidden behind compute: not applicable (no copies: batches stay in host "
+         "memory)\n";
+}
+}  // namespace
+
 std::string BottleneckReport::ToText() const {
   std::string out =
       absl::StrFormat("bottleneck report: %s, %d cores, %.3f s training, %d samples in %d steps\n",
@@ -53,6 +72,7 @@ std::string BottleneckReport::ToText() const {
                         FormatRate(cpu_limit_samples_per_s), cores, cpu_threads_busy);
   absl::StrAppendFormat(&out, "pool %d pinned buffers, frame budget %d, device ring %d\n",
                         pipeline.pool_buffers, pipeline.frame_budget, pipeline.ring_depth);
+  absl::StrAppend(&out, FormatCopyHidden(*this));
   const StageRow& pinned = row(Stage::kPinnedWait);
   if (pinned.present && pinned.items > 0) {
     absl::StrAppendFormat(&out,
@@ -76,6 +96,11 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                          measured_samples_per_s, predicted_samples_per_s,
                          capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
                          cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
+  auto number_or_null = [](const std::optional<double>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
+  j["copy_hidden_pct"] = number_or_null(copy_hidden_pct);
+  j["copy_startup_pct"] = number_or_null(copy_startup_pct);
   // Communication-bound names the exchange, which has no row in the stage table.
   j["verdict"] = {{"class", VerdictClassName(verdict)},
                   {"limiting_stage", verdict == VerdictClass::kCommunicationBound

@@ -132,7 +132,12 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
     return out;
   }
   if (r.stage == Stage::kH2D) {
-    absl::StrAppend(&out, "<div class=\"small\">on the copy stream</div>");
+    absl::StrAppend(&out, "<div class=\"small\">on the copy stream",
+                    rep.copy_hidden_pct ? absl::StrFormat("; %.0f%% of copy time hidden behind "
+                                                          "compute",
+                                                          *rep.copy_hidden_pct)
+                                        : "",
+                    "</div>");
   } else if (r.stage == Stage::kCompute && rep.on_device) {
     absl::StrAppend(&out, "<div class=\"small\">on the device's compute stream</div>");
   } else {

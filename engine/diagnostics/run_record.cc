@@ -37,6 +37,37 @@ void ComputeTimeline::Add(int64_t start, int64_t end, std::array<int64_t, kBucke
   }
 }
 
+namespace {
+int64_t Overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+}
+}  // namespace
+
+void CopyOverlap::AddCopy(int64_t start, int64_t end) {
+  if (end <= start) return;  // as CopyHiddenShare: an empty span is no copy
+  copy_ns_ += end - start;
+  for (const Span& c : compute_) hidden_ns_ += Overlap(start, end, c.first, c.second);
+  // Copies run in order on one stream: no later copy starts before this one.
+  while (!compute_.empty() && compute_.front().second <= start) compute_.pop_front();
+  copies_.emplace_back(start, end);
+  if (copies_.size() > kMaxPending) copies_.pop_front();
+}
+
+void CopyOverlap::AddCompute(int64_t start, int64_t end, bool first_of_epoch) {
+  if (first_of_epoch) {  // no step ran between the previous one's end and this start
+    for (const Span& c : copies_) {
+      startup_ns_ += Overlap(c.first, c.second, compute_end_, std::max(compute_end_, start));
+    }
+  }
+  start = std::max(start, compute_end_);  // the part no earlier step covered
+  if (end <= start) return;
+  for (const Span& c : copies_) hidden_ns_ += Overlap(start, end, c.first, c.second);
+  compute_end_ = end;
+  while (!copies_.empty() && copies_.front().second <= compute_end_) copies_.pop_front();
+  compute_.emplace_back(start, end);
+  if (compute_.size() > kMaxPending) compute_.pop_front();
+}
+
 RunRecord RunRecordFromStats(PipelineStats pipeline, ComputeStats compute) {
   RunRecord r;
   r.pipeline = std::move(pipeline);

@@ -15,7 +15,9 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/dist/communicator.h"
@@ -47,6 +49,36 @@ struct ComputeTimeline {
  private:
   void Add(int64_t start, int64_t end, std::array<int64_t, kBuckets>* into);
   void Coarsen();  // merges neighbouring buckets: half as many, twice as wide
+};
+
+// The copy time hidden behind compute, measured online from the copies' and the steps' device
+// spans on the host clock: each stream's spans arrive in time order (a copy when its batch is
+// trained, a step when its events are timed, possibly many steps later), and a pair of spans
+// is counted once, when the later of the two arrives. Compute spans that overlap each other are
+// merged first, so no copy time is counted twice: the result equals CopyHiddenShare
+// (trace_writer.h) over the same spans. Memory: the spans not yet passed by the other stream
+// (bounded by the steps in flight; beyond kMaxPending the oldest are dropped as not hidden).
+class CopyOverlap {
+ public:
+  static constexpr size_t kMaxPending = 4096;
+  void AddCopy(int64_t start, int64_t end);
+  // `first_of_epoch`: the epoch's first step; the copy time between the previous step's end
+  // and its start is counted as start-up (startup_ns).
+  void AddCompute(int64_t start, int64_t end, bool first_of_epoch = false);
+  int64_t copy_ns() const { return copy_ns_; }
+  int64_t hidden_ns() const { return hidden_ns_; }
+  // Copy time before each epoch's first step while no step ran: the ring filling while compute
+  // had nothing to run, which no setting can hide.
+  int64_t startup_ns() const { return startup_ns_; }
+
+ private:
+  using Span = std::pair<int64_t, int64_t>;
+  std::deque<Span> copies_;   // copies a later compute span may still overlap
+  std::deque<Span> compute_;  // merged compute a later copy may still overlap
+  int64_t compute_end_ = 0;   // the latest compute end seen: earlier time is merged
+  int64_t copy_ns_ = 0;
+  int64_t hidden_ns_ = 0;
+  int64_t startup_ns_ = 0;
 };
 
 // One epoch's training rate, as the trainer measured it (EpochSummary).
@@ -82,6 +114,13 @@ struct ComputeStats {
   bool is_cuda = false;
   bool on_device = false;    // steps run on a device's compute stream (CUDA or sim)
   ComputeTimeline timeline;  // the steps (and evaluations) over the run, coarsely
+  // Device backends: the trained batches' copy time (their copy-stream spans) and the part of
+  // it that overlapped a step's device time (CopyOverlap). 0, 0: no copies (the CPU backend).
+  int64_t copy_ns = 0;
+  int64_t copy_hidden_ns = 0;
+  // Copy time before each epoch's first step while no step ran (CopyOverlap::startup_ns): the
+  // ring filling while compute had nothing to run.
+  int64_t startup_copy_ns = 0;
 };
 
 // One span of compute per step, for the timeline (device backends: device time on the host

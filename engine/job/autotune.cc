@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "engine/diagnostics/advice.h"
 
 namespace sluice {
 namespace {
@@ -98,6 +99,29 @@ void GrowPool(const PipelineStats& stats, const AutotuneBudget& budget, uint64_t
   }
 }
 
+// The copies waited for ring slots: more slots let more copies run ahead behind compute.
+void GrowRing(const PipelineStats& stats, const AutotuneBudget& budget, uint64_t batch_bytes,
+              double wait_pct, AutotuneDecision* d) {
+  const uint64_t max_ring = batch_bytes > 0 ? budget.device_memory_bytes / batch_bytes : 0;
+  const uint32_t ring = static_cast<uint32_t>(std::min<uint64_t>(
+      {max_ring, kMaxDeviceRingDepth, uint64_t{std::max(1u, stats.ring_depth)} * 2}));
+  const StageStats& h2d = stats[Stage::kH2D];
+  if (ring > stats.ring_depth) {
+    d->resources.device_ring_depth = ring;
+    d->changed = true;
+    d->reasons.push_back(absl::StrFormat(
+        "device ring %d -> %d slots (%.1f MiB of device memory): compute waited %.1f%% and the "
+        "copies waited %.1f ms for a free slot, more than the %.1f ms they copied",
+        stats.ring_depth, ring, ring * double(batch_bytes) / (1 << 20), wait_pct,
+        h2d.wait_output_ns / 1e6, h2d.busy_ns / 1e6));
+  } else {
+    d->reasons.push_back(absl::StrFormat(
+        "kept the device ring at %d slots: the copies waited for a slot, but doubling it would "
+        "pass %d slots or the device memory budget of %.0f MiB",
+        stats.ring_depth, kMaxDeviceRingDepth, budget.device_memory_bytes / double(1 << 20)));
+  }
+}
+
 }  // namespace
 
 AutotuneDecision Autotune(const PipelineResources& current, const PipelineStats& stats,
@@ -120,6 +144,8 @@ AutotuneDecision Autotune(const PipelineResources& current, const PipelineStats&
   const double slow_cap = slow ? slow->second : 0;
   if (slow && slow_cap < kHeadroom * compute_cap) {
     TuneSlowStage(slow->first, slow_cap, compute_cap, stats, budget, current, &d);
+  } else if (stats.ring_depth > 0 && CopiesWaitedForSlots(stats[Stage::kH2D])) {
+    GrowRing(stats, budget, batch_bytes, wait_pct, &d);
   } else {
     GrowPool(stats, budget, batch_bytes, wait_pct, slow_cap, compute_cap, &d);
   }

@@ -66,6 +66,9 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
       SpinFor(delay_us_);  // the busy-wait the pipeline's stages use for their delays
     }
   }
+  copy_overlap_.AddCopy(batch.copy_start_ns, batch.copy_end_ns);  // host batches: none
+  const bool first_of_epoch = epoch_ != batch.epoch + 1;
+  epoch_ = batch.epoch + 1;
   const uint64_t step = stats_.steps++;
   stats_.samples += batch.size;
   const int64_t host_end = NowNs();
@@ -74,11 +77,12 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
     RETURN_IF_ERROR(stream_->Record(ev->end.get()));
     ev->step = step;
     ev->pending = true;
+    ev->first_of_epoch = first_of_epoch;
   } else {
     if (stats_.first_start_ns == 0) stats_.first_start_ns = host_start;
     stats_.busy_ns += host_end - host_start;
     stats_.last_end_ns = host_end;
-    AddSpan(step, host_start, host_end);
+    AddSpan(step, host_start, host_end, first_of_epoch);
   }
   return status;
 }
@@ -93,7 +97,7 @@ absl::Status MeasuredBackend::Resolve(StepEvents& e) {
   prev_end_ns_ = end;
   stats_.busy_ns += std::max<int64_t>(0, end - start);
   stats_.last_end_ns = std::max(stats_.last_end_ns, end);
-  AddSpan(e.step, start, end);
+  AddSpan(e.step, start, end, e.first_of_epoch);
   return absl::OkStatus();
 }
 
@@ -106,13 +110,17 @@ absl::Status MeasuredBackend::ResolveAll() {
   return absl::OkStatus();
 }
 
-void MeasuredBackend::AddSpan(uint64_t step, int64_t start, int64_t end) {
+void MeasuredBackend::AddSpan(uint64_t step, int64_t start, int64_t end, bool first_of_epoch) {
   stats_.timeline.AddCompute(start, end);  // always: fixed size, no allocation
+  copy_overlap_.AddCompute(start, end, first_of_epoch);
   if (keep_spans_) spans_.push_back({step, start, end});
 }
 
 const ComputeStats& MeasuredBackend::stats() {
   if (timing_error_.ok()) timing_error_ = ResolveAll();
+  stats_.copy_ns = copy_overlap_.copy_ns();
+  stats_.copy_hidden_ns = copy_overlap_.hidden_ns();
+  stats_.startup_copy_ns = copy_overlap_.startup_ns();
   return stats_;
 }
 

@@ -58,11 +58,12 @@ class MeasuredBackend final : public Backend {
     std::unique_ptr<device::Event> end;
     uint64_t step = 0;
     bool pending = false;
+    bool first_of_epoch = false;
   };
   absl::Status EnsureEvents();
   absl::Status Resolve(StepEvents& e);  // adds a completed step's device times to stats_
   absl::Status ResolveAll();
-  void AddSpan(uint64_t step, int64_t start, int64_t end);
+  void AddSpan(uint64_t step, int64_t start, int64_t end, bool first_of_epoch);
 
   Backend* inner_;
   bool compute_free_;
@@ -71,6 +72,9 @@ class MeasuredBackend final : public Backend {
   int64_t free_samples_ = 0;
   ComputeStats stats_;
   std::vector<ComputeSpan> spans_;
+  CopyOverlap copy_overlap_;
+  uint64_t epoch_ = 0;  // the epoch of the last step + 1 (0: none yet)  // the batches' copies
+                        // against the steps (ComputeStats::copy_ns)
   // Device timing.
   device::Stream* stream_ = nullptr;
   std::vector<StepEvents> ring_;

@@ -122,6 +122,7 @@ std::vector<std::string> AutotuneAfterEpoch(const TrainJobOptions& options,
   AutotuneBudget budget;
   budget.cpu_threads = UsableCores();
   budget.memory_bytes = options.autotune_memory_bytes;
+  budget.device_memory_bytes = options.autotune_memory_bytes;
   const uint64_t batch_bytes = uint64_t{current.order.batch_size} *
                                (features * H2DFormatSize(current.format.h2d_format) + 4);
   AutotuneDecision decision =

@@ -224,6 +224,8 @@ absl::StatusOr<bool> PipelineCore::Next(
     // The copy's device time, on the host clock: the copy-stream track of the timeline.
     absl::StatusOr<std::pair<int64_t, int64_t>> copy = uploader_->CopySpan(p.device_slot);
     if (!copy.ok()) return copy.status();
+    v.copy_start_ns = copy->first;
+    v.copy_end_ns = copy->second;
     Record(Stage::kH2D, copy->first, copy->second, m.id, p.size,
            size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
   } else {

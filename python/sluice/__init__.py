@@ -95,8 +95,9 @@ class Loader:
     def __init__(self, path, batch_size, shuffle=True, seed=0, drop_last=False, device="cpu",
                  dtype=torch.float32, normalize=None, threads=None, rank=None, world_size=None,
                  on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
-                 device_ring_depth=8, device_zero_copy=True, decompress_threads=None,
-                 preprocess_threads=None, read_ahead_frames=4, max_corrupt_fraction=0.01):
+                 device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
+                 decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
+                 max_corrupt_fraction=0.01):
         self._arguments = {k: v for k, v in locals().items() if k != "self"}  # check_advice
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size: must be a positive int, got %r" % (batch_size,))

@@ -39,7 +39,7 @@ struct LoaderConfig {
   int preprocess_threads = 0;  // 0: threads
   uint32_t read_ahead_frames = 4;
   uint32_t pool_size = 0;
-  uint32_t device_ring_depth = 8;
+  uint32_t device_ring_depth = kDefaultDeviceRingDepth;
   bool device_zero_copy = true;  // device batches: zero copy (false: the caller copies each)
   std::string device = "cpu";    // cpu | sim | cuda:N
 };

@@ -154,6 +154,8 @@ void BindFunctions(py::module_& m) {
 }  // namespace sluice::python
 
 PYBIND11_MODULE(_sluice, m) {
+  // sluice.Loader's default, the same as sluice-train's --device-ring-depth.
+  m.attr("DEFAULT_DEVICE_RING_DEPTH") = sluice::kDefaultDeviceRingDepth;
   m.doc() = "sluice's C++ core (use the `sluice` package)";
   sluice::python::RegisterExceptions(m);
   sluice::python::BindLoader(m);

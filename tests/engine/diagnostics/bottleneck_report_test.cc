@@ -56,6 +56,35 @@ TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   EXPECT_EQ(nlohmann::ordered_json::parse(j.dump()), j);
 }
 
+// The copy-hidden share: null and "not applicable" without copies; on a device run the share
+// of copy time, and under 90% a note that names the start-up part and the compute stream's wait.
+TEST(BottleneckReportTest, CopyHiddenShareIsStatedForDeviceRunsOnly) {
+  BottleneckReport cpu = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
+  EXPECT_FALSE(cpu.copy_hidden_pct.has_value());
+  EXPECT_TRUE(cpu.ToJson()["copy_hidden_pct"].is_null());
+  EXPECT_NE(cpu.ToText().find("hidden behind compute: not applicable"), std::string::npos);
+  Synth device;
+  device.cuda = true;
+  device.h2d_ns = 50;
+  RunRecord run = MakeRun(device);
+  run.compute.copy_ns = 1000;
+  run.compute.copy_hidden_ns = 800;
+  run.compute.startup_copy_ns = 150;
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
+  ASSERT_TRUE(rep.copy_hidden_pct.has_value());
+  EXPECT_DOUBLE_EQ(*rep.copy_hidden_pct, 80.0);
+  EXPECT_DOUBLE_EQ(rep.ToJson()["copy_startup_pct"].get<double>(), 15.0);
+  EXPECT_NE(rep.ToText().find("copies (h2d) hidden behind compute: 80% of copy time (15% ran"),
+            std::string::npos)
+      << rep.ToText();
+  bool noted = false;
+  for (const std::string& n : rep.notes) noted |= n.find("15.0% ran before an epoch") != n.npos;
+  EXPECT_TRUE(noted) << rep.ToText();
+  run.compute.copy_hidden_ns = 950;  // at the goal: no note
+  rep = AnalyzeRun(run, nullptr, 2);
+  for (const std::string& n : rep.notes) EXPECT_EQ(n.find("h2d:"), std::string::npos) << n;
+}
+
 TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
   BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
   ASSERT_EQ(rep.stages.size(), kReportStages.size());
@@ -88,6 +117,8 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "input_bound_pct",
                                             "host_wait_pct",
                                             "compute_host_pct",
+                                            "copy_hidden_pct",
+                                            "copy_startup_pct",
                                             "verdict",
                                             "stages",
                                             "pipeline",

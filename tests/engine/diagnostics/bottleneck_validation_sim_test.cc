@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/env.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/trace_writer.h"
@@ -84,6 +85,28 @@ TEST_F(SimValidationTest, CopiesHideBehindCompute) {
   EXPECT_EQ(report.limiting_stage, Stage::kCompute) << report.sentence;
   // Device time of the steps, not host enqueue time: about the modelled 2 ms each.
   EXPECT_NEAR(static_cast<double>(run.compute.busy_ns) / run.compute.steps, 2e6, 0.5e6);
+}
+
+// The report states the copy-hidden share (text and JSON) and it is the trace's figure: the
+// report measures it online from the copies' and the steps' device spans, the trace from the
+// spans it keeps; the same spans give the same share.
+TEST_F(SimValidationTest, ReportsTheTracesCopyHiddenShare) {
+  auto result = RunTrainJob(Env::Default(), Job(/*link_ms=*/1.0, /*compute_ms=*/2.0, 80));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunRecord& run = result->run;
+  ASSERT_EQ(run.pipeline.trace_dropped, 0u);
+  const double trace_share = CopyHiddenShare(run);
+  ASSERT_GT(trace_share, 0);
+  BottleneckReport report = AnalyzeRun(run, nullptr, 2);
+  ASSERT_TRUE(report.copy_hidden_pct.has_value());
+  EXPECT_NEAR(*report.copy_hidden_pct, 100 * trace_share, 1e-9);
+  EXPECT_NEAR(BuildChromeTrace(run)["otherData"]["copy_hidden_share"].get<double>(),
+              *report.copy_hidden_pct / 100, 1e-9);
+  EXPECT_NEAR(report.ToJson()["copy_hidden_pct"].get<double>(), 100 * trace_share, 1e-9);
+  EXPECT_NE(report.ToText().find(absl::StrFormat(
+                "copies (h2d) hidden behind compute: %.0f%% of copy time", 100 * trace_share)),
+            std::string::npos)
+      << report.ToText();
 }
 
 // A link slower than compute: the report names h2d, and predicts the throughput within 15%.

@@ -2,7 +2,9 @@
 
 #include <array>
 #include <cstdint>
+#include <random>
 
+#include "engine/diagnostics/trace_writer.h"
 #include "gtest/gtest.h"
 
 namespace sluice {
@@ -90,6 +92,80 @@ TEST(ComputeTimeline, EmptyUntilTheFirstSpan) {
   EXPECT_EQ(t.used(), 0);
   t.AddCompute(10, 10);  // empty span: counts nothing
   EXPECT_EQ(Sum(t.compute_ns), 0);
+}
+
+// A copy of 10 overlapped by compute for 4 (two pieces, one counted once although two steps
+// cover it), whichever stream's spans arrive first.
+TEST(CopyOverlap, CountsEachOverlapOnceInEitherArrivalOrder) {
+  CopyOverlap copies_first;
+  copies_first.AddCopy(100, 110);
+  copies_first.AddCopy(120, 125);  // no compute beside it
+  copies_first.AddCompute(90, 102);
+  copies_first.AddCompute(101, 103);  // overlaps the previous step: 102..103 is new
+  copies_first.AddCompute(108, 112);
+  EXPECT_EQ(copies_first.copy_ns(), 15);
+  EXPECT_EQ(copies_first.hidden_ns(), 5);
+  CopyOverlap compute_first;
+  compute_first.AddCompute(90, 102);
+  compute_first.AddCompute(101, 103);
+  compute_first.AddCompute(108, 112);
+  compute_first.AddCopy(100, 110);
+  compute_first.AddCopy(120, 125);
+  EXPECT_EQ(compute_first.copy_ns(), 15);
+  EXPECT_EQ(compute_first.hidden_ns(), 5);
+}
+
+// The copies before an epoch's first step, while no step ran, are start-up: the first epoch's
+// from its first copy, a later epoch's from the previous epoch's last step end.
+TEST(CopyOverlap, CountsCopyTimeBeforeAnEpochsFirstStepAsStartUp) {
+  CopyOverlap o;
+  o.AddCopy(0, 10);
+  o.AddCopy(10, 20);
+  o.AddCompute(15, 40, /*first_of_epoch=*/true);  // 0..15 of copy time ran alone
+  o.AddCopy(30, 35);                              // hidden
+  o.AddCopy(45, 50);  // the next epoch's first copies: the previous step ended at 40
+  o.AddCopy(50, 60);
+  o.AddCompute(38, 42, /*first_of_epoch=*/false);  // the last step of the first epoch
+  o.AddCompute(55, 70, /*first_of_epoch=*/true);
+  EXPECT_EQ(o.copy_ns(), 40);
+  EXPECT_EQ(o.hidden_ns(), 5 + 5 + 5);
+  EXPECT_EQ(o.startup_ns(), 15 + 5 + 5);
+}
+
+// The online figure equals the trace's CopyHiddenShare over the same spans when the steps'
+// spans arrive late, as a device backend times them (up to 40 steps behind the copies).
+TEST(CopyOverlap, EqualsTheTracesCopyHiddenShareWhenStepsArriveLate) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> len(50, 400), gap(0, 300), late(0, 40);
+  RunRecord run;
+  std::vector<std::pair<int64_t, int64_t>> copies, steps;
+  int64_t copy_t = 1000, step_t = 1200;
+  for (uint64_t b = 0; b < 2000; ++b) {
+    copy_t += gap(rng);
+    copies.emplace_back(copy_t, copy_t + len(rng));
+    copy_t = copies.back().second;
+    step_t = std::max(step_t, copies.back().second) + gap(rng) / 4;
+    steps.emplace_back(step_t, step_t + len(rng));
+    step_t = steps.back().second;
+    run.trace.push_back(TraceSpan{Stage::kH2D, b, 0, copies.back().first, copies.back().second});
+    run.compute_spans.push_back({b, steps.back().first, steps.back().second});
+  }
+  CopyOverlap overlap;
+  size_t next_step = 0;
+  for (size_t b = 0; b < copies.size(); ++b) {
+    overlap.AddCopy(copies[b].first, copies[b].second);
+    const size_t due = b > 40 ? b - static_cast<size_t>(late(rng)) : 0;
+    for (; next_step < due; ++next_step) {
+      overlap.AddCompute(steps[next_step].first, steps[next_step].second);
+    }
+  }
+  while (next_step < steps.size()) {
+    overlap.AddCompute(steps[next_step].first, steps[next_step].second);
+    ++next_step;
+  }
+  ASSERT_GT(overlap.hidden_ns(), 0);
+  EXPECT_DOUBLE_EQ(static_cast<double>(overlap.hidden_ns()) / overlap.copy_ns(),
+                   CopyHiddenShare(run));
 }
 
 }  // namespace

@@ -96,6 +96,53 @@ TEST(AutotuneTest, StallsWithFastStagesDoubleThePoolWithinTheMemoryBudget) {
   EXPECT_NE(d.reasons[0].find("memory budget"), std::string::npos) << d.reasons[0];
 }
 
+// A device run whose copies waited for a ring slot longer than they copied: the ring doubles
+// (not the pool), within the device memory budget and kMaxDeviceRingDepth.
+TEST(AutotuneTest, CopiesWaitingForRingSlotsDoubleTheRingWithinItsBudgets) {
+  EpochRun r = MakeRun(0.2, 0.05, 0.1, 0.1, 0.7);
+  r.stats.ring_depth = 3;
+  StageStats& h2d = r.stats.stages[static_cast<int>(Stage::kH2D)];
+  h2d.items = 1000;
+  h2d.samples = 60000;
+  h2d.busy_ns = 100'000'000;
+  h2d.wait_output_ns = 150'000'000;
+  AutotuneBudget budget;
+  budget.device_memory_bytes = 10 * 100352;  // room for 10 slots
+  PipelineResources current = Current();
+  current.device_ring_depth = 3;
+  AutotuneDecision d = Autotune(current, r.stats, r.compute, r.seconds, budget, 100352);
+  EXPECT_TRUE(d.changed);
+  EXPECT_EQ(d.resources.device_ring_depth, 6u);
+  EXPECT_EQ(d.resources.pool_size, 16u) << "the pool is not what held the copies back";
+  EXPECT_NE(d.reasons[0].find("device ring 3 -> 6"), std::string::npos) << d.reasons[0];
+  r.stats.ring_depth = 6;  // doubling would pass the budget: capped at 10 slots
+  d = Autotune(current, r.stats, r.compute, r.seconds, budget, 100352);
+  EXPECT_EQ(d.resources.device_ring_depth, 10u);
+  r.stats.ring_depth = 10;  // at the budget: kept
+  d = Autotune(current, r.stats, r.compute, r.seconds, budget, 100352);
+  EXPECT_FALSE(d.changed);
+  EXPECT_NE(d.reasons[0].find("device memory budget"), std::string::npos) << d.reasons[0];
+  budget.device_memory_bytes = uint64_t{1} << 40;  // memory to spare: the flag's bound holds
+  r.stats.ring_depth = 48;
+  d = Autotune(current, r.stats, r.compute, r.seconds, budget, 100352);
+  EXPECT_EQ(d.resources.device_ring_depth, kMaxDeviceRingDepth);
+}
+
+// Copies that waited for a slot less than they copied are a busy link, not a short ring.
+TEST(AutotuneTest, CopiesThatBarelyWaitedForSlotsLeaveTheRingAlone) {
+  EpochRun r = MakeRun(0.2, 0.05, 0.1, 0.1, 0.7);
+  r.stats.ring_depth = 3;
+  StageStats& h2d = r.stats.stages[static_cast<int>(Stage::kH2D)];
+  h2d.items = 1000;
+  h2d.busy_ns = 100'000'000;
+  h2d.wait_output_ns = 50'000'000;
+  PipelineResources current = Current();
+  current.device_ring_depth = 3;
+  AutotuneDecision d = Autotune(current, r.stats, r.compute, r.seconds, {}, 100352);
+  EXPECT_EQ(d.resources.device_ring_depth, 3u);
+  EXPECT_EQ(d.resources.pool_size, 32u) << d.reasons[0];
+}
+
 TEST(AutotuneTest, StartupWaitIsNotCountedAsAStall) {
   // All of the wait is the first batch's: nothing to tune.
   EpochRun r = MakeRun(0.0, 0.05, 0.1, 0.1, 0.9);
