@@ -424,6 +424,14 @@ ToolDescription TrainTool() {
                      "metrics_out", "export_safetensors", "report_json", "trace", "quiet"}};
 }
 
+// The flag that runs the job again after it (on rank 0 alone, which the other ranks of a
+// data-parallel job would wait for forever), or null.
+const char* RerunFlag() {
+  if (absl::GetFlag(FLAGS_what_if) == "all") return "--what-if=all";
+  if (absl::GetFlag(FLAGS_check_advice)) return "--check-advice";
+  return nullptr;
+}
+
 int ReportUsageError(absl::string_view message) {
   std::fprintf(stderr, "sluice-train: %s\n", std::string(message).c_str());
   return 2;
@@ -439,17 +447,6 @@ int Main(int argc, char** argv) {
   }
   auto options = OptionsFromFlags();
   if (!options.ok()) return ReportUsageError(options.status().message());
-  // They run the job again on rank 0 alone, which the other ranks would wait for forever.
-  if (!dist::DetectLauncher().empty()) {
-    if (absl::GetFlag(FLAGS_what_if) == "all") {
-      return ReportUsageError(
-          "--what-if=all runs the job again on rank 0 alone: run it in a single process");
-    }
-    if (absl::GetFlag(FLAGS_check_advice)) {
-      return ReportUsageError(
-          "--check-advice runs the job again on rank 0 alone: run it in a single process");
-    }
-  }
   // Under mpirun/srun: join the job's world (a single process otherwise).
   dist::SetWatchdogProgramName("sluice-train");
   dist::SetCollectiveTimeoutSeconds(absl::GetFlag(FLAGS_collective_timeout_s));
@@ -457,6 +454,13 @@ int Main(int argc, char** argv) {
   if (!world.ok()) {
     std::fprintf(stderr, "sluice-train: %s\n", std::string(world.status().message()).c_str());
     return 1;
+  }
+  if (const char* flag = RerunFlag(); flag != nullptr && (*world)->is_distributed()) {
+    const bool rank_zero = (*world)->rank() == 0;
+    world->reset();  // every rank refuses: MPI_Finalize, then the usage error
+    if (!rank_zero) return 2;
+    return ReportUsageError(
+        absl::StrCat(flag, " runs the job again on rank 0 alone: run it in a single process"));
   }
   absl::StatusOr<int> exit_code = Run(*std::move(options), command_line->args, world->get());
   if (!exit_code.ok()) {

@@ -422,6 +422,18 @@ TEST_F(SluiceTrainMpiTest, ASettingThatDecidesACollectiveOnOneRankOnlyIsRefusedA
   }
 }
 
+TEST_F(SluiceTrainMpiTest, WhatIfAllAndCheckAdviceAreRefusedInADataParallelJob) {
+  for (const std::string flag : {"--what-if=all", "--check-advice"}) {
+    Output out = Shell(absl::StrCat(
+        "timeout 120 ", Mpirun(2), Train("rerun", "--epochs=1 --collective-timeout-s=10 " + flag)));
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_NE(out.text.find(flag + " runs the job again on rank 0 alone"), std::string::npos)
+        << out.text;
+    EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
+    EXPECT_LT(out.seconds, 60) << out.text;
+  }
+}
+
 TEST_F(SluiceTrainMpiTest, ADataErrorOnOneRankEndsEveryRankNamingTheRankAndTheFrame) {
   // Damage one frame: the frame-aware split gives its samples to one rank only.
   const std::string data = *dir_ + "/bad";
