@@ -422,6 +422,16 @@ TEST_F(SluiceTrainMpiTest, ASettingThatDecidesACollectiveOnOneRankOnlyIsRefusedA
   }
 }
 
+TEST_F(SluiceTrainMpiTest, CollectiveTimeoutOutsideItsBoundsIsAUsageError) {
+  for (const char* value : {"0", "-1", "nan", "inf", "1e6"}) {
+    Output out =
+        Shell(Mpirun(2) + Train("bad_timeout", absl::StrCat("--collective-timeout-s=", value)));
+    EXPECT_EQ(out.exit_code, 2) << value << ": " << out.text;
+    EXPECT_NE(out.text.find("--collective-timeout-s: "), std::string::npos) << out.text;
+    EXPECT_NE(out.text.find("is not in [1, 86400]"), std::string::npos) << out.text;
+  }
+}
+
 TEST_F(SluiceTrainMpiTest, WhatIfAllAndCheckAdviceAreRefusedInADataParallelJob) {
   for (const std::string flag : {"--what-if=all", "--check-advice"}) {
     Output out = Shell(absl::StrCat(

@@ -174,7 +174,7 @@ void CollectiveWatchdog::Fire(const Active& mine, double waited_s) {
       absent.push_back(absl::StrCat("rank ", r, " (busy ", StepText(a.step), ")"));
     } else {
       first_waiting = std::min(first_waiting, r);
-      if (a.comm_index != mine.comm_index || a.call != mine.call) {
+      if (a.kind != mine.kind || a.comm_index != mine.comm_index || a.call != mine.call) {
         elsewhere.push_back(absl::StrCat("rank ", r, " in ", CollectiveName(a.kind), " ",
                                          StepText(a.step), " (its collective ", a.call,
                                          " on communicator ", a.comm_index, ", rank ", rank_,
