@@ -456,11 +456,15 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (const char* flag = RerunFlag(); flag != nullptr && (*world)->is_distributed()) {
-    const bool rank_zero = (*world)->rank() == 0;
-    world->reset();  // every rank refuses: MPI_Finalize, then the usage error
-    if (!rank_zero) return 2;
-    return ReportUsageError(
-        absl::StrCat(flag, " runs the job again on rank 0 alone: run it in a single process"));
+    // Every rank refuses; rank 0 says why before MPI_Finalize (which no rank leaves before all
+    // have entered it), so the line is out before any rank exits and mpirun ends the others.
+    int code = 2;
+    if ((*world)->rank() == 0) {
+      code = ReportUsageError(
+          absl::StrCat(flag, " runs the job again on rank 0 alone: run it in a single process"));
+    }
+    world->reset();
+    return code;
   }
   absl::StatusOr<int> exit_code = Run(*std::move(options), command_line->args, world->get());
   if (!exit_code.ok()) {
