@@ -211,6 +211,7 @@ absl::StatusOr<bool> Trainer::TrainEpoch(EpochState& epoch, RunState& run) {
 
 void Trainer::CountStep(const BatchView& batch, EpochState& epoch, RunState& run) {
   ++optimizer_steps_;
+  dist::NoteTrainingStep(optimizer_steps_);  // named by the collective watchdog
   ++epoch.step;
   ++run.steps_this_process;
   // Positions count the whole global batch, the same on every rank and world size.

@@ -104,6 +104,9 @@ ABSL_FLAG(std::string, record_order, "",
           "write each trained step's record ids (\"epoch step id ...\") to this file, to audit "
           "the sample order; under mpirun each rank writes FILE.rank<R>");
 ABSL_FLAG(int64_t, progress_every, 200, "Steps between progress updates");
+ABSL_FLAG(double, collective_timeout_s, 300,
+          "Under mpirun/srun: a rank that waits longer than this in one collective ends the job, "
+          "naming the ranks that did not arrive and the step (1..86400 s)");
 ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N steps");
 ABSL_FLAG(std::string, inject_delay, "",
@@ -354,6 +357,9 @@ absl::Status OutputsFromFlags(TrainJobOptions& o) {
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.record_order_path = absl::GetFlag(FLAGS_record_order);
   o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
+  // A checkpoint written or a test split evaluated while the others wait must fit in it.
+  RETURN_IF_ERROR(CheckInRange("collective-timeout-s", absl::GetFlag(FLAGS_collective_timeout_s), 1,
+                               86400, "seconds: 1 s to 1 day"));
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 ABSL_DECLARE_FLAG(bool, ceilings);
 ABSL_DECLARE_FLAG(bool, refresh_ceilings);
 ABSL_DECLARE_FLAG(int64_t, progress_every);
+ABSL_DECLARE_FLAG(double, collective_timeout_s);
 ABSL_DECLARE_FLAG(bool, quiet);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, report_json);

@@ -162,15 +162,31 @@ void AddPrinters(TrainJobOptions& options, ProgressPrinter& printer, bool rank_z
   }
 }
 
-void PrintInterrupted(const TrainJobResult& result, int stop_signal,
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "a signal";
+  }
+}
+
+// `own_signal`: the signal this process got (0: none); `job_signal`: the one that stopped the
+// job (another rank's when this one got none).
+void PrintInterrupted(const TrainJobResult& result, int own_signal, int job_signal,
                       const std::vector<std::string>& argv) {
   const TrainResult& t = result.train;
   std::fflush(stdout);
+  const std::string cause =
+      own_signal != 0
+          ? absl::StrCat("interrupted by ", SignalName(own_signal))
+          : absl::StrCat("interrupted: another rank was stopped by ", SignalName(job_signal));
   std::fprintf(stderr,
-               "\r\033[Ksluice-train: interrupted by %s after epoch %llu step %llu "
+               "\r\033[Ksluice-train: %s after epoch %llu step %llu "
                "(%lld optimizer steps)\n",
-               stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
-               static_cast<unsigned long long>(t.stopped_epoch + 1),
+               cause.c_str(), static_cast<unsigned long long>(t.stopped_epoch + 1),
                static_cast<unsigned long long>(t.stopped_step),
                static_cast<long long>(t.optimizer_steps));
   if (!result.checkpoint_path.empty()) {
@@ -375,14 +391,19 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
     RETURN_IF_ERROR(ProbeWritable(env, path, "trace"));
   }
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
-  const int stop_signal = g_stop_signal;
+  const int own_signal = g_stop_signal;
+  // The ranks stop together (the trainer agrees on it), but only the rank that got the signal
+  // knows which: every rank reports and exits with the job's signal.
+  double job_signal = own_signal;
+  if (world->is_distributed()) RETURN_IF_ERROR(world->AllReduceMax(&job_signal, 1));
+  const int stop_signal = static_cast<int>(job_signal);
   JobReportSettings settings;
   settings.ceilings = absl::GetFlag(FLAGS_ceilings);
   settings.refresh_ceilings = absl::GetFlag(FLAGS_refresh_ceilings);
   settings.gather_traces = !absl::GetFlag(FLAGS_trace).empty();
   ASSIGN_OR_RETURN(JobReport job_report, ReportJob(env, options, result, settings));
   if (!rank_zero) return stop_signal != 0 ? 128 + stop_signal : 0;
-  if (result.train.interrupted) PrintInterrupted(result, stop_signal, argv);
+  if (result.train.interrupted) PrintInterrupted(result, own_signal, stop_signal, argv);
   RETURN_IF_ERROR(PrintAndWriteReport(env, options, result, job_report, world));
   return stop_signal != 0 ? 128 + stop_signal : 0;
 }
@@ -403,6 +424,14 @@ ToolDescription TrainTool() {
                      "metrics_out", "export_safetensors", "report_json", "trace", "quiet"}};
 }
 
+// The flag that runs the job again after it (on rank 0 alone, which the other ranks of a
+// data-parallel job would wait for forever), or null.
+const char* RerunFlag() {
+  if (absl::GetFlag(FLAGS_what_if) == "all") return "--what-if=all";
+  if (absl::GetFlag(FLAGS_check_advice)) return "--check-advice";
+  return nullptr;
+}
+
 int ReportUsageError(absl::string_view message) {
   std::fprintf(stderr, "sluice-train: %s\n", std::string(message).c_str());
   return 2;
@@ -419,10 +448,23 @@ int Main(int argc, char** argv) {
   auto options = OptionsFromFlags();
   if (!options.ok()) return ReportUsageError(options.status().message());
   // Under mpirun/srun: join the job's world (a single process otherwise).
+  dist::SetWatchdogProgramName("sluice-train");
+  dist::SetCollectiveTimeoutSeconds(absl::GetFlag(FLAGS_collective_timeout_s));
   absl::StatusOr<std::unique_ptr<dist::Communicator>> world = dist::InitWorld(nullptr, nullptr);
   if (!world.ok()) {
     std::fprintf(stderr, "sluice-train: %s\n", std::string(world.status().message()).c_str());
     return 1;
+  }
+  if (const char* flag = RerunFlag(); flag != nullptr && (*world)->is_distributed()) {
+    // Every rank refuses; rank 0 says why before MPI_Finalize (which no rank leaves before all
+    // have entered it), so the line is out before any rank exits and mpirun ends the others.
+    int code = 2;
+    if ((*world)->rank() == 0) {
+      code = ReportUsageError(
+          absl::StrCat(flag, " runs the job again on rank 0 alone: run it in a single process"));
+    }
+    world->reset();
+    return code;
   }
   absl::StatusOr<int> exit_code = Run(*std::move(options), command_line->args, world->get());
   if (!exit_code.ok()) {

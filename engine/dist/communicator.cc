@@ -1,5 +1,6 @@
 #include "engine/dist/communicator.h"
 
+#include <atomic>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -35,12 +36,25 @@ class SingleProcess final : public Communicator {
   [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
 };
 
+std::atomic<double> g_collective_timeout_s{kDefaultCollectiveTimeoutSeconds};
+std::atomic<const char*> g_program_name{"sluice"};
+std::atomic<int64_t> g_training_step{-1};
+
 const char* Get(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
 }  // namespace
+
+void SetCollectiveTimeoutSeconds(double seconds) { g_collective_timeout_s.store(seconds); }
+double CollectiveTimeoutSeconds() { return g_collective_timeout_s.load(); }
+void SetWatchdogProgramName(const char* name) { g_program_name.store(name); }
+const char* WatchdogProgramName() { return g_program_name.load(); }
+void NoteTrainingStep(int64_t optimizer_steps) {
+  g_training_step.store(optimizer_steps, std::memory_order_relaxed);
+}
+int64_t NotedTrainingStep() { return g_training_step.load(std::memory_order_relaxed); }
 
 std::string DetectLauncher() {
   if (Get("OMPI_COMM_WORLD_SIZE") != nullptr) return "mpirun";

@@ -84,6 +84,20 @@ std::unique_ptr<Communicator> SingleProcessCommunicator();
 // null.
 absl::StatusOr<std::unique_ptr<Communicator>> InitWorld(int* argc, char*** argv);
 
+// The watchdog on collectives (MPI only; docs/distributed.md, "Watchdog"): a rank that waits
+// longer than this in one collective ends the job with one line naming the ranks that did not
+// arrive and the step. 0 turns it off. Process-wide; set it before InitWorld.
+inline constexpr double kDefaultCollectiveTimeoutSeconds = 300;
+void SetCollectiveTimeoutSeconds(double seconds);
+double CollectiveTimeoutSeconds();
+// The program named at the start of the watchdog's line ("sluice-train").
+void SetWatchdogProgramName(const char* name);
+const char* WatchdogProgramName();
+// The training steps this process has completed (-1: none yet), shown by the watchdog. The
+// trainer notes each step; thread-safe.
+void NoteTrainingStep(int64_t optimizer_steps);
+int64_t NotedTrainingStep();
+
 // Whether sluice was built with MPI.
 bool BuiltWithMpi();
 

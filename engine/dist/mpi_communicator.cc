@@ -1,14 +1,23 @@
 // The MPI world: Open MPI (Debian's openmpi-bin / libopenmpi-dev) or any MPI-3 library.
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "engine/dist/communicator.h"
+#include "engine/dist/internal/collective_watchdog.h"
 
 namespace sluice::dist {
 namespace {
+
+using dist_internal::CollectiveKind;
+using dist_internal::CollectiveWatchdog;
+
+// Communicators made by Duplicate() so far: every rank makes them in the same order (it is a
+// collective), so the count names the same communicator on every rank.
+std::atomic<int64_t> g_duplicates{0};
 
 absl::Status MpiError(const char* call, int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -37,18 +46,26 @@ class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (freed on destruction); `finalize`: this object initialized MPI
   // and finalizes it when destroyed (the world communicator).
+  // `watchdog` bounds every collective's wait (the world's; null: none); a finalizing
+  // communicator owns it and stops it before MPI_Finalize.
   MpiCommunicator(MPI_Comm comm, int rank, int size, int local_rank, int local_size,
-                  std::string description, bool finalize)
+                  std::string description, bool finalize, CollectiveWatchdog* watchdog,
+                  int64_t comm_index)
       : comm_(comm),
         rank_(rank),
         size_(size),
         local_rank_(local_rank),
         local_size_(local_size),
         description_(std::move(description)),
-        finalize_(finalize) {}
+        finalize_(finalize),
+        watchdog_(watchdog),
+        comm_index_(comm_index) {}
   ~MpiCommunicator() override {
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
-    if (finalize_) MPI_Finalize();
+    if (finalize_) {
+      delete watchdog_;
+      MPI_Finalize();
+    }
   }
 
   int rank() const override { return rank_; }
@@ -71,6 +88,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   absl::Status Broadcast(void* data, size_t bytes, int root) override {
+    CollectiveWatchdog::Scope watched(watchdog_, CollectiveKind::kBroadcast, comm_index_, ++calls_);
     auto* p = static_cast<char*>(data);
     while (bytes > 0) {  // MPI counts are int
       const int n = static_cast<int>(std::min<size_t>(bytes, 1 << 30));
@@ -82,6 +100,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   absl::StatusOr<std::vector<std::string>> AllGather(const std::string& mine) override {
+    CollectiveWatchdog::Scope watched(watchdog_, CollectiveKind::kAllGather, comm_index_, ++calls_);
     int64_t my_len = static_cast<int64_t>(mine.size());
     std::vector<int64_t> lens(size_);
     SLUICE_MPI_CHECK(MPI_Allgather(&my_len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_));
@@ -104,16 +123,22 @@ class MpiCommunicator final : public Communicator {
   }
 
   absl::Status Barrier() override {
+    CollectiveWatchdog::Scope watched(watchdog_, CollectiveKind::kBarrier, comm_index_, ++calls_);
     SLUICE_MPI_CHECK(MPI_Barrier(comm_));
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Duplicate() override {
     MPI_Comm dup;
-    SLUICE_MPI_CHECK(MPI_Comm_dup(comm_, &dup));
+    {
+      CollectiveWatchdog::Scope watched(watchdog_, CollectiveKind::kDuplicate, comm_index_,
+                                        ++calls_);
+      SLUICE_MPI_CHECK(MPI_Comm_dup(comm_, &dup));
+    }
     SLUICE_MPI_CHECK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
-    return std::unique_ptr<Communicator>(new MpiCommunicator(
-        dup, rank_, size_, local_rank_, local_size_, description_, /*finalize=*/false));
+    return std::unique_ptr<Communicator>(
+        new MpiCommunicator(dup, rank_, size_, local_rank_, local_size_, description_,
+                            /*finalize=*/false, watchdog_, ++g_duplicates));
   }
 
   [[noreturn]] void Abort(int exit_code) override {
@@ -123,6 +148,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   absl::Status Reduce(void* data, size_t count, MPI_Datatype type, MPI_Op op) {
+    CollectiveWatchdog::Scope watched(watchdog_, CollectiveKind::kAllReduce, comm_index_, ++calls_);
     auto* p = static_cast<char*>(data);
     int type_size = 0;
     SLUICE_MPI_CHECK(MPI_Type_size(type, &type_size));
@@ -139,6 +165,9 @@ class MpiCommunicator final : public Communicator {
   const int rank_, size_, local_rank_, local_size_;
   const std::string description_;
   const bool finalize_;
+  CollectiveWatchdog* const watchdog_;
+  const int64_t comm_index_;  // 0: the world; duplicates numbered as made
+  int64_t calls_ = 0;         // collectives called on this communicator (one thread at a time)
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> InitMpiWorld(int* argc, char*** argv,
@@ -178,9 +207,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> InitMpiWorld(int* argc, char*** ar
   SLUICE_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
   SLUICE_MPI_CHECK(MPI_Comm_size(node, &local_size));
   MPI_Comm_free(&node);
+  MPI_Comm watch;
+  SLUICE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &watch));
   return std::unique_ptr<Communicator>(
       new MpiCommunicator(MPI_COMM_WORLD, rank, size, local_rank, local_size,
-                          absl::StrCat(launcher, " (", LibraryName(), ")"), /*finalize=*/true));
+                          absl::StrCat(launcher, " (", LibraryName(), ")"), /*finalize=*/true,
+                          new CollectiveWatchdog(watch, rank, size), /*comm_index=*/0));
 }
 
 }  // namespace

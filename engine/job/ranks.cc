@@ -36,6 +36,19 @@ absl::Status CheckRanksAgree(const TrainJobOptions& options, const KeyValues& id
                     options.pipeline.on_corrupt == OnCorrupt::kSkip ? "skip" : "fail");
   same.emplace_back("h2d_format", std::string(H2DFormatName(options.pipeline.format.h2d_format)));
   same.emplace_back("resume", options.resume);
+  // Settings that decide whether a rank joins a collective (docs/distributed.md, "Agreement"):
+  // a checkpoint checks the corruption budget (an all-reduce) first; --report-every takes the
+  // loss (an all-reduce) at its own steps; --trace gathers every rank's trace after training;
+  // --what-if=compute skips the step, so its gradient exchange; the budget's verdict ends one
+  // rank or all. The paths may differ between machines; whether one is given may not.
+  same.emplace_back("--checkpoint-dir", options.checkpoint_dir.empty() ? "none" : "a directory");
+  same.emplace_back("--report-every", absl::StrCat(options.report_every_steps));
+  same.emplace_back("--trace", options.pipeline.diagnostics.trace_capacity > 0 ? "a file" : "none");
+  same.emplace_back("--what-if",
+                    options.compute_free
+                        ? "compute"
+                        : std::string(WhatIfName(options.pipeline.diagnostics.what_if)));
+  same.emplace_back("--max-corrupt-fraction", absl::StrCat(options.max_corrupt_fraction));
   if (test != nullptr) {
     same.emplace_back("test.manifest_xxh3", ChecksumToHex(Xxh3(test->manifest().ToJson())));
   }

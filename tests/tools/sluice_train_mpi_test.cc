@@ -265,60 +265,183 @@ std::set<std::string> SharedMemorySegments() {
   return names;
 }
 
-TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSecondsAndLeavesNoSharedMemory) {
-  const std::set<std::string> segments_before = SharedMemorySegments();
-  // A long run; rank 1 is killed with SIGKILL once both ranks are training.
-  // Matches the ranks' command lines but not the shells that run pgrep with it.
-  const std::string marker = *dir_ + "/killed[.]safetensors";
-  const pid_t child = ::fork();
-  if (child == 0) {
-    const std::string cmd =
-        absl::StrCat(Mpirun(2), Train("killed", "--epochs=1000"), " > ", *dir_, "/killed.log 2>&1");
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+// A job run in the background by a shell, its output in `log`. The ranks' command lines hold
+// `marker` (a pattern that does not match the shells running pgrep with it).
+struct BackgroundJob {
+  pid_t shell = -1;
+  std::string marker;
+  std::string log;
+};
+
+BackgroundJob StartInBackground(const std::string& cmd, const std::string& marker,
+                                const std::string& log) {
+  BackgroundJob job{-1, marker, log};
+  job.shell = ::fork();
+  if (job.shell == 0) {
+    const std::string line = absl::StrCat(cmd, " > ", log, " 2>&1");
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
     std::_Exit(127);
   }
-  // Find rank 1 by its environment once it runs.
-  pid_t rank1 = -1;
-  for (int i = 0; i < 200 && rank1 < 0; ++i) {
+  return job;
+}
+
+// The pid of the job's rank `rank` (found by its environment) once it runs; -1 after 20 s.
+pid_t FindRank(const BackgroundJob& job, int rank) {
+  const std::string wanted = absl::StrCat("OMPI_COMM_WORLD_RANK=", rank, std::string(1, '\0'));
+  for (int i = 0; i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    Output ps = Shell(absl::StrCat("pgrep -f -- '", marker, "'"));
+    Output ps = Shell(absl::StrCat("pgrep -f -- '", job.marker, "'"));
     for (absl::string_view pid_text : absl::StrSplit(ps.text, '\n', absl::SkipEmpty())) {
       int pid = 0;
       if (!absl::SimpleAtoi(pid_text, &pid)) continue;
       // /proc files report size 0: read them as a stream.
       std::ifstream in(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
       const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (env.find(std::string("OMPI_COMM_WORLD_RANK=1\0", 23)) != std::string::npos) rank1 = pid;
+      if (env.find(wanted) != std::string::npos) return pid;
     }
   }
-  ASSERT_GT(rank1, 0) << "rank 1 never started";
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  return -1;
+}
+
+struct JobEnd {
+  bool ended = false;  // within the limit (else every rank was killed)
+  int exit_code = -1;
+  double seconds = 0;  // from the call
+  std::string log;
+};
+
+// Waits up to `limit_s` for the job; then kills whatever of it is left.
+JobEnd WaitForJob(const BackgroundJob& job, double limit_s) {
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
   int status = 0;
   pid_t done = 0;
-  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+  while ((done = ::waitpid(job.shell, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(limit_s)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (done == 0) {
-    Shell(absl::StrCat("pkill -9 -f -- '", marker, "'"));
-    ::waitpid(child, &status, 0);
+  JobEnd end;
+  end.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  end.ended = done != 0;
+  if (!end.ended) {
+    Shell(absl::StrCat("pkill -9 -f -- '", job.marker, "'"));
+    ::waitpid(job.shell, &status, 0);
   }
-  auto log = ReadFileToString(Env::Default(), *dir_ + "/killed.log");
-  ASSERT_NE(done, 0) << "the job was still running 60 s after rank 1 was killed\n"
-                     << (log.ok() ? *log : "");
-  EXPECT_LT(seconds, 30.0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << (log.ok() ? *log : "");
-  EXPECT_EQ(Shell(absl::StrCat("pgrep -f -- '", marker, "'")).text, "");  // no rank left over
-  // No shared-memory segment of the job is left behind.
+  end.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto log = ReadFileToString(Env::Default(), job.log);
+  end.log = log.ok() ? *log : "";
+  return end;
+}
+
+// The segments in `now` that were not in `before`.
+std::set<std::string> NewSegments(const std::set<std::string>& before) {
   std::set<std::string> left;
   for (const std::string& s : SharedMemorySegments()) {
-    if (!segments_before.count(s)) left.insert(s);
+    if (!before.count(s)) left.insert(s);
   }
+  return left;
+}
+
+TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSecondsAndLeavesNoSharedMemory) {
+  const std::set<std::string> segments_before = SharedMemorySegments();
+  // A long run; rank 1 is killed with SIGKILL once both ranks are training.
+  BackgroundJob job = StartInBackground(Mpirun(2) + Train("killed", "--epochs=1000"),
+                                        *dir_ + "/killed[.]safetensors", *dir_ + "/killed.log");
+  const pid_t rank1 = FindRank(job, 1);
+  ASSERT_GT(rank1, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  const JobEnd end = WaitForJob(job, 60);
+  ASSERT_TRUE(end.ended) << "the job was still running 60 s after rank 1 was killed\n" << end.log;
+  EXPECT_LT(end.seconds, 30.0);
+  EXPECT_NE(end.exit_code, 0) << end.log;
+  EXPECT_EQ(Shell(absl::StrCat("pgrep -f -- '", job.marker, "'")).text, "");  // no rank left
+  // No shared-memory segment of the job is left behind.
+  const std::set<std::string> left = NewSegments(segments_before);
   EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << *left.begin();
+}
+
+TEST_F(SluiceTrainMpiTest, AStoppedRankEndsTheJobAtTheCollectiveTimeoutNamingTheRankAndStep) {
+  const std::set<std::string> segments_before = SharedMemorySegments();
+  BackgroundJob job =
+      StartInBackground(Mpirun(2) + Train("stopped", "--epochs=1000 --collective-timeout-s=10"),
+                        *dir_ + "/stopped[.]safetensors", *dir_ + "/stopped.log");
+  const pid_t rank1 = FindRank(job, 1);
+  ASSERT_GT(rank1, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  ASSERT_EQ(::kill(rank1, SIGSTOP), 0);
+  const JobEnd end = WaitForJob(job, 60);
+  ASSERT_TRUE(end.ended) << "the job was still running 60 s after rank 1 was stopped\n" << end.log;
+  EXPECT_GE(end.seconds, 9.0) << end.log;  // not before the timeout
+  EXPECT_NE(end.exit_code, 0) << end.log;
+  EXPECT_NE(end.log.find("sluice-train: rank 0 of 2 waited"), std::string::npos) << end.log;
+  EXPECT_NE(end.log.find("after training step "), std::string::npos) << end.log;
+  EXPECT_NE(end.log.find("(--collective-timeout-s=10): rank 1 did not arrive"), std::string::npos)
+      << end.log;
+  EXPECT_EQ(Shell(absl::StrCat("pgrep -f -- '", job.marker, "'")).text, "");  // no rank left
+  const std::set<std::string> left = NewSegments(segments_before);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << *left.begin();
+}
+
+TEST_F(SluiceTrainMpiTest, SigtermToOneRankStopsTheJobNamingTheSignalWithItsExitCode) {
+  BackgroundJob job =
+      StartInBackground(Mpirun(2) + Train("term", "--epochs=1000 --collective-timeout-s=30"),
+                        *dir_ + "/term[.]safetensors", *dir_ + "/term.log");
+  const pid_t rank1 = FindRank(job, 1);
+  ASSERT_GT(rank1, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  ASSERT_EQ(::kill(rank1, SIGTERM), 0);
+  const JobEnd end = WaitForJob(job, 60);
+  ASSERT_TRUE(end.ended) << end.log;
+  EXPECT_NE(end.log.find("interrupted: another rank was stopped by SIGTERM"), std::string::npos)
+      << end.log;
+  EXPECT_EQ(end.log.find("SIGINT"), std::string::npos) << end.log;
+  EXPECT_EQ(end.exit_code, 128 + SIGTERM) << end.log;
+}
+
+// --collective-timeout-s bounds a run that would hang without the agreement.
+TEST_F(SluiceTrainMpiTest, ASettingThatDecidesACollectiveOnOneRankOnlyIsRefusedAtStart) {
+  const std::string ckpt = *dir_ + "/one_rank_ckpt";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {absl::StrCat("--checkpoint-dir=", ckpt),
+       "rank 1 has --checkpoint-dir=none, rank 0 has a directory"},
+      {absl::StrCat("--trace=", *dir_, "/one_rank.trace"),
+       "rank 1 has --trace=none, rank 0 has a file"},
+      {"--report-every=50", "rank 1 has --report-every=0, rank 0 has 50"},
+  };
+  for (const auto& [flag, named] : cases) {
+    const std::string common = "--epochs=1 --collective-timeout-s=10 ";
+    Output out = Shell(absl::StrCat("timeout 120 ", SLUICE_MPIRUN, " -np 1 ",
+                                    Train("o0", common + flag), " : -np 1 ", Train("o1", common)));
+    EXPECT_NE(out.exit_code, 0) << flag << "\n" << out.text;
+    EXPECT_NE(out.text.find("2 ranks disagree on the run's settings"), std::string::npos)
+        << flag << "\n"
+        << out.text;
+    EXPECT_NE(out.text.find(named), std::string::npos) << flag << "\n" << out.text;
+    EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
+    EXPECT_LT(out.seconds, 60) << flag << "\n" << out.text;
+  }
+}
+
+TEST_F(SluiceTrainMpiTest, CollectiveTimeoutOutsideItsBoundsIsAUsageError) {
+  for (const char* value : {"0", "-1", "nan", "inf", "1e6"}) {
+    Output out =
+        Shell(Mpirun(2) + Train("bad_timeout", absl::StrCat("--collective-timeout-s=", value)));
+    EXPECT_EQ(out.exit_code, 2) << value << ": " << out.text;
+    EXPECT_NE(out.text.find("--collective-timeout-s: "), std::string::npos) << out.text;
+    EXPECT_NE(out.text.find("is not in [1, 86400]"), std::string::npos) << out.text;
+  }
+}
+
+TEST_F(SluiceTrainMpiTest, WhatIfAllAndCheckAdviceAreRefusedInADataParallelJob) {
+  for (const std::string flag : {"--what-if=all", "--check-advice"}) {
+    Output out = Shell(absl::StrCat(
+        "timeout 120 ", Mpirun(2), Train("rerun", "--epochs=1 --collective-timeout-s=10 " + flag)));
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_NE(out.text.find(flag + " runs the job again on rank 0 alone"), std::string::npos)
+        << out.text;
+    EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
+    EXPECT_LT(out.seconds, 60) << out.text;
+  }
 }
 
 TEST_F(SluiceTrainMpiTest, ADataErrorOnOneRankEndsEveryRankNamingTheRankAndTheFrame) {
