@@ -89,7 +89,8 @@ inline constexpr std::array<ReportStageInfo, 6> kReportStageTable = {{
      .cpu_work = false,
      .ceiling = nullptr,
      .ceiling_per_thread = false,
-     .advice = {AdviceSetting::kPoolSize, std::nullopt},
+     // A larger pool did not pay in its own scenario (advice_scenarios_test.cc, SmallPool).
+     .advice = {std::nullopt, std::nullopt},
      .track = TraceTrack::kPinnedWait},
     {.stage = Stage::kH2D,
      .name = "h2d",
