@@ -93,7 +93,11 @@ absl::Status MeasuredBackend::Resolve(StepEvents& e) {
   ASSIGN_OR_RETURN(const int64_t start, e.start->HostNanos());
   ASSIGN_OR_RETURN(const int64_t end, e.end->HostNanos());
   if (stats_.first_start_ns == 0) stats_.first_start_ns = start;
-  if (prev_end_ns_ != 0) stats_.idle_ns += std::max<int64_t>(0, start - prev_end_ns_);
+  // Idle between steps of one epoch only: the gap before an epoch's first step holds the
+  // evaluation and the pipeline's rebuild, which the report's span (training time) leaves out.
+  if (prev_end_ns_ != 0 && !e.first_of_epoch) {
+    stats_.idle_ns += std::max<int64_t>(0, start - prev_end_ns_);
+  }
   prev_end_ns_ = end;
   stats_.busy_ns += std::max<int64_t>(0, end - start);
   stats_.last_end_ns = std::max(stats_.last_end_ns, end);

@@ -7,6 +7,7 @@
 #include "engine/diagnostics/bottleneck_report.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pipeline/pipeline.h"
 #include "tests/engine/diagnostics/synthetic_run.h"
 
 namespace sluice {
@@ -123,6 +124,15 @@ TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
   rep = AnalyzeRun(run, nullptr, 16);
   EXPECT_TRUE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
   EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=6"));
+  // Held back by the ring, fewer bytes per copy gain nothing (measured 0.75x).
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  // Beyond the default depth more slots measured 0.98x: not advised.
+  run.pipeline.ring_depth = kDefaultDeviceRingDepth;
+  rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  run.pipeline.ring_depth = 5;
+  rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=8"));
 }
 
 TEST(AdviceTest, StagesWithinFifteenPercentOfComputeAreACloseCall) {

@@ -91,6 +91,23 @@ TEST_P(ReportSpanTest, MeasuredRateIsTheWallClockRateOfTheRun) {
   EXPECT_NEAR(measured, wall_rate, 0.05 * wall_rate);
 }
 
+// Over two epochs with evaluation between them, compute's busy and waiting shares are shares
+// of the same span: together at most 100% (the gap that holds the evaluation was counted as
+// waiting and they reached 107%).
+TEST_P(ReportSpanTest, ComputeSharesOfSeveralEpochsWithEvaluationAddUpToAtMost100) {
+  TrainJobOptions job = Job(-1);
+  job.epochs = 2;
+  job.evaluate = true;
+  job.pipeline.order.batch_size = 256;
+  absl::StatusOr<TrainJobResult> result = RunTrainJob(Env::Default(), job);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const BottleneckReport rep = AnalyzeRun(result->run, nullptr, UsableCores());
+  const StageRow& compute = rep.row(Stage::kCompute);
+  EXPECT_LE(compute.busy_pct + compute.wait_input_pct, 100.5)
+      << "busy " << compute.busy_pct << "% + waiting " << compute.wait_input_pct << "%";
+  EXPECT_GT(compute.busy_pct, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ReportSpanTest,
                          ::testing::Values(device::Platform::kCpu, device::Platform::kSim),
                          [](const auto& param_info) {
