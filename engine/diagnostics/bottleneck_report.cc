@@ -295,8 +295,9 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   if (rep.on_device) {
     rep.notes.push_back(absl::StrFormat(
         "compute busy is device time from events on the compute stream; the host spent %.0f%% "
-        "of training time enqueuing steps and %.0f%% waiting for batches",
-        rep.compute_host_pct, rep.host_wait_pct));
+        "of training time enqueuing steps and %.0f%% blocked taking the next batch (waiting for "
+        "it or for a free device slot while the device computes); compute itself waited %.0f%%",
+        rep.compute_host_pct, rep.host_wait_pct, rep.input_bound_pct));
   }
   report_internal::DecideVerdict(run, &rep);
   return rep;

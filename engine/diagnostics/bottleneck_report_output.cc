@@ -66,7 +66,7 @@ std::string BottleneckReport::ToText() const {
   }
   absl::StrAppendFormat(&out,
                         "measured %s; predicted %s (slowest capacity %s; CPU limit %s on %d "
-                        "cores, %.2f threads busy)\n",
+                        "cores; CPU stages, compute included, kept %.2f threads busy)\n",
                         FormatRate(measured_samples_per_s), FormatRate(predicted_samples_per_s),
                         FormatRate(capacity_limit_samples_per_s),
                         FormatRate(cpu_limit_samples_per_s), cores, cpu_threads_busy);
@@ -84,7 +84,14 @@ std::string BottleneckReport::ToText() const {
   absl::StrAppend(&out, report_internal::FormatWorld(*this));  // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");
-  absl::StrAppend(&out, FormatMemoryReport(memory, memory_formula));
+  if (memory.total_peak > 0) {
+    absl::StrAppend(&out, FormatMemoryReport(memory, memory_formula));
+  } else {
+    // The Python consumer trains with its own framework: no sluice backend held the model.
+    absl::StrAppend(&out,
+                    "memory: no sluice backend in this run (the model's memory is not "
+                    "measured here)\n");
+  }
   if (host_memory.peak_rss > 0) absl::StrAppend(&out, FormatHostMemoryReport(host_memory));
   return out;
 }

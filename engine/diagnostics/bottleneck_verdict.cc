@@ -170,7 +170,8 @@ void DecideVerdict(const RunRecord& run, BottleneckReport* rep) {
       absl::StrAppend(&rep->sentence,
                       rep->is_cuda     ? "; a larger batch or --precision bf16 raises it"
                       : rep->on_device ? "; a faster device raises it"
-                                       : "; a larger batch or --device cuda raises it");
+                                       : "; no pipeline setting raises it, a faster step would "
+                                         "(a larger batch, or a GPU)");
     }
     return;
   }
