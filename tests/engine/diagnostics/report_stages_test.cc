@@ -168,7 +168,7 @@ TEST(ReportStagesTest, AdviceNamesExactlyTheTablesSettingsForTheStage) {
       if (setting) listed.insert(*setting);
     }
     std::set<AdviceSetting> given;
-    for (const RunRecord* run : {&ring_full, &link_busy}) {
+    for (const RunRecord* run : {&ring_full, static_cast<const RunRecord*>(&link_busy)}) {
       for (const Advice& a : AdviceFor(info.stage, /*threads=*/1, /*cores=*/4, *run,
                                        /*on_device=*/true, /*is_cuda=*/true)) {
         given.insert(a.setting);
