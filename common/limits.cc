@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -139,6 +143,41 @@ absl::Status ReserveOpenFiles(uint64_t files, absl::string_view what) {
                      soft, " to ", lim.rlim_cur, " failed: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckThreadsCanStart(int threads, absl::string_view what) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<std::thread> started;
+  started.reserve(std::max(threads, 0));
+  std::string refused;
+  for (int i = 0; i < threads; ++i) {
+    try {
+      started.emplace_back([&] {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return release; });
+      });
+    } catch (const std::system_error& e) {
+      refused = e.what();
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : started) t.join();
+  if (refused.empty()) return absl::OkStatus();
+  struct rlimit lim;
+  const std::string limit =
+      ::getrlimit(RLIMIT_NPROC, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
+          ? absl::StrCat("ulimit -u is ", lim.rlim_cur, " processes and threads for this user")
+          : std::string("the system's thread limit");
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "cannot start ", what, ": ", threads, " threads are needed and only ", started.size(),
+      " could start (", refused, "; ", limit, "); lower the thread count or raise the limit"));
 }
 
 absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,

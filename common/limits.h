@@ -48,6 +48,12 @@ absl::Status CheckInRange(absl::string_view flag, double value, double min, doub
 // when even the hard limit is too small (docs/limits.md, "Open files").
 absl::Status ReserveOpenFiles(uint64_t files, absl::string_view what);
 
+// Whether `threads` more threads can run at once in this process now: starts them, holds them
+// until all have started, and joins them. kResourceExhausted naming `what` and the process
+// limit (`ulimit -u`) when the system refuses one; a thread pool that cannot start its workers
+// would otherwise wait for them forever (oneTBB) or abort (std::thread).
+absl::Status CheckThreadsCanStart(int threads, absl::string_view what);
+
 // The product of `factors`, or kResourceExhausted "<what>: A x B x ... overflows 64 bits".
 absl::StatusOr<uint64_t> CheckedProduct(absl::string_view what,
                                         std::initializer_list<uint64_t> factors);

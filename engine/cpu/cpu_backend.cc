@@ -200,6 +200,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", threads));
   }
   if (threads == 0) threads = UsableCores();
+  RETURN_IF_ERROR(CheckThreadsCanStart(threads - 1, "the CPU backend's compute threads"));
   auto backend = std::make_unique<cpu_internal::CpuBackend>(state.model, opt, options, threads);
   RETURN_IF_ERROR(backend->LoadState(state));
   return backend;

@@ -99,8 +99,11 @@ StageRow ComputeRow(const ReportStageInfo& info, const RunRecord& run, double tr
   compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
   compute.samples_per_s = measured_samples_per_s;
   compute.busy_pct = Share(cs.busy_ns, train_ns);
-  compute.wait_input_pct =
-      cs.on_device ? Share(cs.idle_ns, train_ns) : Share(delivery.wait_input_ns, train_ns);
+  // On a device the compute stream, within the span, either runs a step or waits: before the
+  // first step (the pipeline filling) as between steps. Its idle time between steps alone
+  // (cs.idle_ns) misses the start, which a slow stage can stretch over most of a short run.
+  compute.wait_input_pct = cs.on_device ? std::max(0.0, 100.0 - compute.busy_pct)
+                                        : Share(delivery.wait_input_ns, train_ns);
   compute.queue_high_water = delivery.queue_high_water;
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;

@@ -84,7 +84,7 @@ std::string BottleneckReport::ToText() const {
   absl::StrAppend(&out, report_internal::FormatWorld(*this));  // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");
-  if (memory.total_peak > 0) {
+  if (memory.total_peak > 0 || memory.total_current > 0) {
     absl::StrAppend(&out, FormatMemoryReport(memory, memory_formula));
   } else {
     // The Python consumer trains with its own framework: no sluice backend held the model.

@@ -20,6 +20,7 @@
 #include "pipeline/internal/pipeline_core.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -144,9 +145,22 @@ absl::Status PipelineCore::Init() {
         oneapi::tbb::global_control::max_allowed_parallelism, opt_.resources.threads + 1);
   }
   // No slot reserved for an external thread: the consumer never joins the arena, so all
-  // `threads` slots are for workers.
+  // `threads` slots are for workers, and without them execute() below would wait forever.
+  RETURN_IF_ERROR(CheckPipelineThreadsCanStart(opt_.resources.threads));
   arena_ = std::make_unique<oneapi::tbb::task_arena>(opt_.resources.threads, 0);
   arena_->execute([this] { BuildGraph(); });
+  return absl::OkStatus();
+}
+
+// Checked once per process for the largest thread count asked so far: oneTBB keeps its
+// workers for later pipelines.
+absl::Status PipelineCore::CheckPipelineThreadsCanStart(int threads) {
+  static std::atomic<int> checked{0};
+  if (threads <= checked.load()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckThreadsCanStart(threads, "the pipeline's threads (--threads)"));
+  int seen = checked.load();
+  while (seen < threads && !checked.compare_exchange_weak(seen, threads)) {
+  }
   return absl::OkStatus();
 }
 

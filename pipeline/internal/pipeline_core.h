@@ -67,6 +67,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   absl::Status BuildLayout();
   absl::Status BuildWhatIfCaches();
   void BuildGraph();
+  static absl::Status CheckPipelineThreadsCanStart(int threads);
   FrameMsg ReadBody(oneapi::tbb::flow_control& fc);
   bool AdvanceEpoch();
   void DecompressBody(const FrameMsg& m);

@@ -55,5 +55,27 @@ TEST(LimitsTest, AddressSpaceLimitBoundsTheAvailableMemory) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// Under a process limit that leaves no room (`ulimit -u`), a pool that cannot start its
+// threads must say so instead of waiting for them forever. Runs in a child: the limit is
+// irreversible there, and root is exempt from it, so a root child becomes nobody first.
+int ThreadsUnderAnExhaustedProcessLimit() {
+  if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 3;
+  struct rlimit none = {0, 0};
+  if (::setrlimit(RLIMIT_NPROC, &none) != 0) return 4;
+  absl::Status s = CheckThreadsCanStart(4, "the test's threads");
+  if (s.code() != absl::StatusCode::kResourceExhausted) return 5;
+  const std::string m(s.message());
+  const bool names_it = m.find(
+                            "cannot start the test's threads: 4 threads are needed and only "
+                            "0 could start") != std::string::npos &&
+                        m.find("ulimit -u is 0") != std::string::npos;
+  return names_it ? 0 : 6;
+}
+
+TEST(LimitsTest, ThreadsThatCannotStartAreAnErrorNamingTheLimit) {
+  EXPECT_TRUE(CheckThreadsCanStart(4, "the test's threads").ok());
+  EXPECT_EXIT(std::_Exit(ThreadsUnderAnExhaustedProcessLimit()), ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace sluice

@@ -82,7 +82,7 @@ TEST(AdviceTest, AFullPoolIsNamedButNoPoolSizeIsAdvised) {
   s.wait_pct = 30;
   RunRecord run = MakeRun(s);  // 4 buffers, all in use
   BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
-  ASSERT_EQ(rep.limiting_stage, Stage::kPinnedWait) << rep.sentence;
+  ASSERT_EQ(rep.limiting_stage, Stage::kCompute) << rep.sentence;
   EXPECT_TRUE(rep.advice.empty()) << rep.sentence;
   EXPECT_THAT(rep.sentence, HasSubstr("all 4 pinned buffers were in use"));
   EXPECT_THAT(rep.sentence, Not(HasSubstr("--pool-size")));

@@ -176,8 +176,8 @@ TEST_P(AdviceScenarioTest, IsAdvisedItsSettingAndTheChangeRaisesTheRateByTenPerc
       if (a.setting == s.setting) advice = &a;
     }
     if (advice == nullptr) {
-      std::printf("attempt %d: no --%s in: %s\n", attempt + 1, AdviceFlag(s.setting),
-                  report.sentence.c_str());
+      std::printf("attempt %d: no --%s in:\n%s\n", attempt + 1, AdviceFlag(s.setting),
+                  report.ToText().c_str());
       continue;
     }
     EXPECT_EQ(advice->value, s.value) << report.sentence;
