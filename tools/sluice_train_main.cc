@@ -381,6 +381,10 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   // The outputs written after training are checked before it (the job checks its own). Rank 0
   // alone writes the report and the trace, so it alone probes them (ranks probing one path at
   // once would race on the probe file).
+  RETURN_IF_ERROR(CheckOutputsAreNotInputs({{"report-json", absl::GetFlag(FLAGS_report_json)},
+                                            {"report-html", absl::GetFlag(FLAGS_report_html)},
+                                            {"trace", absl::GetFlag(FLAGS_trace)}},
+                                           options));
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, path, "report-json"));
   }

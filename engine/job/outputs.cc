@@ -1,13 +1,97 @@
 #include "engine/job/outputs.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/checkpoint.h"
+#include "engine/job/resume.h"
 #include "engine/safetensors.h"
 #include "nlohmann/json.hpp"
 
 namespace sluice {
+
+namespace {
+
+// The path with its directory resolved (links, "..", "."), so two spellings of one file compare
+// equal; the path as given when the directory does not exist yet.
+std::string Resolved(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(DirName(path).c_str(), buf) == nullptr) return path;
+  return JoinPath(buf, BaseName(path));
+}
+
+// The resolved directory of the dataset `data` names (a directory, or a manifest in one).
+std::string DatasetDir(const std::string& data) {
+  char buf[PATH_MAX];
+  struct stat st;
+  const bool is_dir = ::stat(data.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (::realpath((is_dir ? data : DirName(data)).c_str(), buf) == nullptr) return "";
+  return buf;
+}
+
+}  // namespace
+
+absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
+                                      const TrainJobOptions& options) {
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string&>{"metrics-out", options.metrics_out},
+        {"export-safetensors", options.export_safetensors},
+        {"record-order", options.record_order_path}}) {
+    if (!path.empty()) outputs.push_back({flag, path});
+  }
+  // Special targets (/dev/null for several outputs, /dev/stdout) are appended to, never
+  // replaced: they may be named more than once.
+  outputs.erase(std::remove_if(outputs.begin(), outputs.end(),
+                               [](const OutputPath& o) {
+                                 return o.path.empty() || Env::Default()->IsSpecialFile(o.path);
+                               }),
+                outputs.end());
+  std::vector<OutputPath> inputs;
+  if (!options.resume.empty() && options.resume != "auto") {
+    inputs.push_back({"resume", options.resume});
+  }
+  if (!options.checkpoint_dir.empty()) {
+    inputs.push_back({"checkpoint-dir", CheckpointPath(options.checkpoint_dir)});
+  }
+  const std::string data_dir = DatasetDir(options.data);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string out = Resolved(outputs[i].path);
+    for (size_t j = 0; j < i; ++j) {
+      if (Resolved(outputs[j].path) == out) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", outputs[i].flag, " and --", outputs[j].flag, " name the same file ",
+                         outputs[i].path, ": one would replace the other"));
+      }
+    }
+    for (const OutputPath& in : inputs) {
+      if (Resolved(in.path) == out) {
+        return absl::InvalidArgumentError(absl::StrCat("--", outputs[i].flag, " ", outputs[i].path,
+                                                       " is the --", in.flag,
+                                                       " file the run reads: it would replace it"));
+      }
+    }
+    const std::string name = BaseName(out);
+    if (!data_dir.empty() && DirName(out) == data_dir &&
+        (absl::EndsWith(name, ".shard") || absl::EndsWith(name, ".manifest.json") ||
+         name == ".sluice.lock")) {
+      return absl::InvalidArgumentError(absl::StrCat("--", outputs[i].flag, " ", outputs[i].path,
+                                                     " is a file of the dataset in ", data_dir,
+                                                     ": it would replace it"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag) {
   if (env->GetChildren(path).ok()) {
@@ -15,14 +99,15 @@ absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view 
         absl::StrCat("--", flag, " ", path, ": is a directory (expected a file path)"));
   }
   if (env->IsSpecialFile(path)) {
-    // /dev/null, a FIFO, /dev/stdout: opened as it will be written, and nothing is created
-    // beside it.
-    absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewAppendableFile(path);
-    if (file.ok()) return (*file)->Close();
+    // /dev/null, a FIFO, /dev/stdout: checked, not opened (opening a FIFO would wait for a
+    // reader, or end a one-shot reader's input), and nothing is created beside it.
+    if (::access(path.c_str(), W_OK) == 0) return absl::OkStatus();
     return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", path, ": cannot be written: ", file.status().message()));
+        absl::StrCat("--", flag, " ", path, ": cannot be written: ", std::strerror(errno)));
   }
-  const std::string probe = absl::StrCat(path, ".probe");
+  // The temporary the write will use: a directory or an overlong name there fails now, not
+  // after training.
+  const std::string probe = absl::StrCat(path, ".tmp");
   auto file = env->NewTemporaryFile(probe);
   absl::Status status = file.status();
   if (status.ok()) status = (*file)->Close();

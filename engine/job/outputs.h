@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,7 +21,8 @@
 namespace sluice {
 
 // Checks, before any training, that `path` can be written (its directory exists and is writable,
-// and it is not a directory) by creating and deleting `path`.probe through the Env.
+// and it is not a directory) by creating and deleting the temporary the write will use,
+// `path`.tmp, through the Env; a special file (Env::IsSpecialFile) is checked with access(2).
 // kInvalidArgument naming `flag` and the path otherwise.
 absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag);
 
@@ -30,6 +32,18 @@ std::string RecordOrderPath(const TrainJobOptions& options);
 
 // Probes every output this rank writes: rank 0's export and metrics, every rank's record order.
 absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options);
+
+// An output the run would write: its flag ("report-json") and path.
+struct OutputPath {
+  std::string flag;
+  std::string path;
+};
+// `outputs` plus the job's own (--metrics-out, --export-safetensors, --record-order) must not
+// name the same file twice, nor a file the run reads: the checkpoint it resumes from or writes,
+// or a manifest, shard or lock of the dataset's directory (an output there replaced the
+// manifest or a shard, and the run still exited 0). kInvalidArgument naming both.
+absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
+                                      const TrainJobOptions& options);
 
 // --metrics-out: one JSON line per epoch. The whole file is rewritten atomically after each
 // epoch (it is small), so a crash never leaves a torn line.
