@@ -94,8 +94,17 @@ TEST_F(CeilingsTest, SimDeviceCeilingsComeFromItsEvents) {
   options_.backend.device.platform = device::Platform::kSim;
   options_.backend.sim.device.link_bytes_per_s = 1e8;
   options_.backend.sim.compute_ns_per_step = 2'000'000;
-  auto c = Ceilings::Measure(*dataset_, options_);
-  ASSERT_TRUE(c.ok()) << c.status();
+  // The lower bounds are wall-clock rates: on a machine busy with other tests one measurement
+  // can fall below half the model (38 MB/s of 100 seen in a full ctest -j2 run), so three
+  // attempts; the upper bounds (the model caps them) hold in every attempt.
+  absl::StatusOr<Ceilings> c;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    c = Ceilings::Measure(*dataset_, options_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_LE(c->compute.samples_per_s, 16'000 * 1.001);
+    EXPECT_LE(c->h2d_pinned.mb_per_s, 100 * 1.001);
+    if (c->compute.samples_per_s > 16'000 * 0.5 && c->h2d_pinned.mb_per_s > 100 * 0.5) break;
+  }
   ExpectMeasured(c->compute, "compute");
   EXPECT_LE(c->compute.samples_per_s, 16'000 * 1.001);
   EXPECT_GT(c->compute.samples_per_s, 16'000 * 0.5);
