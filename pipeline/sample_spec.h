@@ -1,0 +1,52 @@
+// The declared shape and element type of one sample as it moves through the pipeline: what the
+// shard stores (RecordSpec, channels last), what each transform outputs, and what a batch
+// carries to the engine and to Python (always channels first: a batch is [B, C, H, W]).
+#ifndef SLUICE_PIPELINE_SAMPLE_SPEC_H_
+#define SLUICE_PIPELINE_SAMPLE_SPEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/shard_format.h"
+
+namespace sluice {
+
+// Element types a sample can have after a transform. bf16 is bfloat16 (the upper half of an
+// IEEE binary32, rounded to nearest even); f16 is IEEE binary16.
+enum class ElementType : uint8_t { kU8 = 0, kF16 = 1, kBF16 = 2, kF32 = 3 };
+inline constexpr size_t ElementSize(ElementType t) {
+  return t == ElementType::kU8 ? 1 : (t == ElementType::kF32 ? 4 : 2);
+}
+absl::string_view ElementTypeName(ElementType t);  // "u8" | "f16" | "bf16" | "f32"
+absl::StatusOr<ElementType> ParseElementType(absl::string_view name);
+
+// Memory order of one sample's values: channels first (C, H, W), PyTorch's convention and the
+// order of every batch; or channels last (H, W, C), the order shards store (docs/formats/shard.md).
+enum class SampleLayout : uint8_t { kCHW = 0, kHWC = 1 };
+absl::string_view SampleLayoutName(SampleLayout l);  // "CHW" | "HWC"
+
+struct SampleSpec {
+  ElementType dtype = ElementType::kU8;
+  uint32_t channels = 1;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  SampleLayout layout = SampleLayout::kCHW;
+
+  size_t values() const { return size_t{channels} * height * width; }
+  size_t bytes() const { return values() * ElementSize(dtype); }
+  size_t plane_values() const { return size_t{height} * width; }  // one channel's values
+  bool operator==(const SampleSpec&) const = default;
+};
+
+// "u8 3x32x32 CHW": dtype, then C x H x W, then the layout.
+std::string SampleSpecString(const SampleSpec& s);
+
+// The spec of a stored record's sample (channels last).
+SampleSpec StoredSampleSpec(const RecordSpec& r);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_SAMPLE_SPEC_H_
