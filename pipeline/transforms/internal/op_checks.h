@@ -1,0 +1,46 @@
+// Checks and argument forms several ops share.
+#ifndef SLUICE_PIPELINE_TRANSFORMS_INTERNAL_OP_CHECKS_H_
+#define SLUICE_PIPELINE_TRANSFORMS_INTERNAL_OP_CHECKS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "pipeline/sample_spec.h"
+#include "pipeline/transforms/transform_args.h"
+
+namespace sluice::transforms_internal {
+
+// Every op works on channels-first samples.
+inline absl::Status CheckChannelsFirst(absl::string_view op, const SampleSpec& in) {
+  if (in.layout == SampleLayout::kCHW) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": expected a channels-first (CHW) sample, got ", SampleSpecString(in)));
+}
+
+struct CropSize {
+  uint32_t height = 0;
+  uint32_t width = 0;
+};
+
+// torchvision's `size`: an int (a square) or (h, w); both positive.
+inline absl::StatusOr<CropSize> SizeArg(const TransformArgs& args) {
+  absl::StatusOr<std::vector<int64_t>> size = args.Ints("size", {1, 2}, std::nullopt);
+  if (!size.ok()) return size.status();
+  const int64_t h = (*size)[0], w = size->back();
+  if (h < 1 || w < 1 || h > UINT32_MAX || w > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Where("size"), ": expected a positive size, got ", h, "x", w));
+  }
+  return CropSize{static_cast<uint32_t>(h), static_cast<uint32_t>(w)};
+}
+
+// "(32, 32)": a size as the identities write it.
+inline std::string SizeText(uint32_t h, uint32_t w) { return absl::StrCat("(", h, ", ", w, ")"); }
+
+}  // namespace sluice::transforms_internal
+
+#endif  // SLUICE_PIPELINE_TRANSFORMS_INTERNAL_OP_CHECKS_H_

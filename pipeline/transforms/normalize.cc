@@ -1,0 +1,99 @@
+#include "pipeline/transforms/normalize.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "pipeline/transforms/internal/op_checks.h"
+
+namespace sluice {
+namespace {
+std::string ListText(const std::vector<float>& v) {
+  return absl::StrCat(
+      "[", absl::StrJoin(v, ", ", [](std::string* out, float x) { out->append(FormatFloat(x)); }),
+      "]");
+}
+
+// torchvision converts mean and std to float32 tensors: round each double once.
+std::vector<float> ToFloats(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transform>> Normalize::FromArgs(const TransformArgs& args) {
+  ASSIGN_OR_RETURN(const std::vector<double> mean, args.Numbers("mean"));
+  ASSIGN_OR_RETURN(const std::vector<double> std, args.Numbers("std"));
+  absl::StatusOr<std::unique_ptr<Normalize>> op = Create(ToFloats(mean), ToFloats(std));
+  if (!op.ok()) return op.status();
+  return std::unique_ptr<Transform>(std::move(*op));
+}
+
+absl::StatusOr<std::unique_ptr<Normalize>> Normalize::Create(std::vector<float> mean,
+                                                             std::vector<float> std) {
+  const size_t n = std::max(mean.size(), std.size());
+  if (mean.empty() || std.empty() || (mean.size() != n && mean.size() != 1) ||
+      (std.size() != n && std.size() != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Normalize: expected mean and std of one value per channel (or one for all), got mean ",
+        ListText(mean), " and std ", ListText(std)));
+  }
+  for (size_t c = 0; c < n; ++c) {
+    const float m = mean[mean.size() == 1 ? 0 : c], s = std[std.size() == 1 ? 0 : c];
+    if (!std::isfinite(m) || !std::isfinite(s) || s == 0.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Normalize: expected finite means and finite, non-zero stds, got mean ",
+                       ListText(mean), " and std ", ListText(std)));
+    }
+  }
+  std::unique_ptr<Normalize> op(new Normalize());
+  for (size_t c = 0; c < n; ++c) {
+    const Normalization norm{mean[mean.size() == 1 ? 0 : c], std[std.size() == 1 ? 0 : c]};
+    // One value per converted "sample": Apply converts a plane as plane_values() samples.
+    ASSIGN_OR_RETURN(SampleConverter u8,
+                     SampleConverter::Create(SampleDType::kU8, H2DFormat::kF32, norm, 1));
+    ASSIGN_OR_RETURN(SampleConverter f32,
+                     SampleConverter::Create(SampleDType::kF32, H2DFormat::kF32, norm, 1));
+    op->from_u8_.push_back(u8);
+    op->from_f32_.push_back(f32);
+  }
+  op->mean_ = std::move(mean);
+  op->std_ = std::move(std);
+  return op;
+}
+
+std::string Normalize::Identity() const {
+  return absl::StrCat(kName, "(mean=", ListText(mean_), ", std=", ListText(std_), ")");
+}
+
+absl::StatusOr<SampleSpec> Normalize::OutputSpec(const SampleSpec& in) const {
+  RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
+  if (in.dtype != ElementType::kU8 && in.dtype != ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Normalize: expected u8 or f32 samples, got ", SampleSpecString(in),
+                     " (ToDtype(f32) before Normalize converts them)"));
+  }
+  if (from_u8_.size() != 1 && from_u8_.size() != in.channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Normalize: mean ", ListText(mean_), " and std ", ListText(std_), " have ", from_u8_.size(),
+        " values; expected one per channel (", in.channels, ") or one for all"));
+  }
+  SampleSpec out = in;
+  out.dtype = ElementType::kF32;
+  return out;
+}
+
+void Normalize::Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom&) const {
+  const std::vector<SampleConverter>& convs = in.dtype == ElementType::kU8 ? from_u8_ : from_f32_;
+  const size_t plane = in.plane_values();
+  const size_t in_plane_bytes = plane * ElementSize(in.dtype);
+  for (uint32_t c = 0; c < in.channels; ++c) {
+    const SampleConverter& conv = convs[convs.size() == 1 ? 0 : c];
+    conv.Convert(static_cast<const char*>(src) + c * in_plane_bytes,
+                 static_cast<float*>(dst) + c * plane, plane);
+  }
+}
+
+}  // namespace sluice

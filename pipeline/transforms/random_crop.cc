@@ -1,0 +1,115 @@
+#include "pipeline/transforms/random_crop.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "pipeline/transforms/internal/elements.h"
+#include "pipeline/transforms/internal/op_checks.h"
+
+namespace sluice {
+using transforms_internal::PaddedAxis;
+using transforms_internal::PaddingMode;
+
+absl::StatusOr<std::unique_ptr<Transform>> RandomCrop::FromArgs(const TransformArgs& args) {
+  RandomCropOptions o;
+  ASSIGN_OR_RETURN(const transforms_internal::CropSize size, transforms_internal::SizeArg(args));
+  o.height = size.height;
+  o.width = size.width;
+  ASSIGN_OR_RETURN(const std::vector<int64_t> p,
+                   args.Ints("padding", {1, 2, 4}, std::vector<int64_t>{0}));
+  for (int64_t v : p) {
+    if (v > UINT32_MAX / 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(args.Where("padding"), ": expected at most ", UINT32_MAX / 4));
+    }
+  }
+  // torchvision: one value pads every side, two are (left/right, top/bottom).
+  o.pad_left = static_cast<uint32_t>(p[0]);
+  o.pad_top = static_cast<uint32_t>(p.size() == 1 ? p[0] : p[1]);
+  o.pad_right = static_cast<uint32_t>(p.size() == 4 ? p[2] : p[0]);
+  o.pad_bottom = static_cast<uint32_t>(p.size() == 4 ? p[3] : o.pad_top);
+  ASSIGN_OR_RETURN(o.pad_if_needed, args.Bool("pad_if_needed", false));
+  ASSIGN_OR_RETURN(o.fill, args.Number("fill", 0.0));
+  ASSIGN_OR_RETURN(const std::string mode, args.Name("padding_mode", "constant"));
+  absl::StatusOr<PaddingMode> parsed = transforms_internal::ParsePaddingMode(mode);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.Where("padding_mode"), ": ", parsed.status().message(), ", got '", mode, "'"));
+  }
+  o.padding_mode = *parsed;
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomCrop> op, Create(o));
+  return op;
+}
+
+absl::StatusOr<std::unique_ptr<RandomCrop>> RandomCrop::Create(const RandomCropOptions& o) {
+  if (o.height == 0 || o.width == 0) {
+    return absl::InvalidArgumentError("RandomCrop: expected a positive size");
+  }
+  if (!std::isfinite(o.fill)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RandomCrop: expected a finite fill, got ", o.fill));
+  }
+  return std::unique_ptr<RandomCrop>(new RandomCrop(o));
+}
+
+std::string RandomCrop::Identity() const {
+  return absl::StrCat(
+      kName, "(size=", transforms_internal::SizeText(o_.height, o_.width), ", padding=(",
+      o_.pad_left, ", ", o_.pad_top, ", ", o_.pad_right, ", ", o_.pad_bottom,
+      "), pad_if_needed=", o_.pad_if_needed ? "True" : "False", ", fill=", FormatDouble(o_.fill),
+      ", padding_mode=", transforms_internal::PaddingModeName(o_.padding_mode), ")");
+}
+
+void RandomCrop::PaddedAxes(const SampleSpec& in, PaddedAxis& rows, PaddedAxis& cols) const {
+  rows = PaddedAxis{in.height, {o_.pad_top, 0}, {o_.pad_bottom, 0}};
+  cols = PaddedAxis{in.width, {o_.pad_left, 0}, {o_.pad_right, 0}};
+  // torchvision pads a side shorter than the crop by (crop - side) on both ends.
+  if (o_.pad_if_needed && cols.padded_size() < o_.width) {
+    cols.before[1] = cols.after[1] = o_.width - cols.padded_size();
+  }
+  if (o_.pad_if_needed && rows.padded_size() < o_.height) {
+    rows.before[1] = rows.after[1] = o_.height - rows.padded_size();
+  }
+}
+
+absl::StatusOr<SampleSpec> RandomCrop::OutputSpec(const SampleSpec& in) const {
+  RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
+  if (in.dtype == ElementType::kU8 &&
+      (o_.fill != std::floor(o_.fill) || o_.fill < 0 || o_.fill > 255)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RandomCrop: u8 samples need a fill that is an integer in [0, 255], got ",
+                     FormatDouble(o_.fill)));
+  }
+  PaddedAxis rows, cols;
+  PaddedAxes(in, rows, cols);
+  for (const auto& [axis, name] : {std::pair{rows, "height"}, std::pair{cols, "width"}}) {
+    absl::Status s = axis.Check(o_.padding_mode, name);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("RandomCrop: ", s.message()));
+  }
+  if (rows.padded_size() < o_.height || cols.padded_size() < o_.width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RandomCrop: crop ", o_.height, "x", o_.width, " is larger than the padded image ",
+        rows.padded_size(), "x", cols.padded_size(), " (", in.height, "x", in.width, " padded by (",
+        o_.pad_left, ", ", o_.pad_top, ", ", o_.pad_right, ", ", o_.pad_bottom,
+        ")); expected a size of at most that, or pad_if_needed=True"));
+  }
+  SampleSpec out = in;
+  out.height = o_.height;
+  out.width = o_.width;
+  return out;
+}
+
+void RandomCrop::Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const {
+  PaddedAxis rows, cols;
+  PaddedAxes(in, rows, cols);
+  const auto top = static_cast<int64_t>(rng.UniformInt(0, rows.padded_size() - o_.height));
+  const auto left = static_cast<int64_t>(rng.UniformInt(0, cols.padded_size() - o_.width));
+  alignas(4) char fill[4];
+  transforms_internal::StoreFromFloat(in.dtype, static_cast<float>(o_.fill), fill);
+  transforms_internal::CopyPaddedWindow(in, src, rows, cols, o_.padding_mode, fill, top, left,
+                                        o_.height, o_.width, dst);
+}
+
+}  // namespace sluice

@@ -1,0 +1,39 @@
+#include "pipeline/transforms/registry.h"
+
+#include "absl/strings/str_join.h"
+#include "pipeline/transforms/center_crop.h"
+#include "pipeline/transforms/normalize.h"
+#include "pipeline/transforms/random_crop.h"
+#include "pipeline/transforms/random_horizontal_flip.h"
+#include "pipeline/transforms/to_dtype.h"
+
+namespace sluice {
+namespace {
+template <typename Op>
+constexpr TransformInfo Entry() {
+  return TransformInfo{Op::kName, Op::kParams, &Op::FromArgs};
+}
+
+// One line per op, sorted by name.
+const TransformInfo kTransforms[] = {
+    Entry<CenterCrop>(),           Entry<Normalize>(), Entry<RandomCrop>(),
+    Entry<RandomHorizontalFlip>(), Entry<ToDtype>(),
+};
+}  // namespace
+
+absl::Span<const TransformInfo> RegisteredTransforms() { return kTransforms; }
+
+const TransformInfo* FindTransform(absl::string_view name) {
+  for (const TransformInfo& info : kTransforms) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string RegisteredTransformNames() {
+  return absl::StrJoin(kTransforms, ", ", [](std::string* out, const TransformInfo& info) {
+    out->append(info.name.data(), info.name.size());
+  });
+}
+
+}  // namespace sluice

@@ -1,0 +1,73 @@
+// The interface of one sample transform (docs/transforms.md): an op that maps one channels-first
+// sample to another, declared before the run and applied per sample without allocating.
+//
+//   ASSIGN_OR_RETURN(SampleSpec out, op.OutputSpec(in));    // before the run: sizes the pools
+//   SampleRandom rng(SampleKey{seed, epoch, index}, position);
+//   op.Apply(in, src, dst, rng);                            // per sample, on any thread
+//
+// Random parameters come from (seed, epoch, global sample index, op position) only, through
+// SampleRandom: the same sample gets the same crop for any thread count, world size, call order
+// or resume point. Ops are chained by TransformChain (transform_chain.h), parsed from text by
+// ParseTransforms (parse.h) and listed in the registry (registry.h).
+//
+// Thread safety: a Transform is immutable after creation; Apply is const and may run on many
+// threads at once. SampleRandom is a value owned by one call.
+#ifndef SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_H_
+#define SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "pipeline/sample_spec.h"
+
+namespace sluice {
+
+// Where a sample sits in the run: the run's seed, the epoch and the sample's global index in
+// that epoch's order (the same on every rank and for every thread count).
+struct SampleKey {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+  uint64_t index = 0;
+};
+
+// A counter-based generator: its stream is a pure function of (key, stream), so two
+// SampleRandoms built from the same arguments give the same numbers wherever they run.
+// splitmix64 over a state mixed from the four inputs.
+class SampleRandom {
+ public:
+  SampleRandom(const SampleKey& key, uint64_t stream);
+
+  uint64_t Next();
+  // Uniform over [lo, hi] (inclusive, lo <= hi), exactly: rejection removes the modulo bias.
+  uint64_t UniformInt(uint64_t lo, uint64_t hi);
+  // Uniform over [0, 1), 53 random bits.
+  double UniformDouble();
+
+ private:
+  uint64_t state_;
+};
+
+class Transform {
+ public:
+  virtual ~Transform() = default;
+
+  // torchvision-style and parseable back by ParseTransforms, with every argument written out
+  // in one canonical form (e.g. "RandomHorizontalFlip(p=0.5)"), so equal identities mean equal
+  // transforms. It joins the run identity.
+  virtual std::string Identity() const = 0;
+
+  // The spec of the output for input `in`; kInvalidArgument saying what was expected when the
+  // op cannot take `in` (a crop larger than the padded image, a mean of the wrong length, HWC
+  // input...).
+  virtual absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const = 0;
+
+  // Transforms one sample: `src` holds in.bytes() bytes, `dst` receives OutputSpec(in)->bytes()
+  // bytes. Only called with an `in` that OutputSpec accepted; src and dst do not overlap and
+  // are aligned to their element sizes. Allocates nothing.
+  virtual void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_H_

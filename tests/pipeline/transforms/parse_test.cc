@@ -1,0 +1,99 @@
+#include "pipeline/transforms/parse.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/transforms/registry.h"
+
+namespace sluice {
+namespace {
+using ::testing::HasSubstr;
+
+std::string ErrorOf(const std::string& text) {
+  auto ops = ParseTransforms(text);
+  EXPECT_FALSE(ops.ok()) << text;
+  return ops.ok() ? "" : std::string(ops.status().message());
+}
+
+TEST(ParseTransforms, ReadsTheDocumentedExample) {
+  auto ops = ParseTransforms(
+      "RandomCrop(32, padding=4, padding_mode=reflect), RandomHorizontalFlip(),\n"
+      "  Normalize(mean=[0.49,0.48,0.45], std=[0.25,0.24,0.26]), ToDtype(dtype='f16')");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 4u);
+  EXPECT_EQ((*ops)[1]->Identity(), "RandomHorizontalFlip(p=0.5)");
+  EXPECT_EQ((*ops)[3]->Identity(), "ToDtype(dtype=f16)");
+}
+
+TEST(ParseTransforms, AnEmptyTextIsAnEmptyChain) {
+  EXPECT_TRUE(ParseTransforms("")->empty());
+  EXPECT_TRUE(ParseTransforms(" \t")->empty());
+}
+
+TEST(ParseTransforms, UnknownOpListsTheKnownOnesWithTheCharacter) {
+  EXPECT_EQ(ErrorOf("CenterCrop(4), RandomCrap(32)"),
+            "at character 16 ('RandomCrap(32)'): unknown transform 'RandomCrap'; known: "
+            "CenterCrop, Normalize, RandomCrop, RandomHorizontalFlip, ToDtype");
+}
+
+TEST(ParseTransforms, UnknownArgumentListsTheOpsArguments) {
+  EXPECT_THAT(ErrorOf("RandomCrop(32, pading=4)"),
+              HasSubstr("character 16 ('pading=4)'): RandomCrop has no argument 'pading'; its "
+                        "arguments: size, padding, pad_if_needed, fill, padding_mode"));
+}
+
+TEST(ParseTransforms, BadNumberIsShownAsWritten) {
+  EXPECT_THAT(
+      ErrorOf("RandomCrop(3x2)"),
+      HasSubstr("at character 12 ('3x2)'): expected a number, a name or a list, got '3x2'"));
+  EXPECT_THAT(ErrorOf("Normalize(mean=[0.5, 0..4], std=1)"), HasSubstr("got '0..4'"));
+}
+
+TEST(ParseTransforms, MissingBracketsPointAtTheOpening) {
+  EXPECT_THAT(ErrorOf("Normalize(mean=[0.5, 0.4, std=[1])"),
+              HasSubstr("at character 30 ('=[1])'): expected ',' or ']' in the list opened at "
+                        "character 16"));
+  EXPECT_THAT(ErrorOf("Normalize(mean=[0.5, 0.4"),
+              HasSubstr("at character 16 ('[0.5, 0.4'): missing ']' to close this '['"));
+  EXPECT_THAT(ErrorOf("RandomCrop(32"),
+              HasSubstr("at character 11 ('(32'): missing ')' to close 'RandomCrop('"));
+  EXPECT_THAT(ErrorOf("RandomHorizontalFlip"),
+              HasSubstr("expected '(' after 'RandomHorizontalFlip'"));
+}
+
+TEST(ParseTransforms, ArgumentsBindLikePython) {
+  EXPECT_THAT(ErrorOf("RandomCrop(padding=4, 32)"),
+              HasSubstr("positional argument follows keyword argument"));
+  EXPECT_THAT(ErrorOf("RandomHorizontalFlip(0.5, 1)"),
+              HasSubstr("RandomHorizontalFlip takes at most 1 arguments (p)"));
+  EXPECT_THAT(ErrorOf("CenterCrop(4, size=4)"), HasSubstr("argument 'size' given twice"));
+  EXPECT_THAT(ErrorOf("Normalize(std=[1])"),
+              HasSubstr("Normalize (character 1): missing argument 'mean'"));
+}
+
+TEST(ParseTransforms, ValuesOfTheWrongFormNameTheArgumentAndItsPlace) {
+  EXPECT_THAT(ErrorOf("RandomCrop(32, padding=[1, 2, 3])"),
+              HasSubstr("RandomCrop argument 'padding' (character 24): expected a non-negative "
+                        "integer or a list of 2 non-negative integers or a list of 4 "
+                        "non-negative integers, got '[1, 2, 3]'"));
+  EXPECT_THAT(ErrorOf("RandomCrop(32, padding_mode=wrap)"),
+              HasSubstr("expected constant, edge, reflect or symmetric, got 'wrap'"));
+  EXPECT_THAT(ErrorOf("RandomCrop(32, pad_if_needed=1)"), HasSubstr("expected True or False"));
+}
+
+TEST(ParseTransforms, SeparatorsBetweenOpsAreChecked) {
+  EXPECT_THAT(ErrorOf("CenterCrop(4) CenterCrop(2)"),
+              HasSubstr("at character 15 ('CenterCrop(2)'): expected ',' between transforms"));
+  EXPECT_THAT(ErrorOf("CenterCrop(4),"), HasSubstr("expected a transform after ','"));
+}
+
+TEST(ParseTransforms, EveryRegisteredOpHasAUniqueNameAndParameters) {
+  for (const TransformInfo& info : RegisteredTransforms()) {
+    EXPECT_EQ(FindTransform(info.name), &info);
+    EXPECT_FALSE(info.params.empty()) << info.name;
+  }
+}
+
+}  // namespace
+}  // namespace sluice
