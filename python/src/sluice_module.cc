@@ -7,6 +7,7 @@
 //   dataset.h  random access to records (sluice.Dataset)
 //   writer.h   sluice.write_dataset
 //   probe.h    sluice.probe's report (the C++ report of another loader's figures)
+//   transforms_binding.h  _apply_transforms, one sample through a chain (oracle tests)
 #include <memory>
 #include <string>
 #include <tuple>
@@ -25,6 +26,7 @@
 #include "python/src/errors.h"
 #include "python/src/loader.h"
 #include "python/src/probe.h"
+#include "python/src/transforms_binding.h"
 #include "python/src/writer.h"
 
 namespace py = pybind11;
@@ -162,4 +164,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::BindDataset(m);
   sluice::python::BindFunctions(m);
   sluice::python::BindProbe(m);
+  sluice::python::BindTransforms(m);
 }

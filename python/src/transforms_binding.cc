@@ -1,0 +1,84 @@
+#include "python/src/transforms_binding.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "pipeline/transforms/parse.h"
+#include "pipeline/transforms/transform_chain.h"
+#include "pybind11/numpy.h"
+#include "python/src/errors.h"
+
+namespace py = pybind11;
+
+namespace sluice::python {
+namespace {
+
+// The element type of a CHW array: uint8, float16, float32, or uint16 holding bfloat16 bits
+// when input_dtype is "bf16".
+ElementType ArrayElementType(const py::array& x, const std::string& input_dtype) {
+  if (input_dtype == "bf16" && x.dtype().is(py::dtype::of<uint16_t>())) return ElementType::kBF16;
+  if (!input_dtype.empty()) {
+    Check(absl::InvalidArgumentError(
+        absl::StrCat("input_dtype '", input_dtype, "': expected '' or 'bf16' (a uint16 array)")));
+  }
+  if (x.dtype().is(py::dtype::of<uint8_t>())) return ElementType::kU8;
+  if (x.dtype().is(py::dtype("float16"))) return ElementType::kF16;
+  if (x.dtype().is(py::dtype::of<float>())) return ElementType::kF32;
+  Check(absl::InvalidArgumentError(absl::StrCat(
+      "x: expected uint8, float16 or float32 (or uint16 with input_dtype='bf16'), got ",
+      std::string(py::str(x.dtype())))));
+  return ElementType::kU8;
+}
+
+py::dtype NumpyDtype(ElementType t) {
+  switch (t) {
+    case ElementType::kU8:
+      return py::dtype::of<uint8_t>();
+    case ElementType::kF16:
+      return py::dtype("float16");
+    case ElementType::kBF16:
+      return py::dtype::of<uint16_t>();  // the bits; numpy has no bfloat16
+    case ElementType::kF32:
+      return py::dtype::of<float>();
+  }
+  return py::dtype::of<uint8_t>();
+}
+
+py::array ApplyTransforms(const std::string& text, const py::array& x, uint64_t seed,
+                          uint64_t epoch, uint64_t index, const std::string& input_dtype) {
+  if (x.ndim() != 3) {
+    Check(absl::InvalidArgumentError(
+        absl::StrCat("x: expected a CHW array of 3 dimensions, got ", x.ndim())));
+  }
+  const SampleSpec in{ArrayElementType(x, input_dtype), static_cast<uint32_t>(x.shape(0)),
+                      static_cast<uint32_t>(x.shape(1)), static_cast<uint32_t>(x.shape(2)),
+                      SampleLayout::kCHW};
+  const TransformChain chain = Unwrap(TransformChain::Create(Unwrap(ParseTransforms(text)), in));
+  const SampleSpec& out_spec = chain.output_spec();
+  // Copies keep the chain's alignment promise (a numpy view may be strided or unaligned).
+  std::vector<float> src((in.bytes() + 3) / 4), dst((out_spec.bytes() + 3) / 4);
+  const py::array contiguous = py::array::ensure(x, py::array::c_style);
+  std::memcpy(src.data(), contiguous.data(), in.bytes());
+  std::vector<float> scratch((chain.scratch_bytes() + 64) / 4);
+  char* aligned = reinterpret_cast<char*>(scratch.data());
+  aligned += (64 - reinterpret_cast<uintptr_t>(aligned) % 64) % 64;
+  chain.Apply(src.data(), dst.data(), SampleKey{seed, epoch, index}, aligned);
+  py::array out(NumpyDtype(out_spec.dtype),
+                std::vector<py::ssize_t>{out_spec.channels, out_spec.height, out_spec.width});
+  std::memcpy(out.mutable_data(), dst.data(), out_spec.bytes());
+  return out;
+}
+
+}  // namespace
+
+void BindTransforms(py::module_& m) {
+  m.def("_apply_transforms", &ApplyTransforms, py::arg("chain"), py::arg("x"), py::arg("seed") = 0,
+        py::arg("epoch") = 0, py::arg("index") = 0, py::arg("input_dtype") = "",
+        "One CHW sample through a --transforms chain (tests only): returns the output array "
+        "(bfloat16 as its uint16 bits).");
+}
+
+}  // namespace sluice::python
