@@ -26,14 +26,14 @@ absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text) {
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     int size = 0;
     if (!absl::SimpleAtoi(part, &size) || size < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--layers: '", part, "' in '", text, "' is not a positive integer (e.g. 784,128,10)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", part, "' in '", text, "' is not a positive integer (e.g. 784,128,10)"));
     }
     config.layers.push_back(size);
   }
   if (config.layers.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--layers: '", text, "' needs at least two sizes (inputs,classes), e.g. 784,128,10"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' needs at least two sizes (inputs,classes), e.g. 784,128,10"));
   }
   return config;
 }

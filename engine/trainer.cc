@@ -201,7 +201,9 @@ absl::StatusOr<bool> Trainer::TrainEpoch(EpochState& epoch, RunState& run) {
       return true;
     }
     if (options_.stop_after_steps >= 0 && run.steps_this_process >= options_.stop_after_steps) {
-      RETURN_IF_ERROR(backend_->Synchronize());
+      // Every rank stops after the same step, so the sum over the ranks is agreed here too.
+      RETURN_IF_ERROR(TakeLoss(epoch).status());  // also synchronizes with the device
+      run.result.job_samples += epoch.summary.train_samples;
       run.result.train_seconds += epoch.TrainSeconds();
       run.result.stopped_early = true;
       return true;
@@ -291,6 +293,7 @@ absl::StatusOr<bool> Trainer::StopAgreed(int64_t steps_this_process) {
 
 absl::Status Trainer::StopOnRequest(EpochState& epoch, RunState& run) {
   RETURN_IF_ERROR(TakeLoss(epoch).status());  // also synchronizes with the device
+  run.result.job_samples += epoch.summary.train_samples;
   run.result.train_seconds += epoch.TrainSeconds();
   if (!options_.checkpoint_path.empty()) RETURN_IF_ERROR(SaveCheckpoint(epoch.epoch, epoch.step));
   run.result.interrupted = true;
@@ -318,6 +321,7 @@ absl::Status Trainer::FinishEpoch(EpochState& epoch, TrainResult& result) {
     ASSIGN_OR_RETURN(summary.test, Evaluate(backend_, test_, options_.comm));
   }
   if (options_.on_epoch_end) options_.on_epoch_end(summary);
+  result.job_samples += summary.train_samples;
   result.epochs.push_back(summary);
   return absl::OkStatus();
 }

@@ -108,7 +108,10 @@ struct EpochSummary {
 
 struct TrainResult {
   std::vector<EpochSummary> epochs;
-  int64_t samples = 0;          // trained in this process
+  int64_t samples = 0;  // trained in this process
+  // Trained in this run by every rank together: the epochs' train_samples, and those of an
+  // epoch a stop ended before its end (which has no EpochSummary).
+  int64_t job_samples = 0;
   int64_t optimizer_steps = 0;  // in total, including before a resume
   double train_seconds = 0;     // training only, without evaluation and checkpoints
   double seconds = 0;           // wall time of Run()

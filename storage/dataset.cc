@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -78,8 +79,17 @@ absl::StatusOr<T> DTypeField(const Fields& f, absl::StatusOr<T> (*parse)(absl::s
   return t;
 }
 
+// A name inside the manifest's directory. A NUL would end the name the system opens early (and
+// the messages that print it), so it is refused like '/'.
 bool IsPlainFileName(absl::string_view name) {
-  return !name.empty() && name != "." && name != ".." && !absl::StrContains(name, '/');
+  return !name.empty() && name != "." && name != ".." && !absl::StrContains(name, '/') &&
+         !absl::StrContains(name, '\0');
+}
+
+// What a refused name was, printable: escaped as a C string ("a\x00b").
+std::string NotAPlainName(absl::string_view name) {
+  return absl::StrCat("\"", absl::CHexEscape(name),
+                      "\" is not a plain file name (no '/', NUL, '.' or '..')");
 }
 
 }  // namespace
@@ -134,7 +144,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     return top.Error("version", absl::StrCat("unsupported version ", version, ", expected 1"));
   }
   ASSIGN_OR_RETURN(m.split, top.Str("split"));
-  if (!IsPlainFileName(m.split)) return top.Error("split", "expected a plain name");
+  if (!IsPlainFileName(m.split)) return top.Error("split", NotAPlainName(m.split));
   if (absl::EndsWith(path, kManifestSuffix) && BaseName(path) != ManifestFileName(m.split)) {
     return top.Error("split", absl::StrCat("\"", m.split, "\" does not match the file name"));
   }
@@ -177,7 +187,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     Fields f((*shards)[i], absl::StrCat("shards[", i, "]."), path);
     ShardEntry s;
     ASSIGN_OR_RETURN(s.file, f.Str("file"));
-    if (!IsPlainFileName(s.file)) return f.Error("file", "expected a plain file name");
+    if (!IsPlainFileName(s.file)) return f.Error("file", NotAPlainName(s.file));
     ASSIGN_OR_RETURN(s.first_record, f.U64("first_record"));
     ASSIGN_OR_RETURN(s.record_count, f.U64("record_count"));
     ASSIGN_OR_RETURN(uint64_t frames, f.U64("frame_count"));
@@ -232,7 +242,8 @@ Dataset::Dataset(Env* env, std::string dir, std::string manifest_path, Manifest 
       readers_(manifest_.shards.size()) {}
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::string& path,
-                                                       absl::string_view default_split) {
+                                                       absl::string_view default_split,
+                                                       ShardFiles files) {
   std::string manifest_path = path;
   if (!absl::EndsWith(path, kManifestSuffix)) {
     auto children = env->GetChildren(path);
@@ -263,8 +274,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
   ASSIGN_OR_RETURN(Manifest m, Manifest::FromJson(text, manifest_path));
   // Shards stay open once read: a split of more shards than `ulimit -n` failed half way with
   // "Too many open files".
-  RETURN_IF_ERROR(ReserveOpenFiles(m.shards.size(),
-                                   absl::StrCat(manifest_path, " (", m.shards.size(), " shards)")));
+  if (files == ShardFiles::kKeepOpen) {
+    RETURN_IF_ERROR(ReserveOpenFiles(
+        m.shards.size(), absl::StrCat(manifest_path, " (", m.shards.size(), " shards)")));
+  }
   return std::unique_ptr<Dataset>(
       new Dataset(env, DirName(manifest_path), manifest_path, std::move(m)));
 }
@@ -285,6 +298,15 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
   }
   absl::MutexLock l(&mu_);
   if (readers_[i] != nullptr) return readers_[i].get();
+  ASSIGN_OR_RETURN(readers_[i], OpenShard(i));
+  return readers_[i].get();
+}
+
+absl::StatusOr<std::unique_ptr<ShardReader>> Dataset::OpenShard(size_t i) const {
+  if (i >= manifest_.shards.size()) {
+    return absl::OutOfRangeError(absl::StrCat(manifest_path_, ": shard ", i, " requested, ",
+                                              manifest_.shards.size(), " exist"));
+  }
   const ShardEntry& e = manifest_.shards[i];
   const std::string path = JoinPath(dir_, e.file);
   absl::StatusOr<std::unique_ptr<ShardReader>> opened = ShardReader::Open(env_, path);
@@ -327,14 +349,13 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
         "): the file is not the shard the manifest names (copied from another split or "
         "dataset?)"));
   }
-  readers_[i] = std::move(r);
-  return readers_[i].get();
+  return r;
 }
 
 absl::Status VerifyDataset(const Dataset& dataset, const std::function<void(uint64_t)>& progress) {
   const Manifest& m = dataset.manifest();
   for (size_t i = 0; i < m.shards.size(); ++i) {
-    ASSIGN_OR_RETURN(const ShardReader* r, dataset.shard(i));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, dataset.OpenShard(i));
     // Frame checks first: they name the frame and byte offset of a corruption.
     RETURN_IF_ERROR(r->Verify());
     ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(dataset.env(), r->path()));

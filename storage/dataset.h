@@ -64,12 +64,23 @@ struct Manifest {
   static absl::StatusOr<Manifest> FromJson(absl::string_view json, const std::string& path);
 };
 
+// How a Dataset's shards are held open (docs/limits.md, "Open files").
+enum class ShardFiles {
+  // shard(i) keeps each reader open: Open makes room for every shard under `ulimit -n`
+  // (ReserveOpenFiles), or fails naming the limit needed.
+  kKeepOpen,
+  // The caller visits each shard once with OpenShard(i) and closes it (verify, inspect): a
+  // few files at a time, whatever the shard count; Open reserves nothing.
+  kOneAtATime,
+};
+
 class Dataset {
  public:
   // `path` is a manifest file, or a directory holding exactly one manifest or a manifest of
   // `default_split` (e.g. "train").
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(Env* env, const std::string& path,
-                                                       absl::string_view default_split = "train");
+                                                       absl::string_view default_split = "train",
+                                                       ShardFiles files = ShardFiles::kKeepOpen);
 
   const Manifest& manifest() const { return manifest_; }
   const std::string& dir() const { return dir_; }
@@ -83,6 +94,9 @@ class Dataset {
   // (record counts, spec, frame count). The pointer is owned by the Dataset and valid while it
   // lives; kOutOfRange for i >= manifest().shards.size().
   absl::StatusOr<const ShardReader*> shard(size_t i) const;
+  // A reader of shard `i` of the caller's own, checked as by shard(i) and closed when dropped;
+  // not cached. Errors as shard(i).
+  absl::StatusOr<std::unique_ptr<ShardReader>> OpenShard(size_t i) const;
   Env* env() const { return env_; }
 
  private:
@@ -96,7 +110,8 @@ class Dataset {
 };
 
 // Checks every shard of `dataset` against its manifest entry (header fields, size, whole-file
-// XXH3) and every frame's checksum and decompressed size (ShardReader::Verify). Returns the first
+// XXH3) and every frame's checksum and decompressed size (ShardReader::Verify), one shard open at
+// a time (OpenShard), so any dataset may be verified under a low `ulimit -n`. Returns the first
 // failure; frame-level failures name the file, frame and byte offset. `progress`, if set, is
 // called with the record count of each shard verified.
 absl::Status VerifyDataset(const Dataset& dataset,

@@ -286,7 +286,8 @@ absl::Status InspectShard(Env* env, const std::string& path) {
 }
 
 absl::Status InspectDataset(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path));
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds,
+                   Dataset::Open(env, path, "train", ShardFiles::kOneAtATime));
   const Manifest& m = ds->manifest();
   std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(), m.split.c_str(),
               static_cast<unsigned long long>(m.record_count));
@@ -305,7 +306,7 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
                 static_cast<unsigned long long>(e.record_count), e.frame_count,
                 static_cast<unsigned long long>(e.bytes), ChecksumToHex(e.xxh3).c_str());
     stored += e.bytes;
-    ASSIGN_OR_RETURN(const ShardReader* r, ds->shard(i));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ds->OpenShard(i));  // closed after
     RETURN_IF_ERROR(AddHistogram(*r, &hist));
   }
   for (const SourceEntry& s : m.sources) {
@@ -408,7 +409,8 @@ absl::Status RunVerify(Env* env, const std::string& path) {
   }
   std::vector<std::unique_ptr<Dataset>> datasets;
   for (const std::string& mp : manifests) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, mp));
+    ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds,
+                     Dataset::Open(env, mp, "train", ShardFiles::kOneAtATime));
     RETURN_IF_ERROR(VerifyDataset(*ds));
     std::printf("OK %s: %llu records in %zu shards, every checksum and count verified\n",
                 mp.c_str(), static_cast<unsigned long long>(ds->record_count()),

@@ -108,7 +108,7 @@ ABSL_FLAG(double, collective_timeout_s, 300,
           "Under mpirun/srun: a rank that waits longer than this in one collective ends the job, "
           "naming the ranks that did not arrive and the step (1..86400 s)");
 ABSL_FLAG(bool, quiet, false, "No progress lines");
-ABSL_FLAG(int64_t, stop_after_steps, -1, "Testing: stop (as if killed) after N steps");
+ABSL_FLAG(int64_t, stop_after_steps, 0, "Testing: stop (as if killed) after N steps (0: never)");
 ABSL_FLAG(std::string, inject_delay, "",
           "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
           "long per item in a stage (read, decompress, preprocess, h2d, compute); see "
@@ -356,7 +356,12 @@ absl::Status OutputsFromFlags(TrainJobOptions& o) {
   o.export_safetensors = absl::GetFlag(FLAGS_export_safetensors);
   o.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   o.record_order_path = absl::GetFlag(FLAGS_record_order);
-  o.stop_after_steps = absl::GetFlag(FLAGS_stop_after_steps);
+  const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_steps);
+  if (stop_after < 0) {
+    return UsageError("stop-after-steps",
+                      absl::StrCat("must be >= 0 (0: never), got ", stop_after));
+  }
+  o.stop_after_steps = stop_after == 0 ? -1 : stop_after;
   // A checkpoint written or a test split evaluated while the others wait must fit in it.
   RETURN_IF_ERROR(CheckInRange("collective-timeout-s", absl::GetFlag(FLAGS_collective_timeout_s), 1,
                                86400, "seconds: 1 s to 1 day"));
@@ -365,12 +370,12 @@ absl::Status OutputsFromFlags(TrainJobOptions& o) {
 
 // --trace, --report-every, --what-if, --autotune, --inject-delay.
 absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
-  if (!absl::GetFlag(FLAGS_trace).empty()) {
-    RETURN_IF_ERROR(CheckAtMost("trace-spans", absl::GetFlag(FLAGS_trace_spans), kMaxTraceSpans,
-                                "spans kept in memory"));
-    ASSIGN_OR_RETURN(o.pipeline.diagnostics.trace_capacity,
-                     Positive<size_t>("trace-spans", absl::GetFlag(FLAGS_trace_spans)));
-  }
+  // Bounded with or without --trace: a value that would be refused is never silently ignored.
+  RETURN_IF_ERROR(CheckAtMost("trace-spans", absl::GetFlag(FLAGS_trace_spans), kMaxTraceSpans,
+                              "spans kept in memory"));
+  ASSIGN_OR_RETURN(const size_t trace_spans,
+                   Positive<size_t>("trace-spans", absl::GetFlag(FLAGS_trace_spans)));
+  if (!absl::GetFlag(FLAGS_trace).empty()) o.pipeline.diagnostics.trace_capacity = trace_spans;
   ASSIGN_OR_RETURN(o.report_every_steps,
                    Positive<int64_t>("report-every", absl::GetFlag(FLAGS_report_every), true));
   const std::string what_if = absl::GetFlag(FLAGS_what_if);

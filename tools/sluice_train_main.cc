@@ -206,10 +206,9 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
                      dist::Communicator* world) {
   const TrainResult& t = result.train;
   if (world->is_distributed()) {
-    // Every rank trained its slice: the job's samples are the epochs' sums over the ranks
-    // (TrainResult::samples is this rank's).
-    int64_t job_samples = 0;
-    for (const EpochSummary& e : t.epochs) job_samples += e.train_samples;
+    // Every rank trained its slice: the job's samples are the sums over the ranks, an epoch a
+    // stop cut short included (TrainResult::samples is this rank's).
+    const int64_t job_samples = t.job_samples;
     std::printf(
         "\nsluice-train: %d ranks (%s), %lld samples in %.2fs of training (%.0f "
         "samples/s over all ranks); rank 0 trained %lld on %s\n",

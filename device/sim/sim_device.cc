@@ -29,6 +29,15 @@ void SleepUntilNs(int64_t t) {
   std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t)));
 }
 
+// A modelled wait: until `t`, or until `skip` becomes true (checked every kStopPollNs).
+void ModelledWaitUntilNs(int64_t t, const std::atomic<bool>* skip) {
+  if (skip == nullptr) return SleepUntilNs(t);
+  for (int64_t now = SteadyNs(); now < t; now = SteadyNs()) {
+    if (skip->load(std::memory_order_relaxed)) return;
+    SleepUntilNs(std::min(t, now + kStopPollNs));
+  }
+}
+
 constexpr size_t kAlign = 4096;
 
 class SimEvent final : public Event {
@@ -133,10 +142,11 @@ class SimStream final : public Stream {
   }
 
   void Launch(std::function<void()> work, int64_t min_ns) {
-    Enqueue([work = std::move(work), min_ns] {
+    const std::atomic<bool>* skip = options_.skip_modelled_time;
+    Enqueue([work = std::move(work), min_ns, skip] {
       const int64_t start = SteadyNs();
       work();
-      if (min_ns > 0) SleepUntilNs(start + min_ns);
+      if (min_ns > 0) ModelledWaitUntilNs(start + min_ns, skip);
     });
   }
 
@@ -148,7 +158,8 @@ class SimStream final : public Stream {
       const double link_ns = o.link_bytes_per_s > 0 ? bytes * 1e9 / o.link_bytes_per_s : 0;
       // An empty copy (a data-parallel rank's empty slice) may pass null pointers.
       if (o.poison && bytes > 0) std::memset(dst, 0xFF, bytes);
-      SleepUntilNs(start + o.link_latency_ns + static_cast<int64_t>(link_ns));
+      ModelledWaitUntilNs(start + o.link_latency_ns + static_cast<int64_t>(link_ns),
+                          o.skip_modelled_time);
       if (bytes > 0) std::memcpy(dst, src, bytes);
     });
     return absl::OkStatus();

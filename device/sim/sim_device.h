@@ -23,6 +23,7 @@
 #ifndef SLUICE_DEVICE_SIM_SIM_DEVICE_H_
 #define SLUICE_DEVICE_SIM_SIM_DEVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,7 +40,16 @@ struct SimOptions {
   bool poison = false;
   uint64_t jitter_seed = 0;  // 0: no jitter
   int64_t jitter_max_ns = 50'000;
+  // Once this is true (a stop was requested), modelled time is no longer waited for: copies and
+  // launched work still run, in stream order and with the same results, but each returns as
+  // soon as its real work is done (a modelled wait in progress ends within kStopPollNs). A stop
+  // on a slow modelled device then ends within one step's real work instead of the modelled
+  // time of every step already enqueued. Borrowed: must outlive the device. Null: never.
+  const std::atomic<bool>* skip_modelled_time = nullptr;
 };
+
+// How often a modelled wait checks SimOptions::skip_modelled_time.
+inline constexpr int64_t kStopPollNs = 20'000'000;
 
 // Opens a simulated device named "sim:<ordinal>".
 absl::StatusOr<std::unique_ptr<Device>> OpenSimDevice(const SimOptions& options, int ordinal = 0);

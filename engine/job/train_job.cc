@@ -245,6 +245,9 @@ absl::StatusOr<std::unique_ptr<Backend>> TrainJob::CreateJobBackend(const ModelS
   }
   spec.options.normalization = o_.pipeline.format.normalization;
   spec.cpu.threads = ComputeThreadsFor(o_);
+  // A stop ends a simulated run within a step's real work, not the modelled time of every step
+  // already enqueued (the results stay those of the steps that ran).
+  spec.sim.device.skip_modelled_time = o_.stop_requested;
   return CreateBackend(spec, initial, o_.optimizer);
 }
 

@@ -15,6 +15,7 @@ copies once it holds half of the buffers (docs/python.md, "Zero copy").
 """
 import math
 import numbers
+import os
 import time
 from collections.abc import Mapping
 
@@ -62,6 +63,44 @@ def _int_arg(name, value, minimum, maximum=_INT64_MAX, none_ok=False, meaning=""
     return value
 
 
+def _bool_arg(name, value):
+    """`value` if it is a bool; TypeError naming the argument otherwise ('no' and 2 are not)."""
+    if not isinstance(value, bool):
+        raise TypeError("%s: expected True or False, got %r (%s)" % (name, value,
+                                                                    type(value).__name__))
+    return value
+
+
+def _path_arg(name, value):
+    """`value` as a str path; TypeError naming the argument unless it is a str or an
+    os.PathLike giving one (None, bytes and numbers are not paths here)."""
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        raise TypeError("%s: expected a str or os.PathLike, got %r (%s)" % (name, value,
+                                                                           type(value).__name__))
+    return path
+
+
+# normalize=(mean, std): the ranges of sluice-train's --normalize-mean and --normalize-std.
+_NORMALIZE_RANGES = (("mean", -10.0, 10.0), ("std", 1e-6, 1e3))
+
+
+def _normalize_arg(normalize):
+    """(mean, std) as floats, each finite and in its range (std also > 0); ValueError naming
+    the one that is not."""
+    try:
+        values = tuple(float(v) for v in normalize)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 2:
+        raise ValueError("normalize: expected (mean, std) or None, got %r" % (normalize,))
+    for value, (what, low, high) in zip(values, _NORMALIZE_RANGES):
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ValueError("normalize: %s must be a finite number in [%g, %g], got %r"
+                             % (what, low, high, value))
+    return values
+
+
 def _distributed_default(rank, world_size):
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
@@ -99,6 +138,10 @@ class Loader:
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
                  max_corrupt_fraction=0.01):
         self._arguments = {k: v for k, v in locals().items() if k != "self"}  # check_advice
+        path = _path_arg("path", path)
+        shuffle = _bool_arg("shuffle", shuffle)
+        drop_last = _bool_arg("drop_last", drop_last)
+        device_zero_copy = _bool_arg("device_zero_copy", device_zero_copy)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size: must be a positive int, got %r" % (batch_size,))
         _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE)
@@ -113,7 +156,8 @@ class Loader:
                                       meaning=" (None: threads)")
         pool_size = _int_arg("pool_size", pool_size, 0, none_ok=True, meaning=" (None: automatic)")
         device_ring_depth = _int_arg("device_ring_depth", device_ring_depth, 2)
-        read_ahead_frames = _int_arg("read_ahead_frames", read_ahead_frames, 1)
+        # The type here; the range, [0, 1024] as --read-ahead, with its message, in C++.
+        read_ahead_frames = _int_arg("read_ahead_frames", read_ahead_frames, -_INT64_MAX - 1)
         rank = _int_arg("rank", rank, 0, none_ok=True)
         world_size = _int_arg("world_size", world_size, 1, 2**32 - 1, none_ok=True)
         if isinstance(max_corrupt_fraction, bool) or not isinstance(max_corrupt_fraction,
@@ -132,13 +176,7 @@ class Loader:
             if dtype == torch.uint8:
                 raise ValueError("normalize: uint8 batches carry raw pixels; normalize needs "
                                  "dtype torch.float32 or torch.float16")
-            try:
-                mean, std = (float(v) for v in normalize)
-            except (TypeError, ValueError):
-                raise ValueError("normalize: expected (mean, std) or None, got %r"
-                                 % (normalize,)) from None
-            if std == 0:
-                raise ValueError("normalize: std must not be 0")
+            mean, std = _normalize_arg(normalize)
         if on_corrupt not in ("fail", "skip"):
             raise ValueError("on_corrupt: must be 'fail' or 'skip', got %r" % (on_corrupt,))
         rank, world_size = _distributed_default(rank, world_size)

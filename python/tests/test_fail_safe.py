@@ -211,11 +211,33 @@ def test_load_state_dict_refuses_a_state_out_of_bounds(small, change, message):
     ({"threads": "4"}, TypeError, r"threads: expected an int or None, got '4' \(str\)"),
     ({"world_size": 0}, ValueError, r"world_size: must be an int or None in \[1, "),
     ({"max_corrupt_fraction": 2}, ValueError, r"max_corrupt_fraction: must be a finite number"),
+    ({"shuffle": "no"}, TypeError, r"shuffle: expected True or False, got 'no' \(str\)"),
+    ({"drop_last": 2}, TypeError, r"drop_last: expected True or False, got 2 \(int\)"),
+    ({"normalize": (float("nan"), 1)}, ValueError,
+     r"normalize: mean must be a finite number in \[-10, 10\], got nan"),
+    ({"normalize": (0.5, float("inf"))}, ValueError,
+     r"normalize: std must be a finite number in \[1e-06, 1000\], got inf"),
+    ({"normalize": (0.5, 0)}, ValueError, r"normalize: std must be a finite number .*got 0.0"),
+    # The range and message of sluice-train's --read-ahead (pipeline/resource_limits.h).
+    ({"read_ahead_frames": -1}, ValueError, r"read_ahead_frames: must be >= 0, got -1"),
 ])
 def test_bad_argument_types_are_one_clear_line(small, kwargs, error, message):
     with pytest.raises(error, match=message) as e:
         sluice.Loader(small, batch_size=10, **kwargs)
     assert "Invoked with" not in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("path", [None, b"/tmp/dataset", 3])
+def test_a_path_that_is_not_str_or_pathlike_is_a_type_error(path):
+    with pytest.raises(TypeError, match=r"path: expected a str or os.PathLike, got "):
+        sluice.Loader(path, batch_size=10)
+
+
+def test_read_ahead_zero_is_accepted_as_by_the_cli(small):
+    import pathlib
+    loader = sluice.Loader(pathlib.Path(small), batch_size=100, shuffle=False,
+                           read_ahead_frames=0)
+    assert sum(len(y) for _, y in loader) == 1000
 
 
 def test_set_epoch_refuses_a_negative_epoch(small):

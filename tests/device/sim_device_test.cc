@@ -4,6 +4,7 @@
 #include "device/sim/sim_device.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -170,6 +171,36 @@ TEST(SimDevice, SimLaunchTakesAtLeastItsModelledTime) {
   EXPECT_EQ(runs, 1);
   EXPECT_GE(*b->NanosSince(*a), 3'000'000);
   EXPECT_TRUE(IsSimDevice(dev.get()));
+}
+
+// A stop on a slow modelled device: the modelled time of the steps already enqueued (4 x 10 s
+// here, and a 1 s copy) is not waited for once skip_modelled_time is set, but their work still
+// runs, in order. The bound (5 s) is far from both the 20 ms poll and the 41 s without it.
+TEST(SimDevice, StopSkipsTheModelledTimeOfEnqueuedWorkButRunsIt) {
+  std::atomic<bool> stop{false};
+  SimOptions o;
+  o.link_latency_ns = 1'000'000'000;
+  o.skip_modelled_time = &stop;
+  auto dev = Open(o);
+  auto s = *dev->CreateStream();
+  std::vector<int> order;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(SimLaunch(
+                    s.get(), [&order, i] { order.push_back(i); }, 10'000'000'000)
+                    .ok());
+  }
+  const char src[4] = {'d', 'a', 't', 'a'};
+  char dst[4] = {};
+  ASSERT_TRUE(s->CopyToDevice(dst, src, sizeof(src)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  stop.store(true);
+  ASSERT_TRUE(s->Synchronize().ok());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(std::memcmp(dst, src, sizeof(src)), 0);
 }
 
 }  // namespace

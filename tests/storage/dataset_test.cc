@@ -164,6 +164,18 @@ TEST(ManifestTest, CountsThatDisagreeAreDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// A NUL in a shard's name used to end the name opened (and the message printing it) early.
+TEST(ManifestTest, ANulInAShardNameIsRefusedAndShownEscaped) {
+  auto env = NewMemEnv();
+  auto m = WriteDataset(env.get(), "/d", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 2));
+  ASSERT_TRUE(m.ok());
+  auto bad = Manifest::FromJson(
+      absl::StrReplaceAll(m->ToJson(), {{m->shards[0].file, "bad\\u0000name.shard"}}), "/m");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("shards[0].file: \"bad\\x00name.shard\" is not a plain file name"));
+}
+
 TEST(DatasetTest, ShardFromAnotherDatasetIsDataLoss) {
   auto env = NewMemEnv();
   auto a = WriteDataset(env.get(), "/a", "train", MakeRecords(U8Spec(2, 2), 9), Options(4, 2));

@@ -27,8 +27,9 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-Result RunShard(const std::string& args) {
-  const std::string cmd = absl::StrCat(SLUICE_SHARD_BIN, " ", args, " 2>&1");
+// `shell_prefix` runs first in the same shell (e.g. "ulimit -n 40 && ").
+Result RunShard(const std::string& args, const std::string& shell_prefix = "") {
+  const std::string cmd = absl::StrCat(shell_prefix, SLUICE_SHARD_BIN, " ", args, " 2>&1");
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -120,6 +121,21 @@ TEST_F(SluiceShardCliTest, InspectShowsLayoutRatioAndHistogram) {
   EXPECT_EQ(s.exit_code, 0) << s.output;
   EXPECT_THAT(s.output, HasSubstr("sample u8 6x5x1"));
   EXPECT_THAT(s.output, HasSubstr("index at"));
+}
+
+// verify and inspect hold one shard open at a time: 50 shards under `ulimit -n 40` (soft and
+// hard) used to fail ("needs 50 open files"; before that, "Too many open files").
+TEST_F(SluiceShardCliTest, VerifyAndInspectWorkWithMoreShardsThanTheOpenFileLimit) {
+  ASSERT_EQ(RunShard(absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ",
+                                  dir_, "/ds --records-per-shard 1 --records-per-frame 1 --quiet"))
+                .exit_code,
+            0);
+  Result v = RunShard("verify " + dir_ + "/ds", "ulimit -n 40 && ");
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_THAT(v.output, HasSubstr("50 records in 50 shards, every checksum and count verified"));
+  Result i = RunShard("inspect " + dir_ + "/ds", "ulimit -n 40 && ");
+  EXPECT_EQ(i.exit_code, 0) << i.output;
+  EXPECT_THAT(i.output, HasSubstr("label histogram"));
 }
 
 TEST_F(SluiceShardCliTest, InspectOfDirectoryShowsEverySplit) {

@@ -191,6 +191,9 @@ TEST_F(SluiceTrainMpiTest, ACheckpointOfTwoRanksResumesOnOneAndContinuesTheSameS
                                                                " --checkpoint-every=50 "
                                                                "--stop-after-steps=150")));
   ASSERT_EQ(first.exit_code, 0) << first.text;
+  // The summary counts the cut-short second epoch too: 150 steps of 32 (it said 4000, the first
+  // epoch alone, and "0 samples" when the stop came in the first epoch).
+  EXPECT_NE(first.text.find(" 4800 samples in "), std::string::npos) << first.text;
   Output rest = Shell(Train("rest", absl::StrCat("--checkpoint-dir=", ckpt, " --resume=auto")));
   ASSERT_EQ(rest.exit_code, 0) << rest.text;
   EXPECT_NE(rest.text.find("resumed at epoch 2 step 25"), std::string::npos) << rest.text;

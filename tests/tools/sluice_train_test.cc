@@ -92,6 +92,17 @@ TEST_F(SluiceTrainTest, BadFlagValuesAreUsageErrors) {
   out = RunTrain("--epochs=1");
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("--data"), std::string::npos) << out.text;
+  // A negative --stop-after-steps used to run the whole epoch.
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --stop-after-steps=-1"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--stop-after-steps: must be >= 0 (0: never), got -1"), std::string::npos)
+      << out.text;
+  // The flag is named once ("--layers: --layers: ..." before).
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --layers=784,x"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--layers: 'x' in '784,x' is not a positive integer"), std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("--layers: --layers"), std::string::npos) << out.text;
 }
 
 // Finding 2: --lr=1e30 (or inf, nan) trained to NaN and exited 0; absurd hyper-parameters are
@@ -477,6 +488,11 @@ TEST_F(SluiceTrainTest, ConcurrencyFlagsAboveTheirMaximumAreUsageErrors) {
   }
   Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --trace=", dir_,
                                      "/t.json --trace-spans=1000000000"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--trace-spans: 1000000000 is more than the maximum"), std::string::npos)
+      << out.text;
+  // Without --trace too (it used to be ignored then).
+  out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --trace-spans=1000000000"));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("--trace-spans: 1000000000 is more than the maximum"), std::string::npos)
       << out.text;
