@@ -127,8 +127,8 @@ TEST_F(IdxErrorTest, WrongImagesMagicIsDataLossNamingTheExpectedMagic) {
   bad[3] = 1;  // a labels file given as images
   absl::Status s = ParseIdxPair(bad, "/imgs", labels_, "/l").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("/imgs: magic is 0x00000801; expected IDX images magic "
-                                     "0x00000803"));
+  EXPECT_THAT(s.message(), HasSubstr("/imgs: magic is 0x00000801, IDX images with 1 dimension "
+                                     "(byte 3); expected 3 (N, H, W) or 4 (N, H, W, C)"));
   EXPECT_EQ(ParseIdxPair(images_, "/i", images_, "/labels").status().code(),
             absl::StatusCode::kDataLoss);
 }
