@@ -135,13 +135,13 @@ absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& r, std::optional<uint64
   for (uint64_t i = 0; i < r.count; ++i) {
     const int64_t label = LabelAt(r, i);
     if (label < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("label of record ", i, " is ", label,
-                                                     ": expected a class index >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label of record ", i, " is ", label, ": expected a class index >= 0"));
     }
     if (requested && static_cast<uint64_t>(label) >= *requested) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label of record ", i, " is ", label, ": expected a class index in [0, ",
-                       *requested, ") (num_classes ", *requested, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("label of record ", i, " is ", label,
+                                                     ": expected a class index in [0, ", *requested,
+                                                     ") (num_classes ", *requested, ")"));
     }
     max_label = std::max(max_label, label);
   }

@@ -75,9 +75,9 @@ absl::StatusOr<IdxHeader> ReadIdx(ByteStream& in, const std::string& path, absl:
   h.type = static_cast<uint8_t>(head[2]);
   const uint8_t nd = static_cast<uint8_t>(head[3]);
   if (absl::string_view(head, 4) == absl::string_view("\x93NUM", 4)) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": this is a NumPy .npy file, not IDX ", role,
-        "; sluice-shard create reads .npy when --images and --labels are both .npy"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": this is a NumPy .npy file, not IDX ", role,
+                     "; sluice-shard create reads .npy when --images and --labels are both .npy"));
   }
   if (head[0] != 0 || head[1] != 0 ||
       std::find(types.begin(), types.end(), h.type) == types.end()) {

@@ -137,7 +137,8 @@ absl::Status SetDType(const std::string& path, NpyArray* a) {
   }
   if (d.size() >= 2 && d[1] == 'O') {
     return Unsupported(path, "descr",
-                       absl::StrCat("is '", d, "', an object array; expected numbers (u1, f4, i4, "
+                       absl::StrCat("is '", d,
+                                    "', an object array; expected numbers (u1, f4, i4, "
                                     "i8): save an array of a numeric dtype"));
   }
   static const struct {
@@ -153,7 +154,8 @@ absl::Status SetDType(const std::string& path, NpyArray* a) {
     }
   }
   return Unsupported(path, "descr",
-                     absl::StrCat("is '", d, "'; expected one of '|u1', '<f4' (images), '|u1', "
+                     absl::StrCat("is '", d,
+                                  "'; expected one of '|u1', '<f4' (images), '|u1', "
                                   "'<i4', '<i8' (labels)"));
 }
 
@@ -163,11 +165,12 @@ bool IsNpy(absl::string_view bytes) { return bytes.substr(0, kNpyMagic.size()) =
 
 absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, const std::string& path) {
   if (!IsNpy(bytes)) {
-    return absl::DataLossError(absl::StrCat(path, ": not a .npy file (expected the magic \\x93NUMPY)"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a .npy file (expected the magic \\x93NUMPY)"));
   }
   if (bytes.size() < 10) {
-    return absl::DataLossError(absl::StrCat(path, ": .npy file of ", bytes.size(),
-                                            " bytes is shorter than its preamble"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": .npy file of ", bytes.size(), " bytes is shorter than its preamble"));
   }
   const uint8_t major = static_cast<uint8_t>(bytes[6]), minor = static_cast<uint8_t>(bytes[7]);
   if (major < 1 || major > 3 || minor != 0) {
@@ -178,8 +181,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, const std::string& pa
   if (bytes.size() < 8 + len_bytes) {
     return absl::DataLossError(absl::StrCat(path, ": .npy header length truncated"));
   }
-  const uint64_t header_len = major == 1 ? DecodeFixed16(bytes.data() + 8)
-                                         : uint64_t{DecodeFixed32(bytes.data() + 8)};
+  const uint64_t header_len =
+      major == 1 ? DecodeFixed16(bytes.data() + 8) : uint64_t{DecodeFixed32(bytes.data() + 8)};
   const uint64_t data_start = 8 + len_bytes + header_len;
   if (data_start > bytes.size()) {
     return absl::DataLossError(absl::StrCat(path, ": .npy header of ", header_len,
@@ -195,8 +198,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, const std::string& pa
     }
   }
   if (dict.size() != 3) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": .npy header has ", dict.size(), " keys; expected descr, fortran_order, shape"));
+    return absl::DataLossError(absl::StrCat(path, ": .npy header has ", dict.size(),
+                                            " keys; expected descr, fortran_order, shape"));
   }
   const auto& descr = dict["descr"];
   const auto& fortran = dict["fortran_order"];
@@ -238,8 +241,10 @@ absl::Status SetLabels(const NpyArray& a, const std::string& path, RecordArrays*
                        absl::StrCat("is ", ShapeString(a.shape), "; expected [N] labels"));
   }
   if (a.kind == 'f') {
-    return Unsupported(path, "descr", absl::StrCat("is '", a.descr, "'; labels must be '|u1', "
-                                                                     "'<i4' or '<i8'"));
+    return Unsupported(path, "descr",
+                       absl::StrCat("is '", a.descr,
+                                    "'; labels must be '|u1', "
+                                    "'<i4' or '<i8'"));
   }
   if (a.kind == 'u') {
     r->spec.label_dtype = LabelDType::kU8;
@@ -274,7 +279,8 @@ absl::StatusOr<RecordArrays> ParseNpyPair(absl::string_view images, const std::s
     return Unsupported(images_path, "descr",
                        absl::StrCat("is '", img.descr, "'; images must be '|u1' or '<f4'"));
   }
-  ASSIGN_OR_RETURN(ArraySamples s, SamplesOfArray(img.shape, layout, images_path, "--layout"));
+  ASSIGN_OR_RETURN(ArraySamples s, SamplesOfArray(img.shape, layout, images_path,
+                                                  "--layout NHWC or --layout NCHW"));
   RecordArrays r;
   r.count = s.count;
   r.spec.sample_dtype = img.kind == 'u' ? SampleDType::kU8 : SampleDType::kF32;

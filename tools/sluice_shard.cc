@@ -88,14 +88,14 @@ exit codes: 0 ok, 1 data error, 2 usage error
 )";
 
 ToolDescription ShardTool() {
-  return {.name = "sluice-shard",
-          .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
-                                "(docs/formats/shard.md).\n",
-                                absl::StripTrailingAsciiWhitespace(kUsage)),
-          .source_name = "sluice_shard",
-          .main_flags = {"images", "labels", "layout", "cifar10", "num_classes", "out", "split",
-                         "records_per_shard", "records_per_frame", "zstd_level", "threads",
-                         "quiet"}};
+  return {
+      .name = "sluice-shard",
+      .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
+                            "(docs/formats/shard.md).\n",
+                            absl::StripTrailingAsciiWhitespace(kUsage)),
+      .source_name = "sluice_shard",
+      .main_flags = {"images", "labels", "layout", "cifar10", "num_classes", "out", "split",
+                     "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet"}};
 }
 
 // A subcommand: how many path arguments it takes and which flags it reads.
@@ -109,8 +109,8 @@ const Command* FindCommand(const std::string& name) {
   static const Command kCommands[] = {
       {"create",
        0,
-       {"images", "labels", "layout", "cifar10", "num_classes", "out", "split",
-        "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet"}},
+       {"images", "labels", "layout", "cifar10", "num_classes", "out", "split", "records_per_shard",
+        "records_per_frame", "zstd_level", "threads", "quiet"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -221,11 +221,17 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
 absl::Status RunCreate(Env* env, CreateOptions o) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(RecordInput in, o.cifar10.empty()
-                                        ? ReadImageLabelFiles(env, o.images, o.labels, o.layout)
-                                        : ReadCifar10Files(env, o.cifar10, o.split));
+                                       ? ReadImageLabelFiles(env, o.images, o.labels, o.layout)
+                                       : ReadCifar10Files(env, o.cifar10, o.split));
   std::optional<uint64_t> classes = o.num_classes;
   if (!classes && in.num_classes) classes = *in.num_classes;
-  ASSIGN_OR_RETURN(o.write.num_classes, CheckLabels(in.records, classes));
+  absl::StatusOr<uint32_t> checked = CheckLabels(in.records, classes);
+  if (!checked.ok()) {
+    return absl::Status(checked.status().code(),
+                        absl::StrCat(o.cifar10.empty() ? o.labels : o.cifar10, ": ",
+                                     checked.status().message()));
+  }
+  o.write.num_classes = *checked;
   Progress::SetEnabled(!o.quiet);
   Progress progress(absl::StrCat("create ", o.split), in.records.count, "records");
   uint64_t shown = 0;

@@ -456,6 +456,21 @@ TEST_F(SluiceTrainTest, SpecialAndOverlongPathsGetOneClearLineAndLeaveNothing) {
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/m.jsonl")) << "an empty metrics file";
 }
 
+TEST_F(SluiceTrainTest, MoreDeclaredClassesThanModelOutputsIsRefusedAtStart) {
+  WriteDatasetOptions options;
+  options.num_classes = 300;
+  ASSERT_TRUE(
+      WriteDataset(Env::Default(), dir_ + "/wide", "train", MakeRecords(500, 3), options).ok());
+  Output out = RunTrain(
+      absl::StrCat("--data=", dir_, "/wide --device=cpu --epochs=1 --quiet --layers=784,32,10"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find(absl::StrCat("--layers: the last layer has 10 outputs but ", dir_,
+                                       "/wide/train.manifest.json declares 300 classes")),
+            std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("step"), std::string::npos) << out.text;
+}
+
 TEST_F(SluiceTrainTest, BatchLargerThanTheSplitIsClearError) {
   Output out = RunTrain(absl::StrCat("--data=", dir_,
                                      "/data --device=cpu --epochs=1 --quiet "
