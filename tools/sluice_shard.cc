@@ -227,9 +227,9 @@ absl::Status RunCreate(Env* env, CreateOptions o) {
   if (!classes && in.num_classes) classes = *in.num_classes;
   absl::StatusOr<uint32_t> checked = CheckLabels(in.records, classes);
   if (!checked.ok()) {
-    return absl::Status(checked.status().code(),
-                        absl::StrCat(o.cifar10.empty() ? o.labels : o.cifar10, ": ",
-                                     checked.status().message()));
+    return absl::Status(
+        checked.status().code(),
+        absl::StrCat(o.cifar10.empty() ? o.labels : o.cifar10, ": ", checked.status().message()));
   }
   o.write.num_classes = *checked;
   Progress::SetEnabled(!o.quiet);

@@ -204,7 +204,8 @@ std::string CifarFile(const std::string& labels, const std::string& chw) {
 TEST(Cifar10Test, BatchesComeBackHwcInFileOrder) {
   const std::string chw1 = Bytes(3 * kCifar10PixelBytes, 1),
                     chw2 = Bytes(2 * kCifar10PixelBytes, 2);
-  const std::string a = CifarFile(std::string("\x01\x09\x00", 3), chw1), b = CifarFile("\x05\x03", chw2);
+  const std::string a = CifarFile(std::string("\x01\x09\x00", 3), chw1),
+                    b = CifarFile("\x05\x03", chw2);
   auto r = ParseCifar10({{"/data_batch_1.bin", a}, {"/data_batch_2.bin", b}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->count, 5u);
