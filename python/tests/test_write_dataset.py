@@ -88,7 +88,7 @@ def test_feature_vectors_are_stored_as_one_row_and_come_back_as_b_1_1_d(tmp_path
     info = sluice.write_dataset(tmp_path, "train", x, y)
     assert info["num_classes"] == 3
     ds = sluice.Dataset(str(tmp_path))
-    assert ds.shape == (1, 20) and ds.dtype == "f32"
+    assert ds.shape == (1, 20, 1) and ds.dtype == "f32"  # (H, W, C)
     assert np.array_equal(ds[7][0].reshape(20), x[7])
     loader = sluice.Loader(str(tmp_path), batch_size=10, shuffle=False, threads=1)
     images, _ = next(iter(loader))

@@ -457,10 +457,16 @@ TEST_F(SluiceTrainTest, SpecialAndOverlongPathsGetOneClearLineAndLeaveNothing) {
 }
 
 TEST_F(SluiceTrainTest, MoreDeclaredClassesThanModelOutputsIsRefusedAtStart) {
+  RecordArrays records = MakeRecords(500, 3);  // u8 labels 0..9, stored here as i32
+  std::string labels(records.count * 4, '\0');
+  for (uint64_t i = 0; i < records.count; ++i) labels[4 * i] = records.labels[i];
+  records.labels = labels;
+  records.spec.label_dtype = LabelDType::kI32;
   WriteDatasetOptions options;
   options.num_classes = 300;
-  ASSERT_TRUE(
-      WriteDataset(Env::Default(), dir_ + "/wide", "train", MakeRecords(500, 3), options).ok());
+  absl::StatusOr<Manifest> written =
+      WriteDataset(Env::Default(), dir_ + "/wide", "train", records, options);
+  ASSERT_TRUE(written.ok()) << written.status();
   Output out = RunTrain(
       absl::StrCat("--data=", dir_, "/wide --device=cpu --epochs=1 --quiet --layers=784,32,10"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
