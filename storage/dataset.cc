@@ -106,6 +106,8 @@ std::string Manifest::ToJson() const {
     if (s.meta_xxh3) entry["meta_xxh3"] = ChecksumToHex(*s.meta_xxh3);
     shards_json.push_back(std::move(entry));
   }
+  Json label_json = ObjectOf({{"dtype", std::string(LabelDTypeName(spec.label_dtype))}});
+  if (num_classes) label_json["num_classes"] = *num_classes;
   Json sources_json = Json::array();
   for (const SourceEntry& s : sources) {
     sources_json.push_back(ObjectOf(
@@ -120,7 +122,7 @@ std::string Manifest::ToJson() const {
                            {"height", spec.height},
                            {"width", spec.width},
                            {"channels", spec.channels}})},
-      {"label", ObjectOf({{"dtype", std::string(LabelDTypeName(spec.label_dtype))}})},
+      {"label", label_json},
       {"options", ObjectOf({{"records_per_shard", options.records_per_shard},
                             {"records_per_frame", options.records_per_frame},
                             {"zstd_level", options.zstd_level}})},
@@ -167,6 +169,15 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
   ASSIGN_OR_RETURN(const Json* label, top.Get("label"));
   Fields lf(*label, "label.", path);
   ASSIGN_OR_RETURN(m.spec.label_dtype, DTypeField(lf, &ParseLabelDType));
+  if (lf.Has("num_classes")) {
+    ASSIGN_OR_RETURN(uint64_t classes, lf.U64("num_classes"));
+    const uint64_t most = m.spec.label_dtype == LabelDType::kU8 ? 256 : INT32_MAX;
+    if (classes == 0 || classes > most) {
+      return lf.Error("num_classes", absl::StrCat(classes, ", expected in [1, ", most, "] for ",
+                                                  LabelDTypeName(m.spec.label_dtype), " labels"));
+    }
+    m.num_classes = static_cast<uint32_t>(classes);
+  }
 
   ASSIGN_OR_RETURN(const Json* options, top.Get("options"));
   Fields of(*options, "options.", path);

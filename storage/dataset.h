@@ -54,6 +54,9 @@ struct Manifest {
   std::string split;
   uint64_t record_count = 0;
   RecordSpec spec;
+  // Every label lies in [0, num_classes); absent in manifests written before the field existed
+  // (docs/formats/shard.md, "label.num_classes").
+  std::optional<uint32_t> num_classes;
   ShardingOptions options;
   std::vector<ShardEntry> shards;
   std::vector<SourceEntry> sources;

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/coding.h"
 #include "common/file_lock.h"
 #include "common/status_macros.h"
 #include "storage/shard_writer.h"
@@ -112,13 +113,48 @@ absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader&
   return absl::OkStatus();
 }
 
+int64_t LabelAt(const RecordArrays& r, uint64_t i) {
+  if (r.spec.label_dtype == LabelDType::kU8) return static_cast<uint8_t>(r.labels[i]);
+  return static_cast<int32_t>(DecodeFixed32(r.labels.data() + 4 * i));
+}
+
 }  // namespace
+
+absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& r, std::optional<uint64_t> requested) {
+  const uint64_t most = r.spec.label_dtype == LabelDType::kU8 ? 256 : INT32_MAX;
+  if (requested && (*requested == 0 || *requested > most)) {
+    return absl::InvalidArgumentError(absl::StrCat("num_classes ", *requested, ": expected in [1, ",
+                                                   most, "] for ",
+                                                   LabelDTypeName(r.spec.label_dtype), " labels"));
+  }
+  if (r.labels.size() != r.count * r.spec.label_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("labels: ", r.labels.size(), " bytes, expected ",
+                                                   r.count * r.spec.label_bytes()));
+  }
+  int64_t max_label = -1;
+  for (uint64_t i = 0; i < r.count; ++i) {
+    const int64_t label = LabelAt(r, i);
+    if (label < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label of record ", i, " is ", label, ": expected a class index >= 0"));
+    }
+    if (requested && static_cast<uint64_t>(label) >= *requested) {
+      return absl::InvalidArgumentError(absl::StrCat("label of record ", i, " is ", label,
+                                                     ": expected a class index in [0, ", *requested,
+                                                     ") (num_classes ", *requested, ")"));
+    }
+    max_label = std::max(max_label, label);
+  }
+  if (requested) return static_cast<uint32_t>(*requested);
+  return static_cast<uint32_t>(max_label + 1);
+}
 
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
                                       const RecordArrays& records,
                                       const WriteDatasetOptions& options) {
   const ShardingOptions& o = options.sharding;
   RETURN_IF_ERROR(ValidateInput(split, records, o));
+  if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
   // One writer per directory, for the whole write (docs/formats/lock.md); creates `dir`.
   ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
                    FileLock::Acquire(env, dir, absl::StrCat("writing split \"", split, "\"")));
@@ -130,6 +166,7 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
   m.spec = spec;
   m.options = o;
   m.sources = options.sources;
+  m.num_classes = options.num_classes;
 
   std::vector<FrameJob> jobs;
   std::vector<size_t> first_job_of_shard;

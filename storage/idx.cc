@@ -74,10 +74,20 @@ absl::StatusOr<IdxHeader> ReadIdx(ByteStream& in, const std::string& path, absl:
   IdxHeader h;
   h.type = static_cast<uint8_t>(head[2]);
   const uint8_t nd = static_cast<uint8_t>(head[3]);
+  if (absl::string_view(head, 4) == absl::string_view("\x93NUM", 4)) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": this is a NumPy .npy file, not IDX ", role,
+                     "; sluice-shard create reads .npy when --images and --labels are both .npy"));
+  }
   if (head[0] != 0 || head[1] != 0 ||
-      std::find(types.begin(), types.end(), h.type) == types.end() ||
-      std::find(ndims.begin(), ndims.end(), nd) == ndims.end()) {
+      std::find(types.begin(), types.end(), h.type) == types.end()) {
     return wrong_magic(absl::StrFormat("magic is 0x%08x", magic));
+  }
+  if (std::find(ndims.begin(), ndims.end(), nd) == ndims.end()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: magic is 0x%08x, IDX %s with %d dimension%s (byte 3); expected %s dimensions", path,
+        magic, role, nd, nd == 1 ? "" : "s",
+        role == "images" ? "3 (N, H, W) or 4 (N, H, W, C)" : "1 (N)"));
   }
   ASSIGN_OR_RETURN(size_t got_dims, in.Read(head + 4, 4 * size_t{nd}));
   if (got_dims < 4 * size_t{nd}) {

@@ -1,6 +1,7 @@
-// sluice-shard: IDX files <-> shard datasets (docs/formats/shard.md).
+// sluice-shard: IDX, .npy and CIFAR-10 files -> shard datasets -> IDX (docs/formats/shard.md).
 //
-//   sluice-shard create --images F --labels F --out DIR [--split NAME] [--records-per-shard N]
+//   sluice-shard create (--images F --labels F [--layout NHWC|NCHW] | --cifar10 DIR|FILES)
+//                       --out DIR [--split NAME] [--num-classes K] [--records-per-shard N]
 //                       [--records-per-frame M] [--zstd-level L] [--threads T]
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
@@ -17,6 +18,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,12 +40,19 @@
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
+#include "storage/record_files.h"
 #include "storage/shard_reader.h"
 #include "tools/tool_flags.h"
 
 // The flags of every subcommand; CheckCommand refuses those a subcommand does not read.
-ABSL_FLAG(std::string, images, "", "create: the IDX images file (raw or .gz)");
-ABSL_FLAG(std::string, labels, "", "create: the IDX labels file (raw or .gz)");
+ABSL_FLAG(std::string, images, "", "create: the images file: IDX (raw or .gz) or NumPy .npy");
+ABSL_FLAG(std::string, labels, "", "create: the labels file, in the images file's format");
+ABSL_FLAG(std::string, layout, "", "create: NHWC or NCHW, the layout of 4-D .npy images");
+ABSL_FLAG(std::string, cifar10, "",
+          "create: CIFAR-10 binary batches: a directory or a comma-separated file list");
+ABSL_FLAG(int64_t, num_classes, 0,
+          "create: the class count (0: the largest label + 1; CIFAR-10: 10); labels outside "
+          "[0, K) are refused");
 ABSL_FLAG(std::string, out, "", "create: the dataset directory; export: the output prefix");
 ABSL_FLAG(std::string, split, "train", "The split's name");
 ABSL_FLAG(int64_t, records_per_shard, 16384, "create: records per shard file");
@@ -57,10 +66,14 @@ namespace {
 
 constexpr char kUsage[] =
     R"(usage: sluice-shard <command> ...
-  create --images F --labels F --out DIR [--split NAME] [--records-per-shard N]
+  create (--images F --labels F [--layout NHWC|NCHW] | --cifar10 DIR|F1,F2,...) --out DIR
+         [--split NAME] [--num-classes K] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
       (--threads: 0 = all cores, at most 4 x the hardware threads)
-      IDX files (raw or .gz) -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      IDX files (raw or .gz), NumPy .npy files (docs/formats/npy.md; --layout for 4-D
+      images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
+      --split test) -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      labels must lie in [0, K) (K: --num-classes, else the largest label + 1);
       a rewrite replaces an existing split only once the new one is complete; one writer
       per DIR at a time (DIR/.sluice.lock names the holder)
   inspect PATH          print a manifest, every split of a dataset directory, or a .shard
@@ -75,12 +88,14 @@ exit codes: 0 ok, 1 data error, 2 usage error
 )";
 
 ToolDescription ShardTool() {
-  return {.name = "sluice-shard",
-          .usage = absl::StrCat("IDX files <-> shard datasets (docs/formats/shard.md).\n",
-                                absl::StripTrailingAsciiWhitespace(kUsage)),
-          .source_name = "sluice_shard",
-          .main_flags = {"images", "labels", "out", "split", "records_per_shard",
-                         "records_per_frame", "zstd_level", "threads", "quiet"}};
+  return {
+      .name = "sluice-shard",
+      .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
+                            "(docs/formats/shard.md).\n",
+                            absl::StripTrailingAsciiWhitespace(kUsage)),
+      .source_name = "sluice_shard",
+      .main_flags = {"images", "labels", "layout", "cifar10", "num_classes", "out", "split",
+                     "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet"}};
 }
 
 // A subcommand: how many path arguments it takes and which flags it reads.
@@ -94,8 +109,8 @@ const Command* FindCommand(const std::string& name) {
   static const Command kCommands[] = {
       {"create",
        0,
-       {"images", "labels", "out", "split", "records_per_shard", "records_per_frame", "zstd_level",
-        "threads", "quiet"}},
+       {"images", "labels", "layout", "cifar10", "num_classes", "out", "split", "records_per_shard",
+        "records_per_frame", "zstd_level", "threads", "quiet"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -152,15 +167,36 @@ absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<
 
 // Options of `create`, checked before any file is touched so bad values are usage errors.
 struct CreateOptions {
-  std::string images, labels, out, split;
+  std::string images, labels, cifar10, out, split;
+  std::optional<ArrayLayout> layout;
+  std::optional<uint64_t> num_classes;
   WriteDatasetOptions write;
   bool quiet = false;
 };
 
+// The input files: --images and --labels (with --layout), or --cifar10; and --num-classes.
+absl::Status InputFromFlags(CreateOptions* o) {
+  o->cifar10 = absl::GetFlag(FLAGS_cifar10);
+  if (o->cifar10.empty()) {
+    ASSIGN_OR_RETURN(o->images, RequiredFlag("create", FLAGS_images, "images"));
+    ASSIGN_OR_RETURN(o->labels, RequiredFlag("create", FLAGS_labels, "labels"));
+  } else if (!absl::GetFlag(FLAGS_images).empty() || !absl::GetFlag(FLAGS_labels).empty() ||
+             !absl::GetFlag(FLAGS_layout).empty()) {
+    return absl::InvalidArgumentError(
+        "create: --cifar10 holds images and labels; give it without --images, --labels, --layout");
+  }
+  if (const std::string layout = absl::GetFlag(FLAGS_layout); !layout.empty()) {
+    ASSIGN_OR_RETURN(o->layout, ParseArrayLayout(layout, "create: --layout"));
+  }
+  ASSIGN_OR_RETURN(int64_t classes,
+                   IntInRange("create", FLAGS_num_classes, "num-classes", 0, INT32_MAX));
+  if (classes > 0) o->num_classes = static_cast<uint64_t>(classes);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   CreateOptions o;
-  ASSIGN_OR_RETURN(o.images, RequiredFlag("create", FLAGS_images, "images"));
-  ASSIGN_OR_RETURN(o.labels, RequiredFlag("create", FLAGS_labels, "labels"));
+  RETURN_IF_ERROR(InputFromFlags(&o));
   ASSIGN_OR_RETURN(o.out, RequiredFlag("create", FLAGS_out, "out"));
   o.split = absl::GetFlag(FLAGS_split);
   if (o.split.empty() || absl::StrContains(o.split, '/')) {
@@ -184,7 +220,18 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
 
 absl::Status RunCreate(Env* env, CreateOptions o) {
   const auto start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(IdxInput in, ReadIdxPair(env, o.images, o.labels));
+  ASSIGN_OR_RETURN(RecordInput in, o.cifar10.empty()
+                                       ? ReadImageLabelFiles(env, o.images, o.labels, o.layout)
+                                       : ReadCifar10Files(env, o.cifar10, o.split));
+  std::optional<uint64_t> classes = o.num_classes;
+  if (!classes && in.num_classes) classes = *in.num_classes;
+  absl::StatusOr<uint32_t> checked = CheckLabels(in.records, classes);
+  if (!checked.ok()) {
+    return absl::Status(
+        checked.status().code(),
+        absl::StrCat(o.cifar10.empty() ? o.labels : o.cifar10, ": ", checked.status().message()));
+  }
+  o.write.num_classes = *checked;
   Progress::SetEnabled(!o.quiet);
   Progress progress(absl::StrCat("create ", o.split), in.records.count, "records");
   uint64_t shown = 0;
@@ -242,10 +289,12 @@ void PrintHistogram(const std::map<int64_t, uint64_t>& hist) {
   }
 }
 
+// "sample u8 3x32x32 (C x H x W, stored HWC; 3072 bytes), label u8": the shape in the
+// [C, H, W] order batches have, and the order the bytes are stored in.
 std::string SpecString(const RecordSpec& s) {
-  return absl::StrFormat("sample %s %dx%dx%d (%d bytes), label %s", SampleDTypeName(s.sample_dtype),
-                         s.height, s.width, s.channels, s.sample_bytes(),
-                         LabelDTypeName(s.label_dtype));
+  return absl::StrFormat("sample %s %dx%dx%d (C x H x W, stored HWC; %d bytes), label %s",
+                         SampleDTypeName(s.sample_dtype), s.channels, s.height, s.width,
+                         s.sample_bytes(), LabelDTypeName(s.label_dtype));
 }
 
 absl::Status InspectShard(Env* env, const std::string& path) {
@@ -291,7 +340,8 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   const Manifest& m = ds->manifest();
   std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(), m.split.c_str(),
               static_cast<unsigned long long>(m.record_count));
-  std::printf("  %s\n", SpecString(m.spec).c_str());
+  std::printf("  %s%s\n", SpecString(m.spec).c_str(),
+              m.num_classes ? absl::StrCat(", ", *m.num_classes, " classes").c_str() : "");
   std::printf("  options: %llu records per shard, %u per frame, zstd level %d\n",
               static_cast<unsigned long long>(m.options.records_per_shard),
               m.options.records_per_frame, m.options.zstd_level);

@@ -50,6 +50,11 @@ absl::StatusOr<std::unique_ptr<Dataset>> ShardIdxIntoCache(Env* env, const std::
   }
   ASSIGN_OR_RETURN(RecordArrays records, ParseIdxPair(images, files.first, labels, files.second));
   WriteDatasetOptions options;
+  absl::StatusOr<uint32_t> classes = CheckLabels(records, std::nullopt);
+  if (!classes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(files.second, ": ", classes.status().message()));
+  }
+  options.num_classes = *classes;
   options.sources = {{"images", BaseName(files.first), images.size(), Xxh3(images)},
                      {"labels", BaseName(files.second), labels.size(), Xxh3(labels)}};
   RETURN_IF_ERROR(WriteDataset(env, out, split, records, options).status());
@@ -83,6 +88,19 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std:
 
 namespace {
 
+// A split whose labels reach past the model's outputs fails at its first such label, steps into
+// the run; its declared class count (label.num_classes) lets the run refuse it at start.
+absl::Status CheckClassCount(const Dataset& split, const ModelConfig& model) {
+  const std::optional<uint32_t>& classes = split.manifest().num_classes;
+  if (classes && *classes > static_cast<uint32_t>(model.layers.back())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--layers: the last layer has %d outputs but %s declares %u classes (label.num_classes); "
+        "end --layers with at least %u",
+        model.layers.back(), split.manifest_path(), *classes, *classes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model) {
   const RecordSpec& spec = train.spec();
   if (spec.sample_dtype != SampleDType::kU8) {
@@ -96,7 +114,7 @@ absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model) {
         model.layers.front(), train.manifest_path(), spec.sample_values(), spec.height, spec.width,
         spec.channels));
   }
-  return absl::OkStatus();
+  return CheckClassCount(train, model);
 }
 
 // The test split: --test-data, else the train split's "test" sibling, else (IDX input) the
@@ -137,6 +155,7 @@ absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options, const M
   RETURN_IF_ERROR(CheckTrainable(*splits.train, model));
   if (options.evaluate) {
     ASSIGN_OR_RETURN(splits.test, OpenTestSplit(env, options, *splits.train));
+    if (splits.test != nullptr) RETURN_IF_ERROR(CheckClassCount(*splits.test, model));
   }
   return splits;
 }

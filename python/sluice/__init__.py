@@ -32,13 +32,28 @@ _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
 
 
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
-                  zstd_level=3, threads=0):
+                  zstd_level=3, threads=0, layout=None, num_classes=None):
     """Writes split `split` of a shard dataset into directory `out` (the code of
-    `sluice-shard create`): images uint8 or float32 of shape [N, H, W] or [N, H, W, C],
-    labels uint8, int32 or int64 of shape [N]. Atomic; returns {"split", "records", "shards"}."""
+    `sluice-shard create`). Atomic; returns {"split", "records", "shards", "num_classes"}.
+
+    images: uint8 or float32, one of
+      [N, D]        feature vectors, stored as 1 channel of 1 x D (batches: [B, 1, 1, D]);
+      [N, H, W]     one channel;
+      [N, H, W, C]  layout="NHWC" (channels last, stored as is);
+      [N, C, H, W]  layout="NCHW" (channels first, transposed to the stored H, W, C).
+    A 4-D array without `layout` is read as NHWC only when its last dimension is at most 4 and
+    its second more than 4; any other 4-D shape is refused (ValueError showing both readings).
+    labels: uint8, int32 or int64 of shape [N], class indices in [0, num_classes);
+    num_classes (None: the largest label + 1) is recorded in the manifest, and a negative or
+    too large label is refused, naming the first such record and its value."""
     import numpy as np
+    if layout is not None and layout not in ("NHWC", "NCHW"):
+        raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
+    num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
+                           meaning=" (None: the largest label + 1)")
     return _sluice.write_dataset(str(out), split, np.asarray(images), np.asarray(labels),
-                                 records_per_shard, records_per_frame, zstd_level, threads)
+                                 records_per_shard, records_per_frame, zstd_level, threads,
+                                 layout or "", num_classes or 0)
 
 
 _INT64_MAX = 2**63 - 1

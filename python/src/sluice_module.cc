@@ -134,7 +134,8 @@ void BindDataset(py::module_& m) {
 void BindFunctions(py::module_& m) {
   m.def("write_dataset", &WriteDatasetFromArrays, py::arg("out"), py::arg("split"),
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard") = 16384,
-        py::arg("records_per_frame") = 256, py::arg("zstd_level") = 3, py::arg("threads") = 0);
+        py::arg("records_per_frame") = 256, py::arg("zstd_level") = 3, py::arg("threads") = 0,
+        py::arg("layout") = "", py::arg("num_classes") = 0);
   m.def("cuda_device_count", &device::CudaDeviceCount);
   // (platform, ordinal or -1) of a device name, "auto" resolved: the grammar of --device
   // (device/device_spec.h). ValueError naming the grammar otherwise.

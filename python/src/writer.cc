@@ -1,6 +1,8 @@
 #include "python/src/writer.h"
 
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -8,6 +10,7 @@
 #include "common/env.h"
 #include "python/src/errors.h"
 #include "python/src/fork_guard.h"
+#include "storage/array_layout.h"
 #include "storage/dataset_writer.h"
 
 namespace py = pybind11;
@@ -15,12 +18,7 @@ namespace py = pybind11;
 namespace sluice::python {
 namespace {
 
-void CheckShapes(const py::array& images, const py::array& labels) {
-  if (images.ndim() != 3 && images.ndim() != 4) {
-    RaiseStatus(absl::InvalidArgumentError(
-        absl::StrCat("images: expected an array of shape [N, H, W] or [N, H, W, C], got ",
-                     images.ndim(), " dimensions")));
-  }
+void CheckLabelShape(const py::array& images, const py::array& labels) {
   if (labels.ndim() != 1 || labels.shape(0) != images.shape(0)) {
     RaiseStatus(absl::InvalidArgumentError(
         absl::StrCat("labels: expected an array of shape [N] with N = ", images.shape(0),
@@ -28,8 +26,8 @@ void CheckShapes(const py::array& images, const py::array& labels) {
   }
 }
 
-// Fills r->spec's sample fields, r->count and r->samples from `images`.
-void SetSamples(const py::array& images, RecordArrays* r) {
+// Fills r->spec's sample fields, r->count and r->samples from `images`, stored as (H, W, C).
+void SetSamples(const py::array& images, const std::string& layout_text, RecordArrays* r) {
   if (images.dtype().is(py::dtype::of<uint8_t>())) {
     r->spec.sample_dtype = SampleDType::kU8;
   } else if (images.dtype().is(py::dtype::of<float>())) {
@@ -39,12 +37,25 @@ void SetSamples(const py::array& images, RecordArrays* r) {
         absl::InvalidArgumentError(absl::StrCat("images: dtype must be uint8 or float32, got ",
                                                 py::str(images.dtype()).cast<std::string>())));
   }
-  r->count = static_cast<uint64_t>(images.shape(0));
-  r->spec.height = static_cast<uint32_t>(images.shape(1));
-  r->spec.width = static_cast<uint32_t>(images.shape(2));
-  r->spec.channels = images.ndim() == 4 ? static_cast<uint32_t>(images.shape(3)) : 1;
+  std::optional<ArrayLayout> layout;
+  if (!layout_text.empty()) layout = Unwrap(ParseArrayLayout(layout_text, "layout"));
+  std::vector<uint64_t> dims;
+  for (py::ssize_t i = 0; i < images.ndim(); ++i) dims.push_back(images.shape(i));
+  const ArraySamples s =
+      Unwrap(SamplesOfArray(dims, layout, "images", "layout=\"NHWC\" or layout=\"NCHW\""));
+  r->count = s.count;
+  r->spec.height = s.height;
+  r->spec.width = s.width;
+  r->spec.channels = s.channels;
   py::array contiguous = py::array::ensure(images, py::array::c_style);
-  r->samples.assign(static_cast<const char*>(contiguous.data()), r->count * r->spec.sample_bytes());
+  const char* data = static_cast<const char*>(contiguous.data());
+  if (s.transpose_chw) {
+    r->samples.resize(r->count * r->spec.sample_bytes());
+    TransposeChwToHwc(data, r->samples.data(), s.count, s.channels, s.height, s.width,
+                      SampleDTypeSize(r->spec.sample_dtype));
+  } else {
+    r->samples.assign(data, r->count * r->spec.sample_bytes());
+  }
 }
 
 // Fills r->spec.label_dtype and r->labels from `labels` (r->count set already).
@@ -78,14 +89,17 @@ void SetLabels(const py::array& labels, RecordArrays* r) {
 
 py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split, py::array images,
                                 py::array labels, uint64_t records_per_shard,
-                                uint32_t records_per_frame, int zstd_level, int threads) {
+                                uint32_t records_per_frame, int zstd_level, int threads,
+                                const std::string& layout, uint64_t num_classes) {
   CheckNotForked("sluice.write_dataset");
   NoteThreadsStarted();  // its TBB workers
   RecordArrays r;
-  CheckShapes(images, labels);
-  SetSamples(images, &r);
+  SetSamples(images, layout, &r);
+  CheckLabelShape(images, labels);
   SetLabels(labels, &r);
   WriteDatasetOptions o;
+  o.num_classes = Unwrap(
+      CheckLabels(r, num_classes == 0 ? std::nullopt : std::optional<uint64_t>(num_classes)));
   o.sharding.records_per_shard = records_per_shard;
   o.sharding.records_per_frame = records_per_frame;
   o.sharding.zstd_level = zstd_level;
@@ -100,6 +114,7 @@ py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split
   d["split"] = manifest.split;
   d["records"] = manifest.record_count;
   d["shards"] = manifest.shards.size();
+  d["num_classes"] = *manifest.num_classes;
   return d;
 }
 

@@ -10,12 +10,16 @@
 
 namespace sluice::python {
 
-// images: uint8/float32 [N, H, W] or [N, H, W, C]; labels: uint8/int32/int64 [N] (int64 must
-// fit in int32). Returns {"split", "records", "shards"}; raises ValueError on a bad array.
+// images: uint8/float32 [N, D], [N, H, W], or 4-D in `layout` ("NHWC", "NCHW", or empty: see
+// storage/array_layout.h), stored as (H, W, C); labels: uint8/int32/int64 [N] (int64 must fit
+// in int32), each in [0, num_classes) (num_classes 0: the largest label + 1, recorded in the
+// manifest). Returns {"split", "records", "shards", "num_classes"}; raises ValueError on a bad
+// array or label.
 pybind11::dict WriteDatasetFromArrays(const std::string& out, const std::string& split,
                                       pybind11::array images, pybind11::array labels,
                                       uint64_t records_per_shard, uint32_t records_per_frame,
-                                      int zstd_level, int threads);
+                                      int zstd_level, int threads, const std::string& layout,
+                                      uint64_t num_classes);
 
 }  // namespace sluice::python
 

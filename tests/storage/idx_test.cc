@@ -127,10 +127,27 @@ TEST_F(IdxErrorTest, WrongImagesMagicIsDataLossNamingTheExpectedMagic) {
   bad[3] = 1;  // a labels file given as images
   absl::Status s = ParseIdxPair(bad, "/imgs", labels_, "/l").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("/imgs: magic is 0x00000801; expected IDX images magic "
-                                     "0x00000803"));
+  EXPECT_THAT(s.message(), HasSubstr("/imgs: magic is 0x00000801, IDX images with 1 dimension "
+                                     "(byte 3); expected 3 (N, H, W) or 4 (N, H, W, C)"));
   EXPECT_EQ(ParseIdxPair(images_, "/i", images_, "/labels").status().code(),
             absl::StatusCode::kDataLoss);
+}
+
+TEST_F(IdxErrorTest, NpyFileIsNamedAsNpy) {
+  const std::string npy("\x93NUMPY\x01\x00\x00\x00", 10);
+  absl::Status s = ParseIdxPair(npy, "/x.npy", labels_, "/l").status();
+  EXPECT_THAT(s.message(), HasSubstr("/x.npy: this is a NumPy .npy file, not IDX images"));
+}
+
+TEST_F(IdxErrorTest, TwoDimensionalFloatImagesNameTheDimensionCount) {
+  std::string bad = images_;
+  bad[2] = 0x0D;
+  bad[3] = 2;
+  absl::Status s = ParseIdxPair(bad, "/i", labels_, "/l").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("/i: magic is 0x00000d02, IDX images with 2 dimensions "
+                        "(byte 3); expected 3 (N, H, W) or 4 (N, H, W, C) dimensions"));
 }
 
 TEST_F(IdxErrorTest, UnsupportedTypeCodeIsDataLoss) {

@@ -12,6 +12,7 @@
 #include "common/checksum.h"
 #include "common/env.h"
 #include "storage/dataset.h"
+#include "storage/dataset_records.h"
 #include "storage/idx.h"
 #include "storage/shard_reader.h"
 #include "tests/storage/test_records.h"
@@ -39,6 +40,32 @@ Result RunShard(const std::string& args, const std::string& shell_prefix = "") {
   const int status = ::pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// A .npy file (format 1.0) of `descr` and `shape` holding `data`.
+std::string Npy(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header =
+      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", shape, ", }");
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
+// `n` samples of (c, h, w) bytes, and the same samples as (h, w, c).
+struct ChwSamples {
+  std::string chw, hwc;
+};
+ChwSamples MakeChw(size_t n, size_t c, size_t h, size_t w) {
+  ChwSamples s{std::string(n * c * h * w, '\0'), std::string(n * c * h * w, '\0')};
+  for (size_t i = 0; i < s.chw.size(); ++i) s.chw[i] = static_cast<char>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t ch = 0; ch < c; ++ch)
+      for (size_t p = 0; p < h * w; ++p)
+        s.hwc[(i * h * w + p) * c + ch] = s.chw[(i * c + ch) * h * w + p];
+  return s;
 }
 
 class SluiceShardCliTest : public ::testing::Test {
@@ -117,9 +144,11 @@ TEST_F(SluiceShardCliTest, InspectShowsLayoutRatioAndHistogram) {
   EXPECT_THAT(m.output, HasSubstr(BaseName(ShardPath(2))));
   EXPECT_THAT(m.output, HasSubstr("compression:"));
   EXPECT_THAT(m.output, HasSubstr("label histogram"));
+  EXPECT_THAT(m.output, HasSubstr("sample u8 1x6x5 (C x H x W, stored HWC; 30 bytes), label u8, "
+                                  "10 classes"));
   Result s = RunShard("inspect " + ShardPath(0));
   EXPECT_EQ(s.exit_code, 0) << s.output;
-  EXPECT_THAT(s.output, HasSubstr("sample u8 6x5x1"));
+  EXPECT_THAT(s.output, HasSubstr("sample u8 1x6x5 (C x H x W, stored HWC; 30 bytes), label u8"));
   EXPECT_THAT(s.output, HasSubstr("index at"));
 }
 
@@ -208,9 +237,83 @@ TEST_F(SluiceShardCliTest, LabelsGivenAsImagesIsDataErrorNamingTheMagic) {
   Result r = RunShard(
       absl::StrCat("create --images ", labels_, " --labels ", labels_, " --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(labels_ + ": magic is 0x00000801; expected IDX images magic "
-                                            "0x00000803"));
+  EXPECT_THAT(r.output, HasSubstr(labels_ + ": magic is 0x00000801, IDX images with 1 dimension"));
   EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
+}
+
+TEST_F(SluiceShardCliTest, NpyNchwIsStoredHwcAndWithoutLayoutIsRefused) {
+  const ChwSamples x = MakeChw(6, 3, 4, 5);
+  const std::string labels("\x00\x01\x02\x00\x01\x02", 6);
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/x.npy", Npy("|u1", "(6, 3, 4, 5)", x.chw)).ok());
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/y.npy", Npy("|u1", "(6,)", labels)).ok());
+  const std::string args = absl::StrCat("create --images ", dir_, "/x.npy --labels ", dir_,
+                                        "/y.npy --out ", dir_, "/ds --quiet");
+  Result refused = RunShard(args);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr(dir_ + "/x.npy: shape [6, 3, 4, 5] is ambiguous"));
+  EXPECT_THAT(refused.output, HasSubstr("--layout NCHW"));
+  Result c = RunShard(args + " --layout NCHW");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  auto ds = Dataset::Open(env_, dir_ + "/ds");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().num_classes, 3u);
+  RecordArrays back = ReadAllRecords(**ds).value();
+  EXPECT_EQ(back.spec.channels, 3u);
+  EXPECT_EQ(back.spec.height, 4u);
+  EXPECT_EQ(back.samples, x.hwc);
+  EXPECT_EQ(back.labels, labels);
+  Result inspect = RunShard("inspect " + dir_ + "/ds");
+  EXPECT_THAT(inspect.output, HasSubstr("sample u8 3x4x5 (C x H x W, stored HWC; 60 bytes), "
+                                        "label u8, 3 classes"));
+}
+
+TEST_F(SluiceShardCliTest, NpyImagesWithIdxLabelsNamesBothFormats) {
+  ASSERT_TRUE(
+      WriteFileAtomically(env_, dir_ + "/x.npy", Npy("|u1", "(50, 6, 5)", records_.samples)).ok());
+  Result r = RunShard(
+      absl::StrCat("create --images ", dir_, "/x.npy --labels ", labels_, " --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(dir_ + "/x.npy is a NumPy .npy file but " + labels_ + " is not"));
+}
+
+TEST_F(SluiceShardCliTest, Cifar10BatchesComeBackAsTheSourceImagesHwc) {
+  const ChwSamples x = MakeChw(5, 3, 32, 32);
+  std::string batch1, batch2;
+  for (size_t i = 0; i < 5; ++i) {
+    std::string& b = i < 3 ? batch1 : batch2;
+    b += static_cast<char>(i * 2);
+    b += x.chw.substr(i * 3072, 3072);
+  }
+  ASSERT_TRUE(env_->CreateDirs(dir_ + "/cifar").ok());
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/cifar/data_batch_1.bin", batch1).ok());
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/cifar/data_batch_2.bin", batch2).ok());
+  Result c =
+      RunShard(absl::StrCat("create --cifar10 ", dir_, "/cifar --out ", dir_, "/ds --quiet"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  auto ds = Dataset::Open(env_, dir_ + "/ds");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().num_classes, 10u);
+  RecordArrays back = ReadAllRecords(**ds).value();
+  EXPECT_EQ(back.samples, x.hwc);
+  EXPECT_EQ(back.labels, std::string("\x00\x02\x04\x06\x08", 5));
+  ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/cifar/data_batch_3.bin", batch1.substr(1)).ok());
+  Result bad = RunShard(absl::StrCat("create --cifar10 ", dir_, "/cifar --out ", dir_, "/ds2"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr(dir_ + "/cifar/data_batch_3.bin: 9218 bytes, not a positive "
+                                           "multiple of 3073"));
+}
+
+TEST_F(SluiceShardCliTest, LabelAtNumClassesIsRefusedNamingTheRecordAndNothingIsWritten) {
+  size_t first = 0;
+  while (static_cast<uint8_t>(records_.labels[first]) < 5) ++first;
+  Result r = RunShard(CreateArgs() + " --num-classes 5");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("label of record ", first, " is ",
+                                               static_cast<int>(records_.labels[first]),
+                                               ": expected a class index in [0, 5)")));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
+  ASSERT_EQ(RunShard(CreateArgs() + " --num-classes 12").exit_code, 0);
+  EXPECT_EQ(Dataset::Open(env_, dir_ + "/ds").value()->manifest().num_classes, 12u);
 }
 
 TEST_F(SluiceShardCliTest, CountsThatDisagreeAreDataError) {

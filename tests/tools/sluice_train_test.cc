@@ -467,6 +467,27 @@ TEST_F(SluiceTrainTest, SpecialAndOverlongPathsGetOneClearLineAndLeaveNothing) {
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/m.jsonl")) << "an empty metrics file";
 }
 
+TEST_F(SluiceTrainTest, MoreDeclaredClassesThanModelOutputsIsRefusedAtStart) {
+  RecordArrays records = MakeRecords(500, 3);  // u8 labels 0..9, stored here as i32
+  std::string labels(records.count * 4, '\0');
+  for (uint64_t i = 0; i < records.count; ++i) labels[4 * i] = records.labels[i];
+  records.labels = labels;
+  records.spec.label_dtype = LabelDType::kI32;
+  WriteDatasetOptions options;
+  options.num_classes = 300;
+  absl::StatusOr<Manifest> written =
+      WriteDataset(Env::Default(), dir_ + "/wide", "train", records, options);
+  ASSERT_TRUE(written.ok()) << written.status();
+  Output out = RunTrain(
+      absl::StrCat("--data=", dir_, "/wide --device=cpu --epochs=1 --quiet --layers=784,32,10"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find(absl::StrCat("--layers: the last layer has 10 outputs but ", dir_,
+                                       "/wide/train.manifest.json declares 300 classes")),
+            std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("step"), std::string::npos) << out.text;
+}
+
 TEST_F(SluiceTrainTest, BatchLargerThanTheSplitIsClearError) {
   Output out = RunTrain(absl::StrCat("--data=", dir_,
                                      "/data --device=cpu --epochs=1 --quiet "

@@ -1,0 +1,75 @@
+#include "storage/cifar10.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "storage/array_layout.h"
+
+namespace sluice {
+
+absl::StatusOr<RecordArrays> ParseCifar10(
+    const std::vector<std::pair<std::string, absl::string_view>>& files) {
+  if (files.empty()) return absl::InvalidArgumentError("CIFAR-10: no batch files given");
+  RecordArrays r;
+  for (const auto& [path, bytes] : files) {
+    if (bytes.empty() || bytes.size() % kCifar10RecordBytes != 0) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": ", bytes.size(), " bytes, not a positive multiple of ", kCifar10RecordBytes,
+          " (a CIFAR-10 record: 1 label byte then 3,072 pixel bytes, CHW 3x32x32)"));
+    }
+    r.count += bytes.size() / kCifar10RecordBytes;
+  }
+  r.spec.sample_dtype = SampleDType::kU8;
+  r.spec.label_dtype = LabelDType::kU8;
+  r.spec.height = kCifar10Side;
+  r.spec.width = kCifar10Side;
+  r.spec.channels = kCifar10Channels;
+  r.samples.resize(r.count * kCifar10PixelBytes);
+  r.labels.resize(r.count);
+  uint64_t next = 0;
+  for (const auto& [path, bytes] : files) {
+    for (size_t off = 0; off < bytes.size(); off += kCifar10RecordBytes, ++next) {
+      r.labels[next] = bytes[off];
+      TransposeChwToHwc(bytes.data() + off + 1, r.samples.data() + next * kCifar10PixelBytes, 1,
+                        kCifar10Channels, kCifar10Side, kCifar10Side, 1);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<std::vector<std::string>> Cifar10Files(Env* env, const std::string& spec,
+                                                      const std::string& split) {
+  absl::StatusOr<std::vector<std::string>> children = env->GetChildren(spec);
+  if (!children.ok()) {
+    // Not a directory: a list of files (each checked when read).
+    std::vector<std::string> files = absl::StrSplit(spec, ',', absl::SkipEmpty());
+    return files;
+  }
+  std::vector<std::pair<int, std::string>> batches;
+  for (absl::string_view name : *children) {
+    if (split == "test") {
+      if (name == "test_batch.bin") batches.emplace_back(0, std::string(name));
+      continue;
+    }
+    int number = 0;
+    if (absl::ConsumePrefix(&name, "data_batch_") && absl::ConsumeSuffix(&name, ".bin") &&
+        absl::SimpleAtoi(name, &number)) {
+      batches.emplace_back(number, absl::StrCat("data_batch_", name, ".bin"));
+    }
+  }
+  if (batches.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        spec, ": no CIFAR-10 batches for split \"", split, "\" (expected ",
+        split == "test" ? "test_batch.bin" : "data_batch_1.bin ... data_batch_5.bin", ")"));
+  }
+  std::sort(batches.begin(), batches.end());
+  std::vector<std::string> files;
+  for (const auto& [number, name] : batches) files.push_back(JoinPath(spec, name));
+  return files;
+}
+
+}  // namespace sluice
