@@ -1,0 +1,77 @@
+"""sluice.transforms: the Python ops render the --transforms grammar, and the chain they (or
+torchvision's own objects of the same names) describe gives torchvision's result."""
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms as TV
+
+import sluice.transforms as T
+from sluice import _sluice
+
+MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
+
+
+def image(seed=0):
+    return np.random.default_rng(seed).integers(0, 256, size=(3, 20, 22), dtype=np.uint8)
+
+
+def apply(chain, x, index=0):
+    return _sluice._apply_transforms(T.chain_text(chain), x, seed=5, epoch=2, index=index)
+
+
+def test_ops_render_the_grammar_with_every_argument():
+    assert str(T.RandomCrop(32, padding=4)) == (
+        "RandomCrop(32, padding=4, pad_if_needed=False, fill=0, padding_mode=constant)")
+    assert str(T.CenterCrop((24, 20))) == "CenterCrop([24, 20])"
+    assert str(T.RandomHorizontalFlip()) == "RandomHorizontalFlip(p=0.5)"
+    assert str(T.Normalize(MEAN, STD)) == (
+        "Normalize(mean=[0.4914, 0.4822, 0.4465], std=[0.247, 0.243, 0.261])")
+    assert str(T.ToDtype(torch.bfloat16)) == "ToDtype(bf16)"
+    assert T.chain_text([T.CenterCrop(8), T.ToDtype("float16")]) == "CenterCrop(8), ToDtype(f16)"
+
+
+def test_the_rendered_chain_equals_torchvision_on_the_same_image():
+    x = image()
+    ours = apply([T.CenterCrop((16, 18)), T.RandomHorizontalFlip(p=1.0), T.Normalize(MEAN, STD)],
+                 x)
+    theirs = TV.Compose([TV.CenterCrop((16, 18)), TV.RandomHorizontalFlip(p=1.0),
+                         TV.Normalize(MEAN, STD)])(torch.from_numpy(x).float().div(255))
+    np.testing.assert_array_equal(ours.view(np.uint32), theirs.numpy().view(np.uint32))
+
+
+def test_torchvision_objects_are_taken_as_they_are():
+    tv = TV.Compose([TV.CenterCrop(12), TV.RandomHorizontalFlip(p=1.0), TV.ToTensor(),
+                     TV.Normalize(MEAN, STD)])
+    assert T.chain_text(tv) == T.chain_text(
+        [T.CenterCrop((12, 12)), T.RandomHorizontalFlip(p=1.0), T.Normalize(MEAN, STD)])
+    x = image(1)
+    ours = apply(tv, x)
+    theirs = tv.transforms[-1](TV.functional.hflip(TV.functional.center_crop(
+        torch.from_numpy(x).float().div(255), 12)))
+    np.testing.assert_array_equal(ours.view(np.uint32), theirs.numpy().view(np.uint32))
+
+
+def test_a_random_crop_from_torchvisions_object_is_one_of_its_padded_crops():
+    tv = TV.RandomCrop(16, padding=2, padding_mode="reflect")
+    x = image(2)
+    padded = TV.functional.pad(torch.from_numpy(x), 2, padding_mode="reflect").numpy()
+    for index in range(20):
+        out = apply([tv], x, index)
+        assert any(np.array_equal(out, padded[:, t:t + 16, l:l + 16])
+                   for t in range(padded.shape[1] - 15) for l in range(padded.shape[2] - 15))
+
+
+@pytest.mark.parametrize("make,error,text", [
+    (lambda: T.RandomCrop(32, padding_mode="wrap"), ValueError, "padding_mode"),
+    (lambda: T.RandomCrop(32.5), TypeError, "size"),
+    (lambda: T.RandomHorizontalFlip(p=2), ValueError, "p: expected a probability"),
+    (lambda: T.Normalize([0.5, float("nan")], [1, 1]), ValueError, "mean: expected a finite"),
+    (lambda: T.ToDtype(torch.int32), ValueError, "dtype"),
+    (lambda: T.chain_text([TV.ColorJitter()]), TypeError, "ColorJitter has no sluice"),
+    (lambda: T.chain_text([lambda x: x]), TypeError, "transforms[0]"),
+    (lambda: T.chain_text(5), TypeError, "expected a list"),
+])
+def test_bad_arguments_are_refused_naming_them(make, error, text):
+    with pytest.raises(error, match=None) as e:
+        make()
+    assert text in str(e.value)
