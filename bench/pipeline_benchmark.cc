@@ -177,8 +177,7 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
         return;
       }
       samples += lease.view().size;
-      bytes +=
-          size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.format.h2d_format);
+      bytes += size_t{lease.view().size} * lease.view().sample.bytes();
       benchmark::DoNotOptimize(lease.view().samples);
     }
   }

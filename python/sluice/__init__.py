@@ -82,6 +82,16 @@ def _device_name(device):
     return platform if ordinal < 0 else "%s:%d" % (platform, ordinal)
 
 
+def _channel_values(v):
+    """A mean or std: one number (every channel) or a sequence of one per channel."""
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return [float(v)]
+    values = [float(x) for x in v]
+    if not values:
+        raise ValueError("empty")
+    return values
+
+
 class Loader:
     """Iterates (images, labels) batches of a shard dataset, in sluice's deterministic order.
 
@@ -127,17 +137,17 @@ class Loader:
         if dtype not in _DTYPES:
             raise ValueError("dtype: must be torch.float32, torch.float16 or torch.uint8, got %r"
                              % (dtype,))
-        mean, std = 0.0, 1.0
+        mean, std = [0.0], [1.0]
         if normalize is not None:
             if dtype == torch.uint8:
                 raise ValueError("normalize: uint8 batches carry raw pixels; normalize needs "
                                  "dtype torch.float32 or torch.float16")
             try:
-                mean, std = (float(v) for v in normalize)
+                mean, std = (_channel_values(v) for v in normalize)
             except (TypeError, ValueError):
-                raise ValueError("normalize: expected (mean, std) or None, got %r"
-                                 % (normalize,)) from None
-            if std == 0:
+                raise ValueError("normalize: expected (mean, std), each a number or one number "
+                                 "per channel, or None, got %r" % (normalize,)) from None
+            if 0 in std:
                 raise ValueError("normalize: std must not be 0")
         if on_corrupt not in ("fail", "skip"):
             raise ValueError("on_corrupt: must be 'fail' or 'skip', got %r" % (on_corrupt,))
