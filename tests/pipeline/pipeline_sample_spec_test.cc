@@ -2,6 +2,7 @@
 // (HWC) comes out channels first, normalized per channel, for every h2d format.
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/testing/mem_env.h"
@@ -79,9 +80,9 @@ TEST_P(ColourBatches, HwcRecordsArriveAsChwNormalizedPerChannel) {
   uint32_t seen = 0;
   BatchLease lease;
   while (true) {
-    absl::StatusOr<bool> got = (*p)->Next(&lease);
-    ASSERT_TRUE(got.ok()) << got.status();
-    if (!*got) break;
+    absl::StatusOr<bool> next = (*p)->Next(&lease);
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!*next) break;
     const BatchView& v = lease.view();
     EXPECT_EQ(v.sample, (SampleSpec{format, kChannels, kHeight, kWidth, SampleLayout::kCHW}));
     if (format == H2DFormat::kU8) {
@@ -119,7 +120,9 @@ TEST_P(ColourBatches, HwcRecordsArriveAsChwNormalizedPerChannel) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, ColourBatches,
                          ::testing::Values(H2DFormat::kU8, H2DFormat::kF16, H2DFormat::kF32),
-                         [](const auto& info) { return std::string(H2DFormatName(info.param)); });
+                         [](const ::testing::TestParamInfo<H2DFormat>& format) {
+                           return std::string(H2DFormatName(format.param));
+                         });
 
 TEST(ColourBatches, AMeanOfTheWrongLengthIsRefusedAtCreateNamingTheChannels) {
   ColourDataset data;
