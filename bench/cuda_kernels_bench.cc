@@ -200,9 +200,9 @@ int Run(int B, int iters) {
   BatchView batch;
   batch.samples = host_u8.data();
   batch.labels = host_labels.data();
-  batch.format = H2DFormat::kU8;
+  batch.sample.dtype = H2DFormat::kU8;
   batch.size = B;
-  batch.features = I;
+  batch.sample = FlatSampleSpec(batch.sample.dtype, I);
   for (bool graph : {false, true}) {
     OptimizerConfig opt;
     BackendOptions options;

@@ -52,11 +52,11 @@ void RunTrainStep(benchmark::State& state, double nonzero_fraction,
   int offset = 0;
   for (auto _ : state) {
     BatchView view;
-    view.format = H2DFormat::kU8;
+    view.sample.dtype = H2DFormat::kU8;
     view.samples = images.data() + int64_t{offset} * 784;
     view.labels = labels.data() + offset;
     view.size = batch;
-    view.features = 784;
+    view.sample = FlatSampleSpec(view.sample.dtype, 784);
     auto status = (*backend)->TrainStep(view, 0.01f);
     if (!status.ok()) {
       state.SkipWithError(status.ToString().c_str());

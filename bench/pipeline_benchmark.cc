@@ -148,7 +148,11 @@ void SetDecodeLimitCounters(benchmark::State& state, uint64_t samples, double se
   state.counters["of_decode_limit"] = static_cast<double>(samples) / seconds / (ceiling * threads);
 }
 
-H2DFormat FormatArg(int64_t v) { return static_cast<H2DFormat>(v); }
+// The benchmark names' format index (docs/benchmarks.md): 0 u8, 1 f16, 2 f32.
+H2DFormat FormatArg(int64_t v) {
+  constexpr H2DFormat kByIndex[] = {H2DFormat::kU8, H2DFormat::kF16, H2DFormat::kF32};
+  return kByIndex[v];
+}
 
 void BM_Pipeline_EndToEnd(benchmark::State& state) {
   Fixture* fx = Setup();
@@ -177,8 +181,7 @@ void BM_Pipeline_EndToEnd(benchmark::State& state) {
         return;
       }
       samples += lease.view().size;
-      bytes +=
-          size_t{lease.view().size} * lease.view().features * H2DFormatSize(o.format.h2d_format);
+      bytes += size_t{lease.view().size} * lease.view().sample.bytes();
       benchmark::DoNotOptimize(lease.view().samples);
     }
   }
@@ -345,7 +348,10 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
   const uint32_t batch = static_cast<uint32_t>(state.range(2));
   const pipeline_testing::SplitLayout layout = DecodedLayout(*fx);
   const EpochPlan plan = *PlanEpoch(layout, OrderOptions{1, true, 64, batch, false}, 0, 0);
-  const SampleConverter conv = *SampleConverter::Create(SampleDType::kU8, format, {}, 784);
+  RecordSpec fashion;  // 28x28 u8 samples, u8 labels (Fashion-MNIST's records)
+  fashion.height = 28;
+  fashion.width = 28;
+  const SampleConverter conv = *SampleConverter::Create(fashion, format, {});
   const size_t ob = conv.out_bytes_per_sample();
   size_t max_raw = 0;
   for (const std::string& r : fx->raw) max_raw = std::max(max_raw, r.size());
@@ -381,9 +387,9 @@ void BM_Stage_DecodeAndAssemble(benchmark::State& state) {
   };
   auto put = [&](uint32_t buffer, uint32_t place, uint32_t slot, uint32_t offset) {
     char* base = bufs[buffer].data();
-    GatherRecord(conv, LabelDType::kU8, frames[slot % ring].data(),
-                 layout.frames[plan.read_frames[slot]].record_count, offset,
-                 base + size_t{place} * ob,
+    const FrameView frame(fashion, layout.frames[plan.read_frames[slot]].record_count,
+                          frames[slot % ring].data());
+    GatherRecord(conv, LabelDType::kU8, frame, offset, base + size_t{place} * ob,
                  reinterpret_cast<int32_t*>(base + size_t{batch} * ob) + place);
   };
   ZSTD_DCtx* dctx = ZSTD_createDCtx();

@@ -35,8 +35,7 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view name);  // "fp32" | "
 // engine/cpu/cpu_backend.h, engine/cuda/cuda_backend.h, engine/sim/sim_backend.h; the factory
 // that picks one from a DeviceSpec is engine/backend_factory.h).
 struct BackendOptions {
-  int max_batch = 32;           // largest batch TrainStep/Evaluate will see
-  Normalization normalization;  // of u8 batches (the pipeline's: the job sets it from there)
+  int max_batch = 32;  // largest batch TrainStep/Evaluate will see
   // The compute precision (fp32 master weights). The CPU and sim backends compute in fp32
   // only and refuse the others.
   Precision precision = Precision::kF32;

@@ -48,9 +48,12 @@ absl::StatusOr<std::optional<BatchView>> InMemoryBatchSource::Next() {
   BatchView view;
   view.samples = images_.data() + first * features_;
   view.labels = labels_.data() + first;
-  view.format = H2DFormat::kU8;
+  // Unshaped u8 vectors: one channel of 1 x features.
+  view.sample = SampleSpec{.dtype = ElementType::kU8,
+                           .channels = 1,
+                           .height = 1,
+                           .width = static_cast<uint32_t>(features_)};
   view.size = static_cast<uint32_t>(size);
-  view.features = static_cast<uint32_t>(features_);
   view.epoch = epoch_;
   view.step = next_step_++;
   return std::optional<BatchView>(view);

@@ -1,9 +1,11 @@
 #include "pipeline/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "common/status_macros.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -144,49 +146,41 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(h);
 }
 
-absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DFormat format,
-                                                        Normalization norm, size_t values) {
-  if (!(norm.std != 0.0f) || !std::isfinite(norm.std) || !std::isfinite(norm.mean)) {
-    return absl::InvalidArgumentError("normalization std must be finite and non-zero");
-  }
-  if (source == SampleDType::kF32 && format == H2DFormat::kU8) {
-    return absl::InvalidArgumentError("--h2d-format u8 needs u8 samples; this split stores f32");
-  }
-  SampleConverter c;
-  c.source_ = source;
-  c.format_ = format;
-  c.norm_ = norm;
-  c.values_ = values;
-  c.identity_ = norm.mean == 0.0f && norm.std == 1.0f;
-  c.fast_f32_ = true;
+SampleConverter::ChannelKernel SampleConverter::MakeChannelKernel(float mean, float std,
+                                                                  H2DFormat format) {
+  ChannelKernel c;
+  c.mean = mean;
+  c.std = std;
+  c.identity = mean == 0.0f && std == 1.0f;
+  c.fast_f32 = true;
   for (int v = 0; v < 256; ++v) {
-    c.lut_f32_[v] = NormalizeU8(static_cast<uint8_t>(v), norm);
-    c.lut_f16_[v] = FloatToHalf(c.lut_f32_[v]);
+    c.lut_f32[v] = NormalizeU8(static_cast<uint8_t>(v), mean, std);
+    c.lut_f16[v] = FloatToHalf(c.lut_f32[v]);
     // The vectorizable formula must agree with the reference on every input, else the table.
     const float scaled = static_cast<float>(static_cast<double>(v) * kInv255);
-    const float fast = c.identity_ ? scaled : (scaled - norm.mean) / norm.std;
-    if (std::memcmp(&fast, &c.lut_f32_[v], 4) != 0) c.fast_f32_ = false;
+    const float fast = c.identity ? scaled : (scaled - mean) / std;
+    if (std::memcmp(&fast, &c.lut_f32[v], 4) != 0) c.fast_f32 = false;
   }
 #if defined(__x86_64__)
   // The vector kernel, proven on every input: it runs over 0..255 and must give the table's
   // bits for each (else the portable loop or the table stays in use).
   const bool f16 = format == H2DFormat::kF16;
-  if (source == SampleDType::kU8 && format != H2DFormat::kU8 && CpuHasVectorKernel(f16)) {
+  if (format != H2DFormat::kU8 && CpuHasVectorKernel(f16)) {
     uint8_t all[256];
     for (int v = 0; v < 256; ++v) all[v] = static_cast<uint8_t>(v);
     alignas(32) char out[256 * 4];
     const AffineMode modes[] = {AffineMode::kIdentity, AffineMode::kMulInverse,
                                 AffineMode::kDivide};
     for (AffineMode mode : modes) {
-      if ((mode == AffineMode::kIdentity) != c.identity_) continue;
-      const float k = mode == AffineMode::kMulInverse ? 1.0f / norm.std : norm.std;
+      if ((mode == AffineMode::kIdentity) != c.identity) continue;
+      const float k = mode == AffineMode::kMulInverse ? 1.0f / std : std;
       const VectorKernel kernel = SelectVectorKernel(mode, f16);
-      kernel(all, out, 256, norm.mean, k);
-      const bool same = f16 ? std::memcmp(out, c.lut_f16_, sizeof(c.lut_f16_)) == 0
-                            : std::memcmp(out, c.lut_f32_, sizeof(c.lut_f32_)) == 0;
+      kernel(all, out, 256, mean, k);
+      const bool same = f16 ? std::memcmp(out, c.lut_f16, sizeof(c.lut_f16)) == 0
+                            : std::memcmp(out, c.lut_f32, sizeof(c.lut_f32)) == 0;
       if (same) {
-        c.vector_kernel_ = kernel;
-        c.kernel_k_ = k;
+        c.vector_kernel = kernel;
+        c.kernel_k = k;
         break;
       }
     }
@@ -195,61 +189,140 @@ absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DF
   return c;
 }
 
+absl::StatusOr<SampleConverter> SampleConverter::Create(const RecordSpec& stored, H2DFormat format,
+                                                        const Normalization& norm) {
+  RETURN_IF_ERROR(CheckNormalization(norm, stored.channels));
+  if (format == ElementType::kBF16) {
+    return absl::InvalidArgumentError("the batch's h2d format must be u8, f16 or f32, not bf16");
+  }
+  if (stored.sample_dtype == SampleDType::kF32 && format == H2DFormat::kU8) {
+    return absl::InvalidArgumentError("--h2d-format u8 needs u8 samples; this split stores f32");
+  }
+  SampleConverter c;
+  c.source_ = stored.sample_dtype;
+  c.out_ = StoredSampleSpec(stored);
+  c.out_.layout = SampleLayout::kCHW;
+  c.out_.dtype = format;
+  c.channels_.reserve(stored.channels);
+  for (uint32_t ch = 0; ch < stored.channels; ++ch) {
+    c.channels_.push_back(MakeChannelKernel(
+        norm.mean_of(ch), norm.std_of(ch),
+        stored.sample_dtype == SampleDType::kU8 ? format : H2DFormat::kU8));  // f32: no kernel
+  }
+  return c;
+}
+
+absl::StatusOr<SampleConverter> SampleConverter::Create(SampleDType source, H2DFormat format,
+                                                        const Normalization& norm, size_t values) {
+  RecordSpec r;
+  r.sample_dtype = source;
+  r.height = 1;
+  r.width = static_cast<uint32_t>(values);
+  r.channels = 1;
+  return Create(r, format, norm);
+}
+
 absl::string_view SampleConverter::kernel_name() const {
   if (source_ != SampleDType::kU8) return "scalar";
-  if (format_ == H2DFormat::kU8) return "memcpy";
-  if (vector_kernel_ != nullptr) return format_ == H2DFormat::kF16 ? "avx2+fma+f16c" : "avx2+fma";
-  if (format_ == H2DFormat::kF32 && fast_f32_) return "portable";
+  if (out_.dtype == H2DFormat::kU8) return "memcpy";
+  const ChannelKernel& k = channels_.front();
+  if (k.vector_kernel != nullptr) {
+    return out_.dtype == H2DFormat::kF16 ? "avx2+fma+f16c" : "avx2+fma";
+  }
+  if (out_.dtype == H2DFormat::kF32 && k.fast_f32) return "portable";
   return "table";
 }
 
-void SampleConverter::Convert(const char* src, void* dst, size_t count) const {
-  const size_t n = values_ * count;
-  if (source_ == SampleDType::kU8) {
-    const uint8_t* in = reinterpret_cast<const uint8_t*>(src);
-    if (vector_kernel_ != nullptr) {
-      size_t i = vector_kernel_(in, dst, n, norm_.mean, kernel_k_);
-      if (format_ == H2DFormat::kF16) {
-        for (uint16_t* out = static_cast<uint16_t*>(dst); i < n; ++i) out[i] = lut_f16_[in[i]];
+void SampleConverter::ConvertU8Run(const ChannelKernel& k, const uint8_t* in, void* dst,
+                                   size_t n) const {
+  if (k.vector_kernel != nullptr) {
+    size_t i = k.vector_kernel(in, dst, n, k.mean, k.kernel_k);
+    if (out_.dtype == H2DFormat::kF16) {
+      for (uint16_t* out = static_cast<uint16_t*>(dst); i < n; ++i) out[i] = k.lut_f16[in[i]];
+    } else {
+      for (float* out = static_cast<float*>(dst); i < n; ++i) out[i] = k.lut_f32[in[i]];
+    }
+    return;
+  }
+  switch (out_.dtype) {
+    case H2DFormat::kU8:
+      std::memcpy(dst, in, n);
+      return;
+    case H2DFormat::kF32: {
+      float* out = static_cast<float*>(dst);
+      if (k.fast_f32 && k.identity) {
+        // x/255 correctly rounded: the double product is within 2^-52 of x/255, which is
+        // never that close to a float rounding boundary (checked for all x in Create()).
+        U8ToF32Scaled(in, out, n);
+      } else if (k.fast_f32) {
+        U8ToF32Normalized(in, out, n, k.mean, k.std);
       } else {
-        for (float* out = static_cast<float*>(dst); i < n; ++i) out[i] = lut_f32_[in[i]];
+        for (size_t i = 0; i < n; ++i) out[i] = k.lut_f32[in[i]];
       }
       return;
     }
-    switch (format_) {
-      case H2DFormat::kU8:
-        std::memcpy(dst, src, n);
-        return;
-      case H2DFormat::kF32: {
-        float* out = static_cast<float*>(dst);
-        if (fast_f32_ && identity_) {
-          // x/255 correctly rounded: the double product is within 2^-52 of x/255, which is
-          // never that close to a float rounding boundary (checked for all x in Create()).
-          U8ToF32Scaled(in, out, n);
-        } else if (fast_f32_) {
-          U8ToF32Normalized(in, out, n, norm_.mean, norm_.std);
+    case H2DFormat::kF16:
+    case H2DFormat::kBF16: {  // bf16 is refused by Create
+      uint16_t* out = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) out[i] = k.lut_f16[in[i]];
+      return;
+    }
+  }
+}
+
+// One HWC sample to CHW: each channel's values are gathered from the interleaved input into a
+// short contiguous run (on the stack, in L1), which then goes through that channel's kernel.
+void SampleConverter::ConvertU8Interleaved(const uint8_t* in, char* out) const {
+  constexpr size_t kRun = 256;
+  const size_t channels = out_.channels;
+  const size_t plane = out_.plane_values();
+  const size_t out_size = ElementSize(out_.dtype);
+  alignas(32) uint8_t run[kRun];
+  for (size_t c = 0; c < channels; ++c) {
+    char* out_plane = out + c * plane * out_size;
+    if (out_.dtype == H2DFormat::kU8) {
+      for (size_t p = 0; p < plane; ++p) out_plane[p] = static_cast<char>(in[p * channels + c]);
+      continue;
+    }
+    for (size_t p0 = 0; p0 < plane; p0 += kRun) {
+      const size_t n = std::min(kRun, plane - p0);
+      for (size_t p = 0; p < n; ++p) run[p] = in[(p0 + p) * channels + c];
+      ConvertU8Run(channels_[c], run, out_plane + p0 * out_size, n);
+    }
+  }
+}
+
+// f32 samples (little-endian on every platform we build for); memcpy avoids misaligned loads.
+void SampleConverter::ConvertF32(const char* src, void* dst, size_t count) const {
+  const size_t channels = out_.channels;
+  const size_t plane = out_.plane_values();
+  const size_t values = out_.values();
+  for (size_t s = 0; s < count; ++s) {
+    for (size_t p = 0; p < plane; ++p) {
+      for (size_t c = 0; c < channels; ++c) {
+        float x;
+        std::memcpy(&x, src + (s * values + p * channels + c) * 4, 4);
+        const float y = (x - channels_[c].mean) / channels_[c].std;
+        const size_t o = s * values + c * plane + p;  // CHW
+        if (out_.dtype == H2DFormat::kF32) {
+          static_cast<float*>(dst)[o] = y;
         } else {
-          for (size_t i = 0; i < n; ++i) out[i] = lut_f32_[in[i]];
+          static_cast<uint16_t*>(dst)[o] = FloatToHalf(y);
         }
-        return;
-      }
-      case H2DFormat::kF16: {
-        uint16_t* out = static_cast<uint16_t*>(dst);
-        for (size_t i = 0; i < n; ++i) out[i] = lut_f16_[in[i]];
-        return;
       }
     }
   }
-  // f32 samples (little-endian on every platform we build for); memcpy avoids misaligned loads.
-  for (size_t i = 0; i < n; ++i) {
-    float x;
-    std::memcpy(&x, src + i * 4, 4);
-    const float y = NormalizeF32(x, norm_);
-    if (format_ == H2DFormat::kF32) {
-      static_cast<float*>(dst)[i] = y;
-    } else {
-      static_cast<uint16_t*>(dst)[i] = FloatToHalf(y);
-    }
+}
+
+void SampleConverter::Convert(const char* src, void* dst, size_t count) const {
+  if (source_ != SampleDType::kU8) return ConvertF32(src, dst, count);
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(src);
+  if (out_.channels == 1) {  // HWC is CHW: the whole run in one call
+    ConvertU8Run(channels_.front(), in, dst, out_.values() * count);
+    return;
+  }
+  for (size_t s = 0; s < count; ++s) {
+    ConvertU8Interleaved(in + s * out_.values(), static_cast<char*>(dst) + s * out_.bytes());
   }
 }
 

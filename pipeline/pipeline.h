@@ -109,7 +109,9 @@ struct DataParallelSlice {
 // What a batch holds: the input contract of the model (--h2d-format, normalization).
 struct BatchFormat {
   H2DFormat h2d_format = H2DFormat::kF32;
-  Normalization normalization;  // applied on the CPU for f16/f32
+  // Per channel; applied on the CPU for f16/f32, carried by u8 batches for the device
+  // (BatchView::normalization). A length other than 1 or the channel count fails Create.
+  Normalization normalization;
 };
 
 // Which part of the run this pipeline delivers.

@@ -10,16 +10,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/element_type.h"
 #include "storage/shard_format.h"
 
 namespace sluice {
 
-// Element types a sample can have after a transform. bf16 is bfloat16 (the upper half of an
-// IEEE binary32, rounded to nearest even); f16 is IEEE binary16.
-enum class ElementType : uint8_t { kU8 = 0, kF16 = 1, kBF16 = 2, kF32 = 3 };
-inline constexpr size_t ElementSize(ElementType t) {
-  return t == ElementType::kU8 ? 1 : (t == ElementType::kF32 ? 4 : 2);
-}
+// ElementType and ElementSize: pipeline/element_type.h.
 absl::string_view ElementTypeName(ElementType t);  // "u8" | "f16" | "bf16" | "f32"
 absl::StatusOr<ElementType> ParseElementType(absl::string_view name);
 
@@ -43,6 +39,12 @@ struct SampleSpec {
 
 // "u8 3x32x32 CHW": dtype, then C x H x W, then the layout.
 std::string SampleSpecString(const SampleSpec& s);
+
+// A sample of `values` values with no image shape: one channel of 1 x values (feature vectors,
+// engine tests and benchmarks).
+inline SampleSpec FlatSampleSpec(ElementType dtype, uint32_t values) {
+  return SampleSpec{.dtype = dtype, .channels = 1, .height = 1, .width = values};
+}
 
 // The spec of a stored record's sample (channels last).
 SampleSpec StoredSampleSpec(const RecordSpec& r);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "storage/frame_view.h"
 
 namespace sluice {
 
@@ -55,10 +56,10 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
       std::string raw;
       errors[j] = job.reader->ReadFrame(job.frame, &raw);
       if (!errors[j].ok()) return;
-      const size_t n = job.reader->frames()[job.frame].record_count;
-      // Frames are columnar (samples, then labels); the arrays are too.
-      std::memcpy(out.samples.data() + job.first * sb, raw.data(), n * sb);
-      std::memcpy(out.labels.data() + job.first * lb, raw.data() + n * sb, n * lb);
+      const FrameView frame(out.spec, job.reader->frames()[job.frame].record_count, raw.data());
+      // A frame's samples (and its labels) are contiguous; so are the arrays'.
+      std::memcpy(out.samples.data() + job.first * sb, frame.sample(0), frame.records() * sb);
+      std::memcpy(out.labels.data() + job.first * lb, frame.label(0), frame.records() * lb);
     });
   });
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);

@@ -15,6 +15,7 @@
 #include "common/coding.h"
 #include "common/file_lock.h"
 #include "common/status_macros.h"
+#include "storage/frame_view.h"
 #include "storage/shard_writer.h"
 
 namespace sluice {
@@ -96,13 +97,14 @@ bool IsShardOrTempOfSplit(absl::string_view name, absl::string_view split) {
 absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader& header,
                             const std::vector<std::string>& stored,
                             const std::vector<FrameJob>& jobs, size_t first_job,
-                            size_t record_bytes, ShardEntry* entry) {
+                            ShardEntry* entry) {
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewTemporaryFile(tmp));
   ShardWriter writer(file.get(), header);
   for (uint32_t f = 0; f < header.frame_count; ++f) {
     const FrameJob& job = jobs[first_job + f];
     RETURN_IF_ERROR(writer.AddCompressedFrame(
-        stored[first_job + f], static_cast<uint32_t>(job.count * record_bytes), job.count));
+        stored[first_job + f],
+        static_cast<uint32_t>(FrameView::ExpectedBytes(header.spec, job.count)), job.count));
   }
   RETURN_IF_ERROR(writer.Finish());
   RETURN_IF_ERROR(file->Sync());
@@ -198,13 +200,14 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
                       [&](const tbb::blocked_range<size_t>& range) {
                         for (size_t j = range.begin(); j != range.end(); ++j) {
                           const FrameJob& job = jobs[j];
-                          // The frame layout (samples, then labels) is assembled in a
-                          // per-thread buffer reused across frames (no page faults per frame).
+                          // The frame is assembled in a per-thread buffer reused across
+                          // frames (no page faults per frame).
                           thread_local std::string raw;
-                          raw.assign(records.samples.data() + job.first * spec.sample_bytes(),
-                                     job.count * spec.sample_bytes());
-                          raw.append(records.labels.data() + job.first * spec.label_bytes(),
-                                     job.count * spec.label_bytes());
+                          raw.clear();
+                          AppendFrameRaw(spec,
+                                         records.samples.data() + job.first * spec.sample_bytes(),
+                                         records.labels.data() + job.first * spec.label_bytes(),
+                                         static_cast<uint32_t>(job.count), &raw);
                           auto c = CompressFrame(raw, o.zstd_level);
                           if (c.ok()) {
                             stored[j] = std::move(*c);
@@ -236,8 +239,7 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
       h.frame_count = e.frame_count;
       h.shard_index = s;
       const std::string tmp = JoinPath(dir, ShardTempFileName(split, s));
-      RETURN_IF_ERROR(WriteShardFile(env, tmp, h, stored, jobs, first_job_of_shard[s],
-                                     spec.record_bytes(), &e));
+      RETURN_IF_ERROR(WriteShardFile(env, tmp, h, stored, jobs, first_job_of_shard[s], &e));
       // A name stands for one content: an existing file of that name (a shard the old split
       // shares with the new one) has these bytes, and is not ours to delete on failure.
       e.file = ShardFileName(split, s, e.xxh3);

@@ -8,6 +8,7 @@
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/status_macros.h"
+#include "storage/frame_view.h"
 #include "storage/internal/shard_layout.h"
 
 namespace sluice {
@@ -182,7 +183,6 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, cons
   const std::string& index = meta.index;
   const uint64_t index_offset = meta.index_offset;
   std::vector<FrameInfo> frames(hdr.frame_count);
-  const uint64_t record_bytes = hdr.spec.record_bytes();
   uint64_t expected_offset = kShardHeaderSize;
   for (uint32_t i = 0; i < hdr.frame_count; ++i) {
     const char* e = index.data() + uint64_t{i} * kIndexEntrySize;
@@ -204,8 +204,9 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, cons
       return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count, "), expected [",
                               uint64_t{i} * hdr.records_per_frame, ", +", records, ")"));
     }
-    if (f.raw_size != records * record_bytes) {
-      return bad(absl::StrCat("raw_size ", f.raw_size, ", expected ", records * record_bytes));
+    const uint64_t raw_size = FrameView::ExpectedBytes(hdr.spec, records);
+    if (f.raw_size != raw_size) {
+      return bad(absl::StrCat("raw_size ", f.raw_size, ", expected ", raw_size));
     }
     if (DecodeFixed32(e + 28) != 0) return bad("reserved index field is not 0");
     expected_offset = f.offset + f.stored_size;

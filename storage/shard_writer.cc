@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
+#include "storage/frame_view.h"
 #include "storage/internal/shard_layout.h"
 
 namespace sluice {
@@ -77,12 +78,9 @@ absl::StatusOr<std::string> CompressFrame(absl::string_view raw, int zstd_level)
 
 std::string MakeFrameRaw(const RecordSpec& spec, const char* samples, const char* labels,
                          uint32_t count) {
-  const size_t sb = spec.sample_bytes() * count;
-  const size_t lb = spec.label_bytes() * count;
   std::string raw;
-  raw.reserve(sb + lb);
-  raw.append(samples, sb);
-  raw.append(labels, lb);
+  raw.reserve(FrameView::ExpectedBytes(spec, count));
+  AppendFrameRaw(spec, samples, labels, count, &raw);
   return raw;
 }
 
@@ -100,7 +98,7 @@ absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t 
   }
   const uint32_t expected_records = storage_internal::FrameRecordCount(
       header_.record_count, header_.records_per_frame, frames_added_);
-  const uint64_t expected_raw = uint64_t{expected_records} * header_.spec.record_bytes();
+  const uint64_t expected_raw = FrameView::ExpectedBytes(header_.spec, expected_records);
   if (record_count != expected_records || raw_size != expected_raw) {
     return absl::InvalidArgumentError(
         absl::StrCat("frame ", frames_added_, ": expected ", expected_records, " records (",

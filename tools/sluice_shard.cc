@@ -39,6 +39,7 @@
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
+#include "storage/frame_view.h"
 #include "storage/idx.h"
 #include "storage/record_files.h"
 #include "storage/shard_reader.h"
@@ -260,14 +261,14 @@ absl::Status RunCreate(Env* env, CreateOptions o) {
   return absl::OkStatus();
 }
 
-// Label histogram of raw frame bytes (samples, then labels).
+// Label histogram of a raw frame's `n` records.
 void CountLabels(const RecordSpec& spec, const std::string& raw, uint32_t n,
                  std::map<int64_t, uint64_t>* hist) {
-  const char* labels = raw.data() + size_t{n} * spec.sample_bytes();
+  const FrameView frame(spec, n, raw.data());
   for (uint32_t i = 0; i < n; ++i) {
     const int64_t v = spec.label_dtype == LabelDType::kU8
-                          ? static_cast<uint8_t>(labels[i])
-                          : static_cast<int32_t>(DecodeFixed32(labels + 4 * size_t{i}));
+                          ? static_cast<uint8_t>(*frame.label(i))
+                          : static_cast<int32_t>(DecodeFixed32(frame.label(i)));
     ++(*hist)[v];
   }
 }

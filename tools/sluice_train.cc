@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -71,8 +72,10 @@ ABSL_FLAG(bool, drop_last, false, "Drop a short last batch");
 ABSL_FLAG(std::string, h2d_format, "auto",
           "What crosses PCIe: u8 | f16 | f32 | auto (u8 on "
           "CUDA, f32 on the CPU)");
-ABSL_FLAG(double, normalize_mean, 0.0, "Normalization (x/255 - mean)/std");
-ABSL_FLAG(double, normalize_std, 1.0, "Normalization (x/255 - mean)/std");
+ABSL_FLAG(std::string, normalize_mean, "0",
+          "Normalization (x/255 - mean[c])/std[c]: one value, or one per channel (0.49,0.48,0.45)");
+ABSL_FLAG(std::string, normalize_std, "1",
+          "Normalization (x/255 - mean[c])/std[c]: one value, or one per channel (0.25,0.24,0.26)");
 ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores; at most 4 x hardware threads)");
 ABSL_FLAG(int64_t, decompress_threads, 0,
           "Decompress concurrency (0: --threads; at most 4 x "
@@ -169,6 +172,22 @@ absl::StatusOr<double> InRange(absl::string_view flag, double v, double lo, doub
                                          ", ", hi, hi_open ? ")" : "]", ", got ", v));
   }
   return v;
+}
+
+// A comma-separated list of finite values, each in [lo, hi] (the channels' means or stds).
+absl::StatusOr<std::vector<float>> ChannelValues(absl::string_view flag, absl::string_view text,
+                                                 double lo, double hi) {
+  std::vector<float> values;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(item, &v)) {
+      return UsageError(flag, absl::StrCat("'", item, "' is not a number (expected one value, ",
+                                           "or one per channel separated by commas)"));
+    }
+    ASSIGN_OR_RETURN(v, InRange(flag, v, lo, hi));
+    values.push_back(static_cast<float>(v));
+  }
+  return values;
 }
 
 template <typename T>
@@ -304,12 +323,11 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
     if (!format.ok()) return UsageError("h2d-format", format.status().message());
     p.format.h2d_format = *format;
   }
-  ASSIGN_OR_RETURN(const double mean,
-                   InRange("normalize-mean", absl::GetFlag(FLAGS_normalize_mean), -10, 10));
-  ASSIGN_OR_RETURN(const double stddev,
-                   InRange("normalize-std", absl::GetFlag(FLAGS_normalize_std), 1e-6, 1e3));
-  p.format.normalization.mean = static_cast<float>(mean);
-  p.format.normalization.std = static_cast<float>(stddev);
+  // Their count against the samples' channels is checked when the pipeline starts.
+  ASSIGN_OR_RETURN(p.format.normalization.mean,
+                   ChannelValues("normalize-mean", absl::GetFlag(FLAGS_normalize_mean), -10, 10));
+  ASSIGN_OR_RETURN(p.format.normalization.std,
+                   ChannelValues("normalize-std", absl::GetFlag(FLAGS_normalize_std), 1e-6, 1e3));
   // The bounds sluice.Loader applies too (pipeline/resource_limits.h).
   RETURN_IF_ERROR(CheckResourceSettings(
       ResourceSettings{absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_decompress_threads),

@@ -95,9 +95,16 @@ absl::Status CpuBackend::CheckBatch(const BatchView& batch) const {
   if (batch.on_device) {
     return absl::InvalidArgumentError("the CPU backend got a device batch (on_device = true)");
   }
-  if (batch.features != static_cast<uint32_t>(model_.layers[0])) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch has ", batch.features, " features per sample; the model takes ", model_.layers[0]));
+  if (batch.sample.values() != static_cast<size_t>(model_.layers[0])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch samples are ", SampleSpecString(batch.sample), " (",
+                     batch.sample.values(), " values); the model takes ", model_.layers[0]));
+  }
+  if (batch.sample.dtype == ElementType::kBF16) {
+    return absl::InvalidArgumentError("the CPU backend takes u8, f16 or f32 batches, not bf16");
+  }
+  if (batch.normalization != nullptr) {
+    RETURN_IF_ERROR(CheckNormalization(*batch.normalization, batch.sample.channels));
   }
   // A data-parallel rank's share of a step may be empty (the last global batch has fewer
   // samples than ranks, or its frames were skipped as corrupt); it still joins the exchange.
@@ -124,19 +131,33 @@ absl::Status CpuBackend::CheckBatch(const BatchView& batch) const {
 
 // The slice's rows of the batch as f32 (u8 and f16 are converted into its rows of input_).
 const float* CpuBackend::PrepareInput(const BatchView& batch, const Slice& sl) {
-  const int64_t first = int64_t{sl.begin} * batch.features;
-  const int64_t n = int64_t{sl.rows} * batch.features;
-  switch (batch.format) {
-    case H2DFormat::kU8:
-      cpu_internal::NormalizeU8(static_cast<const uint8_t*>(batch.samples) + first, n,
-                                options_.normalization.mean, options_.normalization.std,
-                                input_.data() + first);
+  const int64_t values = static_cast<int64_t>(batch.sample.values());
+  const int64_t first = int64_t{sl.begin} * values;
+  const int64_t n = int64_t{sl.rows} * values;
+  switch (batch.sample.dtype) {
+    case H2DFormat::kU8: {
+      const uint8_t* in = static_cast<const uint8_t*>(batch.samples);
+      const Normalization* norm = batch.normalization;
+      if (norm == nullptr || (norm->mean.size() == 1 && norm->std.size() == 1)) {
+        cpu_internal::NormalizeU8(in + first, n, norm ? norm->mean[0] : 0.0f,
+                                  norm ? norm->std[0] : 1.0f, input_.data() + first);
+        return input_.data() + first;
+      }
+      // [B, C, H, W]: each channel's plane is contiguous, so one kernel call per plane.
+      const int64_t plane = static_cast<int64_t>(batch.sample.plane_values());
+      for (int64_t p = first; p < first + n; p += plane) {
+        const size_t c = static_cast<size_t>((p / plane) % batch.sample.channels);
+        cpu_internal::NormalizeU8(in + p, plane, norm->mean_of(c), norm->std_of(c),
+                                  input_.data() + p);
+      }
       return input_.data() + first;
+    }
     case H2DFormat::kF16:
       cpu_internal::HalfToFloat(static_cast<const uint16_t*>(batch.samples) + first, n,
                                 input_.data() + first);
       return input_.data() + first;
     case H2DFormat::kF32:
+    case H2DFormat::kBF16:  // not an h2d format: the pipeline never makes such batches
       break;
   }
   return static_cast<const float*>(batch.samples) + first;  // normalized by the pipeline
@@ -191,9 +212,6 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
   }
   if (state.model.layers.size() < 2) {
     return absl::InvalidArgumentError("the model needs at least two layer sizes");
-  }
-  if (options.normalization.std == 0.0f) {
-    return absl::InvalidArgumentError("normalization std must be nonzero");
   }
   int threads = cpu.threads;
   if (threads < 0) {

@@ -18,7 +18,7 @@ struct CpuBackendOptions {
 };
 
 // Creates the CPU backend, starting from `state` (see InitModelState). kInvalidArgument for a
-// precision other than fp32, a max_batch < 1, a zero normalization std or negative threads.
+// precision other than fp32, a max_batch < 1, or negative threads.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& state,
                                                           const OptimizerConfig& opt,
                                                           const BackendOptions& options,

@@ -177,9 +177,10 @@ absl::Status CudaBackend::CheckBatch(const BatchView& b) const {
   if (b.samples == nullptr || b.labels == nullptr) {
     return absl::InvalidArgumentError("batch has no samples or labels");
   }
-  if (static_cast<int>(b.features) != width(0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch has ", b.features, " features per sample, the model takes ", width(0)));
+  if (b.sample.values() != static_cast<size_t>(width(0))) {
+    return absl::InvalidArgumentError(absl::StrCat("batch samples are ", SampleSpecString(b.sample),
+                                                   " (", b.sample.values(),
+                                                   " values), the model takes ", width(0)));
   }
   // A data-parallel rank's share of a step may be empty; it still joins the exchange.
   const int min_size = exchanging() ? 0 : 1;
@@ -195,7 +196,7 @@ absl::Status CudaBackend::EnqueueForward(const Input& in, bool train) {
   const void* x = in.samples;
   if (in.format != H2DFormat::kF32 || low_precision()) {
     RETURN_IF_ERROR(cuda_internal::LaunchConvertInput(
-        in.samples, in.format, int64_t{in.B} * width(0), options_.normalization, x_, lp_, stream_));
+        in.samples, in.format, int64_t{in.B} * width(0), in.norm, x_, lp_, stream_));
     x = x_;
   }
   for (int l = 0; l < L(); ++l) {

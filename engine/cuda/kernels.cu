@@ -46,15 +46,18 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
 // ----------------------------------------------------------------------------
 // CUDA kernels
 
-// Grid-stride: one thread per element. u8 input is normalized exactly as ref::NormalizeU8
-// (same operation order, so fp32 results match bit for bit).
+// Grid-stride: one thread per element. u8 input is normalized exactly as ref::NormalizeU8 with
+// its channel's mean and std (same operation order, so fp32 results match bit for bit).
 template <typename In, typename Out, bool kNormalize>
-__global__ void ConvertKernel(const In* __restrict__ in, int64_t n, float mean, float std,
+__global__ void ConvertKernel(const In* __restrict__ in, int64_t n, ChannelAffine norm,
                               Out* __restrict__ out) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     float v = ToFloat(in[i]);
-    if (kNormalize) v = (v / 255.0f - mean) / std;
+    if (kNormalize) {
+      const int c = static_cast<int>((i / norm.plane) % norm.channels);
+      v = (v / 255.0f - norm.mean[c]) / norm.std[c];
+    }
     out[i] = FromFloat<Out>(v);
   }
 }
@@ -230,16 +233,16 @@ int GridFor(int64_t n, int block_size) {
 }
 
 template <typename In>
-absl::Status ConvertFrom(const In* in, bool normalize, int64_t n, Normalization norm, void* out,
-                         DType out_type, cudaStream_t stream, int block_size) {
+absl::Status ConvertFrom(const In* in, bool normalize, int64_t n, const ChannelAffine& norm,
+                         void* out, DType out_type, cudaStream_t stream, int block_size) {
   const int grid = GridFor(n, block_size);
-#define SLUICE_CONVERT_(Out)                                                                   \
-  if (normalize)                                                                               \
-    ConvertKernel<In, Out, true>                                                               \
-        <<<grid, block_size, 0, stream>>>(in, n, norm.mean, norm.std, static_cast<Out*>(out)); \
-  else                                                                                         \
-    ConvertKernel<In, Out, false>                                                              \
-        <<<grid, block_size, 0, stream>>>(in, n, norm.mean, norm.std, static_cast<Out*>(out));
+#define SLUICE_CONVERT_(Out)                                                    \
+  if (normalize)                                                                \
+    ConvertKernel<In, Out, true>                                                \
+        <<<grid, block_size, 0, stream>>>(in, n, norm, static_cast<Out*>(out)); \
+  else                                                                          \
+    ConvertKernel<In, Out, false>                                               \
+        <<<grid, block_size, 0, stream>>>(in, n, norm, static_cast<Out*>(out));
   switch (out_type) {
     case DType::kF32:
       SLUICE_CONVERT_(float);
@@ -261,23 +264,27 @@ absl::Status ConvertFrom(const In* in, bool normalize, int64_t n, Normalization 
 // ----------------------------------------------------------------------------
 // kernel launchers
 
-absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n, Normalization norm,
-                                void* out, DType out_type, cudaStream_t stream, int block_size) {
+absl::Status LaunchConvertInput(const void* in, ElementType in_format, int64_t n,
+                                const ChannelAffine& norm, void* out, DType out_type,
+                                cudaStream_t stream, int block_size) {
   NvtxRange range("ConvertInput");
   SLUICE_CUDA_EXPECT(in != nullptr && out != nullptr && n >= 0);
   SLUICE_CUDA_EXPECT(block_size > 0 && block_size <= 1024 && block_size % 32 == 0);
-  SLUICE_CUDA_EXPECT(norm.std != 0.0f);
+  SLUICE_CUDA_EXPECT(norm.plane >= 1 && norm.channels >= 1 && norm.channels <= kMaxConvertChannels);
+  for (int c = 0; c < norm.channels; ++c) SLUICE_CUDA_EXPECT(norm.std[c] != 0.0f);
   if (n == 0) return absl::OkStatus();
   switch (in_format) {
-    case H2DFormat::kU8:
+    case ElementType::kU8:
       return ConvertFrom(static_cast<const uint8_t*>(in), true, n, norm, out, out_type, stream,
                          block_size);
-    case H2DFormat::kF16:
+    case ElementType::kF16:
       return ConvertFrom(static_cast<const __half*>(in), false, n, norm, out, out_type, stream,
                          block_size);
-    case H2DFormat::kF32:
+    case ElementType::kF32:
       return ConvertFrom(static_cast<const float*>(in), false, n, norm, out, out_type, stream,
                          block_size);
+    case ElementType::kBF16:
+      break;
   }
   return absl::InvalidArgumentError("LaunchConvertInput: unknown input format");
 }
@@ -288,7 +295,7 @@ absl::Status LaunchCast(const float* in, int64_t n, void* out, DType out_type, c
   SLUICE_CUDA_EXPECT(in != nullptr && out != nullptr && n >= 0);
   SLUICE_CUDA_EXPECT(block_size > 0 && block_size <= 1024 && block_size % 32 == 0);
   if (n == 0) return absl::OkStatus();
-  return ConvertFrom(in, false, n, Normalization{}, out, out_type, stream, block_size);
+  return ConvertFrom(in, false, n, ChannelAffine{}, out, out_type, stream, block_size);
 }
 
 absl::Status LaunchBiasRelu(float* y, const float* bias, int B, int O, bool relu,

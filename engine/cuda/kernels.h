@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "engine/model.h"
-#include "pipeline/batch.h"
+#include "pipeline/element_type.h"
 
 namespace sluice::cuda_internal {
 
@@ -45,11 +45,25 @@ struct StepScalars {
   unsigned long long eval_correct;
 };
 
-// out[i] = convert(in[i]); u8 input is normalized: (in/255 - mean) / std (ref::NormalizeU8).
+// Channels whose normalization LaunchConvertInput applies on the device (a kernel argument).
+inline constexpr int kMaxConvertChannels = 128;
+
+// Per-channel normalization of [B, C, H, W] u8 input, passed to the kernel by value: element i
+// is of channel (i / plane) % channels. Built from a batch's Normalization by
+// DeviceNormalization (engine/cuda/internal/cuda_backend_impl.h).
+struct ChannelAffine {
+  int64_t plane = 1;  // H * W
+  int channels = 1;   // C, or 1 when every channel has the same mean and std
+  float mean[kMaxConvertChannels] = {0.0f};
+  float std[kMaxConvertChannels] = {1.0f};
+};
+
+// out[i] = convert(in[i]) over n values. u8 input is normalized per channel:
+// (in/255 - mean[c]) / std[c], c as ChannelAffine says (ref::NormalizeU8 per channel plane).
 // f16/f32 input (already normalized on the CPU) is only converted.
-absl::Status LaunchConvertInput(const void* in, H2DFormat in_format, int64_t n, Normalization norm,
-                                void* out, DType out_type, cudaStream_t stream,
-                                int block_size = 256);
+absl::Status LaunchConvertInput(const void* in, ElementType in_format, int64_t n,
+                                const ChannelAffine& norm, void* out, DType out_type,
+                                cudaStream_t stream, int block_size = 256);
 
 // out[i] = convert(in[i]), f32 -> out_type.
 absl::Status LaunchCast(const float* in, int64_t n, void* out, DType out_type, cudaStream_t stream,

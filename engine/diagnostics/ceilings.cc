@@ -147,9 +147,8 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
                                         const CeilingOptions& options, double secs,
                                         Ceiling* preprocess, Ceiling* memcpy_ceiling) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv,
-                   SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
-                                           options.format.normalization, spec.sample_values()));
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec, options.format.h2d_format,
+                                                      options.format.normalization));
   const size_t out_bytes = conv.out_bytes_per_sample();
   const uint32_t batch = options.batch_size;
   const size_t batch_bytes = out_bytes * batch + 4 * size_t{batch};
@@ -166,7 +165,7 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
                    const Frame& f = frames[cursor % frames.size()];
                    const uint32_t n = f.reader->frames()[f.index].record_count;
                    const uint32_t off = static_cast<uint32_t>((cursor / frames.size()) % n);
-                   GatherRecord(conv, spec.label_dtype, f.raw.data(), n, off,
+                   GatherRecord(conv, spec.label_dtype, FrameView(spec, n, f.raw.data()), off,
                                 dst.data() + i * out_bytes, labels + i);
                  }
                  return batch_bytes;
@@ -197,9 +196,8 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
                                                    std::vector<char>* samples,
                                                    std::vector<int32_t>* labels) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv,
-                   SampleConverter::Create(spec.sample_dtype, options.format.h2d_format,
-                                           options.format.normalization, spec.sample_values()));
+  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec, options.format.h2d_format,
+                                                      options.format.normalization));
   const uint32_t batch = options.batch_size;
   uint64_t records = 0;
   for (const Frame& f : frames) records += f.reader->frames()[f.index].record_count;
@@ -212,17 +210,20 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
     const Frame& fr = frames[f];
     const uint32_t n = fr.reader->frames()[fr.index].record_count;
     for (uint32_t r = 0; r < n && k < batch * count; ++r, ++k) {
-      GatherRecord(conv, spec.label_dtype, fr.raw.data(), n, r, samples->data() + k * out,
-                   labels->data() + k);
+      GatherRecord(conv, spec.label_dtype, FrameView(spec, n, fr.raw.data()), r,
+                   samples->data() + k * out, labels->data() + k);
     }
   }
   std::vector<BatchView> views(count);
   for (uint64_t i = 0; i < count; ++i) {
     views[i].samples = samples->data() + i * batch * out;
     views[i].labels = labels->data() + i * batch;
-    views[i].format = options.format.h2d_format;
+    views[i].sample = conv.out_spec();
+    if (options.format.h2d_format == H2DFormat::kU8 &&
+        !options.format.normalization.is_identity()) {
+      views[i].normalization = &options.format.normalization;
+    }
     views[i].size = batch;
-    views[i].features = static_cast<uint32_t>(spec.sample_values());
   }
   return views;
 }
@@ -269,18 +270,19 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
   // device's model, and how long a measurement runs.
   const OptimizerConfig& o = options.optimizer;
   const BackendSpec& b = options.backend;
-  const std::string settings = absl::StrCat(
-      "threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision),
-      ";graph=", b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0),
-      ";opt=", static_cast<int>(o.kind), ",", o.lr, ",", o.momentum, ",", o.nesterov, ",",
-      o.weight_decay, ",", o.beta1, ",", o.beta2, ",", o.eps,
-      ";norm=", options.format.normalization.mean, ",", options.format.normalization.std,
-      ";sim=", b.sim.device.link_bytes_per_s, ",", b.sim.device.link_latency_ns, ",",
-      b.sim.compute_ns_per_step, ",", b.sim.compute_samples_per_s,
-      ";secs=", options.seconds_per_measurement, ";compute=", options.measure_compute,
-      // The code that measures: each build keeps its own file, so two builds sharing a cache
-      // directory do not keep re-measuring over each other.
-      ";build=", BuildId());
+  const std::string settings =
+      absl::StrCat("threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision),
+                   ";graph=", b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0),
+                   ";opt=", static_cast<int>(o.kind), ",", o.lr, ",", o.momentum, ",", o.nesterov,
+                   ",", o.weight_decay, ",", o.beta1, ",", o.beta2, ",", o.eps,
+                   ";norm=", absl::StrJoin(options.format.normalization.mean, ","), "/",
+                   absl::StrJoin(options.format.normalization.std, ","),
+                   ";sim=", b.sim.device.link_bytes_per_s, ",", b.sim.device.link_latency_ns, ",",
+                   b.sim.compute_ns_per_step, ",", b.sim.compute_samples_per_s,
+                   ";secs=", options.seconds_per_measurement, ";compute=", options.measure_compute,
+                   // The code that measures: each build keeps its own file, so two builds sharing a
+                   // cache directory do not keep re-measuring over each other.
+                   ";build=", BuildId());
   return Sanitize(absl::StrCat(
       Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b", options.batch_size,
       "_", H2DFormatName(options.format.h2d_format), "_", options.backend.device.ToString(), "_",

@@ -49,7 +49,7 @@ struct CeilingOptions {
   uint32_t batch_size = 32;
   BatchFormat format;  // the batches' h2d format and normalization
   // Compute is measured on this backend: its device (as --device) and platform settings;
-  // options.max_batch and options.normalization are set from batch_size and format.
+  // options.max_batch is set from batch_size; the batches carry the normalization.
   BackendSpec backend = [] {
     BackendSpec cpu;
     cpu.device.platform = device::Platform::kCpu;

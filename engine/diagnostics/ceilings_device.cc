@@ -109,14 +109,13 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
   if (batches.empty()) return absl::InvalidArgumentError("MeasureCompute: no batches");
   const BatchView& first = batches.front();
   if (options.model.layers.empty() ||
-      options.model.layers.front() != static_cast<int>(first.features)) {
+      static_cast<size_t>(options.model.layers.front()) != first.sample.values()) {
     out->note = "not measured: the model's input size differs from the samples'";
     return absl::OkStatus();
   }
   ModelState state = InitModelState(options.model, options.optimizer, /*seed=*/0);
   BackendSpec spec = options.backend;
   spec.options.max_batch = static_cast<int>(first.size);
-  spec.options.normalization = options.format.normalization;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(spec, state, options.optimizer));
   std::vector<BatchView> views = batches;
   std::vector<device::Buffer> memory;
@@ -126,7 +125,7 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
   if (stream != nullptr) {  // upload once: the ceiling is compute alone
     device::Device* dev = backend->device();
     for (BatchView& v : views) {
-      const size_t sample_bytes = size_t{v.size} * v.features * H2DFormatSize(v.format);
+      const size_t sample_bytes = size_t{v.size} * v.sample.bytes();
       ASSIGN_OR_RETURN(device::Buffer s, dev->Allocate(sample_bytes));
       ASSIGN_OR_RETURN(device::Buffer l, dev->Allocate(4 * size_t{v.size}));
       RETURN_IF_ERROR(stream->CopyToDevice(s.data(), v.samples, sample_bytes));
@@ -182,7 +181,7 @@ absl::Status MeasureCompute(const CeilingOptions& options, const std::vector<Bat
   out->measured = true;
   out->items_per_s = best_steps_per_s;
   out->samples_per_s = best_steps_per_s * first.size;
-  out->mb_per_s = out->samples_per_s * first.features * H2DFormatSize(first.format) / 1e6;
+  out->mb_per_s = out->samples_per_s * first.sample.bytes() / 1e6;
   out->note =
       absl::StrCat("train steps of ", backend->name(), " on ", views.size(), " batches of ",
                    first.size, " real samples of the dataset in turn, ",

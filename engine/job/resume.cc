@@ -15,6 +15,10 @@ namespace sluice {
 namespace {
 
 std::string FloatText(float v) { return absl::StrFormat("%.9g", v); }
+// Per-channel values, comma-separated: one value reads as it always has.
+std::string FloatsText(const std::vector<float>& v) {
+  return absl::StrJoin(v, ",", [](std::string* out, float f) { out->append(FloatText(f)); });
+}
 
 // Where a checkpoint stands, for messages: "epoch 2 step 125 (4000 samples into the epoch,
 // 12000 in total)".
@@ -141,8 +145,8 @@ KeyValues RunIdentity(const TrainJobOptions& o, const Dataset& train) {
       {"shuffle", order.shuffle ? "1" : "0"},
       {"shuffle_window", absl::StrCat(order.shuffle_window_frames)},
       {"drop_last", order.drop_last ? "1" : "0"},
-      {"normalize_mean", FloatText(o.pipeline.format.normalization.mean)},
-      {"normalize_std", FloatText(o.pipeline.format.normalization.std)},
+      {"normalize_mean", FloatsText(o.pipeline.format.normalization.mean)},
+      {"normalize_std", FloatsText(o.pipeline.format.normalization.std)},
       {"model.layers", absl::StrJoin(o.model.layers, ",")},
       {"optimizer", opt.kind == OptimizerKind::kAdamW ? "adamw" : "sgd"},
       {"lr", FloatText(opt.lr)},

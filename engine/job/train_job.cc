@@ -191,6 +191,13 @@ class TrainJob {
 absl::Status TrainJob::OpenData() {
   SplitSources sources{o_.data, o_.test_data, o_.evaluate, o_.cache_dir};
   ASSIGN_OR_RETURN(splits_, OpenSplits(env_, sources, o_.model));
+  if (absl::Status s =
+          CheckNormalization(o_.pipeline.format.normalization, splits_.train->spec().channels);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--normalize-mean/--normalize-std: ", s.message(), " (",
+                     splits_.train->manifest_path(), ")"));
+  }
   result_.train_records = splits_.train->record_count();
   result_.train_manifest = splits_.train->manifest_path();
   if (splits_.test != nullptr) {
@@ -243,7 +250,6 @@ absl::StatusOr<std::unique_ptr<Backend>> TrainJob::CreateJobBackend(const ModelS
   if (IsDistributed(o_) && !spec.device.has_ordinal()) {
     spec.device.ordinal = o_.comm->local_rank();
   }
-  spec.options.normalization = o_.pipeline.format.normalization;
   spec.cpu.threads = ComputeThreadsFor(o_);
   // A stop ends a simulated run within a step's real work, not the modelled time of every step
   // already enqueued (the results stay those of the steps that ran).

@@ -56,7 +56,7 @@ struct TrainJobOptions {
   ModelConfig model;
   OptimizerConfig optimizer;
   // The device (--device) and each platform's settings. The job sets backend.options'
-  // max_batch (each rank's share of the batch), normalization (the pipeline's), gradient_comm
+  // max_batch (each rank's share of the batch), gradient_comm
   // (data-parallel runs) and, in a data-parallel run whose device names no ordinal, the
   // device's ordinal (the rank's local rank); cpu.threads 0 becomes ComputeThreadsFor.
   BackendSpec backend;

@@ -102,7 +102,7 @@ class SimBackend final : public Backend {
     BatchView v = batch;
     if (batch.ready_event != nullptr) RETURN_IF_ERROR(stream_->Wait(batch.ready_event));
     if (batch.on_device) return v;
-    const size_t sample_bytes = size_t{batch.size} * batch.features * H2DFormatSize(batch.format);
+    const size_t sample_bytes = size_t{batch.size} * batch.sample.bytes();
     const size_t label_bytes = sizeof(int32_t) * batch.size;
     if (sample_bytes > staging_samples_.size() || label_bytes > staging_labels_.size()) {
       return absl::InvalidArgumentError(

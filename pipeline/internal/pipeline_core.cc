@@ -81,9 +81,8 @@ absl::Status PipelineCore::Init() {
   if (opt_.resources.preprocess_threads <= 0)
     opt_.resources.preprocess_threads = opt_.resources.threads;
   RETURN_IF_ERROR(BuildLayout());
-  ASSIGN_OR_RETURN(SampleConverter conv,
-                   SampleConverter::Create(spec_.sample_dtype, opt_.format.h2d_format,
-                                           opt_.format.normalization, spec_.sample_values()));
+  ASSIGN_OR_RETURN(SampleConverter conv, SampleConverter::Create(spec_, opt_.format.h2d_format,
+                                                                 opt_.format.normalization));
   converter_.emplace(conv);
 
   order_ =
@@ -223,9 +222,12 @@ absl::StatusOr<bool> PipelineCore::Next(
   const BatchPayload& p = *m.payload;
   BatchView& v = lease->view_;
   v = BatchView{};
-  v.format = opt_.format.h2d_format;
+  v.sample = converter_->out_spec();
+  // u8 batches leave the normalization to the consumer; f16/f32 batches come normalized.
+  if (opt_.format.h2d_format == H2DFormat::kU8 && !opt_.format.normalization.is_identity()) {
+    v.normalization = &opt_.format.normalization;
+  }
   v.size = p.size;
-  v.features = static_cast<uint32_t>(spec_.sample_values());
   v.epoch = m.run->plan.epoch;
   v.step = m.run->plan.first_step + m.index;
   v.global_size = m.run->plan.batch_global_size[m.index];

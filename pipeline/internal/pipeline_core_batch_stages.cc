@@ -64,7 +64,6 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
                               uint32_t* record_ids, uint32_t* size) const {
   const EpochPlan& plan = run.plan;
   const size_t out_bytes = converter_->out_bytes_per_sample();
-  const size_t in_bytes = converter_->in_bytes_per_sample();
   const uint32_t end = plan.batch_end(index);
   uint32_t k = 0;
   for (uint32_t i = plan.batch_begin(index); i < end; ++i) {
@@ -75,14 +74,15 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
     if (i + kGatherAhead < end) {
       const DecodedFrame& ahead = run.frames[plan.sample_slot[i + kGatherAhead]];
       if (ahead.data != nullptr) {
-        const char* p = ahead.data + size_t{plan.sample_offset[i + kGatherAhead]} * in_bytes;
-        for (size_t line = 0; line < in_bytes; line += 64) __builtin_prefetch(p + line);
+        const FrameView frame(spec_, ahead.records, ahead.data);
+        const char* p = frame.sample(plan.sample_offset[i + kGatherAhead]);
+        for (size_t line = 0; line < frame.sample_bytes(); line += 64) __builtin_prefetch(p + line);
       }
     }
     const DecodedFrame& fr = run.frames[plan.sample_slot[i]];
     if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
-    GatherRecord(*converter_, spec_.label_dtype, fr.data, fr.records, plan.sample_offset[i],
-                 samples + size_t{k} * out_bytes, labels + k);
+    GatherRecord(*converter_, spec_.label_dtype, FrameView(spec_, fr.records, fr.data),
+                 plan.sample_offset[i], samples + size_t{k} * out_bytes, labels + k);
     record_ids[k] = plan.order[i];
     ++k;
   }

@@ -101,18 +101,19 @@ _NORMALIZE_RANGES = (("mean", -10.0, 10.0), ("std", 1e-6, 1e3))
 
 
 def _normalize_arg(normalize):
-    """(mean, std) as floats, each finite and in its range (std also > 0); ValueError naming
-    the one that is not."""
+    """(mean, std) as lists of floats (one value for every channel, or one per channel), each
+    value finite and in its range (std also > 0); ValueError naming the one that is not."""
     try:
-        values = tuple(float(v) for v in normalize)
+        mean, std = normalize
+        values = (_channel_values(mean), _channel_values(std))
     except (TypeError, ValueError):
-        values = ()
-    if len(values) != 2:
-        raise ValueError("normalize: expected (mean, std) or None, got %r" % (normalize,))
-    for value, (what, low, high) in zip(values, _NORMALIZE_RANGES):
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ValueError("normalize: %s must be a finite number in [%g, %g], got %r"
-                             % (what, low, high, value))
+        raise ValueError("normalize: expected (mean, std), each a number or one number per "
+                         "channel, or None, got %r" % (normalize,)) from None
+    for channel_values, (what, low, high) in zip(values, _NORMALIZE_RANGES):
+        for value in channel_values:
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError("normalize: %s must be a finite number in [%g, %g], got %r"
+                                 % (what, low, high, value))
     return values
 
 
@@ -134,6 +135,16 @@ def _device_name(device):
     if platform == "cuda" and ordinal < 0:
         ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return platform if ordinal < 0 else "%s:%d" % (platform, ordinal)
+
+
+def _channel_values(v):
+    """A mean or std: one number (every channel) or a sequence of one per channel."""
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return [float(v)]
+    values = [float(x) for x in v]
+    if not values:
+        raise ValueError("empty")
+    return values
 
 
 class Loader:
@@ -186,7 +197,7 @@ class Loader:
         if dtype not in _DTYPES:
             raise ValueError("dtype: must be torch.float32, torch.float16 or torch.uint8, got %r"
                              % (dtype,))
-        mean, std = 0.0, 1.0
+        mean, std = [0.0], [1.0]
         if normalize is not None:
             if dtype == torch.uint8:
                 raise ValueError("normalize: uint8 batches carry raw pixels; normalize needs "

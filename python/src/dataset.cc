@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "pybind11/numpy.h"
 #include "python/src/errors.h"
+#include "storage/frame_view.h"
 #include "storage/shard_reader.h"
 
 namespace py = pybind11;
@@ -60,14 +61,10 @@ py::tuple PyDataset::Get(int64_t index) {
   uint32_t f = 0;
   while (f + 1 < frames.size() && frames[f + 1].first_record <= in_shard) ++f;
   LoadFrame(*r, s, f);
-  // A frame holds its records' samples, then their labels.
   const RecordSpec& spec = ds_->spec();
-  const uint32_t records = frames[f].record_count;
-  const uint64_t k = in_shard - frames[f].first_record;
-  const char* sample = frame_.data() + k * spec.sample_bytes();
-  const char* label =
-      frame_.data() + size_t{records} * spec.sample_bytes() + k * spec.label_bytes();
-  return py::make_tuple(SampleArray(spec, sample), LabelValue(spec, label));
+  const FrameView frame(spec, frames[f].record_count, frame_.data());
+  const auto k = static_cast<uint32_t>(in_shard - frames[f].first_record);
+  return py::make_tuple(SampleArray(spec, frame.sample(k)), LabelValue(spec, frame.label(k)));
 }
 
 void PyDataset::LoadFrame(const ShardReader& reader, size_t shard, uint32_t frame) {

@@ -66,6 +66,8 @@ DLDataType DLType(H2DFormat f) {
       return DLDataType{kDLUInt, 8, 1};
     case H2DFormat::kF16:
       return DLDataType{kDLFloat, 16, 1};
+    case H2DFormat::kBF16:
+      return DLDataType{kDLBfloat, 16, 1};
     case H2DFormat::kF32:
       break;
   }
@@ -74,14 +76,13 @@ DLDataType DLType(H2DFormat f) {
 
 }  // namespace
 
-BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, const RecordSpec& spec,
-                        DLDevice device) {
-  // [B, C, H, W] over the records' H x W x C values (IDX order), as strides, so channels > 1
-  // are a zero-copy strided view.
-  const int64_t b = batch.size, h = spec.height, w = spec.width, c = spec.channels;
+BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, DLDevice device) {
+  // Batches are [B, C, H, W], channels first and contiguous (pipeline/batch.h).
+  const SampleSpec& s = batch.sample;
+  const int64_t b = batch.size, c = s.channels, h = s.height, w = s.width;
   BatchCapsules out;
-  out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(batch.format), device,
-                           {b, c, h, w}, {h * w * c, 1, w * c, c});
+  out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(s.dtype), device,
+                           {b, c, h, w}, {c * h * w, h * w, w, 1});
   out.labels = MakeCapsule(std::move(owner), const_cast<int32_t*>(batch.labels),
                            DLDataType{kDLInt, 32, 1}, device, {b}, {1});
   return out;

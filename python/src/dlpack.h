@@ -17,13 +17,13 @@
 namespace sluice::python {
 
 struct BatchCapsules {
-  pybind11::object images;  // [B, C, H, W] (torchvision's ToTensor layout), format's dtype
+  pybind11::object images;  // [B, C, H, W] contiguous, as the batch's sample spec declares
   pybind11::object labels;  // [B] int32
 };
 
-// The images and labels of `batch` (its records laid out as `spec`), on `device`. Needs the GIL.
-BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, const RecordSpec& spec,
-                        DLDevice device);
+// The images and labels of `batch`, on `device`; the images' shape and dtype come from the
+// batch's own sample spec. Needs the GIL.
+BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, DLDevice device);
 
 }  // namespace sluice::python
 

@@ -54,6 +54,9 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
     ds = std::move(*opened);
   }
   core->dataset_ = std::move(ds);
+  // A mean or std of the wrong length is refused here, naming the channel count, not at the
+  // first iteration.
+  Check(CheckNormalization(c.format.normalization, core->dataset_->spec().channels));
   absl::StatusOr<device::DeviceSpec> spec = device::ParseDeviceSpec(c.device);
   if (!spec.ok()) {
     RaiseStatus(absl::InvalidArgumentError(absl::StrCat("device: ", spec.status().message())));
@@ -194,7 +197,7 @@ py::object Pass::Next(uint64_t cuda_stream) {
   const BatchView& batch = holder->lease.view();
   NoteHandedOut(holder->lease.batch_id());
   const DLDevice where = BorrowConsumerStream(batch, cuda_stream, holder.get());
-  BatchCapsules tensors = WrapBatch(holder, batch, core_->dataset().spec(), where);
+  BatchCapsules tensors = WrapBatch(holder, batch, where);
   const bool copy = MustCopy(live_before);
   const uint64_t epoch = batch.epoch, step = batch.step;
   const uint32_t size = batch.size;

@@ -38,11 +38,11 @@ void BindLoader(py::module_& m) {
   py::class_<LoaderCore, std::shared_ptr<LoaderCore>>(m, "_LoaderCore")
       .def(py::init([](const std::string& path, uint32_t batch_size, bool shuffle, uint64_t seed,
                        uint32_t window, bool drop_last, const std::string& device,
-                       const std::string& format, float mean, float std, int64_t threads,
-                       uint32_t rank, uint32_t world_size, const std::string& on_corrupt,
-                       int64_t pool_size, int64_t device_ring_depth, bool device_zero_copy,
-                       int64_t decompress_threads, int64_t preprocess_threads,
-                       int64_t read_ahead_frames) {
+                       const std::string& format, const std::vector<float>& mean,
+                       const std::vector<float>& std, int64_t threads, uint32_t rank,
+                       uint32_t world_size, const std::string& on_corrupt, int64_t pool_size,
+                       int64_t device_ring_depth, bool device_zero_copy, int64_t decompress_threads,
+                       int64_t preprocess_threads, int64_t read_ahead_frames) {
         // sluice-train's bounds, before the values are narrowed (pipeline/resource_limits.h).
         Check(
             CheckResourceSettings(ResourceSettings{threads, decompress_threads, preprocess_threads,
@@ -57,7 +57,7 @@ void BindLoader(py::module_& m) {
         c.order.drop_last = drop_last;
         c.device = device;
         c.format.h2d_format = Unwrap(ParseH2DFormat(format));
-        c.format.normalization = Normalization{mean, std};
+        c.format.normalization = Normalization{.mean = mean, .std = std};
         c.threads = static_cast<int>(threads);
         c.slice = DataParallelSlice{rank, world_size};
         c.on_corrupt = Unwrap(ParseOnCorrupt(on_corrupt));

@@ -73,7 +73,7 @@ TEST(SafetensorsTest, PyTorchLoadsExportIntoReferenceSequentialAndPredictionsAgr
   // to the reference argmax must count all 8 correct.
   const int n = 8;
   const auto eval = testing::MakeDataset(n, 784, 10, 0.5, 99);
-  const auto x = testing::NormalizeAll(eval.images.data(), n * 784, {});
+  const auto x = testing::NormalizeAll(eval.images.data(), n * 784, Normalization{});
   std::vector<float> hidden(n * 128), logits(n * 10);
   ref::LinearForward(x.data(), state.params[0].values.data(), state.params[1].values.data(), n, 784,
                      128, true, hidden.data());

@@ -62,9 +62,9 @@ inline BatchView U8Batch(const Dataset& d, int first, int size, int features) {
   BatchView v;
   v.samples = d.images.data() + static_cast<size_t>(first) * features;
   v.labels = d.labels.data() + first;
-  v.format = H2DFormat::kU8;
+  v.sample.dtype = H2DFormat::kU8;
   v.size = size;
-  v.features = features;
+  v.sample = FlatSampleSpec(v.sample.dtype, features);
   return v;
 }
 
@@ -112,9 +112,15 @@ inline void ReferenceTrainStep(ModelState* state, const OptimizerConfig& opt, co
   }
 }
 
-inline std::vector<float> NormalizeAll(const uint8_t* in, int64_t n, Normalization norm) {
+// The scalar reference per channel: value i of [B, channels, plane] samples is of channel
+// (i / plane) % channels (one channel: plane is ignored).
+inline std::vector<float> NormalizeAll(const uint8_t* in, int64_t n, const Normalization& norm,
+                                       int64_t plane = 1, int channels = 1) {
   std::vector<float> out(n);
-  ref::NormalizeU8(in, n, norm.mean, norm.std, out.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t c = channels == 1 ? 0 : static_cast<size_t>((i / plane) % channels);
+    ref::NormalizeU8(in + i, 1, norm.mean_of(c), norm.std_of(c), out.data() + i);
+  }
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -19,6 +21,8 @@ uint16_t CompilerHalf(float f) {
   std::memcpy(&bits, &h, 2);
   return bits;
 }
+
+Normalization Scalar(float mean, float std) { return Normalization{{mean}, {std}}; }
 
 TEST(FloatToHalf, MatchesTheCompilersConversion) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
@@ -40,7 +44,7 @@ TEST(FloatToHalf, MatchesTheCompilersConversion) {
 class ConvertFormats : public ::testing::TestWithParam<H2DFormat> {};
 
 TEST_P(ConvertFormats, U8IsExactAgainstTheScalarReference) {
-  const Normalization norm{0.2860f, 0.3530f};  // Fashion-MNIST's mean/std
+  const Normalization norm{{0.2860f}, {0.3530f}};  // Fashion-MNIST's mean/std
   auto conv = SampleConverter::Create(SampleDType::kU8, GetParam(), norm, 256);
   ASSERT_TRUE(conv.ok());
   std::vector<uint8_t> in(512);
@@ -48,7 +52,7 @@ TEST_P(ConvertFormats, U8IsExactAgainstTheScalarReference) {
   std::vector<char> out(512 * 4);
   conv->Convert(reinterpret_cast<const char*>(in.data()), out.data(), 2);
   for (int i = 0; i < 512; ++i) {
-    const float ref = (static_cast<float>(in[i]) / 255.0f - norm.mean) / norm.std;
+    const float ref = (static_cast<float>(in[i]) / 255.0f - norm.mean[0]) / norm.std[0];
     if (GetParam() == H2DFormat::kU8) {
       ASSERT_EQ(static_cast<uint8_t>(out[i]), in[i]);
     } else if (GetParam() == H2DFormat::kF32) {
@@ -81,8 +85,9 @@ TEST(Convert, DefaultNormalizationIsToTensor) {
 // 1..41), for the normalizations users pass: bit-identical to the scalar reference, whichever
 // kernel Create() picked.
 TEST(Convert, EveryU8ValueAndLengthMatchesTheReference) {
-  const Normalization norms[] = {{0.0f, 1.0f}, {0.2860f, 0.3530f}, {0.1307f, 0.3081f},
-                                 {0.5f, 0.5f}, {-1.0f, 3.0f},      {0.25f, 0.0078125f}};
+  const Normalization norms[] = {Scalar(0.0f, 1.0f),       Scalar(0.2860f, 0.3530f),
+                                 Scalar(0.1307f, 0.3081f), Scalar(0.5f, 0.5f),
+                                 Scalar(-1.0f, 3.0f),      Scalar(0.25f, 0.0078125f)};
   for (H2DFormat format : {H2DFormat::kF32, H2DFormat::kF16}) {
     for (const Normalization& norm : norms) {
       for (size_t n = 1; n <= 41; ++n) {
@@ -100,13 +105,13 @@ TEST(Convert, EveryU8ValueAndLengthMatchesTheReference) {
               float got;
               std::memcpy(&got, out.data() + 4 * i, 4);
               ASSERT_EQ(std::memcmp(&got, &ref, 4), 0)
-                  << conv->kernel_name() << " mean " << norm.mean << " std " << norm.std
+                  << conv->kernel_name() << " mean " << norm.mean[0] << " std " << norm.std[0]
                   << " value " << int{in[start + i]} << " n " << n << " i " << i;
             } else {
               uint16_t got;
               std::memcpy(&got, out.data() + 2 * i, 2);
               ASSERT_EQ(got, CompilerHalf(ref))
-                  << conv->kernel_name() << " mean " << norm.mean << " std " << norm.std
+                  << conv->kernel_name() << " mean " << norm.mean[0] << " std " << norm.std[0]
                   << " value " << int{in[start + i]} << " n " << n << " i " << i;
             }
           }
@@ -124,16 +129,17 @@ TEST(Convert, UsesTheVectorKernelWhereTheCpuHasIt) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
     GTEST_SKIP() << "this CPU has no AVX2 + FMA: the portable loop and the table are in use";
   }
-  const Normalization norms[] = {{0.0f, 1.0f}, {0.2860f, 0.3530f}, {0.1307f, 0.3081f}};
+  const Normalization norms[] = {Scalar(0.0f, 1.0f), Scalar(0.2860f, 0.3530f),
+                                 Scalar(0.1307f, 0.3081f)};
   for (const Normalization& norm : norms) {
     auto f32 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kF32, norm, 784);
     ASSERT_TRUE(f32.ok());
-    EXPECT_EQ(f32->kernel_name(), "avx2+fma") << norm.mean << " " << norm.std;
+    EXPECT_EQ(f32->kernel_name(), "avx2+fma") << norm.mean[0] << " " << norm.std[0];
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0) {
       auto f16 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kF16, norm, 784);
       ASSERT_TRUE(f16.ok());
-      EXPECT_EQ(f16->kernel_name(), "avx2+fma+f16c") << norm.mean << " " << norm.std;
+      EXPECT_EQ(f16->kernel_name(), "avx2+fma+f16c") << norm.mean[0] << " " << norm.std[0];
     }
   }
   auto u8 = SampleConverter::Create(SampleDType::kU8, H2DFormat::kU8, {}, 784);
@@ -144,7 +150,7 @@ TEST(Convert, UsesTheVectorKernelWhereTheCpuHasIt) {
 }
 
 TEST(Convert, F32SamplesAreNormalizedWithoutScaling) {
-  auto conv = SampleConverter::Create(SampleDType::kF32, H2DFormat::kF32, Normalization{1, 2}, 3);
+  auto conv = SampleConverter::Create(SampleDType::kF32, H2DFormat::kF32, Scalar(1, 2), 3);
   ASSERT_TRUE(conv.ok());
   const float in[3] = {1.0f, 3.0f, -1.0f};
   float out[3];
@@ -154,6 +160,87 @@ TEST(Convert, F32SamplesAreNormalizedWithoutScaling) {
   EXPECT_EQ(out[2], -1.0f);
   EXPECT_EQ(SampleConverter::Create(SampleDType::kF32, H2DFormat::kU8, {}, 3).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A stored HWC sample of C channels becomes C contiguous planes (CHW), each value normalized with
+// its channel's mean and std, bit-identical to the scalar reference; for u8 output, the same
+// bytes transposed. Planes of 35 and 323 values: vector body, scalar tail, and more than one
+// gather run.
+TEST(Convert, HwcSamplesBecomeChwPlanesNormalizedPerChannel) {
+  const Normalization norm{{0.4914f, 0.4822f, 0.4465f, 0.5f}, {0.2470f, 0.2435f, 0.2616f, 0.5f}};
+  for (uint32_t channels : {2u, 3u, 4u}) {
+    Normalization n = norm;
+    n.mean.resize(channels);
+    n.std.resize(channels);
+    for (auto [h, w] : {std::pair{5u, 7u}, std::pair{17u, 19u}}) {
+      RecordSpec spec;
+      spec.height = h;
+      spec.width = w;
+      spec.channels = channels;
+      const size_t plane = size_t{h} * w, values = plane * channels;
+      std::vector<uint8_t> in(2 * values);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 37 + channels);
+      for (H2DFormat format : {H2DFormat::kU8, H2DFormat::kF16, H2DFormat::kF32}) {
+        SCOPED_TRACE(::testing::Message()
+                     << channels << "x" << h << "x" << w << " " << H2DFormatName(format));
+        auto conv = SampleConverter::Create(spec, format, n);
+        ASSERT_TRUE(conv.ok()) << conv.status();
+        EXPECT_EQ(conv->out_spec(), (SampleSpec{format, channels, h, w, SampleLayout::kCHW}));
+        std::vector<char> out(2 * values * 4);
+        conv->Convert(reinterpret_cast<const char*>(in.data()), out.data(), 2);
+        for (size_t s = 0; s < 2; ++s) {
+          for (size_t c = 0; c < channels; ++c) {
+            for (size_t p = 0; p < plane; ++p) {
+              const uint8_t x = in[s * values + p * channels + c];  // HWC
+              const size_t o = s * values + c * plane + p;          // CHW
+              const float ref = NormalizeU8(x, n, c);
+              if (format == H2DFormat::kU8) {
+                ASSERT_EQ(static_cast<uint8_t>(out[o]), x) << s << " " << c << " " << p;
+              } else if (format == H2DFormat::kF32) {
+                float got;
+                std::memcpy(&got, out.data() + 4 * o, 4);
+                ASSERT_EQ(std::memcmp(&got, &ref, 4), 0) << s << " " << c << " " << p;
+              } else {
+                uint16_t got;
+                std::memcpy(&got, out.data() + 2 * o, 2);
+                ASSERT_EQ(got, CompilerHalf(ref)) << s << " " << c << " " << p;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Convert, F32HwcSamplesBecomeChwPlanesNormalizedPerChannel) {
+  RecordSpec spec;
+  spec.sample_dtype = SampleDType::kF32;
+  spec.height = 1;
+  spec.width = 2;
+  spec.channels = 3;
+  const float in[6] = {1, 2, 3, 4, 5, 6};  // pixel 0: 1 2 3, pixel 1: 4 5 6
+  auto conv = SampleConverter::Create(spec, H2DFormat::kF32, Normalization{{1, 2, 3}, {1, 2, 4}});
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  float out[6];
+  conv->Convert(reinterpret_cast<const char*>(in), out, 1);
+  const float want[6] = {0, 3, 0, 1.5f, 0, 0.75f};  // channel 0: 1 4, 1: 2 5, 2: 3 6
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out[i], want[i]) << i;
+}
+
+TEST(Convert, NormalizationOfTheWrongLengthIsRefusedNamingTheChannelCount) {
+  RecordSpec spec;
+  spec.height = 4;
+  spec.width = 4;
+  spec.channels = 3;
+  auto conv = SampleConverter::Create(spec, H2DFormat::kF32, Normalization{{0.1f, 0.2f}, {1}});
+  ASSERT_EQ(conv.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(conv.status().message().find("mean has 2 values; the samples have 3 channels"),
+            std::string::npos)
+      << conv.status();
+  conv = SampleConverter::Create(spec, H2DFormat::kF32, Normalization{{0.1f}, {1, 1, 0}});
+  EXPECT_EQ(conv.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SampleConverter::Create(spec, H2DFormat::kU8, Normalization{{0.1f}, {1, 2, 3}}).ok());
 }
 
 TEST(Convert, LabelsWidenToInt32) {

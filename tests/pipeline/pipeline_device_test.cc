@@ -45,7 +45,7 @@ absl::StatusOr<std::vector<Batch>> RunOnDevice(const Dataset* dataset, PipelineO
     const BatchView& v = lease.view();
     if (!v.on_device || v.ready_event == nullptr) return absl::InternalError("not a device batch");
     RETURN_IF_ERROR(stream->Wait(v.ready_event));
-    std::vector<char> samples(size_t{v.size} * v.features * H2DFormatSize(v.format));
+    std::vector<char> samples(size_t{v.size} * v.sample.values() * H2DFormatSize(v.sample.dtype));
     std::vector<int32_t> labels(v.size);
     RETURN_IF_ERROR(stream->CopyToHost(samples.data(), v.samples, samples.size()));
     RETURN_IF_ERROR(stream->CopyToHost(labels.data(), v.labels, labels.size() * 4));

@@ -450,7 +450,7 @@ TEST(Pipeline, HostBatchesWithoutADevice) {
   if (!(*p)->uploads_to_device()) {
     EXPECT_FALSE(lease.view().on_device);
     EXPECT_EQ(lease.view().ready_event, nullptr);
-    EXPECT_EQ(lease.view().features, 16u);
+    EXPECT_EQ(lease.view().sample.values(), 16u);
   }
 }
 
@@ -461,7 +461,7 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   o = SmallOptions();
-  o.format.normalization.std = 0;
+  o.format.normalization.std = {0.0f};
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseOnCorrupt("maybe").ok());

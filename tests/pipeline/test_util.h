@@ -162,12 +162,12 @@ struct Batch {
 inline uint32_t SampleId(const BatchView& v, uint32_t i) {
   uint8_t b[4];
   for (int j = 0; j < 4; ++j) {
-    const size_t k = size_t{i} * v.features + j;
+    const size_t k = size_t{i} * v.sample.values() + j;
     float x = 0;
-    if (v.format == H2DFormat::kU8) {
+    if (v.sample.dtype == H2DFormat::kU8) {
       b[j] = static_cast<const uint8_t*>(v.samples)[k];
       continue;
-    } else if (v.format == H2DFormat::kF32) {
+    } else if (v.sample.dtype == H2DFormat::kF32) {
       x = static_cast<const float*>(v.samples)[k];
     } else {
       _Float16 h;

@@ -119,6 +119,8 @@ TEST_F(SluiceTrainTest, NonFiniteOrAbsurdHyperParametersAreUsageErrorsStatingThe
       {"--optimizer=adamw --eps=0", "--eps: must be a finite number in (0, 1]"},
       {"--normalize-mean=inf", "--normalize-mean: must be a finite number in [-10, 10]"},
       {"--normalize-std=nan", "--normalize-std: must be a finite number in [1e-06, 1000]"},
+      {"--normalize-mean=0.1,x", "--normalize-mean: 'x' is not a number"},
+      {"--normalize-std=0.25,0", "--normalize-std: must be a finite number in [1e-06, 1000]"},
       {"--max-corrupt-fraction=2", "--max-corrupt-fraction: must be a finite number in [0, 1]"},
   };
   for (const auto& [flag, message] : cases) {
@@ -126,6 +128,18 @@ TEST_F(SluiceTrainTest, NonFiniteOrAbsurdHyperParametersAreUsageErrorsStatingThe
     EXPECT_EQ(out.exit_code, 2) << flag << ": " << out.text;
     EXPECT_NE(out.text.find(message), std::string::npos) << flag << ": " << out.text;
   }
+}
+
+// One mean or std per channel, or one for all: a list of another length is refused at start,
+// naming the channel count and the split.
+TEST_F(SluiceTrainTest, PerChannelNormalizationOfTheWrongLengthIsRefusedNamingTheChannels) {
+  Output out = RunTrain(
+      absl::StrCat("--data=", dir_, "/data --device=cpu --quiet --normalize-mean=0.1,0.2,0.3"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("--normalize-mean/--normalize-std: normalization mean has 3 values; "
+                          "the samples have 1 channel"),
+            std::string::npos)
+      << out.text;
 }
 
 // Finding 1, as reported: a checkpoint at batch 32 resumed with --batch-size 40 and another

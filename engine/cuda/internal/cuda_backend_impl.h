@@ -53,6 +53,12 @@ struct NvtxRange {
   } while (0)
 #endif
 
+// The batch's remaining normalization (BatchView::normalization, per channel of its sample
+// spec) as the input conversion kernel's argument; a null one is ToTensor (x/255).
+// kInvalidArgument when it does not fit the channels or the kernel's channel limit.
+absl::StatusOr<ChannelAffine> DeviceNormalization(const Normalization* normalization,
+                                                  const SampleSpec& sample);
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelState& state, const OptimizerConfig& opt, const BackendOptions& options,
@@ -81,6 +87,7 @@ class CudaBackend final : public Backend {
     const int32_t* labels;
     H2DFormat format;
     int B;
+    ChannelAffine norm;  // what remains to normalize (u8 batches), from the batch
   };
   using GraphKey = std::tuple<int, int>;  // (batch size, format)
 
@@ -157,6 +164,9 @@ class CudaBackend final : public Backend {
 
   std::map<GraphKey, int> eager_runs_;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
+  // The normalization the graphs were captured with (a kernel argument baked into them): a
+  // batch with another one drops them.
+  ChannelAffine graph_norm_;
   int64_t pending_samples_ = 0;
   int divisor_ = 0;  // the current step's global batch size (0: its own B)
 };

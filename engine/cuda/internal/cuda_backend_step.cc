@@ -6,6 +6,9 @@
 // and Synchronize.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/cuda/cuda_check.h"
@@ -13,17 +16,38 @@
 
 namespace sluice::cuda_internal {
 
+absl::StatusOr<ChannelAffine> DeviceNormalization(const Normalization* normalization,
+                                                  const SampleSpec& sample) {
+  ChannelAffine out;
+  out.plane = static_cast<int64_t>(std::max<size_t>(1, sample.plane_values()));
+  if (normalization == nullptr || normalization->is_identity()) return out;
+  RETURN_IF_ERROR(CheckNormalization(*normalization, sample.channels));
+  const bool shared = normalization->mean.size() == 1 && normalization->std.size() == 1;
+  if (!shared && sample.channels > static_cast<uint32_t>(kMaxConvertChannels)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("per-channel normalization on the device takes at most ", kMaxConvertChannels,
+                     " channels; the samples have ", sample.channels, " (use --h2d-format f32)"));
+  }
+  out.channels = shared ? 1 : static_cast<int>(sample.channels);
+  for (int c = 0; c < out.channels; ++c) {
+    out.mean[c] = normalization->mean_of(c);
+    out.std[c] = normalization->std_of(c);
+  }
+  return out;
+}
+
 absl::StatusOr<CudaBackend::Input> CudaBackend::Stage(const BatchView& b, bool force_staging) {
   NvtxRange range("StageBatch");
   if (b.ready_event != nullptr) {
     RETURN_IF_ERROR(compute_stream_->Wait(b.ready_event));
   }
-  Input in{b.samples, b.labels, b.format, static_cast<int>(b.size)};
+  ASSIGN_OR_RETURN(const ChannelAffine norm, DeviceNormalization(b.normalization, b.sample));
+  Input in{b.samples, b.labels, b.sample.dtype, static_cast<int>(b.size), norm};
   if (b.on_device && !force_staging) return in;
   // Host batches (pageable or pinned): cudaMemcpyAsync returns once the source has been read
   // or staged by the driver, so the caller may reuse its buffer when TrainStep returns.
   const cudaMemcpyKind kind = b.on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
-  const size_t bytes = size_t{b.size} * b.features * H2DFormatSize(b.format);
+  const size_t bytes = size_t{b.size} * b.sample.bytes();
   cudaCheck(cudaMemcpyAsync(staging_samples_, b.samples, bytes, kind, stream_));
   cudaCheck(cudaMemcpyAsync(staging_labels_, b.labels, sizeof(int32_t) * b.size, kind, stream_));
   in.samples = staging_samples_;
@@ -47,6 +71,12 @@ absl::Status CudaBackend::EnqueueTrainBody(const Input& in) {
 }
 
 absl::Status CudaBackend::RunGraphed(const Input& in) {
+  if (std::memcmp(&in.norm, &graph_norm_, sizeof(ChannelAffine)) != 0) {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+    eager_runs_.clear();
+    graph_norm_ = in.norm;
+  }
   const GraphKey key{in.B, static_cast<int>(in.format)};
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {

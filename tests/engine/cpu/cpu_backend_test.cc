@@ -18,10 +18,9 @@ using testing::MakeDataset;
 using testing::U8Batch;
 
 std::unique_ptr<Backend> MakeCpu(const ModelState& state, const OptimizerConfig& opt, int max_batch,
-                                 Normalization norm = {}, int threads = 1) {
+                                 int threads = 1) {
   BackendOptions options;
   options.max_batch = max_batch;
-  options.normalization = norm;
   return testing::MakeCpuBackend(state, opt, options, {.threads = threads});
 }
 
@@ -63,8 +62,10 @@ std::vector<OptCase> OptimizerCases() {
 // Sparse inputs (half the pixels zero) take the AVX-512 sparse first layer; dense inputs take
 // sgemm. Both must equal the composition of reference ops, for every optimizer, on 1 thread and
 // with the batch split across 2 and 3 (8 rows: slices of 4+4 and 3+3+2).
+// With `channels` > 1 the samples are [channels, 1, features / channels] and normalized per
+// channel (the batch carries the normalization, as the pipeline's u8 batches do).
 void CheckStepsMatchReference(double nonzero, const std::vector<int>& layers,
-                              Normalization norm = {}) {
+                              const Normalization& norm = {}, int channels = 1) {
   for (int threads : {1, 2, 3}) {
     for (const OptCase& c : OptimizerCases()) {
       SCOPED_TRACE(::testing::Message() << c.name << ", " << threads << " threads");
@@ -73,12 +74,16 @@ void CheckStepsMatchReference(double nonzero, const std::vector<int>& layers,
       const int B = 8, features = layers[0];
       const Dataset d = MakeDataset(4 * B, features, layers.back(), nonzero, 11);
       ModelState expected = InitModelState(model, c.opt, 3);
-      auto backend = MakeCpu(expected, c.opt, B, norm, threads);
+      auto backend = MakeCpu(expected, c.opt, B, threads);
       for (int step = 0; step < 4; ++step) {
         const float lr = c.opt.kind == OptimizerKind::kAdamW ? 0.01f : 0.05f;
-        ASSERT_TRUE(backend->TrainStep(U8Batch(d, step * B, B, features), lr).ok());
-        const auto x =
-            testing::NormalizeAll(d.images.data() + step * B * features, B * features, norm);
+        BatchView batch = U8Batch(d, step * B, B, features);
+        batch.sample.channels = static_cast<uint32_t>(channels);
+        batch.sample.width = static_cast<uint32_t>(features / channels);
+        batch.normalization = &norm;
+        ASSERT_TRUE(backend->TrainStep(batch, lr).ok());
+        const auto x = testing::NormalizeAll(d.images.data() + step * B * features, B * features,
+                                             norm, features / channels, channels);
         testing::ReferenceTrainStep(&expected, c.opt, x.data(), d.labels.data() + step * B, B, lr);
       }
       auto actual = backend->SaveState();
@@ -99,7 +104,29 @@ TEST(CpuBackendTest, DenseInputStepsEqualReferenceOpComposition) {
 TEST(CpuBackendTest, DeepModelWithWideLayersEqualsReferenceOpComposition) {
   // 150 outputs exercise the sparse kernel's second 128-wide chunk and tail masks.
   CheckStepsMatchReference(0.3, {33, 150, 17, 3});
-  CheckStepsMatchReference(0.3, {33, 150, 17, 3}, Normalization{0.2f, 0.3f});
+  CheckStepsMatchReference(0.3, {33, 150, 17, 3}, Normalization{{0.2f}, {0.3f}});
+}
+
+TEST(CpuBackendTest, PerChannelNormalizationOfU8BatchesEqualsReferencePerChannelPlane) {
+  // 3 channels of 11 values: each plane normalized with its own mean and std.
+  CheckStepsMatchReference(0.6, {33, 24, 5},
+                           Normalization{{0.49f, 0.48f, 0.45f}, {0.25f, 0.24f, 0.26f}}, 3);
+}
+
+TEST(CpuBackendTest, NormalizationOfTheWrongLengthIsRefusedNamingTheChannels) {
+  OptimizerConfig opt;
+  ModelConfig model;
+  model.layers = {12, 4, 3};
+  const Dataset d = MakeDataset(4, 12, 3, 0.5, 2);
+  auto backend = MakeCpu(InitModelState(model, opt, 1), opt, 4);
+  BatchView batch = U8Batch(d, 0, 4, 12);
+  batch.sample.channels = 3;
+  batch.sample.width = 4;
+  const Normalization two{{0.1f, 0.2f}, {1.0f}};
+  batch.normalization = &two;
+  const absl::Status s = backend->TrainStep(batch, 0.1f);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("3 channels"));
 }
 
 TEST(CpuBackendTest, ShortLastBatchIsTrainedOnItsOwnSamplesOnly) {
@@ -110,7 +137,7 @@ TEST(CpuBackendTest, ShortLastBatchIsTrainedOnItsOwnSamplesOnly) {
   ModelState expected = InitModelState(model, opt, 1);
   auto backend = MakeCpu(expected, opt, 16);
   ASSERT_TRUE(backend->TrainStep(U8Batch(d, 0, 5, 20), 0.1f).ok());
-  const auto x = testing::NormalizeAll(d.images.data(), 5 * 20, {});
+  const auto x = testing::NormalizeAll(d.images.data(), 5 * 20, Normalization{});
   testing::ReferenceTrainStep(&expected, opt, x.data(), d.labels.data(), 5, 0.1f);
   ExpectStatesNear(*backend->SaveState(), expected);
 }
@@ -123,7 +150,7 @@ TEST(CpuBackendTest, U8F16AndF32BatchesOfTheSameValuesTrainIdentically) {
   // Values exactly representable in f16: multiples of 1/256 below 1 are.
   Dataset exact = d;
   for (auto& px : exact.images) px = px & 0xF0;  // x/255 is not exact, so compare via f32 input
-  const auto f32 = testing::NormalizeAll(exact.images.data(), exact.images.size(), {});
+  const auto f32 = testing::NormalizeAll(exact.images.data(), exact.images.size(), Normalization{});
   std::vector<uint16_t> f16(f32.size());
   for (size_t i = 0; i < f32.size(); ++i) {
     // Round-to-nearest binary16 of an f32 in [0, 1]: enough for this test's values.
@@ -149,11 +176,11 @@ TEST(CpuBackendTest, U8F16AndF32BatchesOfTheSameValuesTrainIdentically) {
   auto a = MakeCpu(init, opt, 8), b = MakeCpu(init, opt, 8), c = MakeCpu(init, opt, 8);
   BatchView u8 = U8Batch(exact, 0, 8, 16);
   BatchView as_f32 = u8, as_f16 = u8, f16f32 = u8;
-  as_f32.format = H2DFormat::kF32;
+  as_f32.sample.dtype = H2DFormat::kF32;
   as_f32.samples = f32.data();
-  as_f16.format = H2DFormat::kF16;
+  as_f16.sample.dtype = H2DFormat::kF16;
   as_f16.samples = f16.data();
-  f16f32.format = H2DFormat::kF32;
+  f16f32.sample.dtype = H2DFormat::kF32;
   f16f32.samples = f16_as_f32.data();
   ASSERT_TRUE(a->TrainStep(u8, 0.1f).ok());
   ASSERT_TRUE(b->TrainStep(as_f32, 0.1f).ok());

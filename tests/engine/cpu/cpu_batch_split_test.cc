@@ -132,7 +132,7 @@ TEST(CpuBatchSplitTest, BatchSmallerThanTheThreadsTrainsEachRowOnce) {
     SCOPED_TRACE(size);
     const absl::Status status = backend->TrainStep(U8Batch(d, first, size, 40), 0.1f);
     ASSERT_TRUE(status.ok()) << status;
-    const auto x = testing::NormalizeAll(d.images.data() + first * 40, size * 40, {});
+    const auto x = testing::NormalizeAll(d.images.data() + first * 40, size * 40, Normalization{});
     testing::ReferenceTrainStep(&expected, opt, x.data(), d.labels.data() + first, size, 0.1f);
     ExpectStatesNear(*backend->SaveState(), expected, 1e-5f, 1e-4f);
     first += size;
@@ -207,8 +207,8 @@ TEST(CpuBatchSplitTest, EmptyShareOfAGlobalBatchAddsNothingAndStillSteps) {
   const ModelState before = *backend->SaveState();
   comm.first_gradient.clear();
   BatchView empty;
-  empty.format = H2DFormat::kU8;
-  empty.features = 784;
+  empty.sample.dtype = H2DFormat::kU8;
+  empty.sample = FlatSampleSpec(empty.sample.dtype, 784);
   empty.size = 0;
   ASSERT_TRUE(backend->TrainStep(empty, 0.1f).ok());
   const ModelState after = *backend->SaveState();

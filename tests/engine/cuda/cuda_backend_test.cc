@@ -38,12 +38,12 @@ struct Batches {
   std::vector<int> sizes;
   BatchView View(size_t i, H2DFormat format) const {
     BatchView v;
-    v.format = format;
+    v.sample.dtype = format;
     v.samples = format == H2DFormat::kU8 ? static_cast<const void*>(u8[i].data())
                                          : static_cast<const void*>(f32[i].data());
     v.labels = labels[i].data();
     v.size = sizes[i];
-    v.features = kFeatures;
+    v.sample = FlatSampleSpec(v.sample.dtype, kFeatures);
     v.step = i;
     return v;
   }
@@ -217,7 +217,7 @@ TEST_F(CudaBackendTest, U8DeviceBatchWithReadyEventMatchesCpuOnU8) {
   OptimizerConfig opt = Sgd();
   ModelState init = InitModelState(ModelConfig{}, opt, 3);
   BackendOptions options;
-  options.normalization = {0.2860f, 0.3530f};
+  const Normalization norm{{0.2860f}, {0.3530f}};
   auto cuda = MakeCuda(init, opt, options);
   auto cpu = MakeCpu(init, opt, options);
   ASSERT_TRUE(cuda && cpu);
@@ -239,13 +239,15 @@ TEST_F(CudaBackendTest, U8DeviceBatchWithReadyEventMatchesCpuOnU8) {
         (*copy_stream)->CopyToDevice(slot_labels.get(), data.labels[i].data(), 32 * 4).ok());
     ASSERT_TRUE((*copy_stream)->Record(ready->get()).ok());
     BatchView v = data.View(i, H2DFormat::kU8);
+    v.normalization = &norm;
+    BatchView host = v;
     v.samples = slot.get();
     v.labels = slot_labels.get();
     v.on_device = true;
     v.ready_event = ready->get();
     ASSERT_TRUE(cuda->TrainStep(v, 0.01f).ok());
     ASSERT_TRUE(cuda->Synchronize().ok());  // the slot is reused by the next iteration
-    ASSERT_TRUE(cpu->TrainStep(data.View(i, H2DFormat::kU8), 0.01f).ok());
+    ASSERT_TRUE(cpu->TrainStep(host, 0.01f).ok());
   }
   auto a = cuda->SaveState();
   auto b = cpu->SaveState();

@@ -44,8 +44,10 @@ TEST_F(CudaKernelsTest, NormalizeU8MatchesReferenceExactly) {
   const int64_t n = 32 * 784 + 17;  // not a multiple of the block
   auto in = RandomBytes(n, 1);
   std::vector<float> ref(n);
-  const Normalization norm{0.2860f, 0.3530f};
-  ref::NormalizeU8(in.data(), n, norm.mean, norm.std, ref.data());
+  cuda_internal::ChannelAffine norm;
+  norm.mean[0] = 0.2860f;
+  norm.std[0] = 0.3530f;
+  ref::NormalizeU8(in.data(), n, norm.mean[0], norm.std[0], ref.data());
   for (int block : {64, 128, 256, 512, 1024}) {
     DeviceVector<uint8_t> d_in(in);
     DeviceVector<float> d_out(n);
@@ -53,6 +55,34 @@ TEST_F(CudaKernelsTest, NormalizeU8MatchesReferenceExactly) {
                                                   DType::kF32, stream_, block)
                     .ok());
     EXPECT_TRUE(AllClose(d_out.ToHost(), ref, 0.0f, 0.0f, "normalize u8"));
+  }
+}
+
+// [B, 3, 5, 7] u8: each channel plane normalized with its own mean and std, exactly as the CPU
+// reference run per plane (channel = (i / (H*W)) % C).
+TEST_F(CudaKernelsTest, PerChannelNormalizeU8MatchesReferencePerPlaneExactly) {
+  const int64_t plane = 5 * 7, channels = 3, n = 9 * channels * plane;
+  auto in = RandomBytes(n, 3);
+  cuda_internal::ChannelAffine norm;
+  norm.plane = plane;
+  norm.channels = channels;
+  const float means[] = {0.4914f, 0.4822f, 0.4465f}, stds[] = {0.2470f, 0.2435f, 0.2616f};
+  for (int c = 0; c < channels; ++c) {
+    norm.mean[c] = means[c];
+    norm.std[c] = stds[c];
+  }
+  std::vector<float> ref(n);
+  for (int64_t p = 0; p < n; p += plane) {
+    const int64_t c = (p / plane) % channels;
+    ref::NormalizeU8(in.data() + p, plane, means[c], stds[c], ref.data() + p);
+  }
+  for (int block : {64, 256, 1024}) {
+    DeviceVector<uint8_t> d_in(in);
+    DeviceVector<float> d_out(n);
+    ASSERT_TRUE(cuda_internal::LaunchConvertInput(d_in.get(), H2DFormat::kU8, n, norm, d_out.get(),
+                                                  DType::kF32, stream_, block)
+                    .ok());
+    EXPECT_TRUE(AllClose(d_out.ToHost(), ref, 0.0f, 0.0f, "per-channel normalize u8"));
   }
 }
 
@@ -64,8 +94,9 @@ TEST_F(CudaKernelsTest, NormalizeU8ToBf16IsWithinBf16Rounding) {
   DeviceVector<uint8_t> d_in(in);
   DeviceVector<uint16_t> d_bf16(n);
   DeviceVector<float> d_back(n);
-  ASSERT_TRUE(cuda_internal::LaunchConvertInput(d_in.get(), H2DFormat::kU8, n, Normalization{},
-                                                d_bf16.get(), DType::kBF16, stream_)
+  ASSERT_TRUE(cuda_internal::LaunchConvertInput(d_in.get(), H2DFormat::kU8, n,
+                                                cuda_internal::ChannelAffine{}, d_bf16.get(),
+                                                DType::kBF16, stream_)
                   .ok());
   // bf16 -> f32 is exact: shift the 16 bits up.
   auto bits = d_bf16.ToHost();
