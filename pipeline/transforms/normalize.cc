@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<Normalize>> Normalize::Create(std::vector<float> 
   }
   std::unique_ptr<Normalize> op(new Normalize());
   for (size_t c = 0; c < n; ++c) {
-    const Normalization norm{mean[mean.size() == 1 ? 0 : c], std[std.size() == 1 ? 0 : c]};
+    const Normalization norm{{mean[mean.size() == 1 ? 0 : c]}, {std[std.size() == 1 ? 0 : c]}};
     // One value per converted "sample": Apply converts a plane as plane_values() samples.
     ASSIGN_OR_RETURN(SampleConverter u8,
                      SampleConverter::Create(SampleDType::kU8, H2DFormat::kF32, norm, 1));

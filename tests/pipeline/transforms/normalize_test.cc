@@ -23,7 +23,7 @@ TEST(Normalize, EachChannelUsesItsOwnMeanAndStdOnU8AsToTensorThenNormalize) {
   const float mean[] = {0.49f, 0.48f, 0.45f}, sd[] = {0.25f, 0.24f, 0.26f};
   for (size_t i = 0; i < in.size(); ++i) {
     const size_t c = i / 35;
-    ASSERT_EQ(out[i], NormalizeU8(in[i], Normalization{mean[c], sd[c]})) << i;
+    ASSERT_EQ(out[i], NormalizeU8(in[i], Normalization{{mean[c]}, {sd[c]}})) << i;
   }
 }
 
