@@ -444,8 +444,9 @@ class _Iterator:
             raise StopIteration
         images_capsule, labels_capsule, copy, epoch, step = item
         images = torch.utils.dlpack.from_dlpack(images_capsule)
-        # Labels: int32 in the buffer, int64 for torch (a copy of B values).
-        labels = torch.utils.dlpack.from_dlpack(labels_capsule).to(torch.int64)
+        labels = torch.utils.dlpack.from_dlpack(labels_capsule)
+        if labels.dtype != torch.int64:  # device batches: the buffer's int32, converted there
+            labels = labels.to(torch.int64)
         if copy:
             # Host: the caller holds half of the pipeline's buffers. Device, with
             # device_zero_copy=False: every batch. A copy (on the current stream), and the

@@ -8,6 +8,7 @@
 //   writer.h   sluice.write_dataset
 //   probe.h    sluice.probe's report (the C++ report of another loader's figures)
 //   transforms_binding.h  _apply_transforms, one sample through a chain (oracle tests)
+#include <chrono>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -16,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "device/device.h"
 #include "device/device_spec.h"
 #include "pipeline/resource_limits.h"
@@ -24,6 +26,7 @@
 #include "pybind11/stl.h"
 #include "python/src/dataset.h"
 #include "python/src/errors.h"
+#include "python/src/fork_guard.h"
 #include "python/src/loader.h"
 #include "python/src/probe.h"
 #include "python/src/transforms_binding.h"
@@ -33,6 +36,23 @@ namespace py = pybind11;
 
 namespace sluice::python {
 namespace {
+
+absl::Status DrainEpoch(const LoaderCore& c, uint64_t epoch, uint64_t* batches, uint64_t* samples,
+                        double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline,
+                   Pipeline::Create(&c.dataset(), c.Options(epoch, 0)));
+  BatchLease lease;
+  while (true) {
+    ASSIGN_OR_RETURN(bool got, pipeline->Next(&lease));
+    if (!got) break;
+    ++*batches;
+    *samples += lease.view().size;
+    lease.Release();
+  }
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return absl::OkStatus();
+}
 
 void BindLoader(py::module_& m) {
   py::class_<LoaderCore, std::shared_ptr<LoaderCore>>(m, "_LoaderCore")
@@ -78,8 +98,23 @@ void BindLoader(py::module_& m) {
              const RecordSpec& s = c.dataset().spec();
              return py::make_tuple(s.channels, s.height, s.width);
            })
-      .def("start", [](std::shared_ptr<LoaderCore> c, uint64_t epoch, uint64_t step) {
-        return std::make_unique<Pass>(std::move(c), epoch, step);
+      .def("start", [](std::shared_ptr<LoaderCore> c, uint64_t epoch,
+                       uint64_t step) { return std::make_unique<Pass>(std::move(c), epoch, step); })
+      // The C++ baseline of bench/loader_vs_pipeline.py: (batches, samples, seconds) of a
+      // pipeline with this loader's options draining epoch `epoch` with Pipeline::Next, no
+      // Python between batches; seconds from Create to the end, as a Loader pass counts them.
+      .def("_drain_epoch", [](const LoaderCore& c, uint64_t epoch) {
+        CheckNotForked("_drain_epoch");
+        NoteThreadsStarted();
+        absl::Status status;
+        uint64_t batches = 0, samples = 0;
+        double seconds = 0;
+        {
+          py::gil_scoped_release nogil;
+          status = DrainEpoch(c, epoch, &batches, &samples, &seconds);
+        }
+        Check(status);
+        return py::make_tuple(batches, samples, seconds);
       });
 
   py::class_<Pass>(m, "_Pass")
