@@ -10,6 +10,7 @@
 //   transforms_binding.h  _apply_transforms, one sample through a chain (oracle tests)
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -145,10 +146,10 @@ void BindLoader(py::module_& m) {
 
 void BindDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
-      .def(py::init<const std::string&, const std::string&>(), py::arg("path"),
-           py::arg("split") = "train")
+      .def(py::init<const std::string&, const std::optional<std::string>&>(), py::arg("path"),
+           py::arg("split") = py::none())
       .def("__len__", &PyDataset::size)
-      .def("__getitem__", &PyDataset::Get)
+      .def("__getitem__", &PyDataset::GetItem)
       .def("verify", &PyDataset::Verify,
            "Checks every shard's header, size and whole-file XXH3 and every frame's checksum, "
            "as `sluice-shard verify`; raises DataLossError naming file, frame and offset.")
@@ -170,6 +171,10 @@ void BindFunctions(py::module_& m) {
   m.def("write_dataset", &WriteDatasetFromArrays, py::arg("out"), py::arg("split"),
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard") = 16384,
         py::arg("records_per_frame") = 256, py::arg("zstd_level") = 3, py::arg("threads") = 0);
+  // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
+  m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
+    return Unwrap(SplitManifestPath(path, split));
+  });
   m.def("cuda_device_count", &device::CudaDeviceCount);
   // (platform, ordinal or -1) of a device name, "auto" resolved: the grammar of --device
   // (device/device_spec.h). ValueError naming the grammar otherwise.
