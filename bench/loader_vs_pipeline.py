@@ -10,6 +10,11 @@ alternates between rounds so neither side always runs first on a machine whose l
 Both times run from the pipeline's creation to the end of the epoch. Prints each round and the
 medians; the ratio is Loader / C++ per round, then its median (docs/benchmarks.md).
 
+Then the Python cost of one batch alone: with a pool of 200 buffers filled while the
+consumer sleeps, next() on batches already waiting (the median over 5 x 60 calls), and its
+parts: the C++ _Pass.next (wait, capsules, the labels' int64 copy) and torch's from_dlpack of
+both capsules.
+
 --profile adds a per-batch breakdown of the Loader's next() (cProfile over one epoch).
 """
 import argparse
@@ -36,6 +41,39 @@ def drain_epoch(loader, epoch):
     """(samples, seconds) of the loader's options drained in C++."""
     _batches, samples, seconds = loader._core._drain_epoch(epoch)
     return samples, seconds
+
+
+def ready_batch_costs(dataset, batch_size, threads, rounds=5, calls=60):
+    """Median microseconds of next(), _Pass.next and the two from_dlpack on waiting batches."""
+    loader = sluice.Loader(dataset, batch_size, threads=threads, dtype=torch.uint8,
+                           pool_size=200)
+    clock = time.perf_counter
+    whole, core, wrap = [], [], []
+    for _ in range(rounds):
+        batches = iter(loader)
+        time.sleep(2.0)  # the pipeline fills its pool
+        run = loader._pass
+        for _ in range(calls):
+            start = clock()
+            next(batches)
+            whole.append(clock() - start)
+        for _ in range(calls):
+            start = clock()
+            item = run.next(0)
+            core.append(clock() - start)
+            start = clock()
+            images = torch.utils.dlpack.from_dlpack(item[0])
+            labels = torch.utils.dlpack.from_dlpack(item[1])
+            wrap.append(clock() - start)
+            del images, labels, item
+        for _ in batches:
+            pass
+    start = clock()
+    batches = iter(loader)
+    start_ms = (clock() - start) * 1e3
+    for _ in batches:
+        pass
+    return [statistics.median(v) * 1e6 for v in (whole, core, wrap)] + [start_ms]
 
 
 def main():
@@ -77,6 +115,9 @@ def main():
                               statistics.median(rates[(shuffle, "cpp")]),
                               statistics.median(ratios[shuffle]),
                               " ".join("%.2f" % r for r in ratios[shuffle])))
+    whole, core, wrap, start_ms = ready_batch_costs(args.dataset, args.batch_size, args.threads)
+    print("\nnext() on a waiting batch: %.1f us (C++ _Pass.next %.1f us, 2 x from_dlpack %.1f us, "
+          "the rest Python); iter(loader) %.1f ms" % (whole, core, wrap, start_ms))
     if args.profile:
         loader = loaders[False]
         profile = cProfile.Profile()
