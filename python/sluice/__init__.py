@@ -175,6 +175,9 @@ class Loader:
     the raw pixels. labels: int64 [B]. batch_size is the global batch size: with world_size N
     each rank gets its slice of every global batch (docs/architecture.md, "Data parallel").
     One iteration is one epoch; the next iteration starts the next epoch (set_epoch sets it).
+    Defaults are sluice-train's (no shuffle; threads None or 0: all usable cores); split picks
+    a split of a dataset directory. DataLoader's arguments are refused naming their sluice
+    equivalent (docs/python.md, "From DataLoader").
     """
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, drop_last=False, device="cpu",
