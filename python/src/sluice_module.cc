@@ -55,6 +55,23 @@ absl::Status DrainEpoch(const LoaderCore& c, uint64_t epoch, uint64_t* batches, 
   return absl::OkStatus();
 }
 
+// The C++ baseline of bench/loader_vs_pipeline.py: (batches, samples, seconds) of a pipeline
+// with this loader's options draining epoch `epoch` with Pipeline::Next, no Python between
+// batches; seconds from Create to the end, as a Loader pass counts them.
+py::tuple DrainEpochTimed(const LoaderCore& c, uint64_t epoch) {
+  CheckNotForked("_drain_epoch");
+  NoteThreadsStarted();
+  absl::Status status;
+  uint64_t batches = 0, samples = 0;
+  double seconds = 0;
+  {
+    py::gil_scoped_release nogil;
+    status = DrainEpoch(c, epoch, &batches, &samples, &seconds);
+  }
+  Check(status);
+  return py::make_tuple(batches, samples, seconds);
+}
+
 void BindLoader(py::module_& m) {
   py::class_<LoaderCore, std::shared_ptr<LoaderCore>>(m, "_LoaderCore")
       .def(py::init([](const std::string& path, uint32_t batch_size, bool shuffle, uint64_t seed,
@@ -101,22 +118,7 @@ void BindLoader(py::module_& m) {
            })
       .def("start", [](std::shared_ptr<LoaderCore> c, uint64_t epoch,
                        uint64_t step) { return std::make_unique<Pass>(std::move(c), epoch, step); })
-      // The C++ baseline of bench/loader_vs_pipeline.py: (batches, samples, seconds) of a
-      // pipeline with this loader's options draining epoch `epoch` with Pipeline::Next, no
-      // Python between batches; seconds from Create to the end, as a Loader pass counts them.
-      .def("_drain_epoch", [](const LoaderCore& c, uint64_t epoch) {
-        CheckNotForked("_drain_epoch");
-        NoteThreadsStarted();
-        absl::Status status;
-        uint64_t batches = 0, samples = 0;
-        double seconds = 0;
-        {
-          py::gil_scoped_release nogil;
-          status = DrainEpoch(c, epoch, &batches, &samples, &seconds);
-        }
-        Check(status);
-        return py::make_tuple(batches, samples, seconds);
-      });
+      .def("_drain_epoch", &DrainEpochTimed);
 
   py::class_<Pass>(m, "_Pass")
       .def("next", &Pass::Next, py::arg("cuda_stream") = 0)
