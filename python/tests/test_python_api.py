@@ -164,3 +164,18 @@ def test_docs_table_maps_every_dataloader_argument():
         documented.update(re.findall(r"`([a-z_]+)`", row.split("|")[1]))
     expected = set(_dataloader_arguments()) | {"transform", "target_transform"}
     assert expected <= documented, expected - documented
+
+
+def test_host_labels_leave_cpp_as_int64_of_their_own(fashion):
+    # The per-batch cost (docs/benchmarks.md, 2026-12-02): no torch .to(int64) per batch, and
+    # labels kept alone hold no pipeline buffer.
+    _, labels = fashion["test"]
+    loader = sluice.Loader(fashion["dir"], batch_size=100, split="test", pool_size=4)
+    batches = iter(loader)
+    _, first = next(batches)
+    capsule = loader._pass.next(0)[1]
+    raw = torch.utils.dlpack.from_dlpack(capsule)
+    assert raw.dtype == torch.int64 and torch.equal(raw, torch.from_numpy(
+        labels[100:200].astype(np.int64)))
+    kept = [first, raw] + [y for _, y in batches]  # more than the pool: none of them blocks
+    assert torch.equal(torch.cat(kept), torch.from_numpy(labels.astype(np.int64)))
