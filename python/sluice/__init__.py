@@ -1,7 +1,7 @@
 """sluice: the pipeline as a PyTorch data loader, and shards from Python (docs/python.md).
 
     import sluice
-    loader = sluice.Loader("out/dataset", batch_size=32)   # instead of DataLoader(...)
+    loader = sluice.Loader("out/dataset", batch_size=32, shuffle=True)  # was DataLoader(...)
     for images, labels in loader:    # images [B, 1, 28, 28] float32 (ToTensor), labels int64
         ...
     print(loader.report_text())      # which stage limits the run: your step, or the data
@@ -13,6 +13,7 @@ Batches are zero-copy views of the pipeline's buffers (DLPack); a buffer goes ba
 pipeline when torch frees the last tensor that views it. A caller that keeps many batches gets
 copies once it holds half of the buffers (docs/python.md, "Zero copy").
 """
+import inspect
 import math
 import numbers
 import os
@@ -147,6 +148,51 @@ def _channel_values(v):
     return values
 
 
+# DataLoader's (and its Dataset's) arguments that sluice.Loader does not take, and what to use
+# instead: the table "From DataLoader" in docs/python.md, one line each.
+_FROM_DATALOADER = {
+    "dataset": "pass the shard dataset's directory or manifest as path (write it once with "
+               "sluice.write_dataset or sluice-shard create)",
+    "sampler": "sluice has no sampler: the order is its deterministic, resumable shuffle "
+               "(shuffle, seed, shuffle_window_frames); DistributedSampler is rank/world_size",
+    "batch_sampler": "sluice has no batch sampler: pass batch_size (the global batch), "
+                     "shuffle and drop_last",
+    "num_workers": "sluice has no worker processes: the pipeline's threads are threads=N "
+                   "(None or 0: all usable cores)",
+    "collate_fn": "batches arrive already stacked ([B, C, H, W] images, [B] int64 labels); "
+                  "sluice has no collate step",
+    "pin_memory": "sluice uploads batches itself: pass device='cuda' for batches on the GPU",
+    "pin_memory_device": "pass device='cuda:N': batches are delivered on that GPU",
+    "timeout": "sluice has no worker processes to wait for; a missing or corrupt shard is an "
+               "error at once (or a counted skip with on_corrupt='skip')",
+    "worker_init_fn": "sluice has no worker processes to initialise; the order's randomness "
+                      "is seed",
+    "multiprocessing_context": "sluice has no worker processes (its threads are threads=N); "
+                               "for fork see docs/python.md, \"Fork\"",
+    "generator": "pass seed=N (an int in [0, 2**64 - 1]); the shuffle derives from it",
+    "prefetch_factor": "read_ahead_frames (frames decompressed ahead) and pool_size (batch "
+                       "buffers in flight) set how far the pipeline runs ahead",
+    "persistent_workers": "sluice has no workers; a Loader keeps its dataset and device "
+                          "between epochs",
+    "transform": "per-sample transforms are not yet a Loader argument; dtype and normalize "
+                 "cover ToTensor and Normalize",
+    "target_transform": "sluice has no label transforms; labels arrive as int64 [B]",
+}
+
+
+def _refuse_other_arguments(other_arguments):
+    """TypeError for the first argument Loader does not take: DataLoader's name what replaces
+    them (docs/python.md, "From DataLoader"); any other lists the Loader's arguments."""
+    for name in other_arguments:
+        if name in _FROM_DATALOADER:
+            raise TypeError("sluice.Loader: %s is DataLoader's: %s (docs/python.md, \"From "
+                            "DataLoader\")" % (name, _FROM_DATALOADER[name]))
+        known = [p for p in inspect.signature(Loader.__init__).parameters
+                 if p not in ("self", "other_arguments")]
+        raise TypeError("sluice.Loader: unexpected argument %r; its arguments: %s"
+                        % (name, ", ".join(known)))
+
+
 class Loader:
     """Iterates (images, labels) batches of a shard dataset, in sluice's deterministic order.
 
@@ -155,16 +201,25 @@ class Loader:
     the raw pixels. labels: int64 [B]. batch_size is the global batch size: with world_size N
     each rank gets its slice of every global batch (docs/architecture.md, "Data parallel").
     One iteration is one epoch; the next iteration starts the next epoch (set_epoch sets it).
+    Defaults are sluice-train's (no shuffle; threads None or 0: all usable cores); split picks
+    a split of a dataset directory. DataLoader's arguments are refused naming their sluice
+    equivalent (docs/python.md, "From DataLoader").
     """
 
-    def __init__(self, path, batch_size, shuffle=True, seed=0, drop_last=False, device="cpu",
+    def __init__(self, path, batch_size, shuffle=False, seed=0, drop_last=False, device="cpu",
                  dtype=torch.float32, normalize=None, threads=None, rank=None, world_size=None,
                  on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
                  device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
-                 max_corrupt_fraction=0.01):
-        self._arguments = {k: v for k, v in locals().items() if k != "self"}  # check_advice
+                 max_corrupt_fraction=0.01, split=None, **other_arguments):
+        _refuse_other_arguments(other_arguments)
+        self._arguments = {k: v for k, v in locals().items()
+                           if k not in ("self", "other_arguments")}  # check_advice
         path = _path_arg("path", path)
+        if split is not None and not isinstance(split, str):
+            raise TypeError("split: expected a str or None, got %r (%s)"
+                            % (split, type(split).__name__))
+        path = _sluice._split_manifest(path, split)
         shuffle = _bool_arg("shuffle", shuffle)
         drop_last = _bool_arg("drop_last", drop_last)
         device_zero_copy = _bool_arg("device_zero_copy", device_zero_copy)
@@ -175,11 +230,13 @@ class Loader:
         shuffle_window_frames = _int_arg("shuffle_window_frames", shuffle_window_frames, 0,
                                          _MAX_SHUFFLE_WINDOW, meaning=" (0: the whole split)")
         # Types and signs here; the maxima are sluice-train's (pipeline/resource_limits.h).
-        threads = _int_arg("threads", threads, 1, none_ok=True, meaning=" (None: all usable cores)")
-        decompress_threads = _int_arg("decompress_threads", decompress_threads, 1, none_ok=True,
-                                      meaning=" (None: threads)")
-        preprocess_threads = _int_arg("preprocess_threads", preprocess_threads, 1, none_ok=True,
-                                      meaning=" (None: threads)")
+        # 0 as sluice-train's --threads=0 (all usable cores) and --decompress-threads=0 (threads).
+        threads = _int_arg("threads", threads, 0, none_ok=True,
+                           meaning=" (None or 0: all usable cores)")
+        decompress_threads = _int_arg("decompress_threads", decompress_threads, 0, none_ok=True,
+                                      meaning=" (None or 0: threads)")
+        preprocess_threads = _int_arg("preprocess_threads", preprocess_threads, 0, none_ok=True,
+                                      meaning=" (None or 0: threads)")
         pool_size = _int_arg("pool_size", pool_size, 0, none_ok=True, meaning=" (None: automatic)")
         device_ring_depth = _int_arg("device_ring_depth", device_ring_depth, 2)
         # The type here; the range, [0, 1024] as --read-ahead, with its message, in C++.
@@ -470,8 +527,9 @@ class _Iterator:
             raise StopIteration
         images_capsule, labels_capsule, copy, epoch, step = item
         images = torch.utils.dlpack.from_dlpack(images_capsule)
-        # Labels: int32 in the buffer, int64 for torch (a copy of B values).
-        labels = torch.utils.dlpack.from_dlpack(labels_capsule).to(torch.int64)
+        labels = torch.utils.dlpack.from_dlpack(labels_capsule)
+        if labels.dtype != torch.int64:  # device batches: the buffer's int32, converted there
+            labels = labels.to(torch.int64)
         if copy:
             # Host: the caller holds half of the pipeline's buffers. Device, with
             # device_zero_copy=False: every batch. A copy (on the current stream), and the

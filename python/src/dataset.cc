@@ -1,10 +1,15 @@
 #include "python/src/dataset.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "pybind11/numpy.h"
 #include "python/src/errors.h"
@@ -16,14 +21,19 @@ namespace py = pybind11;
 namespace sluice::python {
 namespace {
 
-// The sample's values as a new array: [H, W], or [H, W, C] when C > 1.
-py::array SampleArray(const RecordSpec& spec, const char* sample) {
+// One sample's shape: [H, W], or [H, W, C] when C > 1.
+std::vector<py::ssize_t> SampleShape(const RecordSpec& spec) {
   std::vector<py::ssize_t> shape = {spec.height, spec.width};
   if (spec.channels != 1) shape.push_back(spec.channels);
-  py::array arr = spec.sample_dtype == SampleDType::kU8 ? py::array(py::dtype::of<uint8_t>(), shape)
-                                                        : py::array(py::dtype::of<float>(), shape);
-  std::memcpy(arr.mutable_data(), sample, spec.sample_bytes());
-  return arr;
+  return shape;
+}
+
+// A new array of `count` samples' values (`count` < 0: one sample, without the leading dim).
+py::array SampleArray(const RecordSpec& spec, py::ssize_t count) {
+  std::vector<py::ssize_t> shape = SampleShape(spec);
+  if (count >= 0) shape.insert(shape.begin(), count);
+  return spec.sample_dtype == SampleDType::kU8 ? py::array(py::dtype::of<uint8_t>(), shape)
+                                               : py::array(py::dtype::of<float>(), shape);
 }
 
 int64_t LabelValue(const RecordSpec& spec, const char* label) {
@@ -35,13 +45,68 @@ int64_t LabelValue(const RecordSpec& spec, const char* label) {
 
 }  // namespace
 
-PyDataset::PyDataset(const std::string& path, const std::string& split) {
+absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
+                                              const std::optional<std::string>& split) {
+  if (!split.has_value()) return path;
+  const std::string wanted = ManifestFileName(*split);
+  if (absl::EndsWith(path, kManifestSuffix)) {
+    const std::string name = BaseName(path);
+    if (name == wanted) return path;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split: ", path, " is the manifest of split \"",
+        name.substr(0, name.size() - std::strlen(kManifestSuffix)), "\", not \"", *split,
+        "\"; pass the dataset directory with split=, or that split's manifest"));
+  }
+  absl::StatusOr<std::vector<std::string>> children = Env::Default()->GetChildren(path);
+  if (!children.ok()) {
+    return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory or a *",
+                                            kManifestSuffix, " file (", children.status().message(),
+                                            ")"));
+  }
+  std::vector<std::string> splits;
+  for (const std::string& child : *children) {
+    if (child == wanted) return JoinPath(path, child);
+    if (absl::EndsWith(child, kManifestSuffix)) {
+      splits.push_back(child.substr(0, child.size() - std::strlen(kManifestSuffix)));
+    }
+  }
+  if (splits.empty()) {
+    return absl::NotFoundError(absl::StrCat(path, ": no *", kManifestSuffix,
+                                            " (not a dataset, or its writing did not finish)"));
+  }
+  std::sort(splits.begin(), splits.end());
+  return absl::InvalidArgumentError(absl::StrCat("split: ", path, " has no split \"", *split,
+                                                 "\"; its splits: ", absl::StrJoin(splits, ", ")));
+}
+
+PyDataset::PyDataset(const std::string& path, const std::optional<std::string>& split) {
+  const std::string manifest = Unwrap(SplitManifestPath(path, split));
   absl::StatusOr<std::unique_ptr<Dataset>> ds;
   {
     py::gil_scoped_release nogil;
-    ds = Dataset::Open(Env::Default(), path, split);
+    ds = Dataset::Open(Env::Default(), manifest);
   }
   ds_ = Unwrap(std::move(ds));
+}
+
+py::tuple PyDataset::GetItem(const py::object& key) {
+  if (py::isinstance<py::slice>(key)) return GetSlice(key.cast<py::slice>());
+  if (!PyIndex_Check(key.ptr()) || py::isinstance<py::bool_>(key)) {
+    throw py::type_error(absl::StrCat("sluice.Dataset indices must be an int or a slice, got ",
+                                      py::repr(key).cast<std::string>(), " (",
+                                      key.get_type().attr("__name__").cast<std::string>(), ")"));
+  }
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(key.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) {
+    const int64_t n = static_cast<int64_t>(ds_->record_count());
+    throw py::index_error(absl::StrCat("record index ", py::repr(index).cast<std::string>(),
+                                       " out of range for ", ds_->manifest_path(), " (", n,
+                                       " records: expected -", n, " to ", n - 1, ")"));
+  }
+  return Get(value);
 }
 
 py::tuple PyDataset::Get(int64_t index) {
@@ -52,11 +117,39 @@ py::tuple PyDataset::Get(int64_t index) {
                                        " to ", n - 1, ")"));
   }
   if (index < 0) index += n;
+  const RecordSpec& spec = ds_->spec();
+  const auto [sample, label] = Locate(static_cast<uint64_t>(index));
+  py::array arr = SampleArray(spec, -1);
+  std::memcpy(arr.mutable_data(), sample, spec.sample_bytes());
+  return py::make_tuple(arr, LabelValue(spec, label));
+}
+
+py::tuple PyDataset::GetSlice(const py::slice& slice) {
+  size_t start = 0, stop = 0, step = 0, count = 0;
+  if (!slice.compute(static_cast<size_t>(ds_->record_count()), &start, &stop, &step, &count)) {
+    throw py::error_already_set();  // a zero step: Python's ValueError
+  }
+  const RecordSpec& spec = ds_->spec();
+  py::array images = SampleArray(spec, static_cast<py::ssize_t>(count));
+  py::array_t<int64_t> labels(static_cast<py::ssize_t>(count));
+  char* out = static_cast<char*>(images.mutable_data());
+  int64_t* out_labels = labels.mutable_data();
+  // compute() gives the step as a size_t: a negative step wraps, and so does the index.
+  size_t index = start;
+  for (size_t k = 0; k < count; ++k, index += step) {
+    const auto [sample, label] = Locate(index);
+    std::memcpy(out + k * spec.sample_bytes(), sample, spec.sample_bytes());
+    out_labels[k] = LabelValue(spec, label);
+  }
+  return py::make_tuple(images, labels);
+}
+
+std::pair<const char*, const char*> PyDataset::Locate(uint64_t index) {
   const auto& shards = ds_->manifest().shards;
   size_t s = 0;
-  while (s + 1 < shards.size() && shards[s + 1].first_record <= static_cast<uint64_t>(index)) ++s;
+  while (s + 1 < shards.size() && shards[s + 1].first_record <= index) ++s;
   const ShardReader* r = Unwrap(ds_->shard(s));
-  const uint64_t in_shard = static_cast<uint64_t>(index) - shards[s].first_record;
+  const uint64_t in_shard = index - shards[s].first_record;
   const auto& frames = r->frames();
   uint32_t f = 0;
   while (f + 1 < frames.size() && frames[f + 1].first_record <= in_shard) ++f;
@@ -64,7 +157,7 @@ py::tuple PyDataset::Get(int64_t index) {
   const RecordSpec& spec = ds_->spec();
   const FrameView frame(spec, frames[f].record_count, frame_.data());
   const auto k = static_cast<uint32_t>(in_shard - frames[f].first_record);
-  return py::make_tuple(SampleArray(spec, frame.sample(k)), LabelValue(spec, frame.label(k)));
+  return {frame.sample(k), frame.label(k)};
 }
 
 void PyDataset::LoadFrame(const ShardReader& reader, size_t shard, uint32_t frame) {

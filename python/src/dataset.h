@@ -6,22 +6,39 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "pybind11/pybind11.h"
 #include "storage/dataset.h"
 #include "storage/shard_reader.h"
 
 namespace sluice::python {
 
+// The manifest of split `split` of `path` (the `split=` argument of sluice.Loader and
+// sluice.Dataset). No split: `path` as given (a directory's `train` split or its only one).
+// A directory: its `<split>.manifest.json`, else kInvalidArgument listing the splits present
+// (kNotFound when it holds none, or is no directory). A manifest: itself when it is of that
+// split, else kInvalidArgument naming both splits.
+absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
+                                              const std::optional<std::string>& split);
+
 class PyDataset {
  public:
-  PyDataset(const std::string& path, const std::string& split);
+  PyDataset(const std::string& path, const std::optional<std::string>& split);
   uint64_t size() const { return ds_->record_count(); }
 
-  // Record `i` as (np.ndarray [H, W] or [H, W, C], int label). Decodes (and checksums) the
-  // frame holding it; the last frame is kept, so sequential access decodes each frame once.
+  // ds[key]: Get for an int (anything with __index__), GetSlice for a slice; TypeError else.
+  pybind11::tuple GetItem(const pybind11::object& key);
+  // Record `i` as (np.ndarray [H, W] or [H, W, C], int label); `i` < 0 counts from the end.
+  // Decodes (and checksums) the frame holding it; the last frame is kept, so sequential access
+  // decodes each frame once.
   pybind11::tuple Get(int64_t index);
+  // The records of `slice` (Python's semantics) as (np.ndarray [n, ...one record's shape],
+  // np.ndarray int64 [n]): the records of Get stacked, in the slice's order.
+  pybind11::tuple GetSlice(const pybind11::slice& slice);
 
   void Verify() const;
   const Dataset& dataset() const { return *ds_; }
@@ -29,6 +46,8 @@ class PyDataset {
  private:
   // Decodes frame `frame` of shard `shard` (read by `reader`) into frame_ unless it is there.
   void LoadFrame(const ShardReader& reader, size_t shard, uint32_t frame);
+  // Decodes the frame of record `index` (in [0, size())); returns its sample and label.
+  std::pair<const char*, const char*> Locate(uint64_t index);
 
   std::unique_ptr<Dataset> ds_;
   std::string frame_;

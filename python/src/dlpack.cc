@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -83,6 +84,15 @@ BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, DLD
   BatchCapsules out;
   out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(s.dtype), device,
                            {b, c, h, w}, {c * h * w, h * w, w, 1});
+  if (device.device_type == kDLCPU) {
+    // Host labels leave as int64, torch's class-index type, converted here (B values, no GIL
+    // needed): torch's .to(int64) on the int32 view cost more than the conversion. The copy
+    // is the capsule's own, so labels kept alone hold no pipeline buffer.
+    auto labels = std::make_shared<std::vector<int64_t>>(batch.labels, batch.labels + b);
+    void* data = labels->data();
+    out.labels = MakeCapsule(std::move(labels), data, DLDataType{kDLInt, 64, 1}, device, {b}, {1});
+    return out;
+  }
   out.labels = MakeCapsule(std::move(owner), const_cast<int32_t*>(batch.labels),
                            DLDataType{kDLInt, 32, 1}, device, {b}, {1});
   return out;

@@ -18,7 +18,7 @@ namespace sluice::python {
 
 struct BatchCapsules {
   pybind11::object images;  // [B, C, H, W] contiguous, as the batch's sample spec declares
-  pybind11::object labels;  // [B] int32
+  pybind11::object labels;  // [B]: int64 on the host (a copy of its own), int32 on a device
 };
 
 // The images and labels of `batch`, on `device`; the images' shape and dtype come from the

@@ -8,7 +8,9 @@
 //   writer.h   sluice.write_dataset
 //   probe.h    sluice.probe's report (the C++ report of another loader's figures)
 //   transforms_binding.h  _apply_transforms, one sample through a chain (oracle tests)
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -16,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "device/device.h"
 #include "device/device_spec.h"
 #include "pipeline/resource_limits.h"
@@ -24,6 +27,7 @@
 #include "pybind11/stl.h"
 #include "python/src/dataset.h"
 #include "python/src/errors.h"
+#include "python/src/fork_guard.h"
 #include "python/src/loader.h"
 #include "python/src/probe.h"
 #include "python/src/transforms_binding.h"
@@ -33,6 +37,40 @@ namespace py = pybind11;
 
 namespace sluice::python {
 namespace {
+
+absl::Status DrainEpoch(const LoaderCore& c, uint64_t epoch, uint64_t* batches, uint64_t* samples,
+                        double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline,
+                   Pipeline::Create(&c.dataset(), c.Options(epoch, 0)));
+  BatchLease lease;
+  while (true) {
+    ASSIGN_OR_RETURN(bool got, pipeline->Next(&lease));
+    if (!got) break;
+    ++*batches;
+    *samples += lease.view().size;
+    lease.Release();
+  }
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return absl::OkStatus();
+}
+
+// The C++ baseline of bench/loader_vs_pipeline.py: (batches, samples, seconds) of a pipeline
+// with this loader's options draining epoch `epoch` with Pipeline::Next, no Python between
+// batches; seconds from Create to the end, as a Loader pass counts them.
+py::tuple DrainEpochTimed(const LoaderCore& c, uint64_t epoch) {
+  CheckNotForked("_drain_epoch");
+  NoteThreadsStarted();
+  absl::Status status;
+  uint64_t batches = 0, samples = 0;
+  double seconds = 0;
+  {
+    py::gil_scoped_release nogil;
+    status = DrainEpoch(c, epoch, &batches, &samples, &seconds);
+  }
+  Check(status);
+  return py::make_tuple(batches, samples, seconds);
+}
 
 void BindLoader(py::module_& m) {
   py::class_<LoaderCore, std::shared_ptr<LoaderCore>>(m, "_LoaderCore")
@@ -78,9 +116,9 @@ void BindLoader(py::module_& m) {
              const RecordSpec& s = c.dataset().spec();
              return py::make_tuple(s.channels, s.height, s.width);
            })
-      .def("start", [](std::shared_ptr<LoaderCore> c, uint64_t epoch, uint64_t step) {
-        return std::make_unique<Pass>(std::move(c), epoch, step);
-      });
+      .def("start", [](std::shared_ptr<LoaderCore> c, uint64_t epoch,
+                       uint64_t step) { return std::make_unique<Pass>(std::move(c), epoch, step); })
+      .def("_drain_epoch", &DrainEpochTimed);
 
   py::class_<Pass>(m, "_Pass")
       .def("next", &Pass::Next, py::arg("cuda_stream") = 0)
@@ -110,10 +148,10 @@ void BindLoader(py::module_& m) {
 
 void BindDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
-      .def(py::init<const std::string&, const std::string&>(), py::arg("path"),
-           py::arg("split") = "train")
+      .def(py::init<const std::string&, const std::optional<std::string>&>(), py::arg("path"),
+           py::arg("split") = py::none())
       .def("__len__", &PyDataset::size)
-      .def("__getitem__", &PyDataset::Get)
+      .def("__getitem__", &PyDataset::GetItem)
       .def("verify", &PyDataset::Verify,
            "Checks every shard's header, size and whole-file XXH3 and every frame's checksum, "
            "as `sluice-shard verify`; raises DataLossError naming file, frame and offset.")
@@ -136,6 +174,10 @@ void BindFunctions(py::module_& m) {
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard") = 16384,
         py::arg("records_per_frame") = 256, py::arg("zstd_level") = 3, py::arg("threads") = 0,
         py::arg("layout") = "", py::arg("num_classes") = 0);
+  // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
+  m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
+    return Unwrap(SplitManifestPath(path, split));
+  });
   m.def("cuda_device_count", &device::CudaDeviceCount);
   // (platform, ordinal or -1) of a device name, "auto" resolved: the grammar of --device
   // (device/device_spec.h). ValueError naming the grammar otherwise.

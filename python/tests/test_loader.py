@@ -424,13 +424,14 @@ def test_write_dataset_round_trips_float_samples_and_int_labels(tmp_path):
 
 def test_rank_and_world_size_default_from_torch_distributed(fashion, monkeypatch):
     path = fashion["dir"] + "/test.manifest.json"
-    explicit = [y for _, y in sluice.Loader(path, batch_size=100, seed=5, rank=1, world_size=3)]
+    explicit = [y for _, y in sluice.Loader(path, batch_size=100, shuffle=True, seed=5, rank=1,
+                                            world_size=3)]
     dist = torch.distributed
     monkeypatch.setattr(dist, "is_available", lambda: True)
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_rank", lambda: 1)
     monkeypatch.setattr(dist, "get_world_size", lambda: 3)
-    loader = sluice.Loader(path, batch_size=100, seed=5)
+    loader = sluice.Loader(path, batch_size=100, shuffle=True, seed=5)
     assert (loader.rank, loader.world_size) == (1, 3)
     defaulted = [y for _, y in loader]
     assert len(defaulted) == len(explicit) == 100
