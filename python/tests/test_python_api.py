@@ -95,7 +95,8 @@ def test_dataset_slice_of_channels_keeps_the_record_shape(tmp_path):
     rng = np.random.default_rng(1)
     images = rng.random((40, 4, 3, 2), dtype=np.float32)
     labels = rng.integers(0, 10, 40)
-    sluice.write_dataset(tmp_path, "train", images, labels, records_per_frame=8)
+    sluice.write_dataset(tmp_path, "train", images, labels, records_per_frame=8,
+                         layout="NHWC")
     ds = sluice.Dataset(str(tmp_path))
     x, y = ds[3:30:4]
     assert x.shape == (7,) + ds[0][0].shape == (7, 4, 3, 2) and x.dtype == np.float32
