@@ -1,6 +1,5 @@
 #include "pipeline/resource_limits.h"
 
-
 #include <algorithm>
 
 #include "absl/strings/match.h"
