@@ -24,7 +24,7 @@ Names NamesFor(SettingNames names) {
   if (names == SettingNames::kFlags) {
     return {"--transforms", "--h2d-format", "--normalize-mean/--normalize-std"};
   }
-  return {"transforms", "h2d_format", "normalize"};
+  return {"transforms", "dtype", "normalize"};  // sluice.Loader's arguments
 }
 
 absl::Status Prefixed(const std::string& what, const absl::Status& s) {

@@ -223,7 +223,7 @@ TEST(PipelineTransforms, BatchFormatRulesRefuseWhatDoesNotFit) {
   const std::string to_f32 = "Normalize(mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25])";
   auto u8 = RunSamples(data.dataset.get(), Options(to_f32, H2DFormat::kU8));
   EXPECT_THAT(std::string(u8.status().message()), StartsWith("transforms outputs f32 3x8x8"));
-  EXPECT_THAT(std::string(u8.status().message()), HasSubstr("h2d_format u8 cannot hold them"));
+  EXPECT_THAT(std::string(u8.status().message()), HasSubstr("dtype u8 cannot hold them"));
   PipelineOptions twice = Options(to_f32, H2DFormat::kF32);
   twice.format.normalization = Normalization{{0.1f}, {0.5f}};
   EXPECT_THAT(std::string(RunSamples(data.dataset.get(), twice).status().message()),
@@ -231,7 +231,7 @@ TEST(PipelineTransforms, BatchFormatRulesRefuseWhatDoesNotFit) {
   auto bf16 = RunSamples(data.dataset.get(), Options("ToDtype(bfloat16)", H2DFormat::kF32));
   EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("bf16 is not an h2d format"));
   auto f16 = RunSamples(data.dataset.get(), Options("ToDtype(float16)", H2DFormat::kF32));
-  EXPECT_THAT(std::string(f16.status().message()), HasSubstr("h2d_format f32 does not match them"));
+  EXPECT_THAT(std::string(f16.status().message()), HasSubstr("dtype f32 does not match them"));
   // The flags' spelling, as sluice-train checks it before the run.
   BatchFormat flags;
   flags.h2d_format = H2DFormat::kU8;
