@@ -7,6 +7,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "pipeline/batch_format.h"
 
 namespace sluice {
 namespace {
@@ -69,13 +70,16 @@ absl::Status CheckResourceSettings(const ResourceSettings& s, SettingNames names
 absl::StatusOr<uint64_t> PipelineBufferBytes(const PipelineOptions& o, const RecordSpec& spec) {
   const uint64_t world = std::max<uint32_t>(1, o.slice.world_size);
   const uint64_t batch = (o.order.batch_size + world - 1) / world;  // this rank's share
-  const std::string what = absl::StrCat("batch buffers of ", batch, " records of ", spec.height,
-                                        "x", spec.width, "x", spec.channels);
-  ASSIGN_OR_RETURN(const uint64_t values,
-                   CheckedProduct(what, {spec.height, spec.width, spec.channels}));
+  // The batch's samples are the transforms' output (the stored sample without them).
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
+                   ResolveBatchFormat(spec, o.format, SettingNames::kPythonArguments));
+  const SampleSpec& s = format.sample;
+  const std::string what = absl::StrCat("batch buffers of ", batch, " samples of ", s.channels, "x",
+                                        s.height, "x", s.width);
+  ASSIGN_OR_RETURN(const uint64_t values, CheckedProduct(what, {s.height, s.width, s.channels}));
   // Samples in the h2d format, then a label and a record id (4 bytes each) per record.
   ASSIGN_OR_RETURN(const uint64_t buffer_bytes,
-                   CheckedProduct(what, {batch, values * H2DFormatSize(o.format.h2d_format) + 8}));
+                   CheckedProduct(what, {batch, values * H2DFormatSize(s.dtype) + 8}));
   uint64_t buffers = o.resources.pool_size;
   if (buffers == 0) buffers = std::clamp<uint64_t>((4096 + batch - 1) / batch, 4, 256);
   if (o.placement.device != nullptr) buffers += o.resources.device_ring_depth;

@@ -45,7 +45,8 @@ struct ResourceSettings {
 // read_ahead_frames in [0, kMaxReadAheadFrames], device_ring_depth in [2, kMaxDeviceRingDepth].
 absl::Status CheckResourceSettings(const ResourceSettings& s, SettingNames names);
 
-// The bytes of the batch buffers a pipeline with `options` over records of `spec` allocates:
+// The bytes of the batch buffers a pipeline with `options` over records of `spec` allocates
+// (its samples as options.format's transforms output them; their errors as Pipeline::Create's):
 // the pinned pool and, with a device placement, the device ring (memory of the host too on the
 // simulated device). kResourceExhausted when the product overflows.
 absl::StatusOr<uint64_t> PipelineBufferBytes(const PipelineOptions& options,

@@ -76,6 +76,9 @@ ABSL_FLAG(std::string, normalize_mean, "0",
           "Normalization (x/255 - mean[c])/std[c]: one value, or one per channel (0.49,0.48,0.45)");
 ABSL_FLAG(std::string, normalize_std, "1",
           "Normalization (x/255 - mean[c])/std[c]: one value, or one per channel (0.25,0.24,0.26)");
+ABSL_FLAG(std::string, transforms, "",
+          "Ops applied to each training sample, torchvision's names and arguments, e.g. "
+          "'RandomCrop(32, padding=4), RandomHorizontalFlip()' (docs/transforms.md)");
 ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores; at most 4 x hardware threads)");
 ABSL_FLAG(int64_t, decompress_threads, 0,
           "Decompress concurrency (0: --threads; at most 4 x "
@@ -318,11 +321,14 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
     // copy, and the backend reads f32 without converting again.
     const bool cuda = o.backend.device.Resolve().platform == device::Platform::kCuda;
     p.format.h2d_format = cuda ? H2DFormat::kU8 : H2DFormat::kF32;
+    p.format.h2d_auto = true;  // a chain that outputs floats picks its own format
   } else {
     auto format = ParseH2DFormat(h2d);
     if (!format.ok()) return UsageError("h2d-format", format.status().message());
     p.format.h2d_format = *format;
   }
+  // Parsed and checked against the samples when the data is opened (CheckTrainable).
+  p.format.transforms = absl::GetFlag(FLAGS_transforms);
   // Their count against the samples' channels is checked when the pipeline starts.
   ASSIGN_OR_RETURN(p.format.normalization.mean,
                    ChannelValues("normalize-mean", absl::GetFlag(FLAGS_normalize_mean), -10, 10));
@@ -449,8 +455,9 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   RETURN_IF_ERROR(OutputsFromFlags(o));
   RETURN_IF_ERROR(DiagnosticsFromFlags(o));
   // The flags that define the run, recorded in checkpoints and the report.
-  for (const auto* flag : {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size",
-                           "epochs", "seed", "shuffle", "h2d_format", "device", "precision"}) {
+  for (const auto* flag :
+       {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size", "epochs", "seed",
+        "shuffle", "h2d_format", "device", "precision", "transforms"}) {
     absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
     if (f != nullptr) o.run_config.emplace_back(flag, f->CurrentValue());
   }

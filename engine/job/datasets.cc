@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
+#include "pipeline/batch_format.h"
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
 
@@ -101,14 +102,27 @@ absl::Status CheckClassCount(const Dataset& split, const ModelConfig& model) {
   return absl::OkStatus();
 }
 
-absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model) {
+// u8 images of any channel count and shape; the first layer takes the batch's sample (after
+// --transforms, when given).
+absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model,
+                            const BatchFormat& format) {
   const RecordSpec& spec = train.spec();
   if (spec.sample_dtype != SampleDType::kU8) {
     return absl::InvalidArgumentError(
         absl::StrCat(train.manifest_path(), ": samples are ", SampleDTypeName(spec.sample_dtype),
                      "; sluice-train trains on u8 images (as MNIST)"));
   }
-  if (model.layers.front() != static_cast<int>(spec.sample_values())) {
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat batch,
+                   ResolveBatchFormat(spec, format, SettingNames::kFlags));
+  if (batch.chain != nullptr && model.layers.front() != static_cast<int>(batch.sample.values())) {
+    const SampleSpec& s = batch.chain->output_spec();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--layers: the first layer takes %d values, the samples after --transforms are %s %ux%ux%u "
+        "(%u); start --layers with %u",
+        model.layers.front(), ElementTypeName(s.dtype), s.channels, s.height, s.width, s.values(),
+        s.values()));
+  }
+  if (batch.chain == nullptr && model.layers.front() != static_cast<int>(spec.sample_values())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--layers: the first layer has %d inputs but %s holds samples of %d values (%dx%dx%d)",
         model.layers.front(), train.manifest_path(), spec.sample_values(), spec.height, spec.width,
@@ -149,10 +163,11 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSour
 
 }  // namespace
 
-absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options, const ModelConfig& model) {
+absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options, const ModelConfig& model,
+                                  const BatchFormat& format) {
   Splits splits;
   ASSIGN_OR_RETURN(splits.train, OpenOrShardDataset(env, options.data, "train", options.cache_dir));
-  RETURN_IF_ERROR(CheckTrainable(*splits.train, model));
+  RETURN_IF_ERROR(CheckTrainable(*splits.train, model, format));
   if (options.evaluate) {
     ASSIGN_OR_RETURN(splits.test, OpenTestSplit(env, options, *splits.train));
     if (splits.test != nullptr) RETURN_IF_ERROR(CheckClassCount(*splits.test, model));

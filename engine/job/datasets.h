@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "engine/model.h"
+#include "pipeline/pipeline.h"
 #include "storage/dataset.h"
 
 namespace sluice {
@@ -42,7 +43,10 @@ struct Splits {
 
 // Opens the train split, checks that `model` can train on it (u8 samples of the model's input
 // size), and, when evaluating, the test split (null when there is none).
-absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& sources, const ModelConfig& model);
+// `format`: the train pipeline's batch format; the model's first layer must take its samples
+// (the transforms' output, C*H*W values).
+absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& sources, const ModelConfig& model,
+                                  const BatchFormat& format = {});
 
 }  // namespace sluice
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
+#include "pipeline/batch_format.h"
 
 namespace sluice {
 namespace {
@@ -152,6 +153,13 @@ KeyValues RunIdentity(const TrainJobOptions& o, const Dataset& train) {
       {"lr", FloatText(opt.lr)},
       {"weight_decay", FloatText(opt.weight_decay)},
   };
+  // The chain's canonical text (so spellings of the same ops match); absent without one.
+  if (!o.pipeline.format.transforms.empty()) {
+    auto format = ResolveBatchFormat(train.spec(), o.pipeline.format, SettingNames::kFlags);
+    id.emplace_back("transforms", format.ok() && format->chain != nullptr
+                                      ? format->chain->Identity()
+                                      : o.pipeline.format.transforms);
+  }
   if (opt.kind == OptimizerKind::kAdamW) {
     id.emplace_back("beta1", FloatText(opt.beta1));
     id.emplace_back("beta2", FloatText(opt.beta2));

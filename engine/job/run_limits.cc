@@ -8,16 +8,20 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "engine/memory.h"
+#include "pipeline/batch_format.h"
 
 namespace sluice {
 
 absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& options,
                                                     const Dataset& train) {
   RunMemoryEstimate e;
-  const RecordSpec& spec = train.spec();
+  // The batch's samples: the transforms' output (the stored samples without them).
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
+                   ResolveBatchFormat(train.spec(), options.pipeline.format, SettingNames::kFlags));
+  const SampleSpec& spec = format.sample;
   const uint64_t batch = options.pipeline.order.batch_size;
-  const std::string what = absl::StrCat("a batch of ", batch, " records of ", spec.height, "x",
-                                        spec.width, "x", spec.channels);
+  const std::string what = absl::StrCat("a batch of ", batch, " samples of ", spec.channels, "x",
+                                        spec.height, "x", spec.width);
   ASSIGN_OR_RETURN(const uint64_t features,
                    CheckedProduct(what, {spec.height, spec.width, spec.channels}));
   // A batch as the backend reads it (f32 at most) plus its labels.

@@ -19,6 +19,7 @@
 #include "engine/job/ranks.h"
 #include "engine/job/resume.h"
 #include "engine/job/run_limits.h"
+#include "pipeline/batch_format.h"
 
 namespace sluice {
 namespace {
@@ -170,6 +171,8 @@ class TrainJob {
   void OnEpochEnd(const EpochSummary& s, PipelineBatchSource& train_source,
                   MeasuredBackend& backend, PipelineBatchSource* test_source);
   absl::Status CheckCorruption(const PipelineBatchSource& train_source) const;
+  // Values of one batch sample: the transforms' output (checked by OpenData).
+  uint64_t BatchSampleValues() const;
   absl::Status FinishRecord(PipelineBatchSource& train_source, MeasuredBackend& backend);
 
   Env* env_;
@@ -190,7 +193,7 @@ class TrainJob {
 // is allocated).
 absl::Status TrainJob::OpenData() {
   SplitSources sources{o_.data, o_.test_data, o_.evaluate, o_.cache_dir};
-  ASSIGN_OR_RETURN(splits_, OpenSplits(env_, sources, o_.model));
+  ASSIGN_OR_RETURN(splits_, OpenSplits(env_, sources, o_.model, o_.pipeline.format));
   if (absl::Status s =
           CheckNormalization(o_.pipeline.format.normalization, splits_.train->spec().channels);
       !s.ok()) {
@@ -284,11 +287,16 @@ void TrainJob::OnEpochEnd(const EpochSummary& s, PipelineBatchSource& train_sour
   if (metrics_ && metrics_status_.ok()) metrics_status_ = metrics_->Append(s);
   if (o_.autotune && !autotuned_ && train_source.pipeline() != nullptr) {
     autotuned_ = true;
-    result_.autotune = AutotuneAfterEpoch(o_, train_source, backend, s.seconds,
-                                          splits_.train->spec().sample_values());
+    result_.autotune =
+        AutotuneAfterEpoch(o_, train_source, backend, s.seconds, BatchSampleValues());
     if (o_.on_autotune) o_.on_autotune(result_.autotune);
   }
   if (o_.on_epoch_end) o_.on_epoch_end(s);
+}
+
+uint64_t TrainJob::BatchSampleValues() const {
+  auto format = ResolveBatchFormat(splits_.train->spec(), o_.pipeline.format, SettingNames::kFlags);
+  return format.ok() ? format->sample.values() : splits_.train->spec().sample_values();
 }
 
 absl::Status TrainJob::CheckCorruption(const PipelineBatchSource& train_source) const {

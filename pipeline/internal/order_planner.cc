@@ -171,6 +171,7 @@ void PlaceSamples(const SplitLayout& layout, const std::vector<uint32_t>& frame_
   plan->order.resize(count);
   plan->sample_slot.resize(count);
   plan->sample_offset.resize(count);
+  plan->sample_position = positions;
   for (size_t i = 0; i < count; ++i) {
     const uint64_t v = seq[positions[i]];
     const uint32_t frame = static_cast<uint32_t>(v >> 32);

@@ -74,6 +74,10 @@ struct EpochPlan {
   // within that frame.
   std::vector<uint32_t> sample_slot;
   std::vector<uint32_t> sample_offset;
+  // For each entry of `order`: its position in the epoch's global sequence (step * B + its
+  // place in the global batch), the same on every rank and for every start step: the index
+  // that random transforms draw from.
+  std::vector<uint32_t> sample_position;
   // Frames to read, in read order (global frame ids). Only frames holding at least one sample
   // of `order` appear: a resumed epoch does not read frames of the steps it skips, and a rank
   // does not read frames holding none of its samples.

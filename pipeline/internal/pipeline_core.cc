@@ -81,9 +81,7 @@ absl::Status PipelineCore::Init() {
   if (opt_.resources.preprocess_threads <= 0)
     opt_.resources.preprocess_threads = opt_.resources.threads;
   RETURN_IF_ERROR(BuildLayout());
-  ASSIGN_OR_RETURN(SampleConverter conv, SampleConverter::Create(spec_, opt_.format.h2d_format,
-                                                                 opt_.format.normalization));
-  converter_.emplace(conv);
+  RETURN_IF_ERROR(InitPreprocess());
 
   order_ =
       OrderOptions{opt_.order.seed,       opt_.order.shuffle,   opt_.order.shuffle_window_frames,
@@ -99,8 +97,7 @@ absl::Status PipelineCore::Init() {
   frame_budget_ = FramesAliveBound(layout_, order_) + opt_.resources.read_ahead_frames;
   next_epoch_ = opt_.span.start_epoch;
 
-  sample_region_ =
-      (converter_->out_bytes_per_sample() * batch_capacity_ + kAlign - 1) / kAlign * kAlign;
+  sample_region_ = (batch_sample_.bytes() * batch_capacity_ + kAlign - 1) / kAlign * kAlign;
   label_offset_ = sample_region_;
   record_id_offset_ = label_offset_ + 4 * size_t{batch_capacity_};
   batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
@@ -148,6 +145,35 @@ absl::Status PipelineCore::Init() {
   RETURN_IF_ERROR(CheckPipelineThreadsCanStart(opt_.resources.threads));
   arena_ = std::make_unique<oneapi::tbb::task_arena>(opt_.resources.threads, 0);
   arena_->execute([this] { BuildGraph(); });
+  return absl::OkStatus();
+}
+
+absl::Status PipelineCore::InitPreprocess() {
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
+                   ResolveBatchFormat(spec_, opt_.format, SettingNames::kPythonArguments));
+  opt_.format.h2d_format = format.h2d_format;
+  batch_sample_ = format.sample;
+  if (format.chain == nullptr) {
+    ASSIGN_OR_RETURN(SampleConverter conv, SampleConverter::Create(spec_, opt_.format.h2d_format,
+                                                                   opt_.format.normalization));
+    converter_.emplace(std::move(conv));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(ChainPreprocessor pre,
+                   ChainPreprocessor::Create(spec_, format, opt_.format.normalization));
+  preprocessor_.emplace(std::move(pre));
+  const size_t ops = preprocessor_->chain().size();
+  scratch_.resize(static_cast<size_t>(opt_.resources.preprocess_threads));
+  for (uint32_t i = 0; i < scratch_.size(); ++i) {
+    ScratchSlot& slot = scratch_[i];
+    slot.bytes.resize(preprocessor_->scratch_bytes() + kAlign);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(slot.bytes.data());
+    slot.aligned = slot.bytes.data() + (kAlign - at % kAlign) % kAlign;
+    slot.op_ns.assign(ops, 0);
+    scratch_free_.push_back(i);
+  }
+  op_ns_total_ = std::make_unique<std::atomic<int64_t>[]>(ops);
+  for (size_t k = 0; k < ops; ++k) op_ns_total_[k].store(0);
   return absl::OkStatus();
 }
 
@@ -222,7 +248,7 @@ absl::StatusOr<bool> PipelineCore::Next(
   const BatchPayload& p = *m.payload;
   BatchView& v = lease->view_;
   v = BatchView{};
-  v.sample = converter_->out_spec();
+  v.sample = batch_sample_;
   // u8 batches leave the normalization to the consumer; f16/f32 batches come normalized.
   if (opt_.format.h2d_format == H2DFormat::kU8 && !opt_.format.normalization.is_identity()) {
     v.normalization = &opt_.format.normalization;
@@ -243,7 +269,7 @@ absl::StatusOr<bool> PipelineCore::Next(
     v.copy_start_ns = copy->first;
     v.copy_end_ns = copy->second;
     Record(Stage::kH2D, copy->first, copy->second, m.id, p.size,
-           size_t{p.size} * (converter_->out_bytes_per_sample() + 4));
+           size_t{p.size} * (batch_sample_.bytes() + 4));
   } else {
     v.samples = p.samples;
     v.labels = p.labels;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "oneapi/tbb/flow_graph.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/task_arena.h"
+#include "pipeline/batch_format.h"
 #include "pipeline/convert.h"
 #include "pipeline/internal/batch_scheduler.h"
 #include "pipeline/internal/delivery_queue.h"
@@ -65,6 +67,8 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   using UploadNode = oneapi::tbb::flow::async_node<BatchMsg, BatchMsg>;
 
   absl::Status BuildLayout();
+  // The batch's sample spec and its converter, or the transforms' preprocessor and scratch.
+  absl::Status InitPreprocess();
   absl::Status BuildWhatIfCaches();
   void BuildGraph();
   static absl::Status CheckPipelineThreadsCanStart(int threads);
@@ -74,6 +78,15 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   BatchMsg AssembleBody(BatchMsg m);
   void GatherInto(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
                   uint32_t* record_ids, uint32_t* size) const;
+  // GatherInto through the transforms: each sample by preprocessor_, with `scratch` (one
+  // thread's) and its per-op timing added to `op_ns`.
+  void GatherThroughChain(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
+                          uint32_t* record_ids, uint32_t* size, char* scratch,
+                          int64_t* op_ns) const;
+  // Gathers batch `index` of `run` by whichever path is set (a chain takes a scratch slot).
+  void GatherBatch(const EpochRun& run, uint32_t index, char* base, uint32_t* size);
+  uint32_t AcquireScratch();
+  void ReleaseScratch(uint32_t slot);
   void UploadBody(const BatchMsg& m, UploadNode::gateway_type& gw);
   // DeviceRing's enqueue callback (runs under the ring's lock).
   void EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waited_ns);
@@ -94,7 +107,20 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   OrderOptions order_;
   RecordSpec spec_;
   std::vector<const ShardReader*> readers_;
-  std::optional<SampleConverter> converter_;
+  std::optional<SampleConverter> converter_;  // no transforms: stored sample -> batch sample
+  // Transforms: the chain and the conversions around it, with one scratch slot per preprocess
+  // thread (allocated in Init: a sample costs no allocation) and the ops' sampled time.
+  std::optional<ChainPreprocessor> preprocessor_;
+  struct ScratchSlot {
+    std::vector<char> bytes;
+    char* aligned = nullptr;     // 64-byte aligned within bytes
+    std::vector<int64_t> op_ns;  // this batch's sampled per-op time
+  };
+  std::vector<ScratchSlot> scratch_;
+  std::mutex scratch_mu_;
+  std::vector<uint32_t> scratch_free_;
+  std::unique_ptr<std::atomic<int64_t>[]> op_ns_total_;  // per op, over the run
+  SampleSpec batch_sample_;  // one batch sample (the chain's output in the h2d format)
   uint64_t steps_per_epoch_ = 0;
   uint64_t total_batches_ = 0;
   uint32_t frame_budget_ = 0;

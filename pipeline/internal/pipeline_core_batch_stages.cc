@@ -63,7 +63,7 @@ void PipelineCore::DispatchBatch(const ReadyBatch& r, int64_t now_ns) {
 void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
                               uint32_t* record_ids, uint32_t* size) const {
   const EpochPlan& plan = run.plan;
-  const size_t out_bytes = converter_->out_bytes_per_sample();
+  const size_t out_bytes = batch_sample_.bytes();
   const uint32_t end = plan.batch_end(index);
   uint32_t k = 0;
   for (uint32_t i = plan.batch_begin(index); i < end; ++i) {
@@ -89,6 +89,61 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
   *size = k;
 }
 
+// The chain's path: the same walk as GatherInto's, each sample through the preprocessor with
+// its key (seed, epoch, global position), so its random draws are those of its place in the
+// epoch whatever thread, rank or start step builds it.
+void PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, char* samples,
+                                      int32_t* labels, uint32_t* record_ids, uint32_t* size,
+                                      char* scratch, int64_t* op_ns) const {
+  const EpochPlan& plan = run.plan;
+  const size_t out_bytes = batch_sample_.bytes();
+  const uint32_t end = plan.batch_end(index);
+  uint32_t k = 0;
+  for (uint32_t i = plan.batch_begin(index); i < end; ++i) {
+    const DecodedFrame& fr = run.frames[plan.sample_slot[i]];
+    if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
+    const FrameView frame(spec_, fr.records, fr.data);
+    const uint32_t offset = plan.sample_offset[i];
+    preprocessor_->Process(frame.sample(offset), samples + size_t{k} * out_bytes,
+                           SampleKey{opt_.order.seed, plan.epoch, plan.sample_position[i]}, scratch,
+                           op_ns);
+    ConvertLabels(spec_.label_dtype, frame.label(offset), labels + k, 1);
+    record_ids[k] = plan.order[i];
+    ++k;
+  }
+  *size = k;
+}
+
+uint32_t PipelineCore::AcquireScratch() {
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  // The assemble node runs at most preprocess_threads bodies at once, one slot each.
+  const uint32_t slot = scratch_free_.back();
+  scratch_free_.pop_back();
+  return slot;
+}
+
+void PipelineCore::ReleaseScratch(uint32_t slot) {
+  std::lock_guard<std::mutex> lock(scratch_mu_);
+  scratch_free_.push_back(slot);
+}
+
+void PipelineCore::GatherBatch(const EpochRun& run, uint32_t index, char* base, uint32_t* size) {
+  int32_t* labels = reinterpret_cast<int32_t*>(base + label_offset_);
+  uint32_t* ids = reinterpret_cast<uint32_t*>(base + record_id_offset_);
+  if (!preprocessor_.has_value()) {
+    GatherInto(run, index, base, labels, ids, size);
+    return;
+  }
+  const uint32_t slot = AcquireScratch();
+  ScratchSlot& s = scratch_[slot];
+  std::fill(s.op_ns.begin(), s.op_ns.end(), 0);
+  GatherThroughChain(run, index, base, labels, ids, size, s.aligned, s.op_ns.data());
+  for (size_t k = 0; k < s.op_ns.size(); ++k) {
+    if (s.op_ns[k] != 0) op_ns_total_[k].fetch_add(s.op_ns[k], std::memory_order_relaxed);
+  }
+  ReleaseScratch(slot);
+}
+
 BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
   StageRange nvtx_range("sluice preprocess");
   if (cancelled()) return m;
@@ -111,8 +166,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
     payload->size = prebuilt_size_[step];
   } else {
     char* base = payload->buffer.data();
-    GatherInto(run, m.index, base, reinterpret_cast<int32_t*>(base + label_offset_),
-               reinterpret_cast<uint32_t*>(base + record_id_offset_), &payload->size);
+    GatherBatch(run, m.index, base, &payload->size);
     payload->samples = base;
     payload->labels = reinterpret_cast<const int32_t*>(base + label_offset_);
     payload->record_ids = reinterpret_cast<const uint32_t*>(base + record_id_offset_);
@@ -132,7 +186,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
   SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kPreprocess)]);
   const int64_t end = NowNs();
   Record(Stage::kPreprocess, start, end, m.id, payload->size,
-         size_t{payload->size} * converter_->out_bytes_per_sample());
+         size_t{payload->size} * batch_sample_.bytes());
   m.payload = std::move(payload);
   return m;
 }
@@ -160,7 +214,7 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t /*wai
   std::copy_n(m.payload->record_ids, m.payload->size,
               slot_record_ids_.begin() + size_t{slot} * batch_capacity_);
   gateway_->reserve_wait();  // keeps the graph alive until the copy completes
-  const size_t sample_bytes = size_t{m.payload->size} * converter_->out_bytes_per_sample();
+  const size_t sample_bytes = size_t{m.payload->size} * batch_sample_.bytes();
   absl::Status s = uploader_->Enqueue(
       slot, m.payload->samples, sample_bytes, m.payload->labels, 4 * size_t{m.payload->size},
       opt_.diagnostics.what_if == WhatIf::kH2D || m.payload->size == 0,

@@ -88,10 +88,7 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
   prebuilt_size_.resize(nb);
   for (uint32_t b = 0; b < nb; ++b) {
     prebuilt_[b].resize(batch_buffer_bytes_);
-    GatherInto(run, b, prebuilt_[b].data(),
-               reinterpret_cast<int32_t*>(prebuilt_[b].data() + label_offset_),
-               reinterpret_cast<uint32_t*>(prebuilt_[b].data() + record_id_offset_),
-               &prebuilt_size_[b]);
+    GatherBatch(run, b, prebuilt_[b].data(), &prebuilt_size_[b]);
   }
   decoded_cache_.clear();  // the prebuilt batches are all assemble needs
   decoded_corrupt_.clear();

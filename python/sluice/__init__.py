@@ -25,6 +25,7 @@ import torch.utils.dlpack
 
 from . import _sluice
 from ._sluice import DataLossError, Dataset
+from . import transforms as _transforms
 from .probe import Probe, probe
 
 __all__ = ["Loader", "Dataset", "DataLossError", "write_dataset", "probe", "Probe"]
@@ -174,8 +175,9 @@ _FROM_DATALOADER = {
                        "buffers in flight) set how far the pipeline runs ahead",
     "persistent_workers": "sluice has no workers; a Loader keeps its dataset and device "
                           "between epochs",
-    "transform": "per-sample transforms are not yet a Loader argument; dtype and normalize "
-                 "cover ToTensor and Normalize",
+    "transform": "pass transforms=[...] (sluice.transforms ops or torchvision's of the same "
+                 "names, a Compose, or a --transforms string; docs/transforms.md); dtype and "
+                 "normalize cover ToTensor and a final Normalize",
     "target_transform": "sluice has no label transforms; labels arrive as int64 [B]",
 }
 
@@ -202,7 +204,10 @@ class Loader:
     each rank gets its slice of every global batch (docs/architecture.md, "Data parallel").
     One iteration is one epoch; the next iteration starts the next epoch (set_epoch sets it).
     Defaults are sluice-train's (no shuffle; threads None or 0: all usable cores); split picks
-    a split of a dataset directory. DataLoader's arguments are refused naming their sluice
+    a split of a dataset directory. transforms: ops each sample goes through before `dtype`
+    and `normalize` (a list of sluice.transforms ops or torchvision's of the same names, a
+    Compose, or a --transforms string; docs/transforms.md, "Using a chain"); the images are
+    then the chain's output shape. DataLoader's arguments are refused naming their sluice
     equivalent (docs/python.md, "From DataLoader").
     """
 
@@ -211,7 +216,7 @@ class Loader:
                  on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
                  device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
-                 max_corrupt_fraction=0.01, split=None, **other_arguments):
+                 max_corrupt_fraction=0.01, split=None, transforms=None, **other_arguments):
         _refuse_other_arguments(other_arguments)
         self._arguments = {k: v for k, v in locals().items()
                            if k not in ("self", "other_arguments")}  # check_advice
@@ -269,14 +274,19 @@ class Loader:
         self._device = _device_name(device)
         self._torch_device = torch.device(self._device if self._device.startswith("cuda")
                                           else "cpu")
-        self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
-                       "window": int(shuffle_window_frames), "drop_last": bool(drop_last)}
+        # The chain as sluice-train's --transforms takes it; built against the dataset by
+        # _LoaderCore (ValueError naming the op that does not fit).
+        transforms_text = _transforms.chain_text(transforms)
         self.rank, self.world_size = rank, world_size
         self._core = _sluice._LoaderCore(
             str(path), batch_size, bool(shuffle), int(seed), int(shuffle_window_frames),
             bool(drop_last), self._device, _DTYPES[dtype], mean, std, threads or 0, rank,
             world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
-            decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames))
+            decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames),
+            transforms_text)
+        self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
+                       "window": int(shuffle_window_frames), "drop_last": bool(drop_last),
+                       "transforms": self._core.transforms_identity()}
         self._epoch = 0
         self._step = 0
         self._pass = None

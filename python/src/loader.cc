@@ -12,6 +12,7 @@
 #include "device/device_spec.h"
 #include "device/sim/sim_device.h"
 #include "engine/diagnostics/report_html.h"
+#include "pipeline/batch_format.h"
 #include "pipeline/resource_limits.h"
 #include "pipeline/stage_stats.h"
 #include "pybind11/stl.h"  // stats_json: corrupt_frames, a std::vector<std::string>
@@ -57,6 +58,11 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
   // A mean or std of the wrong length is refused here, naming the channel count, not at the
   // first iteration.
   Check(CheckNormalization(c.format.normalization, core->dataset_->spec().channels));
+  // The transforms are built against the dataset's samples now: a bad op raises here.
+  absl::StatusOr<ResolvedBatchFormat> format =
+      ResolveBatchFormat(core->dataset_->spec(), c.format, SettingNames::kPythonArguments);
+  Check(format.status());
+  if (format->chain != nullptr) core->transforms_identity_ = format->chain->Identity();
   absl::StatusOr<device::DeviceSpec> spec = device::ParseDeviceSpec(c.device);
   if (!spec.ok()) {
     RaiseStatus(absl::InvalidArgumentError(absl::StrCat("device: ", spec.status().message())));

@@ -59,6 +59,8 @@ class LoaderCore {
   // The dataset's identity, as sluice-train's checkpoints record it (engine/job/resume.h):
   // the XXH3 of its manifest, as hex.
   std::string manifest_xxh3() const;
+  // The transforms' canonical text (TransformChain::Identity); "" without them.
+  const std::string& transforms_identity() const { return transforms_identity_; }
   const Dataset& dataset() const { return *dataset_; }
   const LoaderConfig& config() const { return config_; }
   bool on_device() const { return device_ != nullptr; }
@@ -71,6 +73,7 @@ class LoaderCore {
   explicit LoaderCore(LoaderConfig c) : config_(std::move(c)) {}
   LoaderConfig config_;
   std::shared_ptr<const Dataset> dataset_;
+  std::string transforms_identity_;
   std::shared_ptr<device::Device> device_;  // null: host batches
   int cuda_ordinal_ = -1;
 };

@@ -198,7 +198,7 @@ def test_state_dict_resume_mid_epoch_gives_the_identical_continuation(fashion):
     state = first.state_dict()
     dataset = state.pop("dataset")
     assert state == {"order": {"batch_size": 64, "seed": 7, "shuffle": True, "window": 64,
-                               "drop_last": False}, "epoch": 1, "step": 41}
+                               "drop_last": False, "transforms": ""}, "epoch": 1, "step": 41}
     assert dataset["records"] == 10000 and len(dataset["manifest_xxh3"]) == 16
     state["dataset"] = dataset
     resumed = make()

@@ -138,7 +138,7 @@ def test_every_dataloader_argument_is_a_loader_argument_or_mapped():
     ("timeout", 5, "on_corrupt"), ("worker_init_fn", print, "seed"),
     ("multiprocessing_context", "spawn", "Fork"), ("generator", None, "seed=N"),
     ("prefetch_factor", 2, "read_ahead_frames"), ("persistent_workers", True, "keeps"),
-    ("dataset", None, "path"), ("transform", None, "not yet"),
+    ("dataset", None, "path"), ("transform", None, "transforms=[...]"),
     ("target_transform", None, "int64"),
 ])
 def test_dataloader_argument_names_its_sluice_equivalent(fashion, name, value, equivalent):

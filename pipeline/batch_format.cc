@@ -1,0 +1,166 @@
+#include "pipeline/batch_format.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "pipeline/transforms/parse.h"
+
+namespace sluice {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t Aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// How the caller spells the settings the rules name.
+struct Names {
+  std::string transforms, h2d, normalize;
+};
+Names NamesFor(SettingNames names) {
+  if (names == SettingNames::kFlags) {
+    return {"--transforms", "--h2d-format", "--normalize-mean/--normalize-std"};
+  }
+  return {"transforms", "dtype", "normalize"};  // sluice.Loader's arguments
+}
+
+absl::Status Prefixed(const std::string& what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+// The h2d format a chain's float output (f32 or f16) goes to, or the refusal naming both
+// settings. A normalization is refused: the chain's float output is what the model reads.
+absl::StatusOr<H2DFormat> FormatForFloatOutput(const SampleSpec& out, const BatchFormat& format,
+                                               const Names& n) {
+  const std::string outputs = absl::StrCat(n.transforms, " outputs ", SampleSpecString(out));
+  if (!format.normalization.is_identity()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(outputs, " samples and ", n.normalize,
+                     " is set: the float samples would be normalized twice; normalize in the chain "
+                     "(Normalize(mean=..., std=...)) and leave ",
+                     n.normalize, " at 0 and 1"));
+  }
+  if (out.dtype == ElementType::kF32) {
+    if (format.h2d_auto) return format.h2d_format == H2DFormat::kF16 ? H2DFormat::kF16 : out.dtype;
+    if (format.h2d_format == H2DFormat::kU8) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          outputs, " samples; ", n.h2d, " u8 cannot hold them: use f32 or f16 (or auto)"));
+    }
+    return format.h2d_format;
+  }
+  if (format.h2d_auto || format.h2d_format == out.dtype) return out.dtype;
+  return absl::InvalidArgumentError(absl::StrCat(
+      outputs, " samples; ", n.h2d, " ", H2DFormatName(format.h2d_format),
+      " does not match them: use f16 (or auto), or end the chain with ToDtype(float32)"));
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
+                                                       const BatchFormat& format,
+                                                       SettingNames names) {
+  const Names n = NamesFor(names);
+  ResolvedBatchFormat r;
+  r.h2d_format = format.h2d_format;
+  SampleSpec input = StoredSampleSpec(stored);
+  input.layout = SampleLayout::kCHW;
+  if (absl::StripAsciiWhitespace(format.transforms).empty()) {
+    r.sample = input;
+    r.sample.dtype = r.h2d_format;
+    return r;
+  }
+  auto ops = ParseTransforms(format.transforms);
+  if (!ops.ok()) return Prefixed(n.transforms, ops.status());
+  auto chain = TransformChain::Create(std::move(*ops), input);
+  if (!chain.ok()) return Prefixed(n.transforms, chain.status());
+  r.chain = std::make_shared<const TransformChain>(std::move(*chain));
+  const SampleSpec& out = r.chain->output_spec();
+  switch (out.dtype) {
+    case ElementType::kU8:
+      if (absl::Status s = CheckNormalization(format.normalization, out.channels); !s.ok()) {
+        return Prefixed(absl::StrCat(n.normalize, " (the samples after ", n.transforms, " are ",
+                                     SampleSpecString(out), ")"),
+                        s);
+      }
+      break;
+    case ElementType::kBF16:
+      return absl::InvalidArgumentError(
+          absl::StrCat(n.transforms, " outputs ", SampleSpecString(out), " samples; bf16 is not ",
+                       "an h2d format (", n.h2d, " takes u8, f16 or f32): end the chain with ",
+                       "ToDtype(float16) or ToDtype(float32)"));
+    case ElementType::kF16:
+    case ElementType::kF32: {
+      ASSIGN_OR_RETURN(r.h2d_format, FormatForFloatOutput(out, format, n));
+      break;
+    }
+  }
+  if (r.h2d_format == ElementType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(n.h2d, ": the batch's h2d format must be u8, f16 or f32, not bf16"));
+  }
+  r.sample = out;
+  r.sample.dtype = r.h2d_format;
+  return r;
+}
+
+absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& stored,
+                                                            const ResolvedBatchFormat& format,
+                                                            const Normalization& normalization) {
+  if (format.chain == nullptr) return absl::InvalidArgumentError("no transforms to apply");
+  ChainPreprocessor p;
+  p.chain_ = format.chain;
+  const H2DFormat stored_type =
+      stored.sample_dtype == SampleDType::kU8 ? H2DFormat::kU8 : H2DFormat::kF32;
+  ASSIGN_OR_RETURN(SampleConverter to_chw,
+                   SampleConverter::Create(stored, stored_type, Normalization{}));
+  p.to_chw_.emplace(std::move(to_chw));
+  const SampleSpec& out = p.chain_->output_spec();
+  const SampleSpec& batch = format.sample;
+  if (out.dtype != batch.dtype) {
+    const SampleDType source = out.dtype == ElementType::kU8 ? SampleDType::kU8 : SampleDType::kF32;
+    const bool per_plane = out.dtype == ElementType::kU8 &&
+                           (normalization.mean.size() > 1 || normalization.std.size() > 1);
+    if (out.dtype != ElementType::kU8 && out.dtype != ElementType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot convert the chain's ",
+                                                     SampleSpecString(out), " output to ",
+                                                     ElementTypeName(batch.dtype)));
+    }
+    const size_t run = per_plane ? out.plane_values() : out.values();
+    const uint32_t runs = per_plane ? out.channels : 1;
+    for (uint32_t c = 0; c < runs; ++c) {
+      const Normalization norm =
+          per_plane ? Normalization{{normalization.mean_of(c)}, {normalization.std_of(c)}}
+          : out.dtype == ElementType::kU8 ? normalization
+                                          : Normalization{};
+      ASSIGN_OR_RETURN(SampleConverter conv,
+                       SampleConverter::Create(source, batch.dtype, norm, run));
+      p.out_converters_.push_back(std::move(conv));
+    }
+    p.out_plane_bytes_in_ = run * ElementSize(out.dtype);
+    p.out_plane_bytes_out_ = run * ElementSize(batch.dtype);
+  }
+  p.chain_out_offset_ = Aligned(p.chain_->input_spec().bytes());
+  p.chain_scratch_offset_ =
+      p.chain_out_offset_ + (p.out_converters_.empty() ? 0 : Aligned(out.bytes()));
+  return p;
+}
+
+void ChainPreprocessor::Process(const char* stored, char* out, const SampleKey& key, char* scratch,
+                                int64_t* op_ns) const {
+  to_chw_->Convert(stored, scratch, 1);
+  char* chain_scratch = scratch + chain_scratch_offset_;
+  if (out_converters_.empty()) {  // the chain's output is the batch's sample
+    chain_->Apply(scratch, out, key, chain_scratch, op_ns);
+    return;
+  }
+  char* mid = scratch + chain_out_offset_;
+  chain_->Apply(scratch, mid, key, chain_scratch, op_ns);
+  for (size_t i = 0; i < out_converters_.size(); ++i) {
+    out_converters_[i].Convert(mid + i * out_plane_bytes_in_, out + i * out_plane_bytes_out_, 1);
+  }
+}
+
+}  // namespace sluice

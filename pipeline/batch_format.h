@@ -1,0 +1,86 @@
+// The samples a batch holds, decided before the run from the stored records and BatchFormat:
+// with no transforms, the stored sample converted as SampleConverter does; with transforms
+// (BatchFormat::transforms, docs/transforms.md), the stored sample as CHW in its stored dtype
+// goes through the chain, and the chain's output is converted to the batch's format.
+//
+//   ASSIGN_OR_RETURN(ResolvedBatchFormat f, ResolveBatchFormat(dataset.spec(), format, names));
+//   f.sample                      // the batch's sample spec: sizes every buffer
+//   ASSIGN_OR_RETURN(ChainPreprocessor pre, ChainPreprocessor::Create(dataset.spec(), f));
+//   std::vector<char> scratch(pre.scratch_bytes() + 64);      // one per thread, 64-aligned
+//   pre.Process(record_sample, batch_slot, SampleKey{seed, epoch, position}, aligned, op_ns);
+//
+// The batch-format rules (docs/transforms.md, "Using a chain"): a chain that outputs u8 goes
+// to any h2d format with the normalization applied as without a chain (u8 batches: by the
+// consumer); one that outputs f32 goes to f32 or f16 batches and refuses a normalization (the
+// chain normalizes: it would run twice); one that outputs f16 needs f16 batches; bf16 is no
+// h2d format. With h2d_auto the chain's float output picks the format. Each refusal is one
+// kInvalidArgument line naming both settings as the caller spells them.
+//
+// Thread safety: ChainPreprocessor is immutable after Create; Process runs on many threads,
+// each with its own scratch.
+#ifndef SLUICE_PIPELINE_BATCH_FORMAT_H_
+#define SLUICE_PIPELINE_BATCH_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pipeline/convert.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/resource_limits.h"
+#include "pipeline/sample_spec.h"
+#include "pipeline/transforms/transform_chain.h"
+
+namespace sluice {
+
+struct ResolvedBatchFormat {
+  H2DFormat h2d_format = H2DFormat::kF32;  // after h2d_auto
+  SampleSpec sample;                       // one batch sample: CHW, dtype h2d_format
+  // The chain, built for the stored sample as CHW in its dtype; null without transforms.
+  std::shared_ptr<const TransformChain> chain;
+};
+
+// kInvalidArgument, one line prefixed with the transforms setting's name ("--transforms: " or
+// "transforms: "), when the text does not parse, an op cannot take what it is given, or the
+// batch format cannot take the chain's output; CheckNormalization's error for a normalization
+// of the wrong length.
+absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
+                                                       const BatchFormat& format,
+                                                       SettingNames names);
+
+// One stored record's sample to one batch sample through the chain (see the file comment).
+class ChainPreprocessor {
+ public:
+  static absl::StatusOr<ChainPreprocessor> Create(const RecordSpec& stored,
+                                                  const ResolvedBatchFormat& format,
+                                                  const Normalization& normalization);
+
+  // Bytes of scratch Process needs per thread (64-byte aligned by the caller).
+  size_t scratch_bytes() const { return chain_scratch_offset_ + chain_->scratch_bytes(); }
+  const TransformChain& chain() const { return *chain_; }
+
+  // `stored` holds one record's sample as stored (HWC); `out` receives the batch sample.
+  // `op_ns`: chain().size() accumulators, or null (TransformChain::Apply).
+  void Process(const char* stored, char* out, const SampleKey& key, char* scratch,
+               int64_t* op_ns) const;
+
+ private:
+  ChainPreprocessor() = default;
+
+  std::shared_ptr<const TransformChain> chain_;
+  std::optional<SampleConverter> to_chw_;  // stored HWC -> CHW in the stored dtype
+  // The chain's output to the batch's format: one converter per channel plane (u8 output with
+  // a per-channel normalization), one for the whole sample, or none (a copy).
+  std::vector<SampleConverter> out_converters_;
+  size_t out_plane_bytes_in_ = 0;   // bytes of one converted input run
+  size_t out_plane_bytes_out_ = 0;  // bytes of one converted output run
+  size_t chain_out_offset_ = 0;     // scratch: [CHW input | chain output | chain scratch]
+  size_t chain_scratch_offset_ = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_BATCH_FORMAT_H_

@@ -1,0 +1,275 @@
+// The transforms in the pipeline (BatchFormat::transforms): each sample's random draws depend
+// on (seed, epoch, global position) only, so batches are the same for any thread count, world
+// size and start step; a random crop is a padded crop of its record; the batch format's rules
+// against the chain's output; errors at start.
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing/mem_env.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/batch_format.h"
+#include "pipeline/convert.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/resource_limits.h"
+#include "storage/dataset.h"
+#include "storage/dataset_writer.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr uint32_t kChannels = 3, kSide = 8, kRecords = 48;
+constexpr char kRandomChain[] = "RandomCrop(6, padding=2), RandomHorizontalFlip()";
+
+struct ColourDataset {
+  std::unique_ptr<Env> env = NewMemEnv();
+  RecordArrays records;
+  std::unique_ptr<Dataset> dataset;
+
+  ColourDataset() {
+    records.spec.height = kSide;
+    records.spec.width = kSide;
+    records.spec.channels = kChannels;
+    records.count = kRecords;
+    records.samples.resize(records.count * records.spec.sample_bytes());
+    for (size_t i = 0; i < records.samples.size(); ++i) {
+      records.samples[i] = static_cast<char>(1 + (i * 131 + i / 7) % 251);  // never 0 (padding)
+    }
+    for (uint32_t i = 0; i < kRecords; ++i) records.labels.push_back(static_cast<char>(i % 10));
+    WriteDatasetOptions o;
+    o.sharding.records_per_shard = 16;
+    o.sharding.records_per_frame = 8;
+    o.threads = 1;
+    EXPECT_TRUE(WriteDataset(env.get(), "/data", "train", records, o).ok());
+    auto d = Dataset::Open(env.get(), "/data");
+    EXPECT_TRUE(d.ok()) << d.status();
+    dataset = std::move(*d);
+  }
+  // Record `id`'s value at channel c, row y, column x (stored HWC).
+  uint8_t At(uint32_t id, uint32_t c, int y, int x) const {
+    const size_t k = size_t{id} * records.spec.sample_bytes() +
+                     (static_cast<size_t>(y) * kSide + static_cast<size_t>(x)) * kChannels;
+    return static_cast<uint8_t>(records.samples[k + c]);
+  }
+};
+
+PipelineOptions Options(const std::string& transforms, H2DFormat format = H2DFormat::kU8) {
+  PipelineOptions o;
+  o.order.batch_size = 7;
+  o.order.seed = 11;
+  o.order.shuffle_window_frames = 2;
+  o.resources.threads = 1;
+  o.resources.pool_size = 3;
+  o.format.h2d_format = format;
+  o.format.transforms = transforms;
+  o.span.epochs = 2;
+  return o;
+}
+
+// Each delivered sample's bytes, by (epoch, step, record id).
+using Samples = std::map<std::vector<uint64_t>, std::string>;
+
+absl::StatusOr<Samples> RunSamples(const Dataset* dataset, const PipelineOptions& options,
+                                   SampleSpec* spec = nullptr) {
+  auto p = Pipeline::Create(dataset, options);
+  if (!p.ok()) return p.status();
+  if ((*p)->uploads_to_device()) return absl::UnimplementedError("device batches");
+  Samples out;
+  BatchLease lease;
+  while (true) {
+    absl::StatusOr<bool> got = (*p)->Next(&lease);
+    if (!got.ok()) return got.status();
+    if (!*got) break;
+    const BatchView& v = lease.view();
+    if (spec != nullptr) *spec = v.sample;
+    const size_t bytes = v.sample.bytes();
+    for (uint32_t i = 0; i < v.size; ++i) {
+      out[{v.epoch, v.step, v.record_ids[i]}] =
+          std::string(static_cast<const char*>(v.samples) + i * bytes, bytes);
+    }
+  }
+  return out;
+}
+
+TEST(PipelineTransforms, SameSamplesForOneAndTwoThreads) {
+  ColourDataset data;
+  PipelineOptions one = Options(kRandomChain);
+  PipelineOptions two = one;
+  two.resources.threads = 2;
+  two.resources.preprocess_threads = 2;
+  auto a = RunSamples(data.dataset.get(), one);
+  auto b = RunSamples(data.dataset.get(), two);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->size(), 2 * kRecords);
+  EXPECT_EQ(*a, *b);
+}
+
+// Rank 0's and rank 1's slices together are the one-rank batch: the same records, each
+// transformed as in the one-rank run (its draws follow its global position, not its place in
+// the rank's slice).
+TEST(PipelineTransforms, TwoRanksTogetherEqualOneRank) {
+  ColourDataset data;
+  auto whole = RunSamples(data.dataset.get(), Options(kRandomChain));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  Samples joined;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    PipelineOptions o = Options(kRandomChain);
+    o.slice = DataParallelSlice{rank, 2};
+    auto part = RunSamples(data.dataset.get(), o);
+    ASSERT_TRUE(part.ok()) << part.status();
+    EXPECT_LT(part->size(), whole->size());
+    joined.insert(part->begin(), part->end());
+  }
+  EXPECT_EQ(joined, *whole);
+}
+
+TEST(PipelineTransforms, MidEpochResumeReplaysTheSameSamples) {
+  ColourDataset data;
+  auto whole = RunSamples(data.dataset.get(), Options(kRandomChain));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  PipelineOptions o = Options(kRandomChain);
+  o.span.start_step = 3;
+  auto resumed = RunSamples(data.dataset.get(), o);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  Samples expected;
+  for (const auto& [key, bytes] : *whole) {
+    if (key[0] > 0 || key[1] >= 3) expected[key] = bytes;
+  }
+  EXPECT_EQ(*resumed, expected);
+}
+
+// Every output is the crop at some offset (dy, dx) in [0, 6]^2 of the record zero-padded by 2,
+// and the offsets differ between samples (the draws are per sample).
+TEST(PipelineTransforms, EveryRandomCropIsAPaddedCropOfItsRecord) {
+  ColourDataset data;
+  SampleSpec spec;
+  auto out = RunSamples(data.dataset.get(), Options("RandomCrop(6, padding=2)"), &spec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(spec, (SampleSpec{ElementType::kU8, kChannels, 6, 6, SampleLayout::kCHW}));
+  std::map<int, int> offsets;
+  for (const auto& [key, bytes] : *out) {
+    const uint32_t id = static_cast<uint32_t>(key[2]);
+    int found = -1;
+    for (int dy = 0; dy <= 6 && found < 0; ++dy) {
+      for (int dx = 0; dx <= 6 && found < 0; ++dx) {
+        bool same = true;
+        for (uint32_t c = 0; c < kChannels && same; ++c) {
+          for (int y = 0; y < 6 && same; ++y) {
+            for (int x = 0; x < 6 && same; ++x) {
+              const int sy = y + dy - 2, sx = x + dx - 2;
+              const bool inside = sy >= 0 && sy < int{kSide} && sx >= 0 && sx < int{kSide};
+              const uint8_t want = inside ? data.At(id, c, sy, sx) : 0;
+              same = static_cast<uint8_t>(bytes[(c * 6 + y) * 6 + x]) == want;
+            }
+          }
+        }
+        if (same) found = dy * 7 + dx;
+      }
+    }
+    ASSERT_GE(found, 0) << "record " << id << " in step " << key[1] << " is no padded crop";
+    ++offsets[found];
+  }
+  EXPECT_GT(offsets.size(), 8u);
+}
+
+// A u8 chain output goes to an f32 batch normalized per channel exactly as the converter does.
+TEST(PipelineTransforms, U8ChainOutputIsNormalizedPerChannelIntoF32) {
+  ColourDataset data;
+  const Normalization norm{{0.4f, 0.5f, 0.6f}, {0.2f, 0.25f, 0.3f}};
+  PipelineOptions o8 = Options(kRandomChain);
+  o8.format.normalization = norm;
+  PipelineOptions o32 = o8;
+  o32.format.h2d_format = H2DFormat::kF32;
+  auto u8 = RunSamples(data.dataset.get(), o8);
+  auto f32 = RunSamples(data.dataset.get(), o32);
+  ASSERT_TRUE(u8.ok()) << u8.status();
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  ASSERT_EQ(u8->size(), f32->size());
+  for (const auto& [key, bytes] : *u8) {
+    const std::string& f = f32->at(key);
+    ASSERT_EQ(f.size(), 4 * bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      float got;
+      std::memcpy(&got, f.data() + 4 * i, 4);
+      ASSERT_EQ(got, NormalizeU8(static_cast<uint8_t>(bytes[i]), norm, i / 36)) << i;
+    }
+  }
+}
+
+TEST(PipelineTransforms, F32ChainOutputSetsTheBatchFormat) {
+  ColourDataset data;
+  const std::string chain =
+      "RandomCrop(6, padding=2), Normalize(mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25])";
+  SampleSpec spec;
+  ASSERT_TRUE(RunSamples(data.dataset.get(), Options(chain, H2DFormat::kF32), &spec).ok());
+  EXPECT_EQ(spec, (SampleSpec{ElementType::kF32, kChannels, 6, 6, SampleLayout::kCHW}));
+  PipelineOptions automatic = Options(chain, H2DFormat::kU8);
+  automatic.format.h2d_auto = true;
+  ASSERT_TRUE(RunSamples(data.dataset.get(), automatic, &spec).ok());
+  EXPECT_EQ(spec.dtype, ElementType::kF32);
+  ASSERT_TRUE(RunSamples(data.dataset.get(), Options(chain, H2DFormat::kF16), &spec).ok());
+  EXPECT_EQ(spec.dtype, ElementType::kF16);
+}
+
+TEST(PipelineTransforms, BatchFormatRulesRefuseWhatDoesNotFit) {
+  ColourDataset data;
+  const std::string to_f32 = "Normalize(mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25])";
+  auto u8 = RunSamples(data.dataset.get(), Options(to_f32, H2DFormat::kU8));
+  EXPECT_THAT(std::string(u8.status().message()), StartsWith("transforms outputs f32 3x8x8"));
+  EXPECT_THAT(std::string(u8.status().message()), HasSubstr("dtype u8 cannot hold them"));
+  PipelineOptions twice = Options(to_f32, H2DFormat::kF32);
+  twice.format.normalization = Normalization{{0.1f}, {0.5f}};
+  EXPECT_THAT(std::string(RunSamples(data.dataset.get(), twice).status().message()),
+              HasSubstr("normalize is set: the float samples would be normalized twice"));
+  auto bf16 = RunSamples(data.dataset.get(), Options("ToDtype(bfloat16)", H2DFormat::kF32));
+  EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("bf16 is not an h2d format"));
+  auto f16 = RunSamples(data.dataset.get(), Options("ToDtype(float16)", H2DFormat::kF32));
+  EXPECT_THAT(std::string(f16.status().message()), HasSubstr("dtype f32 does not match them"));
+  // The flags' spelling, as sluice-train checks it before the run.
+  BatchFormat flags;
+  flags.h2d_format = H2DFormat::kU8;
+  flags.transforms = to_f32;
+  EXPECT_THAT(
+      std::string(
+          ResolveBatchFormat(data.dataset->spec(), flags, SettingNames::kFlags).status().message()),
+      StartsWith("--transforms outputs f32 3x8x8 CHW samples; --h2d-format u8"));
+}
+
+TEST(PipelineTransforms, BadChainsFailAtStartNamingTheSetting) {
+  ColourDataset data;
+  for (const char* bad : {"RandomCrop(13, padding=2)", "Normalize(mean=[0.5, 0.5], std=[1, 1])",
+                          "Bogus()", "RandomCrop(6,"}) {
+    auto r = RunSamples(data.dataset.get(), Options(bad, H2DFormat::kF32));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(r.status().message()), StartsWith("transforms: ")) << bad;
+  }
+  auto big = RunSamples(data.dataset.get(), Options("RandomCrop(13, padding=2)"));
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("RandomCrop"));
+  // A per-channel normalization of a u8 chain output is checked against its channels.
+  PipelineOptions norm = Options(kRandomChain, H2DFormat::kF32);
+  norm.format.normalization = Normalization{{0.1f, 0.2f}, {1.0f}};
+  EXPECT_THAT(std::string(RunSamples(data.dataset.get(), norm).status().message()),
+              StartsWith("normalize (the "));
+}
+
+// The buffers are sized from the chain's output: a crop to 2x2 needs fewer bytes than 8x8.
+TEST(PipelineTransforms, BufferBytesFollowTheChainOutput) {
+  ColourDataset data;
+  PipelineOptions plain = Options("", H2DFormat::kF32);
+  PipelineOptions cropped = Options("CenterCrop(2)", H2DFormat::kF32);
+  auto a = PipelineBufferBytes(plain, data.dataset->spec());
+  auto b = PipelineBufferBytes(cropped, data.dataset->spec());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a / 3, 7 * (kChannels * kSide * kSide * 4 + 8));
+  EXPECT_EQ(*b / 3, 7 * (kChannels * 2 * 2 * 4 + 8));
+}
+
+}  // namespace
+}  // namespace sluice

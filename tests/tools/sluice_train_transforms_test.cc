@@ -1,0 +1,161 @@
+// sluice-train with --transforms and images of any shape: the MLP takes the chain's output,
+// a chain that does not fit fails at start naming it, and a resume with another chain is
+// refused naming both.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "storage/dataset.h"
+#include "storage/dataset_writer.h"
+#include "tests/tools/learnable_records.h"
+
+namespace sluice {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string text;  // stdout + stderr
+};
+
+Output RunTrain(const std::string& args) {
+  Output out;
+  std::string cmd = absl::StrCat(SLUICE_TRAIN_BIN, " ", args, " 2>&1");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
+  int status = ::pclose(p);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+double FinalAccuracy(const std::string& text) {
+  const size_t at = text.find("final test accuracy: ");
+  return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + 21);
+}
+
+// `count` 3-channel 32x32 images (HWC, as NumPy's channels-last arrays): class c lights row
+// band c in channel c % 3 over a noise floor.
+RecordArrays ColourRecords(uint64_t count, uint64_t seed) {
+  RecordArrays r;
+  r.spec = {SampleDType::kU8, LabelDType::kU8, 32, 32, 3};
+  r.count = count;
+  r.samples.resize(count * r.spec.sample_bytes());
+  r.labels.resize(count);
+  std::mt19937_64 rng(seed);
+  for (uint64_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % 10);
+    r.labels[i] = static_cast<char>(label);
+    for (int p = 0; p < 32 * 32 * 3; ++p) {
+      const int row = p / (32 * 3), channel = p % 3;
+      const bool lit = channel == label % 3 && row >= label * 3 && row < label * 3 + 3;
+      r.samples[i * 3072 + p] = static_cast<char>(lit ? 128 + rng() % 128 : rng() % 40);
+    }
+  }
+  return r;
+}
+
+class SluiceTrainTransformsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice_train_transforms_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    WriteDatasetOptions options;
+    options.sharding.records_per_shard = 1500;
+    options.sharding.records_per_frame = 100;
+    for (const auto& [split, count, seed] :
+         {std::tuple{"train", 4000, 1}, std::tuple{"test", 1000, 2}}) {
+      ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/gray", split,
+                               testing::MakeLearnableRecords(count, seed, 40), options)
+                      .ok());
+      ASSERT_TRUE(
+          WriteDataset(Env::Default(), dir_ + "/colour", split, ColourRecords(count, seed), options)
+              .ok());
+    }
+  }
+  void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
+  std::string dir_;
+};
+
+TEST_F(SluiceTrainTransformsTest, TrainsThroughARandomChainAndPrintsTheAccuracy) {
+  Output out =
+      RunTrain(absl::StrCat("--data=", dir_,
+                            "/gray --device=cpu --epochs=3 --quiet "
+                            "--transforms='RandomCrop(28, padding=2), RandomHorizontalFlip()'"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  // Chance is 0.1. A crop shifted by 2 rows moves a class's band onto its neighbour's (and the
+  // test split goes through the same chain), so the bar is lower than without the chain.
+  EXPECT_GT(FinalAccuracy(out.text), 0.3) << out.text;
+}
+
+TEST_F(SluiceTrainTransformsTest, ThreeChannelImagesTrainWithTheirOwnInputWidth) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/colour --device=cpu --epochs=3 --quiet "
+                                     "--layers=3072,64,10"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_GT(FinalAccuracy(out.text), 0.5) << out.text;
+  // Cropped to 24x24 by the chain, the model takes 3x24x24 and normalizes to f32 in the chain.
+  out = RunTrain(absl::StrCat(
+      "--data=", dir_,
+      "/colour --device=cpu --epochs=2 --quiet --layers=1728,64,10 --transforms='CenterCrop(24), "
+      "Normalize(mean=[0.1, 0.1, 0.1], std=[0.3, 0.3, 0.3])'"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_GT(FinalAccuracy(out.text), 0.3) << out.text;
+}
+
+TEST_F(SluiceTrainTransformsTest, AFirstLayerOfTheWrongWidthNamesTheSpecAfterTheTransforms) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/colour --device=cpu --epochs=1 --layers=784,10 "
+                                     "--transforms='RandomCrop(24)'"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("--layers: the first layer takes 784 values, the samples after "
+                          "--transforms are u8 3x24x24 (1728)"),
+            std::string::npos)
+      << out.text;
+}
+
+TEST_F(SluiceTrainTransformsTest, BadChainsFailAtStartWithOneLineNamingTheFlag) {
+  for (const char* bad :
+       {"Bogus()", "RandomCrop(40, padding=2)", "Normalize(mean=[0.5, 0.5], std=[1, 1])",
+        "RandomCrop(28, padding=2", "RandomCrop(28, padding=2), ToDtype(bfloat16)"}) {
+    Output out = RunTrain(absl::StrCat("--data=", dir_, "/colour --device=cpu --epochs=1 ",
+                                       "--layers=3072,10 --transforms='", bad, "'"));
+    EXPECT_NE(out.exit_code, 0) << bad << "\n" << out.text;
+    EXPECT_NE(out.text.find("--transforms"), std::string::npos) << bad << "\n" << out.text;
+    EXPECT_EQ(out.text.find("step "), std::string::npos) << "trained before failing: " << out.text;
+  }
+  // A chain that outputs floats with a normalization flag too would normalize twice.
+  Output out =
+      RunTrain(absl::StrCat("--data=", dir_, "/gray --device=cpu --epochs=1 --normalize-mean=0.1 ",
+                            "--transforms='Normalize(mean=[0.5], std=[0.2])'"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("--normalize-mean/--normalize-std is set"), std::string::npos)
+      << out.text;
+}
+
+TEST_F(SluiceTrainTransformsTest, ResumeWithOtherTransformsIsRefusedNamingBothChains) {
+  const std::string common = absl::StrCat(
+      "--data=", dir_, "/gray --device=cpu --epochs=2 --quiet --checkpoint-dir=", dir_, "/ckpt");
+  Output out = RunTrain(absl::StrCat(common, " --stop-after-steps=20 --checkpoint-every=20 ",
+                                     "--transforms='RandomCrop(28, padding=2)'"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  out = RunTrain(absl::StrCat(common, " --resume=auto --transforms='RandomHorizontalFlip()'"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("transforms: RandomCrop("), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("RandomHorizontalFlip(p=0.5) now"), std::string::npos) << out.text;
+  // The same chain, spelled differently, is the same run.
+  out =
+      RunTrain(absl::StrCat(common, " --resume=auto --transforms='RandomCrop(size=28,padding=2)'"));
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+}
+
+}  // namespace
+}  // namespace sluice
