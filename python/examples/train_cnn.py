@@ -26,11 +26,11 @@ MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
 class SmallCNN(nn.Module):
-    def __init__(self, channels=3, classes=10):
+    def __init__(self, channels=3, height=32, width=32, classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, 32, 3, padding=1)
         self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.LazyLinear(128)
+        self.fc1 = nn.Linear(64 * (height // 4) * (width // 4), 128)
         self.fc2 = nn.Linear(128, classes)
 
     def forward(self, x):
@@ -74,8 +74,8 @@ def main(argv=None):
                                T.Normalize(MEAN, STD)])
     torch.manual_seed(0)
     first, _ = next(iter(sluice.Loader(args.data, 1, split="train", device=args.device)))
-    model = SmallCNN(channels=first.shape[1]).to(first.device)
-    model(first.float())  # sizes the lazy layer
+    _, channels, height, width = first.shape
+    model = SmallCNN(channels, height, width).to(first.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     step, start = 0, time.perf_counter()
     for epoch in range(args.epochs):
