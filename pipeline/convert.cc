@@ -274,20 +274,46 @@ void SampleConverter::ConvertU8Run(const ChannelKernel& k, const uint8_t* in, vo
 // short contiguous run (on the stack, in L1), which then goes through that channel's kernel.
 void SampleConverter::ConvertU8Interleaved(const uint8_t* in, char* out) const {
   constexpr size_t kRun = 256;
+  constexpr size_t kRunChannels = 16;  // channels transposed together: a 4 KB stack buffer
   const size_t channels = out_.channels;
   const size_t plane = out_.plane_values();
   const size_t out_size = ElementSize(out_.dtype);
-  alignas(32) uint8_t run[kRun];
-  for (size_t c = 0; c < channels; ++c) {
-    char* out_plane = out + c * plane * out_size;
-    if (out_.dtype == H2DFormat::kU8) {
-      for (size_t p = 0; p < plane; ++p) out_plane[p] = static_cast<char>(in[p * channels + c]);
-      continue;
+  if (channels > kRunChannels) {  // one channel at a time, reading the sample C times
+    alignas(32) uint8_t run[kRun];
+    for (size_t c = 0; c < channels; ++c) {
+      char* out_plane = out + c * plane * out_size;
+      for (size_t p0 = 0; p0 < plane; p0 += kRun) {
+        const size_t n = std::min(kRun, plane - p0);
+        for (size_t p = 0; p < n; ++p) run[p] = in[(p0 + p) * channels + c];
+        ConvertU8Run(channels_[c], run, out_plane + p0 * out_size, n);
+      }
     }
-    for (size_t p0 = 0; p0 < plane; p0 += kRun) {
-      const size_t n = std::min(kRun, plane - p0);
-      for (size_t p = 0; p < n; ++p) run[p] = in[(p0 + p) * channels + c];
-      ConvertU8Run(channels_[c], run, out_plane + p0 * out_size, n);
+    return;
+  }
+  // Runs of kRun pixels, read once in stored order and split into one run per channel, each
+  // then converted by its channel's kernel (u8 output: a copy).
+  alignas(32) uint8_t runs[kRunChannels][kRun];
+  for (size_t p0 = 0; p0 < plane; p0 += kRun) {
+    const size_t n = std::min(kRun, plane - p0);
+    const uint8_t* pixel = in + p0 * channels;
+    if (channels == 3) {
+      for (size_t p = 0; p < n; ++p, pixel += 3) {
+        runs[0][p] = pixel[0];
+        runs[1][p] = pixel[1];
+        runs[2][p] = pixel[2];
+      }
+    } else {
+      for (size_t p = 0; p < n; ++p, pixel += channels) {
+        for (size_t c = 0; c < channels; ++c) runs[c][p] = pixel[c];
+      }
+    }
+    for (size_t c = 0; c < channels; ++c) {
+      char* dst = out + (c * plane + p0) * out_size;
+      if (out_.dtype == H2DFormat::kU8) {
+        std::memcpy(dst, runs[c], n);
+      } else {
+        ConvertU8Run(channels_[c], runs[c], dst, n);
+      }
     }
   }
 }

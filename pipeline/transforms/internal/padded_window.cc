@@ -76,6 +76,17 @@ void CopyPaddedWindow(const SampleSpec& spec, const void* src, const PaddedAxis&
   const int64_t shift = cols.before[0] + cols.before[1];
   const int64_t x0 = std::clamp<int64_t>(shift - left, 0, out_w);
   const int64_t x1 = std::clamp<int64_t>(shift + cols.size - left, x0, out_w);
+  // The padded columns' sources, the same for every row and channel: looked up once (a crop's
+  // padding is a few columns; wider padding falls back to the lookup per element).
+  constexpr int64_t kMaxTableColumns = 256;
+  int64_t source_of[kMaxTableColumns];
+  const bool table = out_w - (x1 - x0) <= kMaxTableColumns;
+  if (table) {
+    int64_t k = 0;
+    for (int64_t x = 0; x < out_w; ++x) {
+      if (x < x0 || x >= x1) source_of[k++] = cols.Source(left + x, mode);
+    }
+  }
   const char* in = static_cast<const char*>(src);
   char* out = static_cast<char*>(dst);
   for (uint32_t c = 0; c < spec.channels; ++c) {
@@ -87,14 +98,18 @@ void CopyPaddedWindow(const SampleSpec& spec, const void* src, const PaddedAxis&
         continue;
       }
       const char* row = plane + sy * row_bytes;
+      if (x1 > x0) std::memcpy(out + x0 * es, row + (x0 + left - shift) * es, (x1 - x0) * es);
+      int64_t k = 0;
       for (int64_t x = 0; x < out_w; ++x) {
-        if (x == x0 && x1 > x0) {
-          std::memcpy(out + x0 * es, row + (x0 + left - shift) * es, (x1 - x0) * es);
-          x = x1 - 1;
-          continue;
+        if (x == x0 && x1 > x0) x = x1;
+        if (x >= out_w) break;
+        const int64_t sx = table ? source_of[k++] : cols.Source(left + x, mode);
+        const char* from = sx < 0 ? static_cast<const char*>(fill) : row + sx * es;
+        if (es == 1) {
+          out[x] = *from;
+        } else {
+          std::memcpy(out + x * es, from, es);
         }
-        const int64_t sx = cols.Source(left + x, mode);
-        std::memcpy(out + x * es, sx < 0 ? fill : row + sx * es, es);
       }
     }
   }
