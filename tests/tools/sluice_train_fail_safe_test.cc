@@ -178,7 +178,7 @@ TEST_F(SluiceTrainFailSafeTest, AMetricsFifoWithoutAReaderIsRefusedAtOnce) {
 TEST_F(SluiceTrainFailSafeTest, AMetricsFifoWhoseReaderLeavesEndsTheRunWithOneLine) {
   const std::string fifo = dir_ + "/metrics.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // not the run's
   ASSERT_GE(reader, 0);
   std::string first_line;
   std::thread read_one_line([&] {
@@ -194,8 +194,8 @@ TEST_F(SluiceTrainFailSafeTest, AMetricsFifoWhoseReaderLeavesEndsTheRunWithOneLi
     ::close(reader);
   });
   const Output out = RunTrain(absl::StrCat(Data(),
-                                           "--device=cpu --epochs=4 --ceilings=false "
-                                           "--inject-delay=compute:2000 --metrics-out=",
+                                           "--device=cpu --epochs=3 --ceilings=false "
+                                           "--inject-delay=compute:20000 --metrics-out=",
                                            fifo),
                               Cache(), 0, "", 0, 60);
   read_one_line.join();

@@ -402,7 +402,8 @@ TEST_F(SluiceTrainMpiTest, SigtermToOneRankStopsTheJobNamingTheSignalWithItsExit
 }
 
 // On a slow simulated device (2 s per modelled step) the rank without the signal used to wait
-// out the modelled time of every step it had enqueued: the agreed stop skips it on every rank.
+// out the modelled time of every step it had enqueued (~26 s here): the agreed stop skips it on
+// every rank. What is left is the wait for the agreement (every kStopPollSteps steps): 12.7 s.
 TEST_F(SluiceTrainMpiTest, AnAgreedStopSkipsTheModelledTimeOnEveryRank) {
   BackgroundJob job =
       StartInBackground(Mpirun(2) + Train("simterm",
@@ -417,7 +418,7 @@ TEST_F(SluiceTrainMpiTest, AnAgreedStopSkipsTheModelledTimeOnEveryRank) {
   ASSERT_TRUE(end.ended) << end.log;
   EXPECT_EQ(end.exit_code, 128 + SIGTERM) << end.log;
   std::fprintf(stderr, "the job ended %.1f s after the signal\n", end.seconds);
-  EXPECT_LT(end.seconds, SECONDS_BOUND) << end.log;
+  EXPECT_LT(end.seconds, 20.0) << end.log;
 }
 
 // --collective-timeout-s bounds a run that would hang without the agreement.
