@@ -288,9 +288,11 @@ absl::Status Trainer::CheckpointIfDue(EpochState& epoch) {
 absl::StatusOr<bool> Trainer::StopAgreed(int64_t steps_this_process) {
   if (options_.stop_requested == nullptr) return false;
   int64_t stop = options_.stop_requested->load(std::memory_order_relaxed) ? 1 : 0;
-  if (!distributed()) return stop != 0;
-  if (steps_this_process % kStopPollSteps != 0) return false;
-  RETURN_IF_ERROR(options_.comm->AllReduceSum(&stop, 1));
+  if (distributed()) {
+    if (steps_this_process % kStopPollSteps != 0) return false;
+    RETURN_IF_ERROR(options_.comm->AllReduceSum(&stop, 1));
+  }
+  if (stop != 0 && options_.stop_agreed != nullptr) options_.stop_agreed->store(true);
   return stop != 0;
 }
 

@@ -145,6 +145,10 @@ struct TrainerOptions {
   // step, writes a checkpoint at its position (when checkpoints are on) and returns with
   // TrainResult::interrupted. Null: never. Must outlive Run().
   const std::atomic<bool>* stop_requested = nullptr;
+  // Set to true by Run() once the stop is agreed (on every rank of a data-parallel run, also
+  // those that got no signal): what a simulated device watches to skip its modelled time
+  // (device::SimOptions). Null: not set. Must outlive Run().
+  std::atomic<bool>* stop_agreed = nullptr;
   // Data-parallel runs (docs/distributed.md): the ranks, for the control collectives (loss and
   // evaluation sums, the agreement to stop). Borrowed; null or a world of one: a single
   // process. Every rank runs the same steps; only rank 0 writes checkpoints; losses, sample

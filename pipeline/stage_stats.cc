@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -60,10 +61,27 @@ std::string PipelineStats::ToString() const {
   return out;
 }
 
+namespace {
+std::atomic<bool> g_injected_delays_ended{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "EndInjectedDelays runs in a signal handler");
+constexpr int64_t kDelayPollNs = 20'000'000;  // how often a sleeping delay checks for its end
+}  // namespace
+
+void EndInjectedDelays() { g_injected_delays_ended.store(true, std::memory_order_relaxed); }
+
 void SpinFor(int64_t us) {
   if (us <= 0) return;
   const int64_t until = NowNs() + us * 1000;
-  while (NowNs() < until) {
+  while (NowNs() < until && !g_injected_delays_ended.load(std::memory_order_relaxed)) {
+  }
+}
+
+void SleepFor(int64_t us) {
+  if (us <= 0) return;
+  const int64_t until = NowNs() + us * 1000;
+  for (int64_t now = NowNs(); now < until; now = NowNs()) {
+    if (g_injected_delays_ended.load(std::memory_order_relaxed)) return;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(until - now, kDelayPollNs)));
   }
 }
 

@@ -121,7 +121,15 @@ int64_t NowNs();
 
 // Busy-waits `us` microseconds: the injected-delay diagnostic of every stage, compute included
 // (spinning, not sleeping, so the delay shows up as busy CPU time, like real work would).
+// Ends early once EndInjectedDelays() has been called.
 void SpinFor(int64_t us);
+// Sleeps `us` microseconds (the read stage's injected delay: I/O latency, not CPU work); ends
+// early once EndInjectedDelays() has been called.
+void SleepFor(int64_t us);
+// From now on, for the rest of the process, injected delays (SpinFor, SleepFor) end at once,
+// also those in progress: a stop must not wait out a delay of hours. Async-signal-safe (a
+// lock-free atomic store): sluice-train's stop handler calls it.
+void EndInjectedDelays();
 
 }  // namespace sluice
 

@@ -117,8 +117,8 @@ ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, 0, "Testing: stop (as if killed) after N steps (0: never)");
 ABSL_FLAG(std::string, inject_delay, "",
           "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
-          "long per item in a stage (read, decompress, preprocess, h2d, compute); see "
-          "docs/bottleneck.md");
+          "long per item in a stage (read, decompress, preprocess, h2d, compute; up to "
+          "10000000 us); see docs/bottleneck.md");
 
 ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
 ABSL_FLAG(std::string, report_json, "",
@@ -160,6 +160,7 @@ constexpr int64_t kMaxBatchSize = INT32_MAX;    // backends index a batch with i
 constexpr int64_t kMaxShuffleWindow = 1 << 20;  // frames; 0 already means the whole split
 constexpr int64_t kMaxTraceSpans = 50000000;    // about 2.4 GiB of spans
 constexpr int64_t kMaxAutotuneMemoryMb = 65536;
+constexpr int64_t kMaxInjectDelayUs = 10000000;  // 10 s per item, as --sim-compute-us
 
 absl::Status UsageError(absl::string_view flag, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
@@ -427,6 +428,12 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
     if (!absl::SimpleAtoi(kv.second, &us) || us < 0) {
       return UsageError("inject-delay",
                         absl::StrCat("expected STAGE:MICROSECONDS, got \"", item, "\""));
+    }
+    // As the simulated device's step: a delay ends within seconds, so a run does.
+    if (us > kMaxInjectDelayUs) {
+      return UsageError("inject-delay", absl::StrCat(us, " microseconds in \"", item,
+                                                     "\" is more than the maximum ",
+                                                     kMaxInjectDelayUs, " (10 s per item)"));
     }
     auto stage = ParseStage(kv.first);
     if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery ||

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "engine/job/outputs.h"
 #include "engine/job/train_job.h"
 #include "engine/job/what_if.h"
+#include "pipeline/stage_stats.h"
 #include "tools/sluice_train_flags.h"
 #include "tools/tool_flags.h"
 
@@ -99,6 +101,7 @@ static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs 
 extern "C" void OnStopSignal(int sig) {
   g_stop_signal = sig;
   g_stop_requested.store(true, std::memory_order_relaxed);
+  EndInjectedDelays();  // a delay of hours (--inject-delay) must not hold the stop
   static const char kMessage[] =
       "\nsluice-train: stopping after the current step (signal again to abort at once)\n";
   // write(2) is async-signal-safe; its result does not matter here.
@@ -496,6 +499,11 @@ int main(int argc, char** argv) {
   int code = 1;
   try {
     code = sluice::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "sluice-train: error: out of memory while running (the host refused an "
+                 "allocation; a smaller --layers, --batch-size or --pool-size needs less)\n");
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "sluice-train: error: %s (unexpected exception; please report it)\n",

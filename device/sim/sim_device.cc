@@ -29,11 +29,23 @@ void SleepUntilNs(int64_t t) {
   std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t)));
 }
 
-// A modelled wait: until `t`, or until `skip` becomes true (checked every kStopPollNs).
-void ModelledWaitUntilNs(int64_t t, const std::atomic<bool>* skip) {
-  if (skip == nullptr) return SleepUntilNs(t);
+// The flags that end modelled waits (SimOptions::skip_modelled_time and _too).
+struct SkipFlags {
+  const std::atomic<bool>* a = nullptr;
+  const std::atomic<bool>* b = nullptr;
+  explicit SkipFlags(const SimOptions& o) : a(o.skip_modelled_time), b(o.skip_modelled_time_too) {}
+  bool none() const { return a == nullptr && b == nullptr; }
+  bool set() const {
+    return (a != nullptr && a->load(std::memory_order_relaxed)) ||
+           (b != nullptr && b->load(std::memory_order_relaxed));
+  }
+};
+
+// A modelled wait: until `t`, or until a skip flag becomes true (checked every kStopPollNs).
+void ModelledWaitUntilNs(int64_t t, const SkipFlags& skip) {
+  if (skip.none()) return SleepUntilNs(t);
   for (int64_t now = SteadyNs(); now < t; now = SteadyNs()) {
-    if (skip->load(std::memory_order_relaxed)) return;
+    if (skip.set()) return;
     SleepUntilNs(std::min(t, now + kStopPollNs));
   }
 }
@@ -142,7 +154,7 @@ class SimStream final : public Stream {
   }
 
   void Launch(std::function<void()> work, int64_t min_ns) {
-    const std::atomic<bool>* skip = options_.skip_modelled_time;
+    const SkipFlags skip(options_);
     Enqueue([work = std::move(work), min_ns, skip] {
       const int64_t start = SteadyNs();
       work();
@@ -158,8 +170,7 @@ class SimStream final : public Stream {
       const double link_ns = o.link_bytes_per_s > 0 ? bytes * 1e9 / o.link_bytes_per_s : 0;
       // An empty copy (a data-parallel rank's empty slice) may pass null pointers.
       if (o.poison && bytes > 0) std::memset(dst, 0xFF, bytes);
-      ModelledWaitUntilNs(start + o.link_latency_ns + static_cast<int64_t>(link_ns),
-                          o.skip_modelled_time);
+      ModelledWaitUntilNs(start + o.link_latency_ns + static_cast<int64_t>(link_ns), SkipFlags(o));
       if (bytes > 0) std::memcpy(dst, src, bytes);
     });
     return absl::OkStatus();

@@ -46,6 +46,9 @@ struct SimOptions {
   // on a slow modelled device then ends within one step's real work instead of the modelled
   // time of every step already enqueued. Borrowed: must outlive the device. Null: never.
   const std::atomic<bool>* skip_modelled_time = nullptr;
+  // A second flag of the same meaning, e.g. the stop the ranks of a data-parallel job agreed
+  // on (a rank that got no signal of its own skips too). Borrowed likewise. Null: none.
+  const std::atomic<bool>* skip_modelled_time_too = nullptr;
 };
 
 // How often a modelled wait checks SimOptions::skip_modelled_time.

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <memory>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
@@ -222,6 +223,38 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
   auto backend = std::make_unique<cpu_internal::CpuBackend>(state.model, opt, options, threads);
   RETURN_IF_ERROR(backend->LoadState(state));
   return backend;
+}
+
+// Mirrors CpuBackend's constructor, buffer for buffer (tests/engine/cpu_backend_test.cc checks
+// it against the ledger).
+uint64_t CpuBackendAllocationBytes(const ModelConfig& model, const OptimizerConfig& opt,
+                                   int max_batch, int threads) {
+  if (model.layers.size() < 2 || max_batch < 1) return 0;
+  if (threads <= 0) threads = UsableCores();
+  using U = absl::uint128;
+  // Every buffer holds 4-byte values (float, int32); HostBuffer::bytes() counts no padding.
+  const U batch = U(static_cast<uint64_t>(max_batch));
+  const U n_threads = U(static_cast<uint64_t>(threads));
+  U params = 0;
+  U values = 0;
+  for (size_t k = 0; k + 1 < model.layers.size(); ++k) {
+    const U in = U(static_cast<uint64_t>(model.layers[k]));
+    const U out = U(static_cast<uint64_t>(model.layers[k + 1]));
+    params += in * out + out;
+    values += U(2) * batch * out;  // outputs and their gradients
+  }
+  values += params * U(2 + static_cast<uint64_t>(opt.state_slots()));  // + gradients + state
+  const U in0 = U(static_cast<uint64_t>(model.layers[0]));
+  const U n1 = U(static_cast<uint64_t>(model.layers[1]));
+  values += batch * in0;  // the input batch
+  if (cpu_internal::SparseKernelsAvailable()) {
+    const U rows = (batch + n_threads - 1) / n_threads;
+    const U cells = rows * in0;
+    values += (n_threads - 1) * in0 * n1;                                     // dw0 past slice 0
+    values += n_threads * (U(2) * (cells + 16) + rows + U(2) * cells + in0);  // sparse lists
+  }
+  const U bytes = values * 4;
+  return bytes > U(UINT64_MAX) ? UINT64_MAX : static_cast<uint64_t>(bytes);
 }
 
 }  // namespace sluice

@@ -4,6 +4,7 @@
 #ifndef SLUICE_ENGINE_CPU_CPU_BACKEND_H_
 #define SLUICE_ENGINE_CPU_CPU_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,14 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
                                                           const OptimizerConfig& opt,
                                                           const BackendOptions& options,
                                                           const CpuBackendOptions& cpu = {});
+
+// The host bytes CreateCpuBackend allocates for `model` (every buffer it tags in its
+// MemoryLedger): parameters, gradients, optimizer state, activations, the input batch and the
+// per-thread workspace (past the first thread, a copy of the first layer's weight gradients
+// when the sparse kernels run: about the parameters' size again for a wide first layer).
+// `threads` as CpuBackendOptions::threads (0: all usable cores). Saturates at UINT64_MAX.
+uint64_t CpuBackendAllocationBytes(const ModelConfig& model, const OptimizerConfig& opt,
+                                   int max_batch, int threads);
 
 }  // namespace sluice
 

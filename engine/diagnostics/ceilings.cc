@@ -301,6 +301,9 @@ absl::StatusOr<Ceilings> Ceilings::LoadOrMeasure(Env* env, const Dataset& datase
     // this checks the file's own word): re-measure.
     if (cached.ok() && cached->key == key && cached->build == BuildId()) return cached;
   }
+  if (options.cached_only) {
+    return absl::FailedPreconditionError(absl::StrCat("no cached ceilings in ", path));
+  }
   ASSIGN_OR_RETURN(Ceilings c, Measure(dataset, options));
   RETURN_IF_ERROR(c.Save(env, path));
   return c;

@@ -61,6 +61,9 @@ struct CeilingOptions {
   double seconds_per_measurement = 0.25;
   std::string cache_dir;  // LoadOrMeasure: empty = DefaultCacheDir()
   bool refresh = false;   // LoadOrMeasure: ignore a cached file
+  // LoadOrMeasure: return the cached ceilings or kFailedPrecondition, never measure (a stopped
+  // run must not spend the modelled time of a slow device measuring its compute ceiling).
+  bool cached_only = false;
 };
 
 }  // namespace sluice

@@ -63,9 +63,18 @@ std::optional<Ceilings> LoadJobCeilings(Env* env, const TrainJobOptions& options
   if (!dataset.ok()) return std::nullopt;
   CeilingOptions c = CeilingOptionsFor(options);
   c.refresh = settings.refresh_ceilings;
+  // After a stop the report comes at once: cached ceilings or none (measuring the compute
+  // ceiling takes the modelled time of several steps, minutes on a slow simulated device).
+  const bool stopped = result.train.interrupted ||
+                       (options.stop_requested != nullptr && options.stop_requested->load());
+  if (stopped) {
+    c.refresh = false;
+    c.cached_only = true;
+  }
   auto ceilings = Ceilings::LoadOrMeasure(env, **dataset, c);
   if (!ceilings.ok()) {
-    *why = std::string(ceilings.status().message());
+    *why = stopped ? std::string("the run was stopped (a later run measures them)")
+                   : std::string(ceilings.status().message());
     return std::nullopt;
   }
   return *std::move(ceilings);

@@ -1,6 +1,9 @@
 #include "engine/job/outputs.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +25,62 @@
 namespace sluice {
 
 namespace {
+
+// A special file (a FIFO, a device) opened once for the run. Not blocking: a FIFO with no
+// reader is refused now, where waiting for one could last forever; writes then block as usual.
+absl::StatusOr<std::shared_ptr<const int>> OpenSpecialForWriting(const std::string& path,
+                                                                 absl::string_view flag) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && errno == ENXIO) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--", flag, " ", path, ": a FIFO that no process is reading (start its reader first)"));
+  }
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--", flag, " ", path, ": cannot be opened: ", std::strerror(errno)));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+}
+
+// Writes `data` to a special file's `fd`. SIGPIPE is blocked meanwhile (a reader that left is
+// EPIPE, an error naming the path, not the end of the process), and a pending SIGPIPE this
+// write raised is taken back. A write that a stop interrupts is given up: OK.
+absl::Status WriteSpecial(int fd, const std::string& path, absl::string_view data,
+                          const std::atomic<bool>* stop) {
+  sigset_t pipe_signal, old_mask;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
+  int error = 0;
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n >= 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      if (!data.empty() && stop != nullptr && stop->load()) error = EINTR;  // a part, then stop
+      if (error != 0) break;
+      continue;
+    }
+    if (errno == EINTR && (stop == nullptr || !stop->load())) continue;
+    error = errno;
+    break;
+  }
+  if (error == EPIPE) {
+    const timespec now = {0, 0};
+    ::sigtimedwait(&pipe_signal, nullptr, &now);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (error == 0 || error == EINTR) return absl::OkStatus();  // EINTR: a stop; it ends the run
+  if (error == EPIPE) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--metrics-out ", path, ": its reader has gone (write: broken pipe)"));
+  }
+  return absl::InternalError(
+      absl::StrCat("--metrics-out ", path, ": write failed: ", std::strerror(error)));
+}
 
 // The path with its directory resolved (links, "..", "."), so two spellings of one file compare
 // equal; the path as given when the directory does not exist yet.
@@ -145,9 +204,14 @@ absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MetricsLog> MetricsLog::Open(Env* env, const std::string& path, bool keep_existing) {
+absl::StatusOr<MetricsLog> MetricsLog::Open(Env* env, const std::string& path, bool keep_existing,
+                                            const std::atomic<bool>* stop) {
   MetricsLog log(env, path);
-  if (env->IsSpecialFile(path)) return log;  // each line is appended as it comes
+  log.stop_ = stop;
+  if (env->IsSpecialFile(path)) {
+    ASSIGN_OR_RETURN(log.special_fd_, OpenSpecialForWriting(path, "metrics-out"));
+    return log;  // each line is written as it comes
+  }
   if (keep_existing && env->FileExists(path)) {
     ASSIGN_OR_RETURN(log.text_, ReadFileToString(env, path));
   }
@@ -166,7 +230,7 @@ absl::Status MetricsLog::Append(const EpochSummary& s) {
     j["test_samples"] = s.test->samples;
   }
   const std::string line = j.dump() + "\n";
-  if (env_->IsSpecialFile(path_)) return WriteFileAtomically(env_, path_, line);
+  if (special_fd_ != nullptr) return WriteSpecial(*special_fd_, path_, line, stop_);
   text_ += line;
   return WriteFileAtomically(env_, path_, text_);
 }

@@ -8,6 +8,8 @@
 #ifndef SLUICE_ENGINE_JOB_OUTPUTS_H_
 #define SLUICE_ENGINE_JOB_OUTPUTS_H_
 
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,11 +48,17 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
                                       const TrainJobOptions& options);
 
 // --metrics-out: one JSON line per epoch. The whole file is rewritten atomically after each
-// epoch (it is small), so a crash never leaves a torn line.
+// epoch (it is small), so a crash never leaves a torn line. A special file (a FIFO, a device,
+// /dev/stdout) is opened once, by Open, and each line is written to it as it comes: a FIFO with
+// no reader is refused at once (kFailedPrecondition, not a wait for one), and a reader that
+// leaves mid-run is a write error naming the path (EPIPE; never SIGPIPE).
 class MetricsLog {
  public:
-  // `keep_existing`: a resumed run continues the file of the interrupted one.
-  static absl::StatusOr<MetricsLog> Open(Env* env, const std::string& path, bool keep_existing);
+  // `keep_existing`: a resumed run continues the file of the interrupted one. `stop`: a stop
+  // request (borrowed, may be null); a write to a special file that a stop interrupts is
+  // given up (the line is lost, the run ends as a stop, not with a write error).
+  static absl::StatusOr<MetricsLog> Open(Env* env, const std::string& path, bool keep_existing,
+                                         const std::atomic<bool>* stop = nullptr);
   absl::Status Append(const EpochSummary& summary);
 
  private:
@@ -58,6 +66,8 @@ class MetricsLog {
   Env* env_;
   std::string path_;
   std::string text_;
+  std::shared_ptr<const int> special_fd_;  // the special file's descriptor, open for the run
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 // --record-order: passes batches through and notes the record ids of each one

@@ -1,12 +1,16 @@
 #include "engine/job/run_limits.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/job/ranks.h"
+#include "engine/job/train_job.h"
 #include "engine/memory.h"
 #include "pipeline/batch_format.h"
 
@@ -32,6 +36,16 @@ absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& optio
   const MemoryFormula formula =
       ComputeMemoryFormula(options.model, options.optimizer, static_cast<int>(batch));
   e.model_bytes = static_cast<uint64_t>(std::max<int64_t>(0, formula.total()));
+  if (options.backend.device.Resolve().platform != device::Platform::kCuda) {
+    // On the host (the CPU backend, and the sim backend's CPU kernels): what the backend really
+    // allocates, workspace included, plus the initial model state the job holds beside it.
+    const uint32_t world = std::max<uint32_t>(1, SliceOf(options).world_size);
+    const int max_batch = static_cast<int>((batch + world - 1) / world);
+    const uint64_t backend = CpuBackendAllocationBytes(options.model, options.optimizer, max_batch,
+                                                       ComputeThreadsFor(options));
+    const uint64_t state = static_cast<uint64_t>(std::max<int64_t>(0, formula.parameters));
+    e.model_bytes = backend > UINT64_MAX - state ? UINT64_MAX : backend + state;
+  }
   const uint64_t hw = static_cast<uint64_t>(HardwareThreads());
   const auto threads = [hw](int n) { return n > 0 ? static_cast<uint64_t>(n) : hw; };
   const PipelineResources& r = options.pipeline.resources;
@@ -50,12 +64,13 @@ absl::Status CheckRunFits(const TrainJobOptions& options, const Dataset& train) 
         " records in ", train.manifest_path(), "): expected at most ", train.record_count()));
   }
   ASSIGN_OR_RETURN(const RunMemoryEstimate e, EstimateRunMemory(options, train));
-  const uint64_t data_bytes = e.model_bytes + e.buffer_bytes;
-  RETURN_IF_ERROR(
-      CheckMemory(absl::StrCat("--batch-size ", batch, " with --layers ",
-                               absl::StrJoin(options.model.layers, ","),
-                               " (model, optimizer state, activations and batch buffers)"),
-                  data_bytes));
+  const uint64_t data_bytes =
+      e.model_bytes > UINT64_MAX - e.buffer_bytes ? UINT64_MAX : e.model_bytes + e.buffer_bytes;
+  RETURN_IF_ERROR(CheckMemory(
+      absl::StrCat(
+          "--batch-size ", batch, " with --layers ", absl::StrJoin(options.model.layers, ","),
+          " (model, gradients, optimizer state, activations, backend workspace and batch buffers)"),
+      data_bytes));
   // Under ulimit -v, every thread's stack, malloc arena and BLAS buffer counts too, and running
   // out of address space inside OpenBLAS spins instead of failing: refuse the run up front.
   if (AddressSpaceLimit() > 0) {

@@ -25,7 +25,9 @@ inline constexpr uint64_t kAddressSpacePerThread = uint64_t{104} << 20;
 
 // The estimate CheckRunFits compares; exposed for tests.
 struct RunMemoryEstimate {
-  uint64_t model_bytes = 0;   // parameters, gradients, optimizer state, activations
+  // Parameters, gradients, optimizer state, activations; on a host backend (cpu, sim) what
+  // CpuBackendAllocationBytes counts (workspace included) plus the job's initial model state.
+  uint64_t model_bytes = 0;
   uint64_t buffer_bytes = 0;  // the pipeline's batch buffers and the backend's input
   uint64_t threads = 0;       // threads the run may start
   uint64_t thread_bytes = 0;  // threads x kAddressSpacePerThread (counted under ulimit -v)

@@ -1,11 +1,14 @@
 #include "engine/job/train_job.h"
 
 #include <algorithm>
+#include <atomic>
+#include <new>
 #include <numeric>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_lock.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
@@ -187,6 +190,7 @@ class TrainJob {
   std::optional<MetricsLog> metrics_;
   absl::Status metrics_status_;
   bool autotuned_ = false;
+  std::atomic<bool> stop_agreed_{false};  // TrainerOptions::stop_agreed
 };
 
 // The splits, their figures in the result, and the checks that need them (before anything
@@ -257,7 +261,15 @@ absl::StatusOr<std::unique_ptr<Backend>> TrainJob::CreateJobBackend(const ModelS
   // A stop ends a simulated run within a step's real work, not the modelled time of every step
   // already enqueued (the results stay those of the steps that ran).
   spec.sim.device.skip_modelled_time = o_.stop_requested;
-  return CreateBackend(spec, initial, o_.optimizer);
+  // And on every rank once the ranks agree to stop (the signal reached only one of them).
+  spec.sim.device.skip_modelled_time_too = &stop_agreed_;
+  try {
+    return CreateBackend(spec, initial, o_.optimizer);
+  } catch (const std::bad_alloc&) {  // the backend's buffers (engine/cpu/internal/host_buffer.h)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory while allocating the model's buffers (--layers ",
+                     absl::StrJoin(o_.model.layers, ","), ")"));
+  }
 }
 
 TrainerOptions TrainJob::TrainerOptionsFor(PipelineBatchSource& train_source,
@@ -268,6 +280,7 @@ TrainerOptions TrainJob::TrainerOptionsFor(PipelineBatchSource& train_source,
   AddIntermediateReports(o_, train_source, backend, &t);
   t.check = [this, &train_source] { return CheckCorruption(train_source); };
   t.comm = o_.comm;
+  t.stop_agreed = &stop_agreed_;
   if (!o_.checkpoint_dir.empty()) {
     result_.checkpoint_path = CheckpointPath(o_.checkpoint_dir);
     t.checkpoint_path = result_.checkpoint_path;
@@ -367,8 +380,9 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
   }
   budget_.emplace(o_.max_corrupt_fraction, result_.train_manifest, result_.test_manifest, o_.comm);
   if (!o_.metrics_out.empty() && IsRankZero(o_)) {
-    ASSIGN_OR_RETURN(metrics_, MetricsLog::Open(env_, o_.metrics_out,
-                                                /*keep_existing=*/checkpoint_.has_value()));
+    ASSIGN_OR_RETURN(
+        metrics_, MetricsLog::Open(env_, o_.metrics_out,
+                                   /*keep_existing=*/checkpoint_.has_value(), o_.stop_requested));
   }
   std::optional<RecordingBatchSource> recording;
   if (!o_.record_order_path.empty()) recording.emplace(&train_source);

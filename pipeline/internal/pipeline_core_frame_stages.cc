@@ -178,9 +178,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   }
   // A slow read is I/O latency, not CPU work: the injected read delay sleeps (the other
   // stages' delays spin, as the CPU work they stand for would).
-  if (const int64_t us = opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)]; us > 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
-  }
+  SleepFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)]);
   const int64_t end = NowNs();
   read_last_end_ns_ = end;
   frames_read_.fetch_add(1, std::memory_order_relaxed);

@@ -401,6 +401,26 @@ TEST_F(SluiceTrainMpiTest, SigtermToOneRankStopsTheJobNamingTheSignalWithItsExit
   EXPECT_EQ(end.exit_code, 128 + SIGTERM) << end.log;
 }
 
+// On a slow simulated device (2 s per modelled step) the rank without the signal used to wait
+// out the modelled time of every step it had enqueued (~26 s here): the agreed stop skips it on
+// every rank. What is left is the wait for the agreement (every kStopPollSteps steps): 12.7 s.
+TEST_F(SluiceTrainMpiTest, AnAgreedStopSkipsTheModelledTimeOnEveryRank) {
+  BackgroundJob job =
+      StartInBackground(Mpirun(2) + Train("simterm",
+                                          "--device=sim --sim-compute-us=2000000 --epochs=1 "
+                                          "--collective-timeout-s=120"),
+                        *dir_ + "/simterm[.]safetensors", *dir_ + "/simterm.log");
+  const pid_t rank1 = FindRank(job, 1);
+  ASSERT_GT(rank1, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // a few modelled steps in
+  ASSERT_EQ(::kill(rank1, SIGTERM), 0);
+  const JobEnd end = WaitForJob(job, 120);  // its seconds: from the signal
+  ASSERT_TRUE(end.ended) << end.log;
+  EXPECT_EQ(end.exit_code, 128 + SIGTERM) << end.log;
+  std::fprintf(stderr, "the job ended %.1f s after the signal\n", end.seconds);
+  EXPECT_LT(end.seconds, 20.0) << end.log;
+}
+
 // --collective-timeout-s bounds a run that would hang without the agreement.
 TEST_F(SluiceTrainMpiTest, ASettingThatDecidesACollectiveOnOneRankOnlyIsRefusedAtStart) {
   const std::string ckpt = *dir_ + "/one_rank_ckpt";

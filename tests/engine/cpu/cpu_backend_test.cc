@@ -293,5 +293,27 @@ TEST(CreateBackendTest, AutoFallsBackToCpuAndCudaIsUnavailableWithoutIt) {
   EXPECT_EQ(ParsePrecision("fp8").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The start-up memory check (engine/job/run_limits.cc) counts what the backend allocates:
+// every tagged buffer, workspace included (a per-thread copy of the first layer's weight
+// gradients with the sparse kernels: ~4x the parameters at 3 threads, where the formula says 2x).
+TEST(CpuBackendTest, AllocationBytesAreWhatTheBackendAllocates) {
+  ModelConfig model;
+  model.layers = {300, 64, 32, 10};
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    for (const int threads : {1, 3}) {
+      for (const int max_batch : {1, 17, 64}) {
+        OptimizerConfig opt;
+        opt.kind = kind;
+        const ModelState state = InitModelState(model, opt, 1);
+        std::unique_ptr<Backend> backend = MakeCpu(state, opt, max_batch, threads);
+        ASSERT_NE(backend, nullptr);
+        EXPECT_EQ(CpuBackendAllocationBytes(model, opt, max_batch, threads),
+                  static_cast<uint64_t>(backend->memory().total_peak))
+            << "threads " << threads << " max_batch " << max_batch;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice
