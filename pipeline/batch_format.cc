@@ -68,6 +68,10 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
   SampleSpec input = StoredSampleSpec(stored);
   input.layout = SampleLayout::kCHW;
   if (absl::StripAsciiWhitespace(format.transforms).empty()) {
+    if (stored.sample_dtype == SampleDType::kF32 && r.h2d_format == ElementType::kU8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(n.h2d, " u8 needs u8 samples; this split stores f32 (use f32 or f16)"));
+    }
     r.sample = input;
     r.sample.dtype = r.h2d_format;
     return r;

@@ -124,9 +124,10 @@ absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model,
   }
   if (batch.chain == nullptr && model.layers.front() != static_cast<int>(spec.sample_values())) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--layers: the first layer has %d inputs but %s holds samples of %d values (%dx%dx%d)",
-        model.layers.front(), train.manifest_path(), spec.sample_values(), spec.height, spec.width,
-        spec.channels));
+        "--layers: the first layer has %d inputs but %s holds samples of %d values (%ux%ux%u, "
+        "C x H x W); start --layers with %d",
+        model.layers.front(), train.manifest_path(), spec.sample_values(), spec.channels,
+        spec.height, spec.width, spec.sample_values()));
   }
   return CheckClassCount(train, model);
 }

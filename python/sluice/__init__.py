@@ -277,6 +277,9 @@ class Loader:
         # The chain as sluice-train's --transforms takes it; built against the dataset by
         # _LoaderCore (ValueError naming the op that does not fit).
         transforms_text = _transforms.chain_text(transforms)
+        if dtype == torch.uint8 and _transforms.has_to_tensor(transforms):
+            raise ValueError("transforms: ToTensor gives float32 x/255, but dtype=torch.uint8 "
+                             "delivers raw pixels; drop ToTensor or use dtype=torch.float32")
         self.rank, self.world_size = rank, world_size
         self._core = _sluice._LoaderCore(
             str(path), batch_size, bool(shuffle), int(seed), int(shuffle_window_frames),

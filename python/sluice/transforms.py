@@ -21,7 +21,7 @@ import math
 import numbers
 
 __all__ = ["CenterCrop", "Compose", "Normalize", "RandomCrop", "RandomHorizontalFlip", "ToDtype",
-           "chain_text"]
+           "chain_text", "has_to_tensor"]
 
 
 def _number(name, value):
@@ -113,8 +113,10 @@ class Normalize(_Op):
         if inplace is not False:
             raise ValueError("inplace: sluice's Normalize writes a new buffer; only "
                              "inplace=False is meaningful, got %r" % (inplace,))
-        super().__init__("Normalize", ["mean=" + _numbers("mean", mean),
-                                       "std=" + _numbers("std", std)])
+        std_text = _numbers("std", std)
+        if any(float(v) == 0 for v in std_text.strip("[]").split(",")):
+            raise ValueError("std: must be non-zero (it divides), got %r" % (std,))
+        super().__init__("Normalize", ["mean=" + _numbers("mean", mean), "std=" + std_text])
 
 
 _DTYPE_NAMES = {"uint8": "u8", "float16": "f16", "half": "f16", "bfloat16": "bf16",
@@ -171,6 +173,25 @@ def _from_torchvision(op):
     raise TypeError("transforms: torchvision's %s has no sluice equivalent yet; sluice runs "
                     "RandomCrop, CenterCrop, RandomHorizontalFlip, Normalize, ToDtype and "
                     "ToTensor (docs/transforms.md)" % kind)
+
+
+def has_to_tensor(transforms):
+    """Whether `transforms` (as chain_text takes it) holds torchvision's ToTensor, which
+    chain_text folds into the Loader's float32 dtype."""
+    if isinstance(transforms, Compose):
+        transforms = transforms.transforms
+    elif type(transforms).__name__ == "Compose" and hasattr(transforms, "transforms"):
+        transforms = transforms.transforms
+    if not isinstance(transforms, (list, tuple)):
+        transforms = [transforms]
+    for op in transforms:
+        if type(op).__name__ == "ToTensor" and (type(op).__module__ or "").startswith(
+                "torchvision.transforms"):
+            return True
+        if isinstance(op, Compose) or type(op).__name__ == "Compose":
+            if has_to_tensor(op):
+                return True
+    return False
 
 
 def chain_text(transforms):

@@ -92,3 +92,16 @@ def test_state_with_other_transforms_is_refused(colour):
     other = sluice.Loader(colour["dir"], batch_size=BATCH, transforms=[T.RandomCrop(9)])
     with pytest.raises(ValueError, match="order.transforms"):
         other.load_state_dict(state)
+
+
+def test_totensor_with_uint8_batches_is_refused_at_construction(colour):
+    with pytest.raises(ValueError, match="ToTensor gives float32"):
+        sluice.Loader(colour["dir"], 8, dtype=torch.uint8,
+                      transforms=TV.Compose([TV.CenterCrop(8), TV.ToTensor()]))
+
+
+def test_uint8_batches_of_a_float32_split_are_refused_at_construction(tmp_path):
+    x = np.random.default_rng(0).random((16, 1, 4), dtype=np.float32)
+    sluice.write_dataset(tmp_path, "train", x, np.arange(16) % 2)
+    with pytest.raises(ValueError, match="dtype u8 needs u8 samples; this split stores f32"):
+        sluice.Loader(str(tmp_path), 8, dtype=torch.uint8)

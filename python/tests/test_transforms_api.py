@@ -75,3 +75,16 @@ def test_bad_arguments_are_refused_naming_them(make, error, text):
     with pytest.raises(error, match=None) as e:
         make()
     assert text in str(e.value)
+
+
+def test_a_zero_std_is_refused_when_the_op_is_built():
+    with pytest.raises(ValueError, match="std: must be non-zero"):
+        T.Normalize((0.5, 0.5, 0.5), (0.2, 0, 0.2))
+    with pytest.raises(ValueError, match="std: must be non-zero"):
+        T.Normalize(0.5, 0)
+
+
+def test_totensor_is_found_in_lists_and_composes():
+    assert T.has_to_tensor(TV.Compose([TV.CenterCrop(8), TV.ToTensor()]))
+    assert T.has_to_tensor([T.CenterCrop(8), TV.ToTensor()])
+    assert not T.has_to_tensor([T.CenterCrop(8)]) and not T.has_to_tensor(None)
