@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -102,11 +103,27 @@ absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max,
       absl::StrCat("--", flag, ": ", value, " is more than the maximum ", max, " (", why, ")"));
 }
 
+std::string ExactNumber(double value) {
+  // Whole numbers as integers ("10000001", not "1e+07"); 2^53 is where doubles stop holding
+  // every integer.
+  if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) <= 0x1p53) {
+    return absl::StrFormat("%.0f", value);
+  }
+  // Otherwise the fewest significant digits that read back as the same double (StrCat's six
+  // digits print 10000001 and 1e7 alike).
+  for (int digits = 1; digits < 17; ++digits) {
+    std::string text = absl::StrFormat("%.*g", digits, value);
+    if (std::strtod(text.c_str(), nullptr) == value) return text;
+  }
+  return absl::StrFormat("%.17g", value);
+}
+
 absl::Status CheckInRange(absl::string_view flag, double value, double min, double max,
                           absl::string_view why) {
   if (value >= min && value <= max) return absl::OkStatus();  // false for NaN
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, ": ", value, " is not in [", min, ", ", max, "] (", why, ")"));
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", ExactNumber(value),
+                                                 " is not in [", ExactNumber(min), ", ",
+                                                 ExactNumber(max), "] (", why, ")"));
 }
 
 namespace {
@@ -122,25 +139,31 @@ uint64_t OpenFileCount() {
 
 }  // namespace
 
-absl::Status ReserveOpenFiles(uint64_t files, absl::string_view what) {
+absl::Status ReserveOpenFiles(uint64_t files, absl::string_view files_are, absl::string_view what) {
   constexpr uint64_t kMargin = 64;  // the process's other files: logs, outputs, sockets
   struct rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return absl::OkStatus();
-  const uint64_t need = OpenFileCount() + files + kMargin;
+  const uint64_t open_now = OpenFileCount();
+  const uint64_t need = open_now + files + kMargin;
   if (lim.rlim_cur == RLIM_INFINITY || need <= lim.rlim_cur) return absl::OkStatus();
+  // The whole sum: "needs 59 open files ... at most 100" alone hid the margin and the files
+  // already open.
+  const std::string needs =
+      absl::StrCat(what, ": needs ", files, " ", files_are, " + ", kMargin, " spare + ", open_now,
+                   " already open = ", need, " open files");
   if (lim.rlim_max != RLIM_INFINITY && need > lim.rlim_max) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, ": needs ", files, " open files and this process may open at most ", lim.rlim_max,
-        " in all (ulimit -n: soft ", lim.rlim_cur, ", hard ", lim.rlim_max,
-        "); raise the hard limit, or write fewer, larger shards (sluice-shard create "
-        "--records-per-shard)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(needs, "; this process may open at most ", lim.rlim_max, " (ulimit -n: soft ",
+                     lim.rlim_cur, ", hard ", lim.rlim_max,
+                     "); raise the hard limit, or write fewer, larger shards (sluice-shard create "
+                     "--records-per-shard)"));
   }
   const rlim_t soft = lim.rlim_cur;
   lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(need) : lim.rlim_max;
   if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": needs ", files, " open files; raising the soft limit (ulimit -n) ",
-                     soft, " to ", lim.rlim_cur, " failed: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrCat(needs, "; raising the soft limit (ulimit -n) ",
+                                                     soft, " to ", lim.rlim_cur,
+                                                     " failed: ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

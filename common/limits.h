@@ -37,16 +37,22 @@ absl::Status CheckThreadCount(absl::string_view flag, int64_t value);
 // kInvalidArgument "--<flag>: N is more than the maximum M (<why>)" when value > max.
 absl::Status CheckAtMost(absl::string_view flag, int64_t value, int64_t max, absl::string_view why);
 
+// `value` exactly: a whole number as an integer ("10000001"), any other as the fewest
+// significant digits that read back as the same double ("1e-09", "0.001", "inf").
+std::string ExactNumber(double value);
+
 // kInvalidArgument "--<flag>: V is not in [min, max] (<why>)" when `value` is outside the
-// range or not a finite number.
+// range or not a finite number; V, min and max as ExactNumber prints them.
 absl::Status CheckInRange(absl::string_view flag, double value, double min, double max,
                           absl::string_view why);
 
 // Makes room for `files` more open files in this process: when the files open now, plus
 // `files`, plus a margin of 64 exceed the soft RLIMIT_NOFILE (`ulimit -n`, often 1024), the
-// soft limit is raised to the hard one. kResourceExhausted, naming `what` and both limits,
-// when even the hard limit is too small (docs/limits.md, "Open files").
-absl::Status ReserveOpenFiles(uint64_t files, absl::string_view what);
+// soft limit is raised to the hard one. kResourceExhausted when even the hard limit is too
+// small, naming `what` and the sum (docs/limits.md, "Open files"): "<what>: needs 59 <files_are>
+// + 64 spare + 12 already open = 135 open files; this process may open at most 100 (ulimit -n:
+// soft 100, hard 100); ...".
+absl::Status ReserveOpenFiles(uint64_t files, absl::string_view files_are, absl::string_view what);
 
 // Whether `threads` more threads can run at once in this process now: starts them, holds them
 // until all have started, and joins them. kResourceExhausted naming `what` and the process

@@ -384,7 +384,7 @@ class CheckpointDecoder {
     if (num_sizes < 2 || num_sizes > 1024) return r.Error(absl::StrCat(num_sizes, " layer sizes"));
     for (uint32_t i = 0; i < num_sizes; ++i) {
       ASSIGN_OR_RETURN(uint32_t size, r.Fixed32());
-      if (size < 1 || size > (1u << 30)) return r.Error(absl::StrCat("layer size ", size));
+      if (size < 1 || size > kMaxLayerSize) return r.Error(absl::StrCat("layer size ", size));
       if (i == 0) c_.state.model.layers.clear();
       c_.state.model.layers.push_back(static_cast<int>(size));
     }

@@ -5,9 +5,11 @@
 #include <optional>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/enum_names.h"
 
 namespace sluice {
@@ -20,16 +22,35 @@ int64_t ModelConfig::num_parameters() const {
   return total;
 }
 
+namespace {
+
+// One size of a --layers list (`text`), in [1, kMaxLayerSize].
+absl::StatusOr<int> ParseLayerSize(absl::string_view part, absl::string_view text) {
+  absl::string_view number = absl::StripAsciiWhitespace(part);
+  absl::ConsumePrefix(&number, "+");
+  const bool digits = !number.empty() && number.find_first_not_of("0123456789") == number.npos;
+  uint64_t size = 0;
+  const bool fits = absl::SimpleAtoi(number, &size);  // false only on overflow, for digits
+  if (!digits || (fits && size == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", part, "' in '", text, "' is not a positive integer (e.g. 784,128,10)"));
+  }
+  if (!fits || size > kMaxLayerSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", part, "' in '", text, "' is above the maximum layer size ", kMaxLayerSize));
+  }
+  return static_cast<int>(size);
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text) {
   ModelConfig config;
   config.layers.clear();
   for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", part, "' in '", text, "' is not a positive integer (e.g. 784,128,10)"));
-    }
-    config.layers.push_back(size);
+    absl::StatusOr<int> size = ParseLayerSize(part, text);
+    if (!size.ok()) return size.status();
+    config.layers.push_back(*size);
   }
   if (config.layers.size() < 2) {
     return absl::InvalidArgumentError(

@@ -19,7 +19,12 @@ struct ModelConfig {
   int num_linear() const { return static_cast<int>(layers.size()) - 1; }
   int64_t num_parameters() const;
 };
-// Parses "784,128,10"; at least two sizes, each >= 1.
+// The largest layer size: the largest a checkpoint may hold (engine/checkpoint.cc).
+inline constexpr uint64_t kMaxLayerSize = uint64_t{1} << 30;
+
+// Parses "784,128,10"; at least two sizes, each in [1, kMaxLayerSize]. kInvalidArgument naming
+// the size: "'x' in '784,x' is not a positive integer", "'99999999999' in '...' is above the
+// maximum layer size 1073741824".
 absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text);
 
 enum class OptimizerKind { kSgd, kAdamW };

@@ -286,8 +286,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
   // Shards stay open once read: a split of more shards than `ulimit -n` failed half way with
   // "Too many open files".
   if (files == ShardFiles::kKeepOpen) {
-    RETURN_IF_ERROR(ReserveOpenFiles(
-        m.shards.size(), absl::StrCat(manifest_path, " (", m.shards.size(), " shards)")));
+    RETURN_IF_ERROR(
+        ReserveOpenFiles(m.shards.size(), "shard files",
+                         absl::StrCat(manifest_path, " (", m.shards.size(), " shards)")));
   }
   return std::unique_ptr<Dataset>(
       new Dataset(env, DirName(manifest_path), manifest_path, std::move(m)));

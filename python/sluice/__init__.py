@@ -53,7 +53,16 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
         raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
                            meaning=" (None: the largest label + 1)")
-    return _sluice.write_dataset(str(out), split, np.asarray(images), np.asarray(labels),
+    # The ranges of sluice-shard create's flags.
+    records_per_shard = _int_arg("records_per_shard", records_per_shard, 1)
+    records_per_frame = _int_arg("records_per_frame", records_per_frame, 1, 2**32 - 1)
+    zstd_level = _int_arg("zstd_level", zstd_level, 1, 22)
+    threads = _int_arg("threads", threads, 0, _sluice.RESOURCE_RANGES["threads"][1],
+                       meaning=" (0: all usable cores)")
+    out = _path_arg("out", out)
+    if not isinstance(split, str):
+        raise TypeError("split: expected a str, got %r (%s)" % (split, type(split).__name__))
+    return _sluice.write_dataset(out, split, np.asarray(images), np.asarray(labels),
                                  records_per_shard, records_per_frame, zstd_level, threads,
                                  layout or "", num_classes or 0)
 
@@ -70,14 +79,30 @@ def _int_arg(name, value, minimum, maximum=_INT64_MAX, none_ok=False, meaning=""
     if value is None and none_ok:
         return None
     expected = "an int" + (" or None" if none_ok else "")
+    # A bool is an int to Python, but True as a count or a size is a slip: a TypeError here as
+    # for every int argument.
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError("%s: expected %s, got %r (%s)" % (name, expected, value,
                                                           type(value).__name__))
     value = int(value)
     if value < minimum or value > maximum:
-        bound = ">= %d" % minimum if maximum == _INT64_MAX else "in [%d, %d]" % (minimum, maximum)
+        # ">= min" only for a value below it: a value above an unnamed maximum gets the range.
+        bound = (">= %d" % minimum if maximum == _INT64_MAX and value < minimum
+                 else "in [%d, %d]" % (minimum, maximum))
         raise ValueError("%s: must be %s %s%s, got %d" % (name, expected, bound, meaning, value))
     return value
+
+
+def _resource_arg(name, value, none_ok=False, meaning=""):
+    """A resource argument of the Loader: the type and the sign here, the range in C++ with
+    sluice-train's message (pipeline/resource_limits.h); a value beyond int64, which cannot
+    reach C++, is refused here naming the real range."""
+    minimum, maximum = _sluice.RESOURCE_RANGES[name]
+    if isinstance(value, numbers.Integral) and -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        maximum = _INT64_MAX
+        if name == "read_ahead_frames":  # its minimum too is C++'s, with --read-ahead's message
+            minimum = -_INT64_MAX - 1
+    return _int_arg(name, value, minimum, maximum, none_ok=none_ok, meaning=meaning)
 
 
 def _bool_arg(name, value):
@@ -228,25 +253,23 @@ class Loader:
         shuffle = _bool_arg("shuffle", shuffle)
         drop_last = _bool_arg("drop_last", drop_last)
         device_zero_copy = _bool_arg("device_zero_copy", device_zero_copy)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError("batch_size: must be a positive int, got %r" % (batch_size,))
-        _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE)
+        batch_size = _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE)
         seed = _int_arg("seed", seed, 0, 2**64 - 1)
         shuffle_window_frames = _int_arg("shuffle_window_frames", shuffle_window_frames, 0,
                                          _MAX_SHUFFLE_WINDOW, meaning=" (0: the whole split)")
         # Types and signs here; the maxima are sluice-train's (pipeline/resource_limits.h).
         # 0 as sluice-train's --threads=0 (all usable cores) and --decompress-threads=0 (threads).
-        threads = _int_arg("threads", threads, 0, none_ok=True,
-                           meaning=" (None or 0: all usable cores)")
-        decompress_threads = _int_arg("decompress_threads", decompress_threads, 0, none_ok=True,
-                                      meaning=" (None or 0: threads)")
-        preprocess_threads = _int_arg("preprocess_threads", preprocess_threads, 0, none_ok=True,
-                                      meaning=" (None or 0: threads)")
-        pool_size = _int_arg("pool_size", pool_size, 0, none_ok=True, meaning=" (None: automatic)")
-        device_ring_depth = _int_arg("device_ring_depth", device_ring_depth, 2)
-        # The type here; the range, [0, 1024] as --read-ahead, with its message, in C++.
-        read_ahead_frames = _int_arg("read_ahead_frames", read_ahead_frames, -_INT64_MAX - 1)
-        rank = _int_arg("rank", rank, 0, none_ok=True)
+        threads = _resource_arg("threads", threads, none_ok=True,
+                                meaning=" (None or 0: all usable cores)")
+        decompress_threads = _resource_arg("decompress_threads", decompress_threads,
+                                           none_ok=True, meaning=" (None or 0: threads)")
+        preprocess_threads = _resource_arg("preprocess_threads", preprocess_threads,
+                                           none_ok=True, meaning=" (None or 0: threads)")
+        pool_size = _resource_arg("pool_size", pool_size, none_ok=True,
+                                  meaning=" (None: automatic)")
+        device_ring_depth = _resource_arg("device_ring_depth", device_ring_depth)
+        read_ahead_frames = _resource_arg("read_ahead_frames", read_ahead_frames)
+        rank = _int_arg("rank", rank, 0, 2**32 - 2, none_ok=True, meaning=" (below world_size)")
         world_size = _int_arg("world_size", world_size, 1, 2**32 - 1, none_ok=True)
         if isinstance(max_corrupt_fraction, bool) or not isinstance(max_corrupt_fraction,
                                                                     numbers.Real):

@@ -79,12 +79,43 @@ absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
                                                  "\"; its splits: ", absl::StrJoin(splits, ", ")));
 }
 
-PyDataset::PyDataset(const std::string& path, const std::optional<std::string>& split) {
-  const std::string manifest = Unwrap(SplitManifestPath(path, split));
+namespace {
+
+std::string TypeName(const py::handle& value) {
+  return py::str(value.get_type().attr("__name__")).cast<std::string>();
+}
+
+// `value` as a path: a str, or an os.PathLike giving one; TypeError naming `name` otherwise.
+std::string PathArgument(const char* name, const py::object& value) {
+  py::object path = value;
+  if (!py::isinstance<py::str>(value) && py::hasattr(value, "__fspath__")) {
+    path = py::reinterpret_steal<py::object>(PyOS_FSPath(value.ptr()));
+    if (!path) throw py::error_already_set();
+  }
+  if (!py::isinstance<py::str>(path)) {
+    throw py::type_error(absl::StrCat(name, ": expected a str or os.PathLike, got ",
+                                      py::repr(value).cast<std::string>(), " (", TypeName(value),
+                                      ")"));
+  }
+  return path.cast<std::string>();
+}
+
+}  // namespace
+
+PyDataset::PyDataset(const py::object& path, const py::object& split) {
+  const std::string dataset_path = PathArgument("sluice.Dataset: path", path);
+  if (!split.is_none() && !py::isinstance<py::str>(split)) {
+    throw py::type_error(absl::StrCat("sluice.Dataset: split: expected a str or None, got ",
+                                      py::repr(split).cast<std::string>(), " (", TypeName(split),
+                                      ")"));
+  }
+  const std::optional<std::string> split_name =
+      split.is_none() ? std::nullopt : std::optional<std::string>(split.cast<std::string>());
+  const std::string manifest = Unwrap(SplitManifestPath(dataset_path, split_name));
   absl::StatusOr<std::unique_ptr<Dataset>> ds;
   {
     py::gil_scoped_release nogil;
-    ds = Dataset::Open(Env::Default(), manifest);
+    ds = Dataset::Open(Env::Default(), manifest, "train", ShardFiles::kOneAtATime);
   }
   ds_ = Unwrap(std::move(ds));
 }
@@ -148,16 +179,30 @@ std::pair<const char*, const char*> PyDataset::Locate(uint64_t index) {
   const auto& shards = ds_->manifest().shards;
   size_t s = 0;
   while (s + 1 < shards.size() && shards[s + 1].first_record <= index) ++s;
-  const ShardReader* r = Unwrap(ds_->shard(s));
+  const ShardReader& r = Reader(s);
   const uint64_t in_shard = index - shards[s].first_record;
-  const auto& frames = r->frames();
+  const auto& frames = r.frames();
   uint32_t f = 0;
   while (f + 1 < frames.size() && frames[f + 1].first_record <= in_shard) ++f;
-  LoadFrame(*r, s, f);
+  LoadFrame(r, s, f);
   const RecordSpec& spec = ds_->spec();
   const FrameView frame(spec, frames[f].record_count, frame_.data());
   const auto k = static_cast<uint32_t>(in_shard - frames[f].first_record);
   return {frame.sample(k), frame.label(k)};
+}
+
+const ShardReader& PyDataset::Reader(size_t shard) {
+  if (shard == reader_shard_) return *reader_;
+  reader_.reset();  // closed before the next opens: one shard file at a time
+  reader_shard_ = SIZE_MAX;
+  absl::StatusOr<std::unique_ptr<ShardReader>> opened;
+  {
+    py::gil_scoped_release nogil;
+    opened = ds_->OpenShard(shard);
+  }
+  reader_ = Unwrap(std::move(opened));
+  reader_shard_ = shard;
+  return *reader_;
 }
 
 void PyDataset::LoadFrame(const ShardReader& reader, size_t shard, uint32_t frame) {

@@ -25,9 +25,15 @@ namespace sluice::python {
 absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
                                               const std::optional<std::string>& split);
 
+// sluice.Dataset's shards are opened one at a time (ShardFiles::kOneAtATime): the reader of
+// the shard of the latest record stays open and is replaced when a record of another shard is
+// read, so a Dataset (and its verify()) needs a few open files whatever its shard count
+// (docs/limits.md, "Open files").
 class PyDataset {
  public:
-  PyDataset(const std::string& path, const std::optional<std::string>& split);
+  // sluice.Dataset(path, split=None): `path` a str or os.PathLike, `split` a str or None;
+  // TypeError naming the argument otherwise (not pybind11's "incompatible arguments").
+  PyDataset(const pybind11::object& path, const pybind11::object& split);
   uint64_t size() const { return ds_->record_count(); }
 
   // ds[key]: Get for an int (anything with __index__), GetSlice for a slice; TypeError else.
@@ -46,10 +52,14 @@ class PyDataset {
  private:
   // Decodes frame `frame` of shard `shard` (read by `reader`) into frame_ unless it is there.
   void LoadFrame(const ShardReader& reader, size_t shard, uint32_t frame);
+  // The reader of shard `shard`: reader_, reopened on that shard when it holds another.
+  const ShardReader& Reader(size_t shard);
   // Decodes the frame of record `index` (in [0, size())); returns its sample and label.
   std::pair<const char*, const char*> Locate(uint64_t index);
 
   std::unique_ptr<Dataset> ds_;
+  std::unique_ptr<ShardReader> reader_;
+  size_t reader_shard_ = SIZE_MAX;
   std::string frame_;
   size_t cached_shard_ = SIZE_MAX;
   uint32_t cached_frame_ = 0;

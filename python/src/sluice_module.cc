@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "device/device.h"
 #include "device/device_spec.h"
@@ -150,7 +151,7 @@ void BindLoader(py::module_& m) {
 
 void BindDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
-      .def(py::init<const std::string&, const std::optional<std::string>&>(), py::arg("path"),
+      .def(py::init<const py::object&, const py::object&>(), py::arg("path"),
            py::arg("split") = py::none())
       .def("__len__", &PyDataset::size)
       .def("__getitem__", &PyDataset::GetItem)
@@ -203,6 +204,17 @@ void BindFunctions(py::module_& m) {
 PYBIND11_MODULE(_sluice, m) {
   // sluice.Loader's default, the same as sluice-train's --device-ring-depth.
   m.attr("DEFAULT_DEVICE_RING_DEPTH") = sluice::kDefaultDeviceRingDepth;
+  // [min, max] of the Loader's resource arguments (pipeline/resource_limits.h), for the message
+  // of a value that int64 cannot carry to CheckResourceSettings.
+  const auto range = [](int64_t min, int64_t max) { return pybind11::make_tuple(min, max); };
+  pybind11::dict ranges;
+  for (const char* threads : {"threads", "decompress_threads", "preprocess_threads"}) {
+    ranges[threads] = range(0, sluice::MaxThreads());
+  }
+  ranges["pool_size"] = range(0, sluice::kMaxPoolSize);
+  ranges["read_ahead_frames"] = range(0, sluice::kMaxReadAheadFrames);
+  ranges["device_ring_depth"] = range(sluice::kMinDeviceRingDepth, sluice::kMaxDeviceRingDepth);
+  m.attr("RESOURCE_RANGES") = ranges;
   m.doc() = "sluice's C++ core (use the `sluice` package)";
   sluice::python::RegisterExceptions(m);
   sluice::python::BindLoader(m);

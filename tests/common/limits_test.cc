@@ -35,6 +35,21 @@ TEST(LimitsTest, ThreadCountAboveFourTimesHardwareIsUsageErrorSayingTheBound) {
   EXPECT_NE(s.message().find("4 x the"), std::string::npos);
 }
 
+// StrCat's six digits printed "--sim-compute-us: 1e+07 is not in [0, 1e+07]" for 10000001.
+TEST(LimitsTest, RangeErrorPrintsTheValueAndBoundsExactly) {
+  EXPECT_EQ(CheckInRange("sim-compute-us", 10000001, 0, 1e7, "why").message(),
+            "--sim-compute-us: 10000001 is not in [0, 10000000] (why)");
+  EXPECT_EQ(CheckInRange("x", 100000.5, 0.001, 100000, "y").message(),
+            "--x: 100000.5 is not in [0.001, 100000] (y)");
+  EXPECT_EQ(ExactNumber(1e-9), "1e-09");
+  EXPECT_EQ(ExactNumber(0.1), "0.1");
+  EXPECT_EQ(ExactNumber(1.0000001), "1.0000001");
+  EXPECT_EQ(ExactNumber(1e300), "1e+300");
+  EXPECT_EQ(ExactNumber(-2.5), "-2.5");
+  EXPECT_EQ(ExactNumber(1.0 / 0.0), "inf");
+  EXPECT_TRUE(CheckInRange("x", 1e7, 0, 1e7, "y").ok());
+}
+
 // Under RLIMIT_AS the available memory is what is left of the limit, and the message says so.
 TEST(LimitsTest, AddressSpaceLimitBoundsTheAvailableMemory) {
   pid_t pid = ::fork();

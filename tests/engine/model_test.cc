@@ -18,6 +18,20 @@ TEST(ModelTest, ParseLayersAcceptsSizesAndRejectsGarbage) {
   EXPECT_EQ(ParseLayers("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A positive size past int was called "not a positive integer".
+TEST(ModelTest, ParseLayersNamesASizeAboveTheMaximumAsSuch) {
+  EXPECT_EQ(ParseLayers("784,99999999999,10").status().message(),
+            "'99999999999' in '784,99999999999,10' is above the maximum layer size 1073741824");
+  EXPECT_EQ(ParseLayers("784,99999999999999999999999,10").status().message(),
+            "'99999999999999999999999' in '784,99999999999999999999999,10' is above the maximum "
+            "layer size 1073741824");
+  EXPECT_EQ(ParseLayers("784,1073741825").status().message(),
+            "'1073741825' in '784,1073741825' is above the maximum layer size 1073741824");
+  EXPECT_EQ(ParseLayers("784,-5").status().message(),
+            "'-5' in '784,-5' is not a positive integer (e.g. 784,128,10)");
+  ASSERT_TRUE(ParseLayers("784,1073741824").ok());
+}
+
 TEST(ModelTest, InitIsSeededDeterministicAndWithinTorchBounds) {
   ModelConfig config;
   OptimizerConfig opt;

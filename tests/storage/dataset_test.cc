@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -526,6 +527,36 @@ TEST_F(DatasetOpenFilesTest, MoreShardsThanTheSoftLimitRaiseIt) {
 
 TEST_F(DatasetOpenFilesTest, AHardLimitBelowTheShardCountIsAClearErrorAtOpen) {
   EXPECT_EXIT(std::_Exit(OpenEveryShard(dir_, 100, 100)), ::testing::ExitedWithCode(1), "");
+}
+
+// "needs 59 open files and this process may open at most 100" read as a contradiction: the
+// 64 spare and the files already open were left out. The message states the whole sum, and
+// the sum adds up. Exits 0 when it does, 1 when not (the message on stderr).
+int OpenFailsStatingTheSum(const std::string& dir, rlim_t limit) {
+  struct rlimit lim = {limit, limit};
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return 3;
+  absl::StatusOr<std::unique_ptr<Dataset>> ds = Dataset::Open(Env::Default(), dir, "train");
+  if (ds.ok()) return 2;
+  const std::string message(ds.status().message());
+  const size_t at = message.find(": needs ");
+  unsigned long long shards = 0, spare = 0, open_now = 0, total = 0, most = 0;
+  const bool parsed =
+      at != std::string::npos &&
+      std::sscanf(message.c_str() + at,
+                  ": needs %llu shard files + %llu spare + %llu already open = %llu open "
+                  "files; this process may open at most %llu (ulimit -n",
+                  &shards, &spare, &open_now, &total, &most) == 5;
+  if (parsed && shards == 150 && spare == 64 && open_now >= 3 &&
+      total == shards + spare + open_now && most == limit) {
+    return 0;
+  }
+  std::fprintf(stderr, "%s\n", message.c_str());
+  return 1;
+}
+
+TEST_F(DatasetOpenFilesTest, TheErrorStatesShardsPlusSparePlusOpenAgainstTheLimit) {
+  // 150 shards alone fit under 200; with the spare and the files open they do not.
+  EXPECT_EXIT(std::_Exit(OpenFailsStatingTheSum(dir_, 200)), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -231,5 +231,27 @@ TEST_F(SluiceTrainFailSafeTest, AModelBeyondTheAddressSpaceLimitIsRefusedAtStart
   EXPECT_EQ(text.find("bad_alloc"), std::string::npos) << text;
 }
 
+// "--sim-compute-us: 1e+07 is not in [0, 1e+07]" for 10000001, and a layer size past int called
+// "not a positive integer": each value and bound is printed exactly, and a size too large says
+// so with the maximum.
+TEST_F(SluiceTrainFailSafeTest, OutOfRangeValuesAreNamedExactlyWithTheirBound) {
+  struct Case {
+    const char* flags;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"--device=sim --sim-compute-us=10000001",
+             "--sim-compute-us: 10000001 is not in [0, 10000000] (microseconds per step"},
+        Case{"--device=sim --sim-link-gbps=100000.5",
+             "--sim-link-gbps: 100000.5 is not in [0.001, 100000] (GB/s"},
+        Case{"--device=cpu --layers=784,99999999999,10",
+             "--layers: '99999999999' in '784,99999999999,10' is above the maximum layer size "
+             "1073741824"}}) {
+    const Output out = RunTrain(absl::StrCat(Data(), "--epochs=1 ", c.flags), Cache());
+    EXPECT_EQ(out.exit_code, 2) << c.flags << ": " << out.text;
+    EXPECT_NE(out.text.find(c.message), std::string::npos) << c.flags << ": " << out.text;
+  }
+}
+
 }  // namespace
 }  // namespace sluice

@@ -437,8 +437,8 @@ TEST_F(SluiceTrainTest, SimulatedDeviceModelsOutsideTheirBoundsAreUsageErrors) {
        {Case{"--sim-link-gbps=1e-9", "--sim-link-gbps: 1e-09 is not in [0.001, 100000]"},
         Case{"--sim-link-gbps=1e-300", "--sim-link-gbps: 1e-300 is not in [0.001, 100000]"},
         Case{"--sim-link-gbps=inf", "--sim-link-gbps: inf is not in [0.001, 100000]"},
-        Case{"--sim-compute-us=1e12", "--sim-compute-us: 1e+12 is not in [0, 1e+07]"},
-        Case{"--sim-latency-us=1e12", "--sim-latency-us: 1e+12 is not in [0, 1e+06]"},
+        Case{"--sim-compute-us=1e12", "--sim-compute-us: 1000000000000 is not in [0, 10000000]"},
+        Case{"--sim-latency-us=1e12", "--sim-latency-us: 1000000000000 is not in [0, 1000000]"},
         Case{"--sim-compute-samples-per-s=1",
              "--sim-compute-samples-per-s: 1 models 32 s per step of 32 samples"}}) {
     Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=sim --epochs=1 ", c.flag));
