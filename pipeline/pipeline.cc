@@ -18,7 +18,8 @@ constexpr auto kWhatIfNames = MakeEnumNames<WhatIf>({{WhatIf::kNone, "none"},
                                                      {WhatIf::kRead, "read"},
                                                      {WhatIf::kDecompress, "decompress"},
                                                      {WhatIf::kPreprocess, "preprocess"},
-                                                     {WhatIf::kH2D, "h2d"}});
+                                                     {WhatIf::kH2D, "h2d"},
+                                                     {WhatIf::kTransforms, "transforms"}});
 }  // namespace
 
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {

@@ -75,8 +75,11 @@ absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name);  // "fail" | "
 //   kPreprocess: the batches of the first epoch are built before the run; assemble hands out
 //     the prebuilt batch of the same step (later epochs reuse them: same sizes, stale order).
 //   kH2D: no copy; the device slot of the batch is reused as is (CUDA builds).
-enum class WhatIf : uint8_t { kNone, kRead, kDecompress, kPreprocess, kH2D };
-absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name);  // none|read|decompress|preprocess|h2d
+// kTransforms: the transform chain's cost removed (each sample a copy of a prebuilt chain
+// output of the right spec; the gather and the labels stay); only with transforms.
+enum class WhatIf : uint8_t { kNone, kRead, kDecompress, kPreprocess, kH2D, kTransforms };
+// none|read|decompress|preprocess|h2d|transforms
+absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name);
 absl::string_view WhatIfName(WhatIf w);
 
 inline constexpr uint32_t kAutoPoolSamples = 4096;

@@ -74,6 +74,14 @@ struct StageStats {
   double items_per_second() const;  // items / (last_end - first_start)
 };
 
+// One op of the run's transform chain (BatchFormat::transforms) and the time it took on the
+// samples the chain timed (TransformChain::TimesSample: 1 in TransformChain::kTimingStride),
+// inside the preprocess stage's busy time.
+struct ChainOpTime {
+  std::string op;          // the op's identity, e.g. "RandomCrop(32, padding=4)"
+  int64_t sampled_ns = 0;  // summed over the timed samples and the threads
+};
+
 struct PipelineStats {
   std::array<StageStats, kNumPipelineStages> stages;
   int64_t start_ns = 0;     // when the pipeline was created
@@ -102,6 +110,11 @@ struct PipelineStats {
   // at most frame_budget + 1 buffers.
   uint64_t stored_buffer_bytes = 0;
   uint64_t trace_dropped = 0;  // spans not recorded because the trace buffer was full
+  // The transform chain, in order (empty without transforms), and how many samples it timed:
+  // an op's share of the preprocess stage's time is its sampled_ns x (preprocess samples /
+  // chain_timed_samples) over the stage's busy_ns.
+  std::vector<ChainOpTime> chain_ops;
+  uint64_t chain_timed_samples = 0;
 
   const StageStats& operator[](Stage s) const { return stages[static_cast<int>(s)]; }
   std::string ToString() const;  // one line per stage, for logs and tests

@@ -141,8 +141,9 @@ ABSL_FLAG(bool, check_advice, false,
           "bounded span as it was and with the change, and print both rates");
 ABSL_FLAG(std::string, what_if, "none",
           "Diagnostic: make one stage free and report the "
-          "throughput: read | decompress | preprocess | h2d | compute | all (a table with each "
-          "stage removed in turn next to the normal run)");
+          "throughput: read | decompress | preprocess | h2d | compute | transforms (the "
+          "--transforms chain's cost alone) | all (a table with each stage removed in turn next "
+          "to the normal run)");
 
 ABSL_FLAG(bool, autotune, false,
           "After the first epoch, adjust stage concurrency, pool size, device ring depth "
@@ -408,7 +409,7 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
     auto w = ParseWhatIf(what_if);
     if (!w.ok()) {
       return UsageError("what-if", absl::StrCat("expected none, read, decompress, preprocess, "
-                                                "h2d, compute or all, got \"",
+                                                "h2d, compute, transforms or all, got \"",
                                                 what_if, "\""));
     }
     o.pipeline.diagnostics.what_if = *w;

@@ -58,6 +58,28 @@ StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work)
   return r;
 }
 
+// The preprocess row's split between the chain's ops: each op's sampled time scaled to all
+// the samples the stage built, over its busy time. The scaled estimate can pass the busy time
+// by sampling noise when the chain is nearly all of it; the shares are then scaled down to
+// 100 together.
+void AddChainShares(const PipelineStats& ps, StageRow* row) {
+  if (ps.chain_ops.empty() || ps.chain_timed_samples == 0 || row->busy_ns <= 0) return;
+  const double scale = static_cast<double>(row->samples) / ps.chain_timed_samples;
+  double chain_ns = 0;
+  for (const ChainOpTime& t : ps.chain_ops) chain_ns += std::max<int64_t>(0, t.sampled_ns) * scale;
+  const double busy = static_cast<double>(row->busy_ns);
+  const double fit = chain_ns > busy ? busy / chain_ns : 1.0;
+  std::vector<ChainOpShare> shares;
+  double sum = 0;
+  for (const ChainOpTime& t : ps.chain_ops) {
+    const double pct = Share(std::max<int64_t>(0, t.sampled_ns) * scale * fit, busy);
+    shares.push_back({t.op, pct});
+    sum += pct;
+  }
+  row->ops = std::move(shares);
+  row->outside_chain_pct = std::max(0.0, 100.0 - sum);
+}
+
 // Pinned-buffer wait: busy_ns is the time batches whose frames were ready waited for a
 // buffer, summed over batches (several wait at once), so it is shown as the batches waiting
 // on average; busy_pct is the share of the span during which at least one batch waited
@@ -230,6 +252,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
     switch (info.source) {
       case RowSource::kGraphStage:
         rep.stages.push_back(GraphRow(info.stage, ps[info.stage], train_ns, info.cpu_work));
+        if (info.stage == Stage::kPreprocess) AddChainShares(ps, &rep.stages.back());
         break;
       case RowSource::kPinnedPool:
         rep.stages.push_back(PinnedRow(info.stage, ps, train_ns));

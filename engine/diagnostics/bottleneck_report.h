@@ -49,6 +49,13 @@ enum class VerdictClass {
 inline constexpr double kCommunicationBoundPct = 20.0;
 const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-bound", ...
 
+// One op of the run's transform chain and its share of the preprocess stage's busy time
+// (docs/bottleneck.md, "The transform chain").
+struct ChainOpShare {
+  std::string op;        // the op's identity, e.g. "RandomCrop(32, padding=4)"
+  double share_pct = 0;  // in [0, 100]
+};
+
 struct StageRow {
   Stage stage = Stage::kRead;
   bool present = false;   // the run had this stage (h2d only on CUDA)
@@ -82,6 +89,11 @@ struct StageRow {
   std::optional<double> ceiling_samples_per_s;
   std::optional<double> pct_of_ceiling;
   double attributed_wait_pct = 0;  // share of the consumer's wait attributed here (estimate)
+  // preprocess with a transform chain whose ops were timed: each op's share of busy_ns, in
+  // chain order, and the rest (gathering, the conversions around the chain, any injected
+  // delay), together 100. nullopt on the other rows and without a chain.
+  std::optional<std::vector<ChainOpShare>> ops;
+  std::optional<double> outside_chain_pct;
 };
 
 struct BottleneckReport {

@@ -8,6 +8,7 @@
 #include "common/json_fields.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/internal/report_internal.h"
+#include "pipeline/transforms/transform_chain.h"
 
 namespace sluice {
 // A stage is written as its name ("read", ..., "compute").
@@ -16,12 +17,14 @@ void to_json(BasicJsonType& j, const Stage& s) {
   j = std::string(StageName(s));
 }
 
+SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
+
 // The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
 SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
                           items_per_s, samples_per_s, busy_ns, busy_pct, wait_input_pct,
                           wait_output_pct, queue_high_water, capacity_samples_per_s,
                           cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
-                          attributed_wait_pct, batches_waiting_avg)
+                          attributed_wait_pct, batches_waiting_avg, ops, outside_chain_pct)
 
 using report_internal::FormatRate;
 
@@ -44,6 +47,20 @@ std::string FormatCopyHidden(const BottleneckReport& rep) {
 }
 }  // namespace
 
+namespace report_internal {
+std::string FormatChainShares(const StageRow& row) {
+  if (!row.ops) return "";
+  std::string out = "  chain: ";
+  for (const ChainOpShare& o : *row.ops)
+    absl::StrAppendFormat(&out, "%.0f%% %s, ", o.share_pct, o.op);
+  absl::StrAppendFormat(&out,
+                        "%.0f%% outside the chain (gather, conversion) of preprocess busy time; "
+                        "sampled 1 in %d samples\n",
+                        row.outside_chain_pct.value_or(0), TransformChain::kTimingStride);
+  return out;
+}
+}  // namespace report_internal
+
 std::string BottleneckReport::ToText() const {
   std::string out =
       absl::StrFormat("bottleneck report: %s, %d cores, %.3f s training, %d samples in %d steps\n",
@@ -63,6 +80,7 @@ std::string BottleneckReport::ToText() const {
         pinned ? "-" : FormatRate(r.samples_per_s), r.busy_pct, r.wait_input_pct, r.wait_output_pct,
         r.queue_high_water, r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
         r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-", r.attributed_wait_pct);
+    absl::StrAppend(&out, report_internal::FormatChainShares(r));
   }
   absl::StrAppendFormat(&out,
                         "measured %s; predicted %s (slowest capacity %s; CPU limit %s on %d "

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "common/status_macros.h"
 #include "engine/backend_factory.h"
 #include "engine/diagnostics/internal/ceilings_internal.h"
+#include "pipeline/batch_format.h"
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/stage_stats.h"
@@ -107,6 +109,63 @@ double MeanRecords(const std::vector<Frame>& frames) {
   return mean / static_cast<double>(frames.size());
 }
 
+// One stored record to one batch sample as the run's pipeline makes it: through the run's
+// transform chain (ChainPreprocessor) when it has one, else the SampleConverter; the h2d
+// format resolved as the pipeline resolves it (--h2d-format=auto with a chain that outputs
+// floats takes their format).
+class BatchSampleMaker {
+ public:
+  static absl::StatusOr<BatchSampleMaker> Create(const RecordSpec& spec,
+                                                 const BatchFormat& format) {
+    BatchSampleMaker m;
+    m.spec_ = spec;
+    ASSIGN_OR_RETURN(m.format_, ResolveBatchFormat(spec, format, SettingNames::kFlags));
+    if (m.format_.chain != nullptr) {
+      ASSIGN_OR_RETURN(ChainPreprocessor pre,
+                       ChainPreprocessor::Create(spec, m.format_, format.normalization));
+      m.chain_.emplace(std::move(pre));
+      m.scratch_.resize(m.chain_->scratch_bytes() + kScratchAlign);
+    } else {
+      ASSIGN_OR_RETURN(SampleConverter conv,
+                       SampleConverter::Create(spec, m.format_.h2d_format, format.normalization));
+      m.converter_.emplace(std::move(conv));
+    }
+    return m;
+  }
+
+  H2DFormat h2d_format() const { return format_.h2d_format; }
+  const SampleSpec& out_spec() const { return format_.sample; }
+  size_t out_bytes() const { return format_.sample.bytes(); }
+  // What a sample goes through, for the ceilings' notes.
+  std::string Describe() const {
+    if (chain_.has_value()) {
+      return absl::StrCat("the run's transforms (", chain_->chain().Identity(), ") to ",
+                          H2DFormatName(h2d_format()));
+    }
+    return absl::StrCat("SampleConverter (", H2DFormatName(h2d_format()), ")");
+  }
+
+  // Record `offset` of `frame` into `out` and `label`; `index` keys the chain's random draws.
+  void Make(const FrameView& frame, uint32_t offset, uint64_t index, char* out, int32_t* label) {
+    if (chain_.has_value()) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(scratch_.data());
+      char* aligned = scratch_.data() + (kScratchAlign - at % kScratchAlign) % kScratchAlign;
+      chain_->Process(frame.sample(offset), out, SampleKey{0, 0, index}, aligned, nullptr);
+      ConvertLabels(spec_.label_dtype, frame.label(offset), label, 1);
+    } else {
+      GatherRecord(*converter_, spec_.label_dtype, frame, offset, out, label);
+    }
+  }
+
+ private:
+  static constexpr size_t kScratchAlign = 64;
+  RecordSpec spec_;
+  ResolvedBatchFormat format_;
+  std::optional<ChainPreprocessor> chain_;
+  std::optional<SampleConverter> converter_;
+  std::vector<char> scratch_;
+};
+
 Ceiling MeasureRead(const std::vector<Frame>& frames, double secs) {
   std::string scratch;
   return FromTimed(TimeLoop(secs,
@@ -140,16 +199,15 @@ Ceiling MeasureDecompress(const std::vector<Frame>& frames, double secs) {
   return c;
 }
 
-// Preprocess: the pipeline's own gather + convert (GatherRecord, pipeline/convert.h) of one
-// batch, into a page-aligned buffer; samples are taken with a stride so the gather touches
-// every measured frame. Then a plain memcpy of a batch into such a buffer.
+// Preprocess: the pipeline's own gather + convert of one batch (through the run's transforms
+// when it has them), into a page-aligned buffer; samples are taken with a stride so the gather
+// touches every measured frame. Then a plain memcpy of a batch into such a buffer.
 absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vector<Frame>& frames,
                                         const CeilingOptions& options, double secs,
                                         Ceiling* preprocess, Ceiling* memcpy_ceiling) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec, options.format.h2d_format,
-                                                      options.format.normalization));
-  const size_t out_bytes = conv.out_bytes_per_sample();
+  ASSIGN_OR_RETURN(BatchSampleMaker maker, BatchSampleMaker::Create(spec, options.format));
+  const size_t out_bytes = maker.out_bytes();
   const uint32_t batch = options.batch_size;
   const size_t batch_bytes = out_bytes * batch + 4 * size_t{batch};
   ASSIGN_OR_RETURN(auto pool, PinnedBufferPool::Create(2, batch_bytes));
@@ -165,15 +223,14 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
                    const Frame& f = frames[cursor % frames.size()];
                    const uint32_t n = f.reader->frames()[f.index].record_count;
                    const uint32_t off = static_cast<uint32_t>((cursor / frames.size()) % n);
-                   GatherRecord(conv, spec.label_dtype, FrameView(spec, n, f.raw.data()), off,
-                                dst.data() + i * out_bytes, labels + i);
+                   maker.Make(FrameView(spec, n, f.raw.data()), off, cursor,
+                              dst.data() + i * out_bytes, labels + i);
                  }
                  return batch_bytes;
                }),
       batch,
-      absl::StrCat("the pipeline's gather + SampleConverter (",
-                   H2DFormatName(options.format.h2d_format),
-                   ") of one batch per call, 1 thread; MB of batch output"));
+      absl::StrCat("the pipeline's gather + ", maker.Describe(),
+                   " of one batch per call, 1 thread; MB of batch output"));
   *memcpy_ceiling =
       FromTimed(TimeLoop(secs,
                          [&](uint64_t) -> uint64_t {
@@ -196,13 +253,12 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
                                                    std::vector<char>* samples,
                                                    std::vector<int32_t>* labels) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(auto conv, SampleConverter::Create(spec, options.format.h2d_format,
-                                                      options.format.normalization));
+  ASSIGN_OR_RETURN(BatchSampleMaker maker, BatchSampleMaker::Create(spec, options.format));
   const uint32_t batch = options.batch_size;
   uint64_t records = 0;
   for (const Frame& f : frames) records += f.reader->frames()[f.index].record_count;
   const uint64_t count = std::max<uint64_t>(1, records / batch);
-  const size_t out = conv.out_bytes_per_sample();
+  const size_t out = maker.out_bytes();
   samples->assign(out * batch * count, 0);
   labels->assign(batch * count, 0);
   uint64_t k = 0;
@@ -210,17 +266,16 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
     const Frame& fr = frames[f];
     const uint32_t n = fr.reader->frames()[fr.index].record_count;
     for (uint32_t r = 0; r < n && k < batch * count; ++r, ++k) {
-      GatherRecord(conv, spec.label_dtype, FrameView(spec, n, fr.raw.data()), r,
-                   samples->data() + k * out, labels->data() + k);
+      maker.Make(FrameView(spec, n, fr.raw.data()), r, k, samples->data() + k * out,
+                 labels->data() + k);
     }
   }
   std::vector<BatchView> views(count);
   for (uint64_t i = 0; i < count; ++i) {
     views[i].samples = samples->data() + i * batch * out;
     views[i].labels = labels->data() + i * batch;
-    views[i].sample = conv.out_spec();
-    if (options.format.h2d_format == H2DFormat::kU8 &&
-        !options.format.normalization.is_identity()) {
+    views[i].sample = maker.out_spec();
+    if (maker.h2d_format() == H2DFormat::kU8 && !options.format.normalization.is_identity()) {
       views[i].normalization = &options.format.normalization;
     }
     views[i].size = batch;
@@ -247,9 +302,9 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   c.decompress = MeasureDecompress(frames, secs);
   RETURN_IF_ERROR(
       MeasurePreprocessAndMemcpy(dataset, frames, options, secs, &c.preprocess, &c.pinned_memcpy));
-  const RecordSpec& spec = dataset.spec();
-  const size_t sample_bytes =
-      size_t{options.batch_size} * spec.sample_values() * H2DFormatSize(options.format.h2d_format);
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
+                   ResolveBatchFormat(dataset.spec(), options.format, SettingNames::kFlags));
+  const size_t sample_bytes = size_t{options.batch_size} * format.sample.bytes();
   ceilings_internal::MeasureH2D(options, sample_bytes, 4 * size_t{options.batch_size},
                                 options.batch_size, secs, &c.h2d_pinned, &c.h2d_pageable);
   if (options.measure_compute) {
@@ -270,22 +325,30 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
   // device's model, and how long a measurement runs.
   const OptimizerConfig& o = options.optimizer;
   const BackendSpec& b = options.backend;
-  const std::string settings =
-      absl::StrCat("threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision),
-                   ";graph=", b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0),
-                   ";opt=", static_cast<int>(o.kind), ",", o.lr, ",", o.momentum, ",", o.nesterov,
-                   ",", o.weight_decay, ",", o.beta1, ",", o.beta2, ",", o.eps,
-                   ";norm=", absl::StrJoin(options.format.normalization.mean, ","), "/",
-                   absl::StrJoin(options.format.normalization.std, ","),
-                   ";sim=", b.sim.device.link_bytes_per_s, ",", b.sim.device.link_latency_ns, ",",
-                   b.sim.compute_ns_per_step, ",", b.sim.compute_samples_per_s,
-                   ";secs=", options.seconds_per_measurement, ";compute=", options.measure_compute,
-                   // The code that measures: each build keeps its own file, so two builds sharing a
-                   // cache directory do not keep re-measuring over each other.
-                   ";build=", BuildId());
+  // The batches as the run makes them: the h2d format after --h2d-format=auto, and the chain by
+  // its canonical identity (a format that does not resolve fails Measure; its text keys it).
+  absl::StatusOr<ResolvedBatchFormat> format =
+      ResolveBatchFormat(dataset.spec(), options.format, SettingNames::kFlags);
+  const H2DFormat h2d = format.ok() ? format->h2d_format : options.format.h2d_format;
+  const std::string transforms = !format.ok()               ? options.format.transforms
+                                 : format->chain != nullptr ? format->chain->Identity()
+                                                            : "";
+  const std::string settings = absl::StrCat(
+      "threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision),
+      ";graph=", b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0),
+      ";opt=", static_cast<int>(o.kind), ",", o.lr, ",", o.momentum, ",", o.nesterov, ",",
+      o.weight_decay, ",", o.beta1, ",", o.beta2, ",", o.eps,
+      ";norm=", absl::StrJoin(options.format.normalization.mean, ","), "/",
+      absl::StrJoin(options.format.normalization.std, ","), ";sim=", b.sim.device.link_bytes_per_s,
+      ",", b.sim.device.link_latency_ns, ",", b.sim.compute_ns_per_step, ",",
+      b.sim.compute_samples_per_s, ";secs=", options.seconds_per_measurement,
+      ";compute=", options.measure_compute, ";transforms=", transforms,
+      // The code that measures: each build keeps its own file, so two builds sharing a
+      // cache directory do not keep re-measuring over each other.
+      ";build=", BuildId());
   return Sanitize(absl::StrCat(
       Hostname(), "_", ChecksumToHex(Xxh3(dataset.manifest().ToJson())), "_b", options.batch_size,
-      "_", H2DFormatName(options.format.h2d_format), "_", options.backend.device.ToString(), "_",
+      "_", H2DFormatName(h2d), "_", options.backend.device.ToString(), "_",
       absl::StrJoin(options.model.layers, "x"), "_", ChecksumToHex(Xxh3(settings))));
 }
 

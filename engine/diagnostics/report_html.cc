@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/diagnostics/internal/report_html_charts.h"
 #include "engine/diagnostics/internal/report_internal.h"
+#include "pipeline/transforms/transform_chain.h"
 
 namespace sluice {
 namespace {
@@ -116,6 +117,18 @@ std::string RateFigures(const StageRow& r) {
   return out;
 }
 
+// The transform chain's ops and their shares of the preprocess busy time, in chain order.
+std::string ChainOpsList(const StageRow& r) {
+  if (!r.ops) return "";
+  std::string out = "<div class=\"small ops\">transforms, of busy time:<ul>";
+  for (const ChainOpShare& o : *r.ops) {
+    absl::StrAppendFormat(&out, "<li>%.0f%% %s</li>", o.share_pct, HtmlEscape(o.op));
+  }
+  absl::StrAppendFormat(&out, "<li>%.0f%% outside the chain</li></ul>sampled 1 in %d samples</div>",
+                        r.outside_chain_pct.value_or(0), TransformChain::kTimingStride);
+  return out;
+}
+
 std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit) {
   const std::string name(StageName(r.stage));
   if (!r.present) return AbsentBox(name, DisplayName(r.stage), AbsentReason(rep, r.stage));
@@ -144,7 +157,7 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
     absl::StrAppendFormat(&out, "<div class=\"small\">%d %s</div>", r.concurrency,
                           r.concurrency == 1 ? "thread" : "threads");
   }
-  absl::StrAppend(&out, RateFigures(r));
+  absl::StrAppend(&out, RateFigures(r), ChainOpsList(r));
   if (r.stage == Stage::kCompute) {
     absl::StrAppendFormat(&out,
                           "<div class=\"small\">waited for input %.1f%% of training time</div>",

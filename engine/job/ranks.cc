@@ -21,9 +21,20 @@ DataParallelSlice SliceOf(const TrainJobOptions& options) {
 absl::Status CheckRanksAgree(const TrainJobOptions& options, const KeyValues& identity,
                              const Dataset* test) {
   if (!IsDistributed(options)) return absl::OkStatus();
-  KeyValues same = identity;
+  // The transforms are compared by the chain's canonical identity (RunIdentity's, so two
+  // spellings of the same ops agree), named on every rank, "none" without a chain.
+  KeyValues same;
+  std::string transforms = "none";
+  for (const auto& [key, value] : identity) {
+    if (key == "transforms") {
+      transforms = value;
+    } else {
+      same.emplace_back(key, value);
+    }
+  }
+  same.emplace_back("--transforms", transforms);
   for (const auto& [key, value] : options.run_config) {
-    if (key != "data" && key != "test_data" && key != "cache_dir") {
+    if (key != "data" && key != "test_data" && key != "cache_dir" && key != "transforms") {
       same.emplace_back(absl::StrCat("--", key), value);
     }
   }

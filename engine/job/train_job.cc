@@ -49,6 +49,7 @@ PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backe
       p.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] = 0;
       break;
     case WhatIf::kNone:
+    case WhatIf::kTransforms:  // the chain's cost only; an injected delay is not the chain's
       break;
   }
   return p;

@@ -82,6 +82,12 @@ absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfTable(
     const double rate = TrainSamplesPerSecond(r.train);
     rows.push_back({stage, "", rate, normal_rate > 0 ? rate / normal_rate : 0.0});
   }
+  if (!base.pipeline.format.transforms.empty()) {
+    if (on_start) on_start("transforms");
+    ASSIGN_OR_RETURN(TrainJobResult r, RunTrainJob(env, WhatIfOptions(base, "transforms")));
+    const double rate = TrainSamplesPerSecond(r.train);
+    rows.push_back({"transforms", "", rate, normal_rate > 0 ? rate / normal_rate : 0.0});
+  }
   return rows;
 }
 

@@ -21,8 +21,10 @@
 namespace sluice {
 
 struct WhatIfRow {
-  std::string free_stage;  // "normal", "read", "decompress", "preprocess", "h2d", "compute"
-  std::string note;        // why the row was not run (then samples_per_s is 0)
+  // "normal", "read", "decompress", "preprocess", "h2d", "compute", or "transforms" (the chain
+  // alone, a part of preprocess: it never decides the verdict's stage)
+  std::string free_stage;
+  std::string note;  // why the row was not run (then samples_per_s is 0)
   double samples_per_s = 0;
   double speedup = 0;  // samples_per_s / the normal run's
 };
@@ -33,7 +35,8 @@ double TrainSamplesPerSecond(const TrainResult& train);
 // The options of the rerun with `stage` free ("compute", or a pipeline stage's name).
 TrainJobOptions WhatIfOptions(const TrainJobOptions& base, const std::string& stage);
 
-// The normal run (already done: `normal`), then each stage made free in turn. `on_start` is
+// The normal run (already done: `normal`), then each stage made free in turn, then (with
+// transforms) the chain alone. `on_start` is
 // called before each rerun with the stage's name (progress; may be null).
 absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfTable(
     Env* env, const TrainJobOptions& base, const TrainJobResult& normal,

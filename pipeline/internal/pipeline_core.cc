@@ -375,6 +375,14 @@ PipelineStats PipelineCore::Stats() const {
   st.batches_delivered = delivered.batches_delivered;
   st.samples_delivered = delivered.samples_delivered;
   st.corrupt_frames = std::move(delivered.corrupt_messages);
+  if (preprocessor_.has_value()) {
+    const TransformChain& chain = preprocessor_->chain();
+    for (size_t k = 0; k < chain.size(); ++k) {
+      st.chain_ops.push_back(
+          {chain.op(k).Identity(), op_ns_total_[k].load(std::memory_order_relaxed)});
+    }
+    st.chain_timed_samples = chain_timed_samples_.load(std::memory_order_relaxed);
+  }
   return st;
 }
 

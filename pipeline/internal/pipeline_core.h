@@ -70,6 +70,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   // The batch's sample spec and its converter, or the transforms' preprocessor and scratch.
   absl::Status InitPreprocess();
   absl::Status BuildWhatIfCaches();
+  absl::Status BuildChainFreeSamples();  // what-if transforms
   void BuildGraph();
   static absl::Status CheckPipelineThreadsCanStart(int threads);
   FrameMsg ReadBody(oneapi::tbb::flow_control& fc);
@@ -79,10 +80,10 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void GatherInto(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
                   uint32_t* record_ids, uint32_t* size) const;
   // GatherInto through the transforms: each sample by preprocessor_, with `scratch` (one
-  // thread's) and its per-op timing added to `op_ns`.
-  void GatherThroughChain(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
-                          uint32_t* record_ids, uint32_t* size, char* scratch,
-                          int64_t* op_ns) const;
+  // thread's) and its per-op timing added to `op_ns`; returns how many samples were timed.
+  uint32_t GatherThroughChain(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
+                              uint32_t* record_ids, uint32_t* size, char* scratch,
+                              int64_t* op_ns) const;
   // Gathers batch `index` of `run` by whichever path is set (a chain takes a scratch slot).
   void GatherBatch(const EpochRun& run, uint32_t index, char* base, uint32_t* size);
   uint32_t AcquireScratch();
@@ -120,6 +121,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::mutex scratch_mu_;
   std::vector<uint32_t> scratch_free_;
   std::unique_ptr<std::atomic<int64_t>[]> op_ns_total_;  // per op, over the run
+  std::atomic<uint64_t> chain_timed_samples_{0};         // samples op_ns_total_ covers
   SampleSpec batch_sample_;  // one batch sample (the chain's output in the h2d format)
   uint64_t steps_per_epoch_ = 0;
   uint64_t total_batches_ = 0;
@@ -148,6 +150,10 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::vector<std::string> decoded_cache_;
   std::vector<char> decoded_corrupt_;
   std::vector<std::vector<char>> prebuilt_;  // by step of the start epoch
+  // What-if transforms: the chain's outputs of the first records, copied in place of each
+  // sample's chain (cycled by the sample's position).
+  std::vector<char> chain_free_samples_;
+  uint32_t chain_free_count_ = 0;
   std::vector<uint32_t> prebuilt_size_;
   uint64_t prebuilt_first_step_ = 0;
 

@@ -4,6 +4,7 @@
 // hot loop, with convert.h's inline GatherRecord inlined into it), the upload through the
 // device ring and the copy stream, and the delivery to the consumer's queue.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -92,26 +93,38 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
 // The chain's path: the same walk as GatherInto's, each sample through the preprocessor with
 // its key (seed, epoch, global position), so its random draws are those of its place in the
 // epoch whatever thread, rank or start step builds it.
-void PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, char* samples,
-                                      int32_t* labels, uint32_t* record_ids, uint32_t* size,
-                                      char* scratch, int64_t* op_ns) const {
+uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, char* samples,
+                                          int32_t* labels, uint32_t* record_ids, uint32_t* size,
+                                          char* scratch, int64_t* op_ns) const {
   const EpochPlan& plan = run.plan;
   const size_t out_bytes = batch_sample_.bytes();
   const uint32_t end = plan.batch_end(index);
   uint32_t k = 0;
+  uint32_t timed = 0;
   for (uint32_t i = plan.batch_begin(index); i < end; ++i) {
     const DecodedFrame& fr = run.frames[plan.sample_slot[i]];
     if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
     const FrameView frame(spec_, fr.records, fr.data);
     const uint32_t offset = plan.sample_offset[i];
+    const uint64_t position = plan.sample_position[i];
+    if (chain_free_count_ > 0) {  // what-if transforms: a prebuilt output instead of the chain
+      std::memcpy(samples + size_t{k} * out_bytes,
+                  chain_free_samples_.data() + (position % chain_free_count_) * out_bytes,
+                  out_bytes);
+      ConvertLabels(spec_.label_dtype, frame.label(offset), labels + k, 1);
+      record_ids[k] = plan.order[i];
+      ++k;
+      continue;
+    }
     preprocessor_->Process(frame.sample(offset), samples + size_t{k} * out_bytes,
-                           SampleKey{opt_.order.seed, plan.epoch, plan.sample_position[i]}, scratch,
-                           op_ns);
+                           SampleKey{opt_.order.seed, plan.epoch, position}, scratch, op_ns);
+    if (TransformChain::TimesSample(position)) ++timed;
     ConvertLabels(spec_.label_dtype, frame.label(offset), labels + k, 1);
     record_ids[k] = plan.order[i];
     ++k;
   }
   *size = k;
+  return timed;
 }
 
 uint32_t PipelineCore::AcquireScratch() {
@@ -137,7 +150,9 @@ void PipelineCore::GatherBatch(const EpochRun& run, uint32_t index, char* base, 
   const uint32_t slot = AcquireScratch();
   ScratchSlot& s = scratch_[slot];
   std::fill(s.op_ns.begin(), s.op_ns.end(), 0);
-  GatherThroughChain(run, index, base, labels, ids, size, s.aligned, s.op_ns.data());
+  const uint32_t timed =
+      GatherThroughChain(run, index, base, labels, ids, size, s.aligned, s.op_ns.data());
+  chain_timed_samples_.fetch_add(timed, std::memory_order_relaxed);
   for (size_t k = 0; k < s.op_ns.size(); ++k) {
     if (s.op_ns[k] != 0) op_ns_total_[k].fetch_add(s.op_ns[k], std::memory_order_relaxed);
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,84 @@ TEST(PipelineTransforms, BufferBytesFollowTheChainOutput) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a / 3, 7 * (kChannels * kSide * kSide * 4 + 8));
   EXPECT_EQ(*b / 3, 7 * (kChannels * 2 * 2 * 4 + 8));
+}
+
+// Runs the pipeline to its end; its stats then, and the samples it delivered.
+absl::StatusOr<PipelineStats> DrainedStats(const Dataset* dataset, const PipelineOptions& options,
+                                           uint64_t* samples) {
+  auto p = Pipeline::Create(dataset, options);
+  if (!p.ok()) return p.status();
+  *samples = 0;
+  BatchLease lease;
+  while (true) {
+    absl::StatusOr<bool> got = (*p)->Next(&lease);
+    if (!got.ok()) return got.status();
+    if (!*got) break;
+    *samples += lease.view().size;
+  }
+  return (*p)->Stats();
+}
+
+// The stats name the chain's ops in order and count the samples their time covers: every
+// sample whose global position is a multiple of the timing stride, once per epoch.
+TEST(PipelineTransforms, StatsCarryEachOpsSampledTime) {
+  ColourDataset data;
+  uint64_t samples = 0;
+  auto st = DrainedStats(data.dataset.get(), Options(kRandomChain), &samples);
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_EQ(st->chain_ops.size(), 2u);
+  EXPECT_THAT(st->chain_ops[0].op, StartsWith("RandomCrop(size=(6, 6), padding=(2, 2, 2, 2)"));
+  EXPECT_THAT(st->chain_ops[1].op, StartsWith("RandomHorizontalFlip("));
+  const uint64_t timed_per_epoch =
+      (kRecords + TransformChain::kTimingStride - 1) / TransformChain::kTimingStride;
+  EXPECT_EQ(samples, 2 * kRecords);
+  EXPECT_EQ(st->chain_timed_samples, 2 * timed_per_epoch);
+  for (const ChainOpTime& t : st->chain_ops) EXPECT_GT(t.sampled_ns, 0) << t.op;
+}
+
+TEST(PipelineTransforms, StatsHaveNoOpsWithoutAChain) {
+  ColourDataset data;
+  uint64_t samples = 0;
+  auto st = DrainedStats(data.dataset.get(), Options(""), &samples);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(samples, 2 * kRecords);
+  EXPECT_TRUE(st->chain_ops.empty());
+  EXPECT_EQ(st->chain_timed_samples, 0u);
+}
+
+// What-if transforms: the same records in the same batches, each sample a copy of one of the
+// chain's outputs prebuilt from the first frame (8 records), and no op timed.
+TEST(PipelineTransforms, WhatIfTransformsCopiesPrebuiltChainOutputs) {
+  ColourDataset data;
+  PipelineOptions free = Options(kRandomChain);
+  free.diagnostics.what_if = WhatIf::kTransforms;
+  auto normal = RunSamples(data.dataset.get(), Options(kRandomChain));
+  auto freed = RunSamples(data.dataset.get(), free);
+  ASSERT_TRUE(normal.ok()) << normal.status();
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  ASSERT_EQ(freed->size(), normal->size());
+  std::set<std::string> normal_values, freed_values;
+  for (auto a = normal->begin(), b = freed->begin(); a != normal->end(); ++a, ++b) {
+    EXPECT_EQ(a->first, b->first);
+    EXPECT_EQ(a->second.size(), b->second.size());
+    normal_values.insert(a->second);
+    freed_values.insert(b->second);
+  }
+  EXPECT_LE(freed_values.size(), 8u);
+  EXPECT_GT(normal_values.size(), 8u);
+  uint64_t samples = 0;
+  auto st = DrainedStats(data.dataset.get(), free, &samples);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->chain_timed_samples, 0u);
+}
+
+TEST(PipelineTransforms, WhatIfTransformsWithoutAChainIsRefused) {
+  ColourDataset data;
+  PipelineOptions o = Options("");
+  o.diagnostics.what_if = WhatIf::kTransforms;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("the run has no transforms"));
 }
 
 }  // namespace

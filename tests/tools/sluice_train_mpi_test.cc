@@ -257,6 +257,43 @@ TEST_F(SluiceTrainMpiTest, RanksStartedWithDifferentFlagsAreRefusedAtStart) {
   EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
 }
 
+// The chain is compared by its canonical identity: another chain, or none, on one rank is
+// refused at start naming both; the same ops spelled otherwise agree.
+TEST_F(SluiceTrainMpiTest, RanksWithDifferentTransformsAreRefusedAtStartNamingBoth) {
+  const std::string common = "--epochs=1 --collective-timeout-s=10 ";
+  const std::string crop = "--transforms='RandomCrop(24, padding=2)' --layers=576,10 ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--transforms='RandomCrop(24, padding=4)' --layers=576,10 ",
+       "rank 1 has --transforms=RandomCrop(size=(24, 24), padding=(4, 4, 4, 4)"},
+      {"--transforms='CenterCrop(24)' --layers=576,10 ",
+       "rank 1 has --transforms=CenterCrop(size=(24, 24))"},
+  };
+  for (const auto& [other, named] : cases) {
+    Output out =
+        Shell(absl::StrCat("timeout 120 ", SLUICE_MPIRUN, " -np 1 ", Train("t0", common + crop),
+                           " : -np 1 ", Train("t1", common + other)));
+    EXPECT_NE(out.exit_code, 0) << other << "\n" << out.text;
+    EXPECT_NE(out.text.find("2 ranks disagree on the run's settings"), std::string::npos)
+        << out.text;
+    EXPECT_NE(out.text.find(named), std::string::npos) << other << "\n" << out.text;
+    EXPECT_NE(out.text.find("rank 0 has RandomCrop(size=(24, 24), padding=(2, 2, 2, 2)"),
+              std::string::npos)
+        << out.text;
+    EXPECT_EQ(out.text.find("epoch 1:"), std::string::npos) << out.text;  // nothing trained
+  }
+  Output out =
+      Shell(absl::StrCat("timeout 120 ", SLUICE_MPIRUN, " -np 1 ", Train("t0", common + crop),
+                         " : -np 1 ", Train("t1", common + "--layers=784,10")));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("rank 1 has --transforms=none, rank 0 has RandomCrop(size=(24, 24)"),
+            std::string::npos)
+      << out.text;
+  out = Shell(absl::StrCat(
+      "timeout 120 ", SLUICE_MPIRUN, " -np 1 ", Train("t0", common + crop), " : -np 1 ",
+      Train("t1", common + "--transforms='RandomCrop(size=24,padding=2)' --layers=576,10")));
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+}
+
 // Open MPI's shared-memory segments (/dev/shm/vader_segment.*) present now.
 std::set<std::string> SharedMemorySegments() {
   std::set<std::string> names;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "tests/tools/learnable_records.h"
@@ -155,6 +156,92 @@ TEST_F(SluiceTrainTransformsTest, ResumeWithOtherTransformsIsRefusedNamingBothCh
   out =
       RunTrain(absl::StrCat(common, " --resume=auto --transforms='RandomCrop(size=28,padding=2)'"));
   EXPECT_EQ(out.exit_code, 0) << out.text;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  auto text = ReadFileToString(Env::Default(), path);
+  EXPECT_TRUE(text.ok()) << path;
+  return text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+}
+
+// The report splits preprocess between the chain's ops: the normalize of 3x32x32 to f32 into
+// the batch buffer costs far more than a flip that flips nothing, so it has the largest share
+// (timing: the best of 3 runs); shares in [0, 100] adding up to 100 with the rest. The
+// preprocess ceiling goes through the same chain, and a run without a chain has no ops and a
+// ceiling of its own.
+TEST_F(SluiceTrainTransformsTest, ReportSplitsPreprocessBetweenTheOpsAndCeilingsUseTheChain) {
+  const std::string chain =
+      "--transforms='RandomHorizontalFlip(p=0), Normalize(mean=[0.1, 0.1, 0.1], std=[0.3, 0.3, "
+      "0.3])' --layers=3072,10 ";
+  const std::string common = absl::StrCat("--data=", dir_, "/colour --device=cpu --epochs=1 ",
+                                          "--quiet --evaluate=false --cache-dir=", dir_, "/cache ",
+                                          "--report-json=", dir_, "/report.json ");
+  nlohmann::json pre;
+  std::string text;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Output out = RunTrain(common + chain);
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    text = out.text;
+    const nlohmann::json report = ReadJson(dir_ + "/report.json");
+    pre = report["stages"][2];
+    ASSERT_EQ(pre["stage"], "preprocess");
+    ASSERT_TRUE(pre["ops"].is_array()) << pre.dump();
+    ASSERT_EQ(pre["ops"].size(), 2u);
+    EXPECT_NE(report["ceilings"]["preprocess"]["note"].get<std::string>().find(
+                  "the run's transforms (RandomHorizontalFlip(p=0"),
+              std::string::npos)
+        << report["ceilings"].dump();
+    double largest = -1;
+    std::string largest_op;
+    double sum = pre["outside_chain_pct"].get<double>();
+    for (const nlohmann::json& op : pre["ops"]) {
+      const double share = op["share_pct"].get<double>();
+      EXPECT_GE(share, 0);
+      EXPECT_LE(share, 100);
+      sum += share;
+      if (share > largest) largest = share, largest_op = op["op"].get<std::string>();
+    }
+    EXPECT_NEAR(sum, 100, 1e-6) << pre.dump();
+    if (largest_op.rfind("Normalize(", 0) == 0) break;
+  }
+  std::string largest_op;
+  double largest = -1;
+  for (const nlohmann::json& op : pre["ops"]) {
+    if (op["share_pct"].get<double>() > largest) {
+      largest = op["share_pct"].get<double>();
+      largest_op = op["op"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(largest_op.rfind("Normalize(", 0), 0u) << pre.dump();
+  EXPECT_NE(text.find("  chain: "), std::string::npos) << text;
+  EXPECT_NE(text.find("outside the chain"), std::string::npos) << text;
+
+  Output out = RunTrain(common + "--layers=3072,10");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  const nlohmann::json report = ReadJson(dir_ + "/report.json");
+  EXPECT_TRUE(report["stages"][2]["ops"].is_null()) << report["stages"][2].dump();
+  EXPECT_NE(report["ceilings"]["preprocess"]["note"].get<std::string>().find("SampleConverter"),
+            std::string::npos);
+  // One cached ceiling file per chain.
+  auto files = Env::Default()->GetChildren(dir_ + "/cache/ceilings");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->size(), 2u);
+}
+
+// --what-if=transforms removes the chain's cost and says so; without a chain it is refused.
+TEST_F(SluiceTrainTransformsTest, WhatIfTransformsRunsWithTheChainFree) {
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/colour --device=cpu --epochs=1 --quiet --evaluate=false ",
+                                     "--ceilings=false --layers=3072,10 --what-if=transforms "
+                                     "--transforms='RandomCrop(32, padding=4)'"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("what-if: transforms was free in this run"), std::string::npos)
+      << out.text;
+  out = RunTrain(absl::StrCat("--data=", dir_,
+                              "/colour --device=cpu --epochs=1 --quiet --evaluate=false "
+                              "--ceilings=false --layers=3072,10 --what-if=transforms"));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("the run has no transforms"), std::string::npos) << out.text;
 }
 
 }  // namespace

@@ -233,5 +233,60 @@ TEST(BottleneckReportShares, PinnedWaitSummedOverBatchesIsShownAsBatchesWaiting)
   EXPECT_LE(rep.row(Stage::kPinnedWait).busy_pct, 100.0);
 }
 
+// The preprocess row's split between the chain's ops: each op's sampled time scaled to all
+// the stage's samples, over its busy time; the rest is outside the chain; together 100.
+TEST(BottleneckReportTest, PreprocessSplitsItsBusyTimeBetweenTheChainsOps) {
+  RunRecord run = MakeRun(Synth{.preprocess_ns = 200});  // busy: 200 ns x kSamples
+  const uint64_t timed = synthetic_run::kSamples / 16;
+  run.pipeline.chain_ops = {{"RandomCrop(32, padding=4)", static_cast<int64_t>(120 * timed)},
+                            {"RandomHorizontalFlip(p=0.5)", static_cast<int64_t>(18 * timed)},
+                            {"Normalize(mean=[0.5], std=[0.25])", static_cast<int64_t>(2 * timed)}};
+  run.pipeline.chain_timed_samples = timed;
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
+  const StageRow& pre = rep.row(Stage::kPreprocess);
+  ASSERT_TRUE(pre.ops.has_value());
+  ASSERT_EQ(pre.ops->size(), 3u);
+  EXPECT_EQ((*pre.ops)[0].op, "RandomCrop(32, padding=4)");
+  EXPECT_NEAR((*pre.ops)[0].share_pct, 60, 1e-6);
+  EXPECT_NEAR((*pre.ops)[1].share_pct, 9, 1e-6);
+  EXPECT_NEAR((*pre.ops)[2].share_pct, 1, 1e-6);
+  EXPECT_NEAR(*pre.outside_chain_pct, 30, 1e-6);
+  EXPECT_THAT(rep.ToText(), HasSubstr("  chain: 60% RandomCrop(32, padding=4), 9% "
+                                      "RandomHorizontalFlip(p=0.5), 1% Normalize(mean=[0.5], "
+                                      "std=[0.25]), 30% outside the chain"));
+  EXPECT_THAT(rep.ToText(), HasSubstr("sampled 1 in 16 samples"));
+  const nlohmann::ordered_json row = rep.ToJson()["stages"][ReportRow(Stage::kPreprocess)];
+  ASSERT_TRUE(row["ops"].is_array());
+  EXPECT_EQ(row["ops"][0]["op"], "RandomCrop(32, padding=4)");
+  EXPECT_NEAR(row["ops"][0]["share_pct"].get<double>(), 60, 1e-6);
+  EXPECT_NEAR(row["outside_chain_pct"].get<double>(), 30, 1e-6);
+  // The other rows have none.
+  EXPECT_TRUE(rep.ToJson()["stages"][ReportRow(Stage::kRead)]["ops"].is_null());
+}
+
+// Sampling noise can put the scaled estimate above the busy time: the shares are scaled down
+// to 100 together, each in [0, 100], and nothing is left outside the chain.
+TEST(BottleneckReportTest, ChainSharesStayWithinTheBusyTime) {
+  RunRecord run = MakeRun(Synth{.preprocess_ns = 200});
+  const uint64_t timed = synthetic_run::kSamples / 16;
+  run.pipeline.chain_ops = {{"A()", static_cast<int64_t>(300 * timed)},
+                            {"B()", static_cast<int64_t>(100 * timed)}};
+  run.pipeline.chain_timed_samples = timed;
+  const StageRow pre = AnalyzeRun(run, nullptr, 2).row(Stage::kPreprocess);
+  ASSERT_TRUE(pre.ops.has_value());
+  EXPECT_NEAR((*pre.ops)[0].share_pct, 75, 1e-6);
+  EXPECT_NEAR((*pre.ops)[1].share_pct, 25, 1e-6);
+  EXPECT_NEAR(*pre.outside_chain_pct, 0, 1e-6);
+}
+
+TEST(BottleneckReportTest, NoChainMeansNoOps) {
+  const BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
+  EXPECT_FALSE(rep.row(Stage::kPreprocess).ops.has_value());
+  EXPECT_THAT(rep.ToText(), ::testing::Not(HasSubstr("chain:")));
+  const nlohmann::ordered_json row = rep.ToJson()["stages"][ReportRow(Stage::kPreprocess)];
+  EXPECT_TRUE(row["ops"].is_null());
+  EXPECT_TRUE(row["outside_chain_pct"].is_null());
+}
+
 }  // namespace
 }  // namespace sluice

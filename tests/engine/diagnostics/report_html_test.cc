@@ -155,5 +155,22 @@ TEST(ReportHtml, WithoutEpochsOrTimelineSaysSo) {
   EXPECT_EQ(html.find("what-if"), std::string::npos);
 }
 
+// The preprocess box lists the chain's ops with their shares, and the part outside the chain.
+TEST(ReportHtml, PreprocessBoxListsTheChainsOps) {
+  RunRecord run = MakeRun(Synth{});
+  run.pipeline.chain_ops = {{"RandomCrop(32, padding=4)", 100 * 3750},
+                            {"RandomHorizontalFlip(p=0.5)", 20 * 3750}};
+  run.pipeline.chain_timed_samples = 3750;  // kSamples / 16
+  const std::string html = ReportToHtml(AnalyzeRun(run, nullptr, 2), HtmlExtras{});
+  const size_t box = html.find("data-stage=\"preprocess\"");
+  ASSERT_NE(box, std::string::npos);
+  const std::string pre = html.substr(box, html.find("data-stage=", box + 1) - box);
+  EXPECT_NE(pre.find("<li>50% RandomCrop(32, padding=4)</li>"), std::string::npos) << pre;
+  EXPECT_NE(pre.find("<li>10% RandomHorizontalFlip(p=0.5)</li>"), std::string::npos) << pre;
+  EXPECT_NE(pre.find("<li>40% outside the chain</li>"), std::string::npos) << pre;
+  const std::string plain = ReportToHtml(AnalyzeRun(MakeRun(Synth{}), nullptr, 2), HtmlExtras{});
+  EXPECT_EQ(plain.find("outside the chain"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice
