@@ -122,10 +122,13 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
                                                          : "2x fewer bytes than f16"});
       }
       // More ring slots help only a copy stream that waited for a free slot (its wait-out); a
-      // saturated link gains nothing from them (measured: 1.00x on a 50 MB/s simulated link).
-      // Up to the default depth: 1 -> 2 slots measured 1.25-1.38x, 8 -> 16 measured 0.98x.
+      // saturated link gains nothing from them (measured: 1.00x on a 50 MB/s simulated link,
+      // 8% held back: 1.06x). Up to the default depth: 1 -> 2 slots measured 1.25-1.38x, 8 ->
+      // 16 measured 0.98x. Half as long as it copied is enough: one slot, a 1 ms copy and a
+      // 0.5 ms step wait 0.5 ms per copy, and two slots hide the step.
       if (run.pipeline.ring_depth > 0 && run.pipeline.ring_depth < kDefaultDeviceRingDepth &&
-          CopiesWaitedForSlots(run.pipeline[Stage::kH2D])) {
+          2 * run.pipeline[Stage::kH2D].wait_output_ns >= run.pipeline[Stage::kH2D].busy_ns &&
+          run.pipeline[Stage::kH2D].busy_ns > 0) {
         out.push_back({AdviceSetting::kDeviceRingDepth,
                        Doubled(run.pipeline.ring_depth, kDefaultDeviceRingDepth),
                        "more copies in flight behind compute"});
