@@ -8,15 +8,17 @@ Data: a 3x32x32 uint8 dataset of --records images (Fashion-MNIST padded to 32x32
 differently scaled channels; random bytes when the IDX files are missing), written once with
 sluice.write_dataset into a temporary directory and kept in memory for DataLoader.
 
-Each round, in turn:
-- sluice: one epoch of sluice.Loader(shuffle=True, dtype=float32, threads=--threads,
+Three loaders, each built once and iterated epoch after epoch as a training loop does (one
+warm-up epoch each first, not counted: pipelines, buffers and worker processes starting):
+- sluice: sluice.Loader(shuffle=True, dtype=float32, threads=--threads,
   transforms=RandomCrop(32, padding=4), RandomHorizontalFlip(), Normalize(mean, std)), an empty
   loop body;
 - sluice, plain normalize: the same with transforms=Normalize(mean, std) only;
-- DataLoader: one epoch of torch.utils.data.DataLoader(shuffle=True, num_workers=--workers,
-  batch_size) over a Dataset that applies torchvision's RandomCrop(32, padding=4),
-  RandomHorizontalFlip(), ToTensor(), Normalize(mean, std) to a PIL image (the torchvision
-  CIFAR10 recipe).
+- DataLoader: torch.utils.data.DataLoader(shuffle=True, num_workers=--workers,
+  persistent_workers=True, batch_size) over a Dataset that applies torchvision's
+  RandomCrop(32, padding=4), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std) to a PIL
+  image (the torchvision CIFAR10 recipe).
+Each round runs one epoch of each, in turn.
 Rates are samples/s of the wall clock of each epoch; medians over rounds. The chain's cost per
 sample is the preprocess stage's busy time per sample from each sluice run's own report
 (`stages[].cpu_ns_per_sample` of preprocess), so the full chain and plain normalize are compared on the
@@ -68,9 +70,7 @@ class TorchvisionDataset(torch.utils.data.Dataset):
         return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
 
 
-def sluice_epoch(path, args, chain):
-    loader = sluice.Loader(path, args.batch_size, shuffle=True, threads=args.threads,
-                           transforms=chain)
+def sluice_epoch(loader):
     samples, start = 0, time.perf_counter()
     for images, _ in loader:
         samples += images.shape[0]
@@ -79,9 +79,7 @@ def sluice_epoch(path, args, chain):
     return samples / seconds, stages["preprocess"]["cpu_ns_per_sample"]
 
 
-def dataloader_epoch(dataset, args):
-    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
-                                         num_workers=args.workers)
+def dataloader_epoch(loader):
     samples, start = 0, time.perf_counter()
     for images, _ in loader:
         samples += images.shape[0]
@@ -102,11 +100,24 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         sluice.write_dataset(d, "train", images, labels, layout="NCHW", num_classes=10)
         dataset = TorchvisionDataset(np.ascontiguousarray(images.transpose(0, 2, 3, 1)), labels)
+        # Each loader is built once and iterated epoch after epoch, as a training loop does;
+        # the first epoch of each (pipelines and buffers, worker processes starting) is a
+        # warm-up, not counted.
+        full = sluice.Loader(d, args.batch_size, shuffle=True, threads=args.threads,
+                             transforms=chain)
+        normalize_only = sluice.Loader(d, args.batch_size, shuffle=True, threads=args.threads,
+                                       transforms=plain)
+        torch_loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size,
+                                                   shuffle=True, num_workers=args.workers,
+                                                   persistent_workers=args.workers > 0)
+        for warm_up in (lambda: sluice_epoch(full), lambda: sluice_epoch(normalize_only),
+                        lambda: dataloader_epoch(torch_loader)):
+            warm_up()
         rows = []
         for r in range(args.rounds):
-            full_rate, full_ns = sluice_epoch(d, args, chain)
-            plain_rate, plain_ns = sluice_epoch(d, args, plain)
-            dl_rate = dataloader_epoch(dataset, args)
+            full_rate, full_ns = sluice_epoch(full)
+            plain_rate, plain_ns = sluice_epoch(normalize_only)
+            dl_rate = dataloader_epoch(torch_loader)
             rows.append((full_rate, full_ns, plain_rate, plain_ns, dl_rate))
             print("round %d: sluice chain %.0f samples/s (preprocess %.0f ns/sample), plain "
                   "normalize %.0f samples/s (%.0f ns/sample), DataLoader %.0f samples/s"

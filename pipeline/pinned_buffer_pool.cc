@@ -114,6 +114,12 @@ uint32_t PinnedBufferPool::waiting() const {
   std::lock_guard<std::mutex> l(mu_);
   return waiting_;
 }
+void PinnedBufferPool::ResetCounters() {
+  std::lock_guard<std::mutex> l(mu_);
+  high_water_ = count() - static_cast<uint32_t>(free_.size());
+  wait_ns_ = 0;
+  waits_ = 0;
+}
 uint64_t PinnedBufferPool::waits() const {
   std::lock_guard<std::mutex> l(mu_);
   return waits_;

@@ -76,6 +76,8 @@ class PinnedBufferPool {
   int64_t wait_ns() const;      // total time Acquire() blocked
   uint64_t waits() const;       // Acquire() calls that had to block
   uint32_t waiting() const;     // Acquire() calls blocked right now
+  // Zeroes high_water, wait_ns and waits (a pool reused by another pipeline, pool_cache.h).
+  void ResetCounters();
 
  private:
   friend class PinnedBuffer;

@@ -62,6 +62,8 @@
 
 namespace sluice {
 
+class PoolCache;
+
 namespace pipeline_internal {
 class PipelineCore;
 }
@@ -155,6 +157,10 @@ struct PipelineResources {
   // This is a process-wide tbb::global_control held while the pipeline lives: two pipelines
   // alive at once share it (the larger limit wins while both live).
   bool raise_tbb_worker_limit = true;
+  // Pools kept from one pipeline to the next (pipeline/pool_cache.h): the batch and frame
+  // buffers a finished pipeline gives back are taken by the next one of the same shape. Null:
+  // every pipeline allocates its own. sluice.Loader shares one across its passes.
+  std::shared_ptr<PoolCache> pool_cache;
 };
 
 // Where batches are delivered. It follows from the backend that consumes them

@@ -38,7 +38,47 @@ constexpr size_t kAlign = 64;
 PipelineCore::PipelineCore(const Dataset* dataset, const PipelineOptions& options)
     : dataset_(dataset), opt_(options) {}
 
-PipelineCore::~PipelineCore() { Shutdown(); }
+PipelineCore::~PipelineCore() {
+  Shutdown();
+  GivePoolsBack();
+}
+
+// Pools come from the options' PoolCache when it holds ones of the same shape (a Loader's
+// previous pass), so a pass does not allocate and page-fault its buffers again.
+absl::Status PipelineCore::TakePools() {
+  PoolCache* cache = opt_.resources.pool_cache.get();
+  if (cache != nullptr) {
+    pool_ =
+        cache->TakeBatchPool(opt_.resources.pool_size, batch_buffer_bytes_, opt_.placement.device);
+    frame_buffers_ = cache->TakeFramePool(max_raw_frame_);
+    stored_buffers_ = cache->TakeFramePool(max_stored_frame_);
+  }
+  if (pool_ == nullptr) {
+    ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size, batch_buffer_bytes_,
+                                                     opt_.placement.device));
+  }
+  if (frame_buffers_ == nullptr) frame_buffers_ = std::make_unique<FrameBufferPool>(max_raw_frame_);
+  if (stored_buffers_ == nullptr) {
+    stored_buffers_ = std::make_unique<FrameBufferPool>(max_stored_frame_);
+  }
+  return absl::OkStatus();
+}
+
+// After Shutdown the graph runs nothing and no lease is alive (a lease holds this core), so a
+// pool with every buffer back is idle for good and can serve the next pipeline. A pool with a
+// buffer still held (a pass cut short, messages not yet destroyed) stays here and dies with us.
+void PipelineCore::GivePoolsBack() {
+  PoolCache* cache = opt_.resources.pool_cache.get();
+  if (cache == nullptr) return;
+  if (pool_ != nullptr && pool_->in_use() == 0) {
+    cache->GiveBatchPool(std::move(pool_), opt_.placement.device);
+  }
+  for (std::unique_ptr<FrameBufferPool>* frames : {&frame_buffers_, &stored_buffers_}) {
+    if (*frames != nullptr && (*frames)->free_buffers() == (*frames)->allocated()) {
+      cache->GiveFramePool(std::move(*frames));
+    }
+  }
+}
 
 absl::Status PipelineCore::BuildLayout() {
   const Manifest& m = dataset_->manifest();
@@ -101,10 +141,7 @@ absl::Status PipelineCore::Init() {
   label_offset_ = sample_region_;
   record_id_offset_ = label_offset_ + 4 * size_t{batch_capacity_};
   batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
-  ASSIGN_OR_RETURN(pool_, PinnedBufferPool::Create(opt_.resources.pool_size, batch_buffer_bytes_,
-                                                   opt_.placement.device));
-  frame_buffers_.emplace(max_raw_frame_);
-  stored_buffers_.emplace(max_stored_frame_);
+  RETURN_IF_ERROR(TakePools());
   scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
                      [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); });
   if (opt_.placement.device != nullptr) {

@@ -38,6 +38,7 @@
 #include "pipeline/internal/stage_recorder.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/pool_cache.h"
 
 namespace sluice::pipeline_internal {
 
@@ -66,6 +67,8 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   using Graph = oneapi::tbb::flow::graph;
   using UploadNode = oneapi::tbb::flow::async_node<BatchMsg, BatchMsg>;
 
+  absl::Status TakePools();
+  void GivePoolsBack();
   absl::Status BuildLayout();
   // The batch's sample spec and its converter, or the transforms' preprocessor and scratch.
   absl::Status InitPreprocess();
@@ -129,11 +132,11 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   size_t max_raw_frame_ = 0;
   size_t max_stored_frame_ = 0;
   // Decoded-frame buffers are recycled (at most frame_budget + decompress_threads exist).
-  std::optional<FrameBufferPool> frame_buffers_;
+  std::unique_ptr<FrameBufferPool> frame_buffers_;
   // Stored-frame buffers too (read -> decompress; at most frame_budget + 1 exist): a fresh
   // std::string per frame cost a malloc and a zero fill of every stored byte before the read
   // (perf: memset 2% of the workers' time at u8, batch 256).
-  std::optional<FrameBufferPool> stored_buffers_;
+  std::unique_ptr<FrameBufferPool> stored_buffers_;
   // Samples a local batch can hold: ceil(B / world_size).
   uint32_t batch_capacity_ = 0;
   // A batch buffer is [samples (64-aligned) | labels | record ids].

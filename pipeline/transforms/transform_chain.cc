@@ -1,20 +1,13 @@
 #include "pipeline/transforms/transform_chain.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/stage_stats.h"
 
 namespace sluice {
-namespace {
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
 
 absl::StatusOr<TransformChain> TransformChain::Create(std::vector<std::unique_ptr<Transform>> ops,
                                                       const SampleSpec& input) {

@@ -1,8 +1,10 @@
 #include "python/src/fork_guard.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,17 @@ std::atomic<pid_t> threads_started_in{0};  // 0: no threads started yet
 void NoteThreadsStarted() {
   pid_t none = 0;
   threads_started_in.compare_exchange_strong(none, getpid());
+}
+
+void SkipTbbTeardownInForkChildren() {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    ::on_exit(
+        [](int status, void*) {
+          if (ForkedAfterThreadsStarted()) ::_exit(status);
+        },
+        nullptr);
+  });
 }
 
 bool ForkedAfterThreadsStarted() {

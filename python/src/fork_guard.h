@@ -20,6 +20,14 @@ namespace sluice::python {
 // Call before starting TBB or pipeline threads: the first call records this process.
 void NoteThreadsStarted();
 
+// Call after TBB or pipeline threads have started (once is enough; later calls do nothing).
+// Registers an exit handler that, in a fork() child, ends the process at once with the status
+// it is exiting with. Python has finalized and flushed by then; what it skips is oneTBB's own
+// exit handler, which in a child waits forever for the parent's worker threads. Exit handlers
+// run in the reverse order of registration, and oneTBB's is registered when it starts, so ours,
+// registered after, runs first.
+void SkipTbbTeardownInForkChildren();
+
 // True in a fork() child of the process that started the threads.
 bool ForkedAfterThreadsStarted();
 

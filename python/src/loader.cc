@@ -103,6 +103,7 @@ PipelineOptions LoaderCore::Options(uint64_t epoch, uint64_t step) const {
   o.resources.read_ahead_frames = config_.read_ahead_frames;
   o.resources.pool_size = config_.pool_size;
   o.resources.device_ring_depth = config_.device_ring_depth;
+  o.resources.pool_cache = pool_cache_;
   o.placement.device = device_.get();
   o.span.start_epoch = epoch;
   o.span.start_step = step;
@@ -186,6 +187,7 @@ Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
     p = Pipeline::Create(run_->dataset.get(), o);
   }
   run_->pipeline = Unwrap(std::move(p));
+  SkipTbbTeardownInForkChildren();
   limit_ = core_->on_device() ? o.resources.device_ring_depth
                               : run_->pipeline->options().resources.pool_size;
 }

@@ -23,6 +23,7 @@
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/run_record.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/pool_cache.h"
 #include "pybind11/pybind11.h"
 #include "storage/dataset.h"
 
@@ -75,6 +76,9 @@ class LoaderCore {
   std::shared_ptr<const Dataset> dataset_;
   std::string transforms_identity_;
   std::shared_ptr<device::Device> device_;  // null: host batches
+  // Batch and frame buffers handed from each pass's pipeline to the next (pool_cache.h).
+  // Declared after device_: destroyed first, as pinned pools borrow the device.
+  std::shared_ptr<PoolCache> pool_cache_ = std::make_shared<PoolCache>();
   int cuda_ordinal_ = -1;
 };
 

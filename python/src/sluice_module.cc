@@ -69,6 +69,7 @@ py::tuple DrainEpochTimed(const LoaderCore& c, uint64_t epoch) {
     py::gil_scoped_release nogil;
     status = DrainEpoch(c, epoch, &batches, &samples, &seconds);
   }
+  SkipTbbTeardownInForkChildren();
   Check(status);
   return py::make_tuple(batches, samples, seconds);
 }

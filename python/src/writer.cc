@@ -109,6 +109,7 @@ py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split
     py::gil_scoped_release nogil;
     m = WriteDataset(Env::Default(), out, split, r, o);
   }
+  SkipTbbTeardownInForkChildren();
   Manifest manifest = Unwrap(std::move(m));
   py::dict d;
   d["split"] = manifest.split;

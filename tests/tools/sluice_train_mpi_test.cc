@@ -29,28 +29,15 @@
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "tests/tools/learnable_records.h"
+#include "tests/tools/tool_runner.h"
 
 namespace sluice {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string text;  // stdout + stderr
-  double seconds = 0;
-};
+using Output = testing::ToolOutput;
+using testing::FinalAccuracy;
 
-Output Shell(const std::string& cmd) {
-  Output out;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
-  const int status = ::pclose(p);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return out;
-}
+Output Shell(const std::string& cmd) { return testing::RunShell(cmd); }
 
 std::string Mpirun(int ranks) { return absl::StrCat(SLUICE_MPIRUN, " -np ", ranks, " "); }
 
@@ -104,12 +91,6 @@ double MaxRelativeDifference(const std::vector<HostTensor>& a, const std::vector
     worst = std::max(worst, diff / scale);
   }
   return worst;
-}
-
-double FinalAccuracy(const std::string& text) {
-  const size_t at = text.find("final test accuracy: ");
-  if (at == std::string::npos) return -1;
-  return std::atof(text.c_str() + at + 21);
 }
 
 class SluiceTrainMpiTest : public ::testing::Test {

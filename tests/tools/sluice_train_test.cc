@@ -24,25 +24,16 @@
 #include "storage/dataset_writer.h"
 #include "storage/idx.h"
 #include "tests/tools/learnable_records.h"
+#include "tests/tools/tool_runner.h"
 
 namespace sluice {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string text;  // stdout + stderr
-};
+using Output = testing::ToolOutput;
+using testing::FinalAccuracy;
 
 Output RunTrain(const std::string& args) {
-  Output out;
-  std::string cmd = absl::StrCat(SLUICE_TRAIN_BIN, " ", args, " 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
-  int status = ::pclose(p);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  return testing::RunShell(absl::StrCat(SLUICE_TRAIN_BIN, " ", args));
 }
 
 RecordArrays MakeRecords(uint64_t count, uint64_t seed) {
@@ -72,10 +63,7 @@ TEST_F(SluiceTrainTest, TrainsAndEvaluatesOnTheSiblingTestSplit) {
                                      "--metrics-out=",
                                      dir_, "/m.jsonl"));
   ASSERT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_NE(out.text.find("final test accuracy"), std::string::npos) << out.text;
-  const size_t at = out.text.find("final test accuracy: ");
-  const double accuracy = std::atof(out.text.c_str() + at + 21);
-  EXPECT_GT(accuracy, 0.9) << out.text;
+  EXPECT_GT(FinalAccuracy(out.text), 0.9) << out.text;
   auto metrics = ReadFileToString(Env::Default(), dir_ + "/m.jsonl");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(std::count(metrics->begin(), metrics->end(), '\n'), 3) << *metrics;

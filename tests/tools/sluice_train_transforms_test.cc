@@ -17,30 +17,16 @@
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "tests/tools/learnable_records.h"
+#include "tests/tools/tool_runner.h"
 
 namespace sluice {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string text;  // stdout + stderr
-};
+using Output = testing::ToolOutput;
+using testing::FinalAccuracy;
 
 Output RunTrain(const std::string& args) {
-  Output out;
-  std::string cmd = absl::StrCat(SLUICE_TRAIN_BIN, " ", args, " 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.text.append(buf, n);
-  int status = ::pclose(p);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-double FinalAccuracy(const std::string& text) {
-  const size_t at = text.find("final test accuracy: ");
-  return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + 21);
+  return testing::RunShell(absl::StrCat(SLUICE_TRAIN_BIN, " ", args));
 }
 
 // `count` 3-channel 32x32 images (HWC, as NumPy's channels-last arrays): class c lights row
