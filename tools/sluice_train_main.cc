@@ -46,6 +46,27 @@
 namespace sluice {
 namespace {
 
+// What a what-if run trained on: some make a stage free by replaying data, so the accuracy the
+// run printed says nothing about the model; say so next to it.
+const char* WhatIfTrainingNote(WhatIf what_if, bool compute_free) {
+  if (compute_free) return ": compute did no work, so nothing was trained";
+  switch (what_if) {
+    case WhatIf::kPreprocess:
+      return ": every batch was a replay of one of the first batches, so the model saw almost "
+             "none of the data and the accuracy above means nothing; compare only the rate "
+             "(--what-if=all puts it beside a normal run)";
+    case WhatIf::kTransforms:
+      return ": every sample was a replay of one of the chain's first outputs with another "
+             "record's label, so the accuracy above means nothing; compare only the rate "
+             "(--what-if=all puts it beside a normal run)";
+    case WhatIf::kH2D:
+      return ": no batch was copied, each step trained on what its device slot held from an "
+             "earlier batch, so the accuracy above means nothing; compare only the rate";
+    default:
+      return " (the same data, served from memory: the training itself is unchanged)";
+  }
+}
+
 void PrintSkipped(const char* split, uint64_t frames, uint64_t records,
                   const std::vector<std::string>& messages) {
   if (frames == 0) return;
@@ -243,7 +264,8 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
   PrintSkipped("test", result.run.test_skipped_frames, result.run.test_skipped_records,
                result.run.test_corrupt_frames);
   if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
-    std::printf("what-if: %s was free in this run\n", absl::GetFlag(FLAGS_what_if).c_str());
+    std::printf("what-if: %s was free in this run%s\n", absl::GetFlag(FLAGS_what_if).c_str(),
+                WhatIfTrainingNote(options.pipeline.diagnostics.what_if, options.compute_free));
   }
   if (!result.checkpoint_path.empty()) {
     if (Env::Default()->FileExists(result.checkpoint_path)) {

@@ -382,8 +382,13 @@ class Loader:
         self._epoch, self._step = epoch, step
 
     def __iter__(self):
-        if self._pass is not None:
-            self._pass.cancel()
+        previous, self._pass = self._pass, None
+        if previous is not None:
+            previous.cancel()
+        # Dropped before the next pass starts: once no batch of it is alive, its pipeline gives
+        # its buffers back for the next one to reuse instead of allocating (and page-faulting)
+        # its own.
+        del previous
         self._pass = self._core.start(self._epoch, self._step)
         self._pass_epoch = self._epoch
         return _Iterator(self, self._pass)

@@ -107,8 +107,12 @@ class Probe:
         self._replay = _Clock()
         self._replay_batch = ""
         self._passes = 0
-        self._first = None  # the first batch seen, and the last
+        self._first = None  # the first batch seen
+        # The last batch seen of the largest size seen: an epoch's short final batch (8 of 128
+        # samples) would spread the step's fixed costs over few samples and understate the
+        # free-data rate several times over.
         self._last = None
+        self._last_samples = 0
 
     def _samples(self, batch):
         if self._batch_size is not None:
@@ -128,7 +132,8 @@ class Probe:
 
     def replay(self, steps=50, batch="last"):
         """The what-if with free data: an iterator that yields one cached batch (`batch`:
-        "last" or "first" seen by the probe) `steps` times, timing your step on it. Run your
+        "last" or "first" seen by the probe; "last" skips a short final batch: it is the last
+        batch of the largest size seen) `steps` times, timing your step on it. Run your
         own step in the loop; the report then predicts the rate without the loader's wait.
         Replays of the same batch add up (short ones interleaved with other work give one
         rate); a replay of the other batch starts the figures anew."""
@@ -188,7 +193,8 @@ class _ProbeIterator:
             self._counted_pass = True
         if probe._first is None:
             probe._first = batch
-        probe._last = batch
+        if samples >= probe._last_samples:
+            probe._last, probe._last_samples = batch, samples
         probe._run.returned(entered, now, samples)
         return batch
 

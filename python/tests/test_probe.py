@@ -70,6 +70,14 @@ def test_replay_serves_the_cached_batch_and_measures_the_free_data_rate():
     assert r["verdict"]["sentence"] in p.report_text()
 
 
+def test_replay_of_last_skips_a_short_final_batch():
+    batches = [(torch.zeros(128, 3), torch.zeros(128))] * 3 + [(torch.zeros(8, 3), torch.zeros(8))]
+    p = sluice.probe(batches)
+    seen = [b for b in p]
+    replayed = list(p.replay(steps=2))
+    assert all(b is seen[2] for b in replayed)  # the last full batch, not the 8-sample tail
+
+
 def test_a_break_leaves_the_unfinished_step_out_and_passes_add_up():
     p = sluice.probe(_SleepyLoader(6), name="sleepy")
     for i, _ in enumerate(p):

@@ -214,7 +214,8 @@ TEST_F(SluiceTrainTransformsTest, ReportSplitsPreprocessBetweenTheOpsAndCeilings
   EXPECT_EQ(files->size(), 2u);
 }
 
-// --what-if=transforms removes the chain's cost and says so; without a chain it is refused.
+// --what-if=transforms removes the chain's cost and says so, and that the accuracy means
+// nothing; without a chain it is refused.
 TEST_F(SluiceTrainTransformsTest, WhatIfTransformsRunsWithTheChainFree) {
   Output out = RunTrain(absl::StrCat("--data=", dir_,
                                      "/colour --device=cpu --epochs=1 --quiet --evaluate=false ",
@@ -223,6 +224,8 @@ TEST_F(SluiceTrainTransformsTest, WhatIfTransformsRunsWithTheChainFree) {
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("what-if: transforms was free in this run"), std::string::npos)
       << out.text;
+  // The replayed samples make the accuracy meaningless, and the run says so.
+  EXPECT_NE(out.text.find("the accuracy above means nothing"), std::string::npos) << out.text;
   out = RunTrain(absl::StrCat("--data=", dir_,
                               "/colour --device=cpu --epochs=1 --quiet --evaluate=false "
                               "--ceilings=false --layers=3072,10 --what-if=transforms"));
