@@ -1,0 +1,102 @@
+#include "pipeline/transforms/internal/bilinear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "pipeline/transforms/internal/elements.h"
+
+namespace sluice::transforms_internal {
+namespace {
+
+// One output coordinate's two source coordinates (relative to the window) and their weights.
+struct Tap {
+  int64_t i0 = 0;
+  int64_t i1 = 0;
+  float l0 = 1;
+  float l1 = 0;
+};
+
+// torch's area_pixel_compute_source_index and compute_source_index_and_lambda, in float32.
+Tap TapOf(int64_t d, float scale, int64_t n) {
+  float s = scale * (static_cast<float>(d) + 0.5f) - 0.5f;
+  if (s < 0) s = 0;
+  Tap t;
+  t.i0 = static_cast<int64_t>(s);
+  t.i1 = t.i0 + (t.i0 < n - 1 ? 1 : 0);
+  t.l1 = s - static_cast<float>(t.i0);
+  t.l0 = 1.0f - t.l1;
+  return t;
+}
+
+struct U8 {
+  using T = uint8_t;
+  static float Load(const T* p, int64_t i) { return p[i]; }
+  static void Store(T* p, int64_t i, float v) { p[i] = static_cast<uint8_t>(std::nearbyint(v)); }
+};
+struct F32 {
+  using T = float;
+  static float Load(const T* p, int64_t i) { return p[i]; }
+  static void Store(T* p, int64_t i, float v) { p[i] = v; }
+};
+// f16 and bf16: widened to float32 and rounded back to nearest even, as torchvision's resize
+// does through its float32 cast.
+template <ElementType kType>
+struct Half {
+  using T = uint16_t;
+  static float Load(const T* p, int64_t i) { return LoadAsFloat(kType, p + i); }
+  static void Store(T* p, int64_t i, float v) { StoreFromFloat(kType, v, p + i); }
+};
+
+template <typename E>
+void Resize(const SampleSpec& spec, const void* src, uint32_t top, uint32_t left, uint32_t win_h,
+            uint32_t win_w, uint32_t out_h, uint32_t out_w, void* dst) {
+  using T = typename E::T;
+  const float scale_y = static_cast<float>(win_h) / static_cast<float>(out_h);
+  const float scale_x = static_cast<float>(win_w) / static_cast<float>(out_w);
+  const size_t plane = spec.plane_values();
+  const T* in = static_cast<const T*>(src) + size_t{top} * spec.width + left;
+  T* out = static_cast<T*>(dst);
+  // Columns in tiles, so that their taps fit on the stack for any output width.
+  constexpr uint32_t kTile = 256;
+  Tap xs[kTile];
+  for (uint32_t x0 = 0; x0 < out_w; x0 += kTile) {
+    const uint32_t x1 = std::min(out_w, x0 + kTile);
+    for (uint32_t x = x0; x < x1; ++x) xs[x - x0] = TapOf(x, scale_x, win_w);
+    for (uint32_t c = 0; c < spec.channels; ++c) {
+      const T* in_plane = in + c * plane;
+      T* out_plane = out + c * size_t{out_h} * out_w;
+      for (uint32_t y = 0; y < out_h; ++y) {
+        const Tap ty = TapOf(y, scale_y, win_h);
+        const T* r0 = in_plane + ty.i0 * spec.width;
+        const T* r1 = in_plane + ty.i1 * spec.width;
+        T* o = out_plane + size_t{y} * out_w;
+        for (uint32_t x = x0; x < x1; ++x) {
+          const Tap& tx = xs[x - x0];
+          const float top_row = tx.l0 * E::Load(r0, tx.i0) + tx.l1 * E::Load(r0, tx.i1);
+          const float bottom_row = tx.l0 * E::Load(r1, tx.i0) + tx.l1 * E::Load(r1, tx.i1);
+          E::Store(o, x, ty.l0 * top_row + ty.l1 * bottom_row);
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+void ResizeBilinear(const SampleSpec& spec, const void* src, uint32_t top, uint32_t left,
+                    uint32_t win_h, uint32_t win_w, uint32_t out_h, uint32_t out_w, void* dst) {
+  switch (spec.dtype) {
+    case ElementType::kU8:
+      return Resize<U8>(spec, src, top, left, win_h, win_w, out_h, out_w, dst);
+    case ElementType::kF32:
+      return Resize<F32>(spec, src, top, left, win_h, win_w, out_h, out_w, dst);
+    case ElementType::kF16:
+      return Resize<Half<ElementType::kF16>>(spec, src, top, left, win_h, win_w, out_h, out_w, dst);
+    case ElementType::kBF16:
+      return Resize<Half<ElementType::kBF16>>(spec, src, top, left, win_h, win_w, out_h, out_w,
+                                              dst);
+  }
+}
+
+}  // namespace sluice::transforms_internal
