@@ -21,16 +21,22 @@ bool StartsWith(const SampleBuffers& io, const unsigned char* magic, size_t n) {
   return io.src_bytes >= n && std::memcmp(io.src, magic, n) == 0;
 }
 
-// One TurboJPEG decompressor per thread, made on the thread's first JPEG and kept.
-tjhandle ThreadJpegHandle() {
-  struct Handle {
-    tjhandle h = tjInitDecompress();
-    ~Handle() {
-      if (h != nullptr) tjDestroy(h);
-    }
-  };
-  thread_local Handle handle;
-  return handle.h;
+// One TurboJPEG decompressor per thread, made on the thread's first JPEG and kept. After a
+// failure libjpeg's state may be mid-stream (the next header would be refused as "improper
+// call"), so a failed decode replaces the handle.
+struct ThreadJpeg {
+  tjhandle h = tjInitDecompress();
+  ~ThreadJpeg() {
+    if (h != nullptr) tjDestroy(h);
+  }
+  void Reset() {
+    if (h != nullptr) tjDestroy(h);
+    h = tjInitDecompress();
+  }
+};
+ThreadJpeg& ThreadJpegHandle() {
+  thread_local ThreadJpeg handle;
+  return handle;
 }
 
 absl::Status CheckBound(const char* format, int64_t width, int64_t height, const SampleSpec& in) {
@@ -75,12 +81,16 @@ void ReplicateGrey(size_t pixels, uint32_t channels, uint8_t* out) {
 
 absl::StatusOr<SampleSpec> DecodeJpeg(const SampleSpec& in, const SampleBuffers& io,
                                       uint32_t channels) {
-  tjhandle tj = ThreadJpegHandle();
+  ThreadJpeg& thread_jpeg = ThreadJpegHandle();
+  tjhandle tj = thread_jpeg.h;
   if (tj == nullptr) return absl::InternalError("tjInitDecompress failed");
   const auto* src = static_cast<const unsigned char*>(io.src);
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, src, io.src_bytes, &width, &height, &subsamp, &colorspace) != 0) {
-    return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
+    absl::Status corrupt =
+        absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
+    thread_jpeg.Reset();
+    return corrupt;
   }
   RETURN_IF_ERROR(CheckBound("JPEG", width, height, in));
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
@@ -136,18 +146,16 @@ absl::StatusOr<SampleSpec> DecodePng(const SampleSpec& in, const SampleBuffers& 
     stride = 1;
     target = out;
   } else if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA) {
-    fmt = SPNG_FMT_GA8;
-    stride = 2;
+    // libspng 0.7 expands grey+alpha only to RGBA8 (R = G = B = grey), whose luma is the grey.
+    fmt = SPNG_FMT_RGBA8;
+    stride = 4;
   }
   err = spng_decode_image(ctx.get(), target, pixels * stride, fmt, 0);
   if (err != 0) return SpngError("corrupt or truncated PNG", err);
   if (stride == 1) {
     ReplicateGrey(pixels, channels, out);
-  } else if (stride == 2) {
-    for (size_t i = 0; i < pixels; ++i) out[i] = scratch[2 * i];  // grey; alpha dropped
-    ReplicateGrey(pixels, channels, out);
   } else {
-    SplitChannels(scratch, pixels, 3, channels, out);
+    SplitChannels(scratch, pixels, stride, channels, out);  // alpha dropped
   }
   return SampleSpec{ElementType::kU8, channels, ihdr.height, ihdr.width, SampleLayout::kCHW};
 }
@@ -184,7 +192,7 @@ absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
 void DecodeImage::Apply(const SampleSpec&, const void*, void*, SampleRandom&) const {}
 
 size_t DecodeImage::ScratchBytes(const SampleSpec& bound) const {
-  return size_t{3} * bound.height * bound.width;
+  return size_t{4} * bound.height * bound.width;
 }
 
 absl::StatusOr<SampleSpec> DecodeImage::ApplyVariable(const SampleSpec& in, const SampleBuffers& io,

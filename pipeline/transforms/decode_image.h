@@ -45,7 +45,7 @@ class DecodeImage final : public Transform {
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
   absl::StatusOr<SampleSpec> ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
                                            SampleRandom& rng) const override;
-  // Interleaved pixels before the channels are split: 3 bytes per pixel of the bound.
+  // Interleaved pixels before the channels are split: up to 4 bytes per pixel of the bound.
   size_t ScratchBytes(const SampleSpec& bound) const override;
 
  private:

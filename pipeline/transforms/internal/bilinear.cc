@@ -18,15 +18,18 @@ struct Tap {
   float l1 = 0;
 };
 
-// torch's area_pixel_compute_source_index and compute_source_index_and_lambda, in float32.
+// torch's area_pixel_compute_source_index and compute_source_index_and_lambda: the scale is a
+// float32 ratio, the source coordinate and its fraction are computed in double (as torch 1.13's
+// CPU kernel evaluates them: the oracle test probes its weights) and the weights stored as float.
 Tap TapOf(int64_t d, float scale, int64_t n) {
-  float s = scale * (static_cast<float>(d) + 0.5f) - 0.5f;
+  double s = static_cast<double>(scale) * (static_cast<double>(d) + 0.5) - 0.5;
   if (s < 0) s = 0;
   Tap t;
   t.i0 = static_cast<int64_t>(s);
   t.i1 = t.i0 + (t.i0 < n - 1 ? 1 : 0);
-  t.l1 = s - static_cast<float>(t.i0);
-  t.l0 = 1.0f - t.l1;
+  const double l1 = s - static_cast<double>(t.i0);
+  t.l1 = static_cast<float>(l1);
+  t.l0 = static_cast<float>(1.0 - l1);
   return t;
 }
 
