@@ -36,7 +36,11 @@ Tap TapOf(int64_t d, float scale, int64_t n) {
 struct U8 {
   using T = uint8_t;
   static float Load(const T* p, int64_t i) { return p[i]; }
-  static void Store(T* p, int64_t i, float v) { p[i] = static_cast<uint8_t>(std::nearbyint(v)); }
+  // Rounds half to even like nearbyint (v is in [0, 255]): adding and subtracting 2^23 leaves
+  // no fraction bits, in the default rounding mode; nearbyint is a libm call without SSE4.1.
+  static void Store(T* p, int64_t i, float v) {
+    p[i] = static_cast<uint8_t>((v + 0x1.0p23f) - 0x1.0p23f);
+  }
 };
 struct F32 {
   using T = float;
