@@ -56,6 +56,11 @@ struct Half {
   static void Store(T* p, int64_t i, float v) { StoreFromFloat(kType, v, p + i); }
 };
 
+// Separable, with the float32 operations of the direct formula: each needed source row is
+// interpolated along x once into a float row (l0x * v0 + l1x * v1), then two such rows are
+// blended along y (l0y * top + l1y * bottom), a contiguous loop the compiler vectorizes.
+// Consecutive source rows differ in parity, so row r lives in slot r % 2 and the two rows one
+// output row needs never evict each other; a downscale by less than 2 reuses most rows.
 template <typename E>
 void Resize(const SampleSpec& spec, const void* src, uint32_t top, uint32_t left, uint32_t win_h,
             uint32_t win_w, uint32_t out_h, uint32_t out_w, void* dst) {
@@ -65,26 +70,34 @@ void Resize(const SampleSpec& spec, const void* src, uint32_t top, uint32_t left
   const size_t plane = spec.plane_values();
   const T* in = static_cast<const T*>(src) + size_t{top} * spec.width + left;
   T* out = static_cast<T*>(dst);
-  // Columns in tiles, so that their taps fit on the stack for any output width.
+  // Columns in tiles, so that their taps and rows fit on the stack for any output width.
   constexpr uint32_t kTile = 256;
   Tap xs[kTile];
+  float rows[2][kTile];
   for (uint32_t x0 = 0; x0 < out_w; x0 += kTile) {
-    const uint32_t x1 = std::min(out_w, x0 + kTile);
-    for (uint32_t x = x0; x < x1; ++x) xs[x - x0] = TapOf(x, scale_x, win_w);
+    const uint32_t n = std::min(out_w - x0, kTile);
+    for (uint32_t x = 0; x < n; ++x) xs[x] = TapOf(x0 + x, scale_x, win_w);
     for (uint32_t c = 0; c < spec.channels; ++c) {
       const T* in_plane = in + c * plane;
-      T* out_plane = out + c * size_t{out_h} * out_w;
+      T* out_plane = out + c * size_t{out_h} * out_w + x0;
+      int64_t row_in_slot[2] = {-1, -1};
+      auto row = [&](int64_t r) -> const float* {
+        float* slot = rows[r & 1];
+        if (row_in_slot[r & 1] != r) {
+          const T* source = in_plane + r * spec.width;
+          for (uint32_t x = 0; x < n; ++x) {
+            slot[x] = xs[x].l0 * E::Load(source, xs[x].i0) + xs[x].l1 * E::Load(source, xs[x].i1);
+          }
+          row_in_slot[r & 1] = r;
+        }
+        return slot;
+      };
       for (uint32_t y = 0; y < out_h; ++y) {
         const Tap ty = TapOf(y, scale_y, win_h);
-        const T* r0 = in_plane + ty.i0 * spec.width;
-        const T* r1 = in_plane + ty.i1 * spec.width;
+        const float* top_row = row(ty.i0);
+        const float* bottom_row = row(ty.i1);
         T* o = out_plane + size_t{y} * out_w;
-        for (uint32_t x = x0; x < x1; ++x) {
-          const Tap& tx = xs[x - x0];
-          const float top_row = tx.l0 * E::Load(r0, tx.i0) + tx.l1 * E::Load(r0, tx.i1);
-          const float bottom_row = tx.l0 * E::Load(r1, tx.i0) + tx.l1 * E::Load(r1, tx.i1);
-          E::Store(o, x, ty.l0 * top_row + ty.l1 * bottom_row);
-        }
+        for (uint32_t x = 0; x < n; ++x) E::Store(o, x, ty.l0 * top_row[x] + ty.l1 * bottom_row[x]);
       }
     }
   }
