@@ -114,8 +114,7 @@ BENCHMARK_CAPTURE(BM_Chain, decode_rrc224_flip_normalize,
                               "Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])"));
 BENCHMARK_CAPTURE(BM_Chain, decode_rrc224_flip,
                   std::string("DecodeImage(), RandomResizedCrop(224), RandomHorizontalFlip()"));
-BENCHMARK_CAPTURE(BM_Chain, decode_centercrop224,
-                  std::string("DecodeImage(), CenterCrop(224)"));
+BENCHMARK_CAPTURE(BM_Chain, decode_centercrop224, std::string("DecodeImage(), CenterCrop(224)"));
 BENCHMARK_CAPTURE(BM_Chain, decode_resize256_centercrop224,
                   std::string("DecodeImage(), Resize(256), CenterCrop(224)"));
 

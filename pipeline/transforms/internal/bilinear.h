@@ -5,9 +5,10 @@
 // Per output coordinate d of an axis resized from n to m: scale = float32(n) / float32(m),
 // s = max(scale * (d + 0.5) - 0.5, 0) in double, i0 = int(s), i1 = i0 + (i0 < n - 1), weights
 // l1 = float32(s - i0), l0 = float32(1 - (s - i0)); the value, in float32, is
-// l0y * (l0x * v00 + l1x * v01) + l1y * (l0x * v10 + l1x * v11). Values are read and computed as float32 (f16 and bf16 widened, as torchvision's
-// resize casts them), then stored back in the sample's dtype: u8 rounds half to even, as
-// torchvision's resize of a uint8 tensor (torch.round, then the cast).
+// l0y * (l0x * v00 + l1x * v01) + l1y * (l0x * v10 + l1x * v11). Values are read and computed as
+// float32 (f16 and bf16 widened, as torchvision's resize casts them), then stored back in the
+// sample's dtype: u8 rounds half to even, as torchvision's resize of a uint8 tensor (torch.round,
+// then the cast).
 #ifndef SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_H_
 #define SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_H_
 
