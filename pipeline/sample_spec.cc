@@ -28,6 +28,14 @@ absl::StatusOr<ElementType> ParseElementType(absl::string_view name) {
 absl::string_view SampleLayoutName(SampleLayout l) { return kLayoutNames.Name(l); }
 
 std::string SampleSpecString(const SampleSpec& s) {
+  if (s.extent == SampleExtent::kEncoded) {
+    return absl::StrCat("encoded images (at most ", s.height, "x", s.width, ")");
+  }
+  if (s.extent == SampleExtent::kVariable) {
+    return absl::StrCat(ElementTypeName(s.dtype), " ", s.channels, "xHxW ",
+                        SampleLayoutName(s.layout), " (sizes vary, at most ", s.height, "x",
+                        s.width, ")");
+  }
   return absl::StrCat(ElementTypeName(s.dtype), " ", s.channels, "x", s.height, "x", s.width, " ",
                       SampleLayoutName(s.layout));
 }

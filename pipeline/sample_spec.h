@@ -24,21 +24,41 @@ absl::StatusOr<ElementType> ParseElementType(absl::string_view name);
 enum class SampleLayout : uint8_t { kCHW = 0, kHWC = 1 };
 absl::string_view SampleLayoutName(SampleLayout l);  // "CHW" | "HWC"
 
+// Whether a spec's height and width are every sample's (kFixed), an upper bound on each sample's
+// (kVariable: decoded images before an op fixes the size), or the largest image an encoded
+// record may declare (kEncoded: the bytes of a JPEG or PNG file; dtype, channels and layout
+// mean nothing). bytes() is then the bound, what a buffer for any one sample needs.
+enum class SampleExtent : uint8_t { kFixed = 0, kVariable = 1, kEncoded = 2 };
+
 struct SampleSpec {
   ElementType dtype = ElementType::kU8;
   uint32_t channels = 1;
   uint32_t height = 0;
   uint32_t width = 0;
   SampleLayout layout = SampleLayout::kCHW;
+  SampleExtent extent = SampleExtent::kFixed;
 
+  bool fixed() const { return extent == SampleExtent::kFixed; }
   size_t values() const { return size_t{channels} * height * width; }
   size_t bytes() const { return values() * ElementSize(dtype); }
   size_t plane_values() const { return size_t{height} * width; }  // one channel's values
   bool operator==(const SampleSpec&) const = default;
 };
 
-// "u8 3x32x32 CHW": dtype, then C x H x W, then the layout.
+// "u8 3x32x32 CHW": dtype, then C x H x W, then the layout; "u8 3xHxW CHW (sizes vary, at most
+// 4096x4096)" for kVariable; "encoded images (at most 4096x4096)" for kEncoded.
 std::string SampleSpecString(const SampleSpec& s);
+
+// The input of a chain that starts from encoded image records: images may declare at most
+// max_height x max_width pixels (DecodeImage refuses larger ones from their header).
+inline SampleSpec EncodedSampleSpec(uint32_t max_height, uint32_t max_width) {
+  return SampleSpec{.dtype = ElementType::kU8,
+                    .channels = 1,
+                    .height = max_height,
+                    .width = max_width,
+                    .layout = SampleLayout::kCHW,
+                    .extent = SampleExtent::kEncoded};
+}
 
 // A sample of `values` values with no image shape: one channel of 1 x values (feature vectors,
 // engine tests and benchmarks).

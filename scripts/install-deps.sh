@@ -15,6 +15,7 @@ PACKAGES=(
   libxxhash-dev     # XXH3 checksums
   zlib1g-dev        # reading .gz IDX files
   libopenblas-dev   # CPU backend sgemm
+  libturbojpeg0-dev libspng-dev  # DecodeImage: JPEG (libjpeg-turbo's TurboJPEG) and PNG
   nlohmann-json3-dev  # manifest, report and trace JSON
   openmpi-bin libopenmpi-dev  # data-parallel runs: mpirun, MPI collectives (engine/dist)
   # tests and benchmarks
@@ -25,6 +26,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # PyTorch side-by-side comparisons (bench/) and the safetensors interop test
   python3 python3-numpy python3-torch python3-torchvision
+  python3-pil       # the decode oracle tests write and read images with PIL
   # the Python package `sluice` (python/, docs/python.md)
   pybind11-dev python3-pybind11 python3-dev  # the extension module _sluice (pybind11 2.10, Python headers)
   libdlpack-dev                  # dlpack/dlpack.h: batches cross to PyTorch as DLPack tensors

@@ -40,6 +40,7 @@ absl::StatusOr<SampleSpec> CenterCrop::OutputSpec(const SampleSpec& in) const {
   SampleSpec out = in;
   out.height = height_;
   out.width = width_;
+  out.extent = SampleExtent::kFixed;  // every size crops (or pads) to the same one
   return out;
 }
 

@@ -76,6 +76,11 @@ void RandomCrop::PaddedAxes(const SampleSpec& in, PaddedAxis& rows, PaddedAxis& 
 
 absl::StatusOr<SampleSpec> RandomCrop::OutputSpec(const SampleSpec& in) const {
   RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
+  if (!in.fixed()) {
+    return absl::InvalidArgumentError(
+        "RandomCrop: expected one size for every sample, got sizes that vary; put Resize((h, "
+        "w)), RandomResizedCrop(size) or CenterCrop(size) before it");
+  }
   if (in.dtype == ElementType::kU8 &&
       (o_.fill != std::floor(o_.fill) || o_.fill < 0 || o_.fill > 255)) {
     return absl::InvalidArgumentError(

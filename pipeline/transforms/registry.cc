@@ -2,9 +2,12 @@
 
 #include "absl/strings/str_join.h"
 #include "pipeline/transforms/center_crop.h"
+#include "pipeline/transforms/decode_image.h"
 #include "pipeline/transforms/normalize.h"
 #include "pipeline/transforms/random_crop.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
+#include "pipeline/transforms/random_resized_crop.h"
+#include "pipeline/transforms/resize.h"
 #include "pipeline/transforms/to_dtype.h"
 
 namespace sluice {
@@ -16,8 +19,14 @@ constexpr TransformInfo Entry() {
 
 // One line per op, sorted by name.
 const TransformInfo kTransforms[] = {
-    Entry<CenterCrop>(),           Entry<Normalize>(), Entry<RandomCrop>(),
-    Entry<RandomHorizontalFlip>(), Entry<ToDtype>(),
+    Entry<CenterCrop>(),
+    Entry<DecodeImage>(),
+    Entry<Normalize>(),
+    Entry<RandomCrop>(),
+    Entry<RandomHorizontalFlip>(),
+    Entry<RandomResizedCrop>(),
+    Entry<Resize>(),
+    Entry<ToDtype>(),
 };
 }  // namespace
 

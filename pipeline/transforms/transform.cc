@@ -1,5 +1,8 @@
 #include "pipeline/transforms/transform.h"
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
 namespace sluice {
 namespace {
 constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
@@ -37,5 +40,18 @@ uint64_t SampleRandom::UniformInt(uint64_t lo, uint64_t hi) {
 }
 
 double SampleRandom::UniformDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+absl::StatusOr<SampleSpec> Transform::ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
+                                                    SampleRandom& rng) const {
+  absl::StatusOr<SampleSpec> out = OutputSpec(in);
+  if (!out.ok()) return out.status();
+  if (out->bytes() > io.dst_capacity) {
+    return absl::DataLossError(absl::StrCat("output ", SampleSpecString(*out), " is ", out->bytes(),
+                                            " bytes, more than the chain's bound of ",
+                                            io.dst_capacity, " bytes for it"));
+  }
+  Apply(in, io.src, io.dst, rng);
+  return out;
+}
 
 }  // namespace sluice

@@ -15,6 +15,7 @@
 #ifndef SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_H_
 #define SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,18 @@ class SampleRandom {
   uint64_t state_;
 };
 
+// The buffers of one per-sample call on a sample whose size is known only then (an encoded
+// record, or a decoded image before an op fixes the size): src holds src_bytes; dst has room
+// for dst_capacity bytes; op_scratch holds the op's ScratchBytes() for the chain's bound. All
+// belong to the caller's thread.
+struct SampleBuffers {
+  const void* src = nullptr;
+  size_t src_bytes = 0;
+  void* dst = nullptr;
+  size_t dst_capacity = 0;
+  void* op_scratch = nullptr;
+};
+
 class Transform {
  public:
   virtual ~Transform() = default;
@@ -66,6 +79,19 @@ class Transform {
   // bytes. Only called with an `in` that OutputSpec accepted; src and dst do not overlap and
   // are aligned to their element sizes. Allocates nothing.
   virtual void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const = 0;
+
+  // The per-sample form TransformChain uses where sizes vary (docs/transforms.md, "Variable
+  // sizes"): `in` is this sample's actual spec (kFixed) or, for an encoded record, the chain's
+  // kEncoded input spec. Returns the actual output spec, or kDataLoss saying why this sample
+  // cannot be transformed (a corrupt image, an output over dst_capacity); the chain prefixes
+  // the op's identity. The default runs OutputSpec(in) and Apply; ops that read encoded bytes
+  // override it.
+  virtual absl::StatusOr<SampleSpec> ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
+                                                   SampleRandom& rng) const;
+
+  // Bytes of per-thread working memory ApplyVariable needs beside src and dst for any input
+  // within `bound` (the op's input spec in the chain); TransformChain sizes it before the run.
+  virtual size_t ScratchBytes(const SampleSpec& bound) const { return 0; }
 };
 
 }  // namespace sluice

@@ -8,24 +8,51 @@
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
+namespace {
+
+size_t Aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// The ops that turn sizes that vary per sample into one fixed size, as an error names them.
+constexpr char kSizeFixingOps[] = "Resize((h, w)), RandomResizedCrop(size) or CenterCrop(size)";
+
+absl::Status CheckFixedOutput(const std::vector<std::unique_ptr<Transform>>& ops,
+                              const SampleSpec& input, const SampleSpec& output) {
+  if (output.fixed()) return absl::OkStatus();
+  if (ops.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the samples are ", SampleSpecString(input),
+                     ": expected a chain that starts with DecodeImage(mode=RGB) and ends with ",
+                     kSizeFixingOps));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the chain's output size varies per sample (", SampleSpecString(output),
+                   " after ", ops.back()->Identity(), "); expected ", kSizeFixingOps,
+                   " after the last op, so that every sample of a batch has one size"));
+}
+}  // namespace
 
 absl::StatusOr<TransformChain> TransformChain::Create(std::vector<std::unique_ptr<Transform>> ops,
                                                       const SampleSpec& input) {
   TransformChain chain;
   chain.specs_.push_back(input);
   for (size_t i = 0; i < ops.size(); ++i) {
-    absl::StatusOr<SampleSpec> out = ops[i]->OutputSpec(chain.specs_.back());
+    const SampleSpec& in = chain.specs_.back();
+    absl::StatusOr<SampleSpec> out = ops[i]->OutputSpec(in);
     if (!out.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("transform ", i + 1, " of ", ops.size(), ", ", ops[i]->Identity(), ", on ",
-                       SampleSpecString(chain.specs_.back()), ": ", out.status().message()));
+                       SampleSpecString(in), ": ", out.status().message()));
     }
+    if (!in.fixed()) chain.variable_ops_ = i + 1;
+    chain.op_scratch_ = std::max(chain.op_scratch_, Aligned64(ops[i]->ScratchBytes(in)));
     chain.specs_.push_back(*out);
-    // Intermediates are the outputs of every op but the last.
+    // Intermediates are the outputs of every op but the last (bounds where sizes vary).
     if (i + 1 < ops.size()) {
-      chain.scratch_half_ = std::max(chain.scratch_half_, (out->bytes() + 63) / 64 * 64);
+      chain.scratch_half_ = std::max(chain.scratch_half_, Aligned64(out->bytes()));
     }
   }
+  absl::Status fixed = CheckFixedOutput(ops, input, chain.specs_.back());
+  if (!fixed.ok()) return fixed;
   for (std::unique_ptr<Transform>& op : ops) chain.ops_.push_back(std::move(op));
   return chain;
 }
@@ -55,6 +82,53 @@ void TransformChain::Apply(const void* src, void* dst, const SampleKey& key, voi
     if (timed) op_ns[i] += NowNs() - start;
     in = out;
   }
+}
+
+absl::Status TransformChain::ApplyRecord(const void* src, size_t src_bytes, void* dst,
+                                         const SampleKey& key, void* scratch,
+                                         int64_t* op_ns) const {
+  if (!varies()) {
+    if (src_bytes != input_spec().bytes()) {
+      return absl::DataLossError(absl::StrCat("a record of ", src_bytes, " bytes; expected ",
+                                              input_spec().bytes(), " (",
+                                              SampleSpecString(input_spec()), ")"));
+    }
+    Apply(src, dst, key, scratch, op_ns);
+    return absl::OkStatus();
+  }
+  const bool timed = op_ns != nullptr && TimesSample(key.index);
+  char* base = static_cast<char*>(scratch);
+  char* halves[2] = {base, base + scratch_half_};
+  SampleSpec actual = specs_.front();
+  const void* in = src;
+  size_t in_bytes = src_bytes;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const bool last = i + 1 == ops_.size();
+    void* out = last ? dst : halves[i % 2];
+    SampleRandom rng(key, i);
+    const int64_t start = timed ? NowNs() : 0;
+    if (i < variable_ops_) {
+      const SampleBuffers io{in, in_bytes, out, last ? output_spec().bytes() : scratch_half_,
+                             base + 2 * scratch_half_};
+      absl::StatusOr<SampleSpec> next = ops_[i]->ApplyVariable(actual, io, rng);
+      if (!next.ok()) {
+        return absl::DataLossError(
+            absl::StrCat(ops_[i]->Identity(), ": ", next.status().message()));
+      }
+      actual = *next;
+    } else {
+      ops_[i]->Apply(specs_[i], in, out, rng);
+      actual = specs_[i + 1];
+    }
+    if (timed) op_ns[i] += NowNs() - start;
+    in = out;
+    in_bytes = actual.bytes();
+  }
+  if (!(actual == output_spec())) {
+    return absl::InternalError(absl::StrCat("the chain produced ", SampleSpecString(actual),
+                                            "; it declared ", SampleSpecString(output_spec())));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -6,6 +6,13 @@
 //   std::vector<char> scratch(chain.scratch_bytes());          // one per thread
 //   chain.Apply(src, dst, SampleKey{seed, epoch, index}, scratch.data());
 //
+// A chain may start from encoded images (input EncodedSampleSpec(max_h, max_w), first op
+// DecodeImage): sizes then vary per sample until an op fixes them (Resize to (h, w),
+// RandomResizedCrop, CenterCrop), and Create refuses a chain whose output size still varies,
+// naming the ops that fix it. Such a chain runs one record at a time through ApplyRecord, which
+// returns kDataLoss for a record it cannot transform (a corrupt or oversized image). Scratch is
+// sized from the bound, so no sample allocates.
+//
 // Op k draws its random parameters from SampleRandom(key, k), so an op's draws depend on
 // neither the other ops nor the order samples are processed in.
 //
@@ -23,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pipeline/sample_spec.h"
 #include "pipeline/transforms/transform.h"
@@ -35,28 +43,40 @@ class TransformChain {
   static bool TimesSample(uint64_t index) { return index % kTimingStride == 0; }
 
   // kInvalidArgument naming the op (its position, identity and input spec) that cannot take
-  // what the ops before it output. An empty chain copies samples unchanged.
+  // what the ops before it output, or saying which ops would fix a size that still varies at
+  // the end. An empty chain copies samples unchanged (and is refused on encoded input).
   static absl::StatusOr<TransformChain> Create(std::vector<std::unique_ptr<Transform>> ops,
                                                const SampleSpec& input);
 
   const SampleSpec& input_spec() const { return specs_.front(); }
+  // Always kFixed: the size of every output sample.
   const SampleSpec& output_spec() const { return specs_.back(); }
-  // The input spec of op i (i < size()) or the output (i == size()).
+  // The input spec of op i (i < size()) or the output (i == size()); a bound where sizes vary.
   const SampleSpec& spec(size_t i) const { return specs_[i]; }
   size_t size() const { return ops_.size(); }
   const Transform& op(size_t i) const { return *ops_[i]; }
+  // True when samples' sizes vary before some op (encoded input): run it with ApplyRecord.
+  bool varies() const { return variable_ops_ > 0; }
   // The ops' identities joined by ", " (ParseTransforms reads it back); "" when empty.
   std::string Identity() const;
 
-  // Bytes of scratch Apply needs per thread (two intermediates, each 64-byte aligned within
-  // it); 0 for chains of up to one op.
-  size_t scratch_bytes() const { return 2 * scratch_half_; }
+  // Bytes of scratch Apply and ApplyRecord need per thread (two intermediates, each 64-byte
+  // aligned within it, then the ops' own working memory); 0 for fixed chains of up to one op.
+  size_t scratch_bytes() const { return 2 * scratch_half_ + op_scratch_; }
 
-  // Transforms one sample: src holds input_spec().bytes(), dst receives output_spec().bytes();
-  // scratch holds scratch_bytes() and is 64-byte aligned, as are src and dst to their element
-  // size. src and dst must not overlap.
+  // Transforms one sample of a fixed-size chain (!varies()): src holds input_spec().bytes(),
+  // dst receives output_spec().bytes(); scratch holds scratch_bytes() and is 64-byte aligned,
+  // as are src and dst to their element size. src and dst must not overlap.
   void Apply(const void* src, void* dst, const SampleKey& key, void* scratch,
              int64_t* op_ns = nullptr) const;
+
+  // Transforms one record of src_bytes bytes (an encoded image when the input is kEncoded, else
+  // exactly input_spec().bytes()) into output_spec().bytes() at dst, with the same scratch,
+  // alignment and timing as Apply. kDataLoss, starting with the op's identity, when the record
+  // cannot be transformed (corrupt, truncated, empty, not an image, larger than the bound); the
+  // caller adds the file and record.
+  absl::Status ApplyRecord(const void* src, size_t src_bytes, void* dst, const SampleKey& key,
+                           void* scratch, int64_t* op_ns = nullptr) const;
 
  private:
   TransformChain() = default;
@@ -64,6 +84,8 @@ class TransformChain {
   std::vector<std::unique_ptr<const Transform>> ops_;
   std::vector<SampleSpec> specs_;  // size() + 1: the input, then each op's output
   size_t scratch_half_ = 0;
+  size_t op_scratch_ = 0;
+  size_t variable_ops_ = 0;  // the leading ops whose input size varies per sample
 };
 
 }  // namespace sluice

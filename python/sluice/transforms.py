@@ -20,8 +20,9 @@ sluice folds into Normalize and the Loader's dtype), so an existing
 import math
 import numbers
 
-__all__ = ["CenterCrop", "Compose", "Normalize", "RandomCrop", "RandomHorizontalFlip", "ToDtype",
-           "chain_text", "has_to_tensor"]
+__all__ = ["CenterCrop", "Compose", "DecodeImage", "Normalize", "RandomCrop",
+           "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToDtype", "chain_text",
+           "has_to_tensor"]
 
 
 def _number(name, value):
@@ -96,6 +97,55 @@ class CenterCrop(_Op):
         super().__init__("CenterCrop", [_ints("size", size)])
 
 
+def _bilinear(interpolation, antialias):
+    """Checks torchvision's interpolation and antialias arguments: sluice resizes bilinearly
+    without antialiasing (F.interpolate's bilinear, align_corners=False)."""
+    if str(interpolation).lower() not in ("bilinear", "interpolationmode.bilinear"):
+        raise ValueError("interpolation: expected bilinear (the only mode sluice implements), "
+                         "got %r" % (interpolation,))
+    if antialias not in (None, False):
+        raise ValueError("antialias: expected None or False (sluice's bilinear resize has no "
+                         "antialiasing), got %r" % (antialias,))
+
+
+class DecodeImage(_Op):
+    """The first op on a dataset of encoded images (JPEG or PNG records): the pixels PIL's
+    Image.open(f).convert(mode) gives, mode "RGB" (3 channels) or "L" (grey)."""
+
+    def __init__(self, mode="RGB"):
+        name = str(mode).replace("ImageReadMode.", "").upper()
+        if name not in ("RGB", "L", "GRAY"):
+            raise ValueError("mode: expected 'RGB' or 'L', got %r" % (mode,))
+        super().__init__("DecodeImage", ["mode=" + ("RGB" if name == "RGB" else "L")])
+
+
+class Resize(_Op):
+    """torchvision.transforms.Resize on tensors: an int is the smaller edge, (h, w) exact;
+    bilinear without antialiasing."""
+
+    def __init__(self, size, interpolation="bilinear", max_size=None, antialias=None):
+        _bilinear(interpolation, antialias)
+        arguments = [_ints("size", size)]
+        if max_size is not None:
+            arguments.append("max_size=" + _int("max_size", max_size))
+        super().__init__("Resize", arguments)
+
+
+class RandomResizedCrop(_Op):
+    """torchvision.transforms.RandomResizedCrop: a window drawn by torchvision's get_params
+    (scale, ratio, 10 attempts, then the central crop), resized bilinearly to `size`."""
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
+                 interpolation="bilinear", antialias=None):
+        _bilinear(interpolation, antialias)
+        for name, value in (("scale", scale), ("ratio", ratio)):
+            if len(value) != 2 or not 0 < value[0] <= value[1]:
+                raise ValueError("%s: expected (lo, hi) with 0 < lo <= hi, got %r" % (name, value))
+        super().__init__("RandomResizedCrop", [_ints("size", size),
+                                               "scale=" + _numbers("scale", list(scale)),
+                                               "ratio=" + _numbers("ratio", list(ratio))])
+
+
 class RandomHorizontalFlip(_Op):
     """torchvision.transforms.RandomHorizontalFlip: reverses the rows with probability p."""
 
@@ -168,11 +218,17 @@ def _from_torchvision(op):
         return CenterCrop(tuple(op.size))
     if kind == "RandomHorizontalFlip":
         return RandomHorizontalFlip(op.p)
+    if kind == "Resize":
+        size = op.size if isinstance(op.size, int) else tuple(op.size)
+        return Resize(size, op.interpolation.value, op.max_size, op.antialias)
+    if kind == "RandomResizedCrop":
+        return RandomResizedCrop(tuple(op.size), tuple(op.scale), tuple(op.ratio),
+                                 op.interpolation.value, op.antialias)
     if kind == "Normalize":
         return Normalize(op.mean, op.std, op.inplace)
     raise TypeError("transforms: torchvision's %s has no sluice equivalent yet; sluice runs "
-                    "RandomCrop, CenterCrop, RandomHorizontalFlip, Normalize, ToDtype and "
-                    "ToTensor (docs/transforms.md)" % kind)
+                    "RandomCrop, CenterCrop, RandomHorizontalFlip, Normalize, Resize, "
+                    "RandomResizedCrop, ToDtype and ToTensor (docs/transforms.md)" % kind)
 
 
 def has_to_tensor(transforms):

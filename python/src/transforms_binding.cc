@@ -72,6 +72,27 @@ py::array ApplyTransforms(const std::string& text, const py::array& x, uint64_t 
   return out;
 }
 
+// One encoded record (the bytes of a JPEG or PNG file) through a chain that starts with
+// DecodeImage, images bounded by max_side x max_side: the output array, or ValueError with the
+// reason the record was refused.
+py::array DecodeTransforms(const std::string& text, const py::bytes& data, uint64_t seed,
+                           uint64_t epoch, uint64_t index, uint32_t max_side) {
+  const TransformChain chain = Unwrap(
+      TransformChain::Create(Unwrap(ParseTransforms(text)), EncodedSampleSpec(max_side, max_side)));
+  const std::string bytes = data;
+  const SampleSpec& out_spec = chain.output_spec();
+  std::vector<float> dst((out_spec.bytes() + 3) / 4);
+  std::vector<float> scratch((chain.scratch_bytes() + 64) / 4);
+  char* aligned = reinterpret_cast<char*>(scratch.data());
+  aligned += (64 - reinterpret_cast<uintptr_t>(aligned) % 64) % 64;
+  Check(chain.ApplyRecord(bytes.data(), bytes.size(), dst.data(), SampleKey{seed, epoch, index},
+                          aligned));
+  py::array out(NumpyDtype(out_spec.dtype),
+                std::vector<py::ssize_t>{out_spec.channels, out_spec.height, out_spec.width});
+  std::memcpy(out.mutable_data(), dst.data(), out_spec.bytes());
+  return out;
+}
+
 }  // namespace
 
 void BindTransforms(py::module_& m) {
@@ -79,6 +100,10 @@ void BindTransforms(py::module_& m) {
         py::arg("epoch") = 0, py::arg("index") = 0, py::arg("input_dtype") = "",
         "One CHW sample through a --transforms chain (tests only): returns the output array "
         "(bfloat16 as its uint16 bits).");
+  m.def("_decode_transforms", &DecodeTransforms, py::arg("chain"), py::arg("data"),
+        py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0, py::arg("max_side") = 4096,
+        "One encoded image (JPEG or PNG bytes) through a chain starting with DecodeImage "
+        "(tests only): returns the output array; ValueError when the record is refused.");
 }
 
 }  // namespace sluice::python

@@ -88,3 +88,31 @@ def test_totensor_is_found_in_lists_and_composes():
     assert T.has_to_tensor(TV.Compose([TV.CenterCrop(8), TV.ToTensor()]))
     assert T.has_to_tensor([T.CenterCrop(8), TV.ToTensor()])
     assert not T.has_to_tensor([T.CenterCrop(8)]) and not T.has_to_tensor(None)
+
+
+def test_decode_and_resize_ops_render_the_grammar_and_read_torchvisions_objects():
+    assert str(T.DecodeImage()) == "DecodeImage(mode=RGB)"
+    assert str(T.DecodeImage("L")) == "DecodeImage(mode=L)"
+    assert str(T.Resize(256)) == "Resize(256)"
+    assert str(T.Resize((3, 4))) == "Resize([3, 4])"
+    assert str(T.Resize(8, max_size=20)) == "Resize(8, max_size=20)"
+    assert str(T.RandomResizedCrop(224)) == (
+        "RandomResizedCrop(224, scale=[0.08, 1.0], ratio=[0.75, 1.3333333333333333])")
+    tv = TV.Compose([TV.RandomResizedCrop(224), TV.Resize(256), TV.Resize((5, 6))])
+    assert T.chain_text(tv) == ("RandomResizedCrop([224, 224], scale=[0.08, 1.0], "
+                                "ratio=[0.75, 1.3333333333333333]), Resize(256), Resize([5, 6])")
+    x = image(3)
+    ours = apply([T.Resize((10, 30))], x.astype(np.float32))
+    theirs = TV.Resize((10, 30))(torch.from_numpy(x).float()).numpy()
+    assert np.abs(ours - theirs).max() <= 2.0 ** -14
+
+
+@pytest.mark.parametrize("make,error", [
+    (lambda: T.Resize(8, interpolation="nearest"), "expected bilinear"),
+    (lambda: T.Resize(8, antialias=True), "antialias"),
+    (lambda: T.RandomResizedCrop(8, scale=(0.9, 0.1)), "scale"),
+    (lambda: T.DecodeImage("CMYK"), "mode"),
+])
+def test_decode_and_resize_refuse_what_sluice_does_not_do(make, error):
+    with pytest.raises(ValueError, match=error):
+        make()

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "pipeline/sample_spec.h"
@@ -14,8 +15,13 @@
 
 namespace sluice::transforms_internal {
 
-// Every op works on channels-first samples.
+// Every op works on channels-first pixels; only DecodeImage reads encoded images.
 inline absl::Status CheckChannelsFirst(absl::string_view op, const SampleSpec& in) {
+  if (in.extent == SampleExtent::kEncoded) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": expected pixels, got ", SampleSpecString(in),
+                     "; put DecodeImage(mode=RGB) or DecodeImage(mode=L) first"));
+  }
   if (in.layout == SampleLayout::kCHW) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(op, ": expected a channels-first (CHW) sample, got ", SampleSpecString(in)));
@@ -36,6 +42,32 @@ inline absl::StatusOr<CropSize> SizeArg(const TransformArgs& args) {
         absl::StrCat(args.Where("size"), ": expected a positive size, got ", h, "x", w));
   }
   return CropSize{static_cast<uint32_t>(h), static_cast<uint32_t>(w)};
+}
+
+// torchvision's `interpolation` of Resize and RandomResizedCrop: only bilinear (the default) is
+// implemented; written bilinear, BILINEAR or InterpolationMode.BILINEAR.
+inline absl::Status BilinearArg(const TransformArgs& args) {
+  absl::StatusOr<std::string> mode = args.Name("interpolation", "bilinear");
+  if (!mode.ok()) return mode.status();
+  std::string lower = *mode;
+  for (char& ch : lower)
+    ch = static_cast<char>(absl::ascii_tolower(static_cast<unsigned char>(ch)));
+  if (lower == "bilinear" || lower == "interpolationmode.bilinear") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(args.Where("interpolation"),
+                                                 ": expected bilinear (the only mode sluice "
+                                                 "implements), got '",
+                                                 *mode, "'"));
+}
+
+// torchvision's `antialias` (None means False on tensors in 0.14): sluice matches
+// F.interpolate without antialiasing only, so True is refused.
+inline absl::Status NoAntialiasArg(const TransformArgs& args) {
+  if (!args.Has("antialias")) return absl::OkStatus();
+  absl::StatusOr<std::string> name = args.Name("antialias", std::nullopt);
+  if (name.ok() && (*name == "None" || *name == "False")) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(args.Where("antialias"),
+                   ": expected False or None (sluice's bilinear resize has no antialiasing)"));
 }
 
 // "(32, 32)": a size as the identities write it.

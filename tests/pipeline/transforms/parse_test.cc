@@ -34,7 +34,8 @@ TEST(ParseTransforms, AnEmptyTextIsAnEmptyChain) {
 TEST(ParseTransforms, UnknownOpListsTheKnownOnesWithTheCharacter) {
   EXPECT_EQ(ErrorOf("CenterCrop(4), RandomCrap(32)"),
             "at character 16 ('RandomCrap(32)'): unknown transform 'RandomCrap'; known: "
-            "CenterCrop, Normalize, RandomCrop, RandomHorizontalFlip, ToDtype");
+            "CenterCrop, DecodeImage, Normalize, RandomCrop, RandomHorizontalFlip, "
+            "RandomResizedCrop, Resize, ToDtype");
 }
 
 TEST(ParseTransforms, UnknownArgumentListsTheOpsArguments) {

@@ -1,0 +1,212 @@
+#include "pipeline/transforms/decode_image.h"
+
+#include <spng.h>
+#include <turbojpeg.h>
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace sluice {
+namespace {
+constexpr unsigned char kJpegMagic[] = {0xff, 0xd8, 0xff};
+constexpr unsigned char kPngMagic[] = {0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a};
+
+bool StartsWith(const SampleBuffers& io, const unsigned char* magic, size_t n) {
+  return io.src_bytes >= n && std::memcmp(io.src, magic, n) == 0;
+}
+
+// One TurboJPEG decompressor per thread, made on the thread's first JPEG and kept. After a
+// failure libjpeg's state may be mid-stream (the next header would be refused as "improper
+// call"), so a failed decode replaces the handle.
+struct ThreadJpeg {
+  tjhandle h = tjInitDecompress();
+  ~ThreadJpeg() {
+    if (h != nullptr) tjDestroy(h);
+  }
+  void Reset() {
+    if (h != nullptr) tjDestroy(h);
+    h = tjInitDecompress();
+  }
+};
+ThreadJpeg& ThreadJpegHandle() {
+  thread_local ThreadJpeg handle;
+  return handle;
+}
+
+absl::Status CheckBound(const char* format, int64_t width, int64_t height, const SampleSpec& in) {
+  if (width < 1 || height < 1) {
+    return absl::DataLossError(
+        absl::StrCat("corrupt ", format, ": it declares ", width, "x", height, " pixels"));
+  }
+  if (width > in.width || height > in.height) {
+    return absl::DataLossError(absl::StrCat(
+        format, " declares ", width, "x", height, " pixels (width x height), over the bound of ",
+        in.width, "x", in.height, "; refused before decoding (a decompression bomb?)"));
+  }
+  return absl::OkStatus();
+}
+
+// PIL's rgb2l: L = (19595 R + 38470 G + 7471 B + 0x8000) >> 16.
+uint8_t Luma(const uint8_t* rgb) {
+  return static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+}
+
+// `pixels` interleaved pixels of `stride` bytes (RGB first) to CHW planes of `channels`.
+void SplitChannels(const uint8_t* in, size_t pixels, size_t stride, uint32_t channels,
+                   uint8_t* out) {
+  if (channels == 1) {
+    for (size_t i = 0; i < pixels; ++i) out[i] = Luma(in + i * stride);
+    return;
+  }
+  uint8_t* r = out;
+  uint8_t* g = out + pixels;
+  uint8_t* b = out + 2 * pixels;
+  for (size_t i = 0; i < pixels; ++i, in += stride) {
+    r[i] = in[0];
+    g[i] = in[1];
+    b[i] = in[2];
+  }
+}
+
+// A grey plane already at out[0, pixels): copies it into the other planes.
+void ReplicateGrey(size_t pixels, uint32_t channels, uint8_t* out) {
+  for (uint32_t c = 1; c < channels; ++c) std::memcpy(out + c * pixels, out, pixels);
+}
+
+absl::StatusOr<SampleSpec> DecodeJpeg(const SampleSpec& in, const SampleBuffers& io,
+                                      uint32_t channels) {
+  ThreadJpeg& thread_jpeg = ThreadJpegHandle();
+  tjhandle tj = thread_jpeg.h;
+  if (tj == nullptr) return absl::InternalError("tjInitDecompress failed");
+  const auto* src = static_cast<const unsigned char*>(io.src);
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(tj, src, io.src_bytes, &width, &height, &subsamp, &colorspace) != 0) {
+    absl::Status corrupt =
+        absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
+    thread_jpeg.Reset();
+    return corrupt;
+  }
+  RETURN_IF_ERROR(CheckBound("JPEG", width, height, in));
+  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+    return absl::DataLossError("CMYK JPEG; expected a grey or colour (YCbCr/RGB) JPEG");
+  }
+  const size_t pixels = size_t(width) * height;
+  const bool grey = colorspace == TJCS_GRAY;
+  auto* out = static_cast<uint8_t*>(io.dst);
+  auto* target = grey ? out : static_cast<uint8_t*>(io.op_scratch);
+  // flags 0: accurate integer IDCT and fancy upsampling, libjpeg's (and PIL's) defaults.
+  if (tjDecompress2(tj, src, io.src_bytes, target, width, 0, height, grey ? TJPF_GRAY : TJPF_RGB,
+                    0) != 0) {
+    const bool warning = tjGetErrorCode(tj) == TJERR_WARNING;
+    return absl::DataLossError(absl::StrCat(
+        warning ? "damaged or truncated JPEG: " : "corrupt JPEG: ", tjGetErrorStr2(tj)));
+  }
+  if (grey) {
+    ReplicateGrey(pixels, channels, out);
+  } else {
+    SplitChannels(target, pixels, 3, channels, out);
+  }
+  return SampleSpec{ElementType::kU8, channels, static_cast<uint32_t>(height),
+                    static_cast<uint32_t>(width), SampleLayout::kCHW};
+}
+
+absl::Status SpngError(const char* what, int err) {
+  return absl::DataLossError(absl::StrCat(what, ": ", spng_strerror(err)));
+}
+
+absl::StatusOr<SampleSpec> DecodePng(const SampleSpec& in, const SampleBuffers& io,
+                                     uint32_t channels) {
+  // libspng 0.7 has no way to reset a context: one per image.
+  std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
+  if (ctx == nullptr) return absl::InternalError("spng_ctx_new failed");
+  int err = spng_set_png_buffer(ctx.get(), io.src, io.src_bytes);
+  if (err != 0) return SpngError("corrupt PNG", err);
+  spng_ihdr ihdr{};
+  err = spng_get_ihdr(ctx.get(), &ihdr);
+  if (err != 0) return SpngError("corrupt PNG header", err);
+  RETURN_IF_ERROR(CheckBound("PNG", ihdr.width, ihdr.height, in));
+  if (ihdr.bit_depth > 8) {
+    return absl::DataLossError(
+        absl::StrCat("PNG of ", int{ihdr.bit_depth}, " bits per sample; expected 8 or fewer"));
+  }
+  const size_t pixels = size_t{ihdr.width} * ihdr.height;
+  auto* out = static_cast<uint8_t*>(io.dst);
+  auto* scratch = static_cast<uint8_t*>(io.op_scratch);
+  int fmt = SPNG_FMT_RGB8;
+  size_t stride = 3;
+  uint8_t* target = scratch;
+  if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE) {
+    fmt = SPNG_FMT_G8;
+    stride = 1;
+    target = out;
+  } else if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA) {
+    // libspng 0.7 expands grey+alpha only to RGBA8 (R = G = B = grey), whose luma is the grey.
+    fmt = SPNG_FMT_RGBA8;
+    stride = 4;
+  }
+  err = spng_decode_image(ctx.get(), target, pixels * stride, fmt, 0);
+  if (err != 0) return SpngError("corrupt or truncated PNG", err);
+  if (stride == 1) {
+    ReplicateGrey(pixels, channels, out);
+  } else {
+    SplitChannels(scratch, pixels, stride, channels, out);  // alpha dropped
+  }
+  return SampleSpec{ElementType::kU8, channels, ihdr.height, ihdr.width, SampleLayout::kCHW};
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transform>> DecodeImage::FromArgs(const TransformArgs& args) {
+  ASSIGN_OR_RETURN(const std::string mode, args.Name("mode", "RGB"));
+  std::string upper = absl::AsciiStrToUpper(mode);
+  if (absl::StartsWith(upper, "IMAGEREADMODE.")) upper = upper.substr(14);
+  if (upper == "RGB") return std::make_unique<DecodeImage>(3);
+  if (upper == "L" || upper == "GRAY") return std::make_unique<DecodeImage>(1);
+  return absl::InvalidArgumentError(
+      absl::StrCat(args.Where("mode"), ": expected RGB or L (grey), got '", mode, "'"));
+}
+
+std::string DecodeImage::Identity() const {
+  return absl::StrCat(kName, "(mode=", channels_ == 3 ? "RGB" : "L", ")");
+}
+
+absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
+  if (in.extent != SampleExtent::kEncoded) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DecodeImage: expected encoded images (a dataset of JPEG or PNG records, "
+                     "and DecodeImage first), got ",
+                     SampleSpecString(in)));
+  }
+  if (in.height == 0 || in.width == 0) {
+    return absl::InvalidArgumentError("DecodeImage: expected a positive bound on image sizes");
+  }
+  return SampleSpec{ElementType::kU8, channels_,          in.height,
+                    in.width,         SampleLayout::kCHW, SampleExtent::kVariable};
+}
+
+void DecodeImage::Apply(const SampleSpec&, const void*, void*, SampleRandom&) const {}
+
+size_t DecodeImage::ScratchBytes(const SampleSpec& bound) const {
+  return size_t{4} * bound.height * bound.width;
+}
+
+absl::StatusOr<SampleSpec> DecodeImage::ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
+                                                      SampleRandom&) const {
+  if (io.src_bytes == 0) {
+    return absl::DataLossError("empty record (0 bytes); expected a JPEG or PNG image");
+  }
+  if (StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) return DecodeJpeg(in, io, channels_);
+  if (StartsWith(io, kPngMagic, sizeof(kPngMagic))) return DecodePng(in, io, channels_);
+  const auto* b = static_cast<const unsigned char*>(io.src);
+  std::string head;
+  for (size_t i = 0; i < io.src_bytes && i < 8; ++i) absl::StrAppendFormat(&head, " %02x", b[i]);
+  return absl::DataLossError(absl::StrCat("not a JPEG (ff d8 ff) or PNG (89 50 4e 47 0d 0a 1a 0a)",
+                                          " image: its ", io.src_bytes, " bytes start with", head));
+}
+
+}  // namespace sluice

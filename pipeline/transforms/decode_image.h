@@ -1,0 +1,57 @@
+// DecodeImage: the first op of a chain over encoded image records (torchvision.io.decode_image
+// with mode=ImageReadMode.RGB or GRAY, as PIL's Image.open(f).convert(mode) gives it, which is
+// torchvision ImageFolder's loader). Reads one JPEG (TurboJPEG) or PNG (libspng) record and
+// writes u8 CHW pixels of the image's own size: mode=RGB gives 3 channels, mode=L one.
+//
+// - JPEG: tjDecompress2 with flags 0: libjpeg's accurate integer IDCT (JDCT_ISLOW) and fancy
+//   (smooth) chroma upsampling, the defaults PIL 9.4 decodes with on the same libjpeg-turbo
+//   2.1.5, so pixels are bitwise PIL's. Grey JPEGs give equal planes for RGB; CMYK is refused.
+//   A libjpeg warning (a truncated or damaged stream) is refused like an error.
+// - PNG: grey, grey+alpha, RGB, RGBA and palette at 8 bits or fewer; alpha is dropped (PIL's
+//   convert does not composite); no gamma is applied. 16-bit PNGs are refused.
+// - mode=L from colour: PIL's L = (19595 R + 38470 G + 7471 B + 0x8000) >> 16.
+// - The input spec's height and width (EncodedSampleSpec) bound the image: a larger declared
+//   size is refused from the header, before any decoding (a decompression bomb). 1x1 decodes.
+// Per-sample failures are kDataLoss with the reason (empty, not a JPEG or PNG, corrupt,
+// truncated, over the bound). The codecs' own working memory is theirs (libjpeg's per-image
+// pools, a libspng context per image); the pixels go to the chain's buffers.
+#ifndef SLUICE_PIPELINE_TRANSFORMS_DECODE_IMAGE_H_
+#define SLUICE_PIPELINE_TRANSFORMS_DECODE_IMAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "pipeline/transforms/transform.h"
+#include "pipeline/transforms/transform_args.h"
+
+namespace sluice {
+
+class DecodeImage final : public Transform {
+ public:
+  static constexpr absl::string_view kName = "DecodeImage";
+  static constexpr absl::string_view kParams[] = {"mode"};
+  // mode: RGB or L (also GRAY, ImageReadMode.RGB, ImageReadMode.GRAY).
+  static absl::StatusOr<std::unique_ptr<Transform>> FromArgs(const TransformArgs& args);
+  explicit DecodeImage(uint32_t channels) : channels_(channels) {}
+
+  std::string Identity() const override;
+  // Takes EncodedSampleSpec only; gives u8 CxHxW CHW varying, bounded by the input's size.
+  absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
+  // Never called: a decode's size is known only per record (ApplyVariable).
+  void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  absl::StatusOr<SampleSpec> ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
+                                           SampleRandom& rng) const override;
+  // Interleaved pixels before the channels are split: up to 4 bytes per pixel of the bound.
+  size_t ScratchBytes(const SampleSpec& bound) const override;
+
+ private:
+  uint32_t channels_;  // 3 (RGB) or 1 (L)
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_TRANSFORMS_DECODE_IMAGE_H_

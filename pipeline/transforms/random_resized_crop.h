@@ -1,0 +1,61 @@
+// RandomResizedCrop: torchvision.transforms.RandomResizedCrop (0.14) on one CHW tensor. Draws a
+// window with torchvision's get_params: up to 10 attempts of an area fraction uniform in
+// `scale` and an aspect ratio log-uniform in `ratio`, w = round(sqrt(area * aspect)),
+// h = round(sqrt(area / aspect)) (halves to even, as Python's round), accepted when
+// 0 < w <= width and 0 < h <= height, at a uniform offset; else the centre fallback (the whole
+// image, cut to the nearer end of `ratio`). The window is then resized bilinearly (no
+// antialiasing, internal/bilinear.h) to `size`. The draws come from SampleRandom, so a window
+// is a function of (seed, epoch, index, position) only; they are not torch's generator.
+// Fixes the size: takes images whose size varies per sample. Any element type.
+#ifndef SLUICE_PIPELINE_TRANSFORMS_RANDOM_RESIZED_CROP_H_
+#define SLUICE_PIPELINE_TRANSFORMS_RANDOM_RESIZED_CROP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "pipeline/transforms/transform.h"
+#include "pipeline/transforms/transform_args.h"
+
+namespace sluice {
+
+struct CropWindow {
+  uint32_t top = 0;
+  uint32_t left = 0;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  bool operator==(const CropWindow&) const = default;
+};
+
+class RandomResizedCrop final : public Transform {
+ public:
+  static constexpr absl::string_view kName = "RandomResizedCrop";
+  static constexpr absl::string_view kParams[] = {"size", "scale", "ratio", "interpolation",
+                                                  "antialias"};
+  static absl::StatusOr<std::unique_ptr<Transform>> FromArgs(const TransformArgs& args);
+  // scale: [lo, hi] with 0 < lo <= hi; ratio: [lo, hi] with 0 < lo <= hi.
+  static absl::StatusOr<std::unique_ptr<RandomResizedCrop>> Create(uint32_t height, uint32_t width,
+                                                                   const double scale[2],
+                                                                   const double ratio[2]);
+
+  // torchvision's get_params for an image of height x width (both positive).
+  CropWindow Window(uint32_t height, uint32_t width, SampleRandom& rng) const;
+
+  std::string Identity() const override;
+  absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
+  void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+
+ private:
+  RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2], const double ratio[2]);
+
+  uint32_t height_;
+  uint32_t width_;
+  double scale_[2];
+  double ratio_[2];
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_TRANSFORMS_RANDOM_RESIZED_CROP_H_

@@ -1,0 +1,162 @@
+"""DecodeImage, Resize and RandomResizedCrop against PIL 9.4 and torch 1.13 (docs/transforms.md).
+
+PNG pixels must equal the arrays PIL wrote, JPEG pixels PIL's own decode of the same file (the same
+libjpeg-turbo 2.1.5, the same decoder settings), bitwise. Resize must match
+torch.nn.functional.interpolate(bilinear, align_corners=False) within the tolerance the docs state.
+"""
+import gzip
+import io
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+import sluice
+from sluice import _sluice
+
+FASHION = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
+
+
+def decode(chain, data, index=0):
+    # A bound of 600 x 600 (every test image fits) keeps each call's scratch small.
+    return _sluice._decode_transforms(chain, data, seed=5, epoch=0, index=index, max_side=600)
+
+
+def exact(mode, h, w):
+    """A chain that decodes and keeps the whole image (CenterCrop to its own size)."""
+    return "DecodeImage(mode=%s), CenterCrop((%d, %d))" % (mode, h, w)
+
+
+def encoded(image, fmt, **options):
+    buf = io.BytesIO()
+    image.save(buf, format=fmt, **options)
+    return buf.getvalue()
+
+
+def pil_chw(data, mode):
+    a = np.asarray(Image.open(io.BytesIO(data)).convert(mode))
+    return a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
+
+
+def photo(h, w, seed=0):
+    """A smooth colour image with edges and noise, closer to a photo than uniform noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    base = np.stack([128 + 100 * np.sin(x / 17 + c) * np.cos(y / 23 - c) for c in range(3)], -1)
+    base[(x // 40 + y // 40) % 2 == 0] *= 0.6
+    return np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+
+
+def fashion_images(n):
+    with gzip.open(FASHION, "rb") as f:
+        f.read(16)
+        return np.frombuffer(f.read(28 * 28 * n), dtype=np.uint8).reshape(n, 28, 28)
+
+
+def test_fashion_mnist_pngs_written_by_pil_decode_to_the_original_arrays():
+    for image in fashion_images(200):
+        data = encoded(Image.fromarray(image, "L"), "PNG")
+        assert np.array_equal(decode(exact("L", 28, 28), data), image[None])
+        assert np.array_equal(decode(exact("RGB", 28, 28), data), np.stack([image] * 3))
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "P", "LA", "1"])
+def test_png_of_every_colour_type_decodes_as_pil_converts_it(mode):
+    rgb = Image.fromarray(photo(37, 53, seed=len(mode)))
+    image = rgb.convert(mode) if mode != "P" else rgb.quantize(colors=200)
+    data = encoded(image, "PNG")
+    for out in ("RGB", "L"):
+        ours = decode(exact(out, 37, 53), data)
+        assert np.array_equal(ours, pil_chw(data, out)), (mode, out)
+
+
+@pytest.mark.parametrize("options", [dict(quality=90, subsampling=0), dict(quality=90, subsampling=1),
+                                     dict(quality=75, subsampling=2),
+                                     dict(quality=85, progressive=True),
+                                     dict(quality=60, optimize=True)])
+def test_jpeg_decodes_bitwise_as_pil(options):
+    for seed, (h, w) in enumerate([(128, 128), (333, 500), (481, 203), (17, 9)]):
+        data = encoded(Image.fromarray(photo(h, w, seed)), "JPEG", **options)
+        for out in ("RGB", "L"):
+            assert np.array_equal(decode(exact(out, h, w), data), pil_chw(data, out)), (h, w, out)
+
+
+def test_grey_jpeg_decodes_bitwise_as_pil():
+    data = encoded(Image.fromarray(photo(64, 96)).convert("L"), "JPEG", quality=80)
+    for out in ("RGB", "L"):
+        assert np.array_equal(decode(exact(out, 64, 96), data), pil_chw(data, out))
+
+
+# Documented tolerance (docs/transforms.md): float32 output within 2**-14 of interpolate's (values
+# 0..255: 4 float32 ulps at the top; the weights are torch's exactly, the sums' rounding order
+# differs); uint8 output within 1 of torchvision's round(interpolate), differing in under 0.1%
+# of values (a tie rounded the other way after such an ulp).
+F32_TOLERANCE = 2.0 ** -14
+@pytest.mark.parametrize("size", [(224, 224), (100, 301), (500, 77), (31, 31)])
+def test_resize_matches_interpolate_bilinear_without_align_corners(size):
+    data = encoded(Image.fromarray(photo(333, 500, seed=4)), "PNG")
+    x = torch.from_numpy(pil_chw(data, "RGB").copy())
+    theirs = F.interpolate(x.float()[None], size=size, mode="bilinear", align_corners=False)[0]
+    ours_f32 = decode("DecodeImage(), ToDtype(f32), Resize((%d, %d))" % size, data)
+    assert np.abs(ours_f32 - theirs.numpy()).max() <= F32_TOLERANCE
+    ours_u8 = decode("DecodeImage(), Resize((%d, %d))" % size, data)
+    theirs_u8 = torch.round(theirs).to(torch.uint8).numpy()
+    diff = np.abs(ours_u8.astype(int) - theirs_u8.astype(int))
+    assert diff.max() <= 1
+    assert (diff != 0).mean() < 1e-3
+
+
+def test_resize_smaller_edge_has_torchvisions_size_and_values():
+    import torchvision.transforms as T
+    data = encoded(Image.fromarray(photo(333, 500, seed=2)), "PNG")
+    x = torch.from_numpy(pil_chw(data, "RGB").copy())
+    theirs = T.Resize(256, antialias=False)(x.float()).numpy()
+    ours = decode("DecodeImage(), ToDtype(f32), Resize(256), CenterCrop((256, 384))", data)
+    assert theirs.shape == (3, 256, 384)
+    assert np.abs(ours - theirs).max() <= F32_TOLERANCE
+
+
+def test_random_resized_crop_output_has_its_size_and_is_reproducible():
+    data = encoded(Image.fromarray(photo(300, 400, seed=3)), "JPEG", quality=90)
+    chain = "DecodeImage(), RandomResizedCrop(224), RandomHorizontalFlip()"
+    a = decode(chain, data, index=11)
+    assert a.shape == (3, 224, 224)
+    assert np.array_equal(a, decode(chain, data, index=11))
+    assert not np.array_equal(a, decode(chain, data, index=12))
+
+
+def test_random_resized_crop_with_a_full_window_is_interpolate_of_the_image():
+    data = encoded(Image.fromarray(photo(120, 160, seed=6)), "PNG")
+    x = torch.from_numpy(pil_chw(data, "RGB").copy()).float()[None]
+    theirs = F.interpolate(x, size=(64, 64), mode="bilinear", align_corners=False)[0].numpy()
+    ours = decode("DecodeImage(), ToDtype(f32), RandomResizedCrop(64, scale=(1, 1), "
+                  "ratio=(1.3333333333333333, 1.3333333333333333))", data)
+    assert np.abs(ours - theirs).max() <= F32_TOLERANCE
+
+
+@pytest.mark.parametrize("data,reason", [
+    (b"", "empty record"),
+    (b"<html>not an image</html>", r"not a JPEG \(ff d8 ff\) or PNG"),
+    (None, "JPEG"),  # truncated JPEG, filled in below
+])
+def test_bad_records_are_refused_with_the_reason(data, reason):
+    if data is None:
+        full = encoded(Image.fromarray(photo(64, 64)), "JPEG")
+        data = full[:len(full) // 2]
+    with pytest.raises(sluice.DataLossError, match=reason):
+        decode("DecodeImage(), CenterCrop(8)", data)
+
+
+def test_corrupt_png_is_refused():
+    data = bytearray(encoded(Image.fromarray(photo(64, 64)), "PNG"))
+    data[len(data) // 2] ^= 0xFF
+    with pytest.raises(sluice.DataLossError, match="PNG"):
+        decode("DecodeImage(), CenterCrop(8)", bytes(data))
+
+
+def test_image_over_the_bound_is_refused_from_its_header():
+    data = encoded(Image.fromarray(photo(40, 300)), "PNG")
+    with pytest.raises(sluice.DataLossError, match="declares 300x40 pixels"):
+        _sluice._decode_transforms("DecodeImage(), CenterCrop(8)", data, max_side=256)
