@@ -448,8 +448,10 @@ ToolDescription TrainTool() {
           "SIGINT/SIGTERM.",
       .source_name = "sluice_train",
       .main_flags = {"data", "test_data", "epochs", "batch_size", "lr", "optimizer", "layers",
-                     "device", "threads", "shuffle", "checkpoint_dir", "checkpoint_every", "resume",
-                     "metrics_out", "export_safetensors", "report_json", "trace", "quiet"}};
+                     "device", "threads", "shuffle", "transforms", "normalize_mean",
+                     "normalize_std", "h2d_format", "checkpoint_dir", "checkpoint_every", "resume",
+                     "metrics_out", "export_safetensors", "report_json", "report_html", "trace",
+                     "what_if", "quiet"}};
 }
 
 // The flag that runs the job again after it (on rank 0 alone, which the other ranks of a

@@ -80,9 +80,34 @@ absl::StatusOr<SampleSpec> Normalize::OutputSpec(const SampleSpec& in) const {
         "Normalize: mean ", ListText(mean_), " and std ", ListText(std_), " have ", from_u8_.size(),
         " values; expected one per channel (", in.channels, ") or one for all"));
   }
+  if (in.dtype == ElementType::kU8) RETURN_IF_ERROR(CheckToTensorScale());
   SampleSpec out = in;
   out.dtype = ElementType::kF32;
   return out;
+}
+
+// On u8 samples the statistics apply to x/255 (ToTensor's scale), as --normalize-mean/std's do,
+// with the same ranges: ImageNet's or CIFAR's statistics on the 0-255 scale (mean 125.3) are a
+// common slip that would otherwise train silently on values near -500.
+absl::Status Normalize::CheckToTensorScale() const {
+  for (size_t c = 0; c < mean_.size(); ++c) {
+    if (mean_[c] < -10 || mean_[c] > 10) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Normalize: on u8 samples the mean applies to x/255 (ToTensor's scale), so it must be "
+          "in [-10, 10]; got ",
+          mean_[c], " (channel ", c, "): give statistics on the 0-1 scale (", mean_[c],
+          "/255 = ", mean_[c] / 255, ")"));
+    }
+  }
+  for (size_t c = 0; c < std_.size(); ++c) {
+    if (std_[c] < 1e-6 || std_[c] > 1e3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Normalize: on u8 samples the std applies to x/255 (ToTensor's scale), so it must be "
+          "in [1e-06, 1000]; got ",
+          std_[c], " (channel ", c, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void Normalize::Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom&) const {

@@ -36,6 +36,7 @@ class Normalize final : public Transform {
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
 
  private:
+  absl::Status CheckToTensorScale() const;
   Normalize() = default;
 
   std::vector<float> mean_;

@@ -54,6 +54,15 @@ TEST(Normalize, AZeroStdIsRefused) {
               HasSubstr("non-zero stds"));
 }
 
+TEST(Normalize, StatisticsOnThe0To255ScaleAreRefusedOnU8ButNotOnF32) {
+  auto op = OneOp("Normalize(mean=[125.3, 123.0, 113.9], std=[63.0, 62.1, 66.7])");
+  EXPECT_THAT(op->OutputSpec(Chw(ElementType::kU8, 3, 4, 4)).status().message(),
+              HasSubstr("mean applies to x/255 (ToTensor's scale), so it must be in [-10, 10]; "
+                        "got 125.3 (channel 0)"));
+  // On f32 samples the values are taken as they are: 0-255 statistics are right there.
+  EXPECT_TRUE(op->OutputSpec(Chw(ElementType::kF32, 3, 4, 4)).ok());
+}
+
 TEST(Normalize, HalfPrecisionInputIsRefusedNamingTheCast) {
   auto op = OneOp("Normalize(0, 1)");
   EXPECT_THAT(op->OutputSpec(Chw(ElementType::kF16, 1, 2, 2)).status().message(),
