@@ -7,6 +7,7 @@
 #include "engine/sim/sim_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,13 @@
 
 namespace sluice {
 namespace {
+
+// The host's part of a modelled launch: a busy wait, as the CPU time of a real launch.
+void SpinNs(int64_t ns) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
 
 class SimBackend final : public Backend {
  public:
@@ -46,6 +54,14 @@ class SimBackend final : public Backend {
   absl::Status TrainStep(const BatchView& batch, float lr) override {
     RETURN_IF_ERROR(FirstError());
     ASSIGN_OR_RETURN(BatchView v, Stage(batch));
+    const int launches = std::max(1, sim_.launches_per_step);
+    const int64_t per_launch_ns = ModelledNs(batch.size) / launches;
+    for (int i = 0; i + 1 < launches; ++i) {
+      if (sim_.launch_host_ns > 0) SpinNs(sim_.launch_host_ns);
+      RETURN_IF_ERROR(device::SimLaunch(
+          stream_.get(), [] {}, per_launch_ns));
+    }
+    if (sim_.launch_host_ns > 0) SpinNs(sim_.launch_host_ns);
     return device::SimLaunch(
         stream_.get(),
         [this, v, lr] {
@@ -55,7 +71,7 @@ class SimBackend final : public Backend {
           host.ready_event = nullptr;
           Keep(cpu_->TrainStep(host, lr));
         },
-        ModelledNs(batch.size));
+        ModelledNs(batch.size) - per_launch_ns * (launches - 1));
   }
 
   absl::StatusOr<LossStats> TakeLoss() override {
@@ -159,6 +175,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const ModelState& stat
                                                           const CpuBackendOptions& cpu_options) {
   if (sim.compute_ns_per_step < 0 || !(sim.compute_samples_per_s >= 0)) {
     return absl::InvalidArgumentError("sim compute time and rate must be >= 0");
+  }
+  if (sim.launches_per_step < 1 || sim.launch_host_ns < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sim launches per step must be >= 1 and their host cost >= 0 ns, got ",
+                     sim.launches_per_step, " and ", sim.launch_host_ns));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu,
                    CreateCpuBackend(state, opt, options, cpu_options));
