@@ -111,6 +111,17 @@ class ScopedDevice {
   ScopedDevice scoped_device_(device); \
   RETURN_IF_ERROR(scoped_device_.Enter())
 
+// A timing query of an event whose record has not completed (or was never made) is the
+// caller's error, not the device's: kFailedPrecondition, as device.h promises.
+absl::Status NotCompletedOr(cudaError_t err, const char* what) {
+  if (err == cudaErrorNotReady || err == cudaErrorInvalidResourceHandle) {
+    cuda_internal::ClearLastCudaError();
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the event's last record has not completed"));
+  }
+  return absl::OkStatus();
+}
+
 // The clock anchors of one device (device/clock_anchor.h): timing events placed on the host
 // clock relative to the newest anchor, re-taken by RefreshClockAnchor. Every anchor event is
 // kept until the device closes, so an event being placed on another thread never reads an
@@ -148,6 +159,7 @@ class ClockAnchors {
       err = cudaEventElapsedTime(&ms, previous, e);
       anchor_ns = previous_ns;
     }
+    RETURN_IF_ERROR(NotCompletedOr(err, "HostNanos"));
     SLUICE_CUDA_CHECK(err);
     return HostNsFromAnchor(anchor_ns, ms);
   }
@@ -193,17 +205,6 @@ class ClockAnchors {
   cudaEvent_t previous_ = nullptr;  // the anchor before current_ (null: none)
   int64_t previous_host_ns_ = 0;
 };
-
-// A timing query of an event whose record has not completed (or was never made) is the
-// caller's error, not the device's: kFailedPrecondition, as device.h promises.
-absl::Status NotCompletedOr(cudaError_t err, const char* what) {
-  if (err == cudaErrorNotReady || err == cudaErrorInvalidResourceHandle) {
-    cuda_internal::ClearLastCudaError();
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, ": the event's last record has not completed"));
-  }
-  return absl::OkStatus();
-}
 
 class CudaEvent final : public Event {
  public:
