@@ -41,12 +41,21 @@ void Die(const absl::Status& s, const char* what) {
   std::exit(1);
 }
 
+// Every CUDA call of the harness: a failure ends it with the call's name and CUDA's error.
+void Check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  std::fprintf(stderr, "%s failed: %s (%s)\n", what, cudaGetErrorName(err),
+               cudaGetErrorString(err));
+  std::exit(1);
+}
+
 void* DeviceAlloc(size_t bytes) {
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess || cudaMemset(p, 0, bytes) != cudaSuccess) {
-    std::fprintf(stderr, "cudaMalloc(%zu) failed\n", bytes);
-    std::exit(1);
-  }
+  Check(cudaMalloc(&p, bytes), "cudaMalloc");
+  // The zeros must land before any stream reads them: a memset on the legacy stream is not
+  // ordered before the harness's non-blocking stream.
+  Check(cudaMemset(p, 0, bytes), "cudaMemset");
+  Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return p;
 }
 
@@ -54,16 +63,16 @@ void* DeviceAlloc(size_t bytes) {
 double TimeUs(cudaStream_t stream, int iters, const std::function<absl::Status()>& fn) {
   for (int i = 0; i < 10; ++i) Die(fn(), "warm-up");
   cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, stream);
+  Check(cudaEventCreate(&start), "cudaEventCreate");
+  Check(cudaEventCreate(&stop), "cudaEventCreate");
+  Check(cudaEventRecord(start, stream), "cudaEventRecord");
   for (int i = 0; i < iters; ++i) Die(fn(), "timed call");
-  cudaEventRecord(stop, stream);
-  cudaEventSynchronize(stop);
+  Check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  Check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  Check(cudaEventDestroy(start), "cudaEventDestroy");
+  Check(cudaEventDestroy(stop), "cudaEventDestroy");
   return 1000.0 * ms / iters;
 }
 
@@ -86,11 +95,11 @@ int Run(int B, int iters) {
     return 2;
   }
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
+  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("device: %s (sm_%d%d, %d SMs), batch %d, %d iterations per figure\n", prop.name,
               prop.major, prop.minor, prop.multiProcessorCount, B, iters);
   cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   const ModelConfig model;  // 784,128,10
   const int I = model.layers[0], H = model.layers[1], C = model.layers[2];
   const int64_t P = model.num_parameters();
@@ -112,7 +121,11 @@ int Run(int B, int iters) {
   StepScalars init{};
   init.loss_scale = 1.0f;
   init.lr = 0.01f;
-  cudaMemcpy(scalars, &init, sizeof(init), cudaMemcpyHostToDevice);
+  // On the stream the kernels run on, then waited for: a legacy-stream cudaMemcpy from pageable
+  // memory may return before its DMA lands and is not ordered before a non-blocking stream.
+  Check(cudaMemcpyAsync(scalars, &init, sizeof(init), cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync");
+  Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   const size_t ws_bytes = 32u << 20;
   void* ws = DeviceAlloc(ws_bytes);
 

@@ -97,9 +97,15 @@ class Stream {
   virtual absl::Status Record(Event* event) = 0;
   // Makes later work of this stream wait for `event` (on the device; returns at once).
   virtual absl::Status Wait(Event* event) = 0;
-  // Runs `fn` on a platform thread once all earlier work of this stream has completed.
-  // `fn` must not call into the device layer.
+  // Runs `fn` on a platform thread once all earlier work of this stream has completed; the
+  // stream waits for it. `fn` must not call into the device layer. Callbacks of all streams of
+  // a device may run one at a time (CUDA's host functions may be serialized): a slow one can
+  // hold other streams' callbacks, so device time is held with Delay, not a spinning callback.
   virtual absl::Status AddCallback(std::function<void()> fn) = 0;
+  // Holds this stream for `us` microseconds of device time, as a spinning kernel does (CUDA: a
+  // one-thread spin kernel; sim: a modelled wait on the stream). Later work of this stream
+  // starts after it; other streams and callbacks are not held. Used for injected delays.
+  virtual absl::Status Delay(int64_t us) = 0;
   // Blocks until all enqueued work has completed.
   virtual absl::Status Synchronize() = 0;
 };
@@ -122,6 +128,14 @@ class Device {
   virtual absl::StatusOr<Buffer> Allocate(size_t bytes) = 0;
   // Page-locked host memory: copies from it to the device are truly asynchronous.
   virtual absl::StatusOr<Buffer> AllocatePinnedHost(size_t bytes) = 0;
+  // Re-takes the clock anchor that Event::HostNanos places events by (device/clock_anchor.h)
+  // when it is older than `max_age_ns` (0: always). Events are placed less precisely the older
+  // their anchor; MeasuredBackend calls it every epoch. Blocks for a few microseconds when it
+  // re-takes. The simulated device stamps events with the host clock itself: a no-op there.
+  virtual absl::Status RefreshClockAnchor(int64_t max_age_ns) {
+    (void)max_age_ns;
+    return absl::OkStatus();
+  }
 
  protected:
   Device() = default;

@@ -1,16 +1,21 @@
 // device/device.h on the CUDA runtime: a stream is a non-blocking cudaStream_t, an event a
 // cudaEvent_t, device memory cudaMalloc, pinned host memory cudaHostAlloc, callbacks
 // cudaLaunchHostFunc. Every call is checked (SLUICE_CUDA_CHECK) and makes the device current
-// first, so any thread may use the objects.
+// for the call only (ScopedDevice restores the caller's), so any thread may use the objects
+// without its own current device changing.
 #include "device/cuda/cuda_device.h"
 
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "device/clock_anchor.h"
 #include "device/cuda/cuda_status.h"
+#include "device/cuda/spin_kernel.h"
 
 namespace sluice::device {
 
@@ -72,26 +77,142 @@ absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int
 
 namespace {
 
-// The host time of one completed timing event: CUDA events only give the time between two
-// events, so every timing event is placed on the host clock relative to this anchor.
-struct ClockAnchor {
-  cudaEvent_t event = nullptr;
-  int64_t host_ns = 0;
-};
-
 int64_t SteadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
+// Makes `device` current for one call and restores the caller's current device afterwards:
+// using a stream or a device never changes which device the caller's thread (a Python thread,
+// say) has current.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) : device_(device) {}
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  ~ScopedDevice() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  absl::Status Enter() {
+    SLUICE_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ == device_) return absl::OkStatus();
+    SLUICE_CUDA_CHECK(cudaSetDevice(device_));
+    switched_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  int device_;
+  int previous_ = 0;
+  bool switched_ = false;
+};
+#define SLUICE_ON_DEVICE(device)       \
+  ScopedDevice scoped_device_(device); \
+  RETURN_IF_ERROR(scoped_device_.Enter())
+
+// A timing query of an event whose record has not completed (or was never made) is the
+// caller's error, not the device's: kFailedPrecondition, as device.h promises.
+absl::Status NotCompletedOr(cudaError_t err, const char* what) {
+  if (err == cudaErrorNotReady || err == cudaErrorInvalidResourceHandle) {
+    cuda_internal::ClearLastCudaError();
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the event's last record has not completed"));
+  }
+  return absl::OkStatus();
+}
+
+// The clock anchors of one device (device/clock_anchor.h): timing events placed on the host
+// clock relative to the newest anchor, re-taken by RefreshClockAnchor. Every anchor event is
+// kept until the device closes, so an event being placed on another thread never reads an
+// anchor event that was destroyed or recorded again. Thread safe.
+class ClockAnchors {
+ public:
+  ~ClockAnchors() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  // Records a new anchor: the tightest of three host windows around an anchor event's
+  // completion, on a fresh stream with nothing before it.
+  absl::Status Take() {
+    cudaStream_t s = nullptr;
+    SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    absl::Status status = TakeOn(s);
+    cudaStreamDestroy(s);
+    return status;
+  }
+  // The host time of timing event `e`, whose last record has completed.
+  absl::StatusOr<int64_t> HostNanos(cudaEvent_t e) const {
+    cudaEvent_t anchor = nullptr, previous = nullptr;
+    int64_t anchor_ns = 0, previous_ns = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      anchor = current_;
+      anchor_ns = host_ns_;
+      previous = previous_;
+      previous_ns = previous_host_ns_;
+    }
+    float ms = 0;
+    cudaError_t err = cudaEventElapsedTime(&ms, anchor, e);
+    if (err != cudaSuccess && previous != nullptr) {
+      // An event recorded before the newest anchor: placed by the one before it.
+      cuda_internal::ClearLastCudaError();
+      err = cudaEventElapsedTime(&ms, previous, e);
+      anchor_ns = previous_ns;
+    }
+    RETURN_IF_ERROR(NotCompletedOr(err, "HostNanos"));
+    SLUICE_CUDA_CHECK(err);
+    return HostNsFromAnchor(anchor_ns, ms);
+  }
+  int64_t host_ns() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return host_ns_;
+  }
+
+ private:
+  absl::Status TakeOn(cudaStream_t s) {
+    cudaEvent_t best = nullptr;
+    AnchorWindow best_window;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      cudaEvent_t e = nullptr;
+      SLUICE_CUDA_CHECK(cudaEventCreate(&e));
+      AnchorWindow w;
+      w.before_ns = SteadyNs();
+      cudaError_t err = cudaEventRecord(e, s);
+      if (err == cudaSuccess) err = cudaEventSynchronize(e);
+      w.after_ns = SteadyNs();
+      if (err != cudaSuccess || (best != nullptr && w.width() >= best_window.width())) {
+        cudaEventDestroy(e);
+        SLUICE_CUDA_CHECK(err);
+        continue;
+      }
+      if (best != nullptr) cudaEventDestroy(best);
+      best = e;
+      best_window = w;
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    events_.push_back(best);
+    previous_ = current_;
+    previous_host_ns_ = host_ns_;
+    current_ = best;
+    host_ns_ = best_window.host_ns();
+    return absl::OkStatus();
+  }
+
+  mutable std::mutex mu_;
+  std::vector<cudaEvent_t> events_;  // every anchor taken, newest last
+  cudaEvent_t current_ = nullptr;
+  int64_t host_ns_ = 0;
+  cudaEvent_t previous_ = nullptr;  // the anchor before current_ (null: none)
+  int64_t previous_host_ns_ = 0;
+};
+
 class CudaEvent final : public Event {
  public:
-  CudaEvent(int device, cudaEvent_t event, bool timing, const ClockAnchor* anchor)
-      : device_(device), event_(event), timing_(timing), anchor_(anchor) {}
+  CudaEvent(int device, cudaEvent_t event, bool timing, const ClockAnchors* anchors)
+      : device_(device), event_(event), timing_(timing), anchors_(anchors) {}
   ~CudaEvent() override {
-    cudaSetDevice(device_);
-    cudaEventDestroy(event_);
+    ScopedDevice on(device_);
+    if (on.Enter().ok()) cudaEventDestroy(event_);
   }
   absl::Status Synchronize() override {
     SLUICE_CUDA_CHECK(cudaEventSynchronize(event_));
@@ -103,14 +224,17 @@ class CudaEvent final : public Event {
       return absl::FailedPreconditionError("NanosSince: both events need timing");
     }
     float ms = 0;
-    SLUICE_CUDA_CHECK(cudaEventElapsedTime(&ms, s.event_, event_));
-    return static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+    const cudaError_t err = cudaEventElapsedTime(&ms, s.event_, event_);
+    RETURN_IF_ERROR(NotCompletedOr(err, "NanosSince"));
+    SLUICE_CUDA_CHECK(err);
+    return NsFromElapsedMs(ms);
   }
   absl::StatusOr<int64_t> HostNanos() const override {
     if (!timing_) return absl::FailedPreconditionError("HostNanos: the event has no timing");
-    float ms = 0;
-    SLUICE_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_->event, event_));
-    return anchor_->host_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+    const cudaError_t query = cudaEventQuery(event_);
+    RETURN_IF_ERROR(NotCompletedOr(query, "HostNanos"));
+    SLUICE_CUDA_CHECK(query);
+    return anchors_->HostNanos(event_);
   }
   cudaEvent_t native() const { return event_; }
 
@@ -118,7 +242,7 @@ class CudaEvent final : public Event {
   int device_;
   cudaEvent_t event_;
   bool timing_;
-  const ClockAnchor* anchor_;
+  const ClockAnchors* anchors_;
 };
 
 class CudaStream final : public Stream {
@@ -127,33 +251,34 @@ class CudaStream final : public Stream {
       : device_(device), stream_(stream), owned_(owned) {}
   ~CudaStream() override {
     if (!owned_) return;  // a borrowed stream: its owner synchronizes and destroys it
-    cudaSetDevice(device_);
+    ScopedDevice on(device_);
+    if (!on.Enter().ok()) return;
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
     cuda_internal::ClearLastCudaError();
   }
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(device_));
+    SLUICE_ON_DEVICE(device_);
     SLUICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     return absl::OkStatus();
   }
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(device_));
+    SLUICE_ON_DEVICE(device_);
     SLUICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     return absl::OkStatus();
   }
   absl::Status Record(Event* event) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(device_));
+    SLUICE_ON_DEVICE(device_);
     SLUICE_CUDA_CHECK(cudaEventRecord(static_cast<CudaEvent*>(event)->native(), stream_));
     return absl::OkStatus();
   }
   absl::Status Wait(Event* event) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(device_));
+    SLUICE_ON_DEVICE(device_);
     SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<CudaEvent*>(event)->native(), 0));
     return absl::OkStatus();
   }
   absl::Status AddCallback(std::function<void()> fn) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(device_));
+    SLUICE_ON_DEVICE(device_);
     auto* heap = new std::function<void()>(std::move(fn));
     const cudaError_t err = cudaLaunchHostFunc(
         stream_,
@@ -165,6 +290,11 @@ class CudaStream final : public Stream {
         heap);
     if (err != cudaSuccess) delete heap;
     SLUICE_CUDA_CHECK(err);
+    return absl::OkStatus();
+  }
+  absl::Status Delay(int64_t us) override {
+    SLUICE_ON_DEVICE(device_);
+    SLUICE_CUDA_CHECK(cuda_internal::LaunchSpinKernel(us * 1000, stream_));
     return absl::OkStatus();
   }
   absl::Status Synchronize() override {
@@ -182,52 +312,38 @@ class CudaStream final : public Stream {
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
-  ~CudaDevice() override {
-    if (anchor_.event != nullptr) {
-      cudaSetDevice(ordinal_);
-      cudaEventDestroy(anchor_.event);
-    }
-  }
-
-  // Records the clock anchor on a fresh stream and waits for it: the host time just after it
-  // completed is its host time (off by the synchronization's latency, a few microseconds).
-  absl::Status Anchor() {
-    SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
-    SLUICE_CUDA_CHECK(cudaEventCreate(&anchor_.event));
-    cudaStream_t s = nullptr;
-    SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    const cudaError_t record = cudaEventRecord(anchor_.event, s);
-    const cudaError_t sync = record == cudaSuccess ? cudaEventSynchronize(anchor_.event) : record;
-    anchor_.host_ns = SteadyNs();
-    cudaStreamDestroy(s);
-    SLUICE_CUDA_CHECK(sync);
-    return absl::OkStatus();
+  // Takes the first clock anchor (the device is current on the calling thread).
+  absl::Status Anchor() { return anchors_.Take(); }
+  absl::Status RefreshClockAnchor(int64_t max_age_ns) override {
+    if (SteadyNs() - anchors_.host_ns() <= max_age_ns) return absl::OkStatus();
+    SLUICE_ON_DEVICE(ordinal_);
+    return anchors_.Take();
   }
   std::string name() const override { return name_; }
   Platform platform() const override { return Platform::kCuda; }
   int ordinal() const override { return ordinal_; }
 
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
+    SLUICE_ON_DEVICE(ordinal_);
     cudaStream_t s = nullptr;
     SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return std::unique_ptr<Stream>(std::make_unique<CudaStream>(ordinal_, s));
   }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent(bool timing) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
+    SLUICE_ON_DEVICE(ordinal_);
     cudaEvent_t e = nullptr;
     SLUICE_CUDA_CHECK(
         cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
-    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(ordinal_, e, timing, &anchor_));
+    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(ordinal_, e, timing, &anchors_));
   }
   absl::StatusOr<Buffer> Allocate(size_t bytes) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
+    SLUICE_ON_DEVICE(ordinal_);
     void* p = nullptr;
     SLUICE_CUDA_CHECK(cudaMalloc(&p, bytes));
     return MakeBuffer(Buffer::Kind::kDevice, p, bytes);
   }
   absl::StatusOr<Buffer> AllocatePinnedHost(size_t bytes) override {
-    SLUICE_CUDA_CHECK(cudaSetDevice(ordinal_));
+    SLUICE_ON_DEVICE(ordinal_);
     void* p = nullptr;
     SLUICE_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
     return MakeBuffer(Buffer::Kind::kPinnedHost, p, bytes);
@@ -235,7 +351,8 @@ class CudaDevice final : public Device {
 
  private:
   void Free(Buffer::Kind kind, void* data) override {
-    cudaSetDevice(ordinal_);
+    ScopedDevice on(ordinal_);
+    (void)on.Enter();
     if (kind == Buffer::Kind::kDevice) {
       cudaFree(data);
     } else {
@@ -246,7 +363,7 @@ class CudaDevice final : public Device {
 
   int ordinal_;
   std::string name_;
-  ClockAnchor anchor_;
+  ClockAnchors anchors_;
 };
 
 }  // namespace

@@ -113,8 +113,12 @@ class SimEvent final : public Event {
 
 class SimStream final : public Stream {
  public:
-  SimStream(const SimOptions& options, uint64_t jitter_seed)
-      : options_(options), rng_(jitter_seed), worker_([this] { Run(); }) {}
+  // `callback_mu`: the device's, held while a callback runs (see AddCallback).
+  SimStream(const SimOptions& options, uint64_t jitter_seed, std::mutex* callback_mu)
+      : options_(options),
+        callback_mu_(callback_mu),
+        rng_(jitter_seed),
+        worker_([this] { Run(); }) {}
   ~SimStream() override {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -142,8 +146,20 @@ class SimStream final : public Stream {
     if (seq != 0) Enqueue([e, seq] { e->WaitFor(seq); });
     return absl::OkStatus();
   }
+  // CUDA may run the host functions of all streams one at a time; the sim always does (one
+  // device-wide lock), so a callback that holds its thread delays the other streams' callbacks
+  // here as it can on a GPU.
   absl::Status AddCallback(std::function<void()> fn) override {
-    Enqueue(std::move(fn));
+    std::mutex* mu = callback_mu_;
+    Enqueue([mu, fn = std::move(fn)] {
+      std::lock_guard<std::mutex> l(*mu);
+      fn();
+    });
+    return absl::OkStatus();
+  }
+  absl::Status Delay(int64_t us) override {
+    const SkipFlags skip(options_);
+    Enqueue([us, skip] { ModelledWaitUntilNs(SteadyNs() + us * 1000, skip); });
     return absl::OkStatus();
   }
   absl::Status Synchronize() override {
@@ -205,6 +221,7 @@ class SimStream final : public Stream {
   }
 
   const SimOptions options_;
+  std::mutex* const callback_mu_;
   std::mt19937_64 rng_;  // the worker's only
   std::mutex mu_;
   std::condition_variable cv_;
@@ -230,7 +247,7 @@ class SimDevice final : public Device {
     std::lock_guard<std::mutex> l(mu_);
     // Each stream gets its own jitter sequence, derived from the seed.
     const uint64_t seed = options_.jitter_seed == 0 ? 0 : options_.jitter_seed + 7919 * ++streams_;
-    return std::unique_ptr<Stream>(std::make_unique<SimStream>(options_, seed));
+    return std::unique_ptr<Stream>(std::make_unique<SimStream>(options_, seed, &callback_mu_));
   }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent(bool timing) override {
     return std::unique_ptr<Event>(std::make_unique<SimEvent>(timing));
@@ -258,6 +275,7 @@ class SimDevice final : public Device {
   const int ordinal_;
   std::mutex mu_;
   uint64_t streams_ = 0;
+  std::mutex callback_mu_;  // held while any stream's callback runs
 };
 
 }  // namespace

@@ -10,6 +10,8 @@
 // - Events are recorded and waited on across streams exactly as CUDA orders them: a Wait waits
 //   for the most recent Record enqueued before it; timing events carry the host steady clock
 //   at completion, so NanosSince is device time and HostNanos places it on the host timeline.
+// - Callbacks of all streams of a device run one at a time (CUDA may serialize host functions);
+//   Delay holds only its stream, for a modelled time (a sleep).
 // - Work launched with SimLaunch (the simulated kernels: the CPU backend's code) runs on the
 //   stream's thread, and takes at least its modelled time.
 // - poison: a copy first fills its destination with 0xFF bytes (NaN floats, label -1) and

@@ -267,6 +267,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.input_bound_pct = compute.wait_input_pct;
   rep.host_wait_pct = Share(delivery.wait_input_ns, train_ns);
   rep.compute_host_pct = Share(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
+  rep.launch_gated_pct = Share(cs.launch_gated_ns, train_ns);
 
   // Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU
   // time per sample of the stages that use a core.

@@ -116,6 +116,9 @@ struct BottleneckReport {
   double input_bound_pct = 0;
   double host_wait_pct = 0;     // the host (consumer) blocked in Next(): delivery.wait_input
   double compute_host_pct = 0;  // host time inside TrainStep (on a device: enqueue)
+  // On a device: the steps' device spans while the host was still enqueuing that same step,
+  // % of training time (ComputeStats::launch_gated_ns); part of the compute row's busy_pct.
+  double launch_gated_pct = 0;
   VerdictClass verdict = VerdictClass::kNoData;
   Stage limiting_stage = Stage::kCompute;
   std::string sentence;  // the one-sentence verdict with a suggestion

@@ -124,6 +124,7 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   auto number_or_null = [](const std::optional<double>& v) {
     return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
   };
+  j["launch_gated_pct"] = launch_gated_pct;
   j["copy_hidden_pct"] = number_or_null(copy_hidden_pct);
   j["copy_startup_pct"] = number_or_null(copy_startup_pct);
   // Communication-bound names the exchange, which has no row in the stage table.

@@ -23,6 +23,9 @@ namespace {
 
 constexpr double kInputBoundPct = 20.0;  // tf.data's thresholds (TF Profiler)
 constexpr double kPartlyInputPct = 5.0;
+// A device whose step spans lie mostly (this share of its busy time) inside the host's enqueue
+// of the same step is waiting for launches, not computing.
+constexpr double kLaunchGatedFraction = 0.5;
 // CPU compute whose threads' CPU clocks advanced, while a step ran, by less than this share of
 // the cores they could use was starved by something outside the run (when it computed nearly
 // all the time and the run's own stages did not saturate the cores).
@@ -112,18 +115,32 @@ void DecideVerdict(const RunRecord& run, BottleneckReport* rep) {
   const std::string waited = absl::StrFormat("compute waited %.0f%% of training time", wait);
   const StageRow* slow = SlowestPipelineStage(*rep);
 
-  // Launch-bound: the device idled between steps although the host never waited for data,
-  // and the host's enqueue of a step takes longer than the device's step: enqueue is the limit.
-  if (rep->on_device && wait >= kPartlyInputPct && rep->host_wait_pct < kPartlyInputPct &&
-      rep->steps > 0 && rep->compute_host_pct * rep->train_seconds * 1e7 >= compute.busy_ns) {
+  // Launch-bound: the host never waited for data, and either the device idled between steps
+  // while enqueuing a step took the host longer than the device's step, or most of the device's
+  // step time fell while the host was still enqueuing that step (the device reached the step's
+  // start event at once and waited for each launch inside it: busy in the events, yet gated
+  // by the host). Either way the host's enqueue is the limit.
+  const bool idle_between_steps =
+      wait >= kPartlyInputPct &&
+      rep->compute_host_pct * rep->train_seconds * 1e7 >= compute.busy_ns;
+  const bool gated_by_launches =
+      compute.busy_pct > 0 && rep->launch_gated_pct >= kLaunchGatedFraction * compute.busy_pct;
+  if (rep->on_device && rep->host_wait_pct < kPartlyInputPct && rep->steps > 0 &&
+      (idle_between_steps || gated_by_launches)) {
     rep->limiting_stage = Stage::kCompute;
     rep->verdict = VerdictClass::kLaunchBound;
     const double enqueue_us = rep->compute_host_pct / 100 * rep->train_seconds * 1e6 / rep->steps;
+    const std::string why =
+        idle_between_steps
+            ? absl::StrCat(waited, " (the compute stream was idle between steps)")
+            : absl::StrFormat(
+                  "%.0f%% of the device's step time fell while the host was still enqueuing "
+                  "that step (the device waited for its launches)",
+                  100 * rep->launch_gated_pct / compute.busy_pct);
     rep->sentence = absl::StrFormat(
-        "launch-bound: %s (the compute stream was idle between steps) while the host never "
-        "waited for data; enqueuing a step takes %.1f us on the host, longer than the %.1f us "
-        "the device spends on it; %s or a larger batch",
-        waited, enqueue_us, compute.busy_ns / 1e3 / rep->steps, Suggest(compute, run, rep));
+        "launch-bound: %s while the host never waited for data; enqueuing a step takes %.1f us "
+        "on the host, against %.1f us of device time per step; %s or a larger batch",
+        why, enqueue_us, compute.busy_ns / 1e3 / rep->steps, Suggest(compute, run, rep));
     return;
   }
   // CPU compute that takes most of the saturated cores itself: a short wait for input is the

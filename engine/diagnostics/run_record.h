@@ -121,6 +121,10 @@ struct ComputeStats {
   // Copy time before each epoch's first step while no step ran (CopyOverlap::startup_ns): the
   // ring filling while compute had nothing to run.
   int64_t startup_copy_ns = 0;
+  // Device backends: the part of busy_ns that fell while the host was still enqueuing that
+  // same step (MeasuredBackend). A device faster than the host's launches spends most of each
+  // step's span there, waiting for the next launch: a launch-bound run reads busy, not idle.
+  int64_t launch_gated_ns = 0;
 };
 
 // One span of compute per step, for the timeline (device backends: device time on the host
@@ -129,6 +133,9 @@ struct ComputeSpan {
   uint64_t batch_id = 0;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
+  // On a device: when the host finished enqueuing the step (0: not known). The span before it
+  // may be the device waiting for launches, so it hides no copy (CopyHiddenShare).
+  int64_t enqueued_ns = 0;
 };
 
 // Who consumed the batches: sluice-train's job, or Python code through sluice.Loader. The

@@ -87,7 +87,9 @@ int OwnTrackTid(Stage stage) {
 
 double CopyHiddenShare(const RunRecord& run) {
   std::vector<std::pair<int64_t, int64_t>> compute;
-  for (const ComputeSpan& c : run.compute_spans) compute.emplace_back(c.start_ns, c.end_ns);
+  for (const ComputeSpan& c : run.compute_spans) {
+    compute.emplace_back(std::max(c.start_ns, std::min(c.enqueued_ns, c.end_ns)), c.end_ns);
+  }
   std::sort(compute.begin(), compute.end());
   // Merge overlapping compute spans so no copy time is counted twice.
   std::vector<std::pair<int64_t, int64_t>> merged;

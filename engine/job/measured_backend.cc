@@ -30,6 +30,14 @@ absl::Status MeasuredBackend::EnsureEvents() {
 }
 
 absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
+  const bool first_of_epoch = epoch_ != batch.epoch + 1;
+  if (stream_ != nullptr && first_of_epoch) {
+    // Steps are placed on the host clock from the device's clock anchor: re-take it every
+    // epoch (device/clock_anchor.h), once the previous epoch's steps are placed. Not part of
+    // the step's enqueue time.
+    RETURN_IF_ERROR(ResolveAll());
+    RETURN_IF_ERROR(inner_->device()->RefreshClockAnchor(0));
+  }
   const int64_t host_start = NowNs();
   StepEvents* ev = nullptr;
   if (stream_ != nullptr) {
@@ -58,16 +66,14 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
   }
   if (delay_us_ > 0) {
     if (stream_ != nullptr) {
-      // Device time: the compute stream is held this long (a callback blocks its stream on
-      // every device), inside the step's events.
-      const int64_t us = delay_us_;
-      RETURN_IF_ERROR(stream_->AddCallback([us] { SpinFor(us); }));
+      // Device time: the compute stream is held this long inside the step's events, by a
+      // device-side delay (a spinning host callback could also hold the uploads' callbacks).
+      RETURN_IF_ERROR(stream_->Delay(delay_us_));
     } else {
       SpinFor(delay_us_);  // the busy-wait the pipeline's stages use for their delays
     }
   }
   copy_overlap_.AddCopy(batch.copy_start_ns, batch.copy_end_ns);  // host batches: none
-  const bool first_of_epoch = epoch_ != batch.epoch + 1;
   epoch_ = batch.epoch + 1;
   const uint64_t step = stats_.steps++;
   stats_.samples += batch.size;
@@ -76,6 +82,8 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
   if (ev != nullptr) {
     RETURN_IF_ERROR(stream_->Record(ev->end.get()));
     ev->step = step;
+    ev->host_start_ns = host_start;
+    ev->host_end_ns = host_end;
     ev->pending = true;
     ev->first_of_epoch = first_of_epoch;
   } else {
@@ -90,8 +98,11 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
 absl::Status MeasuredBackend::Resolve(StepEvents& e) {
   e.pending = false;
   RETURN_IF_ERROR(e.end->Synchronize());
+  // The start placed on the host clock; the duration from the event pair itself, which is
+  // exact where two placed times would each carry the anchor's rounding.
   ASSIGN_OR_RETURN(const int64_t start, e.start->HostNanos());
-  ASSIGN_OR_RETURN(const int64_t end, e.end->HostNanos());
+  ASSIGN_OR_RETURN(const int64_t duration, e.end->NanosSince(*e.start));
+  const int64_t end = start + duration;
   if (stats_.first_start_ns == 0) stats_.first_start_ns = start;
   // Idle between steps of one epoch only: the gap before an epoch's first step holds the
   // evaluation and the pipeline's rebuild, which the report's span (training time) leaves out.
@@ -101,7 +112,13 @@ absl::Status MeasuredBackend::Resolve(StepEvents& e) {
   prev_end_ns_ = end;
   stats_.busy_ns += std::max<int64_t>(0, end - start);
   stats_.last_end_ns = std::max(stats_.last_end_ns, end);
-  AddSpan(e.step, start, end, e.first_of_epoch);
+  // The span while the host was still enqueuing this step: the device may have been waiting
+  // for its launches there, so that time neither proves the device busy nor hides a copy.
+  const int64_t gated_end = std::min(end, e.host_end_ns);
+  stats_.launch_gated_ns += std::max<int64_t>(0, gated_end - std::max(start, e.host_start_ns));
+  stats_.timeline.AddCompute(start, end);  // always: fixed size, no allocation
+  copy_overlap_.AddCompute(std::max(start, std::min(e.host_end_ns, end)), end, e.first_of_epoch);
+  if (keep_spans_) spans_.push_back({e.step, start, end, e.host_end_ns});
   return absl::OkStatus();
 }
 

@@ -6,8 +6,13 @@
 // the batch's ready event, then each step is bracketed by two timing events on the compute
 // stream. A step's busy time is the device time between them; the gap between one step's end
 // and the next step's start is time the device waited (for data, or for the host to enqueue
-// the step); the host time in TrainStep is kept apart as the enqueue time. Events are reused
-// from a ring of kEventRing pairs: the host blocks only when it runs kEventRing steps ahead.
+// the step); the host time in TrainStep is kept apart as the enqueue time. The start event is
+// enqueued before the step's work, so when the device is faster than the host's launches it
+// reaches the start at once and then waits for each launch inside the step's span: the part of
+// a span before the host finished enqueuing that step is kept as launch-gated time
+// (ComputeStats::launch_gated_ns), and only the span after it counts as compute that can hide
+// a copy. Events are reused from a ring of kEventRing pairs: the host blocks only when it runs
+// kEventRing steps ahead.
 //
 // Ownership: borrows `inner`, which must outlive it. Thread safety: the training thread only.
 #ifndef SLUICE_ENGINE_JOB_MEASURED_BACKEND_H_
@@ -57,6 +62,8 @@ class MeasuredBackend final : public Backend {
     std::unique_ptr<device::Event> start;
     std::unique_ptr<device::Event> end;
     uint64_t step = 0;
+    int64_t host_start_ns = 0;  // the host's enqueue of the step, steady clock
+    int64_t host_end_ns = 0;
     bool pending = false;
     bool first_of_epoch = false;
   };

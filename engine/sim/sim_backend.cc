@@ -7,6 +7,7 @@
 #include "engine/sim/sim_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,13 @@
 
 namespace sluice {
 namespace {
+
+// The host's part of a modelled launch: a busy wait, as the CPU time of a real launch.
+void SpinNs(int64_t ns) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
 
 class SimBackend final : public Backend {
  public:
@@ -46,6 +54,16 @@ class SimBackend final : public Backend {
   absl::Status TrainStep(const BatchView& batch, float lr) override {
     RETURN_IF_ERROR(FirstError());
     ASSIGN_OR_RETURN(BatchView v, Stage(batch));
+    // The launches before the last are empty and take no modelled time (a sleep that short
+    // would last the host scheduler's ~60 us instead); the last holds the step's kernels and
+    // its whole modelled time.
+    const int launches = std::max(1, sim_.launches_per_step);
+    for (int i = 0; i + 1 < launches; ++i) {
+      if (sim_.launch_host_ns > 0) SpinNs(sim_.launch_host_ns);
+      RETURN_IF_ERROR(device::SimLaunch(
+          stream_.get(), [] {}, 0));
+    }
+    if (sim_.launch_host_ns > 0) SpinNs(sim_.launch_host_ns);
     return device::SimLaunch(
         stream_.get(),
         [this, v, lr] {
@@ -159,6 +177,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const ModelState& stat
                                                           const CpuBackendOptions& cpu_options) {
   if (sim.compute_ns_per_step < 0 || !(sim.compute_samples_per_s >= 0)) {
     return absl::InvalidArgumentError("sim compute time and rate must be >= 0");
+  }
+  if (sim.launches_per_step < 1 || sim.launch_host_ns < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sim launches per step must be >= 1 and their host cost >= 0 ns, got ",
+                     sim.launches_per_step, " and ", sim.launch_host_ns));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu,
                    CreateCpuBackend(state, opt, options, cpu_options));

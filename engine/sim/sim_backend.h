@@ -22,6 +22,12 @@ struct SimBackendOptions {
   // batch / compute_samples_per_s (0: no bound from it).
   int64_t compute_ns_per_step = 0;
   double compute_samples_per_s = 0;
+  // The host's cost of launching: a step is enqueued as `launches_per_step` launches, each
+  // costing the host `launch_host_ns` (a spin, as a kernel launch's CPU time) before it is
+  // enqueued; the last launch holds the kernels and the modelled time. A device faster than these
+  // launches waits for each one inside the step: a launch-bound GPU step.
+  int launches_per_step = 1;
+  int64_t launch_host_ns = 0;
 };
 
 // Creates the sim backend; `cpu` configures the CPU kernels it runs. kInvalidArgument for a

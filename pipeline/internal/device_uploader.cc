@@ -55,7 +55,8 @@ absl::Status DeviceUploader::Enqueue(uint32_t slot, const void* samples, size_t 
     RETURN_IF_ERROR(stream_->CopyToDevice(s.samples.data(), samples, sample_bytes));
     RETURN_IF_ERROR(stream_->CopyToDevice(s.labels.data(), labels, label_bytes));
   }
-  if (delay_us > 0) RETURN_IF_ERROR(stream_->AddCallback([delay_us] { SpinFor(delay_us); }));
+  // Device time, as a slower copy: a spinning callback could hold other streams' callbacks.
+  if (delay_us > 0) RETURN_IF_ERROR(stream_->Delay(delay_us));
   RETURN_IF_ERROR(stream_->Record(s.ready.get()));
   return stream_->AddCallback(std::move(done));
 }

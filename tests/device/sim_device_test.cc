@@ -205,3 +205,48 @@ TEST(SimDevice, StopSkipsTheModelledTimeOfEnqueuedWorkButRunsIt) {
 
 }  // namespace
 }  // namespace sluice::device
+
+namespace sluice::device {
+namespace {
+
+// CUDA may run the host functions of all streams one at a time: the sim always does, so a
+// callback that spins on one stream holds a callback of another stream.
+TEST(SimDevice, CallbacksOfTwoStreamsRunOneAtATime) {
+  auto dev = Open();
+  auto a = *dev->CreateStream();
+  auto b = *dev->CreateStream();
+  std::atomic<bool> a_running{false};
+  std::atomic<int64_t> b_done_ns{0};
+  ASSERT_TRUE(a->AddCallback([&] {
+                 a_running = true;
+                 SpinFor(30'000);
+               }).ok());
+  while (!a_running) std::this_thread::yield();
+  const int64_t t0 = NowNs();
+  ASSERT_TRUE(b->AddCallback([&] { b_done_ns = NowNs(); }).ok());
+  ASSERT_TRUE(b->Synchronize().ok());
+  EXPECT_GE(b_done_ns - t0, 20'000'000) << "b's callback ran beside a's";
+  ASSERT_TRUE(a->Synchronize().ok());
+}
+
+// Delay holds its own stream for the modelled time, and neither another stream nor callbacks.
+TEST(SimDevice, DelayHoldsOnlyItsStream) {
+  auto dev = Open();
+  auto a = *dev->CreateStream();
+  auto b = *dev->CreateStream();
+  auto start = *dev->CreateEvent(true);
+  auto end = *dev->CreateEvent(true);
+  ASSERT_TRUE(a->Record(start.get()).ok());
+  ASSERT_TRUE(a->Delay(40'000).ok());
+  ASSERT_TRUE(a->Record(end.get()).ok());
+  std::atomic<int64_t> b_done_ns{0};
+  const int64_t t0 = NowNs();
+  ASSERT_TRUE(b->AddCallback([&] { b_done_ns = NowNs(); }).ok());
+  ASSERT_TRUE(b->Synchronize().ok());
+  EXPECT_LT(b_done_ns - t0, 20'000'000) << "b's callback waited for a's delay";
+  ASSERT_TRUE(end->Synchronize().ok());
+  EXPECT_GE(*end->NanosSince(*start), 40'000'000);
+}
+
+}  // namespace
+}  // namespace sluice::device

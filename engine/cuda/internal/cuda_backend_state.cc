@@ -26,17 +26,18 @@ absl::StatusOr<ModelState> CudaBackend::SaveState() {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     t.values.resize(n);
-    cudaCheck(cudaMemcpy(t.values.data(), params_ + offsets_[i], n * sizeof(float),
-                         cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(t.values.data(), params_ + offsets_[i], n * sizeof(float),
+                              cudaMemcpyDeviceToHost, stream_));
   }
   const size_t np = out.params.size();
   for (size_t j = 0; j < out.opt_state.size(); ++j) {
     const size_t slot = j / np, p = j % np;
     HostTensor& t = out.opt_state[j];
     t.values.resize(out.params[p].values.size());
-    cudaCheck(cudaMemcpy(t.values.data(), slots_ + slot * num_params_ + offsets_[p],
-                         t.values.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(t.values.data(), slots_ + slot * num_params_ + offsets_[p],
+                              t.values.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   }
+  cudaCheck(cudaStreamSynchronize(stream_));  // the host reads `out` on return
   return out;
 }
 
@@ -69,17 +70,21 @@ absl::Status CudaBackend::LoadState(const ModelState& state) {
   }
   cudaCheck(cudaSetDevice(device_));
   cudaCheck(cudaStreamSynchronize(stream_));  // nothing in flight may read what we overwrite
+  // Every copy on the compute stream, which then casts the weights: a legacy-stream cudaMemcpy
+  // from pageable memory may return before its DMA lands, and is not ordered before this
+  // non-blocking stream. The sources stay valid until the synchronize below.
   for (size_t i = 0; i < np; ++i) {
-    cudaCheck(cudaMemcpy(params_ + offsets_[i], state.params[i].values.data(),
-                         expected(i) * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(params_ + offsets_[i], state.params[i].values.data(),
+                              expected(i) * sizeof(float), cudaMemcpyHostToDevice, stream_));
   }
   for (size_t j = 0; j < state.opt_state.size(); ++j) {
-    cudaCheck(cudaMemcpy(slots_ + (j / np) * num_params_ + offsets_[j % np],
-                         state.opt_state[j].values.data(), expected(j % np) * sizeof(float),
-                         cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(slots_ + (j / np) * num_params_ + offsets_[j % np],
+                              state.opt_state[j].values.data(), expected(j % np) * sizeof(float),
+                              cudaMemcpyHostToDevice, stream_));
   }
-  long long steps = state.optimizer_steps;
-  cudaCheck(cudaMemcpy(&scalars_->optimizer_steps, &steps, sizeof(steps), cudaMemcpyHostToDevice));
+  const long long steps = state.optimizer_steps;
+  cudaCheck(cudaMemcpyAsync(&scalars_->optimizer_steps, &steps, sizeof(steps),
+                            cudaMemcpyHostToDevice, stream_));
   RETURN_IF_ERROR(RefreshLowPrecisionWeights());
   cudaCheck(cudaStreamSynchronize(stream_));
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -310,6 +311,38 @@ TEST_F(CudaBackendTest, SaveLoadRoundTripResumesIdentically) {
   auto fb = b->SaveState();
   ASSERT_TRUE(fa.ok() && fb.ok());
   ExpectSameState(*fb, *fa, 0.0f, 0.0f);
+}
+
+// LoadState's copies land before the compute stream makes the bf16 weight copy from them: a
+// large state (80 MB of pageable memory) whose last layer predicts class 3 for every sample
+// (zero weights, bias 10 on class 3), loaded over a random model, evaluates exactly as the
+// CPU backend does with it. A copy not ordered before the cast leaves the random model's
+// weights in the bf16 copy, and its predictions vary.
+TEST_F(CudaBackendTest, LoadStateLandsBeforeTheBf16WeightCopyIsMade) {
+  OptimizerConfig opt = Sgd();
+  ModelConfig big;
+  big.layers = {784, 4096, 4096, 10};
+  ModelState fixed = InitModelState(big, opt, 5);
+  HostTensor& last_w = fixed.params[fixed.params.size() - 2];
+  HostTensor& last_b = fixed.params.back();
+  std::fill(last_w.values.begin(), last_w.values.end(), 0.0f);
+  std::fill(last_b.values.begin(), last_b.values.end(), 0.0f);
+  last_b.values[3] = 10.0f;
+  BackendOptions options;
+  options.max_batch = 256;
+  options.precision = Precision::kBF16;
+  auto gpu = MakeCuda(InitModelState(big, opt, 6), opt, options);
+  ASSERT_TRUE(gpu);
+  ASSERT_TRUE(gpu->LoadState(fixed).ok());
+  auto cpu = MakeCpu(fixed, opt, options);
+  ASSERT_TRUE(cpu);
+  Batches data = MakeBatches(1, 256);
+  EvalStats on_gpu, on_cpu;
+  ASSERT_TRUE(gpu->Evaluate(data.View(0, H2DFormat::kU8), &on_gpu).ok());
+  ASSERT_TRUE(cpu->Evaluate(data.View(0, H2DFormat::kU8), &on_cpu).ok());
+  EXPECT_EQ(on_gpu.samples, 256);
+  EXPECT_EQ(on_gpu.correct, on_cpu.correct);
+  EXPECT_NEAR(on_gpu.loss_sum, on_cpu.loss_sum, 1e-3 * on_cpu.loss_sum);
 }
 
 TEST_F(CudaBackendTest, LoadStateRejectsWrongShapes) {

@@ -36,9 +36,13 @@ class DeviceVector {
     EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T)),
               cudaSuccess);
     EXPECT_EQ(cudaMemset(ptr_, 0, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    // Legacy-stream work is not ordered before the tests' non-blocking streams: wait for it.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   explicit DeviceVector(const std::vector<T>& host) : DeviceVector(host.size()) {
+    // From pageable memory cudaMemcpy may return before the DMA lands: wait for it.
     EXPECT_EQ(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~DeviceVector() { cudaFree(ptr_); }
   DeviceVector(const DeviceVector&) = delete;

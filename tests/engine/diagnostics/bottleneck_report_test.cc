@@ -117,6 +117,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "input_bound_pct",
                                             "host_wait_pct",
                                             "compute_host_pct",
+                                            "launch_gated_pct",
                                             "copy_hidden_pct",
                                             "copy_startup_pct",
                                             "verdict",

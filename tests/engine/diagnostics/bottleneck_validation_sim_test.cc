@@ -128,6 +128,33 @@ TEST_F(SimValidationTest, ReportsTheTracesCopyHiddenShare) {
       << report.ToText();
 }
 
+// A step of 32 samples enqueued as 30 launches of 200 us of host time each (6 ms per step) on a
+// device that needs 0.3 ms plus its CPU kernels (a 784-16-10 model: tens of microseconds, so a
+// loaded machine cannot make the device as slow as the host's launches): the
+// device reaches each step's start event at once and waits for the launches inside the step,
+// so its events read busy, not idle. The report still names the launches, and the copies that
+// fell into the launch gaps do not count as hidden.
+TEST_F(SimValidationTest, LaunchBoundStepIsNamed) {
+  BottleneckReport report;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    TrainJobOptions o = Job(/*link_ms=*/0.1, /*compute_ms=*/0.3, 120);
+    o.pipeline.order.batch_size = 32;
+    o.model.layers = {784, 16, 10};
+    o.backend.sim.launches_per_step = 30;
+    o.backend.sim.launch_host_ns = 200'000;
+    auto result = RunTrainJob(Env::Default(), o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    report = AnalyzeRun(result->run, nullptr, 2);
+    if (report.verdict == VerdictClass::kLaunchBound) break;
+  }
+  SCOPED_TRACE(report.ToText());
+  EXPECT_EQ(report.verdict, VerdictClass::kLaunchBound) << report.sentence;
+  EXPECT_EQ(report.limiting_stage, Stage::kCompute);
+  EXPECT_GE(report.launch_gated_pct, 0.5 * report.row(Stage::kCompute).busy_pct);
+  ASSERT_TRUE(report.copy_hidden_pct.has_value());
+  EXPECT_LT(*report.copy_hidden_pct, 50) << "copies in launch gaps counted as hidden";
+}
+
 // A link slower than compute: the report names h2d, and predicts the throughput within 15%.
 TEST_F(SimValidationTest, SlowLinkIsNamed) {
   BottleneckReport report =
