@@ -141,12 +141,15 @@ TEST(ShardV2Test, WorkedExampleMatchesTheFormatDoc) {
   EXPECT_EQ(DecodeFixed64(file->data() + 91 + 40 + 16), 2u);  // entry 1: first_record
   EXPECT_EQ(DecodeFixed64(file->data() + 171), 91u);          // footer: index_offset
   EXPECT_EQ(m->ToJson().find("\"version\": 2"), m->ToJson().find("\"version\""));
-  // The fuzzer's seed is this shard (regenerate with SLUICE_WRITE_SEEDS=<dir>).
+  // The fuzzers' seeds are this shard and its manifest (SLUICE_WRITE_SEEDS=<dir> writes them
+  // there: tests/storage/fuzz/seeds/{shard,manifest}_reader_fuzzer/worked_example_v2.*).
   if (const char* seeds = std::getenv("SLUICE_WRITE_SEEDS")) {
-    auto out = Env::Default()->NewWritableFile(JoinPath(seeds, "worked_example_v2.shard"));
-    ASSERT_TRUE(out.ok());
-    ASSERT_TRUE((*out)->Append(*file).ok());
-    ASSERT_TRUE((*out)->Close().ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(Env::Default(), JoinPath(seeds, "worked_example_v2.shard"), *file)
+            .ok());
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(),
+                                    JoinPath(seeds, "worked_example_v2.manifest.json"), m->ToJson())
+                    .ok());
   }
 }
 
