@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/coding.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 
 namespace sluice {
@@ -154,6 +155,20 @@ absl::StatusOr<ImageList> ReadImageListFile(Env* env, const std::string& list_pa
 absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
                                             const ReadImagesOptions& options) {
   const size_t n = list.paths.size();
+  // The files are held in memory, and their frames again before the shards are written: check
+  // both fit before reading (a missing file is named here too).
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<uint64_t> size = env->GetFileSize(list.paths[i]);
+    if (!size.ok()) {
+      return absl::Status(size.status().code(),
+                          absl::StrCat(list.names[i], ": ", size.status().message()));
+    }
+    total += *size;
+  }
+  RETURN_IF_ERROR(CheckMemory(
+      absl::StrCat(n, " image files of ", FormatBytes(total), ", held twice while sharding"),
+      2 * total));
   std::vector<std::string> bytes(n);
   std::vector<absl::Status> errors(n);
   std::atomic<uint64_t> done{0};

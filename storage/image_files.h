@@ -58,7 +58,9 @@ struct ImageRecords {
   std::string first_skipped;  // "<name>: <reason>" of the first skipped file
 };
 
-// Reads the files of `list` in parallel, in list order.
+// Reads the files of `list` in parallel, in list order. Every file is held in memory (and its
+// frames again while sharding): kResourceExhausted before reading when twice their total size
+// exceeds the memory available (common/limits.h CheckMemory).
 absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
                                             const ReadImagesOptions& options);
 
