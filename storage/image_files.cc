@@ -157,18 +157,18 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
   const size_t n = list.paths.size();
   // The files are held in memory, and their frames again before the shards are written: check
   // both fit before reading (a missing file is named here too).
-  uint64_t total = 0;
+  uint64_t total_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     absl::StatusOr<uint64_t> size = env->GetFileSize(list.paths[i]);
     if (!size.ok()) {
       return absl::Status(size.status().code(),
                           absl::StrCat(list.names[i], ": ", size.status().message()));
     }
-    total += *size;
+    total_bytes += *size;
   }
   RETURN_IF_ERROR(CheckMemory(
-      absl::StrCat(n, " image files of ", FormatBytes(total), ", held twice while sharding"),
-      2 * total));
+      absl::StrCat(n, " image files of ", FormatBytes(total_bytes), ", held twice while sharding"),
+      2 * total_bytes));
   std::vector<std::string> bytes(n);
   std::vector<absl::Status> errors(n);
   std::atomic<uint64_t> done{0};
