@@ -241,6 +241,17 @@ TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounte
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
 }
 
+TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
+  // A sparse 1 GiB "image": its size, not its bytes, is what the check reads.
+  RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat && truncate -s 1G ", dir_,
+                        "/folder/cat/huge.png"));
+  Result r = RunShell(absl::StrCat("ulimit -v 1000000 && ", SLUICE_SHARD_BIN,
+                                   " create --quiet --image-folder ", dir_, "/folder --out ", dir_,
+                                   "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("1 image files of 1.0 GiB, held twice while sharding needs"));
+}
+
 TEST_F(SluiceShardImagesTest, ClassFolderWithoutImagesIsNamed) {
   RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat ", dir_, "/folder/dog && echo x > ", dir_,
                         "/folder/dog/a.txt"));
