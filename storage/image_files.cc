@@ -86,7 +86,7 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
   if (path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no path before the label"));
   }
-  list->names.emplace_back(path);
+  list->names.push_back(absl::StrCat(where, ": ", path));
   list->paths.push_back(absl::StartsWith(path, "/") ? std::string(path) : JoinPath(list_dir, path));
   list->labels.push_back(label);
   return absl::OkStatus();
@@ -118,8 +118,8 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
           ++list.ignored_files;
           continue;
         }
-        list.names.push_back(folder + "/" + f);
-        list.paths.push_back(JoinPath(dir, list.names.back()));
+        list.paths.push_back(JoinPath(dir, folder + "/" + f));
+        list.names.push_back(list.paths.back());
         list.labels.push_back(label);
       }
     }

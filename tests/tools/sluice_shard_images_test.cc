@@ -203,6 +203,19 @@ TEST_F(SluiceShardImagesTest, ListFileRecordsFollowTheListWithItsLabels) {
   EXPECT_EQ((*ds)->manifest().sources[0].role, "list");
 }
 
+TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine) {
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/a.txt", "text").ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.txt,1\n").ok());
+  Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("record 0 (", dir_,
+                                               "/list.txt:1: a.txt): not a JPEG or PNG image")));
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "\nnone.png,1\n").ok());
+  r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat(dir_, "/list.txt:2: none.png: ")));
+}
+
 TEST_F(SluiceShardImagesTest, BadListLineIsNamedWithItsLineNumber) {
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.png,1\nb.png,x\n").ok());
   Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
@@ -220,9 +233,9 @@ TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounte
   const std::string manifest_before = FileBytes(out + "/train.manifest.json");
   for (const auto& [file, contents, what] :
        {std::tuple<const char*, const char*, const char*>{
-            "ant/empty.png", "", "(ant/empty.png): zero bytes, expected a JPEG or PNG"},
+            "ant/empty.png", "", "/folder/ant/empty.png): zero bytes, expected a JPEG or PNG"},
         {"ant/fake.jpg", "GIF89a",
-         "(ant/fake.jpg): not a JPEG or PNG image (starts with "
+         "/folder/ant/fake.jpg): not a JPEG or PNG image (starts with "
          "474946383961"}}) {
     RunShell(absl::StrCat("rm -f ", root, "/ant/empty.png ", root, "/ant/fake.jpg"));
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
@@ -236,8 +249,9 @@ TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounte
   Result r = RunShard(
       absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("skipped 2 bad image files (--skip-bad-images); the first: "
-                                  "ant/empty.png: zero bytes"));
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("skipped 2 bad image files (--skip-bad-images); "
+                                               "the first: ",
+                                               root, "/ant/empty.png: zero bytes")));
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
 }
 
