@@ -92,6 +92,74 @@ std::string NotAPlainName(absl::string_view name) {
                       "\" is not a plain file name (no '/', NUL, '.' or '..')");
 }
 
+// The "sample" object: a dtype and shape (version 1), or u8 and an encoding (version 2).
+absl::Status ParseSample(const Fields& sf, bool encoded, RecordSpec* spec) {
+  ASSIGN_OR_RETURN(spec->sample_dtype, DTypeField(sf, &ParseSampleDType));
+  if (encoded) {
+    if (spec->sample_dtype != SampleDType::kU8) {
+      return sf.Error("dtype", "expected \"u8\" for encoded samples");
+    }
+    ASSIGN_OR_RETURN(std::string name, sf.Str("encoding"));
+    absl::StatusOr<SampleEncoding> e = ParseSampleEncoding(name);
+    if (!e.ok()) return sf.Error("encoding", e.status().message());
+    spec->encoding = *e;
+    spec->height = spec->width = spec->channels = 0;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(uint64_t height, sf.U64("height"));
+  ASSIGN_OR_RETURN(uint64_t width, sf.U64("width"));
+  ASSIGN_OR_RETURN(uint64_t channels, sf.U64("channels"));
+  if (height == 0 || width == 0 || channels == 0 || height > UINT32_MAX || width > UINT32_MAX ||
+      channels > UINT32_MAX) {
+    return sf.Error("height/width/channels", "expected each in [1, 2^32)");
+  }
+  spec->height = static_cast<uint32_t>(height);
+  spec->width = static_cast<uint32_t>(width);
+  spec->channels = static_cast<uint32_t>(channels);
+  return absl::OkStatus();
+}
+
+// label.classes: one string per class, as many as num_classes.
+absl::Status ParseClassNames(const Fields& lf, Manifest* m) {
+  ASSIGN_OR_RETURN(const Json* classes, lf.Get("classes"));
+  if (!classes->is_array() || !m->num_classes || classes->size() != *m->num_classes) {
+    return lf.Error("classes", absl::StrCat("expected an array of num_classes (",
+                                            m->num_classes ? *m->num_classes : 0, ") names"));
+  }
+  for (const Json& name : *classes) {
+    if (!name.is_string()) return lf.Error("classes", "expected strings");
+    m->class_names.push_back(name.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// The "options" object; encoded splits add frame_bytes and codec, and have zstd_level only
+// with codec zstd.
+absl::Status ParseOptions(const Fields& of, bool encoded, ShardingOptions* o) {
+  ASSIGN_OR_RETURN(o->records_per_shard, of.U64("records_per_shard"));
+  ASSIGN_OR_RETURN(uint64_t rpf, of.U64("records_per_frame"));
+  if (o->records_per_shard == 0) return of.Error("records_per_shard", "expected >= 1");
+  if (rpf == 0 || rpf > UINT32_MAX) return of.Error("records_per_frame", "expected in [1, 2^32)");
+  o->records_per_frame = static_cast<uint32_t>(rpf);
+  o->codec = FrameCodec::kZstd;
+  if (encoded) {
+    ASSIGN_OR_RETURN(uint64_t frame_bytes, of.U64("frame_bytes"));
+    if (frame_bytes == 0 || frame_bytes > kMaxFrameBytes) {
+      return of.Error("frame_bytes", "expected in [1, 2^31]");
+    }
+    o->frame_bytes = static_cast<uint32_t>(frame_bytes);
+    ASSIGN_OR_RETURN(std::string codec, of.Str("codec"));
+    absl::StatusOr<FrameCodec> c = ParseFrameCodec(codec);
+    if (!c.ok()) return of.Error("codec", c.status().message());
+    o->codec = *c;
+  }
+  if (o->codec == FrameCodec::kZstd) {
+    ASSIGN_OR_RETURN(int64_t level, of.I64("zstd_level"));
+    o->zstd_level = static_cast<int>(level);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string Manifest::ToJson() const {
@@ -108,24 +176,37 @@ std::string Manifest::ToJson() const {
   }
   Json label_json = ObjectOf({{"dtype", std::string(LabelDTypeName(spec.label_dtype))}});
   if (num_classes) label_json["num_classes"] = *num_classes;
+  if (!class_names.empty()) label_json["classes"] = class_names;
   Json sources_json = Json::array();
   for (const SourceEntry& s : sources) {
     sources_json.push_back(ObjectOf(
         {{"role", s.role}, {"file", s.file}, {"bytes", s.bytes}, {"xxh3", ChecksumToHex(s.xxh3)}}));
   }
+  // Encoded samples (version 2) have an encoding instead of a shape, and frames cut by size.
+  Json sample_json = spec.encoded()
+                         ? ObjectOf({{"dtype", std::string(SampleDTypeName(spec.sample_dtype))},
+                                     {"encoding", std::string(SampleEncodingName(spec.encoding))}})
+                         : ObjectOf({{"dtype", std::string(SampleDTypeName(spec.sample_dtype))},
+                                     {"height", spec.height},
+                                     {"width", spec.width},
+                                     {"channels", spec.channels}});
+  Json options_json = ObjectOf({{"records_per_shard", options.records_per_shard},
+                                {"records_per_frame", options.records_per_frame}});
+  if (spec.encoded()) {
+    options_json["frame_bytes"] = options.frame_bytes;
+    options_json["codec"] = std::string(FrameCodecName(options.codec));
+  }
+  if (!spec.encoded() || options.codec == FrameCodec::kZstd) {
+    options_json["zstd_level"] = options.zstd_level;
+  }
   Json j = ObjectOf({
       {"format", "sluice-dataset"},
-      {"version", 1},
+      {"version", spec.encoded() ? 2 : 1},
       {"split", split},
       {"record_count", record_count},
-      {"sample", ObjectOf({{"dtype", std::string(SampleDTypeName(spec.sample_dtype))},
-                           {"height", spec.height},
-                           {"width", spec.width},
-                           {"channels", spec.channels}})},
+      {"sample", sample_json},
       {"label", label_json},
-      {"options", ObjectOf({{"records_per_shard", options.records_per_shard},
-                            {"records_per_frame", options.records_per_frame},
-                            {"zstd_level", options.zstd_level}})},
+      {"options", options_json},
       {"shards", shards_json},
       {"sources", sources_json},
   });
@@ -142,9 +223,10 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
   ASSIGN_OR_RETURN(std::string format, top.Str("format"));
   if (format != "sluice-dataset") return top.Error("format", "expected \"sluice-dataset\"");
   ASSIGN_OR_RETURN(uint64_t version, top.U64("version"));
-  if (version != 1) {
-    return top.Error("version", absl::StrCat("unsupported version ", version, ", expected 1"));
+  if (version != 1 && version != 2) {
+    return top.Error("version", absl::StrCat("unsupported version ", version, ", expected 1 or 2"));
   }
+  const bool encoded = version == 2;
   ASSIGN_OR_RETURN(m.split, top.Str("split"));
   if (!IsPlainFileName(m.split)) return top.Error("split", NotAPlainName(m.split));
   if (absl::EndsWith(path, kManifestSuffix) && BaseName(path) != ManifestFileName(m.split)) {
@@ -154,18 +236,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
   if (m.record_count == 0) return top.Error("record_count", "expected >= 1");
 
   ASSIGN_OR_RETURN(const Json* sample, top.Get("sample"));
-  Fields sf(*sample, "sample.", path);
-  ASSIGN_OR_RETURN(m.spec.sample_dtype, DTypeField(sf, &ParseSampleDType));
-  ASSIGN_OR_RETURN(uint64_t height, sf.U64("height"));
-  ASSIGN_OR_RETURN(uint64_t width, sf.U64("width"));
-  ASSIGN_OR_RETURN(uint64_t channels, sf.U64("channels"));
-  if (height == 0 || width == 0 || channels == 0 || height > UINT32_MAX || width > UINT32_MAX ||
-      channels > UINT32_MAX) {
-    return sf.Error("height/width/channels", "expected each in [1, 2^32)");
-  }
-  m.spec.height = static_cast<uint32_t>(height);
-  m.spec.width = static_cast<uint32_t>(width);
-  m.spec.channels = static_cast<uint32_t>(channels);
+  RETURN_IF_ERROR(ParseSample(Fields(*sample, "sample.", path), encoded, &m.spec));
   ASSIGN_OR_RETURN(const Json* label, top.Get("label"));
   Fields lf(*label, "label.", path);
   ASSIGN_OR_RETURN(m.spec.label_dtype, DTypeField(lf, &ParseLabelDType));
@@ -178,16 +249,10 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     }
     m.num_classes = static_cast<uint32_t>(classes);
   }
+  if (lf.Has("classes")) RETURN_IF_ERROR(ParseClassNames(lf, &m));
 
   ASSIGN_OR_RETURN(const Json* options, top.Get("options"));
-  Fields of(*options, "options.", path);
-  ASSIGN_OR_RETURN(m.options.records_per_shard, of.U64("records_per_shard"));
-  ASSIGN_OR_RETURN(uint64_t rpf, of.U64("records_per_frame"));
-  if (m.options.records_per_shard == 0) return of.Error("records_per_shard", "expected >= 1");
-  if (rpf == 0 || rpf > UINT32_MAX) return of.Error("records_per_frame", "expected in [1, 2^32)");
-  m.options.records_per_frame = static_cast<uint32_t>(rpf);
-  ASSIGN_OR_RETURN(int64_t level, of.I64("zstd_level"));
-  m.options.zstd_level = static_cast<int>(level);
+  RETURN_IF_ERROR(ParseOptions(Fields(*options, "options.", path), encoded, &m.options));
 
   ASSIGN_OR_RETURN(const Json* shards, top.Get("shards"));
   if (!shards->is_array() || shards->empty()) {
@@ -219,8 +284,12 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     }
     const uint64_t want_frames =
         (s.record_count + m.options.records_per_frame - 1) / m.options.records_per_frame;
-    if (frames != want_frames) {
-      return f.Error("frame_count", absl::StrCat(frames, ", expected ", want_frames));
+    // Encoded records: frames are also closed at frame_bytes, so there may be more (at most
+    // one per record).
+    if (encoded ? frames < want_frames || frames > s.record_count : frames != want_frames) {
+      return f.Error("frame_count",
+                     absl::StrCat(frames, ", expected ", encoded ? "at least " : "", want_frames,
+                                  encoded ? absl::StrCat(" and at most ", s.record_count) : ""));
     }
     s.frame_count = static_cast<uint32_t>(frames);
     next_record += s.record_count;
@@ -349,6 +418,9 @@ absl::StatusOr<std::unique_ptr<ShardReader>> Dataset::OpenShard(size_t i) const 
   if (h.frame_count != e.frame_count) return mismatch("frame_count", h.frame_count, e.frame_count);
   if (h.records_per_frame != manifest_.options.records_per_frame) {
     return mismatch("records_per_frame", h.records_per_frame, manifest_.options.records_per_frame);
+  }
+  if (h.spec.encoded() && h.codec != manifest_.options.codec) {
+    return mismatch("codec", FrameCodecName(h.codec), FrameCodecName(manifest_.options.codec));
   }
   if (h.shard_index != i) return mismatch("shard_index", h.shard_index, i);
   if (r->file_size() != e.bytes) return mismatch("file size", r->file_size(), e.bytes);

@@ -46,8 +46,12 @@ struct SourceEntry {
 
 struct ShardingOptions {
   uint64_t records_per_shard = 16384;
-  uint32_t records_per_frame = 256;
+  uint32_t records_per_frame = 256;  // encoded records: the most a frame holds
   int zstd_level = 3;
+  // Encoded records only (docs/formats/shard.md, "Version 2"): how frames are stored (fixed-size
+  // records are always zstd), and the raw size at which a frame is closed, in [1, 2^31].
+  FrameCodec codec = FrameCodec::kZstd;
+  uint32_t frame_bytes = kDefaultFrameBytes;
 };
 
 struct Manifest {
@@ -57,6 +61,9 @@ struct Manifest {
   // Every label lies in [0, num_classes); absent in manifests written before the field existed
   // (docs/formats/shard.md, "label.num_classes").
   std::optional<uint32_t> num_classes;
+  // The class names of an ImageFolder ingestion, index = label (sorted subfolder names); empty
+  // otherwise. When set, its size equals num_classes.
+  std::vector<std::string> class_names;
   ShardingOptions options;
   std::vector<ShardEntry> shards;
   std::vector<SourceEntry> sources;

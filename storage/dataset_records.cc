@@ -17,6 +17,12 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
   RecordArrays out;
   out.spec = dataset.spec();
   out.count = dataset.record_count();
+  if (dataset.spec().encoded()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dataset.manifest_path(), ": records are encoded ",
+        SampleEncodingName(dataset.spec().encoding),
+        " images of different sizes; reading them as fixed-size arrays needs a decoder"));
+  }
   // The manifest's shape is data: check its product before allocating it (a 65536x65536
   // split must fail with a message, not bad_alloc).
   const std::string what =

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -21,13 +23,28 @@
 namespace sluice {
 namespace {
 
-// A frame to compress: shard `shard`, frame `frame`, global records [first, first + count).
+// A frame to compress: shard `shard`, frame `frame`, global records [first, first + count),
+// `raw_size` raw bytes.
 struct FrameJob {
   uint32_t shard;
   uint32_t frame;
   uint64_t first;
   uint32_t count;
+  uint32_t raw_size;
 };
+
+// The frames of a split, planned before any byte is written: the manifest's shard entries
+// (first_record, record_count, frame_count), the jobs in shard and frame order, and the header
+// fields every shard shares.
+struct SplitPlan {
+  Manifest manifest;
+  std::vector<FrameJob> jobs;
+  std::vector<size_t> first_job_of_shard;
+  std::vector<uint32_t> max_sample_bytes;  // per shard; encoded records only
+};
+
+// Writes a frame's raw bytes (the FrameView layout) of `job` into `raw` (cleared first).
+using AssembleFrame = std::function<void(const FrameJob& job, std::string* raw)>;
 
 absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
                            const ShardingOptions& o) {
@@ -102,9 +119,7 @@ absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader&
   ShardWriter writer(file.get(), header);
   for (uint32_t f = 0; f < header.frame_count; ++f) {
     const FrameJob& job = jobs[first_job + f];
-    RETURN_IF_ERROR(writer.AddCompressedFrame(
-        stored[first_job + f],
-        static_cast<uint32_t>(FrameView::ExpectedBytes(header.spec, job.count)), job.count));
+    RETURN_IF_ERROR(writer.AddCompressedFrame(stored[first_job + f], job.raw_size, job.count));
   }
   RETURN_IF_ERROR(writer.Finish());
   RETURN_IF_ERROR(file->Sync());
@@ -115,27 +130,27 @@ absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader&
   return absl::OkStatus();
 }
 
-int64_t LabelAt(const RecordArrays& r, uint64_t i) {
-  if (r.spec.label_dtype == LabelDType::kU8) return static_cast<uint8_t>(r.labels[i]);
-  return static_cast<int32_t>(DecodeFixed32(r.labels.data() + 4 * i));
+int64_t LabelAt(LabelDType type, const std::string& labels, uint64_t i) {
+  if (type == LabelDType::kU8) return static_cast<uint8_t>(labels[i]);
+  return static_cast<int32_t>(DecodeFixed32(labels.data() + 4 * i));
 }
 
-}  // namespace
-
-absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& r, std::optional<uint64_t> requested) {
-  const uint64_t most = r.spec.label_dtype == LabelDType::kU8 ? 256 : INT32_MAX;
+// CheckLabels over `count` labels of type `type`, back to back in `labels`.
+absl::StatusOr<uint32_t> CheckLabelValues(LabelDType type, const std::string& labels,
+                                          uint64_t count, std::optional<uint64_t> requested) {
+  const uint64_t most = type == LabelDType::kU8 ? 256 : INT32_MAX;
   if (requested && (*requested == 0 || *requested > most)) {
     return absl::InvalidArgumentError(absl::StrCat("num_classes ", *requested, ": expected in [1, ",
-                                                   most, "] for ",
-                                                   LabelDTypeName(r.spec.label_dtype), " labels"));
+                                                   most, "] for ", LabelDTypeName(type),
+                                                   " labels"));
   }
-  if (r.labels.size() != r.count * r.spec.label_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat("labels: ", r.labels.size(), " bytes, expected ",
-                                                   r.count * r.spec.label_bytes()));
+  if (labels.size() != count * LabelDTypeSize(type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels: ", labels.size(), " bytes, expected ", count * LabelDTypeSize(type)));
   }
   int64_t max_label = -1;
-  for (uint64_t i = 0; i < r.count; ++i) {
-    const int64_t label = LabelAt(r, i);
+  for (uint64_t i = 0; i < count; ++i) {
+    const int64_t label = LabelAt(type, labels, i);
     if (label < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("label of record ", i, " is ", label, ": expected a class index >= 0"));
@@ -151,46 +166,152 @@ absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& r, std::optional<uint64
   return static_cast<uint32_t>(max_label + 1);
 }
 
-absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
-                                      const RecordArrays& records,
-                                      const WriteDatasetOptions& options) {
-  const ShardingOptions& o = options.sharding;
-  RETURN_IF_ERROR(ValidateInput(split, records, o));
-  if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
-  // One writer per directory, for the whole write (docs/formats/lock.md); creates `dir`.
-  ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
-                   FileLock::Acquire(env, dir, absl::StrCat("writing split \"", split, "\"")));
+// "record 7 (cats/x.jpg)", or "record 7" when the records carry no names.
+std::string RecordName(const EncodedRecords& r, uint64_t i) {
+  if (i < r.names.size()) return absl::StrCat("record ", i, " (", r.names[i], ")");
+  return absl::StrCat("record ", i);
+}
 
-  const RecordSpec& spec = records.spec;
-  Manifest m;
+// The spec of encoded records: every sample a JPEG or PNG of 1..kMaxEncodedSampleBytes bytes;
+// the encoding is that of all of them, or kImage for a mix. Also checks the options that apply.
+absl::StatusOr<RecordSpec> ValidateEncodedInput(const std::string& split, const EncodedRecords& r,
+                                                const ShardingOptions& o) {
+  RecordArrays shape_free;  // ValidateInput's name, count and frame checks, on a 1-byte shape
+  shape_free.spec = RecordSpec{.height = 1, .width = 1, .channels = 1};
+  shape_free.spec.label_dtype = r.label_dtype;
+  shape_free.count = r.samples.size();
+  shape_free.samples.resize(r.samples.size());
+  shape_free.labels = r.labels;
+  if (!r.names.empty() && r.names.size() != r.samples.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.names.size(), " record names for ", r.samples.size(), " records"));
+  }
+  ShardingOptions checked = o;
+  checked.records_per_frame = 1;  // a frame's size is bounded by frame_bytes instead
+  if (o.codec == FrameCodec::kNone) checked.zstd_level = 1;  // unused
+  RETURN_IF_ERROR(ValidateInput(split, shape_free, checked));
+  if (o.records_per_frame == 0) {
+    return absl::InvalidArgumentError("records per frame must be >= 1");
+  }
+  if (o.frame_bytes == 0 || o.frame_bytes > kMaxFrameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame bytes ", o.frame_bytes, ": expected in [1, 2^31]"));
+  }
+  RecordSpec spec;
+  spec.label_dtype = r.label_dtype;
+  spec.height = spec.width = spec.channels = 0;
+  for (uint64_t i = 0; i < r.samples.size(); ++i) {
+    const std::string& sample = r.samples[i];
+    if (sample.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(RecordName(r, i), ": zero bytes, expected a JPEG or PNG image"));
+    }
+    if (sample.size() > kMaxEncodedSampleBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(RecordName(r, i), ": ", sample.size(), " bytes, more than the ",
+                       kMaxEncodedSampleBytes, "-byte (256 MiB) limit of an encoded sample"));
+    }
+    std::optional<SampleEncoding> e = SniffImageEncoding(sample);
+    if (!e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          RecordName(r, i), ": not a JPEG or PNG image (starts with ",
+          absl::BytesToHexString(sample.substr(0, 8)),
+          "; expected FF D8 FF or 89 50 4E 47 0D 0A 1A 0A); sluice stores JPEG and PNG files"));
+    }
+    spec.encoding = i == 0 ? *e : CombineEncodings(spec.encoding, *e);
+  }
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& r, std::optional<uint64_t> requested) {
+  return CheckLabelValues(r.spec.label_dtype, r.labels, r.count, requested);
+}
+
+absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& r, std::optional<uint64_t> requested) {
+  return CheckLabelValues(r.label_dtype, r.labels, r.samples.size(), requested);
+}
+
+namespace {
+
+// The frame plan of fixed-size records: M records per frame but each shard's last.
+SplitPlan PlanFixedFrames(const std::string& split, uint64_t count, const RecordSpec& spec,
+                          const ShardingOptions& o) {
+  SplitPlan plan;
+  Manifest& m = plan.manifest;
   m.split = split;
-  m.record_count = records.count;
+  m.record_count = count;
   m.spec = spec;
   m.options = o;
-  m.sources = options.sources;
-  m.num_classes = options.num_classes;
-
-  std::vector<FrameJob> jobs;
-  std::vector<size_t> first_job_of_shard;
-  const uint64_t shard_count = (records.count + o.records_per_shard - 1) / o.records_per_shard;
+  const uint64_t shard_count = (count + o.records_per_shard - 1) / o.records_per_shard;
   for (uint32_t s = 0; s < shard_count; ++s) {
     ShardEntry e;  // e.file, e.bytes and e.xxh3 are known once the shard is written
     e.first_record = uint64_t{s} * o.records_per_shard;
-    e.record_count = std::min<uint64_t>(o.records_per_shard, records.count - e.first_record);
+    e.record_count = std::min<uint64_t>(o.records_per_shard, count - e.first_record);
     e.frame_count =
         static_cast<uint32_t>((e.record_count + o.records_per_frame - 1) / o.records_per_frame);
-    first_job_of_shard.push_back(jobs.size());
+    plan.first_job_of_shard.push_back(plan.jobs.size());
     for (uint32_t f = 0; f < e.frame_count; ++f) {
       const uint64_t first = e.first_record + uint64_t{f} * o.records_per_frame;
       const uint64_t end = std::min(e.first_record + e.record_count, first + o.records_per_frame);
-      jobs.push_back({s, f, first, static_cast<uint32_t>(end - first)});
+      const auto n = static_cast<uint32_t>(end - first);
+      plan.jobs.push_back(
+          {s, f, first, n, static_cast<uint32_t>(FrameView::ExpectedBytes(spec, n))});
     }
     m.shards.push_back(std::move(e));
   }
+  return plan;
+}
 
-  // Compress every frame in parallel. Each frame's bytes depend only on its records and the
-  // level, and frames are written in index order afterwards, so the thread count cannot change
-  // the output.
+// The frame plan of encoded records (docs/formats/shard.md, "How the writer cuts frames"):
+// within each shard, a frame is closed at M records or when the next record would take its raw
+// size past frame_bytes; a frame takes at least one record.
+SplitPlan PlanVariableFrames(const std::string& split, const EncodedRecords& r,
+                             const RecordSpec& spec, const ShardingOptions& o) {
+  SplitPlan plan;
+  Manifest& m = plan.manifest;
+  m.split = split;
+  m.record_count = r.samples.size();
+  m.spec = spec;
+  m.options = o;
+  const uint64_t count = r.samples.size();
+  const uint64_t per_record = FrameView::VariableOverheadBytes(spec, 1);
+  for (uint32_t s = 0; uint64_t{s} * o.records_per_shard < count; ++s) {
+    ShardEntry e;
+    e.first_record = uint64_t{s} * o.records_per_shard;
+    e.record_count = std::min<uint64_t>(o.records_per_shard, count - e.first_record);
+    plan.first_job_of_shard.push_back(plan.jobs.size());
+    uint32_t largest = 0;
+    FrameJob job{s, 0, e.first_record, 0, 0};
+    for (uint64_t i = e.first_record; i < e.first_record + e.record_count; ++i) {
+      const uint64_t size = per_record + r.samples[i].size();
+      if (job.count > 0 &&
+          (job.count == o.records_per_frame || job.raw_size + size > o.frame_bytes)) {
+        plan.jobs.push_back(job);
+        job = FrameJob{s, job.frame + 1, i, 0, 0};
+      }
+      ++job.count;
+      job.raw_size += static_cast<uint32_t>(size);
+      largest = std::max(largest, static_cast<uint32_t>(r.samples[i].size()));
+    }
+    plan.jobs.push_back(job);
+    e.frame_count = job.frame + 1;
+    plan.max_sample_bytes.push_back(largest);
+    m.shards.push_back(std::move(e));
+  }
+  return plan;
+}
+
+// Assembles and compresses every planned frame in parallel (codec none: stores the raw bytes).
+// Each frame's bytes depend only on its records and the options, and frames are written in
+// index order afterwards, so the thread count cannot change the output.
+absl::StatusOr<std::vector<std::string>> MakeStoredFrames(const SplitPlan& plan,
+                                                          const AssembleFrame& assemble,
+                                                          const WriteDatasetOptions& options) {
+  const std::vector<FrameJob>& jobs = plan.jobs;
+  const bool compress =
+      !plan.manifest.spec.encoded() || options.sharding.codec == FrameCodec::kZstd;
   std::vector<std::string> stored(jobs.size());
   std::vector<absl::Status> errors(jobs.size());
   std::atomic<uint64_t> done{0};
@@ -200,19 +321,19 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
                       [&](const tbb::blocked_range<size_t>& range) {
                         for (size_t j = range.begin(); j != range.end(); ++j) {
                           const FrameJob& job = jobs[j];
-                          // The frame is assembled in a per-thread buffer reused across
-                          // frames (no page faults per frame).
-                          thread_local std::string raw;
-                          raw.clear();
-                          AppendFrameRaw(spec,
-                                         records.samples.data() + job.first * spec.sample_bytes(),
-                                         records.labels.data() + job.first * spec.label_bytes(),
-                                         static_cast<uint32_t>(job.count), &raw);
-                          auto c = CompressFrame(raw, o.zstd_level);
-                          if (c.ok()) {
-                            stored[j] = std::move(*c);
+                          if (!compress) {
+                            assemble(job, &stored[j]);
                           } else {
-                            errors[j] = c.status();
+                            // The frame is assembled in a per-thread buffer reused across
+                            // frames (no page faults per frame).
+                            thread_local std::string raw;
+                            assemble(job, &raw);
+                            auto c = CompressFrame(raw, options.sharding.zstd_level);
+                            if (c.ok()) {
+                              stored[j] = std::move(*c);
+                            } else {
+                              errors[j] = c.status();
+                            }
                           }
                           const uint64_t total = done.fetch_add(job.count) + job.count;
                           if (options.on_progress) options.on_progress(total);
@@ -220,7 +341,25 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
                       });
   });
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+  return stored;
+}
 
+// Writes the planned split under the directory lock: frames, shards, the manifest switch and
+// the cleanup (docs/formats/shard.md, "Atomicity and rewriting a split").
+absl::StatusOr<Manifest> WriteSplit(Env* env, const std::string& dir, SplitPlan plan,
+                                    const AssembleFrame& assemble,
+                                    const WriteDatasetOptions& options) {
+  const std::string& split = plan.manifest.split;
+  // One writer per directory, for the whole write (docs/formats/lock.md); creates `dir`.
+  ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
+                   FileLock::Acquire(env, dir, absl::StrCat("writing split \"", split, "\"")));
+  Manifest& m = plan.manifest;
+  m.sources = options.sources;
+  m.num_classes = options.num_classes;
+  m.class_names = options.class_names;
+  ASSIGN_OR_RETURN(std::vector<std::string> stored, MakeStoredFrames(plan, assemble, options));
+  const std::vector<FrameJob>& jobs = plan.jobs;
+  const uint32_t shard_count = static_cast<uint32_t>(m.shards.size());
   // The new split goes beside the old one under its own names; the manifest's rename is the
   // switch; the old split's shards are deleted only after it (docs/formats/shard.md,
   // "Atomicity and rewriting a split").
@@ -232,14 +371,18 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     for (uint32_t s = 0; s < shard_count; ++s) {
       ShardEntry& e = m.shards[s];
       ShardHeader h;
-      h.spec = spec;
+      h.spec = m.spec;
       h.record_count = e.record_count;
       h.first_record = e.first_record;
-      h.records_per_frame = o.records_per_frame;
+      h.records_per_frame = m.options.records_per_frame;
       h.frame_count = e.frame_count;
       h.shard_index = s;
+      if (m.spec.encoded()) {
+        h.codec = m.options.codec;
+        h.max_sample_bytes = plan.max_sample_bytes[s];
+      }
       const std::string tmp = JoinPath(dir, ShardTempFileName(split, s));
-      RETURN_IF_ERROR(WriteShardFile(env, tmp, h, stored, jobs, first_job_of_shard[s], &e));
+      RETURN_IF_ERROR(WriteShardFile(env, tmp, h, stored, jobs, plan.first_job_of_shard[s], &e));
       // A name stands for one content: an existing file of that name (a shard the old split
       // shares with the new one) has these bytes, and is not ours to delete on failure.
       e.file = ShardFileName(split, s, e.xxh3);
@@ -290,6 +433,50 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     }
   }
   return m;
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
+                                      const RecordArrays& records,
+                                      const WriteDatasetOptions& options) {
+  const ShardingOptions& o = options.sharding;
+  RETURN_IF_ERROR(ValidateInput(split, records, o));
+  if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
+  if (!options.class_names.empty()) {
+    return absl::InvalidArgumentError("class names are recorded for encoded images only");
+  }
+  const RecordSpec& spec = records.spec;
+  AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
+    raw->clear();
+    AppendFrameRaw(spec, records.samples.data() + job.first * spec.sample_bytes(),
+                   records.labels.data() + job.first * spec.label_bytes(), job.count, raw);
+  };
+  return WriteSplit(env, dir, PlanFixedFrames(split, records.count, spec, o), assemble, options);
+}
+
+absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
+                                             const std::string& split,
+                                             const EncodedRecords& records,
+                                             const WriteDatasetOptions& options) {
+  const ShardingOptions& o = options.sharding;
+  ASSIGN_OR_RETURN(RecordSpec spec, ValidateEncodedInput(split, records, o));
+  if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
+  if (!options.class_names.empty() &&
+      (!options.num_classes || options.class_names.size() != *options.num_classes)) {
+    return absl::InvalidArgumentError(absl::StrCat(options.class_names.size(),
+                                                   " class names for num_classes ",
+                                                   options.num_classes.value_or(0)));
+  }
+  AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
+    raw->clear();
+    std::vector<absl::string_view> samples(records.samples.begin() + job.first,
+                                           records.samples.begin() + job.first + job.count);
+    raw->reserve(job.raw_size);
+    AppendVariableFrameRaw(spec, samples, records.labels.data() + job.first * spec.label_bytes(),
+                           raw);
+  };
+  return WriteSplit(env, dir, PlanVariableFrames(split, records, spec, o), assemble, options);
 }
 
 }  // namespace sluice

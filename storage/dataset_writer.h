@@ -25,6 +25,16 @@ struct RecordArrays {
   std::string labels;
 };
 
+// Encoded records (docs/formats/shard.md, "Version 2"): each sample is the bytes of a JPEG or
+// PNG file, stored as they are; `labels` holds samples.size() labels of `label_dtype`.
+struct EncodedRecords {
+  LabelDType label_dtype = LabelDType::kU8;
+  std::vector<std::string> samples;
+  std::string labels;
+  // Where each sample came from (e.g. a file path), for error messages; empty or one per sample.
+  std::vector<std::string> names;
+};
+
 struct WriteDatasetOptions {
   ShardingOptions sharding;
   int threads = 0;  // frame compression threads (0: all cores); output bytes do not depend on it
@@ -32,6 +42,9 @@ struct WriteDatasetOptions {
   // Recorded in the manifest as label.num_classes; when set, a label outside [0, num_classes)
   // is refused before anything is written (the front doors set it with CheckLabels).
   std::optional<uint32_t> num_classes;
+  // Encoded records only: the class names (index = label) recorded in the manifest
+  // (label.classes), as many as num_classes.
+  std::vector<std::string> class_names;
   // Called with the number of records finished so far (from any thread); may be empty.
   std::function<void(uint64_t)> on_progress;
 };
@@ -40,6 +53,8 @@ struct WriteDatasetOptions {
 // (kInvalidArgument) a negative label, or one >= the class count, naming the first such record's
 // index and value; and a class count outside [1, 256] for u8 labels, [1, 2^31 - 1] for i32.
 absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& records,
+                                     std::optional<uint64_t> requested);
+absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& records,
                                      std::optional<uint64_t> requested);
 
 // Writes split `split` of `records` into `dir` (created if needed), holding the directory's
@@ -50,6 +65,17 @@ absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& records,
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
                                       const RecordArrays& records,
                                       const WriteDatasetOptions& options);
+
+// Writes split `split` of encoded records as version 2 shards (docs/formats/shard.md,
+// "Version 2"), with the guarantees of WriteDataset (lock, byte-identical output for any
+// `threads`, atomic replacement). Frames are cut at options.sharding.records_per_frame records
+// or frame_bytes raw bytes and stored with options.sharding.codec. Refuses (kInvalidArgument,
+// naming the record and, when given, its name) a sample that is empty, larger than
+// kMaxEncodedSampleBytes, or not a JPEG or PNG (by its signature; nothing is decoded).
+absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
+                                             const std::string& split,
+                                             const EncodedRecords& records,
+                                             const WriteDatasetOptions& options);
 
 }  // namespace sluice
 

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/enum_names.h"
@@ -13,6 +14,12 @@ constexpr auto kSampleDTypeNames =
     MakeEnumNames<SampleDType>({{SampleDType::kU8, "u8"}, {SampleDType::kF32, "f32"}});
 constexpr auto kLabelDTypeNames =
     MakeEnumNames<LabelDType>({{LabelDType::kU8, "u8"}, {LabelDType::kI32, "i32"}});
+constexpr auto kSampleEncodingNames =
+    MakeEnumNames<SampleEncoding>({{SampleEncoding::kJpeg, "jpeg"},
+                                   {SampleEncoding::kPng, "png"},
+                                   {SampleEncoding::kImage, "image"}});
+constexpr auto kFrameCodecNames =
+    MakeEnumNames<FrameCodec>({{FrameCodec::kNone, "none"}, {FrameCodec::kZstd, "zstd"}});
 
 // Parse of `names`, or InvalidArgument "unknown <what> "<name>", expected u8 or f32".
 template <typename E, size_t N>
@@ -33,6 +40,34 @@ absl::StatusOr<SampleDType> ParseSampleDType(absl::string_view name) {
 
 absl::StatusOr<LabelDType> ParseLabelDType(absl::string_view name) {
   return ParseDType(kLabelDTypeNames, "label dtype", name);
+}
+
+absl::string_view SampleEncodingName(SampleEncoding e) {
+  return e == SampleEncoding::kRaw ? "raw" : kSampleEncodingNames.Name(e);
+}
+
+absl::StatusOr<SampleEncoding> ParseSampleEncoding(absl::string_view name) {
+  return ParseDType(kSampleEncodingNames, "sample encoding", name);
+}
+
+absl::string_view FrameCodecName(FrameCodec c) { return kFrameCodecNames.Name(c); }
+
+absl::StatusOr<FrameCodec> ParseFrameCodec(absl::string_view name) {
+  return ParseDType(kFrameCodecNames, "codec", name);
+}
+
+std::optional<SampleEncoding> SniffImageEncoding(absl::string_view bytes) {
+  static constexpr char kJpeg[] = {'\xFF', '\xD8', '\xFF'};
+  static constexpr char kPng[] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1A', '\n'};
+  if (absl::StartsWith(bytes, absl::string_view(kJpeg, sizeof(kJpeg)))) {
+    return SampleEncoding::kJpeg;
+  }
+  if (absl::StartsWith(bytes, absl::string_view(kPng, sizeof(kPng)))) return SampleEncoding::kPng;
+  return std::nullopt;
+}
+
+SampleEncoding CombineEncodings(SampleEncoding a, SampleEncoding b) {
+  return a == b ? a : SampleEncoding::kImage;
 }
 
 std::string ShardFileName(absl::string_view split, uint32_t shard_index, uint64_t file_xxh3) {

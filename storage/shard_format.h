@@ -4,6 +4,7 @@
 #define SLUICE_STORAGE_SHARD_FORMAT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,7 +14,15 @@ namespace sluice {
 
 inline constexpr char kShardMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'H'};
 inline constexpr char kFooterMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'F', 'T'};
-inline constexpr uint32_t kShardVersion = 1;
+inline constexpr uint32_t kShardVersion = 1;  // fixed-size records
+// Variable-size records: encoded images (docs/formats/shard.md, "Version 2").
+inline constexpr uint32_t kShardVersionVariable = 2;
+// The largest encoded sample (2^28 bytes, 256 MiB): a 4k 16-bit RGBA PNG stored without
+// compression is 66 MB.
+inline constexpr uint32_t kMaxEncodedSampleBytes = 1u << 28;
+// The largest frame_bytes option (a frame's raw size stays below 2^32 with one oversized record).
+inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
+inline constexpr uint32_t kDefaultFrameBytes = 4u << 20;
 inline constexpr uint32_t kShardHeaderSize = 64;
 inline constexpr uint32_t kIndexEntrySize = 40;
 inline constexpr uint32_t kFooterSize = 32;
@@ -26,18 +35,40 @@ enum class LabelDType : uint8_t { kU8 = 1, kI32 = 2 };
 
 inline constexpr size_t SampleDTypeSize(SampleDType t) { return t == SampleDType::kU8 ? 1 : 4; }
 inline constexpr size_t LabelDTypeSize(LabelDType t) { return t == LabelDType::kU8 ? 1 : 4; }
+// How a sample is stored: a fixed-size raw array (version 1), or an encoded image file's bytes
+// (version 2; the code is the header's sample_encoding byte).
+enum class SampleEncoding : uint8_t { kRaw = 0, kJpeg = 1, kPng = 2, kImage = 3 };
+// How a frame's raw bytes are stored (version 2's codec byte; version 1 is always zstd).
+enum class FrameCodec : uint8_t { kNone = 0, kZstd = 1 };
+
 absl::string_view SampleDTypeName(SampleDType t);  // "u8" | "f32"
 absl::string_view LabelDTypeName(LabelDType t);    // "u8" | "i32"
 absl::StatusOr<SampleDType> ParseSampleDType(absl::string_view name);
 absl::StatusOr<LabelDType> ParseLabelDType(absl::string_view name);
+absl::string_view SampleEncodingName(SampleEncoding e);  // "raw" | "jpeg" | "png" | "image"
+absl::StatusOr<SampleEncoding> ParseSampleEncoding(absl::string_view name);  // not "raw"
+absl::string_view FrameCodecName(FrameCodec c);                              // "none" | "zstd"
+absl::StatusOr<FrameCodec> ParseFrameCodec(absl::string_view name);
+// The encoding of `bytes` from its signature (JPEG FF D8 FF, PNG 89 50 4E 47 0D 0A 1A 0A), or
+// nullopt for anything else (a zero-byte file included). Decodes nothing.
+std::optional<SampleEncoding> SniffImageEncoding(absl::string_view bytes);
+// The encoding of a split whose samples have encodings `a` and `b`: equal ones stay, a mix of
+// JPEG and PNG is kImage.
+SampleEncoding CombineEncodings(SampleEncoding a, SampleEncoding b);
 
 // The shape and types of one record; identical for every shard of a split.
+// Encoded records (encoding != kRaw) are variable-size byte strings: their height, width and
+// channels are 0 (not a sample shape) and sample_values()/sample_bytes() do not apply; their
+// sizes are in the frame (FrameView::sample_size).
 struct RecordSpec {
   SampleDType sample_dtype = SampleDType::kU8;
   LabelDType label_dtype = LabelDType::kU8;
   uint32_t height = 0;
   uint32_t width = 0;
   uint32_t channels = 1;
+  SampleEncoding encoding = SampleEncoding::kRaw;
+
+  bool encoded() const { return encoding != SampleEncoding::kRaw; }
 
   size_t sample_values() const { return size_t{height} * width * channels; }
   size_t sample_bytes() const { return sample_values() * SampleDTypeSize(sample_dtype); }
@@ -64,6 +95,11 @@ struct ShardHeader {
   uint32_t records_per_frame = 0;
   uint32_t frame_count = 0;
   uint32_t shard_index = 0;
+  // Version 2 only (encoded records); version 1 is zstd with no per-shard bound.
+  FrameCodec codec = FrameCodec::kZstd;
+  uint32_t max_sample_bytes = 0;  // the largest sample of the shard
+
+  uint32_t version() const { return spec.encoded() ? kShardVersionVariable : kShardVersion; }
 };
 
 // "<split>-<5-digit index>-<xxh3 of the whole file, 16 hex>.shard" (docs/formats/shard.md,

@@ -2,7 +2,9 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
@@ -74,9 +76,9 @@ absl::Status ReadHeaderAndFooter(const RandomAccessFile& file, const std::string
   }
   // 2. Version and header size.
   const uint32_t version = DecodeFixed32(h + 8);
-  if (version != kShardVersion) {
-    return HeaderError(path,
-                       absl::StrCat("unsupported version ", version, ", expected ", kShardVersion));
+  if (version != kShardVersion && version != kShardVersionVariable) {
+    return HeaderError(path, absl::StrCat("unsupported version ", version, ", expected ",
+                                          kShardVersion, " or ", kShardVersionVariable));
   }
   if (DecodeFixed32(h + 12) != kShardHeaderSize) {
     return HeaderError(
@@ -120,12 +122,68 @@ absl::Status ReadIndexAndCheckMeta(const RandomAccessFile& file, const std::stri
   return absl::OkStatus();
 }
 
+// Step 4 for version 2 (docs/formats/shard.md, "Version 2"): encoding, codec and the largest
+// sample instead of a shape; frames hold 1..M records each.
+absl::Status DecodeVariableHeader(const std::string& path, const char* h, ShardHeader* hdr) {
+  if (hdr->spec.sample_dtype != SampleDType::kU8) {
+    return HeaderError(path, "sample_dtype of a version 2 shard must be 1 (u8: bytes)");
+  }
+  const uint8_t encoding = static_cast<uint8_t>(h[18]);
+  const uint8_t codec = static_cast<uint8_t>(h[19]);
+  if (encoding < 1 || encoding > 3) {
+    return HeaderError(path, absl::StrCat("unknown sample_encoding ", encoding,
+                                          ", expected 1 (jpeg), 2 (png) or 3 (image)"));
+  }
+  if (codec > 1) {
+    return HeaderError(path,
+                       absl::StrCat("unknown codec ", codec, ", expected 0 (none) or 1 (zstd)"));
+  }
+  hdr->spec.encoding = static_cast<SampleEncoding>(encoding);
+  hdr->codec = static_cast<FrameCodec>(codec);
+  hdr->max_sample_bytes = DecodeFixed32(h + 20);
+  if (hdr->max_sample_bytes == 0 || hdr->max_sample_bytes > kMaxEncodedSampleBytes) {
+    return HeaderError(path, absl::StrCat("max_sample_bytes ", hdr->max_sample_bytes,
+                                          ", expected in [1, ", kMaxEncodedSampleBytes, "]"));
+  }
+  if (DecodeFixed32(h + 24) != 0 || DecodeFixed32(h + 28) != 0 || DecodeFixed32(h + 60) != 0) {
+    return HeaderError(path, "reserved fields are not 0");
+  }
+  hdr->spec.height = hdr->spec.width = hdr->spec.channels = 0;
+  return absl::OkStatus();
+}
+
+// Step 4 for version 1: reserved fields, the shape, and M records per frame within 2^32 - 1.
+absl::Status DecodeFixedHeader(const std::string& path, const char* h, ShardHeader* hdr) {
+  hdr->spec.height = DecodeFixed32(h + 20);
+  hdr->spec.width = DecodeFixed32(h + 24);
+  hdr->spec.channels = DecodeFixed32(h + 28);
+  if (DecodeFixed16(h + 18) != 0 || DecodeFixed32(h + 60) != 0) {
+    return HeaderError(path, "reserved fields are not 0");
+  }
+  if (hdr->spec.height == 0 || hdr->spec.width == 0 || hdr->spec.channels == 0) {
+    return HeaderError(path, absl::StrCat("dimensions ", hdr->spec.height, "x", hdr->spec.width,
+                                          "x", hdr->spec.channels, ", expected each >= 1"));
+  }
+  // raw_size is a u32, so M records (a whole frame) must fit in 2^32 - 1 bytes. Three u32
+  // dimensions can overflow 64 bits, hence the checked multiplications.
+  uint64_t frame_bytes = 0;
+  if (__builtin_mul_overflow(uint64_t{hdr->spec.height}, hdr->spec.width, &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, uint64_t{hdr->spec.channels}, &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, SampleDTypeSize(hdr->spec.sample_dtype), &frame_bytes) ||
+      __builtin_add_overflow(frame_bytes, LabelDTypeSize(hdr->spec.label_dtype), &frame_bytes) ||
+      __builtin_mul_overflow(frame_bytes, uint64_t{hdr->records_per_frame}, &frame_bytes) ||
+      frame_bytes > UINT32_MAX) {
+    return HeaderError(path, "records_per_frame x record size exceeds 2^32 - 1 bytes");
+  }
+  return absl::OkStatus();
+}
+
 // Step 4: the header's fields, checked against each other and the footer.
 absl::StatusOr<ShardHeader> DecodeHeader(const std::string& path, const ShardMeta& meta) {
   const char* h = meta.header.data();
   const char* footer = meta.footer;
   const uint32_t footer_frames = meta.footer_frames;
-  // 4. Header fields.
+  const bool variable = DecodeFixed32(h + 8) == kShardVersionVariable;
   ShardHeader hdr;
   const uint8_t sdt = static_cast<uint8_t>(h[16]);
   const uint8_t ldt = static_cast<uint8_t>(h[17]);
@@ -137,44 +195,55 @@ absl::StatusOr<ShardHeader> DecodeHeader(const std::string& path, const ShardMet
   }
   hdr.spec.sample_dtype = static_cast<SampleDType>(sdt);
   hdr.spec.label_dtype = static_cast<LabelDType>(ldt);
-  hdr.spec.height = DecodeFixed32(h + 20);
-  hdr.spec.width = DecodeFixed32(h + 24);
-  hdr.spec.channels = DecodeFixed32(h + 28);
   hdr.record_count = DecodeFixed64(h + 32);
   hdr.first_record = DecodeFixed64(h + 40);
   hdr.records_per_frame = DecodeFixed32(h + 48);
   hdr.frame_count = DecodeFixed32(h + 52);
   hdr.shard_index = DecodeFixed32(h + 56);
-  if (DecodeFixed16(h + 18) != 0 || DecodeFixed32(h + 60) != 0) {
-    return HeaderError(path, "reserved fields are not 0");
-  }
   if (DecodeFixed32(footer + 12) != 0) return FooterError(path, "reserved field is not 0");
-  if (hdr.spec.height == 0 || hdr.spec.width == 0 || hdr.spec.channels == 0) {
-    return HeaderError(path, absl::StrCat("dimensions ", hdr.spec.height, "x", hdr.spec.width, "x",
-                                          hdr.spec.channels, ", expected each >= 1"));
-  }
-  // raw_size is a u32, so M records (a whole frame) must fit in 2^32 - 1 bytes. Three u32
-  // dimensions can overflow 64 bits, hence the checked multiplications.
-  uint64_t frame_bytes = 0;
-  if (__builtin_mul_overflow(uint64_t{hdr.spec.height}, hdr.spec.width, &frame_bytes) ||
-      __builtin_mul_overflow(frame_bytes, uint64_t{hdr.spec.channels}, &frame_bytes) ||
-      __builtin_mul_overflow(frame_bytes, SampleDTypeSize(hdr.spec.sample_dtype), &frame_bytes) ||
-      __builtin_add_overflow(frame_bytes, LabelDTypeSize(hdr.spec.label_dtype), &frame_bytes) ||
-      __builtin_mul_overflow(frame_bytes, uint64_t{hdr.records_per_frame}, &frame_bytes) ||
-      frame_bytes > UINT32_MAX) {
-    return HeaderError(path, "records_per_frame x record size exceeds 2^32 - 1 bytes");
-  }
+  RETURN_IF_ERROR(variable ? DecodeVariableHeader(path, h, &hdr)
+                           : DecodeFixedHeader(path, h, &hdr));
   if (hdr.record_count == 0) return HeaderError(path, "record_count 0, expected >= 1");
   if (hdr.records_per_frame == 0) return HeaderError(path, "records_per_frame 0, expected >= 1");
-  const uint64_t expected_frames =
+  const uint64_t fewest_frames =
       (hdr.record_count + hdr.records_per_frame - 1) / hdr.records_per_frame;
-  if (hdr.frame_count != expected_frames || footer_frames != hdr.frame_count) {
-    return HeaderError(path, absl::StrCat("frame_count ", hdr.frame_count, " (footer ",
-                                          footer_frames, "), expected ceil(", hdr.record_count, "/",
-                                          hdr.records_per_frame, ") = ", expected_frames));
+  // Fixed-size frames hold exactly M records but the last; variable-size ones 1..M each.
+  const uint64_t most_frames = variable ? hdr.record_count : fewest_frames;
+  if (hdr.frame_count < fewest_frames || hdr.frame_count > most_frames ||
+      footer_frames != hdr.frame_count) {
+    return HeaderError(
+        path, absl::StrCat("frame_count ", hdr.frame_count, " (footer ", footer_frames,
+                           "), expected ", variable ? "at least " : "", "ceil(", hdr.record_count,
+                           "/", hdr.records_per_frame, ") = ", fewest_frames,
+                           variable ? absl::StrCat(" and at most ", hdr.record_count) : ""));
   }
-
   return hdr;
+}
+
+// Step 5 for a version 2 entry: it starts at `next_record`, holds 1..M records, and its
+// raw_size fits its records' offsets, labels and samples of 1..max_sample_bytes bytes.
+template <typename Bad>
+absl::Status CheckVariableEntry(const ShardHeader& hdr, const FrameInfo& f, uint64_t next_record,
+                                const Bad& bad) {
+  if (f.first_record != next_record || f.record_count == 0 ||
+      f.record_count > hdr.records_per_frame || f.record_count > hdr.record_count - next_record) {
+    return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count, "), expected [",
+                            next_record, ", +1..", hdr.records_per_frame, ") within the shard's ",
+                            hdr.record_count));
+  }
+  const uint64_t overhead = FrameView::VariableOverheadBytes(hdr.spec, f.record_count);
+  const uint64_t least = overhead + f.record_count;
+  const uint64_t most = overhead + uint64_t{f.record_count} * hdr.max_sample_bytes;
+  if (f.raw_size < least || f.raw_size > most) {
+    return bad(absl::StrCat("raw_size ", f.raw_size, ", expected in [", least, ", ", most, "] for ",
+                            f.record_count, " records of 1 to ", hdr.max_sample_bytes,
+                            " sample bytes"));
+  }
+  if (hdr.codec == FrameCodec::kNone && f.stored_size != f.raw_size) {
+    return bad(absl::StrCat("stored_size ", f.stored_size, " of an uncompressed frame, expected ",
+                            "raw_size ", f.raw_size));
+  }
+  return absl::OkStatus();
 }
 
 // Step 5: index entries: frames back to back from the header to the index.
@@ -184,6 +253,7 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, cons
   const uint64_t index_offset = meta.index_offset;
   std::vector<FrameInfo> frames(hdr.frame_count);
   uint64_t expected_offset = kShardHeaderSize;
+  uint64_t next_record = 0;  // the first record of frame i within the shard
   for (uint32_t i = 0; i < hdr.frame_count; ++i) {
     const char* e = index.data() + uint64_t{i} * kIndexEntrySize;
     FrameInfo f = DecodeIndexEntry(e);
@@ -191,7 +261,6 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, cons
       return absl::DataLossError(
           absl::StrCat(path, ": frame ", i, " at byte offset ", f.offset, ": ", what));
     };
-    const uint32_t records = FrameRecordCount(hdr.record_count, hdr.records_per_frame, i);
     if (f.offset != expected_offset) {
       return bad(absl::StrCat("index says offset ", f.offset, ", expected ", expected_offset,
                               " (frames are back to back)"));
@@ -200,14 +269,20 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, cons
       return bad(
           absl::StrCat("stored_size ", f.stored_size, " runs past the index at ", index_offset));
     }
-    if (f.first_record != uint64_t{i} * hdr.records_per_frame || f.record_count != records) {
-      return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count, "), expected [",
-                              uint64_t{i} * hdr.records_per_frame, ", +", records, ")"));
+    if (hdr.spec.encoded()) {
+      RETURN_IF_ERROR(CheckVariableEntry(hdr, f, next_record, bad));
+    } else {
+      const uint32_t records = FrameRecordCount(hdr.record_count, hdr.records_per_frame, i);
+      if (f.first_record != next_record || f.record_count != records) {
+        return bad(absl::StrCat("records [", f.first_record, ", +", f.record_count, "), expected [",
+                                next_record, ", +", records, ")"));
+      }
+      const uint64_t raw_size = FrameView::ExpectedBytes(hdr.spec, records);
+      if (f.raw_size != raw_size) {
+        return bad(absl::StrCat("raw_size ", f.raw_size, ", expected ", raw_size));
+      }
     }
-    const uint64_t raw_size = FrameView::ExpectedBytes(hdr.spec, records);
-    if (f.raw_size != raw_size) {
-      return bad(absl::StrCat("raw_size ", f.raw_size, ", expected ", raw_size));
-    }
+    next_record += f.record_count;
     if (DecodeFixed32(e + 28) != 0) return bad("reserved index field is not 0");
     expected_offset = f.offset + f.stored_size;
     frames[i] = f;
@@ -216,6 +291,10 @@ absl::StatusOr<std::vector<FrameInfo>> DecodeIndex(const std::string& path, cons
     return absl::DataLossError(absl::StrCat(
         path, ": frame ", hdr.frame_count - 1, " at byte offset ", frames.back().offset,
         ": ends at ", expected_offset, ", expected the index at ", index_offset));
+  }
+  if (next_record != hdr.record_count) {
+    return absl::DataLossError(absl::StrCat(path, ": index: frames hold ", next_record,
+                                            " records, header record_count ", hdr.record_count));
   }
   return frames;
 }
@@ -288,6 +367,10 @@ absl::Status ShardReader::DecodeFrame(uint32_t i, absl::string_view stored, absl
     return FrameCorruption(
         i, absl::StrCat("checksum ", ChecksumToHex(sum), ", expected ", ChecksumToHex(f.checksum)));
   }
+  if (header_.codec == FrameCodec::kNone) {
+    std::memcpy(raw.data(), stored.data(), stored.size());  // stored_size = raw_size (Open)
+    return CheckRecords(i, raw);
+  }
   const unsigned long long content = ZSTD_getFrameContentSize(stored.data(), stored.size());
   if (content != f.raw_size) {
     return FrameCorruption(i,
@@ -306,7 +389,26 @@ absl::Status ShardReader::DecodeFrame(uint32_t i, absl::string_view stored, absl
   if (n != f.raw_size) {
     return FrameCorruption(i, absl::StrCat("decompressed to ", n, " bytes, expected ", f.raw_size));
   }
-  return absl::OkStatus();
+  return CheckRecords(i, raw);
+}
+
+absl::Status ShardReader::CheckRecords(uint32_t i, absl::Span<const char> raw) const {
+  if (!header_.spec.encoded()) return absl::OkStatus();  // fixed-size: the size says it all
+  const FrameInfo& f = frames_[i];
+  std::optional<VariableFrameError> bad =
+      CheckVariableFrame(header_.spec, f.record_count, absl::string_view(raw.data(), raw.size()),
+                         header_.max_sample_bytes);
+  if (!bad) return absl::OkStatus();
+  return FrameCorruption(
+      i, absl::StrCat("record ", bad->record, " (record ", f.first_record + bad->record,
+                      " of the shard): ", bad->what));
+}
+
+uint32_t ShardReader::FrameOfRecord(uint64_t record) const {
+  // The last frame whose first_record <= record.
+  auto it = std::upper_bound(frames_.begin(), frames_.end(), record,
+                             [](uint64_t r, const FrameInfo& f) { return r < f.first_record; });
+  return static_cast<uint32_t>(it - frames_.begin()) - 1;
 }
 
 absl::Status ShardReader::ReadFrame(uint32_t i, std::string* raw) const {

@@ -46,8 +46,11 @@ class ShardReader {
   absl::Status ReadStoredFrame(uint32_t i, absl::Span<char> out) const;
 
   // Verifies `stored` against frame `i`'s checksum and decompresses it into `raw`, which must
-  // hold exactly frames()[i].raw_size bytes. Layout of raw: samples, then labels (columnar).
-  // `dctx` may be null; passing a per-thread ZSTD_DCtx* avoids an allocation per call.
+  // hold exactly frames()[i].raw_size bytes; read raw through FrameView (storage/frame_view.h).
+  // A version 2 frame's offset table is checked too (every record's sample within the frame
+  // and max_sample_bytes), so FrameView may index it unchecked; a failure names the record.
+  // A frame of codec none is copied. `dctx` may be null; passing a per-thread ZSTD_DCtx*
+  // avoids an allocation per call.
   absl::Status DecodeFrame(uint32_t i, absl::string_view stored, absl::Span<char> raw,
                            void* dctx = nullptr) const;
 
@@ -61,7 +64,14 @@ class ShardReader {
   // A DataLoss status naming this file, frame `i` and its byte offset.
   absl::Status FrameCorruption(uint32_t i, absl::string_view what) const;
 
+  // The frame holding record `record` of this shard (< record_count()), by binary search over
+  // the index: frames of variable-size records hold different counts.
+  uint32_t FrameOfRecord(uint64_t record) const;
+
  private:
+  // Checks a decoded version 2 frame's offset table (no-op for version 1).
+  absl::Status CheckRecords(uint32_t i, absl::Span<const char> raw) const;
+
   ShardReader(std::unique_ptr<RandomAccessFile> file, ShardHeader header,
               std::vector<FrameInfo> frames, uint64_t meta_checksum)
       : file_(std::move(file)),

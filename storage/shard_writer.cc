@@ -4,6 +4,7 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -96,14 +97,7 @@ absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t 
     return absl::InvalidArgumentError(
         absl::StrCat("shard has ", header_.frame_count, " frames; cannot add another"));
   }
-  const uint32_t expected_records = storage_internal::FrameRecordCount(
-      header_.record_count, header_.records_per_frame, frames_added_);
-  const uint64_t expected_raw = FrameView::ExpectedBytes(header_.spec, expected_records);
-  if (record_count != expected_records || raw_size != expected_raw) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("frame ", frames_added_, ": expected ", expected_records, " records (",
-                     expected_raw, " raw bytes), got ", record_count, " (", raw_size, ")"));
-  }
+  RETURN_IF_ERROR(CheckFrameLayout(stored, raw_size, record_count));
   if (stored.empty() || stored.size() > UINT32_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("frame ", frames_added_, ": stored size ", stored.size(), " out of range"));
@@ -117,7 +111,7 @@ absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t 
   f.offset = offset_;
   f.stored_size = static_cast<uint32_t>(stored.size());
   f.raw_size = raw_size;
-  f.first_record = uint64_t{frames_added_} * header_.records_per_frame;
+  f.first_record = records_added_;
   f.record_count = record_count;
   f.checksum = Xxh3(stored);
   RETURN_IF_ERROR(file_->Append(stored));
@@ -125,13 +119,48 @@ absl::Status ShardWriter::AddCompressedFrame(absl::string_view stored, uint32_t 
   storage_internal::AppendIndexEntry(f, &index_bytes_);
   offset_ += stored.size();
   ++frames_added_;
+  records_added_ += record_count;
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::CheckFrameLayout(absl::string_view stored, uint32_t raw_size,
+                                           uint32_t record_count) const {
+  if (!header_.spec.encoded()) {
+    const uint32_t expected_records = storage_internal::FrameRecordCount(
+        header_.record_count, header_.records_per_frame, frames_added_);
+    const uint64_t expected_raw = FrameView::ExpectedBytes(header_.spec, expected_records);
+    if (record_count != expected_records || raw_size != expected_raw) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("frame ", frames_added_, ": expected ", expected_records, " records (",
+                       expected_raw, " raw bytes), got ", record_count, " (", raw_size, ")"));
+    }
+    return absl::OkStatus();
+  }
+  // Variable-size records: 1..M per frame, within the shard's count; the offset table and
+  // labels fit in raw_size (docs/formats/shard.md, "Version 2").
+  const uint64_t left = header_.record_count - records_added_;
+  const uint64_t overhead = FrameView::VariableOverheadBytes(header_.spec, record_count);
+  if (record_count == 0 || record_count > header_.records_per_frame || record_count > left ||
+      raw_size < overhead + record_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame ", frames_added_, ": ", record_count, " records in ", raw_size,
+        " raw bytes; expected 1..", std::min<uint64_t>(header_.records_per_frame, left),
+        " records of at least ", FrameView::VariableOverheadBytes(header_.spec, 1) + 1, " bytes"));
+  }
+  if (header_.codec == FrameCodec::kNone && stored.size() != raw_size) {
+    return absl::InvalidArgumentError(absl::StrCat("frame ", frames_added_, ": codec none stores ",
+                                                   raw_size, " raw bytes as they are, got ",
+                                                   stored.size()));
+  }
   return absl::OkStatus();
 }
 
 absl::Status ShardWriter::Finish() {
-  if (frames_added_ != header_.frame_count || frames_added_ == 0) {
+  if (frames_added_ != header_.frame_count || frames_added_ == 0 ||
+      records_added_ != header_.record_count) {
     return absl::InvalidArgumentError(
-        absl::StrCat("shard needs ", header_.frame_count, " frames, got ", frames_added_));
+        absl::StrCat("shard needs ", header_.frame_count, " frames of ", header_.record_count,
+                     " records, got ", frames_added_, " of ", records_added_));
   }
   std::string tail = index_bytes_;
   std::string footer = storage_internal::EncodeFooterPrefix(offset_, frames_added_);

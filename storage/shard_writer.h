@@ -33,8 +33,9 @@ class ShardWriter {
   // `file` receives the bytes; the caller handles temp names and renames.
   ShardWriter(WritableFile* file, const ShardHeader& header);
 
-  // Appends the next frame, already compressed. `raw_size` and `record_count` must match the
-  // header's frame layout.
+  // Appends the next frame, already compressed (codec none: its raw bytes). `raw_size` and
+  // `record_count` must match the header's frame layout: version 1, M records per frame but
+  // the last; version 2, 1..M records per frame, adding up to the header's record_count.
   absl::Status AddCompressedFrame(absl::string_view stored, uint32_t raw_size,
                                   uint32_t record_count);
   // Writes index and footer. Requires header.frame_count frames.
@@ -46,13 +47,16 @@ class ShardWriter {
   uint64_t meta_checksum() const { return meta_checksum_; }
 
  private:
-  struct Impl;
+  absl::Status CheckFrameLayout(absl::string_view stored, uint32_t raw_size,
+                                uint32_t record_count) const;
+
   WritableFile* file_;
   ShardHeader header_;
   uint64_t offset_ = 0;
   std::string header_bytes_;
   std::string index_bytes_;
   uint32_t frames_added_ = 0;
+  uint64_t records_added_ = 0;
   uint64_t meta_checksum_ = 0;
   std::shared_ptr<void> file_hash_;  // Xxh3Stream
 };

@@ -1,8 +1,11 @@
-// sluice-shard: IDX, .npy and CIFAR-10 files -> shard datasets -> IDX (docs/formats/shard.md).
+// sluice-shard: IDX, .npy and CIFAR-10 files, and folders or lists of JPEG/PNG files -> shard
+// datasets -> IDX (docs/formats/shard.md).
 //
-//   sluice-shard create (--images F --labels F [--layout NHWC|NCHW] | --cifar10 DIR|FILES)
+//   sluice-shard create (--images F --labels F [--layout NHWC|NCHW] | --cifar10 DIR|FILES |
+//                        --image-folder DIR | --image-list FILE)
 //                       --out DIR [--split NAME] [--num-classes K] [--records-per-shard N]
 //                       [--records-per-frame M] [--zstd-level L] [--threads T]
+//                       [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
 //   sluice-shard export DIR --out PREFIX [--split NAME]
@@ -16,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -41,8 +45,10 @@
 #include "storage/dataset_writer.h"
 #include "storage/frame_view.h"
 #include "storage/idx.h"
+#include "storage/image_files.h"
 #include "storage/record_files.h"
 #include "storage/shard_reader.h"
+#include "tools/sluice_shard_inspect.h"
 #include "tools/tool_flags.h"
 
 // The flags of every subcommand; CheckCommand refuses those a subcommand does not read.
@@ -51,6 +57,16 @@ ABSL_FLAG(std::string, labels, "", "create: the labels file, in the images file'
 ABSL_FLAG(std::string, layout, "", "create: NHWC or NCHW, the layout of 4-D .npy images");
 ABSL_FLAG(std::string, cifar10, "",
           "create: CIFAR-10 binary batches: a directory or a comma-separated file list");
+ABSL_FLAG(std::string, image_folder, "",
+          "create: JPEG/PNG files in class subfolders (torchvision's ImageFolder layout)");
+ABSL_FLAG(std::string, image_list, "",
+          "create: a list file of JPEG/PNG files, one \"<path>,<label>\" per line");
+ABSL_FLAG(int64_t, frame_bytes, sluice::kDefaultFrameBytes,
+          "create, encoded images: close a frame at this many raw bytes (1..2^31)");
+ABSL_FLAG(std::string, codec, "none", "create, encoded images: frame codec, none or zstd");
+ABSL_FLAG(bool, skip_bad_images, false,
+          "create, encoded images: skip (and count) empty and non-JPEG/PNG files instead of "
+          "failing");
 ABSL_FLAG(int64_t, num_classes, 0,
           "create: the class count (0: the largest label + 1; CIFAR-10: 10); labels outside "
           "[0, K) are refused");
@@ -67,13 +83,20 @@ namespace {
 
 constexpr char kUsage[] =
     R"(usage: sluice-shard <command> ...
-  create (--images F --labels F [--layout NHWC|NCHW] | --cifar10 DIR|F1,F2,...) --out DIR
+  create (--images F --labels F [--layout NHWC|NCHW] | --cifar10 DIR|F1,F2,... |
+          --image-folder DIR | --image-list FILE) --out DIR
          [--split NAME] [--num-classes K] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
+         [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
       (--threads: 0 = all cores, at most 4 x the hardware threads)
       IDX files (raw or .gz), NumPy .npy files (docs/formats/npy.md; --layout for 4-D
       images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
-      --split test) -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      --split test); or JPEG/PNG files stored as they are (shard version 2): class
+      subfolders as torchvision's ImageFolder (classes sorted by name, recorded in the
+      manifest), or a list file of "<path>,<label>" lines; frames close at M records or
+      --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty or
+      non-JPEG/PNG file is an error naming it, or skipped and counted with
+      --skip-bad-images -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
       labels must lie in [0, K) (K: --num-classes, else the largest label + 1);
       a rewrite replaces an existing split only once the new one is complete; one writer
       per DIR at a time (DIR/.sluice.lock names the holder)
@@ -95,8 +118,9 @@ ToolDescription ShardTool() {
                             "(docs/formats/shard.md).\n",
                             absl::StripTrailingAsciiWhitespace(kUsage)),
       .source_name = "sluice_shard",
-      .main_flags = {"images", "labels", "layout", "cifar10", "num_classes", "out", "split",
-                     "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet"}};
+      .main_flags = {"images", "labels", "layout", "cifar10", "image_folder", "image_list",
+                     "num_classes", "out", "split", "records_per_shard", "records_per_frame",
+                     "zstd_level", "threads", "quiet", "frame_bytes", "codec", "skip_bad_images"}};
 }
 
 // A subcommand: how many path arguments it takes and which flags it reads.
@@ -110,8 +134,9 @@ const Command* FindCommand(const std::string& name) {
   static const Command kCommands[] = {
       {"create",
        0,
-       {"images", "labels", "layout", "cifar10", "num_classes", "out", "split", "records_per_shard",
-        "records_per_frame", "zstd_level", "threads", "quiet"}},
+       {"images", "labels", "layout", "cifar10", "image_folder", "image_list", "num_classes", "out",
+        "split", "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet",
+        "frame_bytes", "codec", "skip_bad_images"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -168,17 +193,32 @@ absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<
 
 // Options of `create`, checked before any file is touched so bad values are usage errors.
 struct CreateOptions {
-  std::string images, labels, cifar10, out, split;
+  std::string images, labels, cifar10, image_folder, image_list, out, split;
+  bool skip_bad_images = false;
   std::optional<ArrayLayout> layout;
   std::optional<uint64_t> num_classes;
   WriteDatasetOptions write;
   bool quiet = false;
 };
 
-// The input files: --images and --labels (with --layout), or --cifar10; and --num-classes.
+// The input files: --images and --labels (with --layout), --cifar10, --image-folder or
+// --image-list; and --num-classes.
 absl::Status InputFromFlags(CreateOptions* o) {
   o->cifar10 = absl::GetFlag(FLAGS_cifar10);
-  if (o->cifar10.empty()) {
+  o->image_folder = absl::GetFlag(FLAGS_image_folder);
+  o->image_list = absl::GetFlag(FLAGS_image_list);
+  const int inputs = !o->cifar10.empty() + !o->image_folder.empty() + !o->image_list.empty() +
+                     (!absl::GetFlag(FLAGS_images).empty() || !absl::GetFlag(FLAGS_labels).empty());
+  if (inputs > 1) {
+    return absl::InvalidArgumentError(
+        "create: give one input: --images and --labels, --cifar10, --image-folder or "
+        "--image-list");
+  }
+  if (!o->image_folder.empty() || !o->image_list.empty()) {
+    if (!absl::GetFlag(FLAGS_layout).empty()) {
+      return absl::InvalidArgumentError("create: --layout applies to .npy images only");
+    }
+  } else if (o->cifar10.empty()) {
     ASSIGN_OR_RETURN(o->images, RequiredFlag("create", FLAGS_images, "images"));
     ASSIGN_OR_RETURN(o->labels, RequiredFlag("create", FLAGS_labels, "labels"));
   } else if (!absl::GetFlag(FLAGS_images).empty() || !absl::GetFlag(FLAGS_labels).empty() ||
@@ -192,6 +232,27 @@ absl::Status InputFromFlags(CreateOptions* o) {
   ASSIGN_OR_RETURN(int64_t classes,
                    IntInRange("create", FLAGS_num_classes, "num-classes", 0, INT32_MAX));
   if (classes > 0) o->num_classes = static_cast<uint64_t>(classes);
+  return absl::OkStatus();
+}
+
+// --frame-bytes, --codec and --skip-bad-images: for JPEG/PNG input only.
+absl::Status EncodedOptionsFromFlags(CreateOptions* o) {
+  ShardingOptions& s = o->write.sharding;
+  const bool images = !o->image_folder.empty() || !o->image_list.empty();
+  ASSIGN_OR_RETURN(int64_t frame_bytes, IntInRange("create", FLAGS_frame_bytes, "frame-bytes", 1,
+                                                   static_cast<int64_t>(kMaxFrameBytes)));
+  absl::StatusOr<FrameCodec> codec = ParseFrameCodec(absl::GetFlag(FLAGS_codec));
+  if (!codec.ok())
+    return absl::InvalidArgumentError(absl::StrCat("create: --codec: ", codec.status().message()));
+  if (!images && (frame_bytes != kDefaultFrameBytes || *codec != FrameCodec::kNone ||
+                  absl::GetFlag(FLAGS_skip_bad_images))) {
+    return absl::InvalidArgumentError(
+        "create: --frame-bytes, --codec and --skip-bad-images apply to --image-folder and "
+        "--image-list input (fixed-size records are zstd frames of M records)");
+  }
+  s.frame_bytes = static_cast<uint32_t>(frame_bytes);
+  s.codec = *codec;
+  o->skip_bad_images = absl::GetFlag(FLAGS_skip_bad_images);
   return absl::OkStatus();
 }
 
@@ -215,11 +276,99 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   s.records_per_frame = static_cast<uint32_t>(rpf);
   s.zstd_level = static_cast<int>(level);
   o.write.threads = static_cast<int>(threads);
+  RETURN_IF_ERROR(EncodedOptionsFromFlags(&o));
   o.quiet = absl::GetFlag(FLAGS_quiet);
   return o;
 }
 
+// The progress callback of a write: called from many threads with a growing total; forwards
+// only the increase.
+std::function<void(uint64_t)> ProgressForwarder(Progress* progress, absl::Mutex* mu,
+                                                uint64_t* shown) {
+  return [=](uint64_t total) {
+    absl::MutexLock l(mu);
+    if (total > *shown) {
+      progress->Add(total - *shown);
+      *shown = total;
+    }
+  };
+}
+
+// The records of --image-folder or --image-list, read in parallel.
+absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, ImageList* list) {
+  if (!o.image_folder.empty()) {
+    ASSIGN_OR_RETURN(*list, ListImageFolder(o.image_folder));
+  } else {
+    ASSIGN_OR_RETURN(*list, ReadImageListFile(env, o.image_list));
+  }
+  Progress progress(absl::StrCat("read ", o.split), list->paths.size(), "files");
+  uint64_t shown = 0;
+  absl::Mutex mu;
+  ReadImagesOptions read;
+  read.threads = o.write.threads;
+  read.skip_bad_images = o.skip_bad_images;
+  read.on_progress = ProgressForwarder(&progress, &mu, &shown);
+  ASSIGN_OR_RETURN(ImageRecords images, ReadImageFiles(env, *list, read));
+  progress.Finish();
+  return images;
+}
+
+// create from JPEG/PNG files: version 2 shards of the files' bytes.
+absl::Status RunCreateImages(Env* env, CreateOptions o) {
+  const auto start = std::chrono::steady_clock::now();
+  Progress::SetEnabled(!o.quiet);
+  ImageList list;
+  ASSIGN_OR_RETURN(ImageRecords images, ReadImageInput(env, o, &list));
+  const std::string input = o.image_folder.empty() ? o.image_list : o.image_folder;
+  std::optional<uint64_t> classes = o.num_classes;
+  if (!list.class_names.empty()) {
+    if (classes && *classes != list.class_names.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          input, ": ", list.class_names.size(), " class folders, but --num-classes ", *classes));
+    }
+    classes = list.class_names.size();
+  }
+  absl::StatusOr<uint32_t> checked = CheckLabels(images.records, classes);
+  if (!checked.ok()) {
+    return absl::Status(checked.status().code(),
+                        absl::StrCat(input, ": ", checked.status().message()));
+  }
+  o.write.num_classes = *checked;
+  o.write.class_names = list.class_names;
+  if (!o.image_list.empty()) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, o.image_list));
+    o.write.sources = {{"list", BaseName(o.image_list), text.size(), Xxh3(text)}};
+  }
+  Progress progress(absl::StrCat("create ", o.split), images.records.samples.size(), "records");
+  uint64_t shown = 0;
+  absl::Mutex mu;
+  o.write.on_progress = ProgressForwarder(&progress, &mu, &shown);
+  ASSIGN_OR_RETURN(Manifest m, WriteEncodedDataset(env, o.out, o.split, images.records, o.write));
+  progress.Finish();
+  uint64_t stored = 0, bytes = 0;
+  for (const ShardEntry& e : m.shards) stored += e.bytes;
+  for (const std::string& s : images.records.samples) bytes += s.size();
+  std::printf(
+      "%s: %llu images (encoding %s) in %zu shards, %llu image bytes -> %llu bytes in "
+      "shard files, %.2fs\n",
+      JoinPath(o.out, ManifestFileName(o.split)).c_str(),
+      static_cast<unsigned long long>(m.record_count),
+      std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
+      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (list.ignored_files > 0) {
+    std::printf("ignored %llu files without an image extension\n",
+                static_cast<unsigned long long>(list.ignored_files));
+  }
+  if (images.skipped > 0) {
+    std::printf("skipped %llu bad image files (--skip-bad-images); the first: %s\n",
+                static_cast<unsigned long long>(images.skipped), images.first_skipped.c_str());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunCreate(Env* env, CreateOptions o) {
+  if (!o.image_folder.empty() || !o.image_list.empty()) return RunCreateImages(env, std::move(o));
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(RecordInput in, o.cifar10.empty()
                                        ? ReadImageLabelFiles(env, o.images, o.labels, o.layout)
@@ -237,14 +386,7 @@ absl::Status RunCreate(Env* env, CreateOptions o) {
   Progress progress(absl::StrCat("create ", o.split), in.records.count, "records");
   uint64_t shown = 0;
   absl::Mutex mu;
-  o.write.on_progress = [&](uint64_t total) {
-    // Called from many threads with a growing total; forward only the increase.
-    absl::MutexLock l(&mu);
-    if (total > shown) {
-      progress.Add(total - shown);
-      shown = total;
-    }
-  };
+  o.write.on_progress = ProgressForwarder(&progress, &mu, &shown);
   o.write.sources = in.sources;
   ASSIGN_OR_RETURN(Manifest m, WriteDataset(env, o.out, o.split, in.records, o.write));
   progress.Finish();
@@ -258,136 +400,6 @@ absl::Status RunCreate(Env* env, CreateOptions o) {
               static_cast<unsigned long long>(m.record_count), m.shards.size(),
               static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
               static_cast<double>(raw) / stored, secs);
-  return absl::OkStatus();
-}
-
-// Label histogram of a raw frame's `n` records.
-void CountLabels(const RecordSpec& spec, const std::string& raw, uint32_t n,
-                 std::map<int64_t, uint64_t>* hist) {
-  const FrameView frame(spec, n, raw.data());
-  for (uint32_t i = 0; i < n; ++i) {
-    const int64_t v = spec.label_dtype == LabelDType::kU8
-                          ? static_cast<uint8_t>(*frame.label(i))
-                          : static_cast<int32_t>(DecodeFixed32(frame.label(i)));
-    ++(*hist)[v];
-  }
-}
-
-absl::Status AddHistogram(const ShardReader& r, std::map<int64_t, uint64_t>* hist) {
-  std::string raw;
-  for (uint32_t f = 0; f < r.frame_count(); ++f) {
-    RETURN_IF_ERROR(r.ReadFrame(f, &raw));
-    CountLabels(r.spec(), raw, r.frames()[f].record_count, hist);
-  }
-  return absl::OkStatus();
-}
-
-void PrintHistogram(const std::map<int64_t, uint64_t>& hist) {
-  std::printf("label histogram (%zu distinct):\n", hist.size());
-  for (const auto& [label, n] : hist) {
-    std::printf("  %6lld: %llu\n", static_cast<long long>(label),
-                static_cast<unsigned long long>(n));
-  }
-}
-
-// "sample u8 3x32x32 (C x H x W, stored HWC; 3072 bytes), label u8": the shape in the
-// [C, H, W] order batches have, and the order the bytes are stored in.
-std::string SpecString(const RecordSpec& s) {
-  return absl::StrFormat("sample %s %dx%dx%d (C x H x W, stored HWC; %d bytes), label %s",
-                         SampleDTypeName(s.sample_dtype), s.channels, s.height, s.width,
-                         s.sample_bytes(), LabelDTypeName(s.label_dtype));
-}
-
-absl::Status InspectShard(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env, path));
-  const ShardHeader& h = r->header();
-  std::printf("shard %s: %llu bytes, format version %u\n", path.c_str(),
-              static_cast<unsigned long long>(r->file_size()), kShardVersion);
-  std::printf("  %s\n", SpecString(h.spec).c_str());
-  std::printf("  shard_index %u, records [%llu, %llu) of the split, %u per frame, %u frames\n",
-              h.shard_index, static_cast<unsigned long long>(h.first_record),
-              static_cast<unsigned long long>(h.first_record + h.record_count), h.records_per_frame,
-              h.frame_count);
-  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw", "first",
-              "count", "xxh3");
-  uint64_t raw = 0, stored = 0;
-  for (uint32_t i = 0; i < r->frame_count(); ++i) {
-    const FrameInfo& f = r->frames()[i];
-    std::printf("  %5u %10llu %8u %8u %8llu %6u %16s\n", i,
-                static_cast<unsigned long long>(f.offset), f.stored_size, f.raw_size,
-                static_cast<unsigned long long>(f.first_record), f.record_count,
-                ChecksumToHex(f.checksum).c_str());
-    raw += f.raw_size;
-    stored += f.stored_size;
-  }
-  std::printf("  index at %llu, footer at %llu\n",
-              static_cast<unsigned long long>(r->file_size() - kFooterSize -
-                                              uint64_t{kIndexEntrySize} * r->frame_count()),
-              static_cast<unsigned long long>(r->file_size() - kFooterSize));
-  std::printf(
-      "compression: %llu raw bytes -> %llu stored (ratio %.2f; %.2f with header, "
-      "index and footer)\n",
-      static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
-      static_cast<double>(raw) / stored, static_cast<double>(raw) / r->file_size());
-  std::map<int64_t, uint64_t> hist;
-  RETURN_IF_ERROR(AddHistogram(*r, &hist));
-  PrintHistogram(hist);
-  return absl::OkStatus();
-}
-
-absl::Status InspectDataset(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds,
-                   Dataset::Open(env, path, "train", ShardFiles::kOneAtATime));
-  const Manifest& m = ds->manifest();
-  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(), m.split.c_str(),
-              static_cast<unsigned long long>(m.record_count));
-  std::printf("  %s%s\n", SpecString(m.spec).c_str(),
-              m.num_classes ? absl::StrCat(", ", *m.num_classes, " classes").c_str() : "");
-  std::printf("  options: %llu records per shard, %u per frame, zstd level %d\n",
-              static_cast<unsigned long long>(m.options.records_per_shard),
-              m.options.records_per_frame, m.options.zstd_level);
-  std::printf("  %-22s %10s %8s %7s %10s %16s\n", "shard", "first", "records", "frames", "bytes",
-              "xxh3");
-  uint64_t stored = 0;
-  std::map<int64_t, uint64_t> hist;
-  for (size_t i = 0; i < m.shards.size(); ++i) {
-    const ShardEntry& e = m.shards[i];
-    std::printf("  %-22s %10llu %8llu %7u %10llu %16s\n", e.file.c_str(),
-                static_cast<unsigned long long>(e.first_record),
-                static_cast<unsigned long long>(e.record_count), e.frame_count,
-                static_cast<unsigned long long>(e.bytes), ChecksumToHex(e.xxh3).c_str());
-    stored += e.bytes;
-    ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ds->OpenShard(i));  // closed after
-    RETURN_IF_ERROR(AddHistogram(*r, &hist));
-  }
-  for (const SourceEntry& s : m.sources) {
-    std::printf("  source %s: %s, %llu bytes, xxh3 %s\n", s.role.c_str(), s.file.c_str(),
-                static_cast<unsigned long long>(s.bytes), ChecksumToHex(s.xxh3).c_str());
-  }
-  const uint64_t raw = m.record_count * m.spec.record_bytes();
-  std::printf("compression: %llu raw bytes -> %llu bytes in shard files (ratio %.2f)\n",
-              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
-              static_cast<double>(raw) / stored);
-  PrintHistogram(hist);
-  return absl::OkStatus();
-}
-
-// A shard file, a manifest, or a dataset directory: every split in it, in name order.
-absl::Status RunInspect(Env* env, const std::string& path) {
-  if (absl::EndsWith(path, kShardSuffix)) return InspectShard(env, path);
-  if (absl::EndsWith(path, kManifestSuffix)) return InspectDataset(env, path);
-  auto children = env->GetChildren(path);
-  if (!children.ok()) return InspectDataset(env, path);  // its error names the path
-  std::vector<std::string> manifests;
-  for (const std::string& c : *children) {
-    if (absl::EndsWith(c, kManifestSuffix)) manifests.push_back(JoinPath(path, c));
-  }
-  if (manifests.empty()) return InspectDataset(env, path);
-  std::sort(manifests.begin(), manifests.end());
-  for (size_t i = 0; i < manifests.size(); ++i) {
-    if (i > 0) std::printf("\n");
-    RETURN_IF_ERROR(InspectDataset(env, manifests[i]));
-  }
   return absl::OkStatus();
 }
 

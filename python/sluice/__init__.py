@@ -34,11 +34,16 @@ _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
 
 
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
-                  zstd_level=3, threads=0, layout=None, num_classes=None):
+                  zstd_level=3, threads=0, layout=None, num_classes=None,
+                  frame_bytes=4 << 20, codec=None, classes=None):
     """Writes split `split` of a shard dataset into directory `out` (the code of
     `sluice-shard create`). Atomic; returns {"split", "records", "shards", "num_classes"}.
 
-    images: uint8 or float32, one of
+    images: a list of bytes, each an encoded JPEG or PNG file, stored as it is (shard
+    version 2; frames close at records_per_frame records or frame_bytes raw bytes; codec
+    "none" (the default for them) or "zstd"; classes: optional class names, index = label,
+    recorded in the manifest); an empty or non-JPEG/PNG item is refused naming its index.
+    Or an array, uint8 or float32, one of
       [N, D]        feature vectors, stored as 1 channel of 1 x D (batches: [B, 1, 1, D]);
       [N, H, W]     one channel;
       [N, H, W, C]  layout="NHWC" (channels last, stored as is);
@@ -49,6 +54,13 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     num_classes (None: the largest label + 1) is recorded in the manifest, and a negative or
     too large label is refused, naming the first such record and its value."""
     import numpy as np
+    if isinstance(images, (list, tuple)):
+        return _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
+                              zstd_level, threads, layout, num_classes, frame_bytes, codec,
+                              classes)
+    if frame_bytes != 4 << 20 or codec is not None or classes is not None:
+        raise ValueError("frame_bytes, codec and classes apply to encoded images (a list of "
+                         "bytes); arrays are stored as zstd frames of records_per_frame records")
     if layout is not None and layout not in ("NHWC", "NCHW"):
         raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
@@ -65,6 +77,39 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     return _sluice.write_dataset(out, split, np.asarray(images), np.asarray(labels),
                                  records_per_shard, records_per_frame, zstd_level, threads,
                                  layout or "", num_classes or 0)
+
+
+def _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
+                   zstd_level, threads, layout, num_classes, frame_bytes, codec, classes):
+    """write_dataset for a list of encoded images (arguments as write_dataset's)."""
+    import numpy as np
+    if layout is not None:
+        raise ValueError("layout: applies to 4-D arrays, not to encoded images")
+    codec = "none" if codec is None else codec
+    if codec not in ("none", "zstd"):
+        raise ValueError("codec: expected None, 'none' or 'zstd', got %r" % (codec,))
+    if classes is not None:
+        classes = list(classes)
+        if not all(isinstance(c, str) for c in classes):
+            raise TypeError("classes: expected a list of str (class names, index = label)")
+        if num_classes is not None and num_classes != len(classes):
+            raise ValueError("classes: %d names for num_classes=%d" % (len(classes), num_classes))
+        num_classes = len(classes)
+    num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
+                           meaning=" (None: the largest label + 1)")
+    records_per_shard = _int_arg("records_per_shard", records_per_shard, 1)
+    records_per_frame = _int_arg("records_per_frame", records_per_frame, 1, 2**32 - 1)
+    frame_bytes = _int_arg("frame_bytes", frame_bytes, 1, 2**31)
+    zstd_level = _int_arg("zstd_level", zstd_level, 1, 22)
+    threads = _int_arg("threads", threads, 0, _sluice.RESOURCE_RANGES["threads"][1],
+                       meaning=" (0: all usable cores)")
+    out = _path_arg("out", out)
+    if not isinstance(split, str):
+        raise TypeError("split: expected a str, got %r (%s)" % (split, type(split).__name__))
+    return _sluice.write_encoded_dataset(out, split, list(images), np.asarray(labels),
+                                         records_per_shard, records_per_frame, frame_bytes,
+                                         codec, zstd_level, threads, num_classes or 0,
+                                         classes or [])
 
 
 _INT64_MAX = 2**63 - 1

@@ -149,10 +149,11 @@ py::tuple PyDataset::Get(int64_t index) {
   }
   if (index < 0) index += n;
   const RecordSpec& spec = ds_->spec();
-  const auto [sample, label] = Locate(static_cast<uint64_t>(index));
+  const RecordRef r = Locate(static_cast<uint64_t>(index));
+  if (spec.encoded()) return py::make_tuple(py::bytes(r.sample, r.size), LabelValue(spec, r.label));
   py::array arr = SampleArray(spec, -1);
-  std::memcpy(arr.mutable_data(), sample, spec.sample_bytes());
-  return py::make_tuple(arr, LabelValue(spec, label));
+  std::memcpy(arr.mutable_data(), r.sample, spec.sample_bytes());
+  return py::make_tuple(arr, LabelValue(spec, r.label));
 }
 
 py::tuple PyDataset::GetSlice(const py::slice& slice) {
@@ -161,34 +162,43 @@ py::tuple PyDataset::GetSlice(const py::slice& slice) {
     throw py::error_already_set();  // a zero step: Python's ValueError
   }
   const RecordSpec& spec = ds_->spec();
-  py::array images = SampleArray(spec, static_cast<py::ssize_t>(count));
   py::array_t<int64_t> labels(static_cast<py::ssize_t>(count));
-  char* out = static_cast<char*>(images.mutable_data());
   int64_t* out_labels = labels.mutable_data();
   // compute() gives the step as a size_t: a negative step wraps, and so does the index.
   size_t index = start;
+  if (spec.encoded()) {  // samples of different sizes: a list of bytes
+    py::list images;
+    for (size_t k = 0; k < count; ++k, index += step) {
+      const RecordRef r = Locate(index);
+      images.append(py::bytes(r.sample, r.size));
+      out_labels[k] = LabelValue(spec, r.label);
+    }
+    return py::make_tuple(images, labels);
+  }
+  py::array images = SampleArray(spec, static_cast<py::ssize_t>(count));
+  char* out = static_cast<char*>(images.mutable_data());
   for (size_t k = 0; k < count; ++k, index += step) {
-    const auto [sample, label] = Locate(index);
-    std::memcpy(out + k * spec.sample_bytes(), sample, spec.sample_bytes());
-    out_labels[k] = LabelValue(spec, label);
+    const RecordRef r = Locate(index);
+    std::memcpy(out + k * spec.sample_bytes(), r.sample, spec.sample_bytes());
+    out_labels[k] = LabelValue(spec, r.label);
   }
   return py::make_tuple(images, labels);
 }
 
-std::pair<const char*, const char*> PyDataset::Locate(uint64_t index) {
+PyDataset::RecordRef PyDataset::Locate(uint64_t index) {
   const auto& shards = ds_->manifest().shards;
   size_t s = 0;
   while (s + 1 < shards.size() && shards[s + 1].first_record <= index) ++s;
   const ShardReader& r = Reader(s);
   const uint64_t in_shard = index - shards[s].first_record;
   const auto& frames = r.frames();
-  uint32_t f = 0;
-  while (f + 1 < frames.size() && frames[f + 1].first_record <= in_shard) ++f;
+  // Frames of encoded records hold different counts: the index says which holds the record.
+  const uint32_t f = r.FrameOfRecord(in_shard);
   LoadFrame(r, s, f);
   const RecordSpec& spec = ds_->spec();
   const FrameView frame(spec, frames[f].record_count, frame_.data());
   const auto k = static_cast<uint32_t>(in_shard - frames[f].first_record);
-  return {frame.sample(k), frame.label(k)};
+  return {frame.sample(k), frame.sample_size(k), frame.label(k)};
 }
 
 const ShardReader& PyDataset::Reader(size_t shard) {

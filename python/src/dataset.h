@@ -38,12 +38,14 @@ class PyDataset {
 
   // ds[key]: Get for an int (anything with __index__), GetSlice for a slice; TypeError else.
   pybind11::tuple GetItem(const pybind11::object& key);
-  // Record `i` as (np.ndarray [H, W] or [H, W, C], int label); `i` < 0 counts from the end.
+  // Record `i` as (np.ndarray [H, W] or [H, W, C], int label), or (bytes, int label) for an
+  // encoded split (the image file's bytes); `i` < 0 counts from the end.
   // Decodes (and checksums) the frame holding it; the last frame is kept, so sequential access
   // decodes each frame once.
   pybind11::tuple Get(int64_t index);
   // The records of `slice` (Python's semantics) as (np.ndarray [n, ...one record's shape],
-  // np.ndarray int64 [n]): the records of Get stacked, in the slice's order.
+  // np.ndarray int64 [n]): the records of Get stacked, in the slice's order; for an encoded
+  // split, a list of n bytes objects instead of the array.
   pybind11::tuple GetSlice(const pybind11::slice& slice);
 
   void Verify() const;
@@ -54,8 +56,14 @@ class PyDataset {
   void LoadFrame(const ShardReader& reader, size_t shard, uint32_t frame);
   // The reader of shard `shard`: reader_, reopened on that shard when it holds another.
   const ShardReader& Reader(size_t shard);
-  // Decodes the frame of record `index` (in [0, size())); returns its sample and label.
-  std::pair<const char*, const char*> Locate(uint64_t index);
+  // Record `index` (in [0, size())) in the decoded frame_: its sample, sample size and label.
+  struct RecordRef {
+    const char* sample;
+    size_t size;
+    const char* label;
+  };
+  // Decodes the frame of record `index` (in [0, size())); returns where the record lies.
+  RecordRef Locate(uint64_t index);
 
   std::unique_ptr<Dataset> ds_;
   std::unique_ptr<ShardReader> reader_;

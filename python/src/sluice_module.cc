@@ -164,10 +164,17 @@ void BindDataset(py::module_& m) {
       .def_property_readonly("split",
                              [](const PyDataset& d) { return d.dataset().manifest().split; })
       .def_property_readonly("shape",
-                             [](const PyDataset& d) {
+                             [](const PyDataset& d) -> py::object {
                                const RecordSpec& s = d.dataset().spec();
+                               if (s.encoded()) return py::none();  // images of any size
                                return py::make_tuple(s.height, s.width, s.channels);
                              })
+      .def_property_readonly("encoding",
+                             [](const PyDataset& d) {
+                               return std::string(SampleEncodingName(d.dataset().spec().encoding));
+                             })
+      .def_property_readonly("classes",
+                             [](const PyDataset& d) { return d.dataset().manifest().class_names; })
       .def_property_readonly("dtype", [](const PyDataset& d) {
         return std::string(SampleDTypeName(d.dataset().spec().sample_dtype));
       });
@@ -178,6 +185,10 @@ void BindFunctions(py::module_& m) {
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard") = 16384,
         py::arg("records_per_frame") = 256, py::arg("zstd_level") = 3, py::arg("threads") = 0,
         py::arg("layout") = "", py::arg("num_classes") = 0);
+  m.def("write_encoded_dataset", &WriteDatasetFromEncoded, py::arg("out"), py::arg("split"),
+        py::arg("images"), py::arg("labels"), py::arg("records_per_shard"),
+        py::arg("records_per_frame"), py::arg("frame_bytes"), py::arg("codec"),
+        py::arg("zstd_level"), py::arg("threads"), py::arg("num_classes"), py::arg("classes"));
   // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
   m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
     return Unwrap(SplitManifestPath(path, split));

@@ -85,7 +85,71 @@ void SetLabels(const py::array& labels, RecordArrays* r) {
   }
 }
 
+// The manifest's summary returned by sluice.write_dataset.
+py::dict Summary(const Manifest& manifest) {
+  py::dict d;
+  d["split"] = manifest.split;
+  d["records"] = manifest.record_count;
+  d["shards"] = manifest.shards.size();
+  d["num_classes"] = *manifest.num_classes;
+  return d;
+}
+
+// The items of `images` as byte strings; TypeError naming the first that is not bytes.
+std::vector<std::string> EncodedSamples(const py::list& images) {
+  std::vector<std::string> samples;
+  samples.reserve(images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    const py::handle item = images[i];
+    if (!py::isinstance<py::bytes>(item)) {
+      throw py::type_error(absl::StrCat("images[", i,
+                                        "]: expected bytes (an encoded JPEG or PNG file), got ",
+                                        item.get_type().attr("__name__").cast<std::string>()));
+    }
+    samples.push_back(item.cast<std::string>());
+  }
+  return samples;
+}
+
 }  // namespace
+
+py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& split, py::list images,
+                                 py::array labels, uint64_t records_per_shard,
+                                 uint32_t records_per_frame, uint32_t frame_bytes,
+                                 const std::string& codec, int zstd_level, int threads,
+                                 uint64_t num_classes, std::vector<std::string> classes) {
+  CheckNotForked("sluice.write_dataset");
+  NoteThreadsStarted();  // its TBB workers
+  EncodedRecords r;
+  r.samples = EncodedSamples(images);
+  if (labels.ndim() != 1 || static_cast<size_t>(labels.shape(0)) != r.samples.size()) {
+    RaiseStatus(absl::InvalidArgumentError(
+        absl::StrCat("labels: expected an array of shape [N] with N = ", r.samples.size(),
+                     " (the number of images)")));
+  }
+  RecordArrays label_holder;  // SetLabels' label checks and conversion
+  label_holder.count = r.samples.size();
+  SetLabels(labels, &label_holder);
+  r.label_dtype = label_holder.spec.label_dtype;
+  r.labels = std::move(label_holder.labels);
+  WriteDatasetOptions o;
+  o.num_classes = Unwrap(
+      CheckLabels(r, num_classes == 0 ? std::nullopt : std::optional<uint64_t>(num_classes)));
+  o.class_names = std::move(classes);
+  o.sharding.records_per_shard = records_per_shard;
+  o.sharding.records_per_frame = records_per_frame;
+  o.sharding.frame_bytes = frame_bytes;
+  o.sharding.codec = Unwrap(ParseFrameCodec(codec));
+  o.sharding.zstd_level = zstd_level;
+  o.threads = threads;
+  absl::StatusOr<Manifest> m;
+  {
+    py::gil_scoped_release nogil;
+    m = WriteEncodedDataset(Env::Default(), out, split, r, o);
+  }
+  SkipTbbTeardownInForkChildren();
+  return Summary(Unwrap(std::move(m)));
+}
 
 py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split, py::array images,
                                 py::array labels, uint64_t records_per_shard,
@@ -110,13 +174,7 @@ py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split
     m = WriteDataset(Env::Default(), out, split, r, o);
   }
   SkipTbbTeardownInForkChildren();
-  Manifest manifest = Unwrap(std::move(m));
-  py::dict d;
-  d["split"] = manifest.split;
-  d["records"] = manifest.record_count;
-  d["shards"] = manifest.shards.size();
-  d["num_classes"] = *manifest.num_classes;
-  return d;
+  return Summary(Unwrap(std::move(m)));
 }
 
 }  // namespace sluice::python

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
@@ -20,6 +21,17 @@ pybind11::dict WriteDatasetFromArrays(const std::string& out, const std::string&
                                       uint64_t records_per_shard, uint32_t records_per_frame,
                                       int zstd_level, int threads, const std::string& layout,
                                       uint64_t num_classes);
+
+// images: a list of bytes, each a JPEG or PNG file's bytes, stored as they are (shard version
+// 2, docs/formats/shard.md); labels as for WriteDatasetFromArrays; `classes` (optional, as many
+// as num_classes) recorded as the class names; codec "none" or "zstd". Raises TypeError for an
+// item that is not bytes and ValueError naming the record for an empty or non-JPEG/PNG one.
+pybind11::dict WriteDatasetFromEncoded(const std::string& out, const std::string& split,
+                                       pybind11::list images, pybind11::array labels,
+                                       uint64_t records_per_shard, uint32_t records_per_frame,
+                                       uint32_t frame_bytes, const std::string& codec,
+                                       int zstd_level, int threads, uint64_t num_classes,
+                                       std::vector<std::string> classes);
 
 }  // namespace sluice::python
 

@@ -17,13 +17,19 @@ inline std::string EncodeHeader(const ShardHeader& h) {
   std::string out(kShardHeaderSize, '\0');
   char* p = out.data();
   std::memcpy(p, kShardMagic, 8);
-  EncodeFixed32(p + 8, kShardVersion);
+  EncodeFixed32(p + 8, h.version());
   EncodeFixed32(p + 12, kShardHeaderSize);
   p[16] = static_cast<char>(h.spec.sample_dtype);
   p[17] = static_cast<char>(h.spec.label_dtype);
-  EncodeFixed32(p + 20, h.spec.height);
-  EncodeFixed32(p + 24, h.spec.width);
-  EncodeFixed32(p + 28, h.spec.channels);
+  if (h.spec.encoded()) {  // version 2: no shape; encoding, codec and the largest sample
+    p[18] = static_cast<char>(h.spec.encoding);
+    p[19] = static_cast<char>(h.codec);
+    EncodeFixed32(p + 20, h.max_sample_bytes);
+  } else {
+    EncodeFixed32(p + 20, h.spec.height);
+    EncodeFixed32(p + 24, h.spec.width);
+    EncodeFixed32(p + 28, h.spec.channels);
+  }
   EncodeFixed64(p + 32, h.record_count);
   EncodeFixed64(p + 40, h.first_record);
   EncodeFixed32(p + 48, h.records_per_frame);

@@ -72,6 +72,8 @@ void Check(const std::string& json) {
   auto records = ReadAllRecords(**ds, 1);
   if (!records.ok()) {
     const auto code = records.status().code();
+    // Encoded images (version 2) are not fixed-size arrays: ReadAllRecords refuses them.
+    if (m->spec.encoded() && code == absl::StatusCode::kInvalidArgument) return;
     if (code != absl::StatusCode::kDataLoss && code != absl::StatusCode::kResourceExhausted &&
         code != absl::StatusCode::kNotFound) {
       __builtin_trap();

@@ -1,4 +1,5 @@
-// Fuzzes ShardReader::Open + Verify + DecodeFrame over an in-memory file.
+// Fuzzes ShardReader::Open + Verify + DecodeFrame over an in-memory file, both versions (seeds:
+// the format doc's worked examples), and FrameView over every frame that reads.
 //
 // Checksums guard every byte, so random mutations almost never get past meta_checksum. Each
 // input is therefore tried twice: as given, and with its frame and meta checksums recomputed,
@@ -12,6 +13,7 @@
 #include "common/coding.h"
 #include "common/env.h"
 #include "common/testing/mem_env.h"
+#include "storage/frame_view.h"
 #include "storage/shard_format.h"
 #include "storage/shard_reader.h"
 
@@ -31,9 +33,14 @@ void Check(Env* env, const std::string& bytes) {
   const ShardReader& r = **reader;
   // Invariants promised by a successful Open.
   uint64_t end = kShardHeaderSize, records = 0;
+  const bool variable = r.spec().encoded();
   for (const FrameInfo& f : r.frames()) {
-    if (f.offset != end || f.record_count == 0 ||
-        f.raw_size != f.record_count * r.spec().record_bytes()) {
+    const uint64_t overhead = FrameView::VariableOverheadBytes(r.spec(), f.record_count);
+    if (f.offset != end || f.record_count == 0 || f.first_record != records ||
+        (!variable && f.raw_size != f.record_count * r.spec().record_bytes()) ||
+        (variable &&
+         (f.record_count > r.header().records_per_frame || f.raw_size < overhead + f.record_count ||
+          f.raw_size > overhead + uint64_t{f.record_count} * r.header().max_sample_bytes))) {
       __builtin_trap();
     }
     end += f.stored_size;
@@ -50,6 +57,23 @@ void Check(Env* env, const std::string& bytes) {
   for (uint32_t i = 0; i < r.frame_count(); ++i) {
     absl::Status s = r.ReadFrame(i, &raw);
     if (verified.ok() && (!s.ok() || raw.size() != r.frames()[i].raw_size)) __builtin_trap();
+    if (!s.ok()) continue;
+    // A frame that reads is one FrameView may index unchecked: every record inside it.
+    const FrameView view(r.spec(), r.frames()[i].record_count, raw.data());
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < view.records(); ++k) {
+      const size_t size = view.sample_size(k);
+      if (view.sample(k) < raw.data() || view.sample(k) + size > raw.data() + raw.size() ||
+          view.label(k) + view.label_bytes() > raw.data() + raw.size() ||
+          (variable && (size == 0 || size > r.header().max_sample_bytes))) {
+        __builtin_trap();
+      }
+      bytes += size;
+    }
+    if (variable &&
+        bytes + FrameView::VariableOverheadBytes(r.spec(), view.records()) != raw.size()) {
+      __builtin_trap();
+    }
   }
 }
 

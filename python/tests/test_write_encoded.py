@@ -1,0 +1,98 @@
+"""sluice.write_dataset with a list of encoded images (JPEG/PNG bytes, shard version 2), and
+sluice.Dataset giving back (bytes, label)."""
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+import sluice
+
+PIL = pytest.importorskip("PIL.Image")
+
+
+def _png(array):
+    buf = io.BytesIO()
+    PIL.fromarray(array).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _jpeg(array):
+    buf = io.BytesIO()
+    PIL.fromarray(array).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def _images(n=30, seed=0):
+    """n images of different sizes: PNG (grey and RGB) and JPEG mixed."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.integers(0, 256, (8 + i % 5, 10 + i % 7, 3), dtype=np.uint8)
+        out.append((_png(a[:, :, 0]), a[:, :, 0]) if i % 3 == 0 else
+                   (_png(a), a) if i % 3 == 1 else (_jpeg(a), None))
+    return out
+
+
+def _files(d):
+    return {name: open(os.path.join(d, name), "rb").read() for name in sorted(os.listdir(d))}
+
+
+def test_encoded_records_come_back_as_their_bytes_and_labels(tmp_path):
+    images = _images()
+    data = [b for b, _ in images]
+    labels = np.arange(len(data)) % 4
+    info = sluice.write_dataset(tmp_path, "train", data, labels, records_per_frame=4,
+                                frame_bytes=2000, classes=["a", "b", "c", "d"])
+    assert info == {"split": "train", "records": 30, "shards": 1, "num_classes": 4}
+    ds = sluice.Dataset(tmp_path)
+    assert len(ds) == 30
+    assert ds.encoding == "image" and ds.shape is None and ds.classes == ["a", "b", "c", "d"]
+    for i, (expected, array) in enumerate(images):
+        sample, label = ds[i]
+        assert sample == expected and label == labels[i]
+        if array is not None:  # PNG is lossless: the stored bytes decode to the original
+            np.testing.assert_array_equal(np.asarray(PIL.open(io.BytesIO(sample))), array)
+    samples, got = ds[28:3:-5]
+    assert samples == data[28:3:-5]
+    np.testing.assert_array_equal(got, labels[28:3:-5])
+    assert ds[-1][0] == data[-1]
+    ds.verify()
+    manifest = json.loads((tmp_path / "train.manifest.json").read_text())
+    assert manifest["version"] == 2
+    assert manifest["sample"] == {"dtype": "u8", "encoding": "image"}
+    assert manifest["options"]["codec"] == "none"
+
+
+def test_encoded_output_is_byte_identical_for_one_and_two_threads(tmp_path):
+    data = [b for b, _ in _images(60, seed=3)]
+    labels = np.arange(60) % 7
+    for codec in ("none", "zstd"):
+        for threads in (1, 2):
+            sluice.write_dataset(tmp_path / ("%s%d" % (codec, threads)), "train", data, labels,
+                                 records_per_frame=8, frame_bytes=3000, codec=codec,
+                                 threads=threads)
+        assert _files(tmp_path / (codec + "1")) == _files(tmp_path / (codec + "2"))
+
+
+def test_bad_encoded_items_are_refused_naming_the_record(tmp_path):
+    data = [b for b, _ in _images(3)]
+    with pytest.raises(TypeError, match=r"images\[1\]: expected bytes .*got str"):
+        sluice.write_dataset(tmp_path, "train", [data[0], "x.png", data[2]], [0, 1, 2])
+    with pytest.raises(ValueError, match=r"record 1: zero bytes, expected a JPEG or PNG"):
+        sluice.write_dataset(tmp_path, "train", [data[0], b"", data[2]], [0, 1, 2])
+    with pytest.raises(ValueError, match=r"record 2: not a JPEG or PNG image \(starts with "
+                                         r"474946383961"):
+        sluice.write_dataset(tmp_path, "train", [data[0], data[1], b"GIF89a.."], [0, 1, 2])
+    with pytest.raises(ValueError, match=r"labels: expected an array of shape \[N\] with N = 3"):
+        sluice.write_dataset(tmp_path, "train", data, [0, 1])
+    with pytest.raises(ValueError, match=r"classes: 2 names for num_classes=3"):
+        sluice.write_dataset(tmp_path, "train", data, [0, 1, 0], classes=["a", "b"],
+                             num_classes=3)
+    with pytest.raises(ValueError, match=r"codec: expected None, 'none' or 'zstd'"):
+        sluice.write_dataset(tmp_path, "train", data, [0, 1, 2], codec="lz4")
+    with pytest.raises(ValueError, match=r"frame_bytes, codec and classes apply to encoded"):
+        sluice.write_dataset(tmp_path, "train", np.zeros((3, 2, 2), np.uint8), [0, 1, 2],
+                             codec="zstd")
+    assert not os.path.exists(tmp_path / "train.manifest.json")

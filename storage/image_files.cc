@@ -1,0 +1,216 @@
+#include "storage/image_files.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <optional>
+#include <system_error>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/coding.h"
+#include "common/limits.h"
+#include "common/status_macros.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool HasImageExtension(const std::string& name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  return std::any_of(std::begin(kImageExtensions), std::end(kImageExtensions),
+                     [&](const char* ext) { return absl::EndsWith(lower, ext); });
+}
+
+// The entries of `dir`, sorted by name, split into folders and non-folders (symbolic links
+// followed, as os.walk(followlinks=True) and os.scandir's is_dir()).
+absl::Status ListSorted(const fs::path& dir, std::vector<std::string>* folders,
+                        std::vector<std::string>* files) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    return absl::NotFoundError(absl::StrCat(dir.string(), ": cannot list (", ec.message(), ")"));
+  }
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(ec)) {
+      if (folders != nullptr) folders->push_back(name);
+    } else if (files != nullptr) {
+      files->push_back(name);
+    }
+  }
+  if (ec) {
+    return absl::NotFoundError(absl::StrCat(dir.string(), ": cannot list (", ec.message(), ")"));
+  }
+  if (folders != nullptr) std::sort(folders->begin(), folders->end());
+  if (files != nullptr) std::sort(files->begin(), files->end());
+  return absl::OkStatus();
+}
+
+// Every folder under `root` (itself included), as paths relative to the dataset folder, sorted
+// as strings: the order of sorted(os.walk(root)).
+absl::Status WalkFolders(const fs::path& base, const std::string& root,
+                         std::vector<std::string>* out) {
+  out->push_back(root);
+  std::vector<std::string> sub;
+  RETURN_IF_ERROR(ListSorted(base / root, &sub, nullptr));
+  for (const std::string& s : sub) RETURN_IF_ERROR(WalkFolders(base, root + "/" + s, out));
+  return absl::OkStatus();
+}
+
+// Parses one line of an image list file: "<path><sep><label>".
+absl::Status ParseListLine(absl::string_view line, const std::string& where,
+                           const std::string& list_dir, ImageList* list) {
+  const size_t sep = line.find_last_of(", \t");
+  uint32_t label = 0;
+  if (sep == absl::string_view::npos ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(sep + 1)), &label) ||
+      label > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": \"", line, "\": expected \"<path>,<label>\" with a label in [0, 2^31 - 1]"));
+  }
+  absl::string_view path = absl::StripTrailingAsciiWhitespace(line.substr(0, sep));
+  absl::ConsumeSuffix(&path, ",");
+  path = absl::StripAsciiWhitespace(path);
+  if (path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": no path before the label"));
+  }
+  list->names.push_back(absl::StrCat(where, ": ", path));
+  list->paths.push_back(absl::StartsWith(path, "/") ? std::string(path) : JoinPath(list_dir, path));
+  list->labels.push_back(label);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
+  const fs::path base(dir);
+  ImageList list;
+  RETURN_IF_ERROR(ListSorted(base, &list.class_names, nullptr));
+  if (list.class_names.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(dir,
+                     ": no class folder (expected DIR/<class>/<image files>, as torchvision's "
+                     "ImageFolder)"));
+  }
+  std::vector<std::string> empty_classes;
+  for (uint32_t label = 0; label < list.class_names.size(); ++label) {
+    std::vector<std::string> folders;
+    RETURN_IF_ERROR(WalkFolders(base, list.class_names[label], &folders));
+    std::sort(folders.begin(), folders.end());
+    const size_t before = list.paths.size();
+    for (const std::string& folder : folders) {
+      std::vector<std::string> files;
+      RETURN_IF_ERROR(ListSorted(base / folder, nullptr, &files));
+      for (const std::string& f : files) {
+        if (!HasImageExtension(f)) {
+          ++list.ignored_files;
+          continue;
+        }
+        list.paths.push_back(JoinPath(dir, folder + "/" + f));
+        list.names.push_back(list.paths.back());
+        list.labels.push_back(label);
+      }
+    }
+    if (list.paths.size() == before) empty_classes.push_back(list.class_names[label]);
+  }
+  if (!empty_classes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": no image file in class folder(s) ", absl::StrJoin(empty_classes, ", "),
+                     " (names ending in ", absl::StrJoin(kImageExtensions, " "), ", any case)"));
+  }
+  return list;
+}
+
+absl::StatusOr<ImageList> ReadImageListFile(Env* env, const std::string& list_path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, list_path));
+  ImageList list;
+  const std::string list_dir = DirName(list_path);
+  size_t line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    absl::ConsumeSuffix(&line, "\r");
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    RETURN_IF_ERROR(
+        ParseListLine(line, absl::StrCat(list_path, ":", line_number), list_dir, &list));
+  }
+  if (list.paths.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(list_path, ": no records (expected lines \"<path>,<label>\")"));
+  }
+  return list;
+}
+
+absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
+                                            const ReadImagesOptions& options) {
+  const size_t n = list.paths.size();
+  // The files are held in memory, and their frames again before the shards are written: check
+  // both fit before reading (a missing file is named here too).
+  uint64_t total_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<uint64_t> size = env->GetFileSize(list.paths[i]);
+    if (!size.ok()) {
+      return absl::Status(size.status().code(),
+                          absl::StrCat(list.names[i], ": ", size.status().message()));
+    }
+    total_bytes += *size;
+  }
+  RETURN_IF_ERROR(CheckMemory(
+      absl::StrCat(n, " image files of ", FormatBytes(total_bytes), ", held twice while sharding"),
+      2 * total_bytes));
+  std::vector<std::string> bytes(n);
+  std::vector<absl::Status> errors(n);
+  std::atomic<uint64_t> done{0};
+  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t i = r.begin(); i != r.end(); ++i) {
+        absl::StatusOr<std::string> b = ReadFileToString(env, list.paths[i]);
+        if (b.ok()) {
+          bytes[i] = std::move(*b);
+        } else {
+          errors[i] = absl::Status(b.status().code(),
+                                   absl::StrCat(list.names[i], ": ", b.status().message()));
+        }
+        const uint64_t total = done.fetch_add(1) + 1;
+        if (options.on_progress) options.on_progress(total);
+      }
+    });
+  });
+  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);  // the first in list order
+
+  ImageRecords out;
+  const bool wide =
+      std::any_of(list.labels.begin(), list.labels.end(), [](uint32_t l) { return l > 255; });
+  out.records.label_dtype = wide ? LabelDType::kI32 : LabelDType::kU8;
+  for (size_t i = 0; i < n; ++i) {
+    if (options.skip_bad_images && !SniffImageEncoding(bytes[i])) {
+      if (out.skipped++ == 0) {
+        out.first_skipped = absl::StrCat(
+            list.names[i], bytes[i].empty() ? ": zero bytes" : ": not a JPEG or PNG image");
+      }
+      continue;
+    }
+    out.records.samples.push_back(std::move(bytes[i]));
+    out.records.names.push_back(list.names[i]);
+    if (wide) {
+      PutFixed32(&out.records.labels, list.labels[i]);
+    } else {
+      out.records.labels.push_back(static_cast<char>(list.labels[i]));
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice

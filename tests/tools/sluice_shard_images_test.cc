@@ -1,0 +1,287 @@
+// sluice-shard create from JPEG/PNG files (docs/formats/shard.md, "Version 2"): an ImageFolder
+// tree written by PIL read in torchvision's order, a list file, deterministic bytes for any
+// thread count, and the one-line errors for empty, non-image and unlisted files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/env.h"
+#include "storage/dataset.h"
+#include "storage/frame_view.h"
+#include "storage/shard_reader.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result RunShell(const std::string& cmd) {
+  Result r;
+  FILE* p = ::popen(absl::StrCat(cmd, " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+Result RunShard(const std::string& args) {
+  return RunShell(absl::StrCat(SLUICE_SHARD_BIN, " ", args));
+}
+
+// Writes an ImageFolder tree with PIL under DIR: classes "zebra", "ant", "Bee" (sorted: Bee, ant,
+// zebra), PNGs in grey, RGB and palette modes, JPEGs (one with an upper-case extension, one in
+// a nested folder), and a .txt that torchvision's filter drops. With a second argument, prints
+// torchvision's ImageFolder classes, then one "<relative path> <label>" per sample, in its
+// order.
+constexpr char kWriteFolder[] = R"PY(
+import os, sys
+import numpy as np
+from PIL import Image
+root = sys.argv[1]
+rng = np.random.default_rng(7)
+for cls in ["zebra", "ant", "Bee"]:
+    os.makedirs(os.path.join(root, cls, "nested"), exist_ok=True)
+    for i in range(3):
+        a = rng.integers(0, 256, (9 + i, 13, 3), dtype=np.uint8)
+        Image.fromarray(a).save(os.path.join(root, cls, "rgb%d.png" % i))
+        Image.fromarray(a[:, :, 0]).save(os.path.join(root, cls, "grey%d.png" % i))
+        Image.fromarray(a).convert("P").save(os.path.join(root, cls, "pal%d.png" % i))
+    Image.fromarray(a).save(os.path.join(root, cls, "photo.JPG"), quality=85)
+    Image.fromarray(a).save(os.path.join(root, cls, "nested", "deep.jpeg"), quality=70)
+    open(os.path.join(root, cls, "README.txt"), "w").write("not an image")
+if len(sys.argv) < 3:
+    sys.exit(0)
+from torchvision.datasets import ImageFolder  # slow to import: only when asked
+ds = ImageFolder(root, loader=lambda p: p)
+print(",".join(ds.classes))
+for path, label in ds.samples:
+    print(os.path.relpath(path, root), label)
+)PY";
+
+class SluiceShardImagesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "sluice_shard_images_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    RunShell(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_));
+    if (RunShell("/usr/bin/python3 -c 'import PIL, numpy'").exit_code != 0) {
+      GTEST_SKIP() << "needs /usr/bin/python3 with PIL and numpy";
+    }
+  }
+  void TearDown() override { RunShell(absl::StrCat("rm -rf ", dir_)); }
+
+  // Writes the folder of kWriteFolder at `root`; with `torchvision`, also reads torchvision's
+  // classes and samples of it (importing torchvision takes seconds).
+  void WriteFolder(const std::string& root, bool torchvision = false) {
+    const std::string script = absl::StrCat(dir_, "/write_folder.py");
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(), script, kWriteFolder).ok());
+    const Result r = RunShell(
+        absl::StrCat("/usr/bin/python3 ", script, " ", root, torchvision ? " torchvision" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    if (!torchvision) return;
+    std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
+    ASSERT_GT(lines.size(), 1u) << r.output;
+    classes_ = absl::StrSplit(lines[0], ',');
+    for (size_t i = 1; i < lines.size(); ++i) {
+      std::vector<std::string> f = absl::StrSplit(lines[i], ' ');
+      ASSERT_EQ(f.size(), 2u) << lines[i];
+      samples_.push_back({f[0], std::stoi(f[1])});
+    }
+  }
+
+  // Every record of the split in `out`: (sample bytes, label).
+  std::vector<std::pair<std::string, int>> Records(const std::string& out) {
+    std::vector<std::pair<std::string, int>> records;
+    auto ds = Dataset::Open(Env::Default(), out);
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    if (!ds.ok()) return records;
+    for (size_t s = 0; s < (*ds)->manifest().shards.size(); ++s) {
+      auto r = (*ds)->shard(s);
+      EXPECT_TRUE(r.ok()) << r.status();
+      std::string raw;
+      for (uint32_t f = 0; f < (*r)->frame_count(); ++f) {
+        EXPECT_TRUE((*r)->ReadFrame(f, &raw).ok());
+        const FrameView view((*r)->spec(), (*r)->frames()[f].record_count, raw.data());
+        for (uint32_t i = 0; i < view.records(); ++i) {
+          records.push_back({std::string(view.sample(i), view.sample_size(i)),
+                             static_cast<uint8_t>(*view.label(i))});
+        }
+      }
+    }
+    return records;
+  }
+
+  std::string FileBytes(const std::string& path) {
+    return ReadFileToString(Env::Default(), path).value_or("<missing>");
+  }
+
+  std::string dir_;
+  std::vector<std::string> classes_;
+  std::vector<std::pair<std::string, int>> samples_;  // torchvision's (relative path, label)
+};
+
+TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithItsClasses) {
+  if (RunShell("/usr/bin/python3 -c 'import torchvision'").exit_code != 0) {
+    GTEST_SKIP() << "needs torchvision";
+  }
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root, /*torchvision=*/true);
+  const std::string out = dir_ + "/ds";
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                                   " --quiet --records-per-frame 5 --frame-bytes 3000"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("ignored 3 files without an image extension"));
+  auto ds = Dataset::Open(Env::Default(), out);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().class_names, classes_);
+  EXPECT_EQ((*ds)->manifest().spec.encoding, SampleEncoding::kImage);
+  const auto records = Records(out);
+  ASSERT_EQ(records.size(), samples_.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].first, FileBytes(root + "/" + samples_[i].first)) << samples_[i].first;
+    EXPECT_EQ(records[i].second, samples_[i].second) << samples_[i].first;
+  }
+  Result inspect = RunShard(absl::StrCat("inspect ", out));
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_THAT(inspect.output,
+              HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(), " records): min ")));
+  EXPECT_THAT(inspect.output, HasSubstr("classes (label: name): 0: Bee, 1: ant, 2: zebra"));
+  EXPECT_EQ(RunShard(absl::StrCat("verify ", out)).exit_code, 0);
+}
+
+TEST_F(SluiceShardImagesTest, OutputIsByteIdenticalForOneAndTwoThreads) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  for (const char* codec : {"none", "zstd"}) {
+    for (int t : {1, 2}) {
+      Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", dir_, "/t", t,
+                                       codec, " --quiet --threads ", t, " --codec ", codec,
+                                       " --records-per-frame 4 --frame-bytes 2000"));
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    Result diff = RunShell(absl::StrCat("diff -r ", dir_, "/t1", codec, " ", dir_, "/t2", codec));
+    EXPECT_EQ(diff.exit_code, 0) << diff.output;
+  }
+}
+
+TEST_F(SluiceShardImagesTest, ListFileRecordsFollowTheListWithItsLabels) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  // Relative to the list's folder, absolute, a path with a space, and the separators.
+  const std::string list =
+      absl::StrCat("folder/ant/rgb0.png,4\n", "\n", root, "/zebra/photo.JPG 0\n",
+                   "folder/Bee/nested/deep.jpeg\t2\r\n");
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", list).ok());
+  const std::string out = dir_ + "/ds";
+  Result r =
+      RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", out, " --quiet"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = Records(out);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0], std::make_pair(FileBytes(root + "/ant/rgb0.png"), 4));
+  EXPECT_EQ(records[1], std::make_pair(FileBytes(root + "/zebra/photo.JPG"), 0));
+  EXPECT_EQ(records[2], std::make_pair(FileBytes(root + "/Bee/nested/deep.jpeg"), 2));
+  auto ds = Dataset::Open(Env::Default(), out);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->manifest().num_classes, 5u);
+  ASSERT_EQ((*ds)->manifest().sources.size(), 1u);
+  EXPECT_EQ((*ds)->manifest().sources[0].role, "list");
+}
+
+TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine) {
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/a.txt", "text").ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.txt,1\n").ok());
+  Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("record 0 (", dir_,
+                                               "/list.txt:1: a.txt): not a JPEG or PNG image")));
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "\nnone.png,1\n").ok());
+  r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat(dir_, "/list.txt:2: none.png: ")));
+}
+
+TEST_F(SluiceShardImagesTest, BadListLineIsNamedWithItsLineNumber) {
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.png,1\nb.png,x\n").ok());
+  Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat(dir_, "/list.txt:2: \"b.png,x\": expected")));
+}
+
+TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounted) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  const std::string out = dir_ + "/ds";
+  ASSERT_EQ(
+      RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet")).exit_code,
+      0);
+  const std::string manifest_before = FileBytes(out + "/train.manifest.json");
+  for (const auto& [file, contents, what] :
+       {std::tuple<const char*, const char*, const char*>{
+            "ant/empty.png", "", "/folder/ant/empty.png): zero bytes, expected a JPEG or PNG"},
+        {"ant/fake.jpg", "GIF89a",
+         "/folder/ant/fake.jpg): not a JPEG or PNG image (starts with "
+         "474946383961"}}) {
+    RunShell(absl::StrCat("rm -f ", root, "/ant/empty.png ", root, "/ant/fake.jpg"));
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
+    Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet"));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(what));
+    // The split written before is untouched.
+    EXPECT_EQ(FileBytes(out + "/train.manifest.json"), manifest_before);
+  }
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/ant/empty.png", "").ok());
+  Result r = RunShard(
+      absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("skipped 2 bad image files (--skip-bad-images); "
+                                               "the first: ",
+                                               root, "/ant/empty.png: zero bytes")));
+  EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
+}
+
+TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
+  // A sparse 1 GiB "image": its size, not its bytes, is what the check reads.
+  RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat && truncate -s 1G ", dir_,
+                        "/folder/cat/huge.png"));
+  Result r = RunShell(absl::StrCat("ulimit -v 1000000 && ", SLUICE_SHARD_BIN,
+                                   " create --quiet --image-folder ", dir_, "/folder --out ", dir_,
+                                   "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("1 image files of 1.0 GiB, held twice while sharding needs"));
+}
+
+TEST_F(SluiceShardImagesTest, ClassFolderWithoutImagesIsNamed) {
+  RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat ", dir_, "/folder/dog && echo x > ", dir_,
+                        "/folder/dog/a.txt"));
+  Result r = RunShard(absl::StrCat("create --image-folder ", dir_, "/folder --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no image file in class folder(s) cat, dog"));
+}
+
+TEST_F(SluiceShardImagesTest, ImageOptionsWithArrayInputAreUsageErrors) {
+  Result r = RunShard(absl::StrCat("create --cifar10 x --codec zstd --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--codec and --skip-bad-images apply to --image-folder"));
+  r = RunShard(absl::StrCat("create --image-folder a --image-list b --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("give one input"));
+}
+
+}  // namespace
+}  // namespace sluice
