@@ -146,11 +146,16 @@ class BatchSampleMaker {
   }
 
   // Record `offset` of `frame` into `out` and `label`; `index` keys the chain's random draws.
+  // A record the chain refuses (a corrupt image) leaves `out` as it was: the ceiling times the
+  // work the run would do, and the run reports the record.
   void Make(const FrameView& frame, uint32_t offset, uint64_t index, char* out, int32_t* label) {
     if (chain_.has_value()) {
       const uintptr_t at = reinterpret_cast<uintptr_t>(scratch_.data());
       char* aligned = scratch_.data() + (kScratchAlign - at % kScratchAlign) % kScratchAlign;
-      chain_->Process(frame.sample(offset), out, SampleKey{0, 0, index}, aligned, nullptr);
+      chain_
+          ->Process(frame.sample(offset), frame.sample_size(offset), out, SampleKey{0, 0, index},
+                    aligned, nullptr)
+          .IgnoreError();
       ConvertLabels(spec_.label_dtype, frame.label(offset), label, 1);
     } else {
       GatherRecord(*converter_, spec_.label_dtype, frame, offset, out, label);
