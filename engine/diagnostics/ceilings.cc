@@ -124,7 +124,8 @@ class BatchSampleMaker {
       ASSIGN_OR_RETURN(ChainPreprocessor pre,
                        ChainPreprocessor::Create(spec, m.format_, format.normalization));
       m.chain_.emplace(std::move(pre));
-      m.scratch_.resize(m.chain_->scratch_bytes() + kScratchAlign);
+      // Not zero-filled: a chain over encoded images sizes it for the largest image.
+      m.scratch_.reset(new char[m.chain_->scratch_bytes() + kScratchAlign]);
     } else {
       ASSIGN_OR_RETURN(SampleConverter conv,
                        SampleConverter::Create(spec, m.format_.h2d_format, format.normalization));
@@ -150,8 +151,8 @@ class BatchSampleMaker {
   // work the run would do, and the run reports the record.
   void Make(const FrameView& frame, uint32_t offset, uint64_t index, char* out, int32_t* label) {
     if (chain_.has_value()) {
-      const uintptr_t at = reinterpret_cast<uintptr_t>(scratch_.data());
-      char* aligned = scratch_.data() + (kScratchAlign - at % kScratchAlign) % kScratchAlign;
+      const uintptr_t at = reinterpret_cast<uintptr_t>(scratch_.get());
+      char* aligned = scratch_.get() + (kScratchAlign - at % kScratchAlign) % kScratchAlign;
       chain_
           ->Process(frame.sample(offset), frame.sample_size(offset), out, SampleKey{0, 0, index},
                     aligned, nullptr)
@@ -168,7 +169,7 @@ class BatchSampleMaker {
   ResolvedBatchFormat format_;
   std::optional<ChainPreprocessor> chain_;
   std::optional<SampleConverter> converter_;
-  std::vector<char> scratch_;
+  std::unique_ptr<char[]> scratch_;
 };
 
 Ceiling MeasureRead(const std::vector<Frame>& frames, double secs) {
