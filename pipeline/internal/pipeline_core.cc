@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -205,7 +206,13 @@ absl::Status PipelineCore::InitPreprocess() {
     ScratchSlot& slot = scratch_[i];
     // Not zero-filled: a chain over encoded images sizes its scratch for the largest image
     // (kDefaultMaxImageSide), and only the pages a sample touches are committed.
-    slot.bytes.reset(new char[preprocessor_->scratch_bytes() + kAlign]);
+    const size_t bytes = preprocessor_->scratch_bytes() + kAlign;
+    slot.bytes.reset(new (std::nothrow) char[bytes]);
+    if (slot.bytes == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the transforms' scratch of preprocess thread ", i + 1, " (", bytes,
+                       " bytes, sized for the chain's largest sample) could not be allocated"));
+    }
     const uintptr_t at = reinterpret_cast<uintptr_t>(slot.bytes.get());
     slot.aligned = slot.bytes.get() + (kAlign - at % kAlign) % kAlign;
     slot.op_ns.assign(ops, 0);

@@ -145,6 +145,22 @@ TEST_F(SluiceTrainImagesTest, WhatIfRunsBuildTheirSamplesThroughTheDecodingChain
   }
 }
 
+// Each preprocess thread's scratch is sized for the largest image a record may declare
+// (4096x4096): under ulimit -v the run is refused up front counting it, not part-way.
+TEST_F(SluiceTrainImagesTest, AnAddressSpaceLimitCountsTheTransformsScratch) {
+  Ingest(/*with_broken_image=*/false);
+  // 3 threads of stack and arenas (~312 MiB) fit in 977 MiB; 2 x 2 x 160 MiB of scratch do not.
+  const Output out =
+      RunShell(absl::StrCat("ulimit -v 1000000; ", SLUICE_TRAIN_BIN, " --data=", dir_,
+                            "/data --device=cpu --quiet --layers=768,32,3 --epochs=1 --threads=2 "
+                            "--decompress-threads=1 --preprocess-threads=2 --compute-threads=1 ",
+                            kChain));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("of transforms scratch for the train and test preprocess threads"),
+            std::string::npos)
+      << out.text;
+}
+
 // The report's per-op split of preprocess names DecodeImage with a share in [0, 100] (the
 // shares and the rest add up to 100), and a delay injected into preprocess makes it the limit.
 TEST_F(SluiceTrainImagesTest, ReportSplitsPreprocessIntoDecodeAndResizeAndNamesAnInjectedLimit) {
