@@ -120,9 +120,11 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
     const absl::Status s = preprocessor_->Process(
         frame.sample(offset), frame.sample_size(offset), samples + size_t{k} * out_bytes,
         SampleKey{opt_.order.seed, plan.epoch, position}, scratch, op_ns);
-    if (TransformChain::TimesSample(position)) ++timed;
+    // A refused record's ops are not all timed: it is not one of the timed samples, and its
+    // attempt counts outside the chain.
     if (!s.ok() && !SkipCorruptRecord(run, i, s)) break;
     if (!s.ok()) continue;  // skip policy: the sample is dropped, others keep their place
+    if (TransformChain::TimesSample(position)) ++timed;
     ConvertLabels(spec_.label_dtype, frame.label(offset), labels + k, 1);
     record_ids[k] = plan.order[i];
     ++k;
