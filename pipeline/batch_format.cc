@@ -1,11 +1,14 @@
 #include "pipeline/batch_format.h"
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/parse.h"
@@ -57,6 +60,34 @@ absl::StatusOr<H2DFormat> FormatForFloatOutput(const SampleSpec& out, const Batc
       " does not match them: use f16 (or auto), or end the chain with ToDtype(float32)"));
 }
 
+constexpr char kEncodedExample[] = "'DecodeImage(), RandomResizedCrop(224), ...'";
+
+// The chain's input for `stored`: its sample as CHW in its dtype, or the bounded encoded spec.
+SampleSpec ChainInput(const RecordSpec& stored) {
+  if (stored.encoded()) return EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide);
+  SampleSpec input = StoredSampleSpec(stored);
+  input.layout = SampleLayout::kCHW;
+  return input;
+}
+
+// Encoded records need a chain that decodes them first.
+absl::Status CheckDecodesFirst(const RecordSpec& stored,
+                               const std::vector<std::unique_ptr<Transform>>& ops, const Names& n) {
+  const std::string what = absl::StrCat("the split stores encoded images (",
+                                        SampleEncodingName(stored.encoding), " files)");
+  if (ops.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " and ", n.transforms, " is empty; set ", n.transforms,
+                     " starting with DecodeImage() and fixing the size, e.g. ", kEncodedExample));
+  }
+  if (!absl::StartsWith(ops.front()->Identity(), "DecodeImage")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        n.transforms, ": ", what, " but the chain starts with ", ops.front()->Identity(),
+        "; start it with DecodeImage(), e.g. ", kEncodedExample));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
@@ -65,9 +96,9 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
   const Names n = NamesFor(names);
   ResolvedBatchFormat r;
   r.h2d_format = format.h2d_format;
-  SampleSpec input = StoredSampleSpec(stored);
-  input.layout = SampleLayout::kCHW;
+  const SampleSpec input = ChainInput(stored);
   if (absl::StripAsciiWhitespace(format.transforms).empty()) {
+    if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, {}, n));
     if (stored.sample_dtype == SampleDType::kF32 && r.h2d_format == ElementType::kU8) {
       return absl::InvalidArgumentError(
           absl::StrCat(n.h2d, " u8 needs u8 samples; this split stores f32 (use f32 or f16)"));
@@ -78,6 +109,7 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
   }
   auto ops = ParseTransforms(format.transforms);
   if (!ops.ok()) return Prefixed(n.transforms, ops.status());
+  if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, *ops, n));
   auto chain = TransformChain::Create(std::move(*ops), input);
   if (!chain.ok()) return Prefixed(n.transforms, chain.status());
   r.chain = std::make_shared<const TransformChain>(std::move(*chain));
@@ -118,9 +150,11 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
   p.chain_ = format.chain;
   const H2DFormat stored_type =
       stored.sample_dtype == SampleDType::kU8 ? H2DFormat::kU8 : H2DFormat::kF32;
-  ASSIGN_OR_RETURN(SampleConverter to_chw,
-                   SampleConverter::Create(stored, stored_type, Normalization{}));
-  p.to_chw_.emplace(std::move(to_chw));
+  if (!stored.encoded()) {
+    ASSIGN_OR_RETURN(SampleConverter to_chw,
+                     SampleConverter::Create(stored, stored_type, Normalization{}));
+    p.to_chw_.emplace(std::move(to_chw));
+  }
   const SampleSpec& out = p.chain_->output_spec();
   const SampleSpec& batch = format.sample;
   if (out.dtype != batch.dtype) {
@@ -146,25 +180,27 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
     p.out_plane_bytes_in_ = run * ElementSize(out.dtype);
     p.out_plane_bytes_out_ = run * ElementSize(batch.dtype);
   }
-  p.chain_out_offset_ = Aligned(p.chain_->input_spec().bytes());
+  // Encoded records go to the chain as they lie in the frame: no CHW copy in the scratch.
+  p.chain_out_offset_ = stored.encoded() ? 0 : Aligned(p.chain_->input_spec().bytes());
   p.chain_scratch_offset_ =
       p.chain_out_offset_ + (p.out_converters_.empty() ? 0 : Aligned(out.bytes()));
   return p;
 }
 
-void ChainPreprocessor::Process(const char* stored, char* out, const SampleKey& key, char* scratch,
-                                int64_t* op_ns) const {
-  to_chw_->Convert(stored, scratch, 1);
+absl::Status ChainPreprocessor::Process(const char* stored, size_t stored_bytes, char* out,
+                                        const SampleKey& key, char* scratch, int64_t* op_ns) const {
   char* chain_scratch = scratch + chain_scratch_offset_;
-  if (out_converters_.empty()) {  // the chain's output is the batch's sample
-    chain_->Apply(scratch, out, key, chain_scratch, op_ns);
-    return;
+  char* dst = out_converters_.empty() ? out : scratch + chain_out_offset_;
+  if (to_chw_.has_value()) {
+    to_chw_->Convert(stored, scratch, 1);
+    chain_->Apply(scratch, dst, key, chain_scratch, op_ns);
+  } else {
+    RETURN_IF_ERROR(chain_->ApplyRecord(stored, stored_bytes, dst, key, chain_scratch, op_ns));
   }
-  char* mid = scratch + chain_out_offset_;
-  chain_->Apply(scratch, mid, key, chain_scratch, op_ns);
   for (size_t i = 0; i < out_converters_.size(); ++i) {
-    out_converters_[i].Convert(mid + i * out_plane_bytes_in_, out + i * out_plane_bytes_out_, 1);
+    out_converters_[i].Convert(dst + i * out_plane_bytes_in_, out + i * out_plane_bytes_out_, 1);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -16,6 +16,12 @@
 // h2d format. With h2d_auto the chain's float output picks the format. Each refusal is one
 // kInvalidArgument line naming both settings as the caller spells them.
 //
+// Encoded images (RecordSpec::encoded(): JPEG/PNG records of a version 2 split): the chain's
+// input is EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide) and its first op must
+// be DecodeImage; no transforms, or a chain that starts otherwise, is refused naming what to add.
+// Each record goes through TransformChain::ApplyRecord, so Process returns kDataLoss for a record
+// it cannot decode (the caller adds the file and record).
+//
 // Thread safety: ChainPreprocessor is immutable after Create; Process runs on many threads,
 // each with its own scratch.
 #ifndef SLUICE_PIPELINE_BATCH_FORMAT_H_
@@ -35,6 +41,11 @@
 #include "pipeline/transforms/transform_chain.h"
 
 namespace sluice {
+
+// The largest height and width an encoded image may declare: the manifest records no image
+// sizes, so a split's images are bounded by this (a 4k image fits); DecodeImage refuses a larger
+// one from its header as a corrupt record. Scratch per preprocess thread is sized from it.
+inline constexpr uint32_t kDefaultMaxImageSide = 4096;
 
 struct ResolvedBatchFormat {
   H2DFormat h2d_format = H2DFormat::kF32;  // after h2d_auto
@@ -62,16 +73,19 @@ class ChainPreprocessor {
   size_t scratch_bytes() const { return chain_scratch_offset_ + chain_->scratch_bytes(); }
   const TransformChain& chain() const { return *chain_; }
 
-  // `stored` holds one record's sample as stored (HWC); `out` receives the batch sample.
-  // `op_ns`: chain().size() accumulators, or null (TransformChain::Apply).
-  void Process(const char* stored, char* out, const SampleKey& key, char* scratch,
-               int64_t* op_ns) const;
+  // `stored` holds one record's sample as stored (HWC; an encoded image's stored_bytes bytes);
+  // `out` receives the batch sample. `op_ns`: chain().size() accumulators, or null
+  // (TransformChain::Apply). kDataLoss, naming the op and the reason, for an encoded record
+  // that cannot be decoded; always OK for fixed-size records.
+  absl::Status Process(const char* stored, size_t stored_bytes, char* out, const SampleKey& key,
+                       char* scratch, int64_t* op_ns) const;
 
  private:
   ChainPreprocessor() = default;
 
   std::shared_ptr<const TransformChain> chain_;
-  std::optional<SampleConverter> to_chw_;  // stored HWC -> CHW in the stored dtype
+  std::optional<SampleConverter>
+      to_chw_;  // stored HWC -> CHW in the stored dtype; unset if encoded
   // The chain's output to the batch's format: one converter per channel plane (u8 output with
   // a per-channel normalization), one for the whole sample, or none (a copy).
   std::vector<SampleConverter> out_converters_;

@@ -69,10 +69,16 @@ const char* WhatIfTrainingNote(WhatIf what_if, bool compute_free) {
 
 void PrintSkipped(const char* split, uint64_t frames, uint64_t records,
                   const std::vector<std::string>& messages) {
+  const char* first = messages.empty() ? "-" : messages.front().c_str();
+  if (frames == 0 && records > 0) {  // records a chain refused (corrupt images), in whole frames
+    std::printf("skipped in the %s split: %llu corrupt records; first: %s\n", split,
+                static_cast<unsigned long long>(records), first);
+    return;
+  }
   if (frames == 0) return;
   std::printf("skipped in the %s split: %llu corrupt frames (%llu records); first: %s\n", split,
               static_cast<unsigned long long>(frames), static_cast<unsigned long long>(records),
-              messages.empty() ? "-" : messages.front().c_str());
+              first);
 }
 
 // A live line on a terminal, plain lines otherwise.
@@ -438,20 +444,38 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
 
 // What --help says; --helpfull lists every flag.
 ToolDescription TrainTool() {
-  return {
-      .name = "sluice-train",
-      .usage =
-          "trains an MLP from a sluice shard dataset.\n"
-          "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] "
-          "[--device auto]\n"
-          "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
-          "SIGINT/SIGTERM.",
-      .source_name = "sluice_train",
-      .main_flags = {"data", "test_data", "epochs", "batch_size", "lr", "optimizer", "layers",
-                     "device", "threads", "shuffle", "transforms", "normalize_mean",
-                     "normalize_std", "h2d_format", "checkpoint_dir", "checkpoint_every", "resume",
-                     "metrics_out", "export_safetensors", "report_json", "report_html", "trace",
-                     "what_if", "quiet"}};
+  return {.name = "sluice-train",
+          .usage =
+              "trains an MLP from a sluice shard dataset.\n"
+              "  sluice-train --data DIR [--epochs 10] [--batch-size 32] [--lr 0.01] "
+              "[--device auto]\n"
+              "Exit codes: 0 ok, 1 runtime or data error, 2 usage error, 130/143 stopped by "
+              "SIGINT/SIGTERM.",
+          .source_name = "sluice_train",
+          .main_flags = {"data",
+                         "test_data",
+                         "epochs",
+                         "batch_size",
+                         "lr",
+                         "optimizer",
+                         "layers",
+                         "device",
+                         "threads",
+                         "shuffle",
+                         "transforms",
+                         "normalize_mean",
+                         "normalize_std",
+                         "h2d_format",
+                         "checkpoint_dir",
+                         "checkpoint_every",
+                         "resume",
+                         "metrics_out",
+                         "export_safetensors",
+                         "report_json",
+                         "report_html",
+                         "trace",
+                         "what_if",
+                         "quiet"}};
 }
 
 // The flag that runs the job again after it (on rank 0 alone, which the other ranks of a

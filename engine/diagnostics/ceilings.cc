@@ -124,7 +124,8 @@ class BatchSampleMaker {
       ASSIGN_OR_RETURN(ChainPreprocessor pre,
                        ChainPreprocessor::Create(spec, m.format_, format.normalization));
       m.chain_.emplace(std::move(pre));
-      m.scratch_.resize(m.chain_->scratch_bytes() + kScratchAlign);
+      // Not zero-filled: a chain over encoded images sizes it for the largest image.
+      m.scratch_.reset(new char[m.chain_->scratch_bytes() + kScratchAlign]);
     } else {
       ASSIGN_OR_RETURN(SampleConverter conv,
                        SampleConverter::Create(spec, m.format_.h2d_format, format.normalization));
@@ -146,11 +147,16 @@ class BatchSampleMaker {
   }
 
   // Record `offset` of `frame` into `out` and `label`; `index` keys the chain's random draws.
+  // A record the chain refuses (a corrupt image) leaves `out` as it was: the ceiling times the
+  // work the run would do, and the run reports the record.
   void Make(const FrameView& frame, uint32_t offset, uint64_t index, char* out, int32_t* label) {
     if (chain_.has_value()) {
-      const uintptr_t at = reinterpret_cast<uintptr_t>(scratch_.data());
-      char* aligned = scratch_.data() + (kScratchAlign - at % kScratchAlign) % kScratchAlign;
-      chain_->Process(frame.sample(offset), out, SampleKey{0, 0, index}, aligned, nullptr);
+      const uintptr_t at = reinterpret_cast<uintptr_t>(scratch_.get());
+      char* aligned = scratch_.get() + (kScratchAlign - at % kScratchAlign) % kScratchAlign;
+      chain_
+          ->Process(frame.sample(offset), frame.sample_size(offset), out, SampleKey{0, 0, index},
+                    aligned, nullptr)
+          .IgnoreError();
       ConvertLabels(spec_.label_dtype, frame.label(offset), label, 1);
     } else {
       GatherRecord(*converter_, spec_.label_dtype, frame, offset, out, label);
@@ -163,7 +169,7 @@ class BatchSampleMaker {
   ResolvedBatchFormat format_;
   std::optional<ChainPreprocessor> chain_;
   std::optional<SampleConverter> converter_;
-  std::vector<char> scratch_;
+  std::unique_ptr<char[]> scratch_;
 };
 
 Ceiling MeasureRead(const std::vector<Frame>& frames, double secs) {

@@ -53,6 +53,9 @@ absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& optio
       std::max({threads(r.threads), threads(r.decompress_threads), threads(r.preprocess_threads)}) +
       threads(options.backend.cpu.threads);
   e.thread_bytes = e.threads * kAddressSpacePerThread;
+  if (format.chain != nullptr) {
+    e.scratch_bytes = 2 * threads(r.preprocess_threads) * format.chain->scratch_bytes();
+  }
   return e;
 }
 
@@ -74,12 +77,17 @@ absl::Status CheckRunFits(const TrainJobOptions& options, const Dataset& train) 
   // Under ulimit -v, every thread's stack, malloc arena and BLAS buffer counts too, and running
   // out of address space inside OpenBLAS spins instead of failing: refuse the run up front.
   if (AddressSpaceLimit() > 0) {
+    const std::string scratch =
+        e.scratch_bytes == 0
+            ? ""
+            : absl::StrCat(", ", FormatBytes(e.scratch_bytes),
+                           " of transforms scratch for the train and test preprocess threads");
     RETURN_IF_ERROR(
         CheckMemory(absl::StrCat("this run (", FormatBytes(data_bytes), " of model and batches, ",
                                  e.threads, " threads x ", FormatBytes(kAddressSpacePerThread),
-                                 " of stack, malloc arena and BLAS buffer; fewer --threads and "
-                                 "--compute-threads need less)"),
-                    data_bytes + e.thread_bytes));
+                                 " of stack, malloc arena and BLAS buffer", scratch,
+                                 "; fewer --threads and --compute-threads need less)"),
+                    data_bytes + e.thread_bytes + e.scratch_bytes));
   }
   return absl::OkStatus();
 }

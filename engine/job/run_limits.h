@@ -31,6 +31,10 @@ struct RunMemoryEstimate {
   uint64_t buffer_bytes = 0;  // the pipeline's batch buffers and the backend's input
   uint64_t threads = 0;       // threads the run may start
   uint64_t thread_bytes = 0;  // threads x kAddressSpacePerThread (counted under ulimit -v)
+  // The transforms' scratch, per preprocess thread and pipeline (train and test): sized for
+  // the chain's largest sample (an encoded image's bound), mostly untouched, so counted under
+  // ulimit -v only.
+  uint64_t scratch_bytes = 0;
 };
 
 absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& options,

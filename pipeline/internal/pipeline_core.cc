@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -203,9 +204,17 @@ absl::Status PipelineCore::InitPreprocess() {
   scratch_.resize(static_cast<size_t>(opt_.resources.preprocess_threads));
   for (uint32_t i = 0; i < scratch_.size(); ++i) {
     ScratchSlot& slot = scratch_[i];
-    slot.bytes.resize(preprocessor_->scratch_bytes() + kAlign);
-    const uintptr_t at = reinterpret_cast<uintptr_t>(slot.bytes.data());
-    slot.aligned = slot.bytes.data() + (kAlign - at % kAlign) % kAlign;
+    // Not zero-filled: a chain over encoded images sizes its scratch for the largest image
+    // (kDefaultMaxImageSide), and only the pages a sample touches are committed.
+    const size_t bytes = preprocessor_->scratch_bytes() + kAlign;
+    slot.bytes.reset(new (std::nothrow) char[bytes]);
+    if (slot.bytes == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the transforms' scratch of preprocess thread ", i + 1, " (", bytes,
+                       " bytes, sized for the chain's largest sample) could not be allocated"));
+    }
+    const uintptr_t at = reinterpret_cast<uintptr_t>(slot.bytes.get());
+    slot.aligned = slot.bytes.get() + (kAlign - at % kAlign) % kAlign;
     slot.op_ns.assign(ops, 0);
     scratch_free_.push_back(i);
   }

@@ -84,9 +84,12 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
                   uint32_t* record_ids, uint32_t* size) const;
   // GatherInto through the transforms: each sample by preprocessor_, with `scratch` (one
   // thread's) and its per-op timing added to `op_ns`; returns how many samples were timed.
+  // A record the chain refuses is skipped and counted, or fails the run (on_corrupt).
   uint32_t GatherThroughChain(const EpochRun& run, uint32_t index, char* samples, int32_t* labels,
-                              uint32_t* record_ids, uint32_t* size, char* scratch,
-                              int64_t* op_ns) const;
+                              uint32_t* record_ids, uint32_t* size, char* scratch, int64_t* op_ns);
+  // Entry i of run's plan was refused with `s`: true when skipped (counted), false when the run
+  // was failed with the shard file, the record id and the reason.
+  bool SkipCorruptRecord(const EpochRun& run, uint32_t i, const absl::Status& s);
   // Gathers batch `index` of `run` by whichever path is set (a chain takes a scratch slot).
   void GatherBatch(const EpochRun& run, uint32_t index, char* base, uint32_t* size);
   uint32_t AcquireScratch();
@@ -116,7 +119,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   // thread (allocated in Init: a sample costs no allocation) and the ops' sampled time.
   std::optional<ChainPreprocessor> preprocessor_;
   struct ScratchSlot {
-    std::vector<char> bytes;
+    std::unique_ptr<char[]> bytes;
     char* aligned = nullptr;     // 64-byte aligned within bytes
     std::vector<int64_t> op_ns;  // this batch's sampled per-op time
   };

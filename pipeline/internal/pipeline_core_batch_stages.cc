@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "pipeline/internal/pipeline_core.h"
 #include "pipeline/internal/stage_range.h"
 
@@ -95,7 +96,7 @@ void PipelineCore::GatherInto(const EpochRun& run, uint32_t index, char* samples
 // epoch whatever thread, rank or start step builds it.
 uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, char* samples,
                                           int32_t* labels, uint32_t* record_ids, uint32_t* size,
-                                          char* scratch, int64_t* op_ns) const {
+                                          char* scratch, int64_t* op_ns) {
   const EpochPlan& plan = run.plan;
   const size_t out_bytes = batch_sample_.bytes();
   const uint32_t end = plan.batch_end(index);
@@ -116,8 +117,13 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
       ++k;
       continue;
     }
-    preprocessor_->Process(frame.sample(offset), samples + size_t{k} * out_bytes,
-                           SampleKey{opt_.order.seed, plan.epoch, position}, scratch, op_ns);
+    const absl::Status s = preprocessor_->Process(
+        frame.sample(offset), frame.sample_size(offset), samples + size_t{k} * out_bytes,
+        SampleKey{opt_.order.seed, plan.epoch, position}, scratch, op_ns);
+    // A refused record's ops are not all timed: it is not one of the timed samples, and its
+    // attempt counts outside the chain.
+    if (!s.ok() && !SkipCorruptRecord(run, i, s)) break;
+    if (!s.ok()) continue;  // skip policy: the sample is dropped, others keep their place
     if (TransformChain::TimesSample(position)) ++timed;
     ConvertLabels(spec_.label_dtype, frame.label(offset), labels + k, 1);
     record_ids[k] = plan.order[i];
@@ -125,6 +131,22 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
   }
   *size = k;
   return timed;
+}
+
+// A record the chain refused (an encoded image that does not decode): named by its shard file,
+// its record id in the split and the reason. Skip policy: counted, and the gather goes on;
+// fail policy: the run stops with that line.
+bool PipelineCore::SkipCorruptRecord(const EpochRun& run, uint32_t i, const absl::Status& s) {
+  const FrameRef& fr = layout_.frames[run.plan.read_frames[run.plan.sample_slot[i]]];
+  const absl::Status named(s.code(), absl::StrCat(readers_[fr.shard]->path(), ": record ",
+                                                  run.plan.order[i], ": ", s.message()));
+  if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
+    skipped_records_.fetch_add(1, std::memory_order_relaxed);
+    delivery_.AddCorruptMessage(named.message());
+    return true;
+  }
+  Fail(named);
+  return false;
 }
 
 uint32_t PipelineCore::AcquireScratch() {

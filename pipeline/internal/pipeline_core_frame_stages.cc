@@ -120,13 +120,26 @@ absl::Status PipelineCore::BuildChainFreeSamples() {
       r->DecodeFrame(fr.frame, stored, absl::MakeSpan(raw.data(), raw.size()), ThisThreadDctx()));
   const FrameView frame(spec_, fr.record_count, raw.data());
   const size_t out_bytes = batch_sample_.bytes();
-  chain_free_count_ = std::min(kChainFreeSamples, fr.record_count);
-  chain_free_samples_.assign(size_t{chain_free_count_} * out_bytes, 0);
+  chain_free_samples_.assign(size_t{std::min(kChainFreeSamples, fr.record_count)} * out_bytes, 0);
   ScratchSlot& s = scratch_.front();
-  for (uint32_t i = 0; i < chain_free_count_; ++i) {
-    preprocessor_->Process(frame.sample(i), chain_free_samples_.data() + i * out_bytes,
-                           SampleKey{opt_.order.seed, 0, i}, s.aligned, nullptr);
+  uint32_t made = 0;
+  // A record the chain refuses (a corrupt image) is left out under the skip policy.
+  for (uint32_t i = 0; i < fr.record_count && made < kChainFreeSamples; ++i) {
+    const absl::Status st = preprocessor_->Process(
+        frame.sample(i), frame.sample_size(i), chain_free_samples_.data() + made * out_bytes,
+        SampleKey{opt_.order.seed, 0, i}, s.aligned, nullptr);
+    if (st.ok()) {
+      ++made;
+    } else if (opt_.on_corrupt != OnCorrupt::kSkip || !absl::IsDataLoss(st)) {
+      return absl::Status(
+          st.code(), absl::StrCat(r->path(), ": record ", fr.first_record + i, ": ", st.message()));
+    }
   }
+  if (made == 0 && fr.record_count > 0) {
+    return absl::DataLossError(absl::StrCat("what-if transforms: no record of ", r->path(),
+                                            "'s first frame goes through the chain"));
+  }
+  chain_free_count_ = made;
   return absl::OkStatus();
 }
 // ---------------------------------------------------------------------------------------------

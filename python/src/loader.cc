@@ -56,8 +56,11 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
   }
   core->dataset_ = std::move(ds);
   // A mean or std of the wrong length is refused here, naming the channel count, not at the
-  // first iteration.
-  Check(CheckNormalization(c.format.normalization, core->dataset_->spec().channels));
+  // first iteration. Encoded images have no stored channel count: ResolveBatchFormat checks
+  // the normalization against the chain's output.
+  if (!core->dataset_->spec().encoded()) {
+    Check(CheckNormalization(c.format.normalization, core->dataset_->spec().channels));
+  }
   // The transforms are built against the dataset's samples now: a bad op raises here.
   absl::StatusOr<ResolvedBatchFormat> format =
       ResolveBatchFormat(core->dataset_->spec(), c.format, SettingNames::kPythonArguments);

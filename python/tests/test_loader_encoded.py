@@ -1,0 +1,124 @@
+"""sluice.Loader on a dataset of encoded images (JPEG/PNG bytes from write_dataset): the same
+transforms API as for fixed-size data, batches [B, C, H, W] equal to PIL's decode followed by
+torchvision's Resize and CenterCrop, the same for 1 and 2 threads and after a mid-epoch resume;
+a chain that does not decode first is refused at construction saying what to add."""
+import io
+import re
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms as TV
+
+import sluice
+import sluice.transforms as T
+
+PIL = pytest.importorskip("PIL.Image")
+RECORDS, BATCH = 37, 8
+
+
+def _encoded(array, fmt):
+    buf = io.BytesIO()
+    PIL.fromarray(array).save(buf, format=fmt, **({"quality": 90} if fmt == "JPEG" else {}))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def images(tmp_path):
+    """RECORDS images of their own sizes (grey and RGB PNGs, JPEGs), written unshuffled."""
+    rng = np.random.default_rng(11)
+    data = []
+    for i in range(RECORDS):
+        a = rng.integers(0, 256, (14 + i % 9, 17 + i % 5, 3), dtype=np.uint8)
+        data.append(_encoded(a[:, :, 0], "PNG") if i % 3 == 0 else
+                    _encoded(a, "PNG") if i % 3 == 1 else _encoded(a, "JPEG"))
+    labels = (np.arange(RECORDS) % 5).astype(np.uint8)
+    sluice.write_dataset(tmp_path, "train", data, labels, records_per_frame=6)
+    return {"dir": str(tmp_path), "data": data, "labels": labels}
+
+
+def _reference(data, transforms):
+    """PIL's decode (torchvision ImageFolder's loader), then torchvision's transforms on the
+    uint8 CHW tensor."""
+    rgb = np.array(PIL.open(io.BytesIO(data)).convert("RGB"))
+    return transforms(torch.from_numpy(rgb).permute(2, 0, 1).contiguous())
+
+
+def _chain():
+    return [T.DecodeImage(), TV.Resize((12, 12)), TV.CenterCrop(10)]
+
+
+def _batches(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batches_equal_pil_decode_then_resize_and_center_crop(images, threads):
+    loader = sluice.Loader(images["dir"], batch_size=BATCH, dtype=torch.uint8,
+                           transforms=_chain(), threads=threads)
+    tv = TV.Compose([TV.Resize((12, 12)), TV.CenterCrop(10)])
+    position = 0
+    for x, y in loader:
+        assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 10, 10)
+        for i in range(x.shape[0]):
+            want = _reference(images["data"][position + i], tv)
+            # docs/transforms.md: uint8 resize within 1 of torchvision's round(interpolate).
+            diff = (x[i].int() - want.int()).abs()
+            assert diff.max().item() <= 1, position + i
+            assert (diff > 0).float().mean().item() < 0.02, position + i
+        np.testing.assert_array_equal(y.numpy(),
+                                      images["labels"][position:position + x.shape[0]])
+        position += x.shape[0]
+    assert position == RECORDS
+
+
+def test_shuffled_batches_are_the_same_for_one_and_two_threads_and_after_a_resume(images):
+    def make(threads):
+        return sluice.Loader(images["dir"], batch_size=BATCH, shuffle=True, seed=5,
+                             transforms=[T.DecodeImage(), T.RandomResizedCrop(8),
+                                         T.RandomHorizontalFlip()], threads=threads)
+
+    one, two = make(1), make(2)
+    ones = _batches(one) + _batches(one)  # epochs 0 and 1
+    both = _batches(two) + _batches(two)
+    assert len(ones) == len(both) == 2 * 5
+    for (x, y), (bx, by) in zip(ones, both):
+        assert x.dtype == torch.float32 and tuple(x.shape[1:]) == (3, 8, 8)
+        assert torch.equal(x, bx) and torch.equal(y, by)
+    first = make(2)
+    for i, _ in enumerate(first):
+        if i == 2:
+            break
+    state = first.state_dict()
+    assert state["step"] == 3 and state["order"]["transforms"].startswith("DecodeImage(")
+    resumed = make(1)
+    resumed.load_state_dict(state)
+    rest = _batches(resumed)
+    assert len(rest) == 2
+    for (x, y), (ex, ey) in zip(rest, ones[3:5]):
+        assert torch.equal(x, ex) and torch.equal(y, ey)
+
+
+@pytest.mark.parametrize("transforms, message", [
+    (None, "transforms is empty; set transforms starting with DecodeImage()"),
+    ([TV.Resize((8, 8))], "but the chain starts with Resize("),
+])
+def test_encoded_images_without_a_decoding_chain_are_refused(images, transforms, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sluice.Loader(images["dir"], batch_size=BATCH, transforms=transforms)
+
+
+def test_a_corrupt_image_raises_naming_the_record_or_is_skipped(tmp_path):
+    good = _encoded(np.zeros((9, 9, 3), dtype=np.uint8), "PNG")
+    data = [good] * 5 + [good[:40]] + [good] * 4  # record 5: a truncated PNG
+    sluice.write_dataset(tmp_path, "train", data, np.zeros(10, dtype=np.uint8))
+    chain = [T.DecodeImage(), T.Resize((4, 4))]
+    with pytest.raises(Exception, match=r"\.shard: record 5: DecodeImage\(mode=RGB\): "):
+        _batches(sluice.Loader(str(tmp_path), batch_size=4, transforms=chain))
+    loader = sluice.Loader(str(tmp_path), batch_size=4, transforms=chain, on_corrupt="skip",
+                           max_corrupt_fraction=0.5)
+    # The sample is dropped from its batch; the others keep their place.
+    assert [x.shape[0] for x, _ in loader] == [4, 3, 2]
+    skipped = loader.skipped()
+    assert skipped["records"] == 1
+    assert "record 5: DecodeImage(mode=RGB): " in skipped["messages"][0]

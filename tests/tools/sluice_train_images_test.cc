@@ -1,0 +1,201 @@
+// sluice-train on a folder of JPEG/PNG files ingested by sluice-shard create --image-folder:
+// DecodeImage + Resize train an MLP to an accuracy; a corrupt image fails the run naming the
+// shard file, the record and the reason, or is skipped and counted with --on-corrupt=skip; and
+// encoded images without a decoding chain are refused at start saying what to add.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/tools/tool_runner.h"
+
+namespace sluice {
+namespace {
+
+using Output = testing::ToolOutput;
+using testing::FinalAccuracy;
+using testing::RunShell;
+
+// Writes an ImageFolder tree per split under argv[1]/<split>: classes red, green, blue, each
+// image a noisy picture of its own size (10..40 px a side) whose class's channel is bright;
+// PNGs and JPEGs mixed. With argv[2], also a truncated JPEG ("broken.jpg": a real JPEG's first
+// 200 bytes) in the train split's first class.
+constexpr char kWriteFolders[] = R"PY(
+import io, os, sys
+import numpy as np
+from PIL import Image
+root = sys.argv[1]
+rng = np.random.default_rng(3)
+for split, count in [("train", 60), ("test", 20)]:
+    for c, name in enumerate(["red", "green", "blue"]):
+        os.makedirs(os.path.join(root, split, name))
+        for i in range(count):
+            h, w = rng.integers(10, 41, 2)
+            a = rng.integers(0, 60, (h, w, 3), dtype=np.uint8)
+            a[:, :, c] += 150
+            ext = "png" if i % 2 else "jpg"
+            Image.fromarray(a).save(os.path.join(root, split, name, "%03d.%s" % (i, ext)))
+if len(sys.argv) > 2:
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(buf, "JPEG")
+    open(os.path.join(root, "train", "red", "broken.jpg"), "wb").write(buf.getvalue()[:200])
+)PY";
+
+constexpr char kChain[] = "--transforms='DecodeImage(), Resize((16, 16))'";
+
+class SluiceTrainImagesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice_train_images_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    if (RunShell("/usr/bin/python3 -c 'import PIL, numpy'").exit_code != 0) {
+      GTEST_SKIP() << "needs /usr/bin/python3 with PIL and numpy";
+    }
+  }
+  void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
+
+  // The folders written and ingested into dir_/data (splits train and test).
+  void Ingest(bool with_broken_image) {
+    const std::string script = absl::StrCat(dir_, "/write_folders.py");
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(), script, kWriteFolders).ok());
+    Output out = RunShell(absl::StrCat("/usr/bin/python3 ", script, " ", dir_, "/images",
+                                       with_broken_image ? " broken" : ""));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    for (const char* split : {"train", "test"}) {
+      out = RunShell(absl::StrCat(SLUICE_SHARD_BIN, " create --image-folder ", dir_, "/images/",
+                                  split, " --out ", dir_, "/data --split ", split,
+                                  " --records-per-frame 16"));
+      ASSERT_EQ(out.exit_code, 0) << out.text;
+    }
+  }
+
+  Output Train(const std::string& args) {
+    return RunShell(absl::StrCat(SLUICE_TRAIN_BIN, " --data=", dir_,
+                                 "/data --device=cpu --quiet --layers=768,32,3 ", args));
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SluiceTrainImagesTest, TrainsOnAnImageFolderThroughDecodeAndResize) {
+  Ingest(/*with_broken_image=*/false);
+  const Output out = Train(absl::StrCat("--epochs=4 --batch-size=16 ", kChain));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  // Chance is 1/3; the class is the bright channel, which survives decode and resize.
+  EXPECT_GT(FinalAccuracy(out.text), 0.8) << out.text;
+}
+
+TEST_F(SluiceTrainImagesTest, ACorruptImageFailsTheRunNamingShardRecordAndReason) {
+  Ingest(/*with_broken_image=*/true);
+  const Output out = Train(absl::StrCat("--epochs=1 --batch-size=16 ", kChain));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("/data/train-00000-"), std::string::npos) << out.text;
+  // Classes sort blue, green, red, and broken.jpg after red's 000..059: record 180.
+  EXPECT_NE(out.text.find(".shard: record 180: DecodeImage(mode=RGB): "), std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("final test accuracy"), std::string::npos) << out.text;
+}
+
+TEST_F(SluiceTrainImagesTest, ACorruptImageIsSkippedAndCountedWithOnCorruptSkip) {
+  Ingest(/*with_broken_image=*/true);
+  const Output out = Train(absl::StrCat(
+      "--epochs=2 --batch-size=16 --on-corrupt=skip --max-corrupt-fraction=0.1 ", kChain));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("skipped in the train split: 2 corrupt records; first: "),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find(".shard: record 180: DecodeImage(mode=RGB): "), std::string::npos)
+      << out.text;
+  EXPECT_GT(FinalAccuracy(out.text), 0.5) << out.text;
+}
+
+TEST_F(SluiceTrainImagesTest, EncodedImagesWithoutADecodingChainAreRefusedSayingWhatToAdd) {
+  Ingest(/*with_broken_image=*/false);
+  // Refused at start, before any step, with the exit code of the other --transforms errors found
+  // against the data (1; 2 is for flags that do not parse).
+  Output out = Train("--epochs=1");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_EQ(out.text.find("epoch 1"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the split stores encoded images (image files) and --transforms is "
+                          "empty; set --transforms starting with DecodeImage() and fixing the "
+                          "size, e.g. 'DecodeImage(), RandomResizedCrop(224), ...'"),
+            std::string::npos)
+      << out.text;
+  out = Train("--epochs=1 --transforms='Resize((16, 16))'");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("but the chain starts with Resize("), std::string::npos) << out.text;
+}
+
+// --what-if=transforms (prebuilt chain outputs) and --what-if=preprocess (prebuilt batches)
+// build what they replay by decoding the records through the run's chain.
+TEST_F(SluiceTrainImagesTest, WhatIfRunsBuildTheirSamplesThroughTheDecodingChain) {
+  Ingest(/*with_broken_image=*/false);
+  for (const char* what_if : {"transforms", "preprocess"}) {
+    const Output out =
+        Train(absl::StrCat("--epochs=1 --batch-size=16 --what-if=", what_if, " ", kChain));
+    ASSERT_EQ(out.exit_code, 0) << what_if << "\n" << out.text;
+    EXPECT_NE(out.text.find(absl::StrCat("what-if: ", what_if, " was free in this run")),
+              std::string::npos)
+        << out.text;
+  }
+}
+
+// Each preprocess thread's scratch is sized for the largest image a record may declare
+// (4096x4096): under ulimit -v the run is refused up front counting it, not part-way.
+TEST_F(SluiceTrainImagesTest, AnAddressSpaceLimitCountsTheTransformsScratch) {
+  Ingest(/*with_broken_image=*/false);
+  // 3 threads of stack and arenas (~312 MiB) fit in 977 MiB; 2 x 2 x 160 MiB of scratch do not.
+  const Output out =
+      RunShell(absl::StrCat("ulimit -v 1000000; ", SLUICE_TRAIN_BIN, " --data=", dir_,
+                            "/data --device=cpu --quiet --layers=768,32,3 --epochs=1 --threads=2 "
+                            "--decompress-threads=1 --preprocess-threads=2 --compute-threads=1 ",
+                            kChain));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("of transforms scratch for the train and test preprocess threads"),
+            std::string::npos)
+      << out.text;
+}
+
+// The report's per-op split of preprocess names DecodeImage with a share in [0, 100] (the
+// shares and the rest add up to 100), and a delay injected into preprocess makes it the limit.
+TEST_F(SluiceTrainImagesTest, ReportSplitsPreprocessIntoDecodeAndResizeAndNamesAnInjectedLimit) {
+  Ingest(/*with_broken_image=*/false);
+  const std::string json = absl::StrCat(dir_, "/report.json");
+  bool named = false;
+  // The injected 20 ms per batch of 16 caps preprocess at ~800 samples/s against a 768-32-3
+  // MLP's tens of thousands: a wide margin, with retries for a loaded machine.
+  for (int attempt = 0; attempt < 3 && !named; ++attempt) {
+    const Output out =
+        Train(absl::StrCat("--epochs=2 --batch-size=16 --preprocess-threads=1 --report-json=", json,
+                           " --inject-delay=preprocess:20000 ", kChain));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    std::ifstream in(json);
+    const nlohmann::json report = nlohmann::json::parse(in);
+    named = report["verdict"]["limiting_stage"] == "preprocess";
+    for (const auto& stage : report["stages"]) {
+      if (stage["stage"] != "preprocess") continue;
+      ASSERT_TRUE(stage["ops"].is_array()) << stage.dump();
+      ASSERT_EQ(stage["ops"].size(), 2u) << stage.dump();
+      EXPECT_EQ(stage["ops"][0]["op"], "DecodeImage(mode=RGB)") << stage.dump();
+      double total = stage["outside_chain_pct"].get<double>();
+      for (const auto& op : stage["ops"]) {
+        const double share = op["share_pct"].get<double>();
+        EXPECT_GE(share, 0.0) << stage.dump();
+        EXPECT_LE(share, 100.0) << stage.dump();
+        total += share;
+      }
+      EXPECT_NEAR(total, 100.0, 0.5) << stage.dump();
+      // DecodeImage does more work per sample than a 16x16 resize of the decoded image.
+      EXPECT_GT(stage["ops"][0]["share_pct"].get<double>(), 0.0) << stage.dump();
+    }
+  }
+  EXPECT_TRUE(named) << "preprocess was never named the limit with 20 ms injected per batch";
+}
+
+}  // namespace
+}  // namespace sluice
