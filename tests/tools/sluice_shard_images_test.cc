@@ -16,28 +16,15 @@
 #include "storage/dataset.h"
 #include "storage/frame_view.h"
 #include "storage/shard_reader.h"
+#include "tests/tools/tool_runner.h"
 
 namespace sluice {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result RunShell(const std::string& cmd) {
-  Result r;
-  FILE* p = ::popen(absl::StrCat(cmd, " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = testing::ToolOutput;
+using testing::RunShell;
 
 Result RunShard(const std::string& args) {
   return RunShell(absl::StrCat(SLUICE_SHARD_BIN, " ", args));
@@ -92,10 +79,10 @@ class SluiceShardImagesTest : public ::testing::Test {
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), script, kWriteFolder).ok());
     const Result r = RunShell(
         absl::StrCat("/usr/bin/python3 ", script, " ", root, torchvision ? " torchvision" : ""));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.text;
     if (!torchvision) return;
-    std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
-    ASSERT_GT(lines.size(), 1u) << r.output;
+    std::vector<std::string> lines = absl::StrSplit(r.text, '\n', absl::SkipEmpty());
+    ASSERT_GT(lines.size(), 1u) << r.text;
     classes_ = absl::StrSplit(lines[0], ',');
     for (size_t i = 1; i < lines.size(); ++i) {
       std::vector<std::string> f = absl::StrSplit(lines[i], ' ');
@@ -144,8 +131,8 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
   const std::string out = dir_ + "/ds";
   Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
                                    " --quiet --records-per-frame 5 --frame-bytes 3000"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("ignored 3 files without an image extension"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("ignored 3 files without an image extension"));
   auto ds = Dataset::Open(Env::Default(), out);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->manifest().class_names, classes_);
@@ -157,10 +144,10 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
     EXPECT_EQ(records[i].second, samples_[i].second) << samples_[i].first;
   }
   Result inspect = RunShard(absl::StrCat("inspect ", out));
-  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
-  EXPECT_THAT(inspect.output,
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.text;
+  EXPECT_THAT(inspect.text,
               HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(), " records): min ")));
-  EXPECT_THAT(inspect.output, HasSubstr("classes (label: name): 0: Bee, 1: ant, 2: zebra"));
+  EXPECT_THAT(inspect.text, HasSubstr("classes (label: name): 0: Bee, 1: ant, 2: zebra"));
   EXPECT_EQ(RunShard(absl::StrCat("verify ", out)).exit_code, 0);
 }
 
@@ -172,10 +159,10 @@ TEST_F(SluiceShardImagesTest, OutputIsByteIdenticalForOneAndTwoThreads) {
       Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", dir_, "/t", t,
                                        codec, " --quiet --threads ", t, " --codec ", codec,
                                        " --records-per-frame 4 --frame-bytes 2000"));
-      ASSERT_EQ(r.exit_code, 0) << r.output;
+      ASSERT_EQ(r.exit_code, 0) << r.text;
     }
     Result diff = RunShell(absl::StrCat("diff -r ", dir_, "/t1", codec, " ", dir_, "/t2", codec));
-    EXPECT_EQ(diff.exit_code, 0) << diff.output;
+    EXPECT_EQ(diff.exit_code, 0) << diff.text;
   }
 }
 
@@ -190,7 +177,7 @@ TEST_F(SluiceShardImagesTest, ListFileRecordsFollowTheListWithItsLabels) {
   const std::string out = dir_ + "/ds";
   Result r =
       RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", out, " --quiet"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.text;
   const auto records = Records(out);
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[0], std::make_pair(FileBytes(root + "/ant/rgb0.png"), 4));
@@ -207,20 +194,20 @@ TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/a.txt", "text").ok());
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.txt,1\n").ok());
   Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("record 0 (", dir_,
-                                               "/list.txt:1: a.txt): not a JPEG or PNG image")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("record 0 (", dir_,
+                                             "/list.txt:1: a.txt): not a JPEG or PNG image")));
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "\nnone.png,1\n").ok());
   r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat(dir_, "/list.txt:2: none.png: ")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(dir_, "/list.txt:2: none.png: ")));
 }
 
 TEST_F(SluiceShardImagesTest, BadListLineIsNamedWithItsLineNumber) {
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.png,1\nb.png,x\n").ok());
   Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat(dir_, "/list.txt:2: \"b.png,x\": expected")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(dir_, "/list.txt:2: \"b.png,x\": expected")));
 }
 
 TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounted) {
@@ -240,18 +227,18 @@ TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounte
     RunShell(absl::StrCat("rm -f ", root, "/ant/empty.png ", root, "/ant/fake.jpg"));
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
     Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet"));
-    EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_THAT(r.output, HasSubstr(what));
+    EXPECT_EQ(r.exit_code, 1) << r.text;
+    EXPECT_THAT(r.text, HasSubstr(what));
     // The split written before is untouched.
     EXPECT_EQ(FileBytes(out + "/train.manifest.json"), manifest_before);
   }
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/ant/empty.png", "").ok());
   Result r = RunShard(
       absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("skipped 2 bad image files (--skip-bad-images); "
-                                               "the first: ",
-                                               root, "/ant/empty.png: zero bytes")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("skipped 2 bad image files (--skip-bad-images); "
+                                             "the first: ",
+                                             root, "/ant/empty.png: zero bytes")));
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
 }
 
@@ -262,25 +249,25 @@ TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
   Result r = RunShell(absl::StrCat("ulimit -v 1000000 && ", SLUICE_SHARD_BIN,
                                    " create --quiet --image-folder ", dir_, "/folder --out ", dir_,
                                    "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("1 image files of 1.0 GiB, held twice while sharding needs"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("1 image files of 1.0 GiB, held twice while sharding needs"));
 }
 
 TEST_F(SluiceShardImagesTest, ClassFolderWithoutImagesIsNamed) {
   RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat ", dir_, "/folder/dog && echo x > ", dir_,
                         "/folder/dog/a.txt"));
   Result r = RunShard(absl::StrCat("create --image-folder ", dir_, "/folder --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("no image file in class folder(s) cat, dog"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("no image file in class folder(s) cat, dog"));
 }
 
 TEST_F(SluiceShardImagesTest, ImageOptionsWithArrayInputAreUsageErrors) {
   Result r = RunShard(absl::StrCat("create --cifar10 x --codec zstd --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--codec and --skip-bad-images apply to --image-folder"));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--codec and --skip-bad-images apply to --image-folder"));
   r = RunShard(absl::StrCat("create --image-folder a --image-list b --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("give one input"));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("give one input"));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "storage/idx.h"
 #include "storage/shard_reader.h"
 #include "tests/storage/test_records.h"
+#include "tests/tools/tool_runner.h"
 
 namespace sluice {
 namespace {
@@ -23,23 +24,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = testing::ToolOutput;
 
 // `shell_prefix` runs first in the same shell (e.g. "ulimit -n 40 && ").
 Result RunShard(const std::string& args, const std::string& shell_prefix = "") {
-  const std::string cmd = absl::StrCat(shell_prefix, SLUICE_SHARD_BIN, " ", args, " 2>&1");
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunShell(absl::StrCat(shell_prefix, SLUICE_SHARD_BIN, " ", args));
 }
 
 // A .npy file (format 1.0) of `descr` and `shape` holding `data`.
@@ -102,13 +91,13 @@ class SluiceShardCliTest : public ::testing::Test {
 
 TEST_F(SluiceShardCliTest, CreateVerifyExportRoundTripIsByteIdentical) {
   Result c = RunShard(CreateArgs());
-  ASSERT_EQ(c.exit_code, 0) << c.output;
-  EXPECT_THAT(c.output, HasSubstr("50 records in 3 shards"));
+  ASSERT_EQ(c.exit_code, 0) << c.text;
+  EXPECT_THAT(c.text, HasSubstr("50 records in 3 shards"));
   Result v = RunShard("verify " + dir_ + "/ds");
-  EXPECT_EQ(v.exit_code, 0) << v.output;
-  EXPECT_THAT(v.output, HasSubstr("OK " + dir_ + "/ds/train.manifest.json"));
+  EXPECT_EQ(v.exit_code, 0) << v.text;
+  EXPECT_THAT(v.text, HasSubstr("OK " + dir_ + "/ds/train.manifest.json"));
   Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
-  ASSERT_EQ(e.exit_code, 0) << e.output;
+  ASSERT_EQ(e.exit_code, 0) << e.text;
   EXPECT_EQ(ReadFileToString(env_, dir_ + "/out/train-images-idx3-ubyte").value(),
             ReadFileToString(env_, images_).value());
   EXPECT_EQ(ReadFileToString(env_, dir_ + "/out/train-labels-idx1-ubyte").value(),
@@ -132,24 +121,24 @@ TEST_F(SluiceShardCliTest, VerifyNamesFirstBadFileFrameAndOffset) {
   bytes[off + 3] ^= 0x20;
   ASSERT_TRUE(WriteFileAtomically(env_, shard, bytes).ok());
   Result v = RunShard("verify " + dir_ + "/ds");
-  EXPECT_EQ(v.exit_code, 1) << v.output;
-  EXPECT_THAT(v.output, HasSubstr(absl::StrCat("sluice-shard verify: error: ", shard,
-                                               ": frame 1 at byte offset ", off, ": checksum")));
+  EXPECT_EQ(v.exit_code, 1) << v.text;
+  EXPECT_THAT(v.text, HasSubstr(absl::StrCat("sluice-shard verify: error: ", shard,
+                                             ": frame 1 at byte offset ", off, ": checksum")));
 }
 
 TEST_F(SluiceShardCliTest, InspectShowsLayoutRatioAndHistogram) {
   ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
   Result m = RunShard("inspect " + dir_ + "/ds");
-  EXPECT_EQ(m.exit_code, 0) << m.output;
-  EXPECT_THAT(m.output, HasSubstr(BaseName(ShardPath(2))));
-  EXPECT_THAT(m.output, HasSubstr("compression:"));
-  EXPECT_THAT(m.output, HasSubstr("label histogram"));
-  EXPECT_THAT(m.output, HasSubstr("sample u8 1x6x5 (C x H x W, stored HWC; 30 bytes), label u8, "
-                                  "10 classes"));
+  EXPECT_EQ(m.exit_code, 0) << m.text;
+  EXPECT_THAT(m.text, HasSubstr(BaseName(ShardPath(2))));
+  EXPECT_THAT(m.text, HasSubstr("compression:"));
+  EXPECT_THAT(m.text, HasSubstr("label histogram"));
+  EXPECT_THAT(m.text, HasSubstr("sample u8 1x6x5 (C x H x W, stored HWC; 30 bytes), label u8, "
+                                "10 classes"));
   Result s = RunShard("inspect " + ShardPath(0));
-  EXPECT_EQ(s.exit_code, 0) << s.output;
-  EXPECT_THAT(s.output, HasSubstr("sample u8 1x6x5 (C x H x W, stored HWC; 30 bytes), label u8"));
-  EXPECT_THAT(s.output, HasSubstr("index at"));
+  EXPECT_EQ(s.exit_code, 0) << s.text;
+  EXPECT_THAT(s.text, HasSubstr("sample u8 1x6x5 (C x H x W, stored HWC; 30 bytes), label u8"));
+  EXPECT_THAT(s.text, HasSubstr("index at"));
 }
 
 // verify and inspect hold one shard open at a time: 50 shards under `ulimit -n 40` (soft and
@@ -160,20 +149,20 @@ TEST_F(SluiceShardCliTest, VerifyAndInspectWorkWithMoreShardsThanTheOpenFileLimi
                 .exit_code,
             0);
   Result v = RunShard("verify " + dir_ + "/ds", "ulimit -n 40 && ");
-  EXPECT_EQ(v.exit_code, 0) << v.output;
-  EXPECT_THAT(v.output, HasSubstr("50 records in 50 shards, every checksum and count verified"));
+  EXPECT_EQ(v.exit_code, 0) << v.text;
+  EXPECT_THAT(v.text, HasSubstr("50 records in 50 shards, every checksum and count verified"));
   Result i = RunShard("inspect " + dir_ + "/ds", "ulimit -n 40 && ");
-  EXPECT_EQ(i.exit_code, 0) << i.output;
-  EXPECT_THAT(i.output, HasSubstr("label histogram"));
+  EXPECT_EQ(i.exit_code, 0) << i.text;
+  EXPECT_THAT(i.text, HasSubstr("label histogram"));
 }
 
 TEST_F(SluiceShardCliTest, InspectOfDirectoryShowsEverySplit) {
   ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
   ASSERT_EQ(RunShard(CreateArgs() + " --split test").exit_code, 0);
   Result m = RunShard("inspect " + dir_ + "/ds");
-  EXPECT_EQ(m.exit_code, 0) << m.output;
-  EXPECT_THAT(m.output, HasSubstr("split test, 50 records"));
-  EXPECT_THAT(m.output, HasSubstr("split train, 50 records"));
+  EXPECT_EQ(m.exit_code, 0) << m.text;
+  EXPECT_THAT(m.text, HasSubstr("split test, 50 records"));
+  EXPECT_THAT(m.text, HasSubstr("split train, 50 records"));
 }
 
 // A manifest may declare any shape; export must say it does not fit instead of aborting in
@@ -192,21 +181,21 @@ TEST_F(SluiceShardCliTest, ExportOfManifestDeclaringHugeImagesIsDataErrorNotAbor
   Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
   // One clear line and exit 1, never an abort: the shards are checked against the manifest
   // before anything is allocated (ReadAllRecords), so the shape disagreement is what it names.
-  EXPECT_EQ(e.exit_code, 1) << e.output;
-  EXPECT_THAT(e.output, HasSubstr("sluice-shard export: error: "));
-  EXPECT_THAT(e.output, HasSubstr("record shape/dtypes disagree with " + manifest));
+  EXPECT_EQ(e.exit_code, 1) << e.text;
+  EXPECT_THAT(e.text, HasSubstr("sluice-shard export: error: "));
+  EXPECT_THAT(e.text, HasSubstr("record shape/dtypes disagree with " + manifest));
 }
 
 TEST_F(SluiceShardCliTest, ThreadsAboveFourTimesHardwareThreadsIsUsageError) {
   Result r = RunShard(CreateArgs() + " --threads 10000");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--threads \"10000\": expected an integer in [0, "));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--threads \"10000\": expected an integer in [0, "));
 }
 
 TEST_F(SluiceShardCliTest, MissingRequiredFlagIsUsageError) {
   Result r = RunShard("create --images " + images_ + " --out " + dir_ + "/ds");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("create: --labels is required"));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("create: --labels is required"));
 }
 
 TEST_F(SluiceShardCliTest, UnknownCommandOrFlagIsUsageError) {
@@ -214,14 +203,14 @@ TEST_F(SluiceShardCliTest, UnknownCommandOrFlagIsUsageError) {
   EXPECT_EQ(RunShard("").exit_code, 2);
   Result r = RunShard(CreateArgs() + " --level 3");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.output, HasSubstr("unknown flag --level"));
+  EXPECT_THAT(r.text, HasSubstr("unknown flag --level"));
   EXPECT_EQ(RunShard("verify").exit_code, 2);
 }
 
 TEST_F(SluiceShardCliTest, BadFlagValueIsUsageError) {
   Result r = RunShard(CreateArgs() + " --records-per-frame 0");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--records-per-frame \"0\": expected an integer in [1,"));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--records-per-frame \"0\": expected an integer in [1,"));
   EXPECT_EQ(RunShard(CreateArgs() + " --zstd-level fast").exit_code, 2);
   EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
 }
@@ -229,15 +218,15 @@ TEST_F(SluiceShardCliTest, BadFlagValueIsUsageError) {
 TEST_F(SluiceShardCliTest, MissingInputFileIsDataErrorNamingIt) {
   Result r = RunShard(absl::StrCat("create --images ", dir_, "/nope.gz --labels ", labels_,
                                    " --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(dir_ + "/nope.gz: open failed: No such file"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(dir_ + "/nope.gz: open failed: No such file"));
 }
 
 TEST_F(SluiceShardCliTest, LabelsGivenAsImagesIsDataErrorNamingTheMagic) {
   Result r = RunShard(
       absl::StrCat("create --images ", labels_, " --labels ", labels_, " --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(labels_ + ": magic is 0x00000801, IDX images with 1 dimension"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(labels_ + ": magic is 0x00000801, IDX images with 1 dimension"));
   EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
 }
 
@@ -249,11 +238,11 @@ TEST_F(SluiceShardCliTest, NpyNchwIsStoredHwcAndWithoutLayoutIsRefused) {
   const std::string args = absl::StrCat("create --images ", dir_, "/x.npy --labels ", dir_,
                                         "/y.npy --out ", dir_, "/ds --quiet");
   Result refused = RunShard(args);
-  EXPECT_EQ(refused.exit_code, 1) << refused.output;
-  EXPECT_THAT(refused.output, HasSubstr(dir_ + "/x.npy: shape [6, 3, 4, 5] is ambiguous"));
-  EXPECT_THAT(refused.output, HasSubstr("--layout NCHW"));
+  EXPECT_EQ(refused.exit_code, 1) << refused.text;
+  EXPECT_THAT(refused.text, HasSubstr(dir_ + "/x.npy: shape [6, 3, 4, 5] is ambiguous"));
+  EXPECT_THAT(refused.text, HasSubstr("--layout NCHW"));
   Result c = RunShard(args + " --layout NCHW");
-  ASSERT_EQ(c.exit_code, 0) << c.output;
+  ASSERT_EQ(c.exit_code, 0) << c.text;
   auto ds = Dataset::Open(env_, dir_ + "/ds");
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->manifest().num_classes, 3u);
@@ -263,8 +252,8 @@ TEST_F(SluiceShardCliTest, NpyNchwIsStoredHwcAndWithoutLayoutIsRefused) {
   EXPECT_EQ(back.samples, x.hwc);
   EXPECT_EQ(back.labels, labels);
   Result inspect = RunShard("inspect " + dir_ + "/ds");
-  EXPECT_THAT(inspect.output, HasSubstr("sample u8 3x4x5 (C x H x W, stored HWC; 60 bytes), "
-                                        "label u8, 3 classes"));
+  EXPECT_THAT(inspect.text, HasSubstr("sample u8 3x4x5 (C x H x W, stored HWC; 60 bytes), "
+                                      "label u8, 3 classes"));
 }
 
 TEST_F(SluiceShardCliTest, NpyImagesWithIdxLabelsNamesBothFormats) {
@@ -272,8 +261,8 @@ TEST_F(SluiceShardCliTest, NpyImagesWithIdxLabelsNamesBothFormats) {
       WriteFileAtomically(env_, dir_ + "/x.npy", Npy("|u1", "(50, 6, 5)", records_.samples)).ok());
   Result r = RunShard(
       absl::StrCat("create --images ", dir_, "/x.npy --labels ", labels_, " --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(dir_ + "/x.npy is a NumPy .npy file but " + labels_ + " is not"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(dir_ + "/x.npy is a NumPy .npy file but " + labels_ + " is not"));
 }
 
 TEST_F(SluiceShardCliTest, Cifar10BatchesComeBackAsTheSourceImagesHwc) {
@@ -289,7 +278,7 @@ TEST_F(SluiceShardCliTest, Cifar10BatchesComeBackAsTheSourceImagesHwc) {
   ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/cifar/data_batch_2.bin", batch2).ok());
   Result c =
       RunShard(absl::StrCat("create --cifar10 ", dir_, "/cifar --out ", dir_, "/ds --quiet"));
-  ASSERT_EQ(c.exit_code, 0) << c.output;
+  ASSERT_EQ(c.exit_code, 0) << c.text;
   auto ds = Dataset::Open(env_, dir_ + "/ds");
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->manifest().num_classes, 10u);
@@ -298,19 +287,19 @@ TEST_F(SluiceShardCliTest, Cifar10BatchesComeBackAsTheSourceImagesHwc) {
   EXPECT_EQ(back.labels, std::string("\x00\x02\x04\x06\x08", 5));
   ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/cifar/data_batch_3.bin", batch1.substr(1)).ok());
   Result bad = RunShard(absl::StrCat("create --cifar10 ", dir_, "/cifar --out ", dir_, "/ds2"));
-  EXPECT_EQ(bad.exit_code, 1) << bad.output;
-  EXPECT_THAT(bad.output, HasSubstr(dir_ + "/cifar/data_batch_3.bin: 9218 bytes, not a positive "
-                                           "multiple of 3073"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.text;
+  EXPECT_THAT(bad.text, HasSubstr(dir_ + "/cifar/data_batch_3.bin: 9218 bytes, not a positive "
+                                         "multiple of 3073"));
 }
 
 TEST_F(SluiceShardCliTest, LabelAtNumClassesIsRefusedNamingTheRecordAndNothingIsWritten) {
   size_t first = 0;
   while (static_cast<uint8_t>(records_.labels[first]) < 5) ++first;
   Result r = RunShard(CreateArgs() + " --num-classes 5");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("label of record ", first, " is ",
-                                               static_cast<int>(records_.labels[first]),
-                                               ": expected a class index in [0, 5)")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("label of record ", first, " is ",
+                                             static_cast<int>(records_.labels[first]),
+                                             ": expected a class index in [0, 5)")));
   EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
   ASSERT_EQ(RunShard(CreateArgs() + " --num-classes 12").exit_code, 0);
   EXPECT_EQ(Dataset::Open(env_, dir_ + "/ds").value()->manifest().num_classes, 12u);
@@ -324,24 +313,24 @@ TEST_F(SluiceShardCliTest, CountsThatDisagreeAreDataError) {
   ASSERT_TRUE(p.ok());
   Result r = RunShard(
       absl::StrCat("create --images ", images_, " --labels ", p->labels, " --out ", dir_, "/ds"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("49 labels, expected 50"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("49 labels, expected 50"));
 }
 
 TEST_F(SluiceShardCliTest, UnwritableOutputIsDataError) {
   ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/file", "x").ok());
   Result r = RunShard(absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ",
                                    dir_, "/file/ds --quiet"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(dir_ + "/file"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(dir_ + "/file"));
 }
 
 TEST_F(SluiceShardCliTest, VerifyOfDirectoryWithoutManifestIsDataError) {
   ASSERT_TRUE(env_->CreateDirs(dir_ + "/half").ok());
   Result r = RunShard("verify " + dir_ + "/half");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("no *.manifest.json"));
-  EXPECT_THAT(r.output, Not(HasSubstr("usage")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("no *.manifest.json"));
+  EXPECT_THAT(r.text, Not(HasSubstr("usage")));
 }
 
 // Two creates into one directory at once: the second is refused by the directory lock (exit 1,
@@ -364,10 +353,10 @@ TEST_F(SluiceShardCliTest, ExportOfShardWhoseWholeFileXxh3DisagreesWithManifestF
   text[at + 1] = text[at + 1] == '0' ? '1' : '0';
   ASSERT_TRUE(WriteFileAtomically(env_, manifest, text).ok());
   Result v = RunShard("verify " + dir_ + "/ds");
-  ASSERT_EQ(v.exit_code, 1) << v.output;
+  ASSERT_EQ(v.exit_code, 1) << v.text;
   Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
-  EXPECT_EQ(e.exit_code, 1) << e.output;
-  EXPECT_THAT(e.output, HasSubstr("sluice-shard export: error: " + shard + ": whole-file xxh3 "));
+  EXPECT_EQ(e.exit_code, 1) << e.text;
+  EXPECT_THAT(e.text, HasSubstr("sluice-shard export: error: " + shard + ": whole-file xxh3 "));
   EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-images-idx3-ubyte"));
   EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-labels-idx1-ubyte"));
 }
@@ -383,8 +372,8 @@ TEST_F(SluiceShardCliTest, ExportOfCorruptFrameFailsNamingTheShardAndWritesNothi
   bytes[off + 3] ^= 0x20;
   ASSERT_TRUE(WriteFileAtomically(env_, shard, bytes).ok());
   Result e = RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/train"));
-  EXPECT_EQ(e.exit_code, 1) << e.output;
-  EXPECT_THAT(e.output, HasSubstr("sluice-shard export: error: " + shard));
+  EXPECT_EQ(e.exit_code, 1) << e.text;
+  EXPECT_THAT(e.text, HasSubstr("sluice-shard export: error: " + shard));
   EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-images-idx3-ubyte"));
   EXPECT_FALSE(env_->FileExists(dir_ + "/out/train-labels-idx1-ubyte"));
 }
@@ -395,13 +384,13 @@ TEST_F(SluiceShardCliTest, VerifyWarnsAboutFilesInNoManifestAndTmpLeftovers) {
   ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/ds/train-00007.shard.tmp", "partial").ok());
   ASSERT_TRUE(WriteFileAtomically(env_, dir_ + "/ds/.sluice.lock", "").ok());
   Result v = RunShard("verify " + dir_ + "/ds");
-  EXPECT_EQ(v.exit_code, 0) << v.output;
-  EXPECT_THAT(v.output, HasSubstr("OK " + dir_ + "/ds/train.manifest.json"));
-  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: warning: " + dir_ +
-                                  "/ds/notes.txt: unexpected file, in no split's manifest"));
-  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: warning: " + dir_ +
-                                  "/ds/train-00007.shard.tmp: leftover of an interrupted write"));
-  EXPECT_THAT(v.output, Not(HasSubstr(".sluice.lock")));
+  EXPECT_EQ(v.exit_code, 0) << v.text;
+  EXPECT_THAT(v.text, HasSubstr("OK " + dir_ + "/ds/train.manifest.json"));
+  EXPECT_THAT(v.text, HasSubstr("sluice-shard verify: warning: " + dir_ +
+                                "/ds/notes.txt: unexpected file, in no split's manifest"));
+  EXPECT_THAT(v.text, HasSubstr("sluice-shard verify: warning: " + dir_ +
+                                "/ds/train-00007.shard.tmp: leftover of an interrupted write"));
+  EXPECT_THAT(v.text, Not(HasSubstr(".sluice.lock")));
 }
 
 // A shard of a known split that its manifest does not list is what a rewrite that crashed
@@ -412,10 +401,10 @@ TEST_F(SluiceShardCliTest, VerifyWarnsAboutShardOfKnownSplitThatNoManifestLists)
   const std::string stray = dir_ + "/ds/train-00009-0123456789abcdef.shard";
   ASSERT_EQ(std::system(("cp " + ShardPath(0) + " " + stray).c_str()), 0);
   Result v = RunShard("verify " + dir_ + "/ds");
-  EXPECT_EQ(v.exit_code, 0) << v.output;
-  EXPECT_THAT(v.output, HasSubstr("sluice-shard verify: warning: " + stray +
-                                  ": looks like a shard of split \"train\" but " + dir_ +
-                                  "/ds/train.manifest.json does not list it"));
+  EXPECT_EQ(v.exit_code, 0) << v.text;
+  EXPECT_THAT(v.text, HasSubstr("sluice-shard verify: warning: " + stray +
+                                ": looks like a shard of split \"train\" but " + dir_ +
+                                "/ds/train.manifest.json does not list it"));
 }
 
 TEST_F(SluiceShardCliTest, ConcurrentCreatesIntoOneDirectoryOneRefusedByTheLock) {
@@ -449,7 +438,7 @@ TEST_F(SluiceShardCliTest, ConcurrentCreatesIntoOneDirectoryOneRefusedByTheLock)
       EXPECT_THAT(loser, HasSubstr(" on host "));
     }
     Result v = RunShard("verify " + dir_ + "/ds");
-    EXPECT_EQ(v.exit_code, 0) << v.output;
+    EXPECT_EQ(v.exit_code, 0) << v.text;
     EXPECT_FALSE(env_->FileExists(dir_ + "/ds/.sluice.lock")) << "released at exit";
   }
   EXPECT_TRUE(overlapped) << "no attempt ran the two creates at the same time";
