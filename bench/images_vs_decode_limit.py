@@ -28,6 +28,9 @@ It measures, in one run:
   come from the page cache (warm epochs).
 Each round measures the limit, then one epoch of the pipeline; the figures are medians over
 --rounds. It prints both rates and the ratio pipeline / limit (issue 23's goal: at least 0.85).
+Size: an epoch should last seconds, not milliseconds (a few thousand images): a
+tiny folder measures the per-epoch start and drain more than the steady rate; a run
+on 64 images only shows that the script works.
 The limit assumes every usable core is free for the pipeline: on a machine other processes
 share, it overstates what the pipeline can get (its one-core figure is measured on one thread),
 so run it on an idle machine. With --threads N it also prints the ratio against one core x N

@@ -24,6 +24,9 @@ Both loops have an empty body. Each round runs one epoch of each, in turn; rates
 of each epoch's wall clock, medians over rounds; it prints both and the ratio sluice /
 DataLoader (issue 23's goal: at least 3x).
 
+Size: an epoch should last seconds, not milliseconds (a few thousand images): a
+tiny folder measures the per-epoch start and drain more than the steady rate; a run
+on 64 images only shows that the script works.
 Not the same work, stated so the ratio is read right: on PIL images torchvision's resize
 always antialiases (a downscale reads more source pixels), while sluice's RandomResizedCrop is
 torchvision's tensor path without antialias (docs/transforms.md, "The ops"). Both decode the
