@@ -1,5 +1,6 @@
 #include "pipeline/pipeline.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -10,6 +11,13 @@
 #include "pipeline/internal/pipeline_core.h"
 
 namespace sluice {
+
+uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes) {
+  const uint64_t by_samples =
+      (kAutoPoolSamples + batch_samples - 1) / std::max<uint64_t>(1, batch_samples);
+  const uint64_t by_bytes = kAutoPoolBytes / std::max<uint64_t>(1, buffer_bytes);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(std::min(by_samples, by_bytes), 4, 256));
+}
 
 namespace {
 constexpr auto kOnCorruptNames =

@@ -85,6 +85,11 @@ absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name);
 absl::string_view WhatIfName(WhatIf w);
 
 inline constexpr uint32_t kAutoPoolSamples = 4096;
+inline constexpr uint64_t kAutoPoolBytes = uint64_t{128} << 20;
+// What pool_size = 0 resolves to for batches of `batch_samples` samples in buffers of
+// `buffer_bytes`: enough buffers for kAutoPoolSamples samples but no more than kAutoPoolBytes of
+// them, and at least 4, at most 256 (224x224 f32 batches of 32: 6 buffers, not 128 = 2.4 GB).
+uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes);
 
 // PipelineOptions are grouped by what may change them, so that tuning a resource can never
 // change the order, and placement cannot disagree with the backend that reads the batches.
@@ -147,7 +152,7 @@ struct PipelineResources {
   int decompress_threads = 0;      // concurrency of decompress; 0: threads
   int preprocess_threads = 0;      // concurrency of assemble+preprocess; 0: threads
   uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
-  // Pinned batch buffers; 0: enough for kAutoPoolSamples samples (at least 4, at most 256).
+  // Pinned batch buffers; 0: AutoPoolSize (kAutoPoolSamples samples, at most kAutoPoolBytes).
   // A thread hand-off costs 100-200 us on a VM, so small batches need many buffers in flight
   // to hide it (measured: batch 32 with 4 buffers left compute waiting 22% of the time, with
   // 64-128 buffers 2-4%). Memory: pool_size x batch bytes.

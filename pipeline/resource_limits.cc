@@ -81,7 +81,7 @@ absl::StatusOr<uint64_t> PipelineBufferBytes(const PipelineOptions& o, const Rec
   ASSIGN_OR_RETURN(const uint64_t buffer_bytes,
                    CheckedProduct(what, {batch, values * H2DFormatSize(s.dtype) + 8}));
   uint64_t buffers = o.resources.pool_size;
-  if (buffers == 0) buffers = std::clamp<uint64_t>((4096 + batch - 1) / batch, 4, 256);
+  if (buffers == 0) buffers = AutoPoolSize(batch, buffer_bytes);
   if (o.placement.device != nullptr) buffers += o.resources.device_ring_depth;
   return CheckedProduct(what, {buffer_bytes, buffers});
 }

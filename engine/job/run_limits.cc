@@ -31,7 +31,7 @@ absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& optio
   // A batch as the backend reads it (f32 at most) plus its labels.
   ASSIGN_OR_RETURN(const uint64_t batch_bytes, CheckedProduct(what, {batch, features * 4 + 4}));
   uint64_t pool = options.pipeline.resources.pool_size;
-  if (pool == 0) pool = std::clamp<uint64_t>((4096 + batch - 1) / batch, 4, 256);
+  if (pool == 0) pool = AutoPoolSize(batch, batch_bytes);
   ASSIGN_OR_RETURN(e.buffer_bytes, CheckedProduct(what, {batch_bytes, pool + 1}));
   const MemoryFormula formula =
       ComputeMemoryFormula(options.model, options.optimizer, static_cast<int>(batch));

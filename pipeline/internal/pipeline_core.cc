@@ -109,10 +109,6 @@ absl::Status PipelineCore::Init() {
         "data-parallel rank ", slice.rank, " is not below the world size ", slice.world_size));
   }
   batch_capacity_ = (opt_.order.batch_size + slice.world_size - 1) / slice.world_size;
-  if (opt_.resources.pool_size == 0) {
-    opt_.resources.pool_size =
-        std::clamp<uint32_t>((kAutoPoolSamples + batch_capacity_ - 1) / batch_capacity_, 4, 256);
-  }
   if (opt_.span.epochs == 0) return absl::InvalidArgumentError("epochs must be >= 1");
   if (opt_.resources.device_ring_depth == 0)
     return absl::InvalidArgumentError("device_ring_depth must be >= 1");
@@ -142,6 +138,9 @@ absl::Status PipelineCore::Init() {
   label_offset_ = sample_region_;
   record_id_offset_ = label_offset_ + 4 * size_t{batch_capacity_};
   batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
+  if (opt_.resources.pool_size == 0) {
+    opt_.resources.pool_size = AutoPoolSize(batch_capacity_, batch_buffer_bytes_);
+  }
   RETURN_IF_ERROR(TakePools());
   scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
                      [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); });

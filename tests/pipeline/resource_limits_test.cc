@@ -4,6 +4,7 @@
 
 #include "common/limits.h"
 #include "gtest/gtest.h"
+#include "pipeline/pipeline.h"
 
 namespace sluice {
 namespace {
@@ -74,6 +75,19 @@ TEST(ResourceLimitsTest, BuffersLargerThanMemoryAreRefusedBeforeAllocating) {
   o.order.batch_size = 32;
   o.resources.pool_size = 0;
   EXPECT_TRUE(CheckPipelineMemory(o, spec, SettingNames::kFlags).ok());
+}
+
+// The automatic pool: kAutoPoolSamples samples, but never more than kAutoPoolBytes of buffers
+// (a 4096-sample pool of 224x224 f32 samples would be 2.4 GB), and 4 to 256 buffers.
+TEST(AutoPoolSize, SamplesBoundSmallBatchesAndBytesBoundLargeOnes) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(AutoPoolSize(32, 32 * 784 * 4 + 256), 128u);      // Fashion-MNIST f32: 4096 samples
+  EXPECT_EQ(AutoPoolSize(8, 8 * 16), 256u);                   // 512 by samples, at most 256
+  EXPECT_EQ(AutoPoolSize(32, 32 * 224 * 224 * 3 * 4), 6u);    // 19.3 MB buffers: 128 MiB / 19.3 MB
+  EXPECT_EQ(AutoPoolSize(256, 256 * 224 * 224 * 3 * 4), 4u);  // at least 4, even above the bytes
+  EXPECT_EQ(AutoPoolSize(4096, 200 * kMiB), 4u);
+  EXPECT_LE(uint64_t{AutoPoolSize(32, 32 * 64 * 64 * 3 * 4)} * 32 * 64 * 64 * 3 * 4,
+            kAutoPoolBytes);
 }
 
 }  // namespace
