@@ -29,8 +29,9 @@ run() {  # name sanitizers
   # built above; the rest are exactly the tests of the targets listed. The mpi- and
   # browser-labelled tests are plain add_test commands (mpirun; chromium on sluice-train's
   # page): their programs are not built here, and neither Open MPI nor chromium is instrumented.
+  # The bundle-labelled GpuCheckSimRun packs the whole build's tools, which are not built here.
   (cd "$dir" && ctest --output-on-failure -j "$jobs" --exclude-regex '_NOT_BUILT' \
-    --label-exclude 'mpi|browser' --timeout 900)
+    --label-exclude 'mpi|browser|bundle' --timeout 900)
 }
 
 # TBB's scheduler is not built with TSan; tsan.supp lists its library-internal reports only.
