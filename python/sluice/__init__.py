@@ -65,7 +65,16 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
         raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
                            meaning=" (None: the largest label + 1)")
-    # The ranges of sluice-shard create's flags.
+    out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
+        out, split, records_per_shard, records_per_frame, zstd_level, threads)
+    return _sluice.write_dataset(out, split, np.asarray(images), np.asarray(labels),
+                                 records_per_shard, records_per_frame, zstd_level, threads,
+                                 layout or "", num_classes or 0)
+
+
+def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_level, threads):
+    """The arguments write_dataset takes for arrays and encoded images alike, checked against
+    the ranges of sluice-shard create's flags; TypeError or ValueError naming the one wrong."""
     records_per_shard = _int_arg("records_per_shard", records_per_shard, 1)
     records_per_frame = _int_arg("records_per_frame", records_per_frame, 1, 2**32 - 1)
     zstd_level = _int_arg("zstd_level", zstd_level, 1, 22)
@@ -74,9 +83,7 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     out = _path_arg("out", out)
     if not isinstance(split, str):
         raise TypeError("split: expected a str, got %r (%s)" % (split, type(split).__name__))
-    return _sluice.write_dataset(out, split, np.asarray(images), np.asarray(labels),
-                                 records_per_shard, records_per_frame, zstd_level, threads,
-                                 layout or "", num_classes or 0)
+    return out, split, records_per_shard, records_per_frame, zstd_level, threads
 
 
 def _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
@@ -97,15 +104,9 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
         num_classes = len(classes)
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
                            meaning=" (None: the largest label + 1)")
-    records_per_shard = _int_arg("records_per_shard", records_per_shard, 1)
-    records_per_frame = _int_arg("records_per_frame", records_per_frame, 1, 2**32 - 1)
+    out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
+        out, split, records_per_shard, records_per_frame, zstd_level, threads)
     frame_bytes = _int_arg("frame_bytes", frame_bytes, 1, 2**31)
-    zstd_level = _int_arg("zstd_level", zstd_level, 1, 22)
-    threads = _int_arg("threads", threads, 0, _sluice.RESOURCE_RANGES["threads"][1],
-                       meaning=" (0: all usable cores)")
-    out = _path_arg("out", out)
-    if not isinstance(split, str):
-        raise TypeError("split: expected a str, got %r (%s)" % (split, type(split).__name__))
     return _sluice.write_encoded_dataset(out, split, list(images), np.asarray(labels),
                                          records_per_shard, records_per_frame, frame_bytes,
                                          codec, zstd_level, threads, num_classes or 0,
