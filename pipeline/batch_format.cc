@@ -188,19 +188,36 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
 }
 
 absl::Status ChainPreprocessor::Process(const char* stored, size_t stored_bytes, char* out,
-                                        const SampleKey& key, char* scratch, int64_t* op_ns) const {
+                                        const SampleKey& key, char* scratch, int64_t* op_ns,
+                                        DecodeTiming* decode) const {
   char* chain_scratch = scratch + chain_scratch_offset_;
   char* dst = out_converters_.empty() ? out : scratch + chain_out_offset_;
   if (to_chw_.has_value()) {
     to_chw_->Convert(stored, scratch, 1);
     chain_->Apply(scratch, dst, key, chain_scratch, op_ns);
   } else {
-    RETURN_IF_ERROR(chain_->ApplyRecord(stored, stored_bytes, dst, key, chain_scratch, op_ns));
+    RETURN_IF_ERROR(
+        chain_->ApplyRecord(stored, stored_bytes, dst, key, chain_scratch, op_ns, decode));
   }
-  for (size_t i = 0; i < out_converters_.size(); ++i) {
-    out_converters_[i].Convert(dst + i * out_plane_bytes_in_, out + i * out_plane_bytes_out_, 1);
-  }
+  ConvertOut(dst, out);
   return absl::OkStatus();
+}
+
+absl::Status ChainPreprocessor::ProcessDecoded(const SampleSpec& decoded, const char* pixels,
+                                               char* out, const SampleKey& key, char* scratch,
+                                               int64_t* op_ns) const {
+  char* dst = out_converters_.empty() ? out : scratch + chain_out_offset_;
+  RETURN_IF_ERROR(
+      chain_->ApplyDecoded(decoded, pixels, dst, key, scratch + chain_scratch_offset_, op_ns));
+  ConvertOut(dst, out);
+  return absl::OkStatus();
+}
+
+void ChainPreprocessor::ConvertOut(const char* chain_out, char* out) const {
+  for (size_t i = 0; i < out_converters_.size(); ++i) {
+    out_converters_[i].Convert(chain_out + i * out_plane_bytes_in_, out + i * out_plane_bytes_out_,
+                               1);
+  }
 }
 
 }  // namespace sluice

@@ -77,11 +77,17 @@ class ChainPreprocessor {
   // `out` receives the batch sample. `op_ns`: chain().size() accumulators, or null
   // (TransformChain::Apply). kDataLoss, naming the op and the reason, for an encoded record
   // that cannot be decoded; always OK for fixed-size records.
+  // `decode` (may be null): the record's decode span (TransformChain::ApplyRecord).
   absl::Status Process(const char* stored, size_t stored_bytes, char* out, const SampleKey& key,
-                       char* scratch, int64_t* op_ns) const;
+                       char* scratch, int64_t* op_ns, DecodeTiming* decode = nullptr) const;
+  // The same from an image the chain's decoder already decoded (TransformChain::ApplyDecoded).
+  absl::Status ProcessDecoded(const SampleSpec& decoded, const char* pixels, char* out,
+                              const SampleKey& key, char* scratch, int64_t* op_ns) const;
 
  private:
   ChainPreprocessor() = default;
+  // The chain's output (in scratch, when there are converters) to the batch sample.
+  void ConvertOut(const char* chain_out, char* out) const;
 
   std::shared_ptr<const TransformChain> chain_;
   std::optional<SampleConverter>

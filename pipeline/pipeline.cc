@@ -27,7 +27,8 @@ constexpr auto kWhatIfNames = MakeEnumNames<WhatIf>({{WhatIf::kNone, "none"},
                                                      {WhatIf::kDecompress, "decompress"},
                                                      {WhatIf::kPreprocess, "preprocess"},
                                                      {WhatIf::kH2D, "h2d"},
-                                                     {WhatIf::kTransforms, "transforms"}});
+                                                     {WhatIf::kTransforms, "transforms"},
+                                                     {WhatIf::kDecode, "decode"}});
 }  // namespace
 
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {

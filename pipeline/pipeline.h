@@ -79,8 +79,16 @@ absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name);  // "fail" | "
 //   kH2D: no copy; the device slot of the batch is reused as is (CUDA builds).
 // kTransforms: the transform chain's cost removed (each sample a copy of a prebuilt chain
 // output of the right spec; the gather and the labels stay); only with transforms.
-enum class WhatIf : uint8_t { kNone, kRead, kDecompress, kPreprocess, kH2D, kTransforms };
-// none|read|decompress|preprocess|h2d|transforms
+enum class WhatIf : uint8_t {
+  kNone,
+  kRead,
+  kDecompress,
+  kPreprocess,
+  kH2D,
+  kTransforms,
+  kDecode,
+};
+// none|read|decompress|preprocess|h2d|transforms|decode
 absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name);
 absl::string_view WhatIfName(WhatIf w);
 

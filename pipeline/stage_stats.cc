@@ -16,6 +16,7 @@ namespace sluice {
 namespace {
 constexpr auto kStageNames = MakeEnumNames<Stage>({{Stage::kRead, "read"},
                                                    {Stage::kDecompress, "decompress"},
+                                                   {Stage::kDecode, "decode"},
                                                    {Stage::kPreprocess, "preprocess"},
                                                    {Stage::kPinnedWait, "pinned_wait"},
                                                    {Stage::kH2D, "h2d"},

@@ -28,9 +28,14 @@ namespace sluice {
 // bottleneck report (engine/diagnostics/bottleneck_report.h) and a target of --inject-delay.
 // kLoader is another library's loader measured from outside (sluice.probe,
 // engine/diagnostics/loader_probe.h): a row of a probe's report only.
+// kDecode is not a node of the graph either: it is the decoding of encoded images (the chain's
+// DecodeImage op), which runs inside the preprocess stage on its threads; it is recorded on its
+// own, per image (items and samples are images, bytes the decoded pixels), and its busy time is
+// also part of preprocess's.
 enum class Stage : uint8_t {
   kRead = 0,
   kDecompress,
+  kDecode,
   kPreprocess,
   kPinnedWait,
   kH2D,
@@ -38,8 +43,9 @@ enum class Stage : uint8_t {
   kCompute,
   kLoader,
 };
-inline constexpr int kNumPipelineStages = 6;  // kRead .. kDelivery
-// "read", "decompress", "preprocess", "pinned_wait", "h2d", "delivery", "compute", "loader"
+inline constexpr int kNumPipelineStages = 7;  // kRead .. kDelivery
+// "read", "decompress", "decode", "preprocess", "pinned_wait", "h2d", "delivery", "compute",
+// "loader"
 absl::string_view StageName(Stage s);
 // Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., compute)".
 absl::StatusOr<Stage> ParseStage(absl::string_view name);
@@ -82,6 +88,15 @@ struct ChainOpTime {
   int64_t sampled_ns = 0;  // summed over the timed samples and the threads
 };
 
+// What the read stage did for one epoch's frames: a cold first epoch (read from disk) against
+// warm ones (the page cache) shows here.
+struct EpochReads {
+  uint64_t epoch = 0;
+  uint64_t frames = 0;
+  uint64_t bytes = 0;   // stored bytes read
+  int64_t busy_ns = 0;  // the reader's time on them (one thread)
+};
+
 struct PipelineStats {
   std::array<StageStats, kNumPipelineStages> stages;
   int64_t start_ns = 0;     // when the pipeline was created
@@ -115,6 +130,8 @@ struct PipelineStats {
   // chain_timed_samples) over the stage's busy_ns.
   std::vector<ChainOpTime> chain_ops;
   uint64_t chain_timed_samples = 0;
+  // The read stage per epoch, in epoch order (epochs whose frames this pipeline read).
+  std::vector<EpochReads> epoch_reads;
 
   const StageStats& operator[](Stage s) const { return stages[static_cast<int>(s)]; }
   std::string ToString() const;  // one line per stage, for logs and tests

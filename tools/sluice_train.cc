@@ -118,8 +118,8 @@ ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, 0, "Testing: stop (as if killed) after N steps (0: never)");
 ABSL_FLAG(std::string, inject_delay, "",
           "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
-          "long per item in a stage (read, decompress, preprocess, h2d, compute; up to "
-          "10000000 us); see docs/bottleneck.md");
+          "long per item in a stage (read, decompress, decode (per image), preprocess, h2d, "
+          "compute; up to 10000000 us); see docs/bottleneck.md");
 
 ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
 ABSL_FLAG(std::string, report_json, "",
@@ -143,8 +143,9 @@ ABSL_FLAG(bool, check_advice, false,
 ABSL_FLAG(std::string, what_if, "none",
           "Diagnostic: make one stage free and report the "
           "throughput: read | decompress | preprocess | h2d | compute | transforms (the "
-          "--transforms chain's cost alone) | all (a table with each stage removed in turn next "
-          "to the normal run)");
+          "--transforms chain's cost alone) | decode (encoded images: each decode replaced by a "
+          "cached decoded image) | all (a table with each stage removed in turn next to the "
+          "normal run)");
 
 ABSL_FLAG(bool, autotune, false,
           "After the first epoch, adjust stage concurrency, pool size, device ring depth "
@@ -415,7 +416,7 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
     auto w = ParseWhatIf(what_if);
     if (!w.ok()) {
       return UsageError("what-if", absl::StrCat("expected none, read, decompress, preprocess, "
-                                                "h2d, compute, transforms or all, got \"",
+                                                "h2d, compute, transforms, decode or all, got \"",
                                                 what_if, "\""));
     }
     o.pipeline.diagnostics.what_if = *w;
@@ -447,7 +448,7 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
         *stage == Stage::kLoader) {
       return UsageError("inject-delay",
                         absl::StrCat("unknown stage \"", kv.first,
-                                     "\" (read, decompress, preprocess, h2d, compute)"));
+                                     "\" (read, decompress, decode, preprocess, h2d, compute)"));
     }
     if (*stage == Stage::kCompute) {
       o.inject_compute_delay_us = us;

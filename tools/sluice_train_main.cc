@@ -59,6 +59,10 @@ const char* WhatIfTrainingNote(WhatIf what_if, bool compute_free) {
       return ": every sample was a replay of one of the chain's first outputs with another "
              "record's label, so the accuracy above means nothing; compare only the rate "
              "(--what-if=all puts it beside a normal run)";
+    case WhatIf::kDecode:
+      return ": every sample's image was one of the first records' decoded images with its own "
+             "record's label, so the accuracy above means nothing; compare only the rate "
+             "(--what-if=all puts it beside a normal run)";
     case WhatIf::kH2D:
       return ": no batch was copied, each step trained on what its device slot held from an "
              "earlier batch, so the accuracy above means nothing; compare only the rate";

@@ -108,6 +108,12 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
         out.push_back({AdviceSetting::kH2DFormat, "u8", "normalization moves to the device"});
       }
       break;
+    case Stage::kDecode:  // decoding runs on the preprocess threads
+      if (more_threads) {
+        out.push_back({AdviceSetting::kPreprocessThreads, Doubled(threads, max_threads),
+                       "more images decoded at once"});
+      }
+      break;
     case Stage::kPinnedWait:
       // No setting: twice the buffers did not pay where the pool was full (measured 0.78-1.08x
       // from 1 and 2 buffers, tests/engine/job/advice_scenarios_test.cc; issue runs were slower

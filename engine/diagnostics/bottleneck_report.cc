@@ -80,6 +80,35 @@ void AddChainShares(const PipelineStats& ps, StageRow* row) {
   row->outside_chain_pct = std::max(0.0, 100.0 - sum);
 }
 
+// Decode: the chain's decoder, run by the preprocess stage's threads for each image. Its shares
+// are of the same time as preprocess's (its concurrency x its span), and its busy time is part
+// of preprocess's busy: preprocess's busy + wait-in + wait-out = 100 stays true, and decode's
+// busy is the part of preprocess's that decoded. Capacity: the images/s those threads would
+// decode if they did nothing else.
+StageRow DecodeRow(const PipelineStats& ps, double train_ns) {
+  const StageStats& d = ps[Stage::kDecode];
+  const StageStats& pre = ps[Stage::kPreprocess];
+  StageRow r;
+  r.stage = Stage::kDecode;
+  r.present = d.items > 0;
+  r.cpu_work = false;  // counted in preprocess's
+  r.concurrency = std::max(1, pre.concurrency);
+  r.items = d.items;
+  r.samples = d.samples;
+  r.bytes = d.bytes;
+  r.busy_ns = d.busy_ns;
+  r.items_per_s = train_ns > 0 ? d.items * 1e9 / train_ns : 0;
+  r.samples_per_s = train_ns > 0 ? d.samples * 1e9 / train_ns : 0;
+  const double span = StageSpan(pre, train_ns);
+  if (r.present) r.busy_pct = Share(d.busy_ns, r.concurrency * span);
+  if (d.busy_ns > 0 && d.samples > 0) {
+    r.capacity_samples_per_s = d.samples * 1e9 * r.concurrency / d.busy_ns;
+    r.cpu_ns_per_sample = static_cast<double>(d.busy_ns) / d.samples;
+  }
+  if (span > 0) r.cores_busy = d.busy_ns / span;
+  return r;
+}
+
 // Pinned-buffer wait: busy_ns is the time batches whose frames were ready waited for a
 // buffer, summed over batches (several wait at once), so it is shown as the batches waiting
 // on average; busy_pct is the share of the span during which at least one batch waited
@@ -167,14 +196,18 @@ void AttributeWait(BottleneckReport* rep) {
   double sum = 0;
   for (int i = 0; i < kNumReportStages; ++i) {
     const StageRow& r = rep->stages[i];
-    if (!r.present || r.stage == Stage::kCompute || !r.capacity_samples_per_s) continue;
+    // Decode's wait is preprocess's (it is part of that stage).
+    if (!r.present || r.stage == Stage::kCompute || r.stage == Stage::kDecode ||
+        !r.capacity_samples_per_s) {
+      continue;
+    }
     w[i] = std::max(0.0, 1e9 / *r.capacity_samples_per_s - compute_ns);
     sum += w[i];
   }
   if (sum <= 0) {
     for (int i = 0; i < kNumReportStages; ++i) {
       const StageRow& r = rep->stages[i];
-      if (!r.present || r.stage == Stage::kCompute) continue;
+      if (!r.present || r.stage == Stage::kCompute || r.stage == Stage::kDecode) continue;
       w[i] = std::clamp(r.busy_pct / 100.0, 0.0, 1.0);
       sum += w[i];
     }
@@ -201,6 +234,67 @@ void AddCopyHiddenShare(const ComputeStats& cs, BottleneckReport* rep) {
       "the compute stream waited between steps (it waited %.1f%% of training time)",
       *rep->copy_hidden_pct, kCopiesHiddenGoalPct, *rep->copy_startup_pct,
       std::max(0.0, 100.0 - *rep->copy_hidden_pct - *rep->copy_startup_pct), rep->input_bound_pct));
+}
+
+// The first epoch against the later ones, from the trainer's per-epoch rates and the reader's
+// per-epoch figures; a note says what differs, and why when the reads tell.
+void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
+  if (run.epochs.size() < 2) return;
+  const auto reads_of = [&run](uint64_t epoch) -> const EpochReads* {
+    for (const EpochReads& e : run.pipeline.epoch_reads) {
+      if (e.epoch == epoch) return &e;
+    }
+    return nullptr;
+  };
+  const EpochRate& first = run.epochs.front();
+  const EpochReads* first_reads = reads_of(first.epoch);
+  if (first_reads == nullptr) return;
+  EpochSplit s;
+  s.first_epoch = first.epoch;
+  s.first_samples_per_s = first.samples_per_s;
+  s.first_read_seconds = first_reads->busy_ns / 1e9;
+  if (first_reads->busy_ns > 0)
+    s.first_read_mb_per_s = first_reads->bytes * 1e3 / first_reads->busy_ns;
+  uint64_t samples = 0, bytes = 0;
+  double seconds = 0;
+  int64_t read_ns = 0;
+  for (size_t i = 1; i < run.epochs.size(); ++i) {
+    const EpochReads* r = reads_of(run.epochs[i].epoch);
+    if (r == nullptr) continue;
+    ++s.later_epochs;
+    samples += run.epochs[i].samples;
+    seconds += run.epochs[i].seconds;
+    bytes += r->bytes;
+    read_ns += r->busy_ns;
+  }
+  if (s.later_epochs == 0 || seconds <= 0) return;
+  s.later_samples_per_s = samples / seconds;
+  s.later_read_seconds = read_ns / 1e9 / s.later_epochs;
+  if (read_ns > 0) s.later_read_mb_per_s = bytes * 1e3 / read_ns;
+  s.differ = s.first_samples_per_s < (1 - kEpochsDifferFraction) * s.later_samples_per_s;
+  s.cold = s.differ && s.first_read_mb_per_s > 0 &&
+           s.later_read_mb_per_s >= kColdReadFactor * s.first_read_mb_per_s;
+  rep->epoch_split = s;
+  if (!s.differ) return;
+  const std::string rates = absl::StrFormat(
+      "epoch %d trained at %s, the %d later %s at %s (%.1fx)", s.first_epoch + 1,
+      report_internal::FormatRate(s.first_samples_per_s), s.later_epochs,
+      s.later_epochs == 1 ? "one" : "ones", report_internal::FormatRate(s.later_samples_per_s),
+      s.later_samples_per_s / std::max(s.first_samples_per_s, 1e-9));
+  if (s.cold) {
+    rep->notes.push_back(absl::StrFormat(
+        "cold first epoch: %s; its reads ran at %.1f MB/s against %.1f MB/s after (the reader "
+        "busy %.2f s against %.2f s per later epoch): epoch %d read from disk, the later ones "
+        "from the page cache; the table covers every epoch, and a longer run gets the later "
+        "rate",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_read_seconds,
+        s.later_read_seconds, s.first_epoch + 1));
+  } else {
+    rep->notes.push_back(absl::StrFormat(
+        "slow first epoch: %s, although its reads were not slower (%.1f MB/s against %.1f MB/s "
+        "after): start-up, not the disk (buffers touched for the first time, threads starting)",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s));
+  }
 }
 
 }  // namespace
@@ -260,6 +354,9 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
       case RowSource::kCompute:
         rep.stages.push_back(ComputeRow(info, run, train_ns, rep.measured_samples_per_s));
         break;
+      case RowSource::kDecode:
+        rep.stages.push_back(DecodeRow(ps, train_ns));
+        break;
     }
   }
   const StageRow& compute = rep.row(Stage::kCompute);
@@ -276,7 +373,10 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   double cpu_busy = 0;
   for (const StageRow& r : rep.stages) {
     if (!r.present) continue;
-    if (r.capacity_samples_per_s) cap = std::min(cap, *r.capacity_samples_per_s);
+    // Decode shares preprocess's threads: preprocess's capacity already holds its cost.
+    if (r.capacity_samples_per_s && r.stage != Stage::kDecode) {
+      cap = std::min(cap, *r.capacity_samples_per_s);
+    }
     if (r.cpu_work) {
       cpu_ns += r.cpu_ns_per_sample;
       cpu_busy += r.cores_busy * train_ns;
@@ -319,6 +419,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
     rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
   AddCopyHiddenShare(cs, &rep);
+  AddEpochSplit(run, &rep);
   if (rep.on_device) {
     rep.notes.push_back(absl::StrFormat(
         "compute busy is device time from events on the compute stream; the host spent %.0f%% "

@@ -96,6 +96,28 @@ struct StageRow {
   std::optional<double> outside_chain_pct;
 };
 
+// The run's first epoch against its later ones (docs/bottleneck.md, "Cold and warm epochs"):
+// a first epoch that reads from disk while the later ones read the page cache is slower for a
+// reason the whole-run table averages away. Present when this process trained two or more
+// epochs and the pipeline recorded their reads.
+struct EpochSplit {
+  uint64_t first_epoch = 0;  // as the trainer counts (from 0)
+  uint64_t later_epochs = 0;
+  double first_samples_per_s = 0;
+  double later_samples_per_s = 0;  // the later epochs' samples over their seconds
+  double first_read_seconds = 0;   // the reader's busy time on the epoch's frames
+  double later_read_seconds = 0;   // per later epoch, on average
+  double first_read_mb_per_s = 0;  // stored MB over the reader's busy seconds (0: no reads)
+  double later_read_mb_per_s = 0;
+  // The first epoch trained more than kEpochsDifferFraction slower than the later ones.
+  bool differ = false;
+  // ... and its reads were at least kColdReadFactor slower per byte: it read from disk (or a
+  // colder cache) and the later epochs did not.
+  bool cold = false;
+};
+inline constexpr double kEpochsDifferFraction = 0.15;
+inline constexpr double kColdReadFactor = 2.0;
+
 struct BottleneckReport {
   std::vector<StageRow> stages;  // kNumReportStages rows, in kReportStages order
   std::string device;            // backend name
@@ -143,6 +165,7 @@ struct BottleneckReport {
   // Device runs: the share of copy time that ran before an epoch's first step while no step
   // ran (ComputeStats::startup_copy_ns): no setting can hide it. nullopt with copy_hidden_pct.
   std::optional<double> copy_startup_pct;
+  std::optional<EpochSplit> epoch_split;
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.

@@ -18,6 +18,9 @@ void to_json(BasicJsonType& j, const Stage& s) {
 }
 
 SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
+SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_per_s,
+                          later_samples_per_s, first_read_seconds, later_read_seconds,
+                          first_read_mb_per_s, later_read_mb_per_s, differ, cold)
 
 // The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
 SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
@@ -48,6 +51,23 @@ std::string FormatCopyHidden(const BottleneckReport& rep) {
 }  // namespace
 
 namespace report_internal {
+// Under the decode row: where its time sits, so the rows still add up.
+std::string FormatDecodeLine(const BottleneckReport& rep, const StageRow& decode) {
+  const StageRow& pre = rep.row(Stage::kPreprocess);
+  std::string out = absl::StrFormat(
+      "  decode runs inside preprocess, on its %d threads: %.1f%% of their time decoded %d "
+      "images (%.1f us each, %.0f KB decoded on average); preprocess's %.1f%% busy includes it",
+      decode.concurrency, decode.busy_pct, decode.items,
+      decode.items > 0 ? decode.busy_ns / 1e3 / decode.items : 0.0,
+      decode.items > 0 ? decode.bytes / 1e3 / decode.items : 0.0, pre.busy_pct);
+  if (decode.ceiling_samples_per_s) {
+    absl::StrAppendFormat(&out, "; ceiling: the bare decoder, %s per core",
+                          FormatRate(*decode.ceiling_samples_per_s /
+                                     std::min(decode.concurrency, std::max(1, rep.cores))));
+  }
+  return out + "\n";
+}
+
 std::string FormatChainShares(const StageRow& row) {
   if (!row.ops) return "";
   std::string out = "  chain: ";
@@ -74,12 +94,20 @@ std::string BottleneckReport::ToText() const {
       continue;
     }
     const bool pinned = r.stage == Stage::kPinnedWait;
-    absl::StrAppendFormat(
-        &out, "%-11s %4s %9d %18s %6.1f %7.1f %8.1f %5d %18s %6s %6.1f\n", StageName(r.stage),
-        pinned ? "-" : absl::StrCat(r.concurrency), r.items,
-        pinned ? "-" : FormatRate(r.samples_per_s), r.busy_pct, r.wait_input_pct, r.wait_output_pct,
-        r.queue_high_water, r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
-        r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-", r.attributed_wait_pct);
+    // Decode is part of preprocess: no waits, queue or wait share of its own ("-").
+    const bool decode = r.stage == Stage::kDecode;
+    const auto pct = [decode](double v) {
+      return decode ? std::string("-") : absl::StrFormat("%.1f", v);
+    };
+    absl::StrAppendFormat(&out, "%-11s %4s %9d %18s %6.1f %7s %8s %5s %18s %6s %6s\n",
+                          StageName(r.stage), pinned ? "-" : absl::StrCat(r.concurrency), r.items,
+                          pinned ? "-" : FormatRate(r.samples_per_s), r.busy_pct,
+                          pct(r.wait_input_pct), pct(r.wait_output_pct),
+                          decode ? "-" : absl::StrCat(r.queue_high_water),
+                          r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
+                          r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-",
+                          pct(r.attributed_wait_pct));
+    if (decode) absl::StrAppend(&out, report_internal::FormatDecodeLine(*this, r));
     absl::StrAppend(&out, report_internal::FormatChainShares(r));
   }
   absl::StrAppendFormat(&out,
@@ -127,6 +155,7 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   j["launch_gated_pct"] = launch_gated_pct;
   j["copy_hidden_pct"] = number_or_null(copy_hidden_pct);
   j["copy_startup_pct"] = number_or_null(copy_startup_pct);
+  j["epoch_split"] = epoch_split ? nlohmann::ordered_json(*epoch_split) : nlohmann::ordered_json();
   // Communication-bound names the exchange, which has no row in the stage table.
   j["verdict"] = {{"class", VerdictClassName(verdict)},
                   {"limiting_stage", verdict == VerdictClass::kCommunicationBound

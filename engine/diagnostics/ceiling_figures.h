@@ -34,6 +34,7 @@ struct Ceilings {
   std::string measured_at;  // UTC, ISO 8601
   Ceiling read;
   Ceiling decompress;
+  Ceiling decode;  // images/s of the run's decoder, 1 thread (encoded images only)
   Ceiling preprocess;
   Ceiling pinned_memcpy;
   Ceiling h2d_pinned;

@@ -23,6 +23,7 @@
 #include "pipeline/convert.h"
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/stage_stats.h"
+#include "pipeline/transforms/transform_chain.h"
 
 namespace sluice {
 
@@ -205,6 +206,48 @@ Ceiling MeasureDecompress(const std::vector<Frame>& frames, double secs) {
   return c;
 }
 
+// Decode: the run's decoder (the chain's first op, DecodeImage: libjpeg-turbo or libspng) on
+// the measured frames' encoded images in turn, 1 thread; what one core decodes of this dataset.
+// Not measured when the records are not encoded images.
+absl::StatusOr<Ceiling> MeasureDecode(const Dataset& dataset, const std::vector<Frame>& frames,
+                                      const CeilingOptions& options, double secs) {
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
+                   ResolveBatchFormat(dataset.spec(), options.format, SettingNames::kFlags));
+  Ceiling none;
+  if (format.chain == nullptr || !format.chain->decodes()) {
+    none.note = "not measured: the records are not encoded images";
+    return none;
+  }
+  const TransformChain& chain = *format.chain;
+  struct Image {
+    const char* bytes;
+    size_t size;
+  };
+  std::vector<Image> images;
+  for (const Frame& f : frames) {
+    const uint32_t n = f.reader->frames()[f.index].record_count;
+    const FrameView view(dataset.spec(), n, f.raw.data());
+    for (uint32_t r = 0; r < n; ++r) images.push_back({view.sample(r), view.sample_size(r)});
+  }
+  std::vector<char> out(chain.spec(1).bytes());
+  std::vector<char> scratch(chain.scratch_bytes() + 64);
+  char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  // A corrupt image costs its failed attempt, as in the run; it decodes no bytes.
+  Ceiling c =
+      FromTimed(TimeLoop(secs,
+                         [&](uint64_t k) -> uint64_t {
+                           const Image& im = images[k % images.size()];
+                           absl::StatusOr<SampleSpec> s =
+                               chain.DecodeRecord(im.bytes, im.size, out.data(), aligned);
+                           return s.ok() ? s->bytes() : 0;
+                         }),
+                1,
+                absl::StrCat(chain.op(0).Identity(), " on the dataset's first ", images.size(),
+                             " images in turn, 1 thread; MB of decoded "
+                             "pixels"));
+  return c;
+}
+
 // Preprocess: the pipeline's own gather + convert of one batch (through the run's transforms
 // when it has them), into a page-aligned buffer; samples are taken with a stride so the gather
 // touches every measured frame. Then a plain memcpy of a batch into such a buffer.
@@ -306,6 +349,7 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   ASSIGN_OR_RETURN(const std::vector<Frame> frames, LoadFrames(dataset));
   c.read = MeasureRead(frames, secs);
   c.decompress = MeasureDecompress(frames, secs);
+  ASSIGN_OR_RETURN(c.decode, MeasureDecode(dataset, frames, options, secs));
   RETURN_IF_ERROR(
       MeasurePreprocessAndMemcpy(dataset, frames, options, secs, &c.preprocess, &c.pinned_memcpy));
   ASSIGN_OR_RETURN(const ResolvedBatchFormat format,

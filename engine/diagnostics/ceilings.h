@@ -7,6 +7,8 @@
 //   read        MB/s of stored frames, pread through the Env (ShardReader::ReadStoredFrame),
 //               one thread; warm page cache (the frames are read once before timing)
 //   decompress  MB/s of raw output per thread (ShardReader::DecodeFrame, checksum included)
+//   decode      images/s per thread of the run's decoder (DecodeImage: libjpeg-turbo, libspng)
+//               on the measured frames' encoded images; not measured for other records
 //   preprocess  samples/s per thread: the u8 -> h2d-format normalize + gather of a batch, with
 //               the pipeline's own SampleConverter (pipeline/convert.h)
 //   pinned      memcpy MB/s per thread into page-aligned (pinned with CUDA) host memory

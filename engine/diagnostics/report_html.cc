@@ -81,6 +81,8 @@ std::string AbsentReason(const BottleneckReport& rep, Stage s) {
       return "this run had no pool of pinned batch buffers";
     case Stage::kCompute:
       return "no step was trained";
+    case Stage::kDecode:
+      return "the records are not encoded images (or a cached decoded copy stood in for them)";
     default:
       return "no items were recorded (the stage was made free, e.g. by --what-if)";
   }

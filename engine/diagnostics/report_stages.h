@@ -21,6 +21,9 @@ enum class RowSource {
   kGraphStage,  // a node of the pipeline's graph: its StageStats
   kPinnedPool,  // the wait for a pinned buffer: a wait, not work, so it has no capacity
   kCompute,     // the training step: ComputeStats, with the consumer's wait as its input wait
+  // The decoding of encoded images: a part of the preprocess stage's work, on its threads
+  // (its busy time is inside preprocess's, so it is not counted in the CPU budget twice).
+  kDecode,
 };
 
 // The timeline track (engine/diagnostics/trace_writer.h) a stage's spans are drawn on.
@@ -50,7 +53,7 @@ struct ReportStageInfo {
   TraceTrack track;
 };
 
-inline constexpr std::array<ReportStageInfo, 6> kReportStageTable = {{
+inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
     {.stage = Stage::kRead,
      .name = "read",
      .title = "read",
@@ -70,6 +73,16 @@ inline constexpr std::array<ReportStageInfo, 6> kReportStageTable = {{
      .ceiling = &Ceilings::decompress,
      .ceiling_per_thread = true,
      .advice = {AdviceSetting::kDecompressThreads, AdviceSetting::kZstdLevel},
+     .track = TraceTrack::kWorkerThread},
+    {.stage = Stage::kDecode,
+     .name = "decode",
+     .title = "decode (in preprocess)",
+     .unit = "image",
+     .source = RowSource::kDecode,
+     .cpu_work = false,
+     .ceiling = &Ceilings::decode,
+     .ceiling_per_thread = true,
+     .advice = {AdviceSetting::kPreprocessThreads, std::nullopt},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kPreprocess,
      .name = "preprocess",

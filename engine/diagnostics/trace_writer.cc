@@ -141,7 +141,10 @@ json BuildChromeTrace(const RunRecord& run) {
     }
     if (tid >= kTraceTidPinnedWait) special.insert(tid);
     const ReportStageInfo* info = FindReportStage(s.stage);
-    const bool frame = info != nullptr && std::string_view(info->unit) == "frame";
+    // A frame's sequence number, an image's record id (decode spans, nested inside their
+    // batch's preprocess span on the same thread), or a batch id.
+    const std::string_view unit = info != nullptr ? info->unit : "batch";
+    const char* key = unit == "frame" ? "frame" : unit == "image" ? "record" : "batch";
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", tid},
@@ -149,7 +152,7 @@ json BuildChromeTrace(const RunRecord& run) {
                       {"cat", "pipeline"},
                       {"ts", (s.start_ns - t0) / 1e3},
                       {"dur", (s.end_ns - s.start_ns) / 1e3},
-                      {"args", {{frame ? "frame" : "batch", s.id}}}});
+                      {"args", {{key, s.id}}}});
     if (s.stage == Stage::kPreprocess) pre_start[s.id] = s.start_ns;
     if (s.stage == Stage::kH2D) {
       h2d_start[s.id] = s.start_ns;

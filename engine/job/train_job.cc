@@ -48,6 +48,9 @@ PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backe
     case WhatIf::kH2D:
       p.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] = 0;
       break;
+    case WhatIf::kDecode:
+      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecode)] = 0;
+      break;
     case WhatIf::kNone:
     case WhatIf::kTransforms:  // the chain's cost only; an injected delay is not the chain's
       break;

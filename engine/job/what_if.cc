@@ -16,8 +16,8 @@ namespace {
 constexpr double kWithinNoiseFraction = 0.15;
 
 std::optional<Stage> FreedStage(const std::string& free_stage) {
-  for (Stage s :
-       {Stage::kRead, Stage::kDecompress, Stage::kPreprocess, Stage::kH2D, Stage::kCompute}) {
+  for (Stage s : {Stage::kRead, Stage::kDecompress, Stage::kDecode, Stage::kPreprocess, Stage::kH2D,
+                  Stage::kCompute}) {
     if (StageName(s) == free_stage) return s;
   }
   return std::nullopt;
@@ -87,6 +87,12 @@ absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfTable(
     ASSIGN_OR_RETURN(TrainJobResult r, RunTrainJob(env, WhatIfOptions(base, "transforms")));
     const double rate = TrainSamplesPerSecond(r.train);
     rows.push_back({"transforms", "", rate, normal_rate > 0 ? rate / normal_rate : 0.0});
+  }
+  if (normal.run.pipeline[Stage::kDecode].items > 0) {  // the run decodes encoded images
+    if (on_start) on_start("decode");
+    ASSIGN_OR_RETURN(TrainJobResult r, RunTrainJob(env, WhatIfOptions(base, "decode")));
+    const double rate = TrainSamplesPerSecond(r.train);
+    rows.push_back({"decode", "", rate, normal_rate > 0 ? rate / normal_rate : 0.0});
   }
   return rows;
 }

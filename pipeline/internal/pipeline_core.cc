@@ -161,6 +161,7 @@ absl::Status PipelineCore::Init() {
   }
   recorders_[Stage::kRead].Init(Stage::kRead, 1);
   recorders_[Stage::kDecompress].Init(Stage::kDecompress, opt_.resources.decompress_threads);
+  recorders_[Stage::kDecode].Init(Stage::kDecode, opt_.resources.preprocess_threads);
   recorders_[Stage::kPreprocess].Init(Stage::kPreprocess, opt_.resources.preprocess_threads);
   recorders_[Stage::kPinnedWait].Init(Stage::kPinnedWait, 1);
   recorders_[Stage::kH2D].Init(Stage::kH2D, 1);
@@ -427,6 +428,10 @@ PipelineStats PipelineCore::Stats() const {
           {chain.op(k).Identity(), op_ns_total_[k].load(std::memory_order_relaxed)});
     }
     st.chain_timed_samples = chain_timed_samples_.load(std::memory_order_relaxed);
+  }
+  {
+    std::lock_guard<std::mutex> lock(epoch_reads_mu_);
+    st.epoch_reads = epoch_reads_;
   }
   return st;
 }

@@ -74,6 +74,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   absl::Status InitPreprocess();
   absl::Status BuildWhatIfCaches();
   absl::Status BuildChainFreeSamples();  // what-if transforms
+  absl::Status BuildDecodedImages();     // what-if decode
   void BuildGraph();
   static absl::Status CheckPipelineThreadsCanStart(int threads);
   FrameMsg ReadBody(oneapi::tbb::flow_control& fc);
@@ -160,6 +161,13 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   // sample's chain (cycled by the sample's position).
   std::vector<char> chain_free_samples_;
   uint32_t chain_free_count_ = 0;
+  // What-if decode: the first records' decoded images, given to the ops after the decoder in
+  // place of each sample's decode (cycled by the sample's position).
+  struct DecodedImage {
+    SampleSpec spec;
+    std::vector<char> pixels;
+  };
+  std::vector<DecodedImage> decoded_images_;
   std::vector<uint32_t> prebuilt_size_;
   uint64_t prebuilt_first_step_ = 0;
 
@@ -170,6 +178,9 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::shared_ptr<EpochRun> reading_;
   uint32_t next_slot_ = 0;
   int64_t read_last_end_ns_ = 0;
+  // Per-epoch read figures: written by the reader, copied by Stats() on another thread.
+  mutable std::mutex epoch_reads_mu_;
+  std::vector<EpochReads> epoch_reads_;
 
   std::atomic<bool> cancelled_{false};
   std::atomic<int64_t> frames_resident_{0};

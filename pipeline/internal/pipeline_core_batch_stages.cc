@@ -102,6 +102,8 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
   const uint32_t end = plan.batch_end(index);
   uint32_t k = 0;
   uint32_t timed = 0;
+  const int64_t decode_delay_us =
+      opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecode)];
   for (uint32_t i = plan.batch_begin(index); i < end; ++i) {
     const DecodedFrame& fr = run.frames[plan.sample_slot[i]];
     if (fr.corrupt) continue;  // skip policy: the sample is dropped, others keep their place
@@ -117,9 +119,20 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
       ++k;
       continue;
     }
-    const absl::Status s = preprocessor_->Process(
-        frame.sample(offset), frame.sample_size(offset), samples + size_t{k} * out_bytes,
-        SampleKey{opt_.order.seed, plan.epoch, position}, scratch, op_ns);
+    const SampleKey key{opt_.order.seed, plan.epoch, position};
+    absl::Status s;
+    if (!decoded_images_.empty()) {  // what-if decode: a decoded image instead of the decode
+      const DecodedImage& img = decoded_images_[position % decoded_images_.size()];
+      s = preprocessor_->ProcessDecoded(img.spec, img.pixels.data(),
+                                        samples + size_t{k} * out_bytes, key, scratch, op_ns);
+    } else {
+      DecodeTiming decode{.delay_us = decode_delay_us};
+      s = preprocessor_->Process(frame.sample(offset), frame.sample_size(offset),
+                                 samples + size_t{k} * out_bytes, key, scratch, op_ns, &decode);
+      if (decode.start_ns != 0) {
+        Record(Stage::kDecode, decode.start_ns, decode.end_ns, plan.order[i], 1, decode.bytes);
+      }
+    }
     // A refused record's ops are not all timed: it is not one of the timed samples, and its
     // attempt counts outside the chain.
     if (!s.ok() && !SkipCorruptRecord(run, i, s)) break;

@@ -41,6 +41,7 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
   const WhatIf w = opt_.diagnostics.what_if;
   if (w == WhatIf::kNone || w == WhatIf::kH2D) return absl::OkStatus();
   if (w == WhatIf::kTransforms) return BuildChainFreeSamples();
+  if (w == WhatIf::kDecode) return BuildDecodedImages();
   const size_t f = layout_.frames.size();
   if (w == WhatIf::kRead) {
     stored_cache_.resize(f);
@@ -142,6 +143,45 @@ absl::Status PipelineCore::BuildChainFreeSamples() {
   chain_free_count_ = made;
   return absl::OkStatus();
 }
+// The decoder's output for the first frame's records (at most kDecodedImages), so the ops after
+// it work on real images of this dataset, at no decode cost per sample.
+absl::Status PipelineCore::BuildDecodedImages() {
+  if (!preprocessor_.has_value() || !preprocessor_->chain().decodes()) {
+    return absl::InvalidArgumentError(
+        "what-if decode: the run decodes nothing (its records are not encoded images)");
+  }
+  constexpr uint32_t kDecodedImages = 64;
+  if (layout_.frames.empty()) return absl::OkStatus();  // no batches
+  const FrameRef& fr = layout_.frames.front();
+  const ShardReader* r = readers_[fr.shard];
+  std::string stored;
+  RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
+  std::string raw(r->frames()[fr.frame].raw_size, '\0');
+  RETURN_IF_ERROR(
+      r->DecodeFrame(fr.frame, stored, absl::MakeSpan(raw.data(), raw.size()), ThisThreadDctx()));
+  const FrameView frame(spec_, fr.record_count, raw.data());
+  const TransformChain& chain = preprocessor_->chain();
+  std::vector<char> image(chain.spec(1).bytes());
+  ScratchSlot& s = scratch_.front();
+  for (uint32_t i = 0; i < fr.record_count && decoded_images_.size() < kDecodedImages; ++i) {
+    absl::StatusOr<SampleSpec> spec =
+        chain.DecodeRecord(frame.sample(i), frame.sample_size(i), image.data(), s.aligned);
+    if (spec.ok()) {
+      decoded_images_.push_back(
+          {*spec, std::vector<char>(image.begin(), image.begin() + spec->bytes())});
+    } else if (opt_.on_corrupt != OnCorrupt::kSkip || !absl::IsDataLoss(spec.status())) {
+      return absl::Status(
+          spec.status().code(),
+          absl::StrCat(r->path(), ": record ", fr.first_record + i, ": ", spec.status().message()));
+    }
+  }
+  if (decoded_images_.empty() && fr.record_count > 0) {
+    return absl::DataLossError(
+        absl::StrCat("what-if decode: no record of ", r->path(), "'s first frame decodes"));
+  }
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------------
 // read
 
@@ -234,6 +274,16 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   recorders_[Stage::kDecompress].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) +
                                            1);
   Record(Stage::kRead, start, end, m.seq, fr.record_count, bytes);
+  {
+    std::lock_guard<std::mutex> lock(epoch_reads_mu_);
+    if (epoch_reads_.empty() || epoch_reads_.back().epoch != reading_->plan.epoch) {
+      epoch_reads_.push_back({.epoch = reading_->plan.epoch});
+    }
+    EpochReads& e = epoch_reads_.back();
+    ++e.frames;
+    e.bytes += bytes;
+    e.busy_ns += end - start;
+  }
   return m;
 }
 

@@ -89,10 +89,12 @@ class StageRecorder {
 };
 
 // Whether a stage's wait_input is recorded directly rather than derived from its busy time:
-// delivery measures the consumer's wait in Next(); read has no input and pinned_wait is not a
-// graph node, so deriving an idle time for them would be meaningless (they report 0).
+// delivery measures the consumer's wait in Next(); read has no input, and pinned_wait and decode
+// (a part of preprocess's work) are not graph nodes, so deriving an idle time for them would be
+// meaningless (they report 0).
 inline bool WaitInputIsMeasured(Stage s) {
-  return s == Stage::kRead || s == Stage::kPinnedWait || s == Stage::kDelivery;
+  return s == Stage::kRead || s == Stage::kDecode || s == Stage::kPinnedWait ||
+         s == Stage::kDelivery;
 }
 
 // Splits a graph stage's idle time, concurrency x its window - busy, into the two waits:

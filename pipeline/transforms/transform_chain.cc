@@ -85,8 +85,8 @@ void TransformChain::Apply(const void* src, void* dst, const SampleKey& key, voi
 }
 
 absl::Status TransformChain::ApplyRecord(const void* src, size_t src_bytes, void* dst,
-                                         const SampleKey& key, void* scratch,
-                                         int64_t* op_ns) const {
+                                         const SampleKey& key, void* scratch, int64_t* op_ns,
+                                         DecodeTiming* decode) const {
   if (!varies()) {
     if (src_bytes != input_spec().bytes()) {
       return absl::DataLossError(absl::StrCat("a record of ", src_bytes, " bytes; expected ",
@@ -96,17 +96,47 @@ absl::Status TransformChain::ApplyRecord(const void* src, size_t src_bytes, void
     Apply(src, dst, key, scratch, op_ns);
     return absl::OkStatus();
   }
+  return RunFrom(0, specs_.front(), src, src_bytes, dst, key, scratch, op_ns,
+                 decodes() ? decode : nullptr);
+}
+
+absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t src_bytes,
+                                                        void* dst, void* scratch) const {
+  if (!decodes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the chain decodes nothing: its input is ", SampleSpecString(input_spec())));
+  }
+  char* base = static_cast<char*>(scratch);
+  SampleRandom rng(SampleKey{}, 0);
+  const SampleBuffers io{src, src_bytes, dst, specs_[1].bytes(), base + 2 * scratch_half_};
+  absl::StatusOr<SampleSpec> out = ops_[0]->ApplyVariable(specs_.front(), io, rng);
+  if (!out.ok()) {
+    return absl::DataLossError(absl::StrCat(ops_[0]->Identity(), ": ", out.status().message()));
+  }
+  return out;
+}
+
+absl::Status TransformChain::ApplyDecoded(const SampleSpec& decoded, const void* pixels, void* dst,
+                                          const SampleKey& key, void* scratch,
+                                          int64_t* op_ns) const {
+  if (!decodes() || ops_.size() < 2) {
+    return absl::InvalidArgumentError("ApplyDecoded: the chain has no ops after a decoder");
+  }
+  return RunFrom(1, decoded, pixels, decoded.bytes(), dst, key, scratch, op_ns, nullptr);
+}
+
+absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void* in,
+                                     size_t in_bytes, void* dst, const SampleKey& key,
+                                     void* scratch, int64_t* op_ns, DecodeTiming* decode) const {
   const bool timed = op_ns != nullptr && TimesSample(key.index);
   char* base = static_cast<char*>(scratch);
   char* halves[2] = {base, base + scratch_half_};
-  SampleSpec actual = specs_.front();
-  const void* in = src;
-  size_t in_bytes = src_bytes;
-  for (size_t i = 0; i < ops_.size(); ++i) {
+  for (size_t i = first; i < ops_.size(); ++i) {
     const bool last = i + 1 == ops_.size();
     void* out = last ? dst : halves[i % 2];
     SampleRandom rng(key, i);
-    const int64_t start = timed ? NowNs() : 0;
+    const bool decoding = i == 0 && decode != nullptr;
+    const int64_t start = timed || decoding ? NowNs() : 0;
     if (i < variable_ops_) {
       const SampleBuffers io{in, in_bytes, out, last ? output_spec().bytes() : scratch_half_,
                              base + 2 * scratch_half_};
@@ -120,7 +150,13 @@ absl::Status TransformChain::ApplyRecord(const void* src, size_t src_bytes, void
       ops_[i]->Apply(specs_[i], in, out, rng);
       actual = specs_[i + 1];
     }
-    if (timed) op_ns[i] += NowNs() - start;
+    if (decoding) {
+      SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
+      *decode = DecodeTiming{decode->delay_us, start, NowNs(), actual.bytes()};
+      if (timed) op_ns[i] += decode->end_ns - start;
+    } else if (timed) {
+      op_ns[i] += NowNs() - start;
+    }
     in = out;
     in_bytes = actual.bytes();
   }

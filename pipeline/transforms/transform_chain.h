@@ -20,6 +20,10 @@
 // TimesSample(index) (every kTimingStride-th index) add each op's steady-clock ns to it, the
 // others cost one branch. Accumulators belong to the caller (one set per thread).
 //
+// Decode timing: a chain on encoded input (decodes()) times its first op, the decoder, on every
+// record ApplyRecord is given a DecodeTiming for (decoding is milliseconds, the clock tens of
+// nanoseconds): the pipeline's decode stage (Stage::kDecode) is built from these.
+//
 // Thread safety: immutable after Create; Apply may run on many threads with their own scratch.
 #ifndef SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_CHAIN_H_
 #define SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_CHAIN_H_
@@ -36,6 +40,15 @@
 #include "pipeline/transforms/transform.h"
 
 namespace sluice {
+
+// One record's decode, as ApplyRecord measured it (`delay_us` is an input: an injected delay,
+// busy-waited inside the decode's span, the decode stage's --inject-delay).
+struct DecodeTiming {
+  int64_t delay_us = 0;
+  int64_t start_ns = 0;  // 0: nothing was decoded (the record was refused before or by decode)
+  int64_t end_ns = 0;
+  uint64_t bytes = 0;  // the decoded image's bytes
+};
 
 class TransformChain {
  public:
@@ -57,6 +70,8 @@ class TransformChain {
   const Transform& op(size_t i) const { return *ops_[i]; }
   // True when samples' sizes vary before some op (encoded input): run it with ApplyRecord.
   bool varies() const { return variable_ops_ > 0; }
+  // True when the input is encoded images: op 0 is the decoder.
+  bool decodes() const { return !ops_.empty() && specs_.front().extent == SampleExtent::kEncoded; }
   // The ops' identities joined by ", " (ParseTransforms reads it back); "" when empty.
   std::string Identity() const;
 
@@ -75,11 +90,28 @@ class TransformChain {
   // alignment and timing as Apply. kDataLoss, starting with the op's identity, when the record
   // cannot be transformed (corrupt, truncated, empty, not an image, larger than the bound); the
   // caller adds the file and record.
+  // `decode` (decodes() chains only; may be null) receives the decode's span and size.
   absl::Status ApplyRecord(const void* src, size_t src_bytes, void* dst, const SampleKey& key,
-                           void* scratch, int64_t* op_ns = nullptr) const;
+                           void* scratch, int64_t* op_ns = nullptr,
+                           DecodeTiming* decode = nullptr) const;
+
+  // Op 0 (the decoder) alone on one record: the decoded image into `dst` (room for
+  // spec(1).bytes(), the bound), its actual spec returned; kDataLoss as ApplyRecord. With
+  // ApplyDecoded, a run can replay cached decoded images (what-if decode).
+  absl::StatusOr<SampleSpec> DecodeRecord(const void* src, size_t src_bytes, void* dst,
+                                          void* scratch) const;
+  // The ops after the decoder on an image DecodeRecord produced (`decoded` its spec, `pixels`
+  // its decoded.bytes() bytes), into dst, as ApplyRecord would have; `op_ns[0]` is untouched.
+  absl::Status ApplyDecoded(const SampleSpec& decoded, const void* pixels, void* dst,
+                            const SampleKey& key, void* scratch, int64_t* op_ns = nullptr) const;
 
  private:
   TransformChain() = default;
+
+  // Ops [first, size()) on `in` (`actual` its spec, in_bytes its size), the rest as ApplyRecord.
+  absl::Status RunFrom(size_t first, SampleSpec actual, const void* in, size_t in_bytes, void* dst,
+                       const SampleKey& key, void* scratch, int64_t* op_ns,
+                       DecodeTiming* decode) const;
 
   std::vector<std::unique_ptr<const Transform>> ops_;
   std::vector<SampleSpec> specs_;  // size() + 1: the input, then each op's output

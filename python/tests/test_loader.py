@@ -309,7 +309,7 @@ def test_report_has_the_schema_keys_and_the_python_consumer_as_compute(fashion):
     assert list(report.keys()) == top
     stage_fields = [f[len("stages[]."):] for f in fields if f.startswith("stages[].")]
     assert [row["stage"] for row in report["stages"]] == [
-        "read", "decompress", "preprocess", "pinned_wait", "h2d", "compute"]
+        "read", "decompress", "decode", "preprocess", "pinned_wait", "h2d", "compute"]
     for row in report["stages"]:
         assert set(stage_fields) <= set(row.keys())
     assert report["schema"] == "sluice.bottleneck_report/1"

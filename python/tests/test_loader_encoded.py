@@ -72,6 +72,24 @@ def test_batches_equal_pil_decode_then_resize_and_center_crop(images, threads):
     assert position == RECORDS
 
 
+def test_report_has_a_decode_row_inside_preprocess(images):
+    loader = sluice.Loader(images["dir"], batch_size=BATCH, dtype=torch.uint8,
+                           transforms=_chain(), threads=1)
+    for _ in loader:
+        pass
+    report = loader.report()
+    rows = {row["stage"]: row for row in report["stages"]}
+    decode, pre = rows["decode"], rows["preprocess"]
+    assert decode["present"] and decode["items"] == RECORDS and decode["samples"] == RECORDS
+    assert not decode["cpu_work"]  # counted in preprocess's
+    assert 0 < decode["busy_ns"] <= pre["busy_ns"]
+    assert 0 < decode["busy_pct"] <= pre["busy_pct"] <= 100
+    # Decoded bytes: each image's height x width x 3 (RGB).
+    shapes = [np.array(PIL.open(io.BytesIO(d)).convert("RGB")).size for d in images["data"]]
+    assert decode["bytes"] == sum(shapes)
+    assert "decode runs inside preprocess" in loader.report_text()
+
+
 def test_shuffled_batches_are_the_same_for_one_and_two_threads_and_after_a_resume(images):
     def make(threads):
         return sluice.Loader(images["dir"], batch_size=BATCH, shuffle=True, seed=5,

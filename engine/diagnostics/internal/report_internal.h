@@ -22,6 +22,9 @@ std::optional<VerdictClass> ParseVerdictClass(absl::string_view name);
 // The exchange section and the ranks table of a data-parallel report; "" in a single process
 // (bottleneck_world.cc).
 std::string FormatWorld(const BottleneckReport& rep);
+// The decode row's indented line: it runs inside preprocess, its time per image, its ceiling
+// (bottleneck_report_output.cc).
+std::string FormatDecodeLine(const BottleneckReport& rep, const StageRow& decode);
 // The preprocess row's split between the transform chain's ops, as an indented line of the
 // table ("  chain: 61% RandomCrop(...), ..., 30% outside the chain ..."); "" without ops
 // (bottleneck_report_output.cc).

@@ -34,7 +34,10 @@ TEST(BottleneckReportTest, TextHasTableVerdictAndMemory) {
 
 TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   Ceilings c;
-  BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), &c, 2);
+  RunRecord run = MakeRun(Synth{});
+  run.epochs = {{0, 100, 1, 100}, {1, 100, 1, 100}};  // so epoch_split has its fields
+  run.pipeline.epoch_reads = {{0, 1, 1000, 1000}, {1, 1, 1000, 1000}};
+  BottleneckReport rep = AnalyzeRun(run, &c, 2);
   rep.host_memory.lines.push_back({"train: pinned batch pool", 1});  // so lines[] has its fields
   rep.advice.push_back({AdviceSetting::kPoolSize, "8", "more batches"});  // and advice[]
   const nlohmann::ordered_json j = rep.ToJson();
@@ -89,7 +92,8 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
   BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
   ASSERT_EQ(rep.stages.size(), kReportStages.size());
   const nlohmann::ordered_json j = rep.ToJson();
-  const char* names[] = {"read", "decompress", "preprocess", "pinned_wait", "h2d", "compute"};
+  const char* names[] = {"read",        "decompress", "decode", "preprocess",
+                         "pinned_wait", "h2d",        "compute"};
   for (int i = 0; i < kNumReportStages; ++i) {
     EXPECT_EQ(rep.stages[i].stage, kReportStages[i]);
     EXPECT_EQ(&rep.row(kReportStages[i]), &rep.stages[i]);
@@ -120,6 +124,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "launch_gated_pct",
                                             "copy_hidden_pct",
                                             "copy_startup_pct",
+                                            "epoch_split",
                                             "verdict",
                                             "stages",
                                             "pipeline",

@@ -289,7 +289,7 @@ TEST(BottleneckReportTest, StarvedWithFullPoolAndNoSlowStageIsComputeBoundWithHa
   // Without a full pool the pool is not mentioned.
   s.decompress_ns = 200;
   run = MakeRun(s);
-  run.pipeline.stages[3].queue_high_water = 2;
+  run.pipeline.stages[static_cast<int>(Stage::kPinnedWait)].queue_high_water = 2;
   EXPECT_THAT(AnalyzeRun(run, nullptr, 16).sentence, Not(HasSubstr("pinned buffers")));
 }
 

@@ -224,6 +224,8 @@ TEST(CeilingsJsonTest, FieldsInFileOrderRoundTripAndMissingFieldIsDataLoss) {
             R"("note":""},)"
             R"("decompress":{"measured":true,"mb_per_s":1.5,"samples_per_s":2.5,)"
             R"("items_per_s":3.5,"note":"how"},)"
+            R"("decode":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
+            R"("items_per_s":0.0,"note":""},)"
             R"("preprocess":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
             R"("items_per_s":0.0,"note":""},)"
             R"("pinned_memcpy":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"

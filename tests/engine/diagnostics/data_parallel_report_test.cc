@@ -203,6 +203,7 @@ TEST(DataParallelReportTest, JsonHasEveryDocumentedDataParallelFieldAndNoOther) 
   full.advice.push_back({AdviceSetting::kPoolSize, "8", "more batches"});
   Ceilings c;
   full.ceilings = c;
+  full.epoch_split = EpochSplit{};
   const nlohmann::ordered_json j = full.ToJson();
   std::set<std::string> paths;
   Paths(j, "", &paths);

@@ -53,8 +53,8 @@ TEST(ReportHtml, ShowsTheChainInFlowOrder) {
   const std::vector<Box> boxes = Boxes(ReportToHtml(DecompressBound(), HtmlExtras{}));
   std::vector<std::string> order;
   for (const Box& b : boxes) order.push_back(b.stage);
-  EXPECT_EQ(order, (std::vector<std::string>{"read", "decompress", "preprocess", "pinned_wait",
-                                             "h2d", "compute", "exchange"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"read", "decompress", "decode", "preprocess",
+                                             "pinned_wait", "h2d", "compute", "exchange"}));
 }
 
 TEST(ReportHtml, MarksOnlyTheLimitingStage) {
@@ -96,11 +96,12 @@ TEST(ReportHtml, NoDataMarksNothing) {
 TEST(ReportHtml, AbsentStagesAreGreyAndSayWhy) {
   const std::string html = ReportToHtml(DecompressBound(), HtmlExtras{});  // a CPU run
   for (const Box& b : Boxes(html)) {
-    const bool absent = b.stage == "h2d" || b.stage == "exchange";
+    const bool absent = b.stage == "decode" || b.stage == "h2d" || b.stage == "exchange";
     EXPECT_EQ(b.classes.find("absent") != std::string::npos, absent) << b.stage;
   }
   EXPECT_NE(html.find("no copy on the CPU backend"), std::string::npos);
   EXPECT_NE(html.find("only in data-parallel runs"), std::string::npos);
+  EXPECT_NE(html.find("the records are not encoded images"), std::string::npos);
 }
 
 TEST(ReportHtml, EscapesEveryTextFromTheReport) {

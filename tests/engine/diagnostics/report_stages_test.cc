@@ -47,7 +47,8 @@ TEST(ReportStagesTest, EachStageHasOneRowAndItsOwnName) {
     EXPECT_EQ(std::string(info.name), std::string(StageName(info.stage)));
     EXPECT_NE(std::string(info.title), "");
     const std::string unit = info.unit;
-    EXPECT_TRUE(unit == "frame" || unit == "batch" || unit == "step") << info.name << ": " << unit;
+    EXPECT_TRUE(unit == "frame" || unit == "image" || unit == "batch" || unit == "step")
+        << info.name << ": " << unit;
   }
 }
 
@@ -84,6 +85,7 @@ double CpuNsPerSample(const BottleneckReport& rep) {
 TEST(ReportStagesTest, CpuWorkRowsAreExactlyTheOnesInTheCpuBudget) {
   Synth cpu;
   cpu.h2d_ns = 300;  // every row present
+  cpu.decode_ns = 100;
   const BottleneckReport rep = AnalyzeRun(MakeRun(cpu), nullptr, 4);
   double table_ns = 0;
   for (const ReportStageInfo& info : kReportStageTable) {
@@ -115,10 +117,11 @@ TEST(ReportStagesTest, EachRowIsHeldToItsTablesCeiling) {
   Synth s;
   s.h2d_ns = 300;
   s.cuda = true;
+  s.decode_ns = 100;
   Ceilings c;
   double rate = 1000;
-  for (Ceiling* one : {&c.read, &c.decompress, &c.preprocess, &c.pinned_memcpy, &c.h2d_pinned,
-                       &c.h2d_pageable, &c.compute}) {
+  for (Ceiling* one : {&c.read, &c.decompress, &c.decode, &c.preprocess, &c.pinned_memcpy,
+                       &c.h2d_pinned, &c.h2d_pageable, &c.compute}) {
     one->measured = true;
     one->samples_per_s = rate;
     rate *= 2;  // each ceiling its own figure, so a row held to the wrong one is seen

@@ -28,6 +28,8 @@ struct Synth {
   double pinned_wait_pct = 0;
   int compute_threads = 1;    // CPU runs: the threads each step is split across
   double compute_cpu_ns = 0;  // CPU runs: measured CPU time per sample of compute (0: none)
+  // Encoded images: the decode's busy ns per sample, a part of preprocess_ns (0: no decode).
+  double decode_ns = 0;
 };
 
 inline constexpr uint64_t kSamples = 60000;
@@ -60,23 +62,30 @@ inline RunRecord MakeRun(const Synth& s) {
   r.samples = kSamples;
   PipelineStats& p = r.pipeline;
   for (int i = 0; i < kNumPipelineStages; ++i) p.stages[i].stage = static_cast<Stage>(i);
-  p.stages[0] = Graph(Stage::kRead, 1, s.read_ns, train_ns, kSamples / 256);
-  p.stages[1] =
+  const auto at = [&p](Stage st) -> StageStats& { return p.stages[static_cast<int>(st)]; };
+  at(Stage::kRead) = Graph(Stage::kRead, 1, s.read_ns, train_ns, kSamples / 256);
+  at(Stage::kDecompress) =
       Graph(Stage::kDecompress, s.decompress_conc, s.decompress_ns, train_ns, kSamples / 256);
-  p.stages[2] =
+  at(Stage::kPreprocess) =
       Graph(Stage::kPreprocess, s.preprocess_conc, s.preprocess_ns, train_ns, kSamples / 32);
-  if (s.h2d_ns > 0) p.stages[4] = Graph(Stage::kH2D, 1, s.h2d_ns, train_ns, kSamples / 32);
-  p.stages[3].items = 10;
-  p.stages[3].busy_ns = static_cast<int64_t>(s.pinned_wait_pct / 100 * train_ns);
-  p.stages[3].queue_high_water = 4;
+  if (s.decode_ns > 0) {  // per image, inside preprocess: no waits of its own
+    at(Stage::kDecode) = Graph(Stage::kDecode, s.preprocess_conc, s.decode_ns, train_ns, kSamples);
+    at(Stage::kDecode).wait_input_ns = 0;
+    at(Stage::kDecode).wait_output_ns = 0;
+    at(Stage::kDecode).bytes = kSamples * 150000;
+  }
+  if (s.h2d_ns > 0) at(Stage::kH2D) = Graph(Stage::kH2D, 1, s.h2d_ns, train_ns, kSamples / 32);
+  at(Stage::kPinnedWait).items = 10;
+  at(Stage::kPinnedWait).busy_ns = static_cast<int64_t>(s.pinned_wait_pct / 100 * train_ns);
+  at(Stage::kPinnedWait).queue_high_water = 4;
   p.pool_buffers = 4;
   const double compute_busy = s.compute_ns * kSamples;
   const double wait =
       s.wait_pct >= 0 ? s.wait_pct / 100 * train_ns : std::max(0.0, train_ns - compute_busy) * 0.95;
-  p.stages[5].stage = Stage::kDelivery;
-  p.stages[5].wait_input_ns = static_cast<int64_t>(
+  at(Stage::kDelivery).stage = Stage::kDelivery;
+  at(Stage::kDelivery).wait_input_ns = static_cast<int64_t>(
       s.cuda && s.host_wait_pct >= 0 ? s.host_wait_pct / 100 * train_ns : wait);
-  p.stages[5].queue_high_water = 2;
+  at(Stage::kDelivery).queue_high_water = 2;
   ComputeStats& c = r.compute;
   c.steps = kSamples / 32;
   c.samples = kSamples;
