@@ -104,6 +104,9 @@ void ReconcileVerdictWithWhatIf(const std::vector<WhatIfRow>& rows, const RunRec
   const Stage measured = *FreedStage(best->free_stage);
   const Stage attributed = report->limiting_stage;
   if (measured == attributed) return;
+  // Decode is a part of preprocess: freeing the whole stage frees its decoding too, so the
+  // measurement confirms an attribution to decode.
+  if (attributed == Stage::kDecode && measured == Stage::kPreprocess) return;
   std::string named = absl::StrCat("the attribution named ", StageName(attributed));
   if (const WhatIfRow* own = RowOf(rows, attributed); own != nullptr) {
     absl::StrAppendFormat(&named, ", whose freeing gave %.2fx", own->speedup);

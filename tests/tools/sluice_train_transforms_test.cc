@@ -173,7 +173,7 @@ TEST_F(SluiceTrainTransformsTest, ReportSplitsPreprocessBetweenTheOpsAndCeilings
     ASSERT_EQ(out.exit_code, 0) << out.text;
     text = out.text;
     const nlohmann::json report = ReadJson(dir_ + "/report.json");
-    pre = report["stages"][2];
+    pre = report["stages"][3];  // read, decompress, decode, preprocess
     ASSERT_EQ(pre["stage"], "preprocess");
     ASSERT_TRUE(pre["ops"].is_array()) << pre.dump();
     ASSERT_EQ(pre["ops"].size(), 2u);
@@ -209,7 +209,7 @@ TEST_F(SluiceTrainTransformsTest, ReportSplitsPreprocessBetweenTheOpsAndCeilings
   Output out = RunTrain(common + "--layers=3072,10");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   const nlohmann::json report = ReadJson(dir_ + "/report.json");
-  EXPECT_TRUE(report["stages"][2]["ops"].is_null()) << report["stages"][2].dump();
+  EXPECT_TRUE(report["stages"][3]["ops"].is_null()) << report["stages"][3].dump();
   EXPECT_NE(report["ceilings"]["preprocess"]["note"].get<std::string>().find("SampleConverter"),
             std::string::npos);
   // One cached ceiling file per chain.

@@ -133,7 +133,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "notes"}));
   EXPECT_EQ(j["stages"][0].begin().key(), "stage");
   EXPECT_TRUE(
-      j["stages"][static_cast<int>(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());
+      j["stages"][ReportRow(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());
 }
 
 }  // namespace

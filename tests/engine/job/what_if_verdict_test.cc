@@ -55,6 +55,27 @@ TEST(WhatIfVerdictTest, TheLargestMeasuredSpeedupDecidesTheLimitingStage) {
   EXPECT_THAT(rep.sentence, ::testing::Not(HasSubstr("within 15%")));
 }
 
+// Decode is a part of preprocess: freeing preprocess (which frees decoding too) confirms a
+// verdict naming decode; a decode row that measured the most names decode.
+TEST(WhatIfVerdictTest, FreeingPreprocessConfirmsAVerdictNamingDecode) {
+  BottleneckReport rep = InputBoundOnDecompress();
+  rep.limiting_stage = Stage::kDecode;
+  rep.sentence = "input-bound: ...; decoding takes 80% of its busy time";
+  const std::string before = rep.sentence;
+  std::vector<WhatIfRow> table = {{"normal", "", 100, 1.0},
+                                  {"preprocess", "", 400, 4.0},
+                                  {"compute", "", 110, 1.1},
+                                  {"decode", "", 350, 3.5}};
+  ReconcileVerdictWithWhatIf(table, RunRecord{}, &rep);
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
+  EXPECT_EQ(rep.sentence, before);
+  rep = InputBoundOnDecompress();  // the attribution named decompress; decoding measured the most
+  table = {{"normal", "", 100, 1.0}, {"decompress", "", 110, 1.1}, {"decode", "", 350, 3.5}};
+  ReconcileVerdictWithWhatIf(table, RunRecord{}, &rep);
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
+  EXPECT_THAT(rep.sentence, HasSubstr("freeing decode gave 3.50x"));
+}
+
 TEST(WhatIfVerdictTest, SpeedupsWithinTheNoiseAreNamedAsACloseCall) {
   BottleneckReport rep = InputBoundOnDecompress();
   ReconcileVerdictWithWhatIf(Table(1.80, 1.95), RunRecord{}, &rep);
