@@ -132,8 +132,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "ceilings",
                                             "notes"}));
   EXPECT_EQ(j["stages"][0].begin().key(), "stage");
-  EXPECT_TRUE(
-      j["stages"][ReportRow(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());
+  EXPECT_TRUE(j["stages"][ReportRow(Stage::kPinnedWait)]["capacity_samples_per_s"].is_null());
 }
 
 }  // namespace

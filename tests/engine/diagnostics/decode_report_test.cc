@@ -118,7 +118,8 @@ TEST(DecodeReportTest, TextShowsDecodeInsidePreprocess) {
 RunRecord ThreeEpochs(double first_rate, int64_t first_read_ns) {
   RunRecord run = MakeRun(Synth{});
   const uint64_t n = kSamples / 3;
-  run.epochs = {{0, n, n / first_rate, first_rate}, {1, n, n / 3000.0, 3000}, {2, n, n / 3000.0, 3000}};
+  run.epochs = {
+      {0, n, n / first_rate, first_rate}, {1, n, n / 3000.0, 3000}, {2, n, n / 3000.0, 3000}};
   run.pipeline.epoch_reads = {{0, 10, 30'000'000, first_read_ns},
                               {1, 10, 30'000'000, 10'000'000},
                               {2, 10, 30'000'000, 10'000'000}};

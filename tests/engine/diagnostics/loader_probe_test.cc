@@ -138,8 +138,8 @@ TEST(LoaderProbeTest, JsonIsTheReportSchemaPlusTheDocumentedProbeObject) {
     const std::string path = line.substr(3, line.find('`', 3) - 3);
     // A probe report has no ceilings, no epoch split, no host-memory lines and no advice of
     // sluice's settings (null and empty).
-    if (path.rfind("ceilings.", 0) == 0 || path.rfind("epoch_split.", 0) == 0 || path.rfind("memory.host.lines[].", 0) == 0 ||
-        path.rfind("verdict.advice[].", 0) == 0) {
+    if (path.rfind("ceilings.", 0) == 0 || path.rfind("epoch_split.", 0) == 0 ||
+        path.rfind("memory.host.lines[].", 0) == 0 || path.rfind("verdict.advice[].", 0) == 0) {
       continue;
     }
     documented.insert(path);
