@@ -122,25 +122,91 @@ struct PortableKernel {
 // AVX2 without FMA: a product and a sum round separately, as in the portable code.
 #define SLUICE_AVX2 __attribute__((target("avx2")))
 
-// RGB (kPixelBytes 3) or RGBA (4). One 8-byte load holds a column's two neighbouring source
-// pixels; widened to 8 floats and multiplied by (l0, l0, l0, l1, l1, l1, 0, 0) (RGBA:
-// (l0, l0, l0, 0, l1, l1, l1, 0)), the second pixel's products are moved onto the first's
-// lanes and added: lanes 0-2 are l0 * v0 + l1 * v1. A column whose two taps are one pixel (the
-// last source column) is computed as the portable code does.
+// RGB (kPixelBytes 3) or RGBA (4). Two ways to interpolate a row along x, both with lanes 0-2
+// of a pixel's four floats equal to l0 * v0 + l1 * v1:
+// - Where a tile's source columns span at most kMaxSpan pixels (any downscale up to 4x), the
+//   span's bytes are first widened to floats (8 at a time), then each pixel of the tile is two
+//   unaligned 4-float loads (its two source pixels, with one more value that is ignored), two
+//   products and a sum, two pixels per 256-bit register.
+// - Else one 8-byte load holds a column's two neighbouring source pixels; widened to 8 floats
+//   and multiplied by (l0, l0, l0, l1, l1, l1, 0, 0) (RGBA: (l0, l0, l0, 0, l1, l1, l1, 0)),
+//   the second pixel's products are moved onto the first's lanes and added. A column whose two
+//   taps are one pixel (the last source column) is computed as the portable code does.
 template <uint32_t kPixelBytes>
 struct Avx2Kernel {
+  static constexpr uint32_t kMaxSpan = 4 * kTile + 2;
+
   SLUICE_AVX2 explicit Avx2Kernel(const ColumnTaps& t) : taps(t) {
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint32_t j = 0; j < taps.count; ++j) {
+      lo = std::min({lo, taps.offset0[j], taps.offset1[j]});
+      hi = std::max({hi, taps.offset0[j], taps.offset1[j]});
+    }
+    span_start = lo;
+    span_bytes = hi + kPixelBytes - lo;
+    float_row = span_bytes <= kMaxSpan * kPixelBytes;
     for (uint32_t j = 0; j < taps.count; ++j) {
       for (int k = 0; k < 8; ++k) weights[j][k] = 0;
       for (int c = 0; c < 3; ++c) {
         weights[j][c] = taps.l0[j];
         weights[j][kPixelBytes + c] = taps.l1[j];
       }
+      for (int k = 0; k < 4; ++k) {
+        w0[4 * j + k] = taps.l0[j];
+        w1[4 * j + k] = taps.l1[j];
+      }
+      f0[j] = taps.offset0[j] - lo;
+      f1[j] = taps.offset1[j] - lo;
       pair[j] = taps.offset1[j] == taps.offset0[j] + kPixelBytes;
     }
   }
 
-  SLUICE_AVX2 void InterpolateRow(const uint8_t* source, uint32_t, float* row) const {
+  SLUICE_AVX2 void InterpolateRow(const uint8_t* source, uint32_t, float* row) {
+    if (float_row) {
+      InterpolateFromFloats(source, row);
+    } else {
+      InterpolatePairs(source, row);
+    }
+  }
+
+  SLUICE_AVX2 void InterpolateFromFloats(const uint8_t* source, float* row) {
+    const uint8_t* s = source + span_start;
+    const uint32_t span = span_bytes;
+    uint32_t k = 0;
+    for (; k + 16 <= span; k += 16) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k));
+      _mm256_store_ps(values + k, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
+      _mm256_store_ps(values + k + 8,
+                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(bytes, bytes))));
+    }
+    for (; k < span; k += 8) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + k));
+      _mm256_store_ps(values + k, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
+    }
+    // The last pixel's 4-float load reads one value past the span: a defined one.
+    _mm256_store_ps(values + k, _mm256_setzero_ps());
+    // Locals, so that the stores to `row` do not make the compiler reload them.
+    const float* v = values;
+    const uint32_t* o0 = f0;
+    const uint32_t* o1 = f1;
+    const uint32_t count = taps.count;
+    uint32_t j = 0;
+    for (; j + 2 <= count; j += 2) {
+      const __m256 a = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(v + o0[j])),
+                                            _mm_loadu_ps(v + o0[j + 1]), 1);
+      const __m256 b = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(v + o1[j])),
+                                            _mm_loadu_ps(v + o1[j + 1]), 1);
+      _mm256_store_ps(row + 4 * j, _mm256_add_ps(_mm256_mul_ps(a, _mm256_load_ps(w0 + 4 * j)),
+                                                 _mm256_mul_ps(b, _mm256_load_ps(w1 + 4 * j))));
+    }
+    if (j < count) {
+      const __m128 a = _mm_loadu_ps(v + o0[j]), b = _mm_loadu_ps(v + o1[j]);
+      _mm_store_ps(row + 4 * j, _mm_add_ps(_mm_mul_ps(a, _mm_load_ps(w0 + 4 * j)),
+                                           _mm_mul_ps(b, _mm_load_ps(w1 + 4 * j))));
+    }
+  }
+
+  SLUICE_AVX2 void InterpolatePairs(const uint8_t* source, float* row) const {
     const __m256i second = kPixelBytes == 3 ? _mm256_setr_epi32(3, 4, 5, 6, 7, 7, 7, 7)
                                             : _mm256_setr_epi32(4, 5, 6, 7, 7, 7, 7, 7);
     for (uint32_t j = 0; j < taps.count; ++j) {
@@ -167,7 +233,7 @@ struct Avx2Kernel {
   // packed to bytes and regrouped into eight R, eight G and eight B.
   SLUICE_AVX2 void BlendRows(const float* top, const float* bottom, float l0, float l1, uint32_t,
                              uint8_t* out, size_t plane) const {
-    const __m256 w0 = _mm256_set1_ps(l0), w1 = _mm256_set1_ps(l1);
+    const __m256 y0 = _mm256_set1_ps(l0), y1 = _mm256_set1_ps(l1);
     // Within each 128-bit lane after the packs: 4 pixels' RGBx bytes to R x4, G x4, B x4, x4.
     const __m256i by_channel =
         _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9,
@@ -179,8 +245,8 @@ struct Avx2Kernel {
     for (; j + 8 <= taps.count; j += 8) {
       __m256i q[4];
       for (int k = 0; k < 4; ++k) {
-        const __m256 v = _mm256_add_ps(_mm256_mul_ps(w0, _mm256_load_ps(top + 4 * j + 8 * k)),
-                                       _mm256_mul_ps(w1, _mm256_load_ps(bottom + 4 * j + 8 * k)));
+        const __m256 v = _mm256_add_ps(_mm256_mul_ps(y0, _mm256_load_ps(top + 4 * j + 8 * k)),
+                                       _mm256_mul_ps(y1, _mm256_load_ps(bottom + 4 * j + 8 * k)));
         q[k] =
             _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       }
@@ -204,6 +270,14 @@ struct Avx2Kernel {
   }
 
   const ColumnTaps& taps;
+  bool float_row = false;
+  uint32_t span_start = 0;  // bytes into a source row
+  uint32_t span_bytes = 0;
+  uint32_t f0[kTile];  // offsets into `values` (bytes of the span)
+  uint32_t f1[kTile];
+  alignas(32) float w0[4 * kTile];  // l0 four times per pixel
+  alignas(32) float w1[4 * kTile];
+  alignas(32) float values[kMaxSpan * kPixelBytes + 16];  // the span widened (+ 8 per load)
   alignas(32) float weights[kTile][8];
   bool pair[kTile];
 };

@@ -11,7 +11,7 @@
 // would round once where the formula rounds twice. Both kernels are tested against
 // ResizeBilinear bit for bit.
 //
-// Thread safety: pure functions of their arguments. Uses about 20 KiB of stack; allocates
+// Thread safety: pure functions of their arguments. Uses about 40 KiB of stack; allocates
 // nothing.
 #ifndef SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_INTERLEAVED_H_
 #define SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_INTERLEAVED_H_
@@ -22,9 +22,8 @@
 namespace sluice::transforms_internal {
 
 // Bytes readable past the first byte of an InterleavedU8Image's last pixel that the kernels may
-// read (and ignore): an 8-byte load of two neighbouring pixels starts at any pixel but the
-// last of a row.
-inline constexpr size_t kInterleavedReadPadding = 8;
+// read (and ignore): they load 8 bytes at a time from any pixel.
+inline constexpr size_t kInterleavedReadPadding = 16;
 
 // Decoded pixels: `height` rows of `width` pixels, `pixel_bytes` bytes each (1: grey; 3: RGB;
 // 4: RGBA, alpha ignored), rows `row_bytes` apart. Not owned. The buffer must hold

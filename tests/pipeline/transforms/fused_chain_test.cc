@@ -58,7 +58,8 @@ std::string Describe(const Case& c) {
 
 // Both kernels give ResizeBilinear's bits on the planes (then mirrored), for windows that
 // shrink, grow, keep one pixel or touch the image's right and bottom edges, and output widths
-// over one column tile (256) and not a multiple of 8.
+// over one column tile (256) and not a multiple of 8, and downscales of over 4x (the AVX2
+// kernel's second way).
 TEST(InterleavedResizeTest, EqualsThePlanarResizeBitForBit) {
   std::mt19937 rng(23);
   std::vector<Case> cases = {
@@ -69,6 +70,8 @@ TEST(InterleavedResizeTest, EqualsThePlanarResizeBitForBit) {
       {300, 200, 3, 10, 0, 290, 200, 224, 224, true},
       {64, 64, 1, 3, 5, 50, 40, 31, 33, false},
       {5, 520, 3, 0, 0, 5, 520, 3, 260, true},
+      {4, 3000, 3, 0, 0, 4, 3000, 2, 300, true},
+      {3, 2100, 4, 0, 7, 3, 2093, 3, 200, false},
   };
   for (int i = 0; i < 60; ++i) {
     Case c;
