@@ -117,7 +117,7 @@ struct PortableKernel {
   const ColumnTaps& taps;
 };
 
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__)
 #define SLUICE_INTERLEAVED_AVX2 1
 // AVX2 without FMA: a product and a sum round separately, as in the portable code.
 #define SLUICE_AVX2 __attribute__((target("avx2")))
