@@ -11,7 +11,7 @@
 // would round once where the formula rounds twice. Both kernels are tested against
 // ResizeBilinear bit for bit.
 //
-// Thread safety: pure functions of their arguments. Uses about 40 KiB of stack; allocates
+// Thread safety: pure functions of their arguments. Uses about 48 KiB of stack; allocates
 // nothing.
 #ifndef SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_INTERLEAVED_H_
 #define SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_INTERLEAVED_H_
