@@ -6,7 +6,9 @@
 //   build/bench/decode_benchmark --benchmark_min_time=1
 //
 // BM_BareDecode: tjDecompress2 to interleaved RGB (the decode limit of one core).
-// BM_Chain/<chain>: TransformChain::ApplyRecord, what the pipeline runs per encoded record.
+// BM_Chain/<chain>: TransformChain::ApplyRecord, what the pipeline runs per encoded record
+// (with the chain's fused path where it applies); BM_ChainUnfused/<chain>: the same ops one by
+// one (TransformChain::Create(..., false)). The ops after decode cost BM_Chain - BM_BareDecode.
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -84,9 +86,9 @@ void BM_BareDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_BareDecode);
 
-void BM_Chain(benchmark::State& state, const std::string& text) {
+void RunChain(benchmark::State& state, const std::string& text, bool fuse) {
   auto chain =
-      TransformChain::Create(*ParseTransforms(text), EncodedSampleSpec(kMaxSide, kMaxSide));
+      TransformChain::Create(*ParseTransforms(text), EncodedSampleSpec(kMaxSide, kMaxSide), fuse);
   if (!chain.ok()) {
     state.SkipWithError(std::string(chain.status().message()).c_str());
     return;
@@ -109,6 +111,13 @@ void BM_Chain(benchmark::State& state, const std::string& text) {
   }
   state.SetItemsProcessed(state.iterations());
 }
+void BM_Chain(benchmark::State& state, const std::string& text) { RunChain(state, text, true); }
+void BM_ChainUnfused(benchmark::State& state, const std::string& text) {
+  RunChain(state, text, false);
+}
+BENCHMARK_CAPTURE(BM_ChainUnfused, decode_rrc224_flip_normalize,
+                  std::string("DecodeImage(), RandomResizedCrop(224), RandomHorizontalFlip(), "
+                              "Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])"));
 BENCHMARK_CAPTURE(BM_Chain, decode_rrc224_flip_normalize,
                   std::string("DecodeImage(), RandomResizedCrop(224), RandomHorizontalFlip(), "
                               "Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])"));

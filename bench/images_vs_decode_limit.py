@@ -35,6 +35,12 @@ The limit assumes every usable core is free for the pipeline: on a machine other
 share, it overstates what the pipeline can get (its one-core figure is measured on one thread),
 so run it on an idle machine. With --threads N it also prints the ratio against one core x N
 (e.g. --threads 1: the pipeline's one preprocess thread against one core's bare decode).
+On a shared machine the rates swing with the other processes' load (the pipeline's threads
+lose their cores while the one-thread decode keeps one), so it also prints CPU time per image,
+which the load hardly moves: the bare decode's (the decoding thread's CPU time) and the
+pipeline's (the whole process's CPU time over the epoch: every pipeline thread and Python,
+divided by the samples); their ratio is the fraction of the decode limit the pipeline reaches
+when it has every core to itself and CPU is what limits it.
 Also printed: the pipeline's own preprocess cost per sample and the DecodeImage share of it,
 from the loader's report (`stages[].cpu_ns_per_sample`, `stages[].ops`), beside the bare
 decode time per image, so a gap can be told apart: decode slower inside the pipeline, or the
@@ -116,27 +122,30 @@ def check_against_pil(decoder, file):
 
 
 def bare_decode_rate(decoder, files, min_seconds):
-    """Images per second of one thread decoding `files` ([(name, bytes)]) pass after pass."""
-    images, start = 0, time.perf_counter()
+    """(images per second, CPU seconds per image) of one thread decoding `files`
+    ([(name, bytes)]) pass after pass."""
+    images, start, cpu_start = 0, time.perf_counter(), time.thread_time()
     while True:
         for name, data in files:
             decoder.decode(data, name)
         images += len(files)
         seconds = time.perf_counter() - start
         if seconds >= min_seconds:
-            return images / seconds
+            return images / seconds, (time.thread_time() - cpu_start) / images
 
 
 def pipeline_epoch(loader):
-    """Samples/s of one epoch; the preprocess row's ns/sample and DecodeImage's share (%)."""
-    samples, start = 0, time.perf_counter()
+    """Samples/s of one epoch; the process's CPU seconds per sample over it (every thread:
+    the pipeline's and Python's); the preprocess row's ns/sample and DecodeImage's share (%)."""
+    samples, start, cpu_start = 0, time.perf_counter(), time.process_time()
     for images, _ in loader:
         samples += images.shape[0]
     rate = samples / (time.perf_counter() - start)
+    cpu = (time.process_time() - cpu_start) / samples
     pre = {s["stage"]: s for s in loader.report()["stages"]}["preprocess"]
     decode_share = next((o["share_pct"] for o in pre.get("ops") or []
                          if o["op"].startswith("DecodeImage")), float("nan"))
-    return rate, pre["cpu_ns_per_sample"], decode_share
+    return rate, cpu, pre["cpu_ns_per_sample"], decode_share
 
 
 def main():
@@ -167,16 +176,19 @@ def main():
         pipeline_epoch(loader)  # warm-up epoch: pipeline threads and buffers starting
         rows = []
         for r in range(args.rounds):
-            one_core = bare_decode_rate(decoder, files, args.min_decode_seconds)
-            rate, pre_ns, decode_share = pipeline_epoch(loader)
-            rows.append((one_core, rate, pre_ns, decode_share))
+            one_core, bare_cpu = bare_decode_rate(decoder, files, args.min_decode_seconds)
+            rate, cpu, pre_ns, decode_share = pipeline_epoch(loader)
+            rows.append((one_core, rate, pre_ns, decode_share, bare_cpu, cpu))
             print("round %d: bare decode %.0f images/s on one core (limit %.0f on %d cores); "
                   "pipeline %.0f samples/s (%.3f of the limit); preprocess %.0f ns/sample, "
-                  "DecodeImage %.1f %% of it"
+                  "DecodeImage %.1f %% of it; CPU per image: bare decode %.0f us, pipeline "
+                  "%.0f us (%.3f)"
                   % (r, one_core, one_core * cores, cores, rate, rate / (one_core * cores),
-                     pre_ns, decode_share), flush=True)
+                     pre_ns, decode_share, bare_cpu * 1e6, cpu * 1e6, bare_cpu / cpu),
+                  flush=True)
         decoder.close()
-    one_core, rate, pre_ns, decode_share = (statistics.median(c) for c in zip(*rows))
+    one_core, rate, pre_ns, decode_share, bare_cpu, cpu = (statistics.median(c)
+                                                           for c in zip(*rows))
     limit = one_core * cores
     print("medians over %d rounds: decode limit %.0f images/s (%.0f/s x %d cores, %.0f ns per "
           "bare decode); pipeline %.0f samples/s (threads=%s): %.3f of the limit (goal >= 0.85); "
@@ -184,6 +196,10 @@ def main():
           % (len(rows), limit, one_core, cores, 1e9 / one_core, rate,
              "all" if args.threads is None else args.threads, rate / limit,
              pre_ns * decode_share / 100, pre_ns))
+    print("CPU time per image (load-insensitive): bare decode %.0f us, the pipeline %.0f us "
+          "(all its threads and Python's): %.3f, the fraction of the decode limit the pipeline "
+          "reaches when it has every core to itself and CPU is its only limit"
+          % (bare_cpu * 1e6, cpu * 1e6, bare_cpu / cpu))
     if args.threads is not None:
         print("against one core x --threads (%d): %.3f" % (args.threads,
                                                           rate / (one_core * args.threads)))

@@ -57,13 +57,14 @@ uint8_t Luma(const uint8_t* rgb) {
   return static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
 }
 
-// `pixels` interleaved pixels of `stride` bytes (RGB first) to CHW planes of `channels`.
-void SplitChannels(const uint8_t* in, size_t pixels, size_t stride, uint32_t channels,
-                   uint8_t* out) {
-  if (channels == 1) {
-    for (size_t i = 0; i < pixels; ++i) out[i] = Luma(in + i * stride);
-    return;
-  }
+// `pixels` interleaved RGB pixels of `stride` bytes to their luma, in place (pixel i's luma
+// lands at byte i, at or before the pixel it is read from).
+void LumaInPlace(uint8_t* px, size_t pixels, size_t stride) {
+  for (size_t i = 0; i < pixels; ++i) px[i] = Luma(px + i * stride);
+}
+
+// `pixels` interleaved RGB pixels of `stride` bytes to three CHW planes.
+void SplitChannels(const uint8_t* in, size_t pixels, size_t stride, uint8_t* out) {
   uint8_t* r = out;
   uint8_t* g = out + pixels;
   uint8_t* b = out + 2 * pixels;
@@ -74,13 +75,14 @@ void SplitChannels(const uint8_t* in, size_t pixels, size_t stride, uint32_t cha
   }
 }
 
-// A grey plane already at out[0, pixels): copies it into the other planes.
-void ReplicateGrey(size_t pixels, uint32_t channels, uint8_t* out) {
-  for (uint32_t c = 1; c < channels; ++c) std::memcpy(out + c * pixels, out, pixels);
+transforms_internal::InterleavedU8Image Interleaved(const uint8_t* px, uint32_t height,
+                                                    uint32_t width, uint32_t pixel_bytes) {
+  return transforms_internal::InterleavedU8Image{px, height, width, pixel_bytes,
+                                                 size_t{width} * pixel_bytes};
 }
 
-absl::StatusOr<SampleSpec> DecodeJpeg(const SampleSpec& in, const SampleBuffers& io,
-                                      uint32_t channels) {
+absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeJpeg(const SampleSpec& in,
+                                                                   const SampleBuffers& io) {
   ThreadJpeg& thread_jpeg = ThreadJpegHandle();
   tjhandle tj = thread_jpeg.h;
   if (tj == nullptr) return absl::InternalError("tjInitDecompress failed");
@@ -96,10 +98,8 @@ absl::StatusOr<SampleSpec> DecodeJpeg(const SampleSpec& in, const SampleBuffers&
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     return absl::DataLossError("CMYK JPEG; expected a grey or colour (YCbCr/RGB) JPEG");
   }
-  const size_t pixels = size_t(width) * height;
   const bool grey = colorspace == TJCS_GRAY;
-  auto* out = static_cast<uint8_t*>(io.dst);
-  auto* target = grey ? out : static_cast<uint8_t*>(io.op_scratch);
+  auto* target = static_cast<uint8_t*>(io.op_scratch);
   // flags 0: accurate integer IDCT and fancy upsampling, libjpeg's (and PIL's) defaults.
   if (tjDecompress2(tj, src, io.src_bytes, target, width, 0, height, grey ? TJPF_GRAY : TJPF_RGB,
                     0) != 0) {
@@ -107,21 +107,16 @@ absl::StatusOr<SampleSpec> DecodeJpeg(const SampleSpec& in, const SampleBuffers&
     return absl::DataLossError(absl::StrCat(
         warning ? "damaged or truncated JPEG: " : "corrupt JPEG: ", tjGetErrorStr2(tj)));
   }
-  if (grey) {
-    ReplicateGrey(pixels, channels, out);
-  } else {
-    SplitChannels(target, pixels, 3, channels, out);
-  }
-  return SampleSpec{ElementType::kU8, channels, static_cast<uint32_t>(height),
-                    static_cast<uint32_t>(width), SampleLayout::kCHW};
+  return Interleaved(target, static_cast<uint32_t>(height), static_cast<uint32_t>(width),
+                     grey ? 1 : 3);
 }
 
 absl::Status SpngError(const char* what, int err) {
   return absl::DataLossError(absl::StrCat(what, ": ", spng_strerror(err)));
 }
 
-absl::StatusOr<SampleSpec> DecodePng(const SampleSpec& in, const SampleBuffers& io,
-                                     uint32_t channels) {
+absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePng(const SampleSpec& in,
+                                                                  const SampleBuffers& io) {
   // libspng 0.7 has no way to reset a context: one per image.
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
   if (ctx == nullptr) return absl::InternalError("spng_ctx_new failed");
@@ -136,15 +131,12 @@ absl::StatusOr<SampleSpec> DecodePng(const SampleSpec& in, const SampleBuffers& 
         absl::StrCat("PNG of ", int{ihdr.bit_depth}, " bits per sample; expected 8 or fewer"));
   }
   const size_t pixels = size_t{ihdr.width} * ihdr.height;
-  auto* out = static_cast<uint8_t*>(io.dst);
-  auto* scratch = static_cast<uint8_t*>(io.op_scratch);
+  auto* target = static_cast<uint8_t*>(io.op_scratch);
   int fmt = SPNG_FMT_RGB8;
-  size_t stride = 3;
-  uint8_t* target = scratch;
+  uint32_t stride = 3;
   if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE) {
     fmt = SPNG_FMT_G8;
     stride = 1;
-    target = out;
   } else if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA) {
     // libspng 0.7 expands grey+alpha only to RGBA8 (R = G = B = grey), whose luma is the grey.
     fmt = SPNG_FMT_RGBA8;
@@ -152,12 +144,7 @@ absl::StatusOr<SampleSpec> DecodePng(const SampleSpec& in, const SampleBuffers& 
   }
   err = spng_decode_image(ctx.get(), target, pixels * stride, fmt, 0);
   if (err != 0) return SpngError("corrupt or truncated PNG", err);
-  if (stride == 1) {
-    ReplicateGrey(pixels, channels, out);
-  } else {
-    SplitChannels(scratch, pixels, stride, channels, out);  // alpha dropped
-  }
-  return SampleSpec{ElementType::kU8, channels, ihdr.height, ihdr.width, SampleLayout::kCHW};
+  return Interleaved(target, ihdr.height, ihdr.width, stride);  // alpha, if any, is ignored
 }
 }  // namespace
 
@@ -192,21 +179,46 @@ absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
 void DecodeImage::Apply(const SampleSpec&, const void*, void*, SampleRandom&) const {}
 
 size_t DecodeImage::ScratchBytes(const SampleSpec& bound) const {
-  return size_t{4} * bound.height * bound.width;
+  return size_t{4} * bound.height * bound.width + transforms_internal::kInterleavedReadPadding;
+}
+
+absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeImage::DecodeInterleaved(
+    const SampleSpec& in, const SampleBuffers& io) const {
+  if (io.src_bytes == 0) {
+    return absl::DataLossError("empty record (0 bytes); expected a JPEG or PNG image");
+  }
+  absl::StatusOr<transforms_internal::InterleavedU8Image> image;
+  if (StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) {
+    image = DecodeJpeg(in, io);
+  } else if (StartsWith(io, kPngMagic, sizeof(kPngMagic))) {
+    image = DecodePng(in, io);
+  } else {
+    const auto* b = static_cast<const unsigned char*>(io.src);
+    std::string head;
+    for (size_t i = 0; i < io.src_bytes && i < 8; ++i) absl::StrAppendFormat(&head, " %02x", b[i]);
+    return absl::DataLossError(
+        absl::StrCat("not a JPEG (ff d8 ff) or PNG (89 50 4e 47 0d 0a 1a 0a)", " image: its ",
+                     io.src_bytes, " bytes start with", head));
+  }
+  if (image.ok() && channels_ == 1 && image->pixel_bytes != 1) {
+    auto* px = static_cast<uint8_t*>(io.op_scratch);
+    LumaInPlace(px, size_t{image->height} * image->width, image->pixel_bytes);
+    *image = Interleaved(px, image->height, image->width, 1);
+  }
+  return image;
 }
 
 absl::StatusOr<SampleSpec> DecodeImage::ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
                                                       SampleRandom&) const {
-  if (io.src_bytes == 0) {
-    return absl::DataLossError("empty record (0 bytes); expected a JPEG or PNG image");
+  ASSIGN_OR_RETURN(const transforms_internal::InterleavedU8Image image, DecodeInterleaved(in, io));
+  const size_t pixels = size_t{image.height} * image.width;
+  auto* out = static_cast<uint8_t*>(io.dst);
+  if (image.pixel_bytes == 1) {
+    for (uint32_t c = 0; c < channels_; ++c) std::memcpy(out + c * pixels, image.pixels, pixels);
+  } else {
+    SplitChannels(image.pixels, pixels, image.pixel_bytes, out);
   }
-  if (StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) return DecodeJpeg(in, io, channels_);
-  if (StartsWith(io, kPngMagic, sizeof(kPngMagic))) return DecodePng(in, io, channels_);
-  const auto* b = static_cast<const unsigned char*>(io.src);
-  std::string head;
-  for (size_t i = 0; i < io.src_bytes && i < 8; ++i) absl::StrAppendFormat(&head, " %02x", b[i]);
-  return absl::DataLossError(absl::StrCat("not a JPEG (ff d8 ff) or PNG (89 50 4e 47 0d 0a 1a 0a)",
-                                          " image: its ", io.src_bytes, " bytes start with", head));
+  return SampleSpec{ElementType::kU8, channels_, image.height, image.width, SampleLayout::kCHW};
 }
 
 }  // namespace sluice

@@ -14,7 +14,10 @@
 //   size is refused from the header, before any decoding (a decompression bomb). 1x1 decodes.
 // Per-sample failures are kDataLoss with the reason (empty, not a JPEG or PNG, corrupt,
 // truncated, over the bound). The codecs' own working memory is theirs (libjpeg's per-image
-// pools, a libspng context per image); the pixels go to the chain's buffers.
+// pools, a libspng context per image); the pixels go to the chain's buffers: the codec writes
+// them interleaved into the op's scratch, then ApplyVariable splits them into planes at dst.
+// DecodeInterleaved stops before the split, for the chain's fused path where RandomResizedCrop
+// follows (transform_chain.h, "Fused ops").
 #ifndef SLUICE_PIPELINE_TRANSFORMS_DECODE_IMAGE_H_
 #define SLUICE_PIPELINE_TRANSFORMS_DECODE_IMAGE_H_
 
@@ -25,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/transforms/internal/bilinear_interleaved.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -45,8 +49,17 @@ class DecodeImage final : public Transform {
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
   absl::StatusOr<SampleSpec> ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
                                            SampleRandom& rng) const override;
-  // Interleaved pixels before the channels are split: up to 4 bytes per pixel of the bound.
+  // Interleaved pixels before the channels are split: up to 4 bytes per pixel of the bound,
+  // and the kernels' read padding after them.
   size_t ScratchBytes(const SampleSpec& bound) const override;
+
+  // The decode without the split into planes: the pixels as the codec wrote them into
+  // io.op_scratch (which must hold ScratchBytes(in)): RGB (3 bytes a pixel), RGBA (4, from a
+  // grey+alpha PNG; alpha to be ignored) or grey (1); with mode=L always grey (the luma of a
+  // colour image). io.dst is not used. The same errors as ApplyVariable.
+  absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeInterleaved(
+      const SampleSpec& in, const SampleBuffers& io) const;
+  uint32_t channels() const { return channels_; }
 
  private:
   uint32_t channels_;  // 3 (RGB) or 1 (L)

@@ -73,7 +73,7 @@ absl::StatusOr<SampleSpec> RandomHorizontalFlip::OutputSpec(const SampleSpec& in
 
 void RandomHorizontalFlip::Apply(const SampleSpec& in, const void* src, void* dst,
                                  SampleRandom& rng) const {
-  if (!(rng.UniformDouble() < p_)) {
+  if (!Flips(rng)) {
     std::memcpy(dst, src, in.bytes());
     return;
   }

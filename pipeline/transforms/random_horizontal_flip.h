@@ -26,6 +26,10 @@ class RandomHorizontalFlip final : public Transform {
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
 
+  // This sample's draw: true when it is flipped. Apply makes it first; the chain's fused path
+  // (transform_chain.h) makes it instead and mirrors the resize before.
+  bool Flips(SampleRandom& rng) const { return rng.UniformDouble() < p_; }
+
  private:
   explicit RandomHorizontalFlip(double p) : p_(p) {}
   double p_;

@@ -119,4 +119,12 @@ void RandomResizedCrop::Apply(const SampleSpec& in, const void* src, void* dst,
                                       width_, dst);
 }
 
+void RandomResizedCrop::ApplyInterleaved(const transforms_internal::InterleavedU8Image& image,
+                                         uint32_t channels, bool mirror, SampleRandom& rng,
+                                         uint8_t* dst) const {
+  const CropWindow win = Window(image.height, image.width, rng);
+  transforms_internal::ResizeInterleavedU8(image, channels, win.top, win.left, win.height,
+                                           win.width, height_, width_, mirror, dst);
+}
+
 }  // namespace sluice

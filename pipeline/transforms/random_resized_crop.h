@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/transforms/internal/bilinear_interleaved.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -46,6 +47,13 @@ class RandomResizedCrop final : public Transform {
   std::string Identity() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+
+  // The chain's fused path after DecodeImage (transform_chain.h, "Fused ops"): the same window
+  // (the same draws from rng) and the same resize, bit for bit, read from the decoder's
+  // interleaved pixels, written as `channels` u8 planes of size(); with `mirror` every row is
+  // reversed, as a RandomHorizontalFlip after this op does.
+  void ApplyInterleaved(const transforms_internal::InterleavedU8Image& image, uint32_t channels,
+                        bool mirror, SampleRandom& rng, uint8_t* dst) const;
 
  private:
   RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2], const double ratio[2]);

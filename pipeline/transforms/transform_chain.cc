@@ -32,7 +32,7 @@ absl::Status CheckFixedOutput(const std::vector<std::unique_ptr<Transform>>& ops
 }  // namespace
 
 absl::StatusOr<TransformChain> TransformChain::Create(std::vector<std::unique_ptr<Transform>> ops,
-                                                      const SampleSpec& input) {
+                                                      const SampleSpec& input, bool fuse_ops) {
   TransformChain chain;
   chain.specs_.push_back(input);
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -53,6 +53,19 @@ absl::StatusOr<TransformChain> TransformChain::Create(std::vector<std::unique_pt
   }
   absl::Status fixed = CheckFixedOutput(ops, input, chain.specs_.back());
   if (!fixed.ok()) return fixed;
+  if (fuse_ops && ops.size() >= 2) {
+    chain.decode_ = dynamic_cast<const DecodeImage*>(ops[0].get());
+    chain.crop_ = dynamic_cast<const RandomResizedCrop*>(ops[1].get());
+    if (chain.decode_ != nullptr && chain.crop_ != nullptr) {
+      chain.fused_ops_ = 2;
+      chain.flip_ =
+          ops.size() >= 3 ? dynamic_cast<const RandomHorizontalFlip*>(ops[2].get()) : nullptr;
+      if (chain.flip_ != nullptr) chain.fused_ops_ = 3;
+    } else {
+      chain.decode_ = nullptr;
+      chain.crop_ = nullptr;
+    }
+  }
   for (std::unique_ptr<Transform>& op : ops) chain.ops_.push_back(std::move(op));
   return chain;
 }
@@ -131,6 +144,40 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
   const bool timed = op_ns != nullptr && TimesSample(key.index);
   char* base = static_cast<char*>(scratch);
   char* halves[2] = {base, base + scratch_half_};
+  if (first == 0 && fused_ops_ > 0) {
+    // DecodeImage, RandomResizedCrop[, RandomHorizontalFlip] as one pass (the header's "Fused
+    // ops"): the same draws, the same bits, no planes of the whole decoded image.
+    const int64_t start = timed || decode != nullptr ? NowNs() : 0;
+    const SampleBuffers io{in, in_bytes, nullptr, 0, base + 2 * scratch_half_};
+    absl::StatusOr<transforms_internal::InterleavedU8Image> image =
+        decode_->DecodeInterleaved(specs_[0], io);
+    if (!image.ok()) {
+      return absl::DataLossError(absl::StrCat(ops_[0]->Identity(), ": ", image.status().message()));
+    }
+    if (decode != nullptr) {
+      SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
+      *decode = DecodeTiming{decode->delay_us, start, NowNs(),
+                             uint64_t{image->height} * image->width * specs_[1].channels};
+    }
+    const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
+    bool mirror = false;
+    if (flip_ != nullptr) {
+      SampleRandom flip_rng(key, 2);
+      mirror = flip_->Flips(flip_rng);
+    }
+    SampleRandom crop_rng(key, 1);
+    void* out = fused_ops_ == ops_.size() ? dst : halves[(fused_ops_ - 1) % 2];
+    crop_->ApplyInterleaved(*image, specs_[2].channels, mirror, crop_rng,
+                            static_cast<uint8_t*>(out));
+    if (timed) {
+      op_ns[0] += decoded - start;
+      op_ns[1] += NowNs() - decoded;
+    }
+    first = fused_ops_;
+    actual = specs_[first];
+    in = out;
+    in_bytes = actual.bytes();
+  }
   for (size_t i = first; i < ops_.size(); ++i) {
     const bool last = i + 1 == ops_.size();
     void* out = last ? dst : halves[i % 2];

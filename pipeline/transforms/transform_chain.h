@@ -24,6 +24,15 @@
 // record ApplyRecord is given a DecodeTiming for (decoding is milliseconds, the clock tens of
 // nanoseconds): the pipeline's decode stage (Stage::kDecode) is built from these.
 //
+// Fused ops: where a chain starts DecodeImage, RandomResizedCrop (optionally followed by
+// RandomHorizontalFlip), ApplyRecord runs those ops as one internal fast path: the crop's
+// resize reads the decoder's interleaved pixels (no split of the whole image into planes) and
+// writes the flip's mirrored rows directly. Each op still draws from SampleRandom(key, its
+// position), and the output is bitwise the unfused chain's (tests/pipeline/transforms/
+// fused_chain_test.cc). With op_ns, the decode's time goes to DecodeImage and the crop's and
+// the flip's together to RandomResizedCrop (the flip's line reads 0). Create(..., false) turns
+// fusion off.
+//
 // Thread safety: immutable after Create; Apply may run on many threads with their own scratch.
 #ifndef SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_CHAIN_H_
 #define SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_CHAIN_H_
@@ -37,6 +46,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pipeline/sample_spec.h"
+#include "pipeline/transforms/decode_image.h"
+#include "pipeline/transforms/random_horizontal_flip.h"
+#include "pipeline/transforms/random_resized_crop.h"
 #include "pipeline/transforms/transform.h"
 
 namespace sluice {
@@ -59,7 +71,7 @@ class TransformChain {
   // what the ops before it output, or saying which ops would fix a size that still varies at
   // the end. An empty chain copies samples unchanged (and is refused on encoded input).
   static absl::StatusOr<TransformChain> Create(std::vector<std::unique_ptr<Transform>> ops,
-                                               const SampleSpec& input);
+                                               const SampleSpec& input, bool fuse_ops = true);
 
   const SampleSpec& input_spec() const { return specs_.front(); }
   // Always kFixed: the size of every output sample.
@@ -74,6 +86,9 @@ class TransformChain {
   bool decodes() const { return !ops_.empty() && specs_.front().extent == SampleExtent::kEncoded; }
   // The ops' identities joined by ", " (ParseTransforms reads it back); "" when empty.
   std::string Identity() const;
+  // How many leading ops ApplyRecord runs as one fused path: 0 (none), 2 (DecodeImage and
+  // RandomResizedCrop) or 3 (and RandomHorizontalFlip).
+  size_t fused_ops() const { return fused_ops_; }
 
   // Bytes of scratch Apply and ApplyRecord need per thread (two intermediates, each 64-byte
   // aligned within it, then the ops' own working memory); 0 for fixed chains of up to one op.
@@ -118,6 +133,11 @@ class TransformChain {
   size_t scratch_half_ = 0;
   size_t op_scratch_ = 0;
   size_t variable_ops_ = 0;  // the leading ops whose input size varies per sample
+  // The fused path's ops (fused_ops_ > 0), pointing into ops_.
+  size_t fused_ops_ = 0;
+  const DecodeImage* decode_ = nullptr;
+  const RandomResizedCrop* crop_ = nullptr;
+  const RandomHorizontalFlip* flip_ = nullptr;
 };
 
 }  // namespace sluice

@@ -8,23 +8,14 @@
 #include "pipeline/transforms/internal/elements.h"
 
 namespace sluice::transforms_internal {
-namespace {
-
-// One output coordinate's two source coordinates (relative to the window) and their weights.
-struct Tap {
-  int64_t i0 = 0;
-  int64_t i1 = 0;
-  float l0 = 1;
-  float l1 = 0;
-};
 
 // torch's area_pixel_compute_source_index and compute_source_index_and_lambda: the scale is a
 // float32 ratio, the source coordinate and its fraction are computed in double (as torch 1.13's
 // CPU kernel evaluates them: the oracle test probes its weights) and the weights stored as float.
-Tap TapOf(int64_t d, float scale, int64_t n) {
+BilinearTap BilinearTapOf(int64_t d, float scale, int64_t n) {
   double s = static_cast<double>(scale) * (static_cast<double>(d) + 0.5) - 0.5;
   if (s < 0) s = 0;
-  Tap t;
+  BilinearTap t;
   t.i0 = static_cast<int64_t>(s);
   t.i1 = t.i0 + (t.i0 < n - 1 ? 1 : 0);
   const double l1 = s - static_cast<double>(t.i0);
@@ -32,6 +23,8 @@ Tap TapOf(int64_t d, float scale, int64_t n) {
   t.l0 = static_cast<float>(1.0 - l1);
   return t;
 }
+
+namespace {
 
 struct U8 {
   using T = uint8_t;
@@ -72,11 +65,11 @@ void Resize(const SampleSpec& spec, const void* src, uint32_t top, uint32_t left
   T* out = static_cast<T*>(dst);
   // Columns in tiles, so that their taps and rows fit on the stack for any output width.
   constexpr uint32_t kTile = 256;
-  Tap xs[kTile];
+  BilinearTap xs[kTile];
   float rows[2][kTile];
   for (uint32_t x0 = 0; x0 < out_w; x0 += kTile) {
     const uint32_t n = std::min(out_w - x0, kTile);
-    for (uint32_t x = 0; x < n; ++x) xs[x] = TapOf(x0 + x, scale_x, win_w);
+    for (uint32_t x = 0; x < n; ++x) xs[x] = BilinearTapOf(x0 + x, scale_x, win_w);
     for (uint32_t c = 0; c < spec.channels; ++c) {
       const T* in_plane = in + c * plane;
       T* out_plane = out + c * size_t{out_h} * out_w + x0;
@@ -93,7 +86,7 @@ void Resize(const SampleSpec& spec, const void* src, uint32_t top, uint32_t left
         return slot;
       };
       for (uint32_t y = 0; y < out_h; ++y) {
-        const Tap ty = TapOf(y, scale_y, win_h);
+        const BilinearTap ty = BilinearTapOf(y, scale_y, win_h);
         const float* top_row = row(ty.i0);
         const float* bottom_row = row(ty.i1);
         T* o = out_plane + size_t{y} * out_w;

@@ -18,6 +18,19 @@
 
 namespace sluice::transforms_internal {
 
+// One output coordinate's two source coordinates (relative to the window) and their weights.
+struct BilinearTap {
+  int64_t i0 = 0;
+  int64_t i1 = 0;
+  float l0 = 1;
+  float l1 = 0;
+};
+
+// The tap of output coordinate d on an axis resized from n to m, scale = float32(n) /
+// float32(m): torch's area_pixel_compute_source_index and compute_source_index_and_lambda (the
+// formula above). Every bilinear kernel of sluice takes its weights from here.
+BilinearTap BilinearTapOf(int64_t d, float scale, int64_t n);
+
 // The window of the sample `spec` (CHW, fixed) at rows [top, top + win_h) and columns
 // [left, left + win_w), resized to out_h x out_w into dst (spec.channels x out_h x out_w of
 // spec.dtype). Uses a few KiB of stack; allocates nothing.

@@ -1,0 +1,198 @@
+// The chain's fused path (DecodeImage, RandomResizedCrop[, RandomHorizontalFlip]) against the
+// ops one after the other, and its interleaved resize kernels against the planar one: all bit
+// for bit.
+#include <spng.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/transforms/internal/bilinear.h"
+#include "pipeline/transforms/internal/bilinear_interleaved.h"
+#include "pipeline/transforms/parse.h"
+#include "pipeline/transforms/transform_chain.h"
+#include "tests/pipeline/transforms/encoded_images.h"
+
+namespace sluice {
+namespace {
+using ::sluice::testing::EncodeJpeg;
+using ::sluice::testing::EncodePng;
+using ::sluice::testing::TestPixels;
+using ::testing::StartsWith;
+using transforms_internal::InterleavedKernel;
+using transforms_internal::InterleavedU8Image;
+
+// Interleaved pixels of `pixel_bytes` to the CHW planes DecodeImage(mode=RGB) gives (RGB;
+// alpha dropped; grey replicated).
+std::vector<uint8_t> Planes(const std::vector<uint8_t>& px, uint32_t h, uint32_t w,
+                            uint32_t pixel_bytes) {
+  const size_t n = size_t{h} * w;
+  std::vector<uint8_t> out(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t c = 0; c < 3; ++c)
+      out[c * n + i] = px[i * pixel_bytes + (pixel_bytes == 1 ? 0 : c)];
+  }
+  return out;
+}
+
+void MirrorRows(std::vector<uint8_t>& v, uint32_t w) {
+  for (size_t r = 0; r < v.size() / w; ++r)
+    std::reverse(v.begin() + r * w, v.begin() + (r + 1) * w);
+}
+
+struct Case {
+  uint32_t h, w, pixel_bytes, top, left, win_h, win_w, out_h, out_w;
+  bool mirror;
+};
+
+std::string Describe(const Case& c) {
+  return absl::StrCat(c.h, "x", c.w, "x", c.pixel_bytes, " window ", c.win_h, "x", c.win_w, " at (",
+                      c.top, ", ", c.left, ") to ", c.out_h, "x", c.out_w,
+                      c.mirror ? " mirrored" : "");
+}
+
+// Both kernels give ResizeBilinear's bits on the planes (then mirrored), for windows that
+// shrink, grow, keep one pixel or touch the image's right and bottom edges, and output widths
+// over one column tile (256) and not a multiple of 8, and downscales of over 4x (the AVX2
+// kernel's second way).
+TEST(InterleavedResizeTest, EqualsThePlanarResizeBitForBit) {
+  std::mt19937 rng(23);
+  std::vector<Case> cases = {
+      {1, 1, 3, 0, 0, 1, 1, 5, 3, false},
+      {2, 9, 3, 0, 0, 2, 9, 224, 224, true},
+      {40, 30, 4, 0, 0, 40, 30, 17, 301, false},
+      {37, 50, 3, 36, 49, 1, 1, 8, 8, true},
+      {300, 200, 3, 10, 0, 290, 200, 224, 224, true},
+      {64, 64, 1, 3, 5, 50, 40, 31, 33, false},
+      {5, 520, 3, 0, 0, 5, 520, 3, 260, true},
+      {4, 3000, 3, 0, 0, 4, 3000, 2, 300, true},
+      {3, 2100, 4, 0, 7, 3, 2093, 3, 200, false},
+  };
+  for (int i = 0; i < 60; ++i) {
+    Case c;
+    c.h = std::uniform_int_distribution<uint32_t>(1, 320)(rng);
+    c.w = std::uniform_int_distribution<uint32_t>(1, 320)(rng);
+    c.pixel_bytes = std::vector<uint32_t>{3, 4, 1}[i % 3];
+    c.win_h = std::uniform_int_distribution<uint32_t>(1, c.h)(rng);
+    c.win_w = std::uniform_int_distribution<uint32_t>(1, c.w)(rng);
+    c.top = std::uniform_int_distribution<uint32_t>(0, c.h - c.win_h)(rng);
+    c.left = std::uniform_int_distribution<uint32_t>(0, c.w - c.win_w)(rng);
+    c.out_h = std::uniform_int_distribution<uint32_t>(1, 300)(rng);
+    c.out_w = std::uniform_int_distribution<uint32_t>(1, 300)(rng);
+    c.mirror = i % 2 == 1;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    std::vector<uint8_t> px = TestPixels(c.w, c.h, static_cast<int>(c.pixel_bytes));
+    px.resize(px.size() + transforms_internal::kInterleavedReadPadding);
+    const SampleSpec planes{ElementType::kU8, 3, c.h, c.w, SampleLayout::kCHW};
+    std::vector<uint8_t> expected(size_t{3} * c.out_h * c.out_w);
+    transforms_internal::ResizeBilinear(planes, Planes(px, c.h, c.w, c.pixel_bytes).data(), c.top,
+                                        c.left, c.win_h, c.win_w, c.out_h, c.out_w,
+                                        expected.data());
+    if (c.mirror) MirrorRows(expected, c.out_w);
+    const InterleavedU8Image image{px.data(), c.h, c.w, c.pixel_bytes, size_t{c.w} * c.pixel_bytes};
+    for (InterleavedKernel kernel : {InterleavedKernel::kAuto, InterleavedKernel::kPortable}) {
+      std::vector<uint8_t> out(expected.size());
+      transforms_internal::ResizeInterleavedU8(image, 3, c.top, c.left, c.win_h, c.win_w, c.out_h,
+                                               c.out_w, c.mirror, out.data(), kernel);
+      ASSERT_EQ(out, expected) << Describe(c)
+                               << (kernel == InterleavedKernel::kAuto ? " (auto)" : " (portable)");
+    }
+  }
+}
+
+absl::StatusOr<TransformChain> Chain(const std::string& text, const SampleSpec& input, bool fuse) {
+  auto ops = ParseTransforms(text);
+  if (!ops.ok()) return ops.status();
+  return TransformChain::Create(std::move(*ops), input, fuse);
+}
+
+// One record through a chain; the output bytes, or the status's message.
+std::string RunRecord(const TransformChain& chain, const std::string& record, uint64_t index) {
+  std::vector<char> scratch(chain.scratch_bytes() + 64);
+  char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  std::vector<float> out((chain.output_spec().bytes() + 3) / 4);
+  const absl::Status s =
+      chain.ApplyRecord(record.data(), record.size(), out.data(), SampleKey{7, 1, index}, aligned);
+  if (!s.ok()) return std::string(s.message());
+  return std::string(reinterpret_cast<const char*>(out.data()), chain.output_spec().bytes());
+}
+
+std::vector<std::string> Records() {
+  std::vector<std::string> records;
+  for (const auto& [w, h] :
+       {std::pair{97u, 61u}, std::pair{300u, 260u}, std::pair{1u, 1u}, std::pair{8u, 200u}}) {
+    records.push_back(EncodeJpeg(w, h, 3, TestPixels(w, h, 3)));
+    records.push_back(EncodeJpeg(w, h, 1, TestPixels(w, h, 1)));
+    records.push_back(EncodePng(w, h, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(w, h, 3)));
+    records.push_back(EncodePng(w, h, SPNG_COLOR_TYPE_TRUECOLOR_ALPHA, TestPixels(w, h, 4)));
+    records.push_back(EncodePng(w, h, SPNG_COLOR_TYPE_GRAYSCALE_ALPHA, TestPixels(w, h, 2)));
+    records.push_back(EncodePng(w, h, SPNG_COLOR_TYPE_GRAYSCALE, TestPixels(w, h, 1)));
+  }
+  return records;
+}
+
+TEST(FusedChainTest, FusesDecodeCropAndFlipOnly) {
+  const SampleSpec input = EncodedSampleSpec(512, 512);
+  EXPECT_EQ(Chain("DecodeImage(), RandomResizedCrop(32), RandomHorizontalFlip()", input, true)
+                ->fused_ops(),
+            3u);
+  EXPECT_EQ(
+      Chain("DecodeImage(), RandomResizedCrop(32), Normalize(0.5, 0.5)", input, true)->fused_ops(),
+      2u);
+  EXPECT_EQ(Chain("DecodeImage(), RandomResizedCrop(32)", input, false)->fused_ops(), 0u);
+  EXPECT_EQ(Chain("DecodeImage(), CenterCrop(32)", input, true)->fused_ops(), 0u);
+  EXPECT_EQ(Chain("DecodeImage(), Resize((8, 8)), RandomResizedCrop(4)", input, true)->fused_ops(),
+            0u);
+}
+
+// JPEG (colour, grey), PNG (RGB, RGBA, grey+alpha, grey), modes RGB and L, flips drawn per
+// index, ops after the fused ones (Normalize): the same bytes as the ops one by one.
+TEST(FusedChainTest, GivesTheUnfusedChainsBytes) {
+  const std::vector<std::string> records = Records();
+  for (const char* text :
+       {"DecodeImage(), RandomResizedCrop(48), RandomHorizontalFlip()",
+        "DecodeImage(), RandomResizedCrop((224, 190), scale=(0.02, 1)), RandomHorizontalFlip(p=1), "
+        "Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])",
+        "DecodeImage(mode=L), RandomResizedCrop(33), RandomHorizontalFlip()",
+        "DecodeImage(), RandomResizedCrop(300, ratio=(0.2, 5))",
+        "DecodeImage(), "
+        "RandomResizedCrop(16), "
+        "CenterCrop(8)"}) {
+    auto fused = Chain(text, EncodedSampleSpec(400, 400), true);
+    auto unfused = Chain(text, EncodedSampleSpec(400, 400), false);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    ASSERT_GT(fused->fused_ops(), 0u) << text;
+    for (size_t r = 0; r < records.size(); ++r) {
+      for (uint64_t index = 0; index < 6; ++index) {
+        const std::string want = RunRecord(*unfused, records[r], index);
+        ASSERT_EQ(want.size(), unfused->output_spec().bytes())
+            << text << " record " << r << ": " << want;
+        ASSERT_EQ(RunRecord(*fused, records[r], index), want)
+            << text << " record " << r << " index " << index;
+      }
+    }
+  }
+}
+
+TEST(FusedChainTest, RefusedRecordNamesTheDecodeAsUnfused) {
+  auto fused = Chain("DecodeImage(), RandomResizedCrop(8), RandomHorizontalFlip()",
+                     EncodedSampleSpec(64, 64), true);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  const std::string jpeg = EncodeJpeg(40, 30, 3, TestPixels(40, 30, 3));
+  EXPECT_THAT(RunRecord(*fused, jpeg.substr(0, jpeg.size() / 2), 0),
+              StartsWith("DecodeImage(mode=RGB): damaged or truncated JPEG"));
+  EXPECT_THAT(RunRecord(*fused, "GIF89a", 0), StartsWith("DecodeImage(mode=RGB): not a JPEG"));
+  const std::string big = EncodePng(65, 10, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(65, 10, 3));
+  EXPECT_THAT(RunRecord(*fused, big, 0), StartsWith("DecodeImage(mode=RGB): PNG declares 65x10"));
+}
+
+}  // namespace
+}  // namespace sluice
