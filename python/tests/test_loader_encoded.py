@@ -72,9 +72,14 @@ def test_batches_equal_pil_decode_then_resize_and_center_crop(images, threads):
     assert position == RECORDS
 
 
-def test_report_has_a_decode_row_inside_preprocess(images):
+# The second chain takes the fused path (decode, crop and flip in one pass): it times the
+# decode for the row as the op-by-op path does.
+@pytest.mark.parametrize("fused", [False, True])
+def test_report_has_a_decode_row_inside_preprocess(images, fused):
+    chain = ([T.DecodeImage(), TV.RandomResizedCrop(10), TV.RandomHorizontalFlip()] if fused
+             else _chain())
     loader = sluice.Loader(images["dir"], batch_size=BATCH, dtype=torch.uint8,
-                           transforms=_chain(), threads=1)
+                           transforms=chain, threads=1)
     for _ in loader:
         pass
     report = loader.report()
