@@ -252,6 +252,7 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
   EpochSplit s;
   s.first_epoch = first.epoch;
   s.first_samples_per_s = first.samples_per_s;
+  s.first_seconds = first.seconds;
   s.first_read_seconds = first_reads->busy_ns / 1e9;
   if (first_reads->busy_ns > 0)
     s.first_read_mb_per_s = first_reads->bytes * 1e3 / first_reads->busy_ns;
@@ -269,11 +270,19 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
   }
   if (s.later_epochs == 0 || seconds <= 0) return;
   s.later_samples_per_s = samples / seconds;
+  s.later_seconds = seconds / s.later_epochs;
   s.later_read_seconds = read_ns / 1e9 / s.later_epochs;
   if (read_ns > 0) s.later_read_mb_per_s = bytes * 1e3 / read_ns;
   s.differ = s.first_samples_per_s < (1 - kEpochsDifferFraction) * s.later_samples_per_s;
-  s.cold = s.differ && s.first_read_mb_per_s > 0 &&
-           s.later_read_mb_per_s >= kColdReadFactor * s.first_read_mb_per_s;
+  const bool slower_reads =
+      s.first_read_mb_per_s > 0 && s.later_read_mb_per_s >= kColdReadFactor * s.first_read_mb_per_s;
+  // The first epoch's extra time and its reads' extra time, each against what the later epochs'
+  // rates give for as many samples (a resumed first epoch may be shorter).
+  const double extra_epoch = s.first_seconds - first.samples / s.later_samples_per_s;
+  const double extra_read =
+      s.first_read_seconds - (samples > 0 ? read_ns / 1e9 * first.samples / samples : 0.0);
+  s.cold = s.differ && slower_reads && extra_epoch > 0 &&
+           extra_read >= kColdExplainsFraction * extra_epoch;
   rep->epoch_split = s;
   if (!s.differ) return;
   const std::string rates = absl::StrFormat(
@@ -289,6 +298,13 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
         "rate",
         rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_read_seconds,
         s.later_read_seconds, s.first_epoch + 1));
+  } else if (slower_reads) {
+    rep->notes.push_back(absl::StrFormat(
+        "slow first epoch: %s; its reads were slower (%.1f MB/s against %.1f MB/s after: epoch %d "
+        "read from disk) but took %.2f s more, of the %.2f s more the epoch took: mostly "
+        "start-up, not the disk (buffers touched for the first time, threads starting)",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_epoch + 1,
+        std::max(0.0, extra_read), std::max(0.0, extra_epoch)));
   } else {
     rep->notes.push_back(absl::StrFormat(
         "slow first epoch: %s, although its reads were not slower (%.1f MB/s against %.1f MB/s "

@@ -105,18 +105,22 @@ struct EpochSplit {
   uint64_t later_epochs = 0;
   double first_samples_per_s = 0;
   double later_samples_per_s = 0;  // the later epochs' samples over their seconds
+  double first_seconds = 0;        // the first epoch's training time
+  double later_seconds = 0;        // per later epoch, on average
   double first_read_seconds = 0;   // the reader's busy time on the epoch's frames
   double later_read_seconds = 0;   // per later epoch, on average
   double first_read_mb_per_s = 0;  // stored MB over the reader's busy seconds (0: no reads)
   double later_read_mb_per_s = 0;
   // The first epoch trained more than kEpochsDifferFraction slower than the later ones.
   bool differ = false;
-  // ... and its reads were at least kColdReadFactor slower per byte: it read from disk (or a
-  // colder cache) and the later epochs did not.
+  // ... and its reads were at least kColdReadFactor slower per byte (it read from disk, or a
+  // colder cache, and the later epochs did not) and their extra time is at least
+  // kColdExplainsFraction of the epoch's extra time: the disk explains the slower epoch.
   bool cold = false;
 };
 inline constexpr double kEpochsDifferFraction = 0.15;
 inline constexpr double kColdReadFactor = 2.0;
+inline constexpr double kColdExplainsFraction = 0.5;
 
 struct BottleneckReport {
   std::vector<StageRow> stages;  // kNumReportStages rows, in kReportStages order

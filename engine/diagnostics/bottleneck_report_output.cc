@@ -19,8 +19,9 @@ void to_json(BasicJsonType& j, const Stage& s) {
 
 SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
 SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_per_s,
-                          later_samples_per_s, first_read_seconds, later_read_seconds,
-                          first_read_mb_per_s, later_read_mb_per_s, differ, cold)
+                          later_samples_per_s, first_seconds, later_seconds, first_read_seconds,
+                          later_read_seconds, first_read_mb_per_s, later_read_mb_per_s, differ,
+                          cold)
 
 // The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
 SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
