@@ -20,6 +20,7 @@
 #include "common/coding.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "storage/image_structure.h"
 
 namespace sluice {
 namespace {
@@ -87,9 +88,14 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
     return absl::InvalidArgumentError(absl::StrCat(where, ": no path before the label"));
   }
   list->names.push_back(absl::StrCat(where, ": ", path));
+  list->sources.emplace_back(path);
   list->paths.push_back(absl::StartsWith(path, "/") ? std::string(path) : JoinPath(list_dir, path));
   list->labels.push_back(label);
   return absl::OkStatus();
+}
+
+void NoteIgnored(ImageList* list, std::string what) {
+  if (list->ignored_files++ < kNamedExamples) list->ignored_examples.push_back(std::move(what));
 }
 
 }  // namespace
@@ -97,7 +103,11 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
 absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
   const fs::path base(dir);
   ImageList list;
-  RETURN_IF_ERROR(ListSorted(base, &list.class_names, nullptr));
+  std::vector<std::string> top_files;
+  RETURN_IF_ERROR(ListSorted(base, &list.class_names, &top_files));
+  for (const std::string& f : top_files) {
+    NoteIgnored(&list, absl::StrCat(f, ": not in a class folder (DIR/<class>/...)"));
+  }
   if (list.class_names.empty()) {
     return absl::NotFoundError(
         absl::StrCat(dir,
@@ -114,12 +124,14 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
       std::vector<std::string> files;
       RETURN_IF_ERROR(ListSorted(base / folder, nullptr, &files));
       for (const std::string& f : files) {
+        const std::string relative = folder + "/" + f;
         if (!HasImageExtension(f)) {
-          ++list.ignored_files;
+          NoteIgnored(&list, absl::StrCat(relative, ": no image extension"));
           continue;
         }
-        list.paths.push_back(JoinPath(dir, folder + "/" + f));
+        list.paths.push_back(JoinPath(dir, relative));
         list.names.push_back(list.paths.back());
+        list.sources.push_back(relative);
         list.labels.push_back(label);
       }
     }
@@ -171,6 +183,7 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
       2 * total_bytes));
   std::vector<std::string> bytes(n);
   std::vector<absl::Status> errors(n);
+  std::vector<std::string> bad(n);  // why CheckImageStructure refused file i, or empty
   std::atomic<uint64_t> done{0};
   tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
   arena.execute([&] {
@@ -179,6 +192,8 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
         absl::StatusOr<std::string> b = ReadFileToString(env, list.paths[i]);
         if (b.ok()) {
           bytes[i] = std::move(*b);
+          absl::StatusOr<ImageStructure> checked = CheckImageStructure(bytes[i]);
+          if (!checked.ok()) bad[i] = std::string(checked.status().message());
         } else {
           errors[i] = absl::Status(b.status().code(),
                                    absl::StrCat(list.names[i], ": ", b.status().message()));
@@ -189,21 +204,29 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
     });
   });
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);  // the first in list order
+  if (!options.skip_bad_images) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!bad[i].empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            list.names[i], ": ", bad[i], " (--skip-bad-images leaves such files out)"));
+      }
+    }
+  }
 
   ImageRecords out;
   const bool wide =
       std::any_of(list.labels.begin(), list.labels.end(), [](uint32_t l) { return l > 255; });
   out.records.label_dtype = wide ? LabelDType::kI32 : LabelDType::kU8;
   for (size_t i = 0; i < n; ++i) {
-    if (options.skip_bad_images && !SniffImageEncoding(bytes[i])) {
-      if (out.skipped++ == 0) {
-        out.first_skipped = absl::StrCat(
-            list.names[i], bytes[i].empty() ? ": zero bytes" : ": not a JPEG or PNG image");
+    if (!bad[i].empty()) {
+      if (out.skipped++ < kNamedExamples) {
+        out.skipped_examples.push_back(absl::StrCat(list.names[i], ": ", bad[i]));
       }
       continue;
     }
     out.records.samples.push_back(std::move(bytes[i]));
     out.records.names.push_back(list.names[i]);
+    if (!list.sources.empty()) out.records.sources.push_back(list.sources[i]);
     if (wide) {
       PutFixed32(&out.records.labels, list.labels[i]);
     } else {

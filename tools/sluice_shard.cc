@@ -65,8 +65,8 @@ ABSL_FLAG(int64_t, frame_bytes, sluice::kDefaultFrameBytes,
           "create, encoded images: close a frame at this many raw bytes (1..2^31)");
 ABSL_FLAG(std::string, codec, "none", "create, encoded images: frame codec, none or zstd");
 ABSL_FLAG(bool, skip_bad_images, false,
-          "create, encoded images: skip (and count) empty and non-JPEG/PNG files instead of "
-          "failing");
+          "create, encoded images: skip (count and name) empty, non-JPEG/PNG and truncated "
+          "files instead of failing");
 ABSL_FLAG(int64_t, num_classes, 0,
           "create: the class count (0: the largest label + 1; CIFAR-10: 10); labels outside "
           "[0, K) are refused");
@@ -94,9 +94,10 @@ constexpr char kUsage[] =
       --split test); or JPEG/PNG files stored as they are (shard version 2): class
       subfolders as torchvision's ImageFolder (classes sorted by name, recorded in the
       manifest), or a list file of "<path>,<label>" lines; frames close at M records or
-      --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty or
-      non-JPEG/PNG file is an error naming it, or skipped and counted with
-      --skip-bad-images -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty,
+      non-JPEG/PNG or truncated file (a structure check, docs/formats/shard.md) is an error
+      naming it, or skipped and named with --skip-bad-images; each record's file is
+      recorded -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
       labels must lie in [0, K) (K: --num-classes, else the largest label + 1);
       a rewrite replaces an existing split only once the new one is complete; one writer
       per DIR at a time (DIR/.sluice.lock names the holder)
@@ -313,6 +314,18 @@ absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, Im
   return images;
 }
 
+// "<headline>:" then one indented line per named file and "... and N more" for the rest;
+// nothing when count is 0.
+void PrintLeftOut(const std::string& headline, uint64_t count,
+                  const std::vector<std::string>& examples) {
+  if (count == 0) return;
+  std::printf("%s:\n", headline.c_str());
+  for (const std::string& e : examples) std::printf("  %s\n", e.c_str());
+  if (count > examples.size()) {
+    std::printf("  ... and %llu more\n", static_cast<unsigned long long>(count - examples.size()));
+  }
+}
+
 // create from JPEG/PNG files: version 2 shards of the files' bytes.
 absl::Status RunCreateImages(Env* env, CreateOptions o) {
   const auto start = std::chrono::steady_clock::now();
@@ -356,14 +369,10 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
       std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
       static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (list.ignored_files > 0) {
-    std::printf("ignored %llu files without an image extension\n",
-                static_cast<unsigned long long>(list.ignored_files));
-  }
-  if (images.skipped > 0) {
-    std::printf("skipped %llu bad image files (--skip-bad-images); the first: %s\n",
-                static_cast<unsigned long long>(images.skipped), images.first_skipped.c_str());
-  }
+  PrintLeftOut(absl::StrCat("ignored ", list.ignored_files, " files (not read)"),
+               list.ignored_files, list.ignored_examples);
+  PrintLeftOut(absl::StrCat("skipped ", images.skipped, " bad image files (--skip-bad-images)"),
+               images.skipped, images.skipped_examples);
   return absl::OkStatus();
 }
 

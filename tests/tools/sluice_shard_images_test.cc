@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -132,10 +133,19 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
   Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
                                    " --quiet --records-per-frame 5 --frame-bytes 3000"));
   ASSERT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("ignored 3 files without an image extension"));
+  EXPECT_THAT(r.text, HasSubstr("ignored 3 files (not read):\n"
+                                "  Bee/README.txt: no image extension\n"
+                                "  ant/README.txt: no image extension\n"
+                                "  zebra/README.txt: no image extension\n"));
   auto ds = Dataset::Open(Env::Default(), out);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->manifest().class_names, classes_);
+  // Each record's file, relative to the folder, in torchvision's order.
+  std::vector<std::string> relative;
+  for (const auto& [path, label] : samples_) relative.push_back(path);
+  EXPECT_EQ((*ds)->manifest().record_sources, relative);
+  // The largest image: 13 wide, up to 11 high (kWriteFolder).
+  EXPECT_EQ((*ds)->manifest().image_bound, (ImageSizeBound{13, 11, 143}));
   EXPECT_EQ((*ds)->manifest().spec.encoding, SampleEncoding::kImage);
   const auto records = Records(out);
   ASSERT_EQ(records.size(), samples_.size());
@@ -188,6 +198,9 @@ TEST_F(SluiceShardImagesTest, ListFileRecordsFollowTheListWithItsLabels) {
   EXPECT_EQ((*ds)->manifest().num_classes, 5u);
   ASSERT_EQ((*ds)->manifest().sources.size(), 1u);
   EXPECT_EQ((*ds)->manifest().sources[0].role, "list");
+  EXPECT_EQ((*ds)->manifest().record_sources,
+            (std::vector<std::string>{"folder/ant/rgb0.png", root + "/zebra/photo.JPG",
+                                      "folder/Bee/nested/deep.jpeg"}));
 }
 
 TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine) {
@@ -195,8 +208,7 @@ TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.txt,1\n").ok());
   Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.text;
-  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("record 0 (", dir_,
-                                             "/list.txt:1: a.txt): not a JPEG or PNG image")));
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(dir_, "/list.txt:1: a.txt: not a JPEG or PNG image")));
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "\nnone.png,1\n").ok());
   r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.text;
@@ -210,7 +222,7 @@ TEST_F(SluiceShardImagesTest, BadListLineIsNamedWithItsLineNumber) {
   EXPECT_THAT(r.text, HasSubstr(absl::StrCat(dir_, "/list.txt:2: \"b.png,x\": expected")));
 }
 
-TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounted) {
+TEST_F(SluiceShardImagesTest, ZeroByteNonImageAndTruncatedFilesAreNamedOrSkippedAndNamed) {
   const std::string root = dir_ + "/folder";
   WriteFolder(root);
   const std::string out = dir_ + "/ds";
@@ -218,28 +230,62 @@ TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounte
       RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet")).exit_code,
       0);
   const std::string manifest_before = FileBytes(out + "/train.manifest.json");
-  for (const auto& [file, contents, what] :
-       {std::tuple<const char*, const char*, const char*>{
-            "ant/empty.png", "", "/folder/ant/empty.png): zero bytes, expected a JPEG or PNG"},
-        {"ant/fake.jpg", "GIF89a",
-         "/folder/ant/fake.jpg): not a JPEG or PNG image (starts with "
-         "474946383961"}}) {
-    RunShell(absl::StrCat("rm -f ", root, "/ant/empty.png ", root, "/ant/fake.jpg"));
+  const std::string jpeg = FileBytes(root + "/ant/photo.JPG");
+  const std::string png = FileBytes(root + "/ant/rgb0.png");
+  const std::vector<std::tuple<std::string, std::string, std::string>> bad = {
+      {"ant/empty.png", "", "/folder/ant/empty.png: zero bytes, expected a JPEG or PNG"},
+      {"ant/fake.jpg", "GIF89a",
+       "/folder/ant/fake.jpg: not a JPEG or PNG image (starts with 47 49 46 38 39 61"},
+      // Only the end marker missing: libjpeg would warn "Premature end of JPEG file".
+      {"ant/no_eoi.jpg", jpeg.substr(0, jpeg.size() - 2),
+       "/folder/ant/no_eoi.jpg: truncated JPEG: no EOI marker (FF D9)"},
+      {"ant/half.png", png.substr(0, png.size() / 2), "/folder/ant/half.png: truncated PNG: chunk"},
+      {"ant/no_iend.png", png.substr(0, png.size() - 12),
+       "/folder/ant/no_iend.png: truncated PNG: ends at byte"},
+  };
+  for (const auto& [file, contents, what] : bad) {
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
     Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet"));
     EXPECT_EQ(r.exit_code, 1) << r.text;
     EXPECT_THAT(r.text, HasSubstr(what));
     // The split written before is untouched.
     EXPECT_EQ(FileBytes(out + "/train.manifest.json"), manifest_before);
+    RunShell(absl::StrCat("rm -f ", root, "/", file));
   }
-  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/ant/empty.png", "").ok());
+  for (const auto& [file, contents, what] : bad) {
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
+  }
   Result r = RunShard(
       absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
   EXPECT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("skipped 2 bad image files (--skip-bad-images); "
-                                             "the first: ",
-                                             root, "/ant/empty.png: zero bytes")));
+  // In list order (sorted names), each with its reason.
+  EXPECT_THAT(r.text, HasSubstr("skipped 5 bad image files (--skip-bad-images):\n  "));
+  size_t at = r.text.find("skipped 5");
+  for (const char* name : {"empty.png", "fake.jpg", "half.png", "no_eoi.jpg", "no_iend.png"}) {
+    const size_t next = r.text.find(absl::StrCat(root, "/ant/", name, ": "), at);
+    EXPECT_NE(next, std::string::npos) << name << " in order in " << r.text;
+    at = next;
+  }
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
+}
+
+TEST_F(SluiceShardImagesTest, IgnoredFilesBeyondTheFirstFiveAreCounted) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(
+        WriteFileAtomically(Env::Default(), absl::StrCat(root, "/ant/notes", i, ".txt"), "x").ok());
+  }
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/labels.csv", "x").ok());
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", dir_, "/ds --quiet"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("ignored 8 files (not read):\n"
+                                "  labels.csv: not in a class folder (DIR/<class>/...)\n"
+                                "  Bee/README.txt: no image extension\n"
+                                "  ant/README.txt: no image extension\n"
+                                "  ant/notes0.txt: no image extension\n"
+                                "  ant/notes1.txt: no image extension\n"
+                                "  ... and 3 more\n"));
 }
 
 TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
