@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/checksum.h"
 #include "common/coding.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
@@ -193,7 +194,13 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
         if (b.ok()) {
           bytes[i] = std::move(*b);
           absl::StatusOr<ImageStructure> checked = CheckImageStructure(bytes[i]);
-          if (!checked.ok()) bad[i] = std::string(checked.status().message());
+          if (!checked.ok()) {
+            bad[i] = std::string(checked.status().message());
+            // macOS leaves "._<name>.jpg" metadata files beside the images: say so.
+            if (absl::StartsWith(BaseName(list.paths[i]), ".")) {
+              absl::StrAppend(&bad[i], " (a hidden file; \"._*\" files are macOS metadata)");
+            }
+          }
         } else {
           errors[i] = absl::Status(b.status().code(),
                                    absl::StrCat(list.names[i], ": ", b.status().message()));
@@ -232,6 +239,37 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
     } else {
       out.records.labels.push_back(static_cast<char>(list.labels[i]));
     }
+  }
+  return out;
+}
+
+absl::StatusOr<HeldOutRecords> HoldOut(EncodedRecords records, double fraction) {
+  if (!(fraction > 0 && fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("holdout fraction ", fraction, ": expected in (0, 1)"));
+  }
+  const size_t n = records.samples.size();
+  if (records.sources.size() != n) {
+    return absl::InvalidArgumentError("holdout: every record needs its source path");
+  }
+  const size_t label_bytes = LabelDTypeSize(records.label_dtype);
+  HeldOutRecords out;
+  out.kept.label_dtype = out.held_out.label_dtype = records.label_dtype;
+  for (size_t i = 0; i < n; ++i) {
+    // 2^-64 * hash is exact in a double up to rounding of the hash's low bits, the same on
+    // every IEEE machine.
+    const double u = static_cast<double>(Xxh3(records.sources[i])) * 0x1p-64;
+    EncodedRecords& side = u < fraction ? out.held_out : out.kept;
+    side.samples.push_back(std::move(records.samples[i]));
+    side.labels.append(records.labels, i * label_bytes, label_bytes);
+    if (!records.names.empty()) side.names.push_back(std::move(records.names[i]));
+    side.sources.push_back(std::move(records.sources[i]));
+  }
+  if (out.kept.samples.empty() || out.held_out.samples.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("holdout fraction ", fraction, " of ", n, " files leaves ",
+                     out.kept.samples.empty() ? "no file to keep" : "no file held out",
+                     " (the split is by a hash of each path, not an exact count)"));
   }
   return out;
 }

@@ -73,6 +73,17 @@ struct ImageRecords {
 absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
                                             const ReadImagesOptions& options);
 
+// A held-out split from one input (`sluice-shard create --holdout-fraction F`): record i goes
+// to `held_out` when XXH3-64 of its source (records.sources[i], the path relative to the folder
+// or as listed) is below F * 2^64, else to `kept`; both keep the input order. A file's side
+// depends on its path alone, so adding or removing other files moves no file across.
+// kInvalidArgument when F is not in (0, 1), sources are missing, or a side would be empty.
+struct HeldOutRecords {
+  EncodedRecords kept;
+  EncodedRecords held_out;
+};
+absl::StatusOr<HeldOutRecords> HoldOut(EncodedRecords records, double fraction);
+
 }  // namespace sluice
 
 #endif  // SLUICE_STORAGE_IMAGE_FILES_H_

@@ -6,6 +6,7 @@
 //                       --out DIR [--split NAME] [--num-classes K] [--records-per-shard N]
 //                       [--records-per-frame M] [--zstd-level L] [--threads T]
 //                       [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
+//                       [--holdout-fraction F [--holdout-split NAME]]
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
 //   sluice-shard export DIR --out PREFIX [--split NAME]
@@ -67,6 +68,10 @@ ABSL_FLAG(std::string, codec, "none", "create, encoded images: frame codec, none
 ABSL_FLAG(bool, skip_bad_images, false,
           "create, encoded images: skip (count and name) empty, non-JPEG/PNG and truncated "
           "files instead of failing");
+ABSL_FLAG(double, holdout_fraction, 0,
+          "create, encoded images: hold out about this fraction of the files (0 < F < 1) as "
+          "split --holdout-split, chosen by a hash of each file's path (0: none)");
+ABSL_FLAG(std::string, holdout_split, "test", "create, with --holdout-fraction: its split's name");
 ABSL_FLAG(int64_t, num_classes, 0,
           "create: the class count (0: the largest label + 1; CIFAR-10: 10); labels outside "
           "[0, K) are refused");
@@ -88,6 +93,7 @@ constexpr char kUsage[] =
          [--split NAME] [--num-classes K] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
          [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
+         [--holdout-fraction F [--holdout-split NAME]]
       (--threads: 0 = all cores, at most 4 x the hardware threads)
       IDX files (raw or .gz), NumPy .npy files (docs/formats/npy.md; --layout for 4-D
       images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
@@ -98,6 +104,8 @@ constexpr char kUsage[] =
       non-JPEG/PNG or truncated file (a structure check, docs/formats/shard.md) is an error
       naming it, or skipped and named with --skip-bad-images; each record's file is
       recorded -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      --holdout-fraction F (JPEG/PNG input) also writes split NAME (default test) of the
+      files whose path hashes below F (about F of them; adding files moves no other file);
       labels must lie in [0, K) (K: --num-classes, else the largest label + 1);
       a rewrite replaces an existing split only once the new one is complete; one writer
       per DIR at a time (DIR/.sluice.lock names the holder)
@@ -113,15 +121,15 @@ exit codes: 0 ok, 1 data error, 2 usage error
 )";
 
 ToolDescription ShardTool() {
-  return {
-      .name = "sluice-shard",
-      .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
-                            "(docs/formats/shard.md).\n",
-                            absl::StripTrailingAsciiWhitespace(kUsage)),
-      .source_name = "sluice_shard",
-      .main_flags = {"images", "labels", "layout", "cifar10", "image_folder", "image_list",
-                     "num_classes", "out", "split", "records_per_shard", "records_per_frame",
-                     "zstd_level", "threads", "quiet", "frame_bytes", "codec", "skip_bad_images"}};
+  return {.name = "sluice-shard",
+          .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
+                                "(docs/formats/shard.md).\n",
+                                absl::StripTrailingAsciiWhitespace(kUsage)),
+          .source_name = "sluice_shard",
+          .main_flags = {"images", "labels", "layout", "cifar10", "image_folder", "image_list",
+                         "num_classes", "out", "split", "records_per_shard", "records_per_frame",
+                         "zstd_level", "threads", "quiet", "frame_bytes", "codec",
+                         "skip_bad_images", "holdout_fraction", "holdout_split"}};
 }
 
 // A subcommand: how many path arguments it takes and which flags it reads.
@@ -137,7 +145,7 @@ const Command* FindCommand(const std::string& name) {
        0,
        {"images", "labels", "layout", "cifar10", "image_folder", "image_list", "num_classes", "out",
         "split", "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet",
-        "frame_bytes", "codec", "skip_bad_images"}},
+        "frame_bytes", "codec", "skip_bad_images", "holdout_fraction", "holdout_split"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -196,6 +204,8 @@ absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<
 struct CreateOptions {
   std::string images, labels, cifar10, image_folder, image_list, out, split;
   bool skip_bad_images = false;
+  double holdout_fraction = 0;  // 0: no held-out split
+  std::string holdout_split;
   std::optional<ArrayLayout> layout;
   std::optional<uint64_t> num_classes;
   WriteDatasetOptions write;
@@ -254,6 +264,18 @@ absl::Status EncodedOptionsFromFlags(CreateOptions* o) {
   s.frame_bytes = static_cast<uint32_t>(frame_bytes);
   s.codec = *codec;
   o->skip_bad_images = absl::GetFlag(FLAGS_skip_bad_images);
+  o->holdout_fraction = absl::GetFlag(FLAGS_holdout_fraction);
+  o->holdout_split = absl::GetFlag(FLAGS_holdout_split);
+  if (o->holdout_fraction != 0) {
+    if (!images) {
+      return absl::InvalidArgumentError(
+          "create: --holdout-fraction applies to --image-folder and --image-list input");
+    }
+    if (!(o->holdout_fraction > 0 && o->holdout_fraction < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "create: --holdout-fraction \"", o->holdout_fraction, "\": expected a number in (0, 1)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -265,6 +287,7 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   if (o.split.empty() || absl::StrContains(o.split, '/')) {
     return absl::InvalidArgumentError("create: --split: expected a plain name such as train");
   }
+
   ShardingOptions& s = o.write.sharding;
   ASSIGN_OR_RETURN(int64_t rps, IntInRange("create", FLAGS_records_per_shard, "records-per-shard",
                                            1, INT64_MAX));
@@ -278,6 +301,12 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   s.zstd_level = static_cast<int>(level);
   o.write.threads = static_cast<int>(threads);
   RETURN_IF_ERROR(EncodedOptionsFromFlags(&o));
+  if (o.holdout_fraction > 0 &&
+      (o.holdout_split.empty() || absl::StrContains(o.holdout_split, '/') ||
+       o.holdout_split == o.split)) {
+    return absl::InvalidArgumentError(
+        "create: --holdout-split: expected a plain name other than --split's, such as test");
+  }
   o.quiet = absl::GetFlag(FLAGS_quiet);
   return o;
 }
@@ -326,6 +355,30 @@ void PrintLeftOut(const std::string& headline, uint64_t count,
   }
 }
 
+// Writes one split of JPEG/PNG records and prints its summary line.
+absl::Status WriteImageSplit(Env* env, CreateOptions o, const std::string& split,
+                             const EncodedRecords& records,
+                             std::chrono::steady_clock::time_point start) {
+  Progress progress(absl::StrCat("create ", split), records.samples.size(), "records");
+  uint64_t shown = 0;
+  absl::Mutex mu;
+  o.write.on_progress = ProgressForwarder(&progress, &mu, &shown);
+  ASSIGN_OR_RETURN(Manifest m, WriteEncodedDataset(env, o.out, split, records, o.write));
+  progress.Finish();
+  uint64_t stored = 0, bytes = 0;
+  for (const ShardEntry& e : m.shards) stored += e.bytes;
+  for (const std::string& s : records.samples) bytes += s.size();
+  std::printf(
+      "%s: %llu images (encoding %s) in %zu shards, %llu image bytes -> %llu bytes in "
+      "shard files, %.2fs\n",
+      JoinPath(o.out, ManifestFileName(split)).c_str(),
+      static_cast<unsigned long long>(m.record_count),
+      std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
+      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return absl::OkStatus();
+}
+
 // create from JPEG/PNG files: version 2 shards of the files' bytes.
 absl::Status RunCreateImages(Env* env, CreateOptions o) {
   const auto start = std::chrono::steady_clock::now();
@@ -352,23 +405,13 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, o.image_list));
     o.write.sources = {{"list", BaseName(o.image_list), text.size(), Xxh3(text)}};
   }
-  Progress progress(absl::StrCat("create ", o.split), images.records.samples.size(), "records");
-  uint64_t shown = 0;
-  absl::Mutex mu;
-  o.write.on_progress = ProgressForwarder(&progress, &mu, &shown);
-  ASSIGN_OR_RETURN(Manifest m, WriteEncodedDataset(env, o.out, o.split, images.records, o.write));
-  progress.Finish();
-  uint64_t stored = 0, bytes = 0;
-  for (const ShardEntry& e : m.shards) stored += e.bytes;
-  for (const std::string& s : images.records.samples) bytes += s.size();
-  std::printf(
-      "%s: %llu images (encoding %s) in %zu shards, %llu image bytes -> %llu bytes in "
-      "shard files, %.2fs\n",
-      JoinPath(o.out, ManifestFileName(o.split)).c_str(),
-      static_cast<unsigned long long>(m.record_count),
-      std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
-      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (o.holdout_fraction > 0) {
+    ASSIGN_OR_RETURN(HeldOutRecords parts, HoldOut(std::move(images.records), o.holdout_fraction));
+    RETURN_IF_ERROR(WriteImageSplit(env, o, o.split, parts.kept, start));
+    RETURN_IF_ERROR(WriteImageSplit(env, o, o.holdout_split, parts.held_out, start));
+  } else {
+    RETURN_IF_ERROR(WriteImageSplit(env, o, o.split, images.records, start));
+  }
   PrintLeftOut(absl::StrCat("ignored ", list.ignored_files, " files (not read)"),
                list.ignored_files, list.ignored_examples);
   PrintLeftOut(absl::StrCat("skipped ", images.skipped, " bad image files (--skip-bad-images)"),

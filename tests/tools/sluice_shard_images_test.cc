@@ -11,8 +11,10 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/checksum.h"
 #include "common/env.h"
 #include "storage/dataset.h"
 #include "storage/frame_view.h"
@@ -60,6 +62,29 @@ print(",".join(ds.classes))
 for path, label in ds.samples:
     print(os.path.relpath(path, root), label)
 )PY";
+
+// Where each whitespace-separated token of `line` ends.
+std::vector<size_t> TokenEnds(const std::string& line) {
+  std::vector<size_t> ends;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != ' ' && (i + 1 == line.size() || line[i + 1] == ' ')) ends.push_back(i + 1);
+  }
+  return ends;
+}
+
+// The lines of `text` from the first that starts with `header_start` up to the first that is
+// not indented by two spaces (a table of inspect's output, header first).
+std::vector<std::string> TableAfter(const std::string& text, const std::string& header_start) {
+  std::vector<std::string> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (rows.empty() ? absl::StartsWith(line, header_start) : absl::StartsWith(line, "  ")) {
+      rows.emplace_back(line);
+    } else if (!rows.empty()) {
+      break;
+    }
+  }
+  return rows;
+}
 
 class SluiceShardImagesTest : public ::testing::Test {
  protected:
@@ -155,8 +180,20 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
   }
   Result inspect = RunShard(absl::StrCat("inspect ", out));
   EXPECT_EQ(inspect.exit_code, 0) << inspect.text;
-  EXPECT_THAT(inspect.text,
-              HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(), " records): min ")));
+  EXPECT_THAT(inspect.text, HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(),
+                                                   " records, nearest-rank percentiles):\n")));
+  EXPECT_THAT(inspect.text, HasSubstr("largest image (from the files' headers): 13 wide, 11 high"));
+  // Each table's numeric columns end where their headers end.
+  for (const char* table : {"  min  ", "  shard  ", "  label  "}) {
+    const std::vector<std::string> rows = TableAfter(inspect.text, table);
+    ASSERT_GE(rows.size(), 2u) << table << " in\n" << inspect.text;
+    const std::vector<size_t> header = TokenEnds(rows[0]);
+    for (size_t row = 1; row < rows.size(); ++row) {
+      std::vector<size_t> ends = TokenEnds(rows[row]);
+      ASSERT_EQ(ends.size(), header.size()) << rows[row];
+      for (size_t c = 1; c < ends.size(); ++c) EXPECT_EQ(ends[c], header[c]) << rows[row];
+    }
+  }
   EXPECT_THAT(inspect.text, HasSubstr("classes (label: name): 0: Bee, 1: ant, 2: zebra"));
   EXPECT_EQ(RunShard(absl::StrCat("verify ", out)).exit_code, 0);
 }
@@ -242,6 +279,10 @@ TEST_F(SluiceShardImagesTest, ZeroByteNonImageAndTruncatedFilesAreNamedOrSkipped
       {"ant/half.png", png.substr(0, png.size() / 2), "/folder/ant/half.png: truncated PNG: chunk"},
       {"ant/no_iend.png", png.substr(0, png.size() - 12),
        "/folder/ant/no_iend.png: truncated PNG: ends at byte"},
+      // torchvision keeps hidden files with an image extension, and so does sluice.
+      {"ant/._x.jpg", std::string("\0\5\26\7", 4),
+       "/folder/ant/._x.jpg: not a JPEG or PNG image (starts with 00 05 16 07; expected FF D8 "
+       "FF or 89 50 4E 47 0D 0A 1A 0A) (a hidden file; \"._*\" files are macOS metadata)"},
   };
   for (const auto& [file, contents, what] : bad) {
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
@@ -259,13 +300,15 @@ TEST_F(SluiceShardImagesTest, ZeroByteNonImageAndTruncatedFilesAreNamedOrSkipped
       absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
   EXPECT_EQ(r.exit_code, 0) << r.text;
   // In list order (sorted names), each with its reason.
-  EXPECT_THAT(r.text, HasSubstr("skipped 5 bad image files (--skip-bad-images):\n  "));
-  size_t at = r.text.find("skipped 5");
-  for (const char* name : {"empty.png", "fake.jpg", "half.png", "no_eoi.jpg", "no_iend.png"}) {
+  EXPECT_THAT(r.text, HasSubstr("skipped 6 bad image files (--skip-bad-images):\n  "));
+  size_t at = r.text.find("skipped 6");
+  for (const char* name : {"._x.jpg", "empty.png", "fake.jpg", "half.png", "no_eoi.jpg"}) {
     const size_t next = r.text.find(absl::StrCat(root, "/ant/", name, ": "), at);
     EXPECT_NE(next, std::string::npos) << name << " in order in " << r.text;
     at = next;
   }
+  EXPECT_EQ(r.text.find("no_iend.png"), std::string::npos) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("\n  ... and 1 more\n"));
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
 }
 
@@ -286,6 +329,46 @@ TEST_F(SluiceShardImagesTest, IgnoredFilesBeyondTheFirstFiveAreCounted) {
                                 "  ant/notes0.txt: no image extension\n"
                                 "  ant/notes1.txt: no image extension\n"
                                 "  ... and 3 more\n"));
+}
+
+TEST_F(SluiceShardImagesTest, HoldoutSplitIsChosenByPathHashAndAddingFilesMovesNoOther) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  const std::string out = dir_ + "/ds";
+  auto sources = [&](const std::string& split) {
+    auto ds = Dataset::Open(Env::Default(), JoinPath(out, split + ".manifest.json"));
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? (*ds)->manifest().record_sources : std::vector<std::string>{};
+  };
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                                   " --quiet --holdout-fraction 0.3 --holdout-split val"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const std::vector<std::string> train = sources("train"), val = sources("val");
+  EXPECT_EQ(train.size() + val.size(), 33u);
+  for (const std::string& p : val) {
+    EXPECT_LT(static_cast<double>(Xxh3(p)) * 0x1p-64, 0.3) << p;
+  }
+  for (const std::string& p : train) {
+    EXPECT_GE(static_cast<double>(Xxh3(p)) * 0x1p-64, 0.3) << p;
+  }
+  EXPECT_GT(val.size(), 0u);
+  // A new file goes to one side; every other file stays where it was.
+  RunShell(absl::StrCat("cp ", root, "/ant/rgb0.png ", root, "/ant/new.png"));
+  r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                            " --quiet --holdout-fraction 0.3 --holdout-split val"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  std::vector<std::string> val2 = sources("val");
+  std::erase(val2, std::string("ant/new.png"));
+  EXPECT_EQ(val2, val);
+  EXPECT_EQ(sources("train").size() + sources("val").size(), 34u);
+  // Both splits are checked against the same classes.
+  auto ds = Dataset::Open(Env::Default(), out + "/val.manifest.json");
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->manifest().class_names.size(), 3u);
+  r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                            " --quiet --holdout-fraction 1.5"));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--holdout-fraction \"1.5\": expected a number in (0, 1)"));
 }
 
 TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
