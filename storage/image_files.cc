@@ -194,6 +194,11 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
         if (b.ok()) {
           bytes[i] = std::move(*b);
           absl::StatusOr<ImageStructure> checked = CheckImageStructure(bytes[i]);
+          if (checked.ok() && options.extra_check) {
+            if (absl::Status extra = options.extra_check(bytes[i]); !extra.ok()) {
+              checked = extra;
+            }
+          }
           if (!checked.ok()) {
             bad[i] = std::string(checked.status().message());
             // macOS leaves "._<name>.jpg" metadata files beside the images: say so.

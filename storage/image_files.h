@@ -58,6 +58,10 @@ struct ReadImagesOptions {
   // truncated). A file that fails is an error naming it (kInvalidArgument, the first in list
   // order), or, with skip_bad_images, left out and counted in skipped.
   bool skip_bad_images = false;
+  // If set, also run on every file that passes the structure check, from the reading threads
+  // (e.g. a full decode, pipeline/transforms/decode_check.h); a failure counts as a bad image,
+  // its message the reason.
+  std::function<absl::Status(absl::string_view bytes)> extra_check;
   std::function<void(uint64_t)> on_progress;  // files read so far (from any thread)
 };
 

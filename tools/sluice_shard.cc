@@ -6,6 +6,7 @@
 //                       --out DIR [--split NAME] [--num-classes K] [--records-per-shard N]
 //                       [--records-per-frame M] [--zstd-level L] [--threads T]
 //                       [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
+//                       [--verify-images structure|decode]
 //                       [--holdout-fraction F [--holdout-split NAME]]
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
@@ -41,6 +42,7 @@
 #include "common/limits.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
+#include "pipeline/transforms/decode_check.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
@@ -68,6 +70,9 @@ ABSL_FLAG(std::string, codec, "none", "create, encoded images: frame codec, none
 ABSL_FLAG(bool, skip_bad_images, false,
           "create, encoded images: skip (count and name) empty, non-JPEG/PNG and truncated "
           "files instead of failing");
+ABSL_FLAG(std::string, verify_images, "structure",
+          "create, encoded images: structure (check each file's markers or chunks, cheap) or "
+          "decode (also decode each file as training does, in parallel)");
 ABSL_FLAG(double, holdout_fraction, 0,
           "create, encoded images: hold out about this fraction of the files (0 < F < 1) as "
           "split --holdout-split, chosen by a hash of each file's path (0: none)");
@@ -93,7 +98,7 @@ constexpr char kUsage[] =
          [--split NAME] [--num-classes K] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
          [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
-         [--holdout-fraction F [--holdout-split NAME]]
+         [--verify-images structure|decode] [--holdout-fraction F [--holdout-split NAME]]
       (--threads: 0 = all cores, at most 4 x the hardware threads)
       IDX files (raw or .gz), NumPy .npy files (docs/formats/npy.md; --layout for 4-D
       images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
@@ -102,7 +107,8 @@ constexpr char kUsage[] =
       manifest), or a list file of "<path>,<label>" lines; frames close at M records or
       --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty,
       non-JPEG/PNG or truncated file (a structure check, docs/formats/shard.md) is an error
-      naming it, or skipped and named with --skip-bad-images; each record's file is
+      naming it, or skipped and named with --skip-bad-images (--verify-images=decode also
+      decodes every file as training does, finding damaged pixel data); each record's file is
       recorded -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
       --holdout-fraction F (JPEG/PNG input) also writes split NAME (default test) of the
       files whose path hashes below F (about F of them; adding files moves no other file);
@@ -143,9 +149,26 @@ const Command* FindCommand(const std::string& name) {
   static const Command kCommands[] = {
       {"create",
        0,
-       {"images", "labels", "layout", "cifar10", "image_folder", "image_list", "num_classes", "out",
-        "split", "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet",
-        "frame_bytes", "codec", "skip_bad_images", "holdout_fraction", "holdout_split"}},
+       {"images",
+        "labels",
+        "layout",
+        "cifar10",
+        "image_folder",
+        "image_list",
+        "num_classes",
+        "out",
+        "split",
+        "records_per_shard",
+        "records_per_frame",
+        "zstd_level",
+        "threads",
+        "quiet",
+        "frame_bytes",
+        "codec",
+        "skip_bad_images",
+        "holdout_fraction",
+        "holdout_split",
+        "verify_images"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -204,7 +227,8 @@ absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<
 struct CreateOptions {
   std::string images, labels, cifar10, image_folder, image_list, out, split;
   bool skip_bad_images = false;
-  double holdout_fraction = 0;  // 0: no held-out split
+  bool verify_by_decoding = false;  // --verify-images=decode
+  double holdout_fraction = 0;      // 0: no held-out split
   std::string holdout_split;
   std::optional<ArrayLayout> layout;
   std::optional<uint64_t> num_classes;
@@ -264,6 +288,16 @@ absl::Status EncodedOptionsFromFlags(CreateOptions* o) {
   s.frame_bytes = static_cast<uint32_t>(frame_bytes);
   s.codec = *codec;
   o->skip_bad_images = absl::GetFlag(FLAGS_skip_bad_images);
+  const std::string verify = absl::GetFlag(FLAGS_verify_images);
+  if (verify != "structure" && verify != "decode") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("create: --verify-images \"", verify, "\": expected structure or decode"));
+  }
+  if (verify == "decode" && !images) {
+    return absl::InvalidArgumentError(
+        "create: --verify-images applies to --image-folder and --image-list input");
+  }
+  o->verify_by_decoding = verify == "decode";
   o->holdout_fraction = absl::GetFlag(FLAGS_holdout_fraction);
   o->holdout_split = absl::GetFlag(FLAGS_holdout_split);
   if (o->holdout_fraction != 0) {
@@ -337,6 +371,7 @@ absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, Im
   ReadImagesOptions read;
   read.threads = o.write.threads;
   read.skip_bad_images = o.skip_bad_images;
+  if (o.verify_by_decoding) read.extra_check = DecodeCheck;
   read.on_progress = ProgressForwarder(&progress, &mu, &shown);
   ASSIGN_OR_RETURN(ImageRecords images, ReadImageFiles(env, *list, read));
   progress.Finish();

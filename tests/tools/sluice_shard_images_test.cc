@@ -312,6 +312,28 @@ TEST_F(SluiceShardImagesTest, ZeroByteNonImageAndTruncatedFilesAreNamedOrSkipped
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
 }
 
+TEST_F(SluiceShardImagesTest, VerifyImagesDecodeFindsDamagedPixelDataTheStructureCheckPasses) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  std::string png = FileBytes(root + "/ant/rgb0.png");
+  png[50] ^= 0x5A;  // inside the first IDAT chunk's data: the chunk structure is intact
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/ant/damaged.png", png).ok());
+  const std::string create = absl::StrCat("create --image-folder ", root, " --quiet --out ");
+  Result r = RunShard(create + dir_ + "/structure");
+  EXPECT_EQ(r.exit_code, 0) << r.text;  // the default check does not decode
+  r = RunShard(create + dir_ + "/decode --verify-images=decode");
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text,
+              HasSubstr(absl::StrCat(root, "/ant/damaged.png: corrupt or truncated PNG: ")));
+  r = RunShard(create + dir_ + "/decode --verify-images=decode --skip-bad-images");
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("skipped 1 bad image files (--skip-bad-images):\n  "));
+  EXPECT_EQ(Records(dir_ + "/decode").size(), 3u * 11u);
+  r = RunShard(create + dir_ + "/x --verify-images=pixels");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--verify-images \"pixels\": expected structure or decode"));
+}
+
 TEST_F(SluiceShardImagesTest, IgnoredFilesBeyondTheFirstFiveAreCounted) {
   const std::string root = dir_ + "/folder";
   WriteFolder(root);
