@@ -28,6 +28,50 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The length of the valid UTF-8 sequence at b[i] (RFC 3629: no overlong forms, surrogates or
+// code points past U+10FFFF), or 0.
+size_t Utf8SequenceLength(absl::string_view b, size_t i) {
+  auto at = [&](size_t k) { return static_cast<uint8_t>(b[k]); };
+  auto cont = [&](size_t k, uint8_t lo, uint8_t hi) {
+    return k < b.size() && at(k) >= lo && at(k) <= hi;
+  };
+  const uint8_t c = at(i);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1, 0x80, 0xBF) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const uint8_t lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const uint8_t lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return cont(i + 1, lo, hi) && cont(i + 2, 0x80, 0xBF) && cont(i + 3, 0x80, 0xBF) ? 4 : 0;
+  }
+  return 0;
+}
+
+// `name` as the manifest (UTF-8 JSON) can hold it: unchanged when it is valid UTF-8; else
+// each byte outside a valid sequence is written "\xNN" and each backslash doubled.
+std::string ManifestName(absl::string_view name) {
+  bool valid = true;
+  for (size_t i = 0, n = 0; valid && i < name.size(); i += n) {
+    n = Utf8SequenceLength(name, i);
+    valid = n > 0;
+  }
+  if (valid) return std::string(name);
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    const size_t n = Utf8SequenceLength(name, i);
+    if (n == 0) {
+      absl::StrAppend(&out, "\\x", absl::Hex(static_cast<uint8_t>(name[i]), absl::kZeroPad2));
+      ++i;
+    } else {
+      out.append(name[i] == '\\' ? "\\\\" : std::string(name.substr(i, n)));
+      i += n;
+    }
+  }
+  return out;
+}
+
 bool HasImageExtension(const std::string& name) {
   const std::string lower = absl::AsciiStrToLower(name);
   return std::any_of(std::begin(kImageExtensions), std::end(kImageExtensions),
@@ -89,7 +133,7 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
     return absl::InvalidArgumentError(absl::StrCat(where, ": no path before the label"));
   }
   list->names.push_back(absl::StrCat(where, ": ", path));
-  list->sources.emplace_back(path);
+  list->sources.push_back(ManifestName(path));
   list->paths.push_back(absl::StartsWith(path, "/") ? std::string(path) : JoinPath(list_dir, path));
   list->labels.push_back(label);
   return absl::OkStatus();
@@ -106,6 +150,9 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
   ImageList list;
   std::vector<std::string> top_files;
   RETURN_IF_ERROR(ListSorted(base, &list.class_names, &top_files));
+  // The manifest holds the names as UTF-8 (label.classes).
+  std::vector<std::string> class_folders = list.class_names;
+  for (std::string& name : list.class_names) name = ManifestName(name);
   for (const std::string& f : top_files) {
     NoteIgnored(&list, absl::StrCat(f, ": not in a class folder (DIR/<class>/...)"));
   }
@@ -118,7 +165,7 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
   std::vector<std::string> empty_classes;
   for (uint32_t label = 0; label < list.class_names.size(); ++label) {
     std::vector<std::string> folders;
-    RETURN_IF_ERROR(WalkFolders(base, list.class_names[label], &folders));
+    RETURN_IF_ERROR(WalkFolders(base, class_folders[label], &folders));
     std::sort(folders.begin(), folders.end());
     const size_t before = list.paths.size();
     for (const std::string& folder : folders) {
@@ -132,7 +179,7 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
         }
         list.paths.push_back(JoinPath(dir, relative));
         list.names.push_back(list.paths.back());
-        list.sources.push_back(relative);
+        list.sources.push_back(ManifestName(relative));
         list.labels.push_back(label);
       }
     }

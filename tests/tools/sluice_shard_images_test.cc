@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -332,6 +333,22 @@ TEST_F(SluiceShardImagesTest, VerifyImagesDecodeFindsDamagedPixelDataTheStructur
   r = RunShard(create + dir_ + "/x --verify-images=pixels");
   EXPECT_EQ(r.exit_code, 2) << r.text;
   EXPECT_THAT(r.text, HasSubstr("--verify-images \"pixels\": expected structure or decode"));
+}
+
+TEST_F(SluiceShardImagesTest, NamesThatAreNotUtf8AreRecordedEscaped) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  // A Latin-1 class folder and file name (not UTF-8), and a backslash in a valid name.
+  RunShell(absl::StrCat("mv ", root, "/ant ", root, "/$(printf 'caf\\351')"));
+  RunShell(absl::StrCat("mv ", root, "/Bee/rgb0.png ", root, "/Bee/$(printf 'x\\377')\\\\y.png"));
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", dir_, "/ds --quiet"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  auto ds = Dataset::Open(Env::Default(), dir_ + "/ds");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().class_names, (std::vector<std::string>{"Bee", "caf\\xe9", "zebra"}));
+  const auto& sources = (*ds)->manifest().record_sources;
+  EXPECT_NE(std::find(sources.begin(), sources.end(), "Bee/x\\xff\\\\y.png"), sources.end());
+  EXPECT_NE(std::find(sources.begin(), sources.end(), "caf\\xe9/photo.JPG"), sources.end());
 }
 
 TEST_F(SluiceShardImagesTest, IgnoredFilesBeyondTheFirstFiveAreCounted) {
