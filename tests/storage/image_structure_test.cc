@@ -4,6 +4,7 @@
 #include "storage/image_structure.h"
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,6 +29,29 @@ TEST(ImageStructureTest, WholeJpegAndPngPassWithTheirDeclaredSize) {
   EXPECT_EQ(p->encoding, SampleEncoding::kPng);
   EXPECT_EQ(p->width, 13u);
   EXPECT_EQ(p->height, 9u);
+}
+
+// A progressive JPEG has several scans, with tables between them, before its EOI.
+TEST(ImageStructureTest, ProgressiveJpegPassesAndItsTruncationIsRefused) {
+  const std::vector<uint8_t> pixels = TestPixels(48, 40, 3);
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long len = 0;
+  ASSERT_EQ(tjCompress2(tj, pixels.data(), 48, 0, 40, TJPF_RGB, &buf, &len, TJSAMP_420, 85,
+                        TJFLAG_PROGRESSIVE),
+            0);
+  const std::string jpeg(reinterpret_cast<char*>(buf), len);
+  tjFree(buf);
+  tjDestroy(tj);
+  // More than one scan (SOS) in the file.
+  ASSERT_NE(jpeg.find("\xFF\xDA"), jpeg.rfind("\xFF\xDA"));
+  auto s = CheckImageStructure(jpeg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->width, 48u);
+  EXPECT_EQ(s->height, 40u);
+  // Cut inside the last scan: no EOI.
+  EXPECT_THAT(CheckImageStructure(jpeg.substr(0, jpeg.size() - 10)).status().message(),
+              HasSubstr("truncated JPEG"));
 }
 
 TEST(ImageStructureTest, BytesAfterTheEndMarkerAreAllowed) {
