@@ -62,7 +62,8 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
                               classes, sources)
     if frame_bytes != 4 << 20 or codec is not None or classes is not None or sources is not None:
         raise ValueError("frame_bytes, codec, classes and sources apply to encoded images (a "
-                         "list of bytes); arrays are stored as zstd frames of records_per_frame records")
+                         "list of bytes); arrays are stored as zstd frames of records_per_frame "
+                         "records")
     if layout is not None and layout not in ("NHWC", "NCHW"):
         raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
