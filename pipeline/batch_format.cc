@@ -63,8 +63,8 @@ absl::StatusOr<H2DFormat> FormatForFloatOutput(const SampleSpec& out, const Batc
 constexpr char kEncodedExample[] = "'DecodeImage(), RandomResizedCrop(224), ...'";
 
 // The chain's input for `stored`: its sample as CHW in its dtype, or the bounded encoded spec.
-SampleSpec ChainInput(const RecordSpec& stored) {
-  if (stored.encoded()) return EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide);
+SampleSpec ChainInput(const RecordSpec& stored, const std::optional<ImageSizeBound>& bound) {
+  if (stored.encoded()) return EncodedChainInput(bound);
   SampleSpec input = StoredSampleSpec(stored);
   input.layout = SampleLayout::kCHW;
   return input;
@@ -90,13 +90,18 @@ absl::Status CheckDecodesFirst(const RecordSpec& stored,
 
 }  // namespace
 
-absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
-                                                       const BatchFormat& format,
-                                                       SettingNames names) {
+SampleSpec EncodedChainInput(const std::optional<ImageSizeBound>& bound) {
+  if (bound) return EncodedSampleSpec(bound->max_height, bound->max_width);
+  return EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide);
+}
+
+absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
+    const RecordSpec& stored, const BatchFormat& format, SettingNames names,
+    const std::optional<ImageSizeBound>& image_bound) {
   const Names n = NamesFor(names);
   ResolvedBatchFormat r;
   r.h2d_format = format.h2d_format;
-  const SampleSpec input = ChainInput(stored);
+  const SampleSpec input = ChainInput(stored, image_bound);
   if (absl::StripAsciiWhitespace(format.transforms).empty()) {
     if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, {}, n));
     if (stored.sample_dtype == SampleDType::kF32 && r.h2d_format == ElementType::kU8) {

@@ -17,10 +17,12 @@
 // kInvalidArgument line naming both settings as the caller spells them.
 //
 // Encoded images (RecordSpec::encoded(): JPEG/PNG records of a version 2 split): the chain's
-// input is EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide) and its first op must
-// be DecodeImage; no transforms, or a chain that starts otherwise, is refused naming what to add.
-// Each record goes through TransformChain::ApplyRecord, so Process returns kDataLoss for a record
-// it cannot decode (the caller adds the file and record).
+// input is EncodedSampleSpec(max_height, max_width) of the split's largest image when its
+// manifest records it (Manifest::image_bound), else EncodedSampleSpec(kDefaultMaxImageSide,
+// kDefaultMaxImageSide) (EncodedChainInput), and its first op must be DecodeImage; no transforms,
+// or a chain that starts otherwise, is refused naming what to add. Each record goes through
+// TransformChain::ApplyRecord, so Process returns kDataLoss for a record it cannot decode (the
+// caller adds the file and record).
 //
 // Thread safety: ChainPreprocessor is immutable after Create; Process runs on many threads,
 // each with its own scratch.
@@ -42,10 +44,15 @@
 
 namespace sluice {
 
-// The largest height and width an encoded image may declare: the manifest records no image
-// sizes, so a split's images are bounded by this (a 4k image fits); DecodeImage refuses a larger
-// one from its header as a corrupt record. Scratch per preprocess thread is sized from it.
+// The largest height and width an encoded image may declare when the manifest records no image
+// sizes (splits written before sample.max_width/max_height existed): a 4k image fits.
+// DecodeImage refuses a larger one from its header as a corrupt record. Scratch per preprocess
+// thread is sized from the bound.
 inline constexpr uint32_t kDefaultMaxImageSide = 4096;
+
+// The chain input of an encoded split: EncodedSampleSpec of `bound` (the manifest's largest
+// image), or of kDefaultMaxImageSide on each side without one.
+SampleSpec EncodedChainInput(const std::optional<ImageSizeBound>& bound);
 
 struct ResolvedBatchFormat {
   H2DFormat h2d_format = H2DFormat::kF32;  // after h2d_auto
@@ -58,9 +65,11 @@ struct ResolvedBatchFormat {
 // "transforms: "), when the text does not parse, an op cannot take what it is given, or the
 // batch format cannot take the chain's output; CheckNormalization's error for a normalization
 // of the wrong length.
-absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(const RecordSpec& stored,
-                                                       const BatchFormat& format,
-                                                       SettingNames names);
+// `image_bound`: the split's largest image (Manifest::image_bound) for encoded records; without
+// it the default bound applies.
+absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
+    const RecordSpec& stored, const BatchFormat& format, SettingNames names,
+    const std::optional<ImageSizeBound>& image_bound = std::nullopt);
 
 // One stored record's sample to one batch sample through the chain (see the file comment).
 class ChainPreprocessor {

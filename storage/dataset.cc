@@ -119,6 +119,25 @@ absl::Status ParseSample(const Fields& sf, bool encoded, RecordSpec* spec) {
   return absl::OkStatus();
 }
 
+// sample.max_width, max_height and max_pixels of an encoded split: all three or none.
+absl::Status ParseImageBound(const Fields& sf, Manifest* m) {
+  if (!sf.Has("max_width") && !sf.Has("max_height") && !sf.Has("max_pixels")) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(uint64_t width, sf.U64("max_width"));
+  ASSIGN_OR_RETURN(uint64_t height, sf.U64("max_height"));
+  ASSIGN_OR_RETURN(uint64_t pixels, sf.U64("max_pixels"));
+  if (width == 0 || width > INT32_MAX) return sf.Error("max_width", "expected in [1, 2^31)");
+  if (height == 0 || height > INT32_MAX) return sf.Error("max_height", "expected in [1, 2^31)");
+  if (pixels == 0 || pixels > width * height) {
+    return sf.Error("max_pixels",
+                    absl::StrCat(pixels, ", expected in [1, max_width x max_height]"));
+  }
+  m->image_bound =
+      ImageSizeBound{static_cast<uint32_t>(width), static_cast<uint32_t>(height), pixels};
+  return absl::OkStatus();
+}
+
 // label.classes: one string per class, as many as num_classes.
 absl::Status ParseClassNames(const Fields& lf, Manifest* m) {
   ASSIGN_OR_RETURN(const Json* classes, lf.Get("classes"));
@@ -190,6 +209,11 @@ std::string Manifest::ToJson() const {
                                      {"height", spec.height},
                                      {"width", spec.width},
                                      {"channels", spec.channels}});
+  if (spec.encoded() && image_bound) {
+    sample_json["max_width"] = image_bound->max_width;
+    sample_json["max_height"] = image_bound->max_height;
+    sample_json["max_pixels"] = image_bound->max_pixels;
+  }
   Json options_json = ObjectOf({{"records_per_shard", options.records_per_shard},
                                 {"records_per_frame", options.records_per_frame}});
   if (spec.encoded()) {
@@ -210,6 +234,7 @@ std::string Manifest::ToJson() const {
       {"shards", shards_json},
       {"sources", sources_json},
   });
+  if (!record_sources.empty()) j["record_sources"] = record_sources;
   return j.dump(2) + "\n";
 }
 
@@ -237,6 +262,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
 
   ASSIGN_OR_RETURN(const Json* sample, top.Get("sample"));
   RETURN_IF_ERROR(ParseSample(Fields(*sample, "sample.", path), encoded, &m.spec));
+  if (encoded) RETURN_IF_ERROR(ParseImageBound(Fields(*sample, "sample.", path), &m));
   ASSIGN_OR_RETURN(const Json* label, top.Get("label"));
   Fields lf(*label, "label.", path);
   ASSIGN_OR_RETURN(m.spec.label_dtype, DTypeField(lf, &ParseLabelDType));
@@ -310,6 +336,19 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     ASSIGN_OR_RETURN(s.bytes, f.U64("bytes"));
     ASSIGN_OR_RETURN(s.xxh3, f.Hex("xxh3"));
     m.sources.push_back(std::move(s));
+  }
+  if (top.Has("record_sources")) {
+    ASSIGN_OR_RETURN(const Json* rs, top.Get("record_sources"));
+    if (!encoded || !rs->is_array() || rs->size() != m.record_count) {
+      return top.Error("record_sources",
+                       absl::StrCat("expected an array of record_count (", m.record_count,
+                                    ") file names in an encoded split"));
+    }
+    m.record_sources.reserve(rs->size());
+    for (const Json& name : *rs) {
+      if (!name.is_string()) return top.Error("record_sources", "expected strings");
+      m.record_sources.push_back(name.get<std::string>());
+    }
   }
   return m;
 }

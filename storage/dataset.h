@@ -64,9 +64,16 @@ struct Manifest {
   // The class names of an ImageFolder ingestion, index = label (sorted subfolder names); empty
   // otherwise. When set, its size equals num_classes.
   std::vector<std::string> class_names;
+  // Encoded splits written by ingestion: the largest image (sample.max_*); absent in manifests
+  // written before the field existed and when some record's header could not be read.
+  std::optional<ImageSizeBound> image_bound;
   ShardingOptions options;
   std::vector<ShardEntry> shards;
   std::vector<SourceEntry> sources;
+  // Encoded splits from a folder or list file: each record's source file, relative to the
+  // folder or as listed, in record order (record_sources); empty when not recorded. Read only
+  // to name a record in an error.
+  std::vector<std::string> record_sources;
 
   // Canonical JSON text (deterministic; see the format doc).
   std::string ToJson() const;

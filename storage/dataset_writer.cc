@@ -18,6 +18,7 @@
 #include "common/file_lock.h"
 #include "common/status_macros.h"
 #include "storage/frame_view.h"
+#include "storage/image_structure.h"
 #include "storage/shard_writer.h"
 
 namespace sluice {
@@ -455,6 +456,25 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
   return WriteSplit(env, dir, PlanFixedFrames(split, records.count, spec, o), assemble, options);
 }
 
+namespace {
+
+// The largest width, height and pixel count over the samples' headers; nullopt when a header
+// does not give a size (the reader then bounds images by its default).
+std::optional<ImageSizeBound> LargestImage(const EncodedRecords& r) {
+  ImageSizeBound b;
+  for (const std::string& sample : r.samples) {
+    absl::StatusOr<ImageStructure> h = ReadImageHeader(sample);
+    if (!h.ok()) return std::nullopt;
+    b.max_width = std::max(b.max_width, h->width);
+    b.max_height = std::max(b.max_height, h->height);
+    b.max_pixels = std::max(b.max_pixels, uint64_t{h->width} * h->height);
+  }
+  if (b.max_pixels == 0) return std::nullopt;
+  return b;
+}
+
+}  // namespace
+
 absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
                                              const std::string& split,
                                              const EncodedRecords& records,
@@ -468,6 +488,13 @@ absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
                                                    " class names for num_classes ",
                                                    options.num_classes.value_or(0)));
   }
+  if (!records.sources.empty() && records.sources.size() != records.samples.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(records.sources.size(), " source names for ",
+                                                   records.samples.size(), " samples"));
+  }
+  SplitPlan plan = PlanVariableFrames(split, records, spec, o);
+  plan.manifest.image_bound = LargestImage(records);
+  plan.manifest.record_sources = records.sources;
   AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
     raw->clear();
     std::vector<absl::string_view> samples(records.samples.begin() + job.first,
@@ -476,7 +503,7 @@ absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
     AppendVariableFrameRaw(spec, samples, records.labels.data() + job.first * spec.label_bytes(),
                            raw);
   };
-  return WriteSplit(env, dir, PlanVariableFrames(split, records, spec, o), assemble, options);
+  return WriteSplit(env, dir, std::move(plan), assemble, options);
 }
 
 }  // namespace sluice

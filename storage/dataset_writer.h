@@ -33,6 +33,9 @@ struct EncodedRecords {
   std::string labels;
   // Where each sample came from (e.g. a file path), for error messages; empty or one per sample.
   std::vector<std::string> names;
+  // Each sample's source file as the manifest records it (record_sources: relative to the
+  // image folder, or as the list file gives it); empty, or one per sample.
+  std::vector<std::string> sources;
 };
 
 struct WriteDatasetOptions {
@@ -72,6 +75,8 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
 // or frame_bytes raw bytes and stored with options.sharding.codec. Refuses (kInvalidArgument,
 // naming the record and, when given, its name) a sample that is empty, larger than
 // kMaxEncodedSampleBytes, or not a JPEG or PNG (by its signature; nothing is decoded).
+// The manifest records the largest image (sample.max_*) when every sample's header gives its
+// size (ReadImageHeader), and records.sources as record_sources.
 absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
                                              const std::string& split,
                                              const EncodedRecords& records,

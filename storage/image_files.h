@@ -5,8 +5,9 @@
 // name (class k = the k-th); a class's files are found by walking its folder (subfolders too,
 // following symbolic links), visiting folders in sorted path order and each folder's files in
 // sorted name order, keeping the names that end, ignoring case, in one of torchvision's
-// IMG_EXTENSIONS. Files with other names are counted, not read. sluice stores JPEG and PNG only:
-// a .bmp or .webp passes the name filter and is refused (or skipped) when read.
+// IMG_EXTENSIONS. Files with other names, and files directly in DIR, are counted (the first
+// few named, with why), not read. sluice stores JPEG and PNG only: a .bmp or .webp passes the
+// name filter and is refused (or skipped) when read.
 // ReadImageListFile reads a list file (docs/formats/shard.md, "Image list file").
 //
 // Errors: kNotFound / kInvalidArgument naming the folder, file or list line and what was
@@ -29,12 +30,19 @@ namespace sluice {
 inline constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                                    ".pgm", ".tif",  ".tiff", ".webp"};
 
+// How many of a kind of left-out files are named: the first few, then a count of the rest.
+inline constexpr size_t kNamedExamples = 5;
+
 struct ImageList {
-  std::vector<std::string> paths;  // files to read, in record order
-  std::vector<std::string> names;  // how errors name each (relative to the folder or as listed)
-  std::vector<uint32_t> labels;    // one per path
+  std::vector<std::string> paths;    // files to read, in record order
+  std::vector<std::string> names;    // how errors name each (the path, or "<list>:<line>: path")
+  std::vector<std::string> sources;  // the manifest's record_sources: relative to DIR, or as listed
+  std::vector<uint32_t> labels;      // one per path
   std::vector<std::string> class_names;  // ImageFolder only: index = label
-  uint64_t ignored_files = 0;            // ImageFolder: files without an image extension
+  // ImageFolder: files left out by name (no image extension, or not in a class folder); the
+  // first kNamedExamples as "<path relative to DIR>: <why>".
+  uint64_t ignored_files = 0;
+  std::vector<std::string> ignored_examples;
 };
 
 absl::StatusOr<ImageList> ListImageFolder(const std::string& dir);
@@ -46,16 +54,21 @@ absl::StatusOr<ImageList> ReadImageListFile(Env* env, const std::string& list_pa
 
 struct ReadImagesOptions {
   int threads = 0;  // 0: all cores; the records do not depend on it
-  // Leave out files that are empty or not JPEG/PNG by signature (counted in skipped); else
-  // they are kept for WriteEncodedDataset to refuse, naming the file.
+  // Every file gets CheckImageStructure (storage/image_structure.h: zero bytes, not JPEG/PNG,
+  // truncated). A file that fails is an error naming it (kInvalidArgument, the first in list
+  // order), or, with skip_bad_images, left out and counted in skipped.
   bool skip_bad_images = false;
+  // If set, also run on every file that passes the structure check, from the reading threads
+  // (e.g. a full decode, pipeline/transforms/decode_check.h); a failure counts as a bad image,
+  // its message the reason.
+  std::function<absl::Status(absl::string_view bytes)> extra_check;
   std::function<void(uint64_t)> on_progress;  // files read so far (from any thread)
 };
 
 struct ImageRecords {
-  EncodedRecords records;     // label dtype u8 when every label < 256, else i32
-  uint64_t skipped = 0;       // with skip_bad_images
-  std::string first_skipped;  // "<name>: <reason>" of the first skipped file
+  EncodedRecords records;                     // label dtype u8 when every label < 256, else i32
+  uint64_t skipped = 0;                       // with skip_bad_images
+  std::vector<std::string> skipped_examples;  // the first kNamedExamples: "<name>: <reason>"
 };
 
 // Reads the files of `list` in parallel, in list order. Every file is held in memory (and its
@@ -63,6 +76,17 @@ struct ImageRecords {
 // exceeds the memory available (common/limits.h CheckMemory).
 absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
                                             const ReadImagesOptions& options);
+
+// A held-out split from one input (`sluice-shard create --holdout-fraction F`): record i goes
+// to `held_out` when XXH3-64 of its source (records.sources[i], the path relative to the folder
+// or as listed) is below F * 2^64, else to `kept`; both keep the input order. A file's side
+// depends on its path alone, so adding or removing other files moves no file across.
+// kInvalidArgument when F is not in (0, 1), sources are missing, or a side would be empty.
+struct HeldOutRecords {
+  EncodedRecords kept;
+  EncodedRecords held_out;
+};
+absl::StatusOr<HeldOutRecords> HoldOut(EncodedRecords records, double fraction);
 
 }  // namespace sluice
 

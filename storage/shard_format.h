@@ -77,6 +77,16 @@ struct RecordSpec {
   bool operator==(const RecordSpec&) const = default;
 };
 
+// The largest image of an encoded split, from the files' headers at ingestion (manifest
+// sample.max_width, max_height, max_pixels; docs/formats/shard.md). Each field is the maximum
+// over the split's records on its own, so max_pixels <= max_width * max_height.
+struct ImageSizeBound {
+  uint32_t max_width = 0;
+  uint32_t max_height = 0;
+  uint64_t max_pixels = 0;
+  bool operator==(const ImageSizeBound&) const = default;
+};
+
 // One entry of a shard's footer index (docs/formats/shard.md, "Index entry").
 struct FrameInfo {
   uint64_t offset = 0;

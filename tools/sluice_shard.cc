@@ -6,6 +6,8 @@
 //                       --out DIR [--split NAME] [--num-classes K] [--records-per-shard N]
 //                       [--records-per-frame M] [--zstd-level L] [--threads T]
 //                       [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
+//                       [--verify-images structure|decode]
+//                       [--holdout-fraction F [--holdout-split NAME]]
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
 //   sluice-shard export DIR --out PREFIX [--split NAME]
@@ -40,6 +42,7 @@
 #include "common/limits.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
+#include "pipeline/transforms/decode_check.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
@@ -65,8 +68,15 @@ ABSL_FLAG(int64_t, frame_bytes, sluice::kDefaultFrameBytes,
           "create, encoded images: close a frame at this many raw bytes (1..2^31)");
 ABSL_FLAG(std::string, codec, "none", "create, encoded images: frame codec, none or zstd");
 ABSL_FLAG(bool, skip_bad_images, false,
-          "create, encoded images: skip (and count) empty and non-JPEG/PNG files instead of "
-          "failing");
+          "create, encoded images: skip (count and name) empty, non-JPEG/PNG and truncated "
+          "files instead of failing");
+ABSL_FLAG(std::string, verify_images, "structure",
+          "create, encoded images: structure (check each file's markers or chunks, cheap) or "
+          "decode (also decode each file as training does, in parallel)");
+ABSL_FLAG(double, holdout_fraction, 0,
+          "create, encoded images: hold out about this fraction of the files (0 < F < 1) as "
+          "split --holdout-split, chosen by a hash of each file's path (0: none)");
+ABSL_FLAG(std::string, holdout_split, "test", "create, with --holdout-fraction: its split's name");
 ABSL_FLAG(int64_t, num_classes, 0,
           "create: the class count (0: the largest label + 1; CIFAR-10: 10); labels outside "
           "[0, K) are refused");
@@ -88,15 +98,20 @@ constexpr char kUsage[] =
          [--split NAME] [--num-classes K] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
          [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
+         [--verify-images structure|decode] [--holdout-fraction F [--holdout-split NAME]]
       (--threads: 0 = all cores, at most 4 x the hardware threads)
       IDX files (raw or .gz), NumPy .npy files (docs/formats/npy.md; --layout for 4-D
       images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
       --split test); or JPEG/PNG files stored as they are (shard version 2): class
       subfolders as torchvision's ImageFolder (classes sorted by name, recorded in the
       manifest), or a list file of "<path>,<label>" lines; frames close at M records or
-      --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty or
-      non-JPEG/PNG file is an error naming it, or skipped and counted with
-      --skip-bad-images -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty,
+      non-JPEG/PNG or truncated file (a structure check, docs/formats/shard.md) is an error
+      naming it, or skipped and named with --skip-bad-images (--verify-images=decode also
+      decodes every file as training does, finding damaged pixel data); each record's file is
+      recorded -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
+      --holdout-fraction F (JPEG/PNG input) also writes split NAME (default test) of the
+      files whose path hashes below F (about F of them; adding files moves no other file);
       labels must lie in [0, K) (K: --num-classes, else the largest label + 1);
       a rewrite replaces an existing split only once the new one is complete; one writer
       per DIR at a time (DIR/.sluice.lock names the holder)
@@ -112,15 +127,15 @@ exit codes: 0 ok, 1 data error, 2 usage error
 )";
 
 ToolDescription ShardTool() {
-  return {
-      .name = "sluice-shard",
-      .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
-                            "(docs/formats/shard.md).\n",
-                            absl::StripTrailingAsciiWhitespace(kUsage)),
-      .source_name = "sluice_shard",
-      .main_flags = {"images", "labels", "layout", "cifar10", "image_folder", "image_list",
-                     "num_classes", "out", "split", "records_per_shard", "records_per_frame",
-                     "zstd_level", "threads", "quiet", "frame_bytes", "codec", "skip_bad_images"}};
+  return {.name = "sluice-shard",
+          .usage = absl::StrCat("IDX, .npy, CIFAR-10 files <-> shard datasets "
+                                "(docs/formats/shard.md).\n",
+                                absl::StripTrailingAsciiWhitespace(kUsage)),
+          .source_name = "sluice_shard",
+          .main_flags = {"images", "labels", "layout", "cifar10", "image_folder", "image_list",
+                         "num_classes", "out", "split", "records_per_shard", "records_per_frame",
+                         "zstd_level", "threads", "quiet", "frame_bytes", "codec",
+                         "skip_bad_images", "holdout_fraction", "holdout_split"}};
 }
 
 // A subcommand: how many path arguments it takes and which flags it reads.
@@ -134,9 +149,26 @@ const Command* FindCommand(const std::string& name) {
   static const Command kCommands[] = {
       {"create",
        0,
-       {"images", "labels", "layout", "cifar10", "image_folder", "image_list", "num_classes", "out",
-        "split", "records_per_shard", "records_per_frame", "zstd_level", "threads", "quiet",
-        "frame_bytes", "codec", "skip_bad_images"}},
+       {"images",
+        "labels",
+        "layout",
+        "cifar10",
+        "image_folder",
+        "image_list",
+        "num_classes",
+        "out",
+        "split",
+        "records_per_shard",
+        "records_per_frame",
+        "zstd_level",
+        "threads",
+        "quiet",
+        "frame_bytes",
+        "codec",
+        "skip_bad_images",
+        "holdout_fraction",
+        "holdout_split",
+        "verify_images"}},
       {"inspect", 1, {}},
       {"verify", 1, {}},
       {"export", 1, {"out", "split"}},
@@ -195,6 +227,9 @@ absl::StatusOr<int64_t> IntInRange(const std::string& command, const absl::Flag<
 struct CreateOptions {
   std::string images, labels, cifar10, image_folder, image_list, out, split;
   bool skip_bad_images = false;
+  bool verify_by_decoding = false;  // --verify-images=decode
+  double holdout_fraction = 0;      // 0: no held-out split
+  std::string holdout_split;
   std::optional<ArrayLayout> layout;
   std::optional<uint64_t> num_classes;
   WriteDatasetOptions write;
@@ -253,6 +288,28 @@ absl::Status EncodedOptionsFromFlags(CreateOptions* o) {
   s.frame_bytes = static_cast<uint32_t>(frame_bytes);
   s.codec = *codec;
   o->skip_bad_images = absl::GetFlag(FLAGS_skip_bad_images);
+  const std::string verify = absl::GetFlag(FLAGS_verify_images);
+  if (verify != "structure" && verify != "decode") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("create: --verify-images \"", verify, "\": expected structure or decode"));
+  }
+  if (verify == "decode" && !images) {
+    return absl::InvalidArgumentError(
+        "create: --verify-images applies to --image-folder and --image-list input");
+  }
+  o->verify_by_decoding = verify == "decode";
+  o->holdout_fraction = absl::GetFlag(FLAGS_holdout_fraction);
+  o->holdout_split = absl::GetFlag(FLAGS_holdout_split);
+  if (o->holdout_fraction != 0) {
+    if (!images) {
+      return absl::InvalidArgumentError(
+          "create: --holdout-fraction applies to --image-folder and --image-list input");
+    }
+    if (!(o->holdout_fraction > 0 && o->holdout_fraction < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "create: --holdout-fraction \"", o->holdout_fraction, "\": expected a number in (0, 1)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -264,6 +321,7 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   if (o.split.empty() || absl::StrContains(o.split, '/')) {
     return absl::InvalidArgumentError("create: --split: expected a plain name such as train");
   }
+
   ShardingOptions& s = o.write.sharding;
   ASSIGN_OR_RETURN(int64_t rps, IntInRange("create", FLAGS_records_per_shard, "records-per-shard",
                                            1, INT64_MAX));
@@ -277,6 +335,12 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   s.zstd_level = static_cast<int>(level);
   o.write.threads = static_cast<int>(threads);
   RETURN_IF_ERROR(EncodedOptionsFromFlags(&o));
+  if (o.holdout_fraction > 0 &&
+      (o.holdout_split.empty() || absl::StrContains(o.holdout_split, '/') ||
+       o.holdout_split == o.split)) {
+    return absl::InvalidArgumentError(
+        "create: --holdout-split: expected a plain name other than --split's, such as test");
+  }
   o.quiet = absl::GetFlag(FLAGS_quiet);
   return o;
 }
@@ -307,10 +371,47 @@ absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, Im
   ReadImagesOptions read;
   read.threads = o.write.threads;
   read.skip_bad_images = o.skip_bad_images;
+  if (o.verify_by_decoding) read.extra_check = DecodeCheck;
   read.on_progress = ProgressForwarder(&progress, &mu, &shown);
   ASSIGN_OR_RETURN(ImageRecords images, ReadImageFiles(env, *list, read));
   progress.Finish();
   return images;
+}
+
+// "<headline>:" then one indented line per named file and "... and N more" for the rest;
+// nothing when count is 0.
+void PrintLeftOut(const std::string& headline, uint64_t count,
+                  const std::vector<std::string>& examples) {
+  if (count == 0) return;
+  std::printf("%s:\n", headline.c_str());
+  for (const std::string& e : examples) std::printf("  %s\n", e.c_str());
+  if (count > examples.size()) {
+    std::printf("  ... and %llu more\n", static_cast<unsigned long long>(count - examples.size()));
+  }
+}
+
+// Writes one split of JPEG/PNG records and prints its summary line.
+absl::Status WriteImageSplit(Env* env, CreateOptions o, const std::string& split,
+                             const EncodedRecords& records,
+                             std::chrono::steady_clock::time_point start) {
+  Progress progress(absl::StrCat("create ", split), records.samples.size(), "records");
+  uint64_t shown = 0;
+  absl::Mutex mu;
+  o.write.on_progress = ProgressForwarder(&progress, &mu, &shown);
+  ASSIGN_OR_RETURN(Manifest m, WriteEncodedDataset(env, o.out, split, records, o.write));
+  progress.Finish();
+  uint64_t stored = 0, bytes = 0;
+  for (const ShardEntry& e : m.shards) stored += e.bytes;
+  for (const std::string& s : records.samples) bytes += s.size();
+  std::printf(
+      "%s: %llu images (encoding %s) in %zu shards, %llu image bytes -> %llu bytes in "
+      "shard files, %.2fs\n",
+      JoinPath(o.out, ManifestFileName(split)).c_str(),
+      static_cast<unsigned long long>(m.record_count),
+      std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
+      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return absl::OkStatus();
 }
 
 // create from JPEG/PNG files: version 2 shards of the files' bytes.
@@ -339,31 +440,17 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, o.image_list));
     o.write.sources = {{"list", BaseName(o.image_list), text.size(), Xxh3(text)}};
   }
-  Progress progress(absl::StrCat("create ", o.split), images.records.samples.size(), "records");
-  uint64_t shown = 0;
-  absl::Mutex mu;
-  o.write.on_progress = ProgressForwarder(&progress, &mu, &shown);
-  ASSIGN_OR_RETURN(Manifest m, WriteEncodedDataset(env, o.out, o.split, images.records, o.write));
-  progress.Finish();
-  uint64_t stored = 0, bytes = 0;
-  for (const ShardEntry& e : m.shards) stored += e.bytes;
-  for (const std::string& s : images.records.samples) bytes += s.size();
-  std::printf(
-      "%s: %llu images (encoding %s) in %zu shards, %llu image bytes -> %llu bytes in "
-      "shard files, %.2fs\n",
-      JoinPath(o.out, ManifestFileName(o.split)).c_str(),
-      static_cast<unsigned long long>(m.record_count),
-      std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
-      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (list.ignored_files > 0) {
-    std::printf("ignored %llu files without an image extension\n",
-                static_cast<unsigned long long>(list.ignored_files));
+  if (o.holdout_fraction > 0) {
+    ASSIGN_OR_RETURN(HeldOutRecords parts, HoldOut(std::move(images.records), o.holdout_fraction));
+    RETURN_IF_ERROR(WriteImageSplit(env, o, o.split, parts.kept, start));
+    RETURN_IF_ERROR(WriteImageSplit(env, o, o.holdout_split, parts.held_out, start));
+  } else {
+    RETURN_IF_ERROR(WriteImageSplit(env, o, o.split, images.records, start));
   }
-  if (images.skipped > 0) {
-    std::printf("skipped %llu bad image files (--skip-bad-images); the first: %s\n",
-                static_cast<unsigned long long>(images.skipped), images.first_skipped.c_str());
-  }
+  PrintLeftOut(absl::StrCat("ignored ", list.ignored_files, " files (not read)"),
+               list.ignored_files, list.ignored_examples);
+  PrintLeftOut(absl::StrCat("skipped ", images.skipped, " bad image files (--skip-bad-images)"),
+               images.skipped, images.skipped_examples);
   return absl::OkStatus();
 }
 

@@ -21,6 +21,28 @@
 namespace sluice {
 namespace {
 
+// Prints `rows` (the first is the header) as columns two spaces apart, each as wide as its
+// widest cell, indented by `indent`: the first column left-aligned when `left_first` (names),
+// every other one right-aligned (numbers). Trailing spaces are not printed.
+void PrintTable(const std::vector<std::vector<std::string>>& rows, bool left_first,
+                const char* indent = "  ") {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) line += "  ";
+      const std::string pad(width[c] - row[c].size(), ' ');
+      line += c == 0 && left_first ? row[c] + pad : pad + row[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 // What inspect counts over a split's records: the label histogram and, for encoded images,
 // every sample's size.
 struct RecordStats {
@@ -61,17 +83,19 @@ void PrintRecordStats(RecordStats stats) {
       const size_t k = static_cast<size_t>(std::ceil(p / 100.0 * sizes.size()));
       return static_cast<unsigned long long>(sizes[std::max<size_t>(k, 1) - 1]);
     };
-    std::printf(
-        "sample sizes (bytes, %zu records): min %llu, p50 %llu, p90 %llu, p99 %llu, max %llu, "
-        "mean %.0f; total %llu\n",
-        sizes.size(), rank(0), rank(50), rank(90), rank(99), rank(100),
-        static_cast<double>(total) / sizes.size(), static_cast<unsigned long long>(total));
+    std::printf("sample sizes (bytes, %zu records, nearest-rank percentiles):\n", sizes.size());
+    PrintTable(
+        {{"min", "p50", "p90", "p99", "max", "mean", "total"},
+         {absl::StrCat(rank(0)), absl::StrCat(rank(50)), absl::StrCat(rank(90)),
+          absl::StrCat(rank(99)), absl::StrCat(rank(100)),
+          absl::StrFormat("%.0f", static_cast<double>(total) / sizes.size()), absl::StrCat(total)}},
+        /*left_first=*/false);
   }
   std::printf("label histogram (%zu distinct):\n", stats.labels.size());
-  for (const auto& [label, n] : stats.labels) {
-    std::printf("  %6lld: %llu\n", static_cast<long long>(label),
-                static_cast<unsigned long long>(n));
-  }
+  std::vector<std::vector<std::string>> rows = {{"label", "records"}};
+  for (const auto& [label, n] : stats.labels)
+    rows.push_back({absl::StrCat(label), absl::StrCat(n)});
+  PrintTable(rows, /*left_first=*/false);
 }
 
 // "sample u8 3x32x32 (C x H x W, stored HWC; 3072 bytes), label u8": the shape in the
@@ -111,18 +135,18 @@ absl::Status InspectShard(Env* env, const std::string& path) {
     std::printf("  codec %s, largest sample %u bytes\n",
                 std::string(FrameCodecName(h.codec)).c_str(), h.max_sample_bytes);
   }
-  std::printf("  %5s %10s %8s %8s %8s %6s %16s\n", "frame", "offset", "stored", "raw", "first",
-              "count", "xxh3");
+  std::vector<std::vector<std::string>> rows = {
+      {"frame", "offset", "stored", "raw", "first", "count", "xxh3"}};
   uint64_t raw = 0, stored = 0;
   for (uint32_t i = 0; i < r->frame_count(); ++i) {
     const FrameInfo& f = r->frames()[i];
-    std::printf("  %5u %10llu %8u %8u %8llu %6u %16s\n", i,
-                static_cast<unsigned long long>(f.offset), f.stored_size, f.raw_size,
-                static_cast<unsigned long long>(f.first_record), f.record_count,
-                ChecksumToHex(f.checksum).c_str());
+    rows.push_back({absl::StrCat(i), absl::StrCat(f.offset), absl::StrCat(f.stored_size),
+                    absl::StrCat(f.raw_size), absl::StrCat(f.first_record),
+                    absl::StrCat(f.record_count), ChecksumToHex(f.checksum)});
     raw += f.raw_size;
     stored += f.stored_size;
   }
+  PrintTable(rows, /*left_first=*/false);
   std::printf("  index at %llu, footer at %llu\n",
               static_cast<unsigned long long>(r->file_size() - kFooterSize -
                                               uint64_t{kIndexEntrySize} * r->frame_count()),
@@ -156,21 +180,28 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   std::printf("  options: %llu records per shard, %s\n",
               static_cast<unsigned long long>(m.options.records_per_shard),
               FramingString(m.spec, m.options.records_per_frame, m.options).c_str());
-  std::printf("  %-22s %10s %8s %7s %10s %16s\n", "shard", "first", "records", "frames", "bytes",
-              "xxh3");
+  if (m.image_bound) {
+    std::printf("  largest image (from the files' headers): %u wide, %u high, %llu pixels\n",
+                m.image_bound->max_width, m.image_bound->max_height,
+                static_cast<unsigned long long>(m.image_bound->max_pixels));
+  }
+  if (!m.record_sources.empty()) {
+    std::printf("  record sources: recorded (record 0: %s)\n", m.record_sources[0].c_str());
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"shard", "first", "records", "frames", "bytes", "xxh3"}};
   uint64_t stored = 0, raw = 0;
   RecordStats stats;
   for (size_t i = 0; i < m.shards.size(); ++i) {
     const ShardEntry& e = m.shards[i];
-    std::printf("  %-22s %10llu %8llu %7u %10llu %16s\n", e.file.c_str(),
-                static_cast<unsigned long long>(e.first_record),
-                static_cast<unsigned long long>(e.record_count), e.frame_count,
-                static_cast<unsigned long long>(e.bytes), ChecksumToHex(e.xxh3).c_str());
+    rows.push_back({e.file, absl::StrCat(e.first_record), absl::StrCat(e.record_count),
+                    absl::StrCat(e.frame_count), absl::StrCat(e.bytes), ChecksumToHex(e.xxh3)});
     stored += e.bytes;
     ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ds->OpenShard(i));  // closed after
     RETURN_IF_ERROR(AddRecordStats(*r, &stats));
     for (const FrameInfo& f : r->frames()) raw += f.raw_size;
   }
+  PrintTable(rows, /*left_first=*/true);
   for (const SourceEntry& s : m.sources) {
     std::printf("  source %s: %s, %llu bytes, xxh3 %s\n", s.role.c_str(), s.file.c_str(),
                 static_cast<unsigned long long>(s.bytes), ChecksumToHex(s.xxh3).c_str());

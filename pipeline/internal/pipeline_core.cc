@@ -188,7 +188,8 @@ absl::Status PipelineCore::Init() {
 
 absl::Status PipelineCore::InitPreprocess() {
   ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
-                   ResolveBatchFormat(spec_, opt_.format, SettingNames::kPythonArguments));
+                   ResolveBatchFormat(spec_, opt_.format, SettingNames::kPythonArguments,
+                                      dataset_->manifest().image_bound));
   opt_.format.h2d_format = format.h2d_format;
   batch_sample_ = format.sample;
   if (format.chain == nullptr) {
@@ -205,7 +206,8 @@ absl::Status PipelineCore::InitPreprocess() {
   for (uint32_t i = 0; i < scratch_.size(); ++i) {
     ScratchSlot& slot = scratch_[i];
     // Not zero-filled: a chain over encoded images sizes its scratch for the largest image
-    // (kDefaultMaxImageSide), and only the pages a sample touches are committed.
+    // (the manifest's image_bound, else kDefaultMaxImageSide), and only the pages a sample
+    // touches are committed.
     const size_t bytes = preprocessor_->scratch_bytes() + kAlign;
     slot.bytes.reset(new (std::nothrow) char[bytes]);
     if (slot.bytes == nullptr) {

@@ -147,12 +147,17 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
 }
 
 // A record the chain refused (an encoded image that does not decode): named by its shard file,
-// its record id in the split and the reason. Skip policy: counted, and the gather goes on;
-// fail policy: the run stops with that line.
+// its record id in the split, its source file when the manifest records one (record_sources,
+// looked up only here, on the error path) and the reason. Skip policy: counted, and the gather
+// goes on; fail policy: the run stops with that line.
 bool PipelineCore::SkipCorruptRecord(const EpochRun& run, uint32_t i, const absl::Status& s) {
   const FrameRef& fr = layout_.frames[run.plan.read_frames[run.plan.sample_slot[i]]];
-  const absl::Status named(s.code(), absl::StrCat(readers_[fr.shard]->path(), ": record ",
-                                                  run.plan.order[i], ": ", s.message()));
+  const uint32_t record = run.plan.order[i];
+  const std::vector<std::string>& sources = dataset_->manifest().record_sources;
+  const std::string source =
+      record < sources.size() ? absl::StrCat(" (", sources[record], ")") : std::string();
+  const absl::Status named(s.code(), absl::StrCat(readers_[fr.shard]->path(), ": record ", record,
+                                                  source, ": ", s.message()));
   if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {
     skipped_records_.fetch_add(1, std::memory_order_relaxed);
     delivery_.AddCorruptMessage(named.message());

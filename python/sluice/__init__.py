@@ -35,14 +35,16 @@ _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
 
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
                   zstd_level=3, threads=0, layout=None, num_classes=None,
-                  frame_bytes=4 << 20, codec=None, classes=None):
+                  frame_bytes=4 << 20, codec=None, classes=None, sources=None):
     """Writes split `split` of a shard dataset into directory `out` (the code of
     `sluice-shard create`). Atomic; returns {"split", "records", "shards", "num_classes"}.
 
     images: a list of bytes, each an encoded JPEG or PNG file, stored as it is (shard
     version 2; frames close at records_per_frame records or frame_bytes raw bytes; codec
     "none" (the default for them) or "zstd"; classes: optional class names, index = label,
-    recorded in the manifest); an empty or non-JPEG/PNG item is refused naming its index.
+    recorded in the manifest; sources: optional, one str per image, e.g. its file path,
+    recorded in the manifest to name a record that fails to decode); an empty or non-JPEG/PNG
+    item is refused naming its index.
     Or an array, uint8 or float32, one of
       [N, D]        feature vectors, stored as 1 channel of 1 x D (batches: [B, 1, 1, D]);
       [N, H, W]     one channel;
@@ -57,10 +59,11 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     if isinstance(images, (list, tuple)):
         return _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
                               zstd_level, threads, layout, num_classes, frame_bytes, codec,
-                              classes)
-    if frame_bytes != 4 << 20 or codec is not None or classes is not None:
-        raise ValueError("frame_bytes, codec and classes apply to encoded images (a list of "
-                         "bytes); arrays are stored as zstd frames of records_per_frame records")
+                              classes, sources)
+    if frame_bytes != 4 << 20 or codec is not None or classes is not None or sources is not None:
+        raise ValueError("frame_bytes, codec, classes and sources apply to encoded images (a "
+                         "list of bytes); arrays are stored as zstd frames of records_per_frame "
+                         "records")
     if layout is not None and layout not in ("NHWC", "NCHW"):
         raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
@@ -87,7 +90,8 @@ def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_le
 
 
 def _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
-                   zstd_level, threads, layout, num_classes, frame_bytes, codec, classes):
+                   zstd_level, threads, layout, num_classes, frame_bytes, codec, classes,
+                   sources):
     """write_dataset for a list of encoded images (arguments as write_dataset's)."""
     import numpy as np
     if layout is not None:
@@ -102,6 +106,10 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
         if num_classes is not None and num_classes != len(classes):
             raise ValueError("classes: %d names for num_classes=%d" % (len(classes), num_classes))
         num_classes = len(classes)
+    if sources is not None:
+        sources = list(sources)
+        if not all(isinstance(x, str) for x in sources) or len(sources) != len(images):
+            raise TypeError("sources: expected a list of %d str (one per image)" % len(images))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
                            meaning=" (None: the largest label + 1)")
     out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
@@ -110,7 +118,7 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
     return _sluice.write_encoded_dataset(out, split, list(images), np.asarray(labels),
                                          records_per_shard, records_per_frame, frame_bytes,
                                          codec, zstd_level, threads, num_classes or 0,
-                                         classes or [])
+                                         classes or [], sources or [])
 
 
 _INT64_MAX = 2**63 - 1

@@ -175,6 +175,13 @@ void BindDataset(py::module_& m) {
                              })
       .def_property_readonly("classes",
                              [](const PyDataset& d) { return d.dataset().manifest().class_names; })
+      .def_property_readonly("sources",
+                             [](const PyDataset& d) -> py::object {
+                               // record_sources: each record's file, or None when not recorded
+                               const auto& s = d.dataset().manifest().record_sources;
+                               if (s.empty()) return py::none();
+                               return py::cast(s);
+                             })
       .def_property_readonly("dtype", [](const PyDataset& d) {
         return std::string(SampleDTypeName(d.dataset().spec().sample_dtype));
       });
@@ -188,7 +195,8 @@ void BindFunctions(py::module_& m) {
   m.def("write_encoded_dataset", &WriteDatasetFromEncoded, py::arg("out"), py::arg("split"),
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard"),
         py::arg("records_per_frame"), py::arg("frame_bytes"), py::arg("codec"),
-        py::arg("zstd_level"), py::arg("threads"), py::arg("num_classes"), py::arg("classes"));
+        py::arg("zstd_level"), py::arg("threads"), py::arg("num_classes"), py::arg("classes"),
+        py::arg("sources"));
   // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
   m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
     return Unwrap(SplitManifestPath(path, split));

@@ -117,11 +117,13 @@ py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& spli
                                  py::array labels, uint64_t records_per_shard,
                                  uint32_t records_per_frame, uint32_t frame_bytes,
                                  const std::string& codec, int zstd_level, int threads,
-                                 uint64_t num_classes, std::vector<std::string> classes) {
+                                 uint64_t num_classes, std::vector<std::string> classes,
+                                 std::vector<std::string> sources) {
   CheckNotForked("sluice.write_dataset");
   NoteThreadsStarted();  // its TBB workers
   EncodedRecords r;
   r.samples = EncodedSamples(images);
+  r.sources = std::move(sources);  // the Python side checked: none, or one per image
   if (labels.ndim() != 1 || static_cast<size_t>(labels.shape(0)) != r.samples.size()) {
     RaiseStatus(absl::InvalidArgumentError(
         absl::StrCat("labels: expected an array of shape [N] with N = ", r.samples.size(),

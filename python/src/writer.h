@@ -31,7 +31,8 @@ pybind11::dict WriteDatasetFromEncoded(const std::string& out, const std::string
                                        uint64_t records_per_shard, uint32_t records_per_frame,
                                        uint32_t frame_bytes, const std::string& codec,
                                        int zstd_level, int threads, uint64_t num_classes,
-                                       std::vector<std::string> classes);
+                                       std::vector<std::string> classes,
+                                       std::vector<std::string> sources);
 
 }  // namespace sluice::python
 

@@ -3,6 +3,7 @@ transforms API as for fixed-size data, batches [B, C, H, W] equal to PIL's decod
 torchvision's Resize and CenterCrop, the same for 1 and 2 threads and after a mid-epoch resume;
 a chain that does not decode first is refused at construction saying what to add."""
 import io
+import json
 import re
 
 import numpy as np
@@ -145,3 +146,60 @@ def test_a_corrupt_image_raises_naming_the_record_or_is_skipped(tmp_path):
     skipped = loader.skipped()
     assert skipped["records"] == 1
     assert "record 5: DecodeImage(mode=RGB): " in skipped["messages"][0]
+
+
+def test_a_corrupt_image_is_named_by_its_source_when_the_manifest_records_it(tmp_path):
+    good = _encoded(np.zeros((9, 9, 3), dtype=np.uint8), "PNG")
+    data = [good] * 5 + [good[:40]] + [good] * 4  # record 5: a truncated PNG
+    sources = ["cls/%02d.png" % i for i in range(10)]
+    sluice.write_dataset(tmp_path, "train", data, np.zeros(10, dtype=np.uint8), sources=sources)
+    manifest = json.loads((tmp_path / "train.manifest.json").read_text())
+    assert manifest["record_sources"] == sources
+    chain = [T.DecodeImage(), T.Resize((4, 4))]
+    with pytest.raises(sluice.DataLossError,
+                       match=r"\.shard: record 5 \(cls/05\.png\): DecodeImage\(mode=RGB\): "):
+        _batches(sluice.Loader(str(tmp_path), batch_size=4, transforms=chain))
+    loader = sluice.Loader(str(tmp_path), batch_size=4, transforms=chain, on_corrupt="skip",
+                           max_corrupt_fraction=0.5)
+    _batches(loader)
+    assert "record 5 (cls/05.png): DecodeImage(mode=RGB): " in loader.skipped()["messages"][0]
+
+
+def test_the_manifest_bounds_decoded_images_and_a_larger_one_is_a_data_error(tmp_path):
+    rng = np.random.default_rng(5)
+    sizes = [(20, 30), (41, 12), (8, 8)]  # (height, width): the box is 41 high, 30 wide
+    data = [_encoded(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), "PNG") for h, w in sizes]
+    sluice.write_dataset(tmp_path, "train", data, np.zeros(3, dtype=np.uint8))
+    path = tmp_path / "train.manifest.json"
+    manifest = json.loads(path.read_text())
+    assert (manifest["sample"]["max_width"], manifest["sample"]["max_height"],
+            manifest["sample"]["max_pixels"]) == (30, 41, 600)
+    chain = [T.DecodeImage(), T.Resize((4, 4))]
+    assert sum(x.shape[0] for x, _ in sluice.Loader(str(tmp_path), batch_size=2,
+                                                    transforms=chain)) == 3
+    # A manifest whose bound is smaller than a record: that record is refused from its header.
+    manifest["sample"]["max_height"] = 40
+    manifest["sample"]["max_pixels"] = 40 * 30
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    with pytest.raises(sluice.DataLossError,
+                       match=r"record 1: DecodeImage\(mode=RGB\): PNG declares 12x41 pixels "
+                             r"\(width x height\), over the bound of 30x40"):
+        _batches(sluice.Loader(str(tmp_path), batch_size=2, transforms=chain, shuffle=False))
+    # Without the fields (a manifest written before them), the default bound (4096) applies.
+    for key in ("max_width", "max_height", "max_pixels"):
+        del manifest["sample"][key]
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    assert sum(x.shape[0] for x, _ in sluice.Loader(str(tmp_path), batch_size=2,
+                                                    transforms=chain)) == 3
+
+
+def test_dataset_sources_are_the_recorded_files_or_none(tmp_path):
+    good = _encoded(np.zeros((9, 9, 3), dtype=np.uint8), "PNG")
+    sluice.write_dataset(tmp_path / "a", "train", [good] * 3, np.zeros(3, dtype=np.uint8),
+                         sources=["x/0.png", "x/1.png", "y/2.png"])
+    assert sluice.Dataset(str(tmp_path / "a")).sources == ["x/0.png", "x/1.png", "y/2.png"]
+    sluice.write_dataset(tmp_path / "b", "train", [good] * 3, np.zeros(3, dtype=np.uint8))
+    assert sluice.Dataset(str(tmp_path / "b")).sources is None
+    with pytest.raises(TypeError, match="sources: expected a list of 3 str"):
+        sluice.write_dataset(tmp_path / "c", "train", [good] * 3, np.zeros(3, dtype=np.uint8),
+                             sources=["one"])

@@ -61,7 +61,13 @@ def test_encoded_records_come_back_as_their_bytes_and_labels(tmp_path):
     ds.verify()
     manifest = json.loads((tmp_path / "train.manifest.json").read_text())
     assert manifest["version"] == 2
-    assert manifest["sample"] == {"dtype": "u8", "encoding": "image"}
+    # The largest image, from the headers as PIL reads them: each maximum on its own.
+    sizes = [PIL.open(io.BytesIO(b)).size for b in data]  # (width, height)
+    assert manifest["sample"] == {"dtype": "u8", "encoding": "image",
+                                  "max_width": max(w for w, _ in sizes),
+                                  "max_height": max(h for _, h in sizes),
+                                  "max_pixels": max(w * h for w, h in sizes)}
+    assert "record_sources" not in manifest
     assert manifest["options"]["codec"] == "none"
 
 
@@ -92,7 +98,8 @@ def test_bad_encoded_items_are_refused_naming_the_record(tmp_path):
                              num_classes=3)
     with pytest.raises(ValueError, match=r"codec: expected None, 'none' or 'zstd'"):
         sluice.write_dataset(tmp_path, "train", data, [0, 1, 2], codec="lz4")
-    with pytest.raises(ValueError, match=r"frame_bytes, codec and classes apply to encoded"):
+    with pytest.raises(ValueError,
+                       match=r"frame_bytes, codec, classes and sources apply to encoded"):
         sluice.write_dataset(tmp_path, "train", np.zeros((3, 2, 2), np.uint8), [0, 1, 2],
                              codec="zstd")
     assert not os.path.exists(tmp_path / "train.manifest.json")

@@ -194,6 +194,67 @@ TEST(ShardV2Test, SingleEncodingIsNamedAndManifestRoundTrips) {
   EXPECT_EQ(parsed->options.codec, FrameCodec::kNone);
 }
 
+// A PNG's signature and IHDR chunk (CRC not filled in): enough for the header read.
+std::string PngHeader(uint32_t width, uint32_t height) {
+  std::string s = kPngSignature;
+  const char ihdr[] = {0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+  s.append(ihdr, sizeof(ihdr));
+  for (uint32_t v : {width, height}) {
+    for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
+  }
+  s.append(
+      "\x08\x02\x00\x00\x00"
+      "CRC!",
+      9);
+  return s;
+}
+
+TEST(ShardV2Test, LargestImageAndRecordSourcesRoundTripThroughTheManifest) {
+  auto env = NewMemEnv();
+  EncodedRecords r;
+  r.samples = {PngHeader(30, 20), PngHeader(12, 41), PngHeader(1, 1)};
+  r.labels = std::string(3, '\0');
+  r.sources = {"cat/a.png", "dog/b c.png", "dog/\"q\".png"};
+  auto m = WriteEncodedDataset(env.get(), kDir, "train", r, EncodedOptions(2, 8, 1 << 20));
+  ASSERT_TRUE(m.ok()) << m.status();
+  // Each maximum on its own: the box 30 x 41, and the largest image's 600 pixels.
+  EXPECT_EQ(m->image_bound, (ImageSizeBound{30, 41, 600}));
+  EXPECT_EQ(m->record_sources, r.sources);
+  const std::string json = m->ToJson();
+  EXPECT_THAT(json, HasSubstr("\"encoding\": \"png\",\n    \"max_width\": 30,\n    "
+                              "\"max_height\": 41,\n    \"max_pixels\": 600\n  }"));
+  auto ds = Dataset::Open(env.get(), kDir);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().image_bound, m->image_bound);
+  EXPECT_EQ((*ds)->manifest().record_sources, r.sources);
+  EXPECT_EQ((*ds)->manifest().ToJson(), json);
+
+  // One list entry short, or a bound with pixels beyond its box: kDataLoss naming the field.
+  std::string short_list = json;
+  const std::string entry = ",\n    \"dog/b c.png\"";
+  short_list.replace(short_list.find(entry), entry.size(), "");
+  auto bad = Manifest::FromJson(short_list, "/ds/train.manifest.json");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad.status().message(), HasSubstr("record_sources: expected an array of"));
+  std::string big = json;
+  big.replace(big.find("600"), 3, "1231");
+  bad = Manifest::FromJson(big, "/ds/train.manifest.json");
+  EXPECT_THAT(bad.status().message(), HasSubstr("sample.max_pixels: 1231, expected in [1,"));
+}
+
+TEST(ShardV2Test, NoLargestImageWhenARecordsHeaderGivesNoSize) {
+  auto env = NewMemEnv();
+  EncodedRecords r;
+  r.samples = {PngHeader(30, 20), kJpegSignature + "\x01"};
+  r.labels = std::string(2, '\0');
+  auto m = WriteEncodedDataset(env.get(), kDir, "train", r, EncodedOptions(2, 8, 1 << 20));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->image_bound.has_value());
+  EXPECT_TRUE(m->record_sources.empty());
+  EXPECT_THAT(m->ToJson(), Not(HasSubstr("max_width")));
+  EXPECT_THAT(m->ToJson(), Not(HasSubstr("record_sources")));
+}
+
 TEST(ShardV2Test, ClassNamesOfAnotherCountAreRefusedByTheManifestReader) {
   auto env = NewMemEnv();
   WriteDatasetOptions o = EncodedOptions(100, 8, 1 << 20);

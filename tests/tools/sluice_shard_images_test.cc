@@ -6,12 +6,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/checksum.h"
 #include "common/env.h"
 #include "storage/dataset.h"
 #include "storage/frame_view.h"
@@ -59,6 +63,29 @@ print(",".join(ds.classes))
 for path, label in ds.samples:
     print(os.path.relpath(path, root), label)
 )PY";
+
+// Where each whitespace-separated token of `line` ends.
+std::vector<size_t> TokenEnds(const std::string& line) {
+  std::vector<size_t> ends;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != ' ' && (i + 1 == line.size() || line[i + 1] == ' ')) ends.push_back(i + 1);
+  }
+  return ends;
+}
+
+// The lines of `text` from the first that starts with `header_start` up to the first that is
+// not indented by two spaces (a table of inspect's output, header first).
+std::vector<std::string> TableAfter(const std::string& text, const std::string& header_start) {
+  std::vector<std::string> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (rows.empty() ? absl::StartsWith(line, header_start) : absl::StartsWith(line, "  ")) {
+      rows.emplace_back(line);
+    } else if (!rows.empty()) {
+      break;
+    }
+  }
+  return rows;
+}
 
 class SluiceShardImagesTest : public ::testing::Test {
  protected:
@@ -132,10 +159,19 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
   Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
                                    " --quiet --records-per-frame 5 --frame-bytes 3000"));
   ASSERT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("ignored 3 files without an image extension"));
+  EXPECT_THAT(r.text, HasSubstr("ignored 3 files (not read):\n"
+                                "  Bee/README.txt: no image extension\n"
+                                "  ant/README.txt: no image extension\n"
+                                "  zebra/README.txt: no image extension\n"));
   auto ds = Dataset::Open(Env::Default(), out);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->manifest().class_names, classes_);
+  // Each record's file, relative to the folder, in torchvision's order.
+  std::vector<std::string> relative;
+  for (const auto& [path, label] : samples_) relative.push_back(path);
+  EXPECT_EQ((*ds)->manifest().record_sources, relative);
+  // The largest image: 13 wide, up to 11 high (kWriteFolder).
+  EXPECT_EQ((*ds)->manifest().image_bound, (ImageSizeBound{13, 11, 143}));
   EXPECT_EQ((*ds)->manifest().spec.encoding, SampleEncoding::kImage);
   const auto records = Records(out);
   ASSERT_EQ(records.size(), samples_.size());
@@ -145,8 +181,20 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
   }
   Result inspect = RunShard(absl::StrCat("inspect ", out));
   EXPECT_EQ(inspect.exit_code, 0) << inspect.text;
-  EXPECT_THAT(inspect.text,
-              HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(), " records): min ")));
+  EXPECT_THAT(inspect.text, HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(),
+                                                   " records, nearest-rank percentiles):\n")));
+  EXPECT_THAT(inspect.text, HasSubstr("largest image (from the files' headers): 13 wide, 11 high"));
+  // Each table's numeric columns end where their headers end.
+  for (const char* table : {"  min  ", "  shard  ", "  label  "}) {
+    const std::vector<std::string> rows = TableAfter(inspect.text, table);
+    ASSERT_GE(rows.size(), 2u) << table << " in\n" << inspect.text;
+    const std::vector<size_t> header = TokenEnds(rows[0]);
+    for (size_t row = 1; row < rows.size(); ++row) {
+      std::vector<size_t> ends = TokenEnds(rows[row]);
+      ASSERT_EQ(ends.size(), header.size()) << rows[row];
+      for (size_t c = 1; c < ends.size(); ++c) EXPECT_EQ(ends[c], header[c]) << rows[row];
+    }
+  }
   EXPECT_THAT(inspect.text, HasSubstr("classes (label: name): 0: Bee, 1: ant, 2: zebra"));
   EXPECT_EQ(RunShard(absl::StrCat("verify ", out)).exit_code, 0);
 }
@@ -188,6 +236,9 @@ TEST_F(SluiceShardImagesTest, ListFileRecordsFollowTheListWithItsLabels) {
   EXPECT_EQ((*ds)->manifest().num_classes, 5u);
   ASSERT_EQ((*ds)->manifest().sources.size(), 1u);
   EXPECT_EQ((*ds)->manifest().sources[0].role, "list");
+  EXPECT_EQ((*ds)->manifest().record_sources,
+            (std::vector<std::string>{"folder/ant/rgb0.png", root + "/zebra/photo.JPG",
+                                      "folder/Bee/nested/deep.jpeg"}));
 }
 
 TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine) {
@@ -195,8 +246,7 @@ TEST_F(SluiceShardImagesTest, MissingAndNonImageListedFilesAreNamedWithTheirLine
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "a.txt,1\n").ok());
   Result r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.text;
-  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("record 0 (", dir_,
-                                             "/list.txt:1: a.txt): not a JPEG or PNG image")));
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(dir_, "/list.txt:1: a.txt: not a JPEG or PNG image")));
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt", "\nnone.png,1\n").ok());
   r = RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.text;
@@ -210,7 +260,7 @@ TEST_F(SluiceShardImagesTest, BadListLineIsNamedWithItsLineNumber) {
   EXPECT_THAT(r.text, HasSubstr(absl::StrCat(dir_, "/list.txt:2: \"b.png,x\": expected")));
 }
 
-TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounted) {
+TEST_F(SluiceShardImagesTest, ZeroByteNonImageAndTruncatedFilesAreNamedOrSkippedAndNamed) {
   const std::string root = dir_ + "/folder";
   WriteFolder(root);
   const std::string out = dir_ + "/ds";
@@ -218,28 +268,146 @@ TEST_F(SluiceShardImagesTest, ZeroByteAndNonImageFilesAreNamedOrSkippedAndCounte
       RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet")).exit_code,
       0);
   const std::string manifest_before = FileBytes(out + "/train.manifest.json");
-  for (const auto& [file, contents, what] :
-       {std::tuple<const char*, const char*, const char*>{
-            "ant/empty.png", "", "/folder/ant/empty.png): zero bytes, expected a JPEG or PNG"},
-        {"ant/fake.jpg", "GIF89a",
-         "/folder/ant/fake.jpg): not a JPEG or PNG image (starts with "
-         "474946383961"}}) {
-    RunShell(absl::StrCat("rm -f ", root, "/ant/empty.png ", root, "/ant/fake.jpg"));
+  const std::string jpeg = FileBytes(root + "/ant/photo.JPG");
+  const std::string png = FileBytes(root + "/ant/rgb0.png");
+  const std::vector<std::tuple<std::string, std::string, std::string>> bad = {
+      {"ant/empty.png", "", "/folder/ant/empty.png: zero bytes, expected a JPEG or PNG"},
+      {"ant/fake.jpg", "GIF89a",
+       "/folder/ant/fake.jpg: not a JPEG or PNG image (starts with 47 49 46 38 39 61"},
+      // Only the end marker missing: libjpeg would warn "Premature end of JPEG file".
+      {"ant/no_eoi.jpg", jpeg.substr(0, jpeg.size() - 2),
+       "/folder/ant/no_eoi.jpg: truncated JPEG: no EOI marker (FF D9)"},
+      {"ant/half.png", png.substr(0, png.size() / 2), "/folder/ant/half.png: truncated PNG: chunk"},
+      {"ant/no_iend.png", png.substr(0, png.size() - 12),
+       "/folder/ant/no_iend.png: truncated PNG: ends at byte"},
+      // torchvision keeps hidden files with an image extension, and so does sluice.
+      {"ant/._x.jpg", std::string("\0\5\26\7", 4),
+       "/folder/ant/._x.jpg: not a JPEG or PNG image (starts with 00 05 16 07; expected FF D8 "
+       "FF or 89 50 4E 47 0D 0A 1A 0A) (a hidden file; \"._*\" files are macOS metadata)"},
+  };
+  for (const auto& [file, contents, what] : bad) {
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
     Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet"));
     EXPECT_EQ(r.exit_code, 1) << r.text;
     EXPECT_THAT(r.text, HasSubstr(what));
     // The split written before is untouched.
     EXPECT_EQ(FileBytes(out + "/train.manifest.json"), manifest_before);
+    RunShell(absl::StrCat("rm -f ", root, "/", file));
   }
-  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/ant/empty.png", "").ok());
+  for (const auto& [file, contents, what] : bad) {
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
+  }
   Result r = RunShard(
       absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
   EXPECT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("skipped 2 bad image files (--skip-bad-images); "
-                                             "the first: ",
-                                             root, "/ant/empty.png: zero bytes")));
+  // In list order (sorted names), each with its reason.
+  EXPECT_THAT(r.text, HasSubstr("skipped 6 bad image files (--skip-bad-images):\n  "));
+  size_t at = r.text.find("skipped 6");
+  for (const char* name : {"._x.jpg", "empty.png", "fake.jpg", "half.png", "no_eoi.jpg"}) {
+    const size_t next = r.text.find(absl::StrCat(root, "/ant/", name, ": "), at);
+    EXPECT_NE(next, std::string::npos) << name << " in order in " << r.text;
+    at = next;
+  }
+  EXPECT_EQ(r.text.find("no_iend.png"), std::string::npos) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("\n  ... and 1 more\n"));
   EXPECT_EQ(Records(out).size(), 3u * 11u);  // 3 classes of 11 images
+}
+
+TEST_F(SluiceShardImagesTest, VerifyImagesDecodeFindsDamagedPixelDataTheStructureCheckPasses) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  std::string png = FileBytes(root + "/ant/rgb0.png");
+  png[50] ^= 0x5A;  // inside the first IDAT chunk's data: the chunk structure is intact
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/ant/damaged.png", png).ok());
+  const std::string create = absl::StrCat("create --image-folder ", root, " --quiet --out ");
+  Result r = RunShard(create + dir_ + "/structure");
+  EXPECT_EQ(r.exit_code, 0) << r.text;  // the default check does not decode
+  r = RunShard(create + dir_ + "/decode --verify-images=decode");
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text,
+              HasSubstr(absl::StrCat(root, "/ant/damaged.png: corrupt or truncated PNG: ")));
+  r = RunShard(create + dir_ + "/decode --verify-images=decode --skip-bad-images");
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("skipped 1 bad image files (--skip-bad-images):\n  "));
+  EXPECT_EQ(Records(dir_ + "/decode").size(), 3u * 11u);
+  r = RunShard(create + dir_ + "/x --verify-images=pixels");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--verify-images \"pixels\": expected structure or decode"));
+}
+
+TEST_F(SluiceShardImagesTest, NamesThatAreNotUtf8AreRecordedEscaped) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  // A Latin-1 class folder and file name (not UTF-8), and a backslash in a valid name.
+  RunShell(absl::StrCat("mv ", root, "/ant ", root, "/$(printf 'caf\\351')"));
+  RunShell(absl::StrCat("mv ", root, "/Bee/rgb0.png ", root, "/Bee/$(printf 'x\\377')\\\\y.png"));
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", dir_, "/ds --quiet"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  auto ds = Dataset::Open(Env::Default(), dir_ + "/ds");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->manifest().class_names, (std::vector<std::string>{"Bee", "caf\\xe9", "zebra"}));
+  const auto& sources = (*ds)->manifest().record_sources;
+  EXPECT_NE(std::find(sources.begin(), sources.end(), "Bee/x\\xff\\\\y.png"), sources.end());
+  EXPECT_NE(std::find(sources.begin(), sources.end(), "caf\\xe9/photo.JPG"), sources.end());
+}
+
+TEST_F(SluiceShardImagesTest, IgnoredFilesBeyondTheFirstFiveAreCounted) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(
+        WriteFileAtomically(Env::Default(), absl::StrCat(root, "/ant/notes", i, ".txt"), "x").ok());
+  }
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/labels.csv", "x").ok());
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", dir_, "/ds --quiet"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("ignored 8 files (not read):\n"
+                                "  labels.csv: not in a class folder (DIR/<class>/...)\n"
+                                "  Bee/README.txt: no image extension\n"
+                                "  ant/README.txt: no image extension\n"
+                                "  ant/notes0.txt: no image extension\n"
+                                "  ant/notes1.txt: no image extension\n"
+                                "  ... and 3 more\n"));
+}
+
+TEST_F(SluiceShardImagesTest, HoldoutSplitIsChosenByPathHashAndAddingFilesMovesNoOther) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  const std::string out = dir_ + "/ds";
+  auto sources = [&](const std::string& split) {
+    auto ds = Dataset::Open(Env::Default(), JoinPath(out, split + ".manifest.json"));
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? (*ds)->manifest().record_sources : std::vector<std::string>{};
+  };
+  Result r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                                   " --quiet --holdout-fraction 0.3 --holdout-split val"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const std::vector<std::string> train = sources("train"), val = sources("val");
+  EXPECT_EQ(train.size() + val.size(), 33u);
+  for (const std::string& p : val) {
+    EXPECT_LT(static_cast<double>(Xxh3(p)) * 0x1p-64, 0.3) << p;
+  }
+  for (const std::string& p : train) {
+    EXPECT_GE(static_cast<double>(Xxh3(p)) * 0x1p-64, 0.3) << p;
+  }
+  EXPECT_GT(val.size(), 0u);
+  // A new file goes to one side; every other file stays where it was.
+  RunShell(absl::StrCat("cp ", root, "/ant/rgb0.png ", root, "/ant/new.png"));
+  r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                            " --quiet --holdout-fraction 0.3 --holdout-split val"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  std::vector<std::string> val2 = sources("val");
+  std::erase(val2, std::string("ant/new.png"));
+  EXPECT_EQ(val2, val);
+  EXPECT_EQ(sources("train").size() + sources("val").size(), 34u);
+  // Both splits are checked against the same classes.
+  auto ds = Dataset::Open(Env::Default(), out + "/val.manifest.json");
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->manifest().class_names.size(), 3u);
+  r = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out,
+                            " --quiet --holdout-fraction 1.5"));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--holdout-fraction \"1.5\": expected a number in (0, 1)"));
 }
 
 TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {

@@ -23,8 +23,9 @@ using testing::RunShell;
 
 // Writes an ImageFolder tree per split under argv[1]/<split>: classes red, green, blue, each
 // image a noisy picture of its own size (10..40 px a side) whose class's channel is bright;
-// PNGs and JPEGs mixed. With argv[2], also a truncated JPEG ("broken.jpg": a real JPEG's first
-// 200 bytes) in the train split's first class.
+// PNGs and JPEGs mixed. With argv[2], also a damaged PNG ("broken.png": a real PNG with a byte of
+// its compressed pixels flipped, which ingestion's structure check lets through and the decoder
+// refuses) in the train split's class red.
 constexpr char kWriteFolders[] = R"PY(
 import io, os, sys
 import numpy as np
@@ -42,8 +43,10 @@ for split, count in [("train", 60), ("test", 20)]:
             Image.fromarray(a).save(os.path.join(root, split, name, "%03d.%s" % (i, ext)))
 if len(sys.argv) > 2:
     buf = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(buf, "JPEG")
-    open(os.path.join(root, "train", "red", "broken.jpg"), "wb").write(buf.getvalue()[:200])
+    Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(buf, "PNG")
+    data = bytearray(buf.getvalue())
+    data[60] ^= 0xFF  # inside the first IDAT chunk's data (it starts at byte 41)
+    open(os.path.join(root, "train", "red", "broken.png"), "wb").write(bytes(data))
 )PY";
 
 constexpr char kChain[] = "--transforms='DecodeImage(), Resize((16, 16))'";
@@ -95,8 +98,10 @@ TEST_F(SluiceTrainImagesTest, ACorruptImageFailsTheRunNamingShardRecordAndReason
   const Output out = Train(absl::StrCat("--epochs=1 --batch-size=16 ", kChain));
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("/data/train-00000-"), std::string::npos) << out.text;
-  // Classes sort blue, green, red, and broken.jpg after red's 000..059: record 180.
-  EXPECT_NE(out.text.find(".shard: record 180: DecodeImage(mode=RGB): "), std::string::npos)
+  // Classes sort blue, green, red, and broken.png after red's 000..059: record 180, named by
+  // its file (the manifest's record_sources).
+  EXPECT_NE(out.text.find(".shard: record 180 (red/broken.png): DecodeImage(mode=RGB): "),
+            std::string::npos)
       << out.text;
   EXPECT_EQ(out.text.find("final test accuracy"), std::string::npos) << out.text;
 }
@@ -111,7 +116,8 @@ TEST_F(SluiceTrainImagesTest, ACorruptImageIsSkippedAndCountedWithOnCorruptSkip)
   EXPECT_NE(out.text.find("skipped in the train split: 2 corrupt records; first: "),
             std::string::npos)
       << out.text;
-  EXPECT_NE(out.text.find(".shard: record 180: DecodeImage(mode=RGB): "), std::string::npos)
+  EXPECT_NE(out.text.find(".shard: record 180 (red/broken.png): DecodeImage(mode=RGB): "),
+            std::string::npos)
       << out.text;
   EXPECT_GT(FinalAccuracy(out.text), 0.5) << out.text;
 }

@@ -139,6 +139,18 @@ TEST(DecodeImageTest, TruncatedJpegAndPngAreRefused) {
   EXPECT_THAT(p.status().message(), HasSubstr("PNG"));
 }
 
+// Only the end marker (FF D9) missing: libjpeg decodes every pixel and warns "Premature end of
+// JPEG file"; PIL refuses such a file by default (LOAD_TRUNCATED_IMAGES off), and so does
+// DecodeImage.
+TEST(DecodeImageTest, JpegWithoutItsEndMarkerIsRefusedAsTruncated) {
+  const std::string jpeg = EncodeJpeg(32, 32, 3, TestPixels(32, 32, 3));
+  ASSERT_EQ(jpeg.substr(jpeg.size() - 2), "\xFF\xD9");
+  auto j = RunChain("DecodeImage(), CenterCrop(4)", jpeg.substr(0, jpeg.size() - 2));
+  EXPECT_EQ(j.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(j.status().message(), HasSubstr("damaged or truncated JPEG: "));
+  EXPECT_THAT(j.status().message(), HasSubstr("Premature end of JPEG file"));
+}
+
 TEST(DecodeImageTest, CorruptJpegAndPngAreRefused) {
   std::string jpeg = EncodeJpeg(32, 32, 3, TestPixels(32, 32, 3));
   for (size_t i = 3; i < 40; ++i) jpeg[i] = static_cast<char>(0x5a);  // the header's markers

@@ -1,0 +1,44 @@
+// Cheap structural checks of a JPEG or PNG file's bytes, without decoding pixels: what
+// ingestion (`sluice-shard create --image-folder / --image-list`) checks of every file, and
+// where it reads each image's declared size (docs/formats/shard.md, "Ingestion checks").
+//
+// - JPEG: starts FF D8 (SOI); marker segments before the first scan are walked by their
+//   lengths (none may run past the end); a frame header (SOF0..SOF15 but DHT, JPG, DAC) gives
+//   the size; after the first SOS the entropy-coded data is scanned for the EOI marker FF D9
+//   (stuffed FF 00, restart markers and the markers between progressive scans are stepped
+//   over). No EOI: a truncated file. Bytes after EOI are allowed (PIL reads such files).
+// - PNG: the 8-byte signature, then chunks walked by their lengths: the first is IHDR of 13
+//   bytes (the size), at least one IDAT comes before IEND, IEND is reached and no chunk runs
+//   past the end. Chunk CRCs are not checked.
+// Not checked: the entropy-coded / zlib-compressed pixel data itself (a flipped byte inside
+// the image data passes); DecodeImage finds that at training time.
+//
+// Errors: kInvalidArgument with the reason (the caller adds the file's name).
+// Thread safety: stateless.
+#ifndef SLUICE_STORAGE_IMAGE_STRUCTURE_H_
+#define SLUICE_STORAGE_IMAGE_STRUCTURE_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/shard_format.h"
+
+namespace sluice {
+
+struct ImageStructure {
+  SampleEncoding encoding = SampleEncoding::kJpeg;  // kJpeg or kPng
+  uint32_t width = 0;                               // as the header declares, >= 1
+  uint32_t height = 0;
+};
+
+// The whole-file structure check above.
+absl::StatusOr<ImageStructure> CheckImageStructure(absl::string_view bytes);
+
+// Only the declared size, from the header (JPEG: the segments up to the frame header; PNG:
+// IHDR); what the writer records as a split's largest image. Errors as CheckImageStructure.
+absl::StatusOr<ImageStructure> ReadImageHeader(absl::string_view bytes);
+
+}  // namespace sluice
+
+#endif  // SLUICE_STORAGE_IMAGE_STRUCTURE_H_
