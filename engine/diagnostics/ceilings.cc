@@ -116,11 +116,12 @@ double MeanRecords(const std::vector<Frame>& frames) {
 // floats takes their format).
 class BatchSampleMaker {
  public:
-  static absl::StatusOr<BatchSampleMaker> Create(const RecordSpec& spec,
-                                                 const BatchFormat& format) {
+  // `bound`: the dataset's largest image (its manifest), which sizes a decoding chain's scratch.
+  static absl::StatusOr<BatchSampleMaker> Create(const RecordSpec& spec, const BatchFormat& format,
+                                                 const std::optional<ImageSizeBound>& bound) {
     BatchSampleMaker m;
     m.spec_ = spec;
-    ASSIGN_OR_RETURN(m.format_, ResolveBatchFormat(spec, format, SettingNames::kFlags));
+    ASSIGN_OR_RETURN(m.format_, ResolveBatchFormat(spec, format, SettingNames::kFlags, bound));
     if (m.format_.chain != nullptr) {
       ASSIGN_OR_RETURN(ChainPreprocessor pre,
                        ChainPreprocessor::Create(spec, m.format_, format.normalization));
@@ -212,7 +213,8 @@ Ceiling MeasureDecompress(const std::vector<Frame>& frames, double secs) {
 absl::StatusOr<Ceiling> MeasureDecode(const Dataset& dataset, const std::vector<Frame>& frames,
                                       const CeilingOptions& options, double secs) {
   ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
-                   ResolveBatchFormat(dataset.spec(), options.format, SettingNames::kFlags));
+                   ResolveBatchFormat(dataset.spec(), options.format, SettingNames::kFlags,
+                                      dataset.manifest().image_bound));
   Ceiling none;
   if (format.chain == nullptr || !format.chain->decodes()) {
     none.note = "not measured: the records are not encoded images";
@@ -255,7 +257,8 @@ absl::Status MeasurePreprocessAndMemcpy(const Dataset& dataset, const std::vecto
                                         const CeilingOptions& options, double secs,
                                         Ceiling* preprocess, Ceiling* memcpy_ceiling) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(BatchSampleMaker maker, BatchSampleMaker::Create(spec, options.format));
+  ASSIGN_OR_RETURN(BatchSampleMaker maker,
+                   BatchSampleMaker::Create(spec, options.format, dataset.manifest().image_bound));
   const size_t out_bytes = maker.out_bytes();
   const uint32_t batch = options.batch_size;
   const size_t batch_bytes = out_bytes * batch + 4 * size_t{batch};
@@ -302,7 +305,8 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
                                                    std::vector<char>* samples,
                                                    std::vector<int32_t>* labels) {
   const RecordSpec& spec = dataset.spec();
-  ASSIGN_OR_RETURN(BatchSampleMaker maker, BatchSampleMaker::Create(spec, options.format));
+  ASSIGN_OR_RETURN(BatchSampleMaker maker,
+                   BatchSampleMaker::Create(spec, options.format, dataset.manifest().image_bound));
   const uint32_t batch = options.batch_size;
   uint64_t records = 0;
   for (const Frame& f : frames) records += f.reader->frames()[f.index].record_count;

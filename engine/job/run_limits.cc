@@ -21,7 +21,8 @@ absl::StatusOr<RunMemoryEstimate> EstimateRunMemory(const TrainJobOptions& optio
   RunMemoryEstimate e;
   // The batch's samples: the transforms' output (the stored samples without them).
   ASSIGN_OR_RETURN(const ResolvedBatchFormat format,
-                   ResolveBatchFormat(train.spec(), options.pipeline.format, SettingNames::kFlags));
+                   ResolveBatchFormat(train.spec(), options.pipeline.format, SettingNames::kFlags,
+                                      train.manifest().image_bound));
   const SampleSpec& spec = format.sample;
   const uint64_t batch = options.pipeline.order.batch_size;
   const std::string what = absl::StrCat("a batch of ", batch, " samples of ", spec.channels, "x",

@@ -153,16 +153,29 @@ TEST_F(SluiceTrainImagesTest, WhatIfRunsBuildTheirSamplesThroughTheDecodingChain
   }
 }
 
-// Each preprocess thread's scratch is sized for the largest image a record may declare
-// (4096x4096): under ulimit -v the run is refused up front counting it, not part-way.
+// Each preprocess thread's scratch is sized for the largest image of the split, which the
+// manifest records at ingestion (at most 40x40 here): under ulimit -v the run fits. A manifest
+// without that record (written before it existed) falls back to the largest image a record may
+// declare (4096x4096): the run is then refused up front counting the scratch, not part-way.
 TEST_F(SluiceTrainImagesTest, AnAddressSpaceLimitCountsTheTransformsScratch) {
   Ingest(/*with_broken_image=*/false);
   // 3 threads of stack and arenas (~312 MiB) fit in 977 MiB; 2 x 2 x 160 MiB of scratch do not.
-  const Output out =
-      RunShell(absl::StrCat("ulimit -v 1000000; ", SLUICE_TRAIN_BIN, " --data=", dir_,
-                            "/data --device=cpu --quiet --layers=768,32,3 --epochs=1 --threads=2 "
-                            "--decompress-threads=1 --preprocess-threads=2 --compute-threads=1 ",
-                            kChain));
+  const std::string train = absl::StrCat(
+      "ulimit -v 1000000; ", SLUICE_TRAIN_BIN, " --data=", dir_,
+      "/data --device=cpu --quiet --layers=768,32,3 --epochs=1 --threads=2 "
+      "--decompress-threads=1 --preprocess-threads=2 --compute-threads=1 --evaluate=false ",
+      kChain);
+  Output out = RunShell(train);
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  for (const char* split : {"train", "test"}) {
+    const Output strip = RunShell(absl::StrCat(
+        "/usr/bin/python3 -c \"import json, sys; p = sys.argv[1]; m = json.load(open(p)); "
+        "[m['sample'].pop(k) for k in ('max_width', 'max_height', 'max_pixels')]; "
+        "json.dump(m, open(p, 'w'))\" ",
+        dir_, "/data/", split, ".manifest.json"));
+    ASSERT_EQ(strip.exit_code, 0) << strip.text;
+  }
+  out = RunShell(train);
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("of transforms scratch for the train and test preprocess threads"),
             std::string::npos)
