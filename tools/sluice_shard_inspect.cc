@@ -103,8 +103,11 @@ void PrintRecordStats(RecordStats stats) {
 // encoded jpeg images (variable size), label u8".
 std::string SpecString(const RecordSpec& s) {
   if (s.encoded()) {
-    return absl::StrFormat("sample encoded %s images (variable size), label %s",
-                           SampleEncodingName(s.encoding), LabelDTypeName(s.label_dtype));
+    // The encoding is "jpeg", "png" or "image" (either): "encoded png images", "encoded images".
+    const std::string encoding(SampleEncodingName(s.encoding));
+    return absl::StrFormat("sample encoded %simages (variable size), label %s",
+                           encoding == "image" ? "" : encoding + " ",
+                           LabelDTypeName(s.label_dtype));
   }
   return absl::StrFormat("sample %s %dx%dx%d (C x H x W, stored HWC; %d bytes), label %s",
                          SampleDTypeName(s.sample_dtype), s.channels, s.height, s.width,
@@ -181,9 +184,11 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
               static_cast<unsigned long long>(m.options.records_per_shard),
               FramingString(m.spec, m.options.records_per_frame, m.options).c_str());
   if (m.image_bound) {
-    std::printf("  largest image (from the files' headers): %u wide, %u high, %llu pixels\n",
-                m.image_bound->max_width, m.image_bound->max_height,
-                static_cast<unsigned long long>(m.image_bound->max_pixels));
+    std::printf(
+        "  largest image (from the files' headers; each the largest of any file): %u "
+        "wide, %u high, %llu pixels\n",
+        m.image_bound->max_width, m.image_bound->max_height,
+        static_cast<unsigned long long>(m.image_bound->max_pixels));
   }
   if (!m.record_sources.empty()) {
     std::printf("  record sources: recorded (record 0: %s)\n", m.record_sources[0].c_str());

@@ -113,6 +113,10 @@ struct EpochSplit {
   double later_read_mb_per_s = 0;
   // The first epoch trained more than kEpochsDifferFraction slower than the later ones.
   bool differ = false;
+  // The pinned pool holds at least half an epoch's batches: the later epochs started with
+  // batches built during the first (and its evaluation), so the epochs' rates do not compare
+  // and no cause is claimed.
+  bool ran_ahead = false;
   // ... and its reads were at least kColdReadFactor slower per byte (it read from disk, or a
   // colder cache, and the later epochs did not) and their extra time is at least
   // kColdExplainsFraction of the epoch's extra time: the disk explains the slower epoch.

@@ -21,7 +21,7 @@ SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
 SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_per_s,
                           later_samples_per_s, first_seconds, later_seconds, first_read_seconds,
                           later_read_seconds, first_read_mb_per_s, later_read_mb_per_s, differ,
-                          cold)
+                          ran_ahead, cold)
 
 // The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
 SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,

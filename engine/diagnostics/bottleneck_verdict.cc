@@ -124,11 +124,14 @@ const StageRow* DecodeWithin(const BottleneckReport& rep, const StageRow* slow) 
   return d.busy_ns >= kDecodeShareOfPreprocess * slow->busy_ns ? &d : nullptr;
 }
 
-// "; decoding takes 78% of its busy time (decode alone: 2.1 k samples/s, 96% of one core's
-// libjpeg-turbo rate x 2)".
-std::string DecodeShare(const StageRow& decode, const StageRow& preprocess) {
-  std::string s = absl::StrFormat("; decoding takes %.0f%% of its busy time",
-                                  100.0 * decode.busy_ns / preprocess.busy_ns);
+// "decode is the limit: it takes 78% of the busy time of preprocess, which runs at ... (its
+// threads would decode 2.1 k samples/s doing nothing else, 96% of the bare decoder's rate on as
+// many cores)": the limiting stage named first, as in every other verdict.
+std::string DecodeAt(const StageRow& decode, const StageRow& preprocess) {
+  std::string at = StageAt(preprocess);
+  at.replace(0, std::string("preprocess is the limit at").size(), "preprocess, which runs at");
+  std::string s = absl::StrFormat("decode is the limit: it takes %.0f%% of the busy time of %s",
+                                  100.0 * decode.busy_ns / preprocess.busy_ns, at);
   if (decode.capacity_samples_per_s) {
     absl::StrAppend(&s, " (its threads would decode ", FormatRate(*decode.capacity_samples_per_s),
                     " doing nothing else");
@@ -238,7 +241,7 @@ void DecideVerdict(const RunRecord& run, BottleneckReport* rep) {
   rep->limiting_stage = slow->stage;
   const StageRow* decode = DecodeWithin(*rep, slow);
   if (decode != nullptr) rep->limiting_stage = Stage::kDecode;
-  const std::string decode_share = decode != nullptr ? DecodeShare(*decode, *slow) : "";
+  const std::string slow_at = decode != nullptr ? DecodeAt(*decode, *slow) : StageAt(*slow);
   if (rep->cpu_saturated && slow->cpu_work) {
     rep->verdict = VerdictClass::kCpuBound;
     double cores = 0;
@@ -247,11 +250,11 @@ void DecideVerdict(const RunRecord& run, BottleneckReport* rep) {
     }
     const double share = cores > 0 ? 100.0 * slow->cores_busy / cores : 0;
     rep->sentence = absl::StrFormat(
-        "cpu-bound: %s%s and the %d cores are saturated (%.1f threads busy); %s and takes %.0f%% "
-        "of the CPU time%s; make %s cheaper (%s): more threads cannot help on %d cores",
-        CloseCall(*slow, compute), waited, rep->cores, rep->cpu_threads_busy, StageAt(*slow), share,
-        decode_share, decode != nullptr ? "decoding" : "it",
-        Cheaper(rep->limiting_stage, run, *rep), rep->cores);
+        "cpu-bound: %s%s and the %d cores are saturated (%.1f threads busy); %s%s %.0f%% of the "
+        "CPU time; make %s cheaper (%s): more threads cannot help on %d cores",
+        CloseCall(*slow, compute), waited, rep->cores, rep->cpu_threads_busy, slow_at,
+        decode != nullptr ? "; preprocess takes" : " and takes", share,
+        decode != nullptr ? "decoding" : "it", Cheaper(rep->limiting_stage, run, *rep), rep->cores);
     return;
   }
   // No stage is slower than compute, yet compute starved: the waits are hand-offs between
@@ -278,9 +281,8 @@ void DecideVerdict(const RunRecord& run, BottleneckReport* rep) {
   }
 
   const std::string suggestion = Suggest(decode != nullptr ? *decode : *slow, run, rep);
-  rep->sentence =
-      absl::StrCat(VerdictClassName(rep->verdict), ": ", CloseCall(*slow, compute), waited, "; ",
-                   StageAt(*slow), decode_share, suggestion.empty() ? "" : "; ", suggestion);
+  rep->sentence = absl::StrCat(VerdictClassName(rep->verdict), ": ", CloseCall(*slow, compute),
+                               waited, "; ", slow_at, suggestion.empty() ? "" : "; ", suggestion);
   if (decode != nullptr) {
     absl::StrAppend(&rep->sentence, suggestion.empty() ? "; " : ", or make decoding cheaper: ",
                     Cheaper(Stage::kDecode, run, *rep));

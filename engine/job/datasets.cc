@@ -112,8 +112,9 @@ absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model,
         absl::StrCat(train.manifest_path(), ": samples are ", SampleDTypeName(spec.sample_dtype),
                      "; sluice-train trains on u8 images (as MNIST)"));
   }
-  ASSIGN_OR_RETURN(const ResolvedBatchFormat batch,
-                   ResolveBatchFormat(spec, format, SettingNames::kFlags));
+  ASSIGN_OR_RETURN(
+      const ResolvedBatchFormat batch,
+      ResolveBatchFormat(spec, format, SettingNames::kFlags, train.manifest().image_bound));
   if (batch.chain != nullptr && model.layers.front() != static_cast<int>(batch.sample.values())) {
     const SampleSpec& s = batch.chain->output_spec();
     return absl::InvalidArgumentError(absl::StrFormat(

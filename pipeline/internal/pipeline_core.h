@@ -75,6 +75,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   absl::Status BuildWhatIfCaches();
   absl::Status BuildChainFreeSamples();  // what-if transforms
   absl::Status BuildDecodedImages();     // what-if decode
+  absl::Status ReadFirstFrame(std::string* raw) const;
   void BuildGraph();
   static absl::Status CheckPipelineThreadsCanStart(int threads);
   FrameMsg ReadBody(oneapi::tbb::flow_control& fc);

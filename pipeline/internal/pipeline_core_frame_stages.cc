@@ -103,6 +103,18 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
   return absl::OkStatus();
 }
 
+// The layout's first frame, read and decompressed: what the what-if transforms and decode
+// caches are built from.
+absl::Status PipelineCore::ReadFirstFrame(std::string* raw) const {
+  const FrameRef& fr = layout_.frames.front();
+  const ShardReader* r = readers_[fr.shard];
+  std::string stored;
+  RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
+  raw->assign(r->frames()[fr.frame].raw_size, '\0');
+  return r->DecodeFrame(fr.frame, stored, absl::MakeSpan(raw->data(), raw->size()),
+                        ThisThreadDctx());
+}
+
 // The chain's outputs of the first frame's records (at most kChainFreeSamples), so the
 // batches keep real values (a backend's cost can follow them) at no chain cost per sample.
 absl::Status PipelineCore::BuildChainFreeSamples() {
@@ -114,11 +126,8 @@ absl::Status PipelineCore::BuildChainFreeSamples() {
   if (layout_.frames.empty()) return absl::OkStatus();  // no batches
   const FrameRef& fr = layout_.frames.front();
   const ShardReader* r = readers_[fr.shard];
-  std::string stored;
-  RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
-  std::string raw(r->frames()[fr.frame].raw_size, '\0');
-  RETURN_IF_ERROR(
-      r->DecodeFrame(fr.frame, stored, absl::MakeSpan(raw.data(), raw.size()), ThisThreadDctx()));
+  std::string raw;
+  RETURN_IF_ERROR(ReadFirstFrame(&raw));
   const FrameView frame(spec_, fr.record_count, raw.data());
   const size_t out_bytes = batch_sample_.bytes();
   chain_free_samples_.assign(size_t{std::min(kChainFreeSamples, fr.record_count)} * out_bytes, 0);
@@ -154,11 +163,8 @@ absl::Status PipelineCore::BuildDecodedImages() {
   if (layout_.frames.empty()) return absl::OkStatus();  // no batches
   const FrameRef& fr = layout_.frames.front();
   const ShardReader* r = readers_[fr.shard];
-  std::string stored;
-  RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
-  std::string raw(r->frames()[fr.frame].raw_size, '\0');
-  RETURN_IF_ERROR(
-      r->DecodeFrame(fr.frame, stored, absl::MakeSpan(raw.data(), raw.size()), ThisThreadDctx()));
+  std::string raw;
+  RETURN_IF_ERROR(ReadFirstFrame(&raw));
   const FrameView frame(spec_, fr.record_count, raw.data());
   const TransformChain& chain = preprocessor_->chain();
   std::vector<char> image(chain.spec(1).bytes());

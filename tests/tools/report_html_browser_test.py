@@ -110,7 +110,7 @@ def check(report, page_text, dom_text, png):
     dom = Dom()
     dom.feed(dom_text)
     names = [b[0] for b in dom.boxes]
-    if names != ["read", "decompress", "preprocess", "pinned_wait", "h2d", "compute",
+    if names != ["read", "decompress", "decode", "preprocess", "pinned_wait", "h2d", "compute",
                  "exchange"]:
         failures.append("boxes in the rendered DOM: %s" % names)
     marked = [b for b in dom.boxes if b[1] == "true"]

@@ -183,7 +183,10 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
   EXPECT_EQ(inspect.exit_code, 0) << inspect.text;
   EXPECT_THAT(inspect.text, HasSubstr(absl::StrCat("sample sizes (bytes, ", samples_.size(),
                                                    " records, nearest-rank percentiles):\n")));
-  EXPECT_THAT(inspect.text, HasSubstr("largest image (from the files' headers): 13 wide, 11 high"));
+  EXPECT_THAT(
+      inspect.text,
+      HasSubstr("largest image (from the files' headers; each the largest of any file): 13 wide, "
+                "11 high"));
   // Each table's numeric columns end where their headers end.
   for (const char* table : {"  min  ", "  shard  ", "  label  "}) {
     const std::vector<std::string> rows = TableAfter(inspect.text, table);
