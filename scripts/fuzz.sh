@@ -14,7 +14,7 @@ seconds=${SLUICE_FUZZ_SECONDS:-15}
 jobs=${SLUICE_FUZZ_JOBS:-2}
 dir="${BUILD_ROOT:-$root}/build-fuzz"
 targets=(shard_reader_fuzzer idx_reader_fuzzer manifest_reader_fuzzer checkpoint_reader_fuzzer
-  npy_reader_fuzzer)
+  npy_reader_fuzzer image_structure_fuzzer)
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSLUICE_FUZZ=ON -DSLUICE_CUDA=OFF \
