@@ -446,6 +446,11 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
                                      " corrupt frames of the test split skipped (",
                                      run.test_skipped_records, " records)"));
   }
+  if (!run.injected_delays.empty()) {
+    rep.notes.push_back(absl::StrCat(
+        "injected delays (--inject-delay): ", run.injected_delays,
+        "; every figure above includes them, and the advice is for the stage as delayed"));
+  }
   if (!run.not_evaluated.empty()) {
     rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }

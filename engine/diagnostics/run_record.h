@@ -158,6 +158,9 @@ struct RunRecord {
   uint64_t test_skipped_records = 0;
   std::vector<std::string> test_corrupt_frames;  // distinct messages, first 16
   std::string not_evaluated;  // why nothing was evaluated (empty: it was, or n/a)
+  // The delays --inject-delay added, e.g. "decode 2000 us per image" (empty: none): the report
+  // says so, since its figures and advice then describe an artificially slowed stage.
+  std::string injected_delays;
   // Data-parallel runs: this process's rank, the number of ranks, and its gradient exchange.
   int rank = 0;
   int world_size = 1;

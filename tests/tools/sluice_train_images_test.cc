@@ -235,6 +235,9 @@ TEST_F(SluiceTrainImagesTest, InjectedDecodeDelayIsNamedWithItsRowCeilingAndTrac
     ASSERT_EQ(out.exit_code, 0) << out.text;
     EXPECT_NE(out.text.find("decode runs inside preprocess, on its 1 threads"), std::string::npos)
         << out.text;
+    EXPECT_NE(out.text.find("note: injected delays (--inject-delay): decode 3000 us per image;"),
+              std::string::npos)
+        << out.text;
     std::ifstream in(json);
     const nlohmann::json report = nlohmann::json::parse(in);
     named = report["verdict"]["limiting_stage"] == "decode";
