@@ -264,11 +264,22 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
   });
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);  // the first in list order
   if (!options.skip_bad_images) {
+    // Every bad file at once, so one pass finds them all: the first few named, then a count.
+    std::vector<size_t> refused;
     for (size_t i = 0; i < n; ++i) {
-      if (!bad[i].empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            list.names[i], ": ", bad[i], " (--skip-bad-images leaves such files out)"));
+      if (!bad[i].empty()) refused.push_back(i);
+    }
+    if (!refused.empty()) {
+      std::string message = absl::StrCat(list.names[refused[0]], ": ", bad[refused[0]]);
+      for (size_t k = 1; k < refused.size() && k < kNamedExamples; ++k) {
+        absl::StrAppend(&message, "; ", list.names[refused[k]], ": ", bad[refused[k]]);
       }
+      if (refused.size() > kNamedExamples) {
+        absl::StrAppend(&message, "; and ", refused.size() - kNamedExamples, " more");
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(message, " (", refused.size(), refused.size() == 1 ? " file" : " files",
+                       " refused; --skip-bad-images leaves such files out)"));
     }
   }
 

@@ -300,6 +300,14 @@ TEST_F(SluiceShardImagesTest, ZeroByteNonImageAndTruncatedFilesAreNamedOrSkipped
   for (const auto& [file, contents, what] : bad) {
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), root + "/" + file, contents).ok());
   }
+  // Without --skip-bad-images one error names them all: the first five, then a count.
+  Result all = RunShard(absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet"));
+  EXPECT_EQ(all.exit_code, 1) << all.text;
+  for (const char* name : {"._x.jpg", "empty.png", "fake.jpg", "half.png", "no_eoi.jpg"}) {
+    EXPECT_THAT(all.text, HasSubstr(absl::StrCat(root, "/ant/", name, ": "))) << name;
+  }
+  EXPECT_THAT(all.text, HasSubstr("; and 1 more (6 files refused; --skip-bad-images leaves "
+                                  "such files out)"));
   Result r = RunShard(
       absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --skip-bad-images"));
   EXPECT_EQ(r.exit_code, 0) << r.text;
