@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/internal/report_internal.h"
 
@@ -86,9 +87,10 @@ std::string CloseCall(const StageRow& slow, const StageRow& compute) {
                          100 * kCloseCallFraction);
 }
 
-std::string StageAt(const StageRow& r) {
-  std::string s = absl::StrCat(StageName(r.stage), " is the limit at ",
-                               FormatRate(r.capacity_samples_per_s.value_or(0)));
+// "<stage> <lead> 1.2 k samples/s on 2 threads (...)": the row's capacity and where it runs.
+std::string StageRunsAt(const StageRow& r, absl::string_view lead) {
+  std::string s =
+      absl::StrCat(StageName(r.stage), lead, FormatRate(r.capacity_samples_per_s.value_or(0)));
   const ReportStageInfo* info = FindReportStage(r.stage);
   if (info != nullptr && info->track == TraceTrack::kCopyStream) {
     absl::StrAppend(&s, " on the copy stream");
@@ -99,6 +101,8 @@ std::string StageAt(const StageRow& r) {
   if (r.pct_of_ceiling) absl::StrAppendFormat(&s, " (%.0f%% of its ceiling)", *r.pct_of_ceiling);
   return s;
 }
+
+std::string StageAt(const StageRow& r) { return StageRunsAt(r, " is the limit at "); }
 
 // The pipeline stage with the lowest capacity (read, decompress, preprocess, h2d); null if
 // the pipeline recorded none.
@@ -128,8 +132,7 @@ const StageRow* DecodeWithin(const BottleneckReport& rep, const StageRow* slow) 
 // threads would decode 2.1 k samples/s doing nothing else, 96% of the bare decoder's rate on as
 // many cores)": the limiting stage named first, as in every other verdict.
 std::string DecodeAt(const StageRow& decode, const StageRow& preprocess) {
-  std::string at = StageAt(preprocess);
-  at.replace(0, std::string("preprocess is the limit at").size(), "preprocess, which runs at");
+  const std::string at = StageRunsAt(preprocess, ", which runs at ");
   std::string s = absl::StrFormat("decode is the limit: it takes %.0f%% of the busy time of %s",
                                   100.0 * decode.busy_ns / preprocess.busy_ns, at);
   if (decode.capacity_samples_per_s) {
