@@ -1,0 +1,305 @@
+"""sluice.Loader: the pipeline as a PyTorch data loader. Its arguments, its iteration (batches
+as zero-copy DLPack tensors), state_dict()/load_state_dict() for exact resume, and the report
+of the latest pass (docs/python.md)."""
+import math
+import numbers
+from collections.abc import Mapping
+
+import torch
+import torch.utils.dlpack
+
+from . import _sluice
+from . import transforms as _transforms
+from ._args import (_bool_arg, _int_arg, _normalize_arg, _path_arg, _refuse_other_arguments,
+                    _resource_arg)
+from .advice_check import _advice_check_text, _check_advice
+from .corruption_budget import _check_corrupt_budget
+
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
+_MAX_BATCH_SIZE = 2**31 - 1   # as sluice-train's --batch-size: the backends index with int32
+_MAX_SHUFFLE_WINDOW = 2**20   # as --shuffle-window (frames; 0 means the whole split)
+_MAX_EPOCH = 2**32 - 1        # set_epoch, load_state_dict
+
+
+def _distributed_default(rank, world_size):
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        if rank is None:
+            rank = dist.get_rank()
+        if world_size is None:
+            world_size = dist.get_world_size()
+    return (0 if rank is None else rank), (1 if world_size is None else world_size)
+
+
+def _device_name(device):
+    """The device as sluice names it (--device's grammar, device/device_spec.h): 'cpu',
+    'sim[:N]' or 'cuda:N'; 'cuda' is torch's current CUDA device, 'auto' a CUDA device when
+    there is one, else the CPU."""
+    platform, ordinal = _sluice.parse_device(str(device))
+    if platform == "cuda" and ordinal < 0:
+        ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return platform if ordinal < 0 else "%s:%d" % (platform, ordinal)
+
+
+class Loader:
+    """Iterates (images, labels) batches of a shard dataset, in sluice's deterministic order.
+
+    images: [B, C, H, W] in `dtype` (torchvision's ToTensor layout; float values x/255,
+    bitwise equal to ToTensor, or (x/255 - mean)/std with normalize=(mean, std)); uint8 gives
+    the raw pixels. labels: int64 [B]. batch_size is the global batch size: with world_size N
+    each rank gets its slice of every global batch (docs/architecture.md, "Data parallel").
+    One iteration is one epoch; the next iteration starts the next epoch (set_epoch sets it).
+    Defaults are sluice-train's (no shuffle; threads None or 0: all usable cores); split picks
+    a split of a dataset directory. transforms: ops each sample goes through before `dtype`
+    and `normalize` (a list of sluice.transforms ops or torchvision's of the same names, a
+    Compose, or a --transforms string; docs/transforms.md, "Using a chain"); the images are
+    then the chain's output shape. DataLoader's arguments are refused naming their sluice
+    equivalent (docs/python.md, "From DataLoader").
+    """
+    # Its public name, as when it was defined in sluice/__init__.py: repr, pickle and the
+    # report of sluice.probe(loader) (probe.loader: "sluice.Loader") show the type's module.
+    __module__ = "sluice"
+
+    def __init__(self, path, batch_size, shuffle=False, seed=0, drop_last=False, device="cpu",
+                 dtype=torch.float32, normalize=None, threads=None, rank=None, world_size=None,
+                 on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
+                 device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
+                 decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
+                 max_corrupt_fraction=0.01, split=None, transforms=None, **other_arguments):
+        _refuse_other_arguments(other_arguments, Loader.__init__)
+        self._arguments = {k: v for k, v in locals().items()
+                           if k not in ("self", "other_arguments")}  # check_advice
+        path = _path_arg("path", path)
+        if split is not None and not isinstance(split, str):
+            raise TypeError("split: expected a str or None, got %r (%s)"
+                            % (split, type(split).__name__))
+        path = _sluice._split_manifest(path, split)
+        shuffle = _bool_arg("shuffle", shuffle)
+        drop_last = _bool_arg("drop_last", drop_last)
+        device_zero_copy = _bool_arg("device_zero_copy", device_zero_copy)
+        batch_size = _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE)
+        seed = _int_arg("seed", seed, 0, 2**64 - 1)
+        shuffle_window_frames = _int_arg("shuffle_window_frames", shuffle_window_frames, 0,
+                                         _MAX_SHUFFLE_WINDOW, meaning=" (0: the whole split)")
+        # Types and signs here; the maxima are sluice-train's (pipeline/resource_limits.h).
+        # 0 as sluice-train's --threads=0 (all usable cores) and --decompress-threads=0 (threads).
+        threads = _resource_arg("threads", threads, none_ok=True,
+                                meaning=" (None or 0: all usable cores)")
+        decompress_threads = _resource_arg("decompress_threads", decompress_threads,
+                                           none_ok=True, meaning=" (None or 0: threads)")
+        preprocess_threads = _resource_arg("preprocess_threads", preprocess_threads,
+                                           none_ok=True, meaning=" (None or 0: threads)")
+        pool_size = _resource_arg("pool_size", pool_size, none_ok=True,
+                                  meaning=" (None: automatic)")
+        device_ring_depth = _resource_arg("device_ring_depth", device_ring_depth)
+        read_ahead_frames = _resource_arg("read_ahead_frames", read_ahead_frames)
+        rank = _int_arg("rank", rank, 0, 2**32 - 2, none_ok=True, meaning=" (below world_size)")
+        world_size = _int_arg("world_size", world_size, 1, 2**32 - 1, none_ok=True)
+        if isinstance(max_corrupt_fraction, bool) or not isinstance(max_corrupt_fraction,
+                                                                    numbers.Real):
+            raise TypeError("max_corrupt_fraction: expected a number in [0, 1], got %r"
+                            % (max_corrupt_fraction,))
+        if not (math.isfinite(max_corrupt_fraction) and 0 <= max_corrupt_fraction <= 1):
+            raise ValueError("max_corrupt_fraction: must be a finite number in [0, 1], got %r"
+                             % (max_corrupt_fraction,))
+        self._max_corrupt_fraction = float(max_corrupt_fraction)
+        if dtype not in _DTYPES:
+            raise ValueError("dtype: must be torch.float32, torch.float16 or torch.uint8, got %r"
+                             % (dtype,))
+        mean, std = [0.0], [1.0]
+        if normalize is not None:
+            if dtype == torch.uint8:
+                raise ValueError("normalize: uint8 batches carry raw pixels; normalize needs "
+                                 "dtype torch.float32 or torch.float16")
+            mean, std = _normalize_arg(normalize)
+        if on_corrupt not in ("fail", "skip"):
+            raise ValueError("on_corrupt: must be 'fail' or 'skip', got %r" % (on_corrupt,))
+        rank, world_size = _distributed_default(rank, world_size)
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError("rank %r / world_size %r: need world_size >= 1 and "
+                             "0 <= rank < world_size" % (rank, world_size))
+        self._device = _device_name(device)
+        self._torch_device = torch.device(self._device if self._device.startswith("cuda")
+                                          else "cpu")
+        # The chain as sluice-train's --transforms takes it; built against the dataset by
+        # _LoaderCore (ValueError naming the op that does not fit).
+        transforms_text = _transforms.chain_text(transforms)
+        if dtype == torch.uint8 and _transforms.has_to_tensor(transforms):
+            raise ValueError("transforms: ToTensor gives float32 x/255, but dtype=torch.uint8 "
+                             "delivers raw pixels; drop ToTensor or use dtype=torch.float32")
+        self.rank, self.world_size = rank, world_size
+        self._core = _sluice._LoaderCore(
+            str(path), batch_size, bool(shuffle), int(seed), int(shuffle_window_frames),
+            bool(drop_last), self._device, _DTYPES[dtype], mean, std, threads or 0, rank,
+            world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
+            decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames),
+            transforms_text)
+        self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
+                       "window": int(shuffle_window_frames), "drop_last": bool(drop_last),
+                       "transforms": self._core.transforms_identity()}
+        self._epoch = 0
+        self._step = 0
+        self._pass = None
+        self._pass_epoch = None
+        self._epoch_rates = []  # (epoch, samples, seconds, samples/s) of each finished pass
+
+    def __len__(self):
+        """Batches per epoch: global steps (every rank gets every step when world_size > 1;
+        with one rank, batches that on_corrupt='skip' emptied entirely are not delivered)."""
+        return self._core.steps_per_epoch()
+
+    def set_epoch(self, epoch):
+        """The next iteration delivers epoch `epoch` (an int in [0, 2**32 - 1]) from its first
+        step (as on DistributedSampler). Without it, each iteration delivers the epoch after
+        the last."""
+        self._epoch, self._step = _int_arg("set_epoch: epoch", epoch, 0, _MAX_EPOCH), 0
+
+    def state_dict(self):
+        """Where the next batch comes from: {"order": {...}, "dataset": {"manifest_xxh3",
+        "records"}, "epoch": e, "step": s}."""
+        epoch, step = self._epoch, self._step
+        if step >= len(self):  # the epoch's last batch was delivered
+            epoch, step = epoch + 1, 0
+        return {"order": dict(self._order), "dataset": self._dataset_identity(),
+                "epoch": epoch, "step": step}
+
+    def _dataset_identity(self):
+        # What sluice-train's checkpoints record of the data (engine/job/resume.cc).
+        return {"manifest_xxh3": self._core.manifest_xxh3(), "records": self._core.record_count()}
+
+    def load_state_dict(self, state):
+        """Resumes at state["epoch"], state["step"]: the next iteration continues the epoch
+        exactly where the saved loader stopped. The state must be of this dataset and this
+        order (as sluice-train's checkpoints), with the step within the epoch."""
+        if not isinstance(state, Mapping):
+            raise TypeError("load_state_dict: expected the dict of state_dict(), got %r"
+                            % (type(state).__name__,))
+        for key in ("order", "dataset", "epoch", "step"):
+            if key not in state:
+                raise ValueError("load_state_dict: the state has no %r (expected the dict of "
+                                 "state_dict(): order, dataset, epoch, step)" % key)
+        for key in ("order", "dataset"):
+            if not isinstance(state[key], Mapping):
+                raise TypeError("load_state_dict: state[%r] must be a dict as state_dict() "
+                                "gives, got %r" % (key, state[key]))
+        order = state["order"]
+        for key, value in self._order.items():
+            if order.get(key) != value:
+                raise ValueError("load_state_dict: order.%s is %r in the state but %r in this "
+                                 "loader; resuming needs the same order"
+                                 % (key, order.get(key), value))
+        mine = self._dataset_identity()
+        theirs = {key: state["dataset"].get(key) for key in mine}
+        if theirs != mine:
+            raise ValueError(
+                "load_state_dict: the state is of another dataset (manifest XXH3 %s, %s records) "
+                "than this loader's %s (%s, %d records); resuming needs the same dataset"
+                % (theirs["manifest_xxh3"], theirs["records"], self._core.manifest_path(),
+                   mine["manifest_xxh3"], mine["records"]))
+        epoch = _int_arg("load_state_dict: epoch", state["epoch"], 0, _MAX_EPOCH)
+        step = _int_arg("load_state_dict: step", state["step"], 0, len(self),
+                        meaning=" (the steps of an epoch)")
+        if step == len(self):
+            if epoch == _MAX_EPOCH:
+                raise ValueError("load_state_dict: the state is past the last epoch %d"
+                                 % _MAX_EPOCH)
+            epoch, step = epoch + 1, 0
+        self._epoch, self._step = epoch, step
+
+    def __iter__(self):
+        previous, self._pass = self._pass, None
+        if previous is not None:
+            previous.cancel()
+        # Dropped before the next pass starts: once no batch of it is alive, its pipeline gives
+        # its buffers back for the next one to reuse instead of allocating (and page-faulting)
+        # its own.
+        del previous
+        self._pass = self._core.start(self._epoch, self._step)
+        self._pass_epoch = self._epoch
+        return _Iterator(self, self._pass)
+
+    def _last_pass(self, what):
+        if self._pass is None:
+            raise ValueError("%s: the loader has not been iterated yet" % what)
+        return self._pass
+
+    def report(self, check_advice=False, steps=100, rounds=2):
+        """The bottleneck report of the latest pass (the current or last epoch) as a dict, in
+        the schema of `sluice-train --report-json` (docs/report-schema.md); the compute stage is
+        the Python code between next() calls.
+
+        check_advice=True runs each piece of the verdict's advice as an experiment and adds
+        "advice_check" (docs/python.md): `steps` batches from the start of the epoch, with your
+        step's measured mean time simulated as a sleep, as the loader was and with the advised
+        argument changed, `rounds` times each in turn; the better rate of each is kept."""
+        report = self._last_pass("report()").report_json()
+        if check_advice:
+            report["advice_check"] = _check_advice(self._arguments, report, steps, rounds)
+        return report
+
+    def report_text(self, check_advice=False, steps=100, rounds=2):
+        """The report's table, verdict and figures, as text; with check_advice=True, followed
+        by the measured before and after of each piece of advice (see report())."""
+        text = self._last_pass("report_text()").report_text()
+        if check_advice:
+            report = self._last_pass("report_text()").report_json()
+            text += _advice_check_text(_check_advice(self._arguments, report, steps, rounds),
+                                       steps, rounds)
+        return text
+
+    def report_html(self, path):
+        """Writes the report of the latest pass as one self-contained HTML page at `path` (no
+        network, no script): the chain of stages with the limiting one marked, the verdict,
+        the rate of each pass this loader finished, and a timeline of your step against the
+        wait for data (docs/bottleneck.md, "The picture"). Returns the path."""
+        self._last_pass("report_html()").report_html(str(path), list(self._epoch_rates))
+        return str(path)
+
+    def skipped(self):
+        """on_corrupt='skip': {"frames", "records", "messages"} skipped in the latest pass."""
+        s = self._last_pass("skipped()").stats_json()
+        return {"frames": s["skipped_frames"], "records": s["skipped_records"],
+                "messages": list(s["corrupt_frames"])}
+
+
+class _Iterator:
+    def __init__(self, loader, run):
+        self._loader = loader
+        self._pass = run
+        self._cuda = loader._device.startswith("cuda")
+        self._ended = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        stream = 0
+        if self._cuda:
+            stream = torch.cuda.current_stream(self._loader._torch_device).cuda_stream
+        item = self._pass.next(stream)
+        loader = self._loader
+        if item is None:
+            ended = self._ended
+            if loader._pass is self._pass:
+                if not ended:
+                    samples, seconds, rate = self._pass.epoch_rate()
+                    if samples > 0:
+                        loader._epoch_rates.append((loader._pass_epoch, samples, seconds, rate))
+                loader._epoch, loader._step = loader._pass_epoch + 1, 0
+            self._ended = True
+            if not ended:
+                _check_corrupt_budget(loader, self._pass)
+            raise StopIteration
+        images_capsule, labels_capsule, copy, epoch, step = item
+        images = torch.utils.dlpack.from_dlpack(images_capsule)
+        labels = torch.utils.dlpack.from_dlpack(labels_capsule)
+        if labels.dtype != torch.int64:  # device batches: the buffer's int32, converted there
+            labels = labels.to(torch.int64)
+        if copy:
+            # Host: the caller holds half of the pipeline's buffers. Device, with
+            # device_zero_copy=False: every batch. A copy (on the current stream), and the
+            # buffer goes back at once (the zero-copy tensor dies here).
+            images = images.clone()
+        if loader._pass is self._pass:
+            loader._epoch, loader._step = epoch, step + 1
+        return images, labels

@@ -1,0 +1,94 @@
+"""sluice.write_dataset: a split of a shard dataset from numpy arrays or encoded JPEG/PNG files,
+written by the code of `sluice-shard create` (docs/python.md, "Datasets"). The arguments' types
+and ranges (those of its flags) are checked here; the arrays' shapes, the labels and the images'
+signatures in C++ (python/src/writer.cc)."""
+from . import _sluice
+from ._args import _int_arg, _path_arg
+
+
+def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
+                  zstd_level=3, threads=0, layout=None, num_classes=None,
+                  frame_bytes=4 << 20, codec=None, classes=None, sources=None):
+    """Writes split `split` of a shard dataset into directory `out` (the code of
+    `sluice-shard create`). Atomic; returns {"split", "records", "shards", "num_classes"}.
+
+    images: a list of bytes, each an encoded JPEG or PNG file, stored as it is (shard
+    version 2; frames close at records_per_frame records or frame_bytes raw bytes; codec
+    "none" (the default for them) or "zstd"; classes: optional class names, index = label,
+    recorded in the manifest; sources: optional, one str per image, e.g. its file path,
+    recorded in the manifest to name a record that fails to decode); an empty or non-JPEG/PNG
+    item is refused naming its index.
+    Or an array, uint8 or float32, one of
+      [N, D]        feature vectors, stored as 1 channel of 1 x D (batches: [B, 1, 1, D]);
+      [N, H, W]     one channel;
+      [N, H, W, C]  layout="NHWC" (channels last, stored as is);
+      [N, C, H, W]  layout="NCHW" (channels first, transposed to the stored H, W, C).
+    A 4-D array without `layout` is read as NHWC only when its last dimension is at most 4 and
+    its second more than 4; any other 4-D shape is refused (ValueError showing both readings).
+    labels: uint8, int32 or int64 of shape [N], class indices in [0, num_classes);
+    num_classes (None: the largest label + 1) is recorded in the manifest, and a negative or
+    too large label is refused, naming the first such record and its value."""
+    import numpy as np
+    if isinstance(images, (list, tuple)):
+        return _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
+                              zstd_level, threads, layout, num_classes, frame_bytes, codec,
+                              classes, sources)
+    if frame_bytes != 4 << 20 or codec is not None or classes is not None or sources is not None:
+        raise ValueError("frame_bytes, codec, classes and sources apply to encoded images (a "
+                         "list of bytes); arrays are stored as zstd frames of records_per_frame "
+                         "records")
+    if layout is not None and layout not in ("NHWC", "NCHW"):
+        raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
+    num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
+                           meaning=" (None: the largest label + 1)")
+    out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
+        out, split, records_per_shard, records_per_frame, zstd_level, threads)
+    return _sluice.write_dataset(out, split, np.asarray(images), np.asarray(labels),
+                                 records_per_shard, records_per_frame, zstd_level, threads,
+                                 layout or "", num_classes or 0)
+
+
+def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_level, threads):
+    """The arguments write_dataset takes for arrays and encoded images alike, checked against
+    the ranges of sluice-shard create's flags; TypeError or ValueError naming the one wrong."""
+    records_per_shard = _int_arg("records_per_shard", records_per_shard, 1)
+    records_per_frame = _int_arg("records_per_frame", records_per_frame, 1, 2**32 - 1)
+    zstd_level = _int_arg("zstd_level", zstd_level, 1, 22)
+    threads = _int_arg("threads", threads, 0, _sluice.RESOURCE_RANGES["threads"][1],
+                       meaning=" (0: all usable cores)")
+    out = _path_arg("out", out)
+    if not isinstance(split, str):
+        raise TypeError("split: expected a str, got %r (%s)" % (split, type(split).__name__))
+    return out, split, records_per_shard, records_per_frame, zstd_level, threads
+
+
+def _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
+                   zstd_level, threads, layout, num_classes, frame_bytes, codec, classes,
+                   sources):
+    """write_dataset for a list of encoded images (arguments as write_dataset's)."""
+    import numpy as np
+    if layout is not None:
+        raise ValueError("layout: applies to 4-D arrays, not to encoded images")
+    codec = "none" if codec is None else codec
+    if codec not in ("none", "zstd"):
+        raise ValueError("codec: expected None, 'none' or 'zstd', got %r" % (codec,))
+    if classes is not None:
+        classes = list(classes)
+        if not all(isinstance(c, str) for c in classes):
+            raise TypeError("classes: expected a list of str (class names, index = label)")
+        if num_classes is not None and num_classes != len(classes):
+            raise ValueError("classes: %d names for num_classes=%d" % (len(classes), num_classes))
+        num_classes = len(classes)
+    if sources is not None:
+        sources = list(sources)
+        if not all(isinstance(x, str) for x in sources) or len(sources) != len(images):
+            raise TypeError("sources: expected a list of %d str (one per image)" % len(images))
+    num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
+                           meaning=" (None: the largest label + 1)")
+    out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
+        out, split, records_per_shard, records_per_frame, zstd_level, threads)
+    frame_bytes = _int_arg("frame_bytes", frame_bytes, 1, 2**31)
+    return _sluice.write_encoded_dataset(out, split, list(images), np.asarray(labels),
+                                         records_per_shard, records_per_frame, frame_bytes,
+                                         codec, zstd_level, threads, num_classes or 0,
+                                         classes or [], sources or [])
