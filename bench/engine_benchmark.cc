@@ -4,6 +4,8 @@
 // zero, like Fashion-MNIST (49.5% nonzero), since the CPU backend's first layer skips zero
 // pixels; BM_CpuTrainStep_Dense uses inputs with no zeros (the sgemm path). BM_CpuTrainStep_Wide
 // is 784-4096-4096-10 at batch 1024 (GEMM-bound: how the split scales with cores).
+// BM_CpuTrainStep_StoredGradient is FashionLike with CpuBackendOptions::fused_sgd off: the
+// gradient stored, then stepped, as data-parallel runs do (what the fused step saves).
 //   ./build/bench/engine_benchmark --benchmark_filter=CpuTrainStep
 #include <benchmark/benchmark.h>
 
@@ -32,7 +34,7 @@ std::vector<uint8_t> MakeImages(double nonzero_fraction, uint64_t seed) {
 }
 
 void RunTrainStep(benchmark::State& state, double nonzero_fraction,
-                  std::vector<int> layers = ModelConfig{}.layers) {
+                  std::vector<int> layers = ModelConfig{}.layers, bool fused_sgd = true) {
   const int batch = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
   ModelConfig model;
@@ -40,8 +42,8 @@ void RunTrainStep(benchmark::State& state, double nonzero_fraction,
   OptimizerConfig opt;
   BackendOptions options;
   options.max_batch = batch;
-  auto backend =
-      CreateCpuBackend(InitModelState(model, opt, 1), opt, options, {.threads = threads});
+  auto backend = CreateCpuBackend(InitModelState(model, opt, 1), opt, options,
+                                  {.threads = threads, .fused_sgd = fused_sgd});
   if (!backend.ok()) {
     state.SkipWithError(backend.status().ToString().c_str());
     return;
@@ -70,11 +72,21 @@ void RunTrainStep(benchmark::State& state, double nonzero_fraction,
 
 void BM_CpuTrainStep_FashionLike(benchmark::State& state) { RunTrainStep(state, 0.495); }
 void BM_CpuTrainStep_Dense(benchmark::State& state) { RunTrainStep(state, 1.0); }
+void BM_CpuTrainStep_StoredGradient(benchmark::State& state) {
+  RunTrainStep(state, 0.495, ModelConfig{}.layers, /*fused_sgd=*/false);
+}
 void BM_CpuTrainStep_Wide(benchmark::State& state) {
   RunTrainStep(state, 0.495, {784, 4096, 4096, 10});
 }
 
 BENCHMARK(BM_CpuTrainStep_FashionLike)
+    ->ArgNames({"batch", "threads"})
+    ->Args({32, 1})
+    ->Args({32, 2})
+    ->Args({256, 1})
+    ->Args({256, 2})
+    ->UseRealTime();
+BENCHMARK(BM_CpuTrainStep_StoredGradient)
     ->ArgNames({"batch", "threads"})
     ->Args({32, 1})
     ->Args({32, 2})

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "common/cpu_isa.h"
 #include "common/status_macros.h"
 
 #if defined(__x86_64__)
@@ -16,22 +17,13 @@ namespace sluice {
 namespace {
 constexpr double kInv255 = 1.0 / 255.0;
 
-// ifunc resolvers run before the sanitizer runtimes initialize (and crash under TSan), so
-// sanitizer builds get the single portable version.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SLUICE_CONVERT_CLONES
-#else
-#define SLUICE_CONVERT_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-
-// The portable u8 -> f32 loops (CPUs without AVX2 + FMA), cloned for AVX2 where the vector
-// kernel below is not proven: same IEEE operations in the same order as the scalar formula
-// (no FMA contraction in ISO C++ mode), so the same bits.
-SLUICE_CONVERT_CLONES void U8ToF32Scaled(const uint8_t* in, float* out, size_t n) {
+// The portable u8 -> f32 loops (CPUs without AVX2 + FMA, SLUICE_CPU_ISA=baseline, or where the
+// vector kernel below is not proven): the scalar formula's IEEE operations in the same order (no
+// FMA contraction in ISO C++ mode), so the same bits.
+void U8ToF32Scaled(const uint8_t* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i] * kInv255);
 }
-SLUICE_CONVERT_CLONES void U8ToF32Normalized(const uint8_t* in, float* out, size_t n, float mean,
-                                             float sd) {
+void U8ToF32Normalized(const uint8_t* in, float* out, size_t n, float mean, float sd) {
   for (size_t i = 0; i < n; ++i) out[i] = (static_cast<float>(in[i] * kInv255) - mean) / sd;
 }
 
@@ -106,16 +98,16 @@ SampleConverter::VectorKernel SelectVectorKernel(AffineMode mode, bool f16) {
   return nullptr;
 }
 
-// AVX2 and FMA through the compiler's CPU model (which also checks that the OS saves the YMM
-// state); F16C from CPUID leaf 1 directly (clang 14 has no "f16c" for __builtin_cpu_supports).
+// AVX2 and FMA from the level sluice may use (common/cpu_isa.h: the CPU's, capped by
+// SLUICE_CPU_ISA); F16C from CPUID leaf 1 directly (clang 14 has no "f16c" for
+// __builtin_cpu_supports).
 bool CpuHasF16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
 
 bool CpuHasVectorKernel(bool f16) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (!f16 || CpuHasF16c());
+  return UsableCpuIsa() >= CpuIsa::kAvx2 && (!f16 || CpuHasF16c());
 }
 #endif
 }  // namespace

@@ -201,9 +201,12 @@ if ((!have_gpu && !sim)); then
   take_share nccl && row "NCCL world of 1 vs no exchange" "skipped: NCCL needs a GPU (no GPU here)"
 else
   # A sum over one rank changes nothing: the run through the exchange must end bitwise equal to
-  # the same run without it. Two runs share the step's weight.
+  # the same run without it. Both sides store the gradient and then step it: the CPU kernels of
+  # the sim backend otherwise fuse plain SGD's step into the gradient's sgemm without an
+  # exchange, which some OpenBLAS kernels (SkylakeX) round differently (--fused-sgd=false; CUDA
+  # always steps from the stored gradient). Two runs share the step's weight.
   weight[nccl]=$((weight[nccl] / 2)) && pending_weight=$((pending_weight + weight[nccl]))
-  run_train no-exchange nccl --epochs 1 --batch-size 32 --device $dev \
+  run_train no-exchange nccl --epochs 1 --batch-size 32 --device $dev --fused-sgd=false \
     --export-safetensors "$work/no-exchange.safetensors"
   run_train exchange-world1 nccl --epochs 1 --batch-size 32 --device $dev --exchange-always \
     --export-safetensors "$work/exchange-world1.safetensors"

@@ -17,6 +17,9 @@ jobs=$(nproc)
 cmake --preset ci
 cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
+# The bitwise-equality tests again under every CPU code path this machine can take
+# (SLUICE_CPU_ISA caps, OPENBLAS_CORETYPE core types): about 20 s.
+bash scripts/test-cpu-paths.sh build
 if [[ "${SLUICE_SKIP_SANITIZERS:-0}" != 1 && -x scripts/sanitize.sh ]]; then
   bash scripts/sanitize.sh
 fi

@@ -64,6 +64,10 @@ ABSL_FLAG(bool, cuda_graph, false, "CUDA: capture the train step into a CUDA Gra
 ABSL_FLAG(bool, exchange_always, false,
           "Run the gradient exchange (MPI; NCCL on CUDA) even in a single process, where it "
           "changes nothing: executes the data-parallel path on one device (tests, GPU check)");
+ABSL_FLAG(bool, fused_sgd, true,
+          "CPU and sim: plain SGD steps each weight inside its gradient's sgemm; false stores "
+          "the gradient, then steps, as --exchange-always does (compare the two bitwise only "
+          "with this off: docs/distributed.md)");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of initialization and shuffle");
 ABSL_FLAG(bool, shuffle, false, "Shuffle (off: file order, as the reference DataLoader)");
 ABSL_FLAG(int64_t, shuffle_window, 64,
@@ -301,6 +305,7 @@ absl::Status DeviceFromFlags(TrainJobOptions& o) {
   o.backend.options.precision = *precision;
   o.backend.cuda.cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
   o.backend.options.exchange_in_world_of_one = absl::GetFlag(FLAGS_exchange_always);
+  o.backend.cpu.fused_sgd = absl::GetFlag(FLAGS_fused_sgd);
   RETURN_IF_ERROR(CheckThreadCount("compute-threads", absl::GetFlag(FLAGS_compute_threads)));
   ASSIGN_OR_RETURN(o.backend.cpu.threads,
                    Positive<int>("compute-threads", absl::GetFlag(FLAGS_compute_threads), true));

@@ -35,8 +35,13 @@ int64_t NowNs() {
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelConfig& model, const OptimizerConfig& opt,
-                       const BackendOptions& options, int threads)
-    : model_(model), opt_(opt), options_(options), threads_(threads) {
+                       const BackendOptions& options, int threads, bool fused_sgd)
+    : model_(model),
+      opt_(opt),
+      options_(options),
+      threads_(threads),
+      fused_sgd_(fused_sgd && opt.kind == OptimizerKind::kSgd && opt.momentum == 0.0f &&
+                 opt.weight_decay == 0.0f) {
   const int L = model_.num_linear();
   const int max_batch = options_.max_batch;
   for (int k = 0; k < L; ++k) {
@@ -220,7 +225,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const ModelState& stat
   }
   if (threads == 0) threads = UsableCores();
   RETURN_IF_ERROR(CheckThreadsCanStart(threads - 1, "the CPU backend's compute threads"));
-  auto backend = std::make_unique<cpu_internal::CpuBackend>(state.model, opt, options, threads);
+  auto backend =
+      std::make_unique<cpu_internal::CpuBackend>(state.model, opt, options, threads, cpu.fused_sgd);
   RETURN_IF_ERROR(backend->LoadState(state));
   return backend;
 }

@@ -16,6 +16,14 @@ struct CpuBackendOptions {
   // The threads each batch is split across; 0: all usable cores. sluice-train's default
   // leaves the pipeline its share (engine/job/train_job.h, DefaultComputeThreads).
   int threads = 0;
+  // Plain SGD (no momentum, no weight decay) steps each dense weight inside its gradient's
+  // sgemm (W^T -= lr * x^T dy, beta = 1): no gradient stores and no optimizer pass (the
+  // batch-32 step of the reference MLP: 300 -> 210 us on one thread). false computes the
+  // gradient, then steps it, as a data-parallel run always does (it needs the gradient for
+  // the exchange). The two agree up to rounding, and agree bitwise only under some OpenBLAS
+  // kernels: a single-process run compared bitwise with an --exchange-always run must turn
+  // this off (docs/distributed.md, "A world of one").
+  bool fused_sgd = true;
 };
 
 // Creates the CPU backend, starting from `state` (see InitModelState). kInvalidArgument for a

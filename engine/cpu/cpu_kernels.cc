@@ -1,8 +1,8 @@
-// Element-wise loops are written plainly and compiled for AVX-512, AVX2 and baseline
-// (target_clones); the file is built with -O3 -ffp-contract=fast so the compiler vectorizes and
-// fuses them. The sparse-input kernels use AVX-512 intrinsics: keeping 8 accumulators of 16
-// floats in registers across a row's nonzeros is what makes them beat the dense sgemm, and a
-// compiler cannot be relied on to do that from plain loops.
+// The CPU backend's kernels: the sparse-input kernels use AVX-512 intrinsics (keeping 8
+// accumulators of 16 floats in registers across a row's nonzeros is what makes them beat the
+// dense sgemm, and a compiler cannot be relied on to do that from plain loops); the dense ones
+// call OpenBLAS; the element-wise loops are built once per instruction-set level
+// (internal/elementwise.h) and called here through the table of the level this CPU may use.
 #include "engine/cpu/internal/cpu_kernels.h"
 
 #include <cblas.h>
@@ -12,25 +12,29 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/cpu_isa.h"
+#include "engine/cpu/internal/elementwise.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
-// ifunc resolvers run before the sanitizer runtimes initialize (and crash under TSan), so
-// sanitizer builds get the single portable version (as pipeline/convert.cc).
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SLUICE_CLONES
-#else
-#define SLUICE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
 #define SLUICE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,popcnt")))
 
 namespace sluice::cpu_internal {
 
-bool SparseKernelsAvailable() {
-  static const bool available =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return available;
+bool SparseKernelsAvailable() { return UsableCpuIsa() >= CpuIsa::kAvx512; }
+
+const ElementwiseKernels& Elementwise() {
+#if defined(__x86_64__)
+  switch (UsableCpuIsa()) {
+    case CpuIsa::kAvx512:
+      return avx512::kElementwise;
+    case CpuIsa::kAvx2:
+      return avx2::kElementwise;
+    case CpuIsa::kBaseline:
+      break;
+  }
+#endif
+  return baseline::kElementwise;
 }
 
 namespace {
@@ -248,27 +252,18 @@ void DenseInputGrad(const float* wt, const float* dy, int B, int I, int O, float
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, I, O, 1.0f, dy, O, wt, O, 0.0f, dx, I);
 }
 
-SLUICE_CLONES void AddInPlace(const float* __restrict src, int64_t n, float* __restrict dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+void AddInPlace(const float* src, int64_t n, float* dst) {
+  Elementwise().add_in_place(src, n, dst);
 }
 
-SLUICE_CLONES void BiasGrad(const float* __restrict dy, int B, int O, float* __restrict db) {
-  for (int o = 0; o < O; ++o) db[o] = 0.0f;
-  for (int b = 0; b < B; ++b) {
-    const float* __restrict row = dy + int64_t{b} * O;
-    for (int o = 0; o < O; ++o) db[o] += row[o];
-  }
+void BiasGrad(const float* dy, int B, int O, float* db) { Elementwise().bias_grad(dy, B, O, db); }
+
+void ReluBackwardInPlace(const float* y, int64_t n, float* dx) {
+  Elementwise().relu_backward(y, n, dx);
 }
 
-SLUICE_CLONES void ReluBackwardInPlace(const float* __restrict y, int64_t n, float* __restrict dx) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
-}
-
-SLUICE_CLONES void NormalizeU8(const uint8_t* __restrict in, int64_t n, float mean, float std,
-                               float* __restrict out) {
-  // Same operations in the same order as ref::NormalizeU8 (a division, a subtraction and a
-  // division cannot be contracted), so the result is bitwise identical.
-  for (int64_t i = 0; i < n; ++i) out[i] = (static_cast<float>(in[i]) / 255.0f - mean) / std;
+void NormalizeU8(const uint8_t* in, int64_t n, float mean, float std, float* out) {
+  Elementwise().normalize_u8(in, n, mean, std, out);
 }
 
 void HalfToFloat(const uint16_t* in, int64_t n, float* out) {
@@ -324,40 +319,19 @@ void SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int B, int 
   }
 }
 
-SLUICE_CLONES void SgdUpdate(float* __restrict p, const float* __restrict grad,
-                             float* __restrict momentum_buf, int64_t n, float lr, float momentum,
-                             bool nesterov, float weight_decay, bool first_step) {
-  if (momentum == 0.0f) {
-    if (weight_decay == 0.0f) {
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * grad[i];
-    } else {
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * (grad[i] + weight_decay * p[i]);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] + weight_decay * p[i];
-    const float buf = first_step ? g : momentum * momentum_buf[i] + g;
-    momentum_buf[i] = buf;
-    p[i] -= lr * (nesterov ? g + momentum * buf : buf);
-  }
+void SgdUpdate(float* p, const float* grad, float* momentum_buf, int64_t n, float lr,
+               float momentum, bool nesterov, float weight_decay, bool first_step) {
+  Elementwise().sgd(p, grad, momentum_buf, n, lr, momentum, nesterov, weight_decay, first_step);
 }
 
-SLUICE_CLONES void AdamWUpdate(float* __restrict p, const float* __restrict grad,
-                               float* __restrict m, float* __restrict v, int64_t n, float lr,
-                               float beta1, float beta2, float eps, float weight_decay,
-                               int64_t step) {
+void AdamWUpdate(float* p, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, int64_t step) {
   const float bias_correction1 = static_cast<float>(1.0 - std::pow(double{beta1}, step));
   const float bias_correction2 = static_cast<float>(1.0 - std::pow(double{beta2}, step));
   const float step_size = lr / bias_correction1;
   const float inv_sqrt_bc2 = 1.0f / std::sqrt(bias_correction2);
   const float decay = 1.0f - lr * weight_decay;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i];
-    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
-    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
-    p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
-  }
+  Elementwise().adamw(p, grad, m, v, n, beta1, beta2, eps, step_size, inv_sqrt_bc2, decay);
 }
 
 }  // namespace sluice::cpu_internal

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cpu_isa.h"
 #include "gtest/gtest.h"
 
 namespace sluice {
@@ -125,9 +126,9 @@ TEST(Convert, EveryU8ValueAndLengthMatchesTheReference) {
 // proof would silently leave the slow path in place); elsewhere this says why it skips.
 TEST(Convert, UsesTheVectorKernelWhereTheCpuHasIt) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    GTEST_SKIP() << "this CPU has no AVX2 + FMA: the portable loop and the table are in use";
+  if (UsableCpuIsa() < CpuIsa::kAvx2) {
+    GTEST_SKIP() << "this CPU has no AVX2 + FMA, or SLUICE_CPU_ISA=" << CpuIsaName(UsableCpuIsa())
+                 << " caps it: the portable loop and the table are in use";
   }
   const Normalization norms[] = {Scalar(0.0f, 1.0f), Scalar(0.2860f, 0.3530f),
                                  Scalar(0.1307f, 0.3081f)};

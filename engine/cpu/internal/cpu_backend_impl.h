@@ -46,7 +46,7 @@ namespace sluice::cpu_internal {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const ModelConfig& model, const OptimizerConfig& opt, const BackendOptions& options,
-             int threads);
+             int threads, bool fused_sgd);
 
   std::string name() const override;
   device::Platform platform() const override { return device::Platform::kCpu; }
@@ -117,10 +117,10 @@ class CpuBackend final : public Backend {
   // The first layer's weight gradient is computed per slice and summed (the AVX-512 sparse
   // kernels work from a slice's column lists).
   const bool per_slice_dw0_ = SparseKernelsAvailable();
-  // SGD without momentum or weight decay: a dense weight's step is fused into its gradient's
-  // sgemm (outside data-parallel runs, which need the gradient itself for the exchange).
-  const bool plain_sgd_ =
-      opt_.kind == OptimizerKind::kSgd && opt_.momentum == 0.0f && opt_.weight_decay == 0.0f;
+  // SGD without momentum or weight decay, with CpuBackendOptions::fused_sgd: a dense weight's
+  // step is fused into its gradient's sgemm (outside data-parallel runs, which need the
+  // gradient itself for the exchange).
+  const bool fused_sgd_;
   MemoryLedger ledger_;  // declared before every buffer: buffers report to it when destroyed
   std::vector<HostBuffer<float>> params_, grads_, opt_state_, outputs_, output_grads_;
   HostBuffer<float> input_;

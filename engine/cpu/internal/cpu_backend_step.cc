@@ -72,7 +72,7 @@ absl::Status CpuBackend::TrainStep(const BatchView& batch, float lr) {
     }
     for (int i; (i = next_item.fetch_add(1, std::memory_order_relaxed)) < items;) {
       const WeightItem& item = items_[i];
-      if (fused_optimizer && plain_sgd_ && item.kind == WeightItem::kWeightRows) {
+      if (fused_optimizer && fused_sgd_ && item.kind == WeightItem::kWeightRows) {
         RunWeightItem(item, B, active, x0, lr);  // gradient and step in one sgemm
         continue;
       }

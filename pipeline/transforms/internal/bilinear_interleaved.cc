@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/cpu_isa.h"
 #include "pipeline/transforms/internal/bilinear.h"
 
 #if defined(__x86_64__)
@@ -282,10 +283,9 @@ struct Avx2Kernel {
   bool pair[kTile];
 };
 
-bool CpuHasAvx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
-}
+// The level sluice may use (common/cpu_isa.h: SLUICE_CPU_ISA=baseline forces the portable
+// kernel; both give the same bits).
+bool CpuHasAvx2() { return UsableCpuIsa() >= CpuIsa::kAvx2; }
 #endif
 }  // namespace
 
