@@ -25,9 +25,9 @@ namespace sluice {
 // consumer blocked in Next(), busy is the time it held leases.
 // kCompute is the training step that consumes the batches: not a pipeline stage (the first
 // kNumPipelineStages values are; PipelineStats has no kCompute entry), but a row of the
-// bottleneck report (engine/diagnostics/bottleneck_report.h) and a target of --inject-delay.
+// bottleneck report (report/analysis/bottleneck_report.h) and a target of --inject-delay.
 // kLoader is another library's loader measured from outside (sluice.probe,
-// engine/diagnostics/loader_probe.h): a row of a probe's report only.
+// report/analysis/loader_probe.h): a row of a probe's report only.
 // kDecode is not a node of the graph either: it is the decoding of encoded images (the chain's
 // DecodeImage op), which runs inside the preprocess stage on its threads; it is recorded on its
 // own, per image (items and samples are images, bytes the decoded pixels), and its busy time is

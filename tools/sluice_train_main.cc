@@ -31,8 +31,6 @@
 #include "common/env.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
-#include "engine/diagnostics/bottleneck_report.h"
-#include "engine/diagnostics/report_html.h"
 #include "engine/dist/communicator.h"
 #include "engine/job/advice_check.h"
 #include "engine/job/job_report.h"
@@ -40,6 +38,8 @@
 #include "engine/job/train_job.h"
 #include "engine/job/what_if.h"
 #include "pipeline/stage_stats.h"
+#include "report/analysis/bottleneck_report.h"
+#include "report/render/html.h"
 #include "tools/sluice_train_flags.h"
 #include "tools/tool_flags.h"
 

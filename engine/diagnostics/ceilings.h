@@ -38,11 +38,11 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "engine/backend_factory.h"
-#include "engine/diagnostics/ceiling_figures.h"
 #include "engine/model.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/batch.h"
 #include "pipeline/pipeline.h"
+#include "report/record/ceiling_figures.h"
 #include "storage/dataset.h"
 
 namespace sluice {

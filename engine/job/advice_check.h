@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
-#include "engine/diagnostics/advice.h"
 #include "engine/job/train_job.h"
+#include "report/advice/advice.h"
 
 namespace sluice {
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "engine/diagnostics/advice.h"
+#include "report/advice/advice.h"
 
 namespace sluice {
 namespace {

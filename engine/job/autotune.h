@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/diagnostics/run_record.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/resource_limits.h"
+#include "report/record/run_record.h"
 
 namespace sluice {
 

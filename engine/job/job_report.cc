@@ -4,7 +4,7 @@
 
 #include "common/limits.h"
 #include "common/status_macros.h"
-#include "engine/diagnostics/trace_writer.h"
+#include "report/render/trace_writer.h"
 
 namespace sluice {
 namespace {

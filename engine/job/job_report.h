@@ -18,11 +18,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
-#include "engine/diagnostics/bottleneck_report.h"
 #include "engine/diagnostics/ceilings.h"
-#include "engine/diagnostics/data_parallel.h"
 #include "engine/job/train_job.h"
 #include "nlohmann/json.hpp"
+#include "report/analysis/bottleneck_report.h"
+#include "report/record/data_parallel.h"
 
 namespace sluice {
 

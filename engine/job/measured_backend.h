@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/diagnostics/run_record.h"
+#include "report/record/run_record.h"
 
 namespace sluice {
 

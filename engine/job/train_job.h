@@ -3,7 +3,7 @@
 //
 //   dataset (shards, or IDX files sharded into a cache) -> Pipeline (placement from the
 //   backend) -> PipelineBatchSource -> Trainer(backend) -> checkpoints / safetensors / metrics,
-//   and the RunRecord the diagnostics read (engine/diagnostics/run_record.h).
+//   and the RunRecord the diagnostics read (report/record/run_record.h).
 //
 // Ownership: RunTrainJob borrows `env` for the call; everything it creates (datasets, backend,
 // pipelines) is gone when it returns. The result is a plain value.
@@ -38,10 +38,10 @@
 #include "common/env.h"
 #include "engine/backend_factory.h"
 #include "engine/diagnostics/ceilings.h"
-#include "engine/diagnostics/run_record.h"
 #include "engine/memory.h"
 #include "engine/trainer.h"
 #include "pipeline/pipeline.h"
+#include "report/record/run_record.h"
 #include "storage/dataset.h"
 
 namespace sluice {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "engine/diagnostics/advice.h"
+#include "report/advice/advice.h"
 
 namespace sluice {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
-#include "engine/diagnostics/bottleneck_report.h"
 #include "engine/job/train_job.h"
+#include "report/analysis/bottleneck_report.h"
 
 namespace sluice {
 

@@ -12,7 +12,7 @@ Per step the probe measures the exposed wait (the time blocked in next() of the 
 iterator) and the step time (from next() returning to the following next() call). The span the
 report covers is each pass's first next() to its last step's end; the measured rate is samples
 / that span. The report, its verdict and its JSON are the C++ report's
-(engine/diagnostics/loader_probe.h; docs/bottleneck.md, "Any loader: sluice.probe").
+(report/analysis/loader_probe.h; docs/bottleneck.md, "Any loader: sluice.probe").
 """
 import json
 import time

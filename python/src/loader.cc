@@ -11,7 +11,6 @@
 #include "common/limits.h"
 #include "device/device_spec.h"
 #include "device/sim/sim_device.h"
-#include "engine/diagnostics/report_html.h"
 #include "pipeline/batch_format.h"
 #include "pipeline/resource_limits.h"
 #include "pipeline/stage_stats.h"
@@ -19,6 +18,7 @@
 #include "python/src/dlpack.h"
 #include "python/src/errors.h"
 #include "python/src/fork_guard.h"
+#include "report/render/html.h"
 #ifdef SLUICE_DEVICE_CUDA
 #include "device/cuda/cuda_device.h"
 #endif

@@ -20,11 +20,11 @@
 
 #include "device/device.h"
 #include "dlpack/dlpack.h"
-#include "engine/diagnostics/bottleneck_report.h"
-#include "engine/diagnostics/run_record.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pool_cache.h"
 #include "pybind11/pybind11.h"
+#include "report/analysis/bottleneck_report.h"
+#include "report/record/run_record.h"
 #include "storage/dataset.h"
 
 namespace sluice::python {
@@ -138,7 +138,7 @@ class Pass {
   // The report of this pass so far, with the Python consumer as the compute stage.
   BottleneckReport Report() const;
   pybind11::object ReportJson() const;
-  // The report as one HTML page at `path` (engine/diagnostics/report_html.h), with `epochs`
+  // The report as one HTML page at `path` (report/render/html.h), with `epochs`
   // (the loader's finished passes) and this pass's timeline. Raises on I/O errors.
   void WriteReportHtml(const std::string& path, std::vector<EpochRate> epochs) const;
   // The corruption counts of the report: skipped_frames, skipped_records, corrupt_frames.

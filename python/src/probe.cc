@@ -4,8 +4,8 @@
 #include <string>
 
 #include "common/limits.h"
-#include "engine/diagnostics/loader_probe.h"
 #include "python/src/errors.h"
+#include "report/analysis/loader_probe.h"
 
 namespace py = pybind11;
 

@@ -1,5 +1,5 @@
 // sluice.probe's report (python/sluice/probe.py): the probe times the wrapped loader in Python
-// and hands its figures to the C++ report (engine/diagnostics/loader_probe.h), so a probe's
+// and hands its figures to the C++ report (report/analysis/loader_probe.h), so a probe's
 // verdict and JSON are the C++ report's, not a second one written in Python.
 #ifndef SLUICE_PYTHON_SRC_PROBE_H_
 #define SLUICE_PYTHON_SRC_PROBE_H_

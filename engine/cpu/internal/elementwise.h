@@ -28,8 +28,8 @@ struct ElementwiseKernels {
   // (in / 255 - mean) / std.
   void (*normalize_u8)(const uint8_t* in, int64_t n, float mean, float std, float* out);
   // torch.optim.SGD's update (see SgdUpdate in cpu_kernels.h).
-  void (*sgd)(float* p, const float* grad, float* momentum_buf, int64_t n, float lr,
-              float momentum, bool nesterov, float weight_decay, bool first_step);
+  void (*sgd)(float* p, const float* grad, float* momentum_buf, int64_t n, float lr, float momentum,
+              bool nesterov, float weight_decay, bool first_step);
   // AdamW's loop, with the step's scalars already computed (AdamWUpdate in cpu_kernels.cc).
   void (*adamw)(float* p, const float* grad, float* m, float* v, int64_t n, float beta1,
                 float beta2, float eps, float step_size, float inv_sqrt_bc2, float decay);

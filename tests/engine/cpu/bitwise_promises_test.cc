@@ -183,8 +183,8 @@ TEST(BitwisePromisesTest, EveryInstructionSetLevelOfTheElementwiseLoopsGivesTheS
     }
     {
       std::vector<float> pa = init, pb = init, ma = mom0, mb = mom0, va(n, 0.001f), vb(n, 0.001f);
-      base.adamw(pa.data(), grad.data(), ma.data(), va.data(), n, 0.9f, 0.999f, 1e-8f, 0.01f,
-                 1.02f, 0.9995f);
+      base.adamw(pa.data(), grad.data(), ma.data(), va.data(), n, 0.9f, 0.999f, 1e-8f, 0.01f, 1.02f,
+                 0.9995f);
       level->adamw(pb.data(), grad.data(), mb.data(), vb.data(), n, 0.9f, 0.999f, 1e-8f, 0.01f,
                    1.02f, 0.9995f);
       EXPECT_EQ(FirstDifference(pa, pb), -1) << "adamw p";

@@ -21,10 +21,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
-#include "engine/diagnostics/bottleneck_report.h"
 #include "engine/job/advice_check.h"
 #include "engine/job/train_job.h"
 #include "gtest/gtest.h"
+#include "report/analysis/bottleneck_report.h"
 
 namespace sluice {
 namespace {

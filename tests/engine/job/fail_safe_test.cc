@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "engine/checkpoint.h"
-#include "engine/diagnostics/bottleneck_report.h"
 #include "engine/job/resume.h"
 #include "engine/job/train_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "report/analysis/bottleneck_report.h"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/diagnostics/bottleneck_report.h"
 #include "engine/job/what_if.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "report/analysis/bottleneck_report.h"
 
 namespace sluice {
 namespace {

@@ -1,0 +1,153 @@
+#include "report/advice/advice.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "pipeline/resource_limits.h"
+
+namespace sluice {
+namespace {
+
+// Advice never names a value the tool refuses: the bounds are pipeline/resource_limits.h's.
+constexpr uint64_t kMaxReadAhead = kMaxReadAheadFrames;
+
+// Each setting's sluice-train flag and, where sluice.Loader has it, its argument ("": none).
+struct SettingSpellings {
+  AdviceSetting setting;
+  const char* flag;
+  const char* python;
+};
+constexpr SettingSpellings kSettings[] = {
+    {AdviceSetting::kReadAhead, "read-ahead", "read_ahead_frames"},
+    {AdviceSetting::kDecompressThreads, "decompress-threads", "decompress_threads"},
+    {AdviceSetting::kPreprocessThreads, "preprocess-threads", "preprocess_threads"},
+    {AdviceSetting::kPoolSize, "pool-size", "pool_size"},
+    {AdviceSetting::kDeviceRingDepth, "device-ring-depth", "device_ring_depth"},
+    {AdviceSetting::kH2DFormat, "h2d-format", "dtype"},
+    {AdviceSetting::kCudaGraph, "cuda-graph", ""},
+    {AdviceSetting::kZstdLevel, "zstd-level", ""},
+};
+
+const SettingSpellings& NamesOf(AdviceSetting s) {
+  for (const SettingSpellings& n : kSettings) {
+    if (n.setting == s) return n;
+  }
+  return kSettings[0];  // unreachable: every setting has a row
+}
+
+const char* PythonArgument(AdviceSetting s) { return NamesOf(s).python; }
+
+// The stage was held back downstream (the copy stream by the device ring, the reader by the
+// frame budget) at least as long as it worked: it had room, the slots did not.
+bool WaitedAsLongAsItWorked(const StageStats& stage) {
+  return stage.busy_ns > 0 && stage.wait_output_ns >= stage.busy_ns;
+}
+
+std::string Doubled(uint64_t now, uint64_t at_most) {
+  return absl::StrCat(std::min<uint64_t>(at_most, std::max<uint64_t>(1, now) * 2));
+}
+
+}  // namespace
+
+const char* AdviceFlag(AdviceSetting s) { return NamesOf(s).flag; }
+
+// (At 8% held back, on a u8 run over a 50 MB/s simulated link, twice the slots measured 1.06x:
+// a busy link gains little from them.)
+bool CopiesWaitedForSlots(const StageStats& h2d) { return WaitedAsLongAsItWorked(h2d); }
+
+std::string AdviceText(const Advice& a, Consumer consumer) {
+  if (a.setting == AdviceSetting::kZstdLevel) {
+    return absl::StrCat("sluice-shard create --zstd-level=", a.value);
+  }
+  if (consumer == Consumer::kPython && *PythonArgument(a.setting) != '\0') {
+    if (a.setting == AdviceSetting::kH2DFormat) {
+      return "dtype=torch.uint8 with the normalization in your step on the device";
+    }
+    return absl::StrCat(PythonArgument(a.setting), "=", a.value);
+  }
+  return absl::StrCat("--", AdviceFlag(a.setting), "=", a.value);
+}
+
+bool FramesAreCompressed(const PipelineStats& p) {
+  const uint64_t stored = p[Stage::kRead].bytes;
+  const uint64_t raw = p[Stage::kDecompress].bytes;
+  return stored > 0 && static_cast<double>(raw) >= 1.1 * static_cast<double>(stored);
+}
+
+std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunRecord& run,
+                              bool on_device, bool is_cuda) {
+  std::vector<Advice> out;
+  const uint64_t max_threads = static_cast<uint64_t>(4 * std::max(1, cores));
+  const bool more_threads = static_cast<uint64_t>(threads) < max_threads;
+  switch (stage) {
+    case Stage::kRead:
+      // Read-ahead helps only a reader held back by the frame budget; one serial reader that
+      // is slow itself gains nothing (measured: 0.91-1.02x for --read-ahead=8 with a 5 ms read
+      // latency, tests/engine/job/advice_scenarios_test.cc).
+      if (run.read_ahead_frames < kMaxReadAhead &&
+          WaitedAsLongAsItWorked(run.pipeline[Stage::kRead])) {
+        out.push_back({AdviceSetting::kReadAhead, Doubled(run.read_ahead_frames, kMaxReadAhead),
+                       "more frames in flight hide the serial reader's latency"});
+      }
+      break;
+    case Stage::kDecompress:
+      if (more_threads) {
+        out.push_back({AdviceSetting::kDecompressThreads, Doubled(threads, max_threads),
+                       "more frames decompressed at once"});
+      }
+      if (FramesAreCompressed(run.pipeline)) {
+        out.push_back({AdviceSetting::kZstdLevel, "1", "cheaper frames to decompress"});
+      }
+      break;
+    case Stage::kPreprocess:
+      if (more_threads) {
+        out.push_back({AdviceSetting::kPreprocessThreads, Doubled(threads, max_threads),
+                       "more batches assembled at once"});
+      }
+      if (on_device && run.h2d_format != H2DFormat::kU8) {
+        out.push_back({AdviceSetting::kH2DFormat, "u8", "normalization moves to the device"});
+      }
+      break;
+    case Stage::kDecode:  // decoding runs on the preprocess threads
+      if (more_threads) {
+        out.push_back({AdviceSetting::kPreprocessThreads, Doubled(threads, max_threads),
+                       "more images decoded at once"});
+      }
+      break;
+    case Stage::kPinnedWait:
+      // No setting: twice the buffers did not pay where the pool was full (measured 0.78-1.08x
+      // from 1 and 2 buffers, tests/engine/job/advice_scenarios_test.cc; issue runs were slower
+      // with --pool-size=256). The sentence still says that every buffer was in use.
+      break;
+    case Stage::kH2D:
+      // Fewer bytes help only a link that was busy copying; copies held back by the ring
+      // gain nothing from them (a 25 GB/s simulated link, ring full: u8 measured 0.75x).
+      if (run.h2d_format != H2DFormat::kU8 && !CopiesWaitedForSlots(run.pipeline[Stage::kH2D])) {
+        out.push_back({AdviceSetting::kH2DFormat, "u8",
+                       run.h2d_format == H2DFormat::kF32 ? "4x fewer bytes than f32"
+                                                         : "2x fewer bytes than f16"});
+      }
+      // More ring slots help only a copy stream that waited for a free slot (its wait-out); a
+      // saturated link gains nothing from them (measured: 1.00x on a 50 MB/s simulated link,
+      // 8% held back: 1.06x). Up to the default depth: 1 -> 2 slots measured 1.25-1.38x, 8 ->
+      // 16 measured 0.98x. Half as long as it copied is enough: one slot, a 1 ms copy and a
+      // 0.5 ms step wait 0.5 ms per copy, and two slots hide the step.
+      if (run.pipeline.ring_depth > 0 && run.pipeline.ring_depth < kDefaultDeviceRingDepth &&
+          2 * run.pipeline[Stage::kH2D].wait_output_ns >= run.pipeline[Stage::kH2D].busy_ns &&
+          run.pipeline[Stage::kH2D].busy_ns > 0) {
+        out.push_back({AdviceSetting::kDeviceRingDepth,
+                       Doubled(run.pipeline.ring_depth, kDefaultDeviceRingDepth),
+                       "more copies in flight behind compute"});
+      }
+      break;
+    case Stage::kCompute:
+      if (is_cuda) out.push_back({AdviceSetting::kCudaGraph, "true", "one launch per step"});
+      break;
+    case Stage::kDelivery:
+    case Stage::kLoader:  // another library's loader: none of sluice's settings apply
+      break;
+  }
+  return out;
+}
+
+}  // namespace sluice

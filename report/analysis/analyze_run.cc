@@ -1,0 +1,469 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/enum_names.h"
+#include "report/analysis/bottleneck_report.h"
+#include "report/internal/report_internal.h"
+
+namespace sluice {
+namespace {
+
+constexpr double kCpuSaturated = 0.9;  // of the cores
+
+double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+// A share of the span: device events and the host clock that bound the span can differ by a
+// few microseconds, so a share computed from both is held to [0, 100].
+double Share(double part, double whole) { return std::clamp(Pct(part, whole), 0.0, 100.0); }
+
+// The wall time a stage's shares are of: the report's span, or the stage's own window where
+// it worked outside the span (read-ahead before the first batch was asked for, or during an
+// evaluation between epochs).
+double StageSpan(const StageStats& s, double train_ns) {
+  return std::max(train_ns, static_cast<double>(s.last_end_ns - s.first_start_ns));
+}
+
+// A graph stage of the pipeline: its percentages are of concurrency x StageSpan. Busy is work,
+// wait-out is time its output was held back (pipeline/stage_stats.h), and wait-in is the rest:
+// waiting for input, or idle before its first item and after its last; the three add up to
+// 100%.
+StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work) {
+  StageRow r;
+  r.stage = rs;
+  r.present = s.items > 0;
+  r.cpu_work = cpu_work;
+  r.concurrency = std::max(1, s.concurrency);
+  r.items = s.items;
+  r.samples = s.samples;
+  r.bytes = s.bytes;
+  r.busy_ns = s.busy_ns;
+  r.queue_high_water = s.queue_high_water;
+  r.items_per_s = train_ns > 0 ? s.items * 1e9 / train_ns : 0;
+  r.samples_per_s = train_ns > 0 ? s.samples * 1e9 / train_ns : 0;
+  const double span = StageSpan(s, train_ns);
+  const double denom = static_cast<double>(r.concurrency) * span;
+  if (r.present) {
+    r.busy_pct = Share(s.busy_ns, denom);
+    r.wait_output_pct = std::min(Share(s.wait_output_ns, denom), 100.0 - r.busy_pct);
+    r.wait_input_pct = 100.0 - r.busy_pct - r.wait_output_pct;
+  }
+  if (s.busy_ns > 0 && s.samples > 0) {
+    r.capacity_samples_per_s = s.samples * 1e9 * r.concurrency / s.busy_ns;
+    r.cpu_ns_per_sample = static_cast<double>(s.busy_ns) / s.samples;
+  }
+  if (cpu_work && span > 0) r.cores_busy = s.busy_ns / span;
+  return r;
+}
+
+// The preprocess row's split between the chain's ops: each op's sampled time scaled to all
+// the samples the stage built, over its busy time. The scaled estimate can pass the busy time
+// by sampling noise when the chain is nearly all of it; the shares are then scaled down to
+// 100 together.
+void AddChainShares(const PipelineStats& ps, StageRow* row) {
+  if (ps.chain_ops.empty() || ps.chain_timed_samples == 0 || row->busy_ns <= 0) return;
+  const double scale = static_cast<double>(row->samples) / ps.chain_timed_samples;
+  double chain_ns = 0;
+  for (const ChainOpTime& t : ps.chain_ops) chain_ns += std::max<int64_t>(0, t.sampled_ns) * scale;
+  const double busy = static_cast<double>(row->busy_ns);
+  const double fit = chain_ns > busy ? busy / chain_ns : 1.0;
+  std::vector<ChainOpShare> shares;
+  double sum = 0;
+  for (const ChainOpTime& t : ps.chain_ops) {
+    const double pct = Share(std::max<int64_t>(0, t.sampled_ns) * scale * fit, busy);
+    shares.push_back({t.op, pct});
+    sum += pct;
+  }
+  row->ops = std::move(shares);
+  row->outside_chain_pct = std::max(0.0, 100.0 - sum);
+}
+
+// Decode: the chain's decoder, run by the preprocess stage's threads for each image. Its shares
+// are of the same time as preprocess's (its concurrency x its span), and its busy time is part
+// of preprocess's busy: preprocess's busy + wait-in + wait-out = 100 stays true, and decode's
+// busy is the part of preprocess's that decoded. Capacity: the images/s those threads would
+// decode if they did nothing else.
+StageRow DecodeRow(const PipelineStats& ps, double train_ns) {
+  const StageStats& d = ps[Stage::kDecode];
+  const StageStats& pre = ps[Stage::kPreprocess];
+  StageRow r;
+  r.stage = Stage::kDecode;
+  r.present = d.items > 0;
+  r.cpu_work = false;  // counted in preprocess's
+  r.concurrency = std::max(1, pre.concurrency);
+  r.items = d.items;
+  r.samples = d.samples;
+  r.bytes = d.bytes;
+  r.busy_ns = d.busy_ns;
+  r.items_per_s = train_ns > 0 ? d.items * 1e9 / train_ns : 0;
+  r.samples_per_s = train_ns > 0 ? d.samples * 1e9 / train_ns : 0;
+  const double span = StageSpan(pre, train_ns);
+  if (r.present) r.busy_pct = Share(d.busy_ns, r.concurrency * span);
+  if (d.busy_ns > 0 && d.samples > 0) {
+    r.capacity_samples_per_s = d.samples * 1e9 * r.concurrency / d.busy_ns;
+    r.cpu_ns_per_sample = static_cast<double>(d.busy_ns) / d.samples;
+  }
+  if (span > 0) r.cores_busy = d.busy_ns / span;
+  return r;
+}
+
+// Pinned-buffer wait: busy_ns is the time batches whose frames were ready waited for a
+// buffer, summed over batches (several wait at once), so it is shown as the batches waiting
+// on average; busy_pct is the share of the span during which at least one batch waited
+// (the pool's blocked span, pipeline/stage_stats.h).
+StageRow PinnedRow(Stage rs, const PipelineStats& ps, double train_ns) {
+  const StageStats& pw = ps[rs];
+  StageRow pinned;
+  pinned.stage = rs;
+  pinned.present = ps.pool_buffers > 0 || pw.items > 0;
+  pinned.items = pw.items;
+  pinned.samples = pw.samples;
+  pinned.busy_ns = pw.busy_ns;
+  const double pinned_span = StageSpan(pw, train_ns);
+  pinned.busy_pct = Share(pw.wait_output_ns, pinned_span);
+  pinned.batches_waiting_avg = pinned_span > 0 ? pw.busy_ns / pinned_span : 0;
+  pinned.queue_high_water = pw.queue_high_water;
+  return pinned;
+}
+
+// Compute: percentages of the training time. On the CPU, busy is the step itself and the
+// wait is the consumer's wait in Next(). On a device, busy is device time from the compute
+// stream's events and the wait is the stream's idle time between steps; the host's enqueue
+// time is CPU work of its own (counted in the CPU budget by AnalyzeRun). A CPU step split
+// across cs.threads threads: its CPU time is what those threads' CPU clocks measured
+// (cs.cpu_ns), which is less than busy x threads when a team thread was not scheduled for part
+// of a step.
+StageRow ComputeRow(const ReportStageInfo& info, const RunRecord& run, double train_ns,
+                    double measured_samples_per_s) {
+  const ComputeStats& cs = run.compute;
+  const StageStats& delivery = run.pipeline[Stage::kDelivery];
+  StageRow compute;
+  compute.stage = info.stage;
+  compute.present = cs.steps > 0;
+  compute.cpu_work = info.cpu_work && !cs.on_device;
+  compute.concurrency = cs.on_device ? 1 : std::max(1, cs.threads);
+  compute.items = cs.steps;
+  compute.samples = cs.samples;
+  compute.busy_ns = cs.busy_ns;
+  compute.items_per_s = train_ns > 0 ? cs.steps * 1e9 / train_ns : 0;
+  compute.samples_per_s = measured_samples_per_s;
+  compute.busy_pct = Share(cs.busy_ns, train_ns);
+  // On a device the compute stream, within the span, either runs a step or waits: before the
+  // first step (the pipeline filling) as between steps. Its idle time between steps alone
+  // (cs.idle_ns) misses the start, which a slow stage can stretch over most of a short run.
+  compute.wait_input_pct = cs.on_device ? std::max(0.0, 100.0 - compute.busy_pct)
+                                        : Share(delivery.wait_input_ns, train_ns);
+  compute.queue_high_water = delivery.queue_high_water;
+  if (cs.busy_ns > 0 && cs.samples > 0) {
+    compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
+    const double cpu = cs.cpu_ns > 0 ? static_cast<double>(cs.cpu_ns)
+                                     : static_cast<double>(cs.busy_ns) * compute.concurrency;
+    compute.cpu_ns_per_sample = cpu / cs.samples;
+    if (compute.cpu_work && train_ns > 0) compute.cores_busy = cpu / train_ns;
+  }
+  return compute;
+}
+
+std::optional<double> CeilingFor(const Ceiling& c, int threads) {
+  if (!c.measured || c.samples_per_s <= 0) return std::nullopt;
+  return c.samples_per_s * threads;
+}
+
+void ApplyCeilings(const Ceilings& c, int cores, BottleneckReport* rep) {
+  // An encoded dataset whose run decoded nothing (--what-if=decode): preprocess's ceiling, which
+  // decodes, says nothing of a preprocess that does not.
+  const bool decode_freed = c.decode.measured && !rep->row(Stage::kDecode).present;
+  for (StageRow& r : rep->stages) {
+    if (decode_freed && r.stage == Stage::kPreprocess) continue;
+    const ReportStageInfo* info = FindReportStage(r.stage);
+    if (info != nullptr && info->ceiling != nullptr) {
+      const int threads = info->ceiling_per_thread ? std::min(r.concurrency, cores) : 1;
+      r.ceiling_samples_per_s = CeilingFor(c.*info->ceiling, threads);
+    }
+    if (r.ceiling_samples_per_s && r.capacity_samples_per_s) {
+      r.pct_of_ceiling = 100.0 * *r.capacity_samples_per_s / *r.ceiling_samples_per_s;
+    }
+  }
+}
+
+// Splits the consumer's wait among the pipeline stages (an estimate; docs/bottleneck.md,
+// "Where the missing batch was"). A stage can starve compute only if it is slower per sample
+// than compute: weight = max(0, 1/capacity - 1/compute capacity). If no stage is slower (the
+// wait is burstiness, not throughput), weight by utilization instead.
+void AttributeWait(BottleneckReport* rep) {
+  const StageRow& compute = rep->row(Stage::kCompute);
+  const double compute_ns =
+      compute.capacity_samples_per_s ? 1e9 / *compute.capacity_samples_per_s : 0.0;
+  std::array<double, kNumReportStages> w{};
+  double sum = 0;
+  for (int i = 0; i < kNumReportStages; ++i) {
+    const StageRow& r = rep->stages[i];
+    // Decode's wait is preprocess's (it is part of that stage).
+    if (!r.present || r.stage == Stage::kCompute || r.stage == Stage::kDecode ||
+        !r.capacity_samples_per_s) {
+      continue;
+    }
+    w[i] = std::max(0.0, 1e9 / *r.capacity_samples_per_s - compute_ns);
+    sum += w[i];
+  }
+  if (sum <= 0) {
+    for (int i = 0; i < kNumReportStages; ++i) {
+      const StageRow& r = rep->stages[i];
+      if (!r.present || r.stage == Stage::kCompute || r.stage == Stage::kDecode) continue;
+      w[i] = std::clamp(r.busy_pct / 100.0, 0.0, 1.0);
+      sum += w[i];
+    }
+  }
+  for (int i = 0; i < kNumReportStages; ++i) {
+    rep->stages[i].attributed_wait_pct = sum > 0 ? rep->input_bound_pct * w[i] / sum : 0.0;
+  }
+}
+
+// The copy time hidden behind compute. Under kCopiesHiddenGoalPct a note says why: the copy
+// time before each epoch's first step (the ring filling while compute had nothing to run),
+// which no setting can hide, and the rest, which ran while the compute stream waited between
+// steps.
+constexpr double kCopiesHiddenGoalPct = 90.0;
+void AddCopyHiddenShare(const ComputeStats& cs, BottleneckReport* rep) {
+  if (cs.copy_ns <= 0) return;
+  const double copy = static_cast<double>(cs.copy_ns);
+  rep->copy_hidden_pct = Share(static_cast<double>(cs.copy_hidden_ns), copy);
+  rep->copy_startup_pct = Share(static_cast<double>(cs.startup_copy_ns), copy);
+  if (*rep->copy_hidden_pct >= kCopiesHiddenGoalPct) return;
+  rep->notes.push_back(absl::StrFormat(
+      "h2d: %.0f%% of copy time ran behind compute (goal %.0f%%): %.1f%% ran before an epoch's "
+      "first step, while compute had nothing to run, which no setting hides; %.1f%% ran while "
+      "the compute stream waited between steps (it waited %.1f%% of training time)",
+      *rep->copy_hidden_pct, kCopiesHiddenGoalPct, *rep->copy_startup_pct,
+      std::max(0.0, 100.0 - *rep->copy_hidden_pct - *rep->copy_startup_pct), rep->input_bound_pct));
+}
+
+// The first epoch against the later ones, from the trainer's per-epoch rates and the reader's
+// per-epoch figures; a note says what differs, and why when the reads tell.
+void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
+  if (run.epochs.size() < 2) return;
+  const auto reads_of = [&run](uint64_t epoch) -> const EpochReads* {
+    for (const EpochReads& e : run.pipeline.epoch_reads) {
+      if (e.epoch == epoch) return &e;
+    }
+    return nullptr;
+  };
+  const EpochRate& first = run.epochs.front();
+  const EpochReads* first_reads = reads_of(first.epoch);
+  if (first_reads == nullptr) return;
+  EpochSplit s;
+  s.first_epoch = first.epoch;
+  s.first_samples_per_s = first.samples_per_s;
+  s.first_seconds = first.seconds;
+  s.first_read_seconds = first_reads->busy_ns / 1e9;
+  if (first_reads->busy_ns > 0)
+    s.first_read_mb_per_s = first_reads->bytes * 1e3 / first_reads->busy_ns;
+  uint64_t samples = 0, bytes = 0;
+  double seconds = 0;
+  int64_t read_ns = 0;
+  for (size_t i = 1; i < run.epochs.size(); ++i) {
+    const EpochReads* r = reads_of(run.epochs[i].epoch);
+    if (r == nullptr) continue;
+    ++s.later_epochs;
+    samples += run.epochs[i].samples;
+    seconds += run.epochs[i].seconds;
+    bytes += r->bytes;
+    read_ns += r->busy_ns;
+  }
+  if (s.later_epochs == 0 || seconds <= 0) return;
+  s.later_samples_per_s = samples / seconds;
+  s.later_seconds = seconds / s.later_epochs;
+  s.later_read_seconds = read_ns / 1e9 / s.later_epochs;
+  if (read_ns > 0) s.later_read_mb_per_s = bytes * 1e3 / read_ns;
+  s.differ = s.first_samples_per_s < (1 - kEpochsDifferFraction) * s.later_samples_per_s;
+  const bool slower_reads =
+      s.first_read_mb_per_s > 0 && s.later_read_mb_per_s >= kColdReadFactor * s.first_read_mb_per_s;
+  // The first epoch's extra time and its reads' extra time, each against what the later epochs'
+  // rates give for as many samples (a resumed first epoch may be shorter).
+  const double extra_epoch = s.first_seconds - first.samples / s.later_samples_per_s;
+  const double extra_read =
+      s.first_read_seconds - (samples > 0 ? read_ns / 1e9 * first.samples / samples : 0.0);
+  const double batches_per_epoch =
+      static_cast<double>(run.compute.steps) / static_cast<double>(run.epochs.size());
+  s.ran_ahead = run.pipeline.pool_buffers > 0 && batches_per_epoch > 0 &&
+                run.pipeline.pool_buffers >= 0.5 * batches_per_epoch;
+  s.cold = s.differ && !s.ran_ahead && slower_reads && extra_epoch > 0 &&
+           extra_read >= kColdExplainsFraction * extra_epoch;
+  rep->epoch_split = s;
+  if (!s.differ) return;
+  const std::string rates = absl::StrFormat(
+      "epoch %d trained at %s, the %d later %s at %s (%.1fx)", s.first_epoch + 1,
+      report_internal::FormatRate(s.first_samples_per_s), s.later_epochs,
+      s.later_epochs == 1 ? "one" : "ones", report_internal::FormatRate(s.later_samples_per_s),
+      s.later_samples_per_s / std::max(s.first_samples_per_s, 1e-9));
+  if (s.ran_ahead) {
+    rep->notes.push_back(absl::StrFormat(
+        "epochs do not compare: %s, but the pipeline keeps up to %d batches ready (an epoch has "
+        "%.0f), so the later epochs began with batches built during the first one and its "
+        "evaluation; a dataset of many more batches than the pool shows each epoch's own rate",
+        rates, run.pipeline.pool_buffers, batches_per_epoch));
+  } else if (s.cold) {
+    rep->notes.push_back(absl::StrFormat(
+        "cold first epoch: %s; its reads ran at %.1f MB/s against %.1f MB/s after (the reader "
+        "busy %.2f s against %.2f s per later epoch): epoch %d read from disk, the later ones "
+        "from the page cache; the table covers every epoch, and a longer run gets the later "
+        "rate",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_read_seconds,
+        s.later_read_seconds, s.first_epoch + 1));
+  } else if (slower_reads) {
+    rep->notes.push_back(absl::StrFormat(
+        "slow first epoch: %s; its reads were slower (%.1f MB/s against %.1f MB/s after: epoch %d "
+        "read from disk) but took %.2f s more, of the %.2f s more the epoch took: mostly "
+        "start-up, not the disk (buffers touched for the first time, threads starting)",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_epoch + 1,
+        std::max(0.0, extra_read), std::max(0.0, extra_epoch)));
+  } else {
+    rep->notes.push_back(absl::StrFormat(
+        "slow first epoch: %s, although its reads were not 2x slower (%.1f MB/s against %.1f "
+        "MB/s after): start-up, not the disk (buffers touched for the first time, threads "
+        "starting)",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s));
+  }
+}
+
+}  // namespace
+
+namespace {
+constexpr auto kVerdictNames =
+    MakeEnumNames<VerdictClass>({{VerdictClass::kInputBound, "input-bound"},
+                                 {VerdictClass::kPartlyInputBound, "partly-input-bound"},
+                                 {VerdictClass::kComputeBound, "compute-bound"},
+                                 {VerdictClass::kLaunchBound, "launch-bound"},
+                                 {VerdictClass::kCpuBound, "cpu-bound"},
+                                 {VerdictClass::kNoData, "no-data"},
+                                 {VerdictClass::kCommunicationBound, "communication-bound"}});
+}  // namespace
+
+const char* VerdictClassName(VerdictClass v) {
+  return kVerdictNames.Name(v).data();  // the names are string literals, so NUL-terminated
+}
+
+namespace report_internal {
+std::optional<VerdictClass> ParseVerdictClass(absl::string_view name) {
+  return kVerdictNames.Parse(name);
+}
+}  // namespace report_internal
+
+BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
+  BottleneckReport rep;
+  rep.cores = std::max(1, cores);
+  rep.device = run.compute.device.empty() ? run.device : run.compute.device;
+  rep.is_cuda = run.compute.is_cuda;
+  rep.on_device = run.compute.on_device;
+  rep.consumer = run.consumer;
+  rep.pipeline = run.pipeline;
+  rep.memory = run.memory;
+  rep.memory_formula = run.memory_formula;
+  rep.host_memory = run.host_memory;
+  if (ceilings != nullptr) rep.ceilings = *ceilings;
+
+  const ComputeStats& cs = run.compute;
+  double train_ns = run.train_seconds * 1e9;
+  if (train_ns <= 0) train_ns = static_cast<double>(cs.last_end_ns - cs.first_start_ns);
+  rep.train_seconds = train_ns / 1e9;
+  rep.samples = cs.samples > 0 ? cs.samples : static_cast<uint64_t>(run.samples);
+  rep.steps = cs.steps;
+  rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
+
+  const PipelineStats& ps = run.pipeline;
+  for (const ReportStageInfo& info : kReportStageTable) {
+    switch (info.source) {
+      case RowSource::kGraphStage:
+        rep.stages.push_back(GraphRow(info.stage, ps[info.stage], train_ns, info.cpu_work));
+        if (info.stage == Stage::kPreprocess) AddChainShares(ps, &rep.stages.back());
+        break;
+      case RowSource::kPinnedPool:
+        rep.stages.push_back(PinnedRow(info.stage, ps, train_ns));
+        break;
+      case RowSource::kCompute:
+        rep.stages.push_back(ComputeRow(info, run, train_ns, rep.measured_samples_per_s));
+        break;
+      case RowSource::kDecode:
+        rep.stages.push_back(DecodeRow(ps, train_ns));
+        break;
+    }
+  }
+  const StageRow& compute = rep.row(Stage::kCompute);
+  const StageStats& delivery = ps[Stage::kDelivery];
+  rep.input_bound_pct = compute.wait_input_pct;
+  rep.host_wait_pct = Share(delivery.wait_input_ns, train_ns);
+  rep.compute_host_pct = Share(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
+  rep.launch_gated_pct = Share(cs.launch_gated_ns, train_ns);
+
+  // Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU
+  // time per sample of the stages that use a core.
+  double cap = std::numeric_limits<double>::infinity();
+  double cpu_ns = 0;
+  double cpu_busy = 0;
+  for (const StageRow& r : rep.stages) {
+    if (!r.present) continue;
+    // Decode shares preprocess's threads: preprocess's capacity already holds its cost.
+    if (r.capacity_samples_per_s && r.stage != Stage::kDecode) {
+      cap = std::min(cap, *r.capacity_samples_per_s);
+    }
+    if (r.cpu_work) {
+      cpu_ns += r.cpu_ns_per_sample;
+      cpu_busy += r.cores_busy * train_ns;
+    }
+  }
+  if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps
+    cpu_ns += static_cast<double>(cs.enqueue_ns) / cs.samples;
+    cpu_busy += static_cast<double>(cs.enqueue_ns);
+  }
+  rep.capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
+  rep.cpu_limit_samples_per_s = cpu_ns > 0 ? rep.cores * 1e9 / cpu_ns : 0;
+  rep.cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
+  rep.cpu_saturated = rep.cpu_threads_busy >= kCpuSaturated * rep.cores;
+  // Busy times are wall times: with more runnable threads than cores they include waiting for
+  // a core, so the CPU formula then understates what the cores allow; the run itself shows
+  // the saturated cores sustained the measured rate.
+  double cpu_limit = rep.cpu_limit_samples_per_s;
+  if (rep.cpu_threads_busy > rep.cores) cpu_limit = std::max(cpu_limit, rep.measured_samples_per_s);
+  double predicted = rep.capacity_limit_samples_per_s;
+  if (cpu_limit > 0) predicted = predicted > 0 ? std::min(predicted, cpu_limit) : cpu_limit;
+  rep.predicted_samples_per_s = predicted;
+
+  if (ceilings != nullptr) ApplyCeilings(*ceilings, rep.cores, &rep);
+  AttributeWait(&rep);
+
+  if (ps.trace_dropped > 0) {
+    rep.notes.push_back(
+        absl::StrCat(ps.trace_dropped, " trace spans were dropped (raise the trace capacity)"));
+  }
+  if (ps.skipped_frames > 0) {
+    rep.notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",
+                                     ps.skipped_records, " records)"));
+  }
+  if (run.test_skipped_frames > 0) {
+    rep.notes.push_back(absl::StrCat(run.test_skipped_frames,
+                                     " corrupt frames of the test split skipped (",
+                                     run.test_skipped_records, " records)"));
+  }
+  if (!run.injected_delays.empty()) {
+    rep.notes.push_back(absl::StrCat(
+        "injected delays (--inject-delay): ", run.injected_delays,
+        "; every figure above includes them, and the advice is for the stage as delayed"));
+  }
+  if (!run.not_evaluated.empty()) {
+    rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
+  }
+  AddCopyHiddenShare(cs, &rep);
+  AddEpochSplit(run, &rep);
+  if (rep.on_device) {
+    rep.notes.push_back(absl::StrFormat(
+        "compute busy is device time from events on the compute stream; the host spent %.0f%% "
+        "of training time enqueuing steps and %.0f%% blocked taking the next batch (waiting for "
+        "it or for a free device slot while the device computes); compute itself waited %.0f%%",
+        rep.compute_host_pct, rep.host_wait_pct, rep.input_bound_pct));
+  }
+  report_internal::DecideVerdict(run, &rep);
+  return rep;
+}
+
+}  // namespace sluice

@@ -1,0 +1,206 @@
+// BottleneckReport: where a training run lost its time, stage by stage, and which stage limits
+// it. docs/bottleneck.md explains every figure and how to act on each verdict;
+// docs/report-schema.md documents the JSON.
+//
+//   RunRecord run = ...;                              // e.g. RunTrainJob(...)->run
+//   BottleneckReport report = AnalyzeRun(run, &ceilings_or_null, /*cores=*/2);
+//   std::cout << report.ToText();                     // table + verdict + memory
+//   json = report.ToJson();                           // --report-json
+//
+// AnalyzeRun reads only what a real run records (pipeline StageStats, ComputeStats, the
+// training time, the memory figures); it never looks at the trace, so the report is the same
+// with and without --trace.
+// Thread safety: plain values.
+#ifndef SLUICE_REPORT_ANALYSIS_BOTTLENECK_REPORT_H_
+#define SLUICE_REPORT_ANALYSIS_BOTTLENECK_REPORT_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/memory.h"
+#include "nlohmann/json.hpp"
+#include "pipeline/stage_stats.h"
+#include "report/advice/advice.h"
+#include "report/record/ceiling_figures.h"
+#include "report/record/data_parallel.h"
+#include "report/record/run_record.h"
+#include "report/stages.h"
+
+namespace sluice {
+
+// The rows of the report are kReportStageTable's (report_stages.h), in its order; a row's name
+// is StageName(stage).
+
+// Verdict classes (docs/bottleneck.md, "Verdict").
+enum class VerdictClass {
+  kInputBound,          // compute waited > 20% of training time
+  kPartlyInputBound,    // 5-20%
+  kComputeBound,        // < 5%
+  kLaunchBound,         // < 5% on CUDA, host time in TrainStep (kernel launches) dominates
+  kCpuBound,            // >= 5% wait and the cores are saturated by stage CPU time
+  kNoData,              // nothing was trained
+  kCommunicationBound,  // data parallel: the exchange's own cost > kCommunicationBoundPct
+};
+// Data parallel: the share of training time the straggler (which waits for no one) spends in
+// the exchange above which the run is communication-bound.
+inline constexpr double kCommunicationBoundPct = 20.0;
+const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-bound", ...
+
+// One op of the run's transform chain and its share of the preprocess stage's busy time
+// (docs/bottleneck.md, "The transform chain").
+struct ChainOpShare {
+  std::string op;        // the op's identity, e.g. "RandomCrop(32, padding=4)"
+  double share_pct = 0;  // in [0, 100]
+};
+
+struct StageRow {
+  Stage stage = Stage::kRead;
+  bool present = false;   // the run had this stage (h2d only on CUDA)
+  bool cpu_work = false;  // counted in the CPU budget (read, decompress, preprocess, compute)
+  int concurrency = 1;    // threads; compute on the CPU: the threads each step runs on
+  uint64_t items = 0;     // frames (read, decompress), batches (others)
+  uint64_t samples = 0;
+  uint64_t bytes = 0;
+  double items_per_s = 0;    // over the training time
+  double samples_per_s = 0;  // over the training time
+  int64_t busy_ns = 0;       // pinned_wait: time batches waited for a pinned buffer, summed
+  // Shares of concurrency x the report's span (train_seconds; a graph stage that worked
+  // outside it: its own window), each in [0, 100]; busy + wait_input + wait_output = 100 for
+  // the graph stages. pinned_wait: the share of the span during which a batch waited for a
+  // buffer.
+  double busy_pct = 0;
+  double wait_input_pct = 0;
+  double wait_output_pct = 0;
+  double batches_waiting_avg = 0;  // pinned_wait: batches waiting for a buffer, on average
+  uint64_t queue_high_water = 0;
+  // samples / (busy / concurrency): what the stage could do if nothing else limited it
+  // (compute: samples / busy, busy being the wall time of its steps).
+  std::optional<double> capacity_samples_per_s;
+  // CPU time per sample: busy_ns / samples for the graph stages (busy is summed over their
+  // threads); compute on the CPU: its threads' measured CPU time (ComputeStats::cpu_ns) /
+  // samples, else busy_ns x threads / samples.
+  double cpu_ns_per_sample = 0;
+  // Cores the stage kept busy on average over the training time (cpu_work stages).
+  double cores_busy = 0;
+  // capacity / (per-thread ceiling x min(concurrency, cores)), when a ceiling was measured.
+  std::optional<double> ceiling_samples_per_s;
+  std::optional<double> pct_of_ceiling;
+  double attributed_wait_pct = 0;  // share of the consumer's wait attributed here (estimate)
+  // preprocess with a transform chain whose ops were timed: each op's share of busy_ns, in
+  // chain order, and the rest (gathering, the conversions around the chain, any injected
+  // delay), together 100. nullopt on the other rows and without a chain.
+  std::optional<std::vector<ChainOpShare>> ops;
+  std::optional<double> outside_chain_pct;
+};
+
+// The run's first epoch against its later ones (docs/bottleneck.md, "Cold and warm epochs"):
+// a first epoch that reads from disk while the later ones read the page cache is slower for a
+// reason the whole-run table averages away. Present when this process trained two or more
+// epochs and the pipeline recorded their reads.
+struct EpochSplit {
+  uint64_t first_epoch = 0;  // as the trainer counts (from 0)
+  uint64_t later_epochs = 0;
+  double first_samples_per_s = 0;
+  double later_samples_per_s = 0;  // the later epochs' samples over their seconds
+  double first_seconds = 0;        // the first epoch's training time
+  double later_seconds = 0;        // per later epoch, on average
+  double first_read_seconds = 0;   // the reader's busy time on the epoch's frames
+  double later_read_seconds = 0;   // per later epoch, on average
+  double first_read_mb_per_s = 0;  // stored MB over the reader's busy seconds (0: no reads)
+  double later_read_mb_per_s = 0;
+  // The first epoch trained more than kEpochsDifferFraction slower than the later ones.
+  bool differ = false;
+  // The pinned pool holds at least half an epoch's batches: the later epochs started with
+  // batches built during the first (and its evaluation), so the epochs' rates do not compare
+  // and no cause is claimed.
+  bool ran_ahead = false;
+  // ... and its reads were at least kColdReadFactor slower per byte (it read from disk, or a
+  // colder cache, and the later epochs did not) and their extra time is at least
+  // kColdExplainsFraction of the epoch's extra time: the disk explains the slower epoch.
+  bool cold = false;
+};
+inline constexpr double kEpochsDifferFraction = 0.15;
+inline constexpr double kColdReadFactor = 2.0;
+inline constexpr double kColdExplainsFraction = 0.5;
+
+struct BottleneckReport {
+  std::vector<StageRow> stages;  // kNumReportStages rows, in kReportStages order
+  std::string device;            // backend name
+  bool is_cuda = false;
+  bool on_device = false;  // compute ran on a device stream (CUDA or sim), timed by events
+  int cores = 0;
+  double train_seconds = 0;
+  uint64_t samples = 0;  // trained
+  uint64_t steps = 0;
+  double measured_samples_per_s = 0;        // samples / train_seconds
+  double predicted_samples_per_s = 0;       // min(capacity_limit, cpu_limit)
+  double capacity_limit_samples_per_s = 0;  // min over stages of capacity
+  double cpu_limit_samples_per_s = 0;       // cores / sum over CPU stages of ns per sample
+  double cpu_threads_busy = 0;              // sum of CPU stages' busy / training time
+  bool cpu_saturated = false;               // cpu_threads_busy >= 0.9 x cores
+  // Compute waited for its input, % of training time: on a device, the compute stream's idle
+  // time between steps (from events); on the CPU, the consumer's wait in Next().
+  double input_bound_pct = 0;
+  double host_wait_pct = 0;     // the host (consumer) blocked in Next(): delivery.wait_input
+  double compute_host_pct = 0;  // host time inside TrainStep (on a device: enqueue)
+  // On a device: the steps' device spans while the host was still enqueuing that same step,
+  // % of training time (ComputeStats::launch_gated_ns); part of the compute row's busy_pct.
+  double launch_gated_pct = 0;
+  VerdictClass verdict = VerdictClass::kNoData;
+  Stage limiting_stage = Stage::kCompute;
+  std::string sentence;  // the one-sentence verdict with a suggestion
+  // The suggestion as concrete changes (a setting and its value), in the order the sentence
+  // gives them; empty when no setting of the run would relieve the limit.
+  std::vector<Advice> advice;
+  Consumer consumer = Consumer::kTrainJob;  // whose settings the advice names
+  std::vector<std::string> notes;           // caveats (dropped trace spans, skipped frames, ...)
+  PipelineStats pipeline;                   // copied for the pool/ring figures
+  MemoryReport memory;
+  MemoryFormula memory_formula;
+  HostMemoryReport host_memory;
+  std::optional<Ceilings> ceilings;
+  // Data-parallel runs only (AddWorldFigures; absent from text and JSON in a single process).
+  std::optional<ExchangeFigures> exchange;
+  std::vector<RankSummary> ranks;  // index = rank
+  // Device runs: the share of the trained batches' copy time (copy-stream device time) that ran
+  // while a step computed, in [0, 100] (ComputeStats::copy_hidden_ns / copy_ns; it equals the
+  // trace's otherData.copy_hidden_share x 100). nullopt: no copies (the CPU backend, or a
+  // consumer whose steps were not timed).
+  std::optional<double> copy_hidden_pct;
+  // Device runs: the share of copy time that ran before an epoch's first step while no step
+  // ran (ComputeStats::startup_copy_ns): no setting can hide it. nullopt with copy_hidden_pct.
+  std::optional<double> copy_startup_pct;
+  std::optional<EpochSplit> epoch_split;
+
+  const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
+  // A compact table, the verdict sentence, and the memory figures.
+  std::string ToText() const;
+  // Every figure, as documented in docs/report-schema.md (schema "sluice.bottleneck_report/1").
+  nlohmann::ordered_json ToJson() const;
+};
+
+inline constexpr char kReportSchema[] = "sluice.bottleneck_report/1";
+
+// Analyzes a finished run. `ceilings` may be null (no "% of ceiling" figures). `cores` is the
+// number of CPU cores the run could use (std::thread::hardware_concurrency() for sluice-train);
+// values < 1 are treated as 1.
+BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores);
+
+// Data-parallel runs. SummarizeRank: this rank's figures for rank 0 (`own` is AnalyzeRun of
+// `run`). AddWorldFigures (rank 0): adds the exchange section and the ranks table to rank 0's
+// report, names the straggler, and decides the job's verdict: communication-bound when the
+// straggler's exchange time passes kCommunicationBoundPct of its training time, else the
+// straggler's own verdict when the others wait for it (docs/bottleneck.md, "Data-parallel
+// runs"). `frames_one_process`: the frames one process would decode for this run (nullopt:
+// unknown); the duplicated-decode factor is the ranks' frames_decoded summed over it.
+RankSummary SummarizeRank(const RunRecord& run, const BottleneckReport& own,
+                          const std::string& hostname);
+void AddWorldFigures(const std::vector<RankSummary>& ranks, const AllReduceCeiling& ceiling,
+                     std::optional<uint64_t> frames_one_process, BottleneckReport* rep);
+
+}  // namespace sluice
+
+#endif  // SLUICE_REPORT_ANALYSIS_BOTTLENECK_REPORT_H_

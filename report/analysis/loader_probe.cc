@@ -1,0 +1,239 @@
+#include "report/analysis/loader_probe.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/json_fields.h"
+#include "report/internal/report_internal.h"
+
+namespace sluice {
+SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_ns, mean_wait_us,
+                          mean_step_us, max_wait_us, replay_steps, replay_seconds,
+                          replay_samples_per_s, replay_batch, free_data_samples_per_s,
+                          free_data_source, speedup)
+
+namespace {
+
+using report_internal::FormatRate;
+
+// The thresholds of AnalyzeRun's verdict (tf.data's, docs/bottleneck.md "Verdict").
+constexpr double kInputBoundPct = 20.0;
+constexpr double kPartlyInputPct = 5.0;
+// A replay faster than the measured rate by less than this is within a machine's noise: free
+// data would not speed the run up, whatever the wait.
+constexpr double kNoGainSpeedup = 1.05;
+
+double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+absl::Status Validate(const LoaderProbeRecord& r) {
+  auto bad = [](const char* field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("loader probe: ", field, " ", why));
+  };
+  if (r.wait_ns < 0) return bad("wait_ns", absl::StrCat("is negative (", r.wait_ns, ")"));
+  if (r.step_ns < 0) return bad("step_ns", absl::StrCat("is negative (", r.step_ns, ")"));
+  if (r.max_wait_ns < 0 || r.max_wait_ns > r.wait_ns) {
+    return bad("max_wait_ns",
+               absl::StrCat("must lie in [0, wait_ns = ", r.wait_ns, "], got ", r.max_wait_ns));
+  }
+  if (r.steps == 0 && r.samples > 0) {
+    return bad("samples", absl::StrCat("is ", r.samples, " but no step was counted"));
+  }
+  if (r.replay_steps > 0 && (r.replay_span_ns <= 0 || r.replay_samples == 0)) {
+    return bad("replay_span_ns", absl::StrCat("and replay_samples must be positive after ",
+                                              r.replay_steps, " replayed steps, got ",
+                                              r.replay_span_ns, " ns and ", r.replay_samples));
+  }
+  return absl::OkStatus();
+}
+
+// The loader as one stage: its busy time is the exposed wait, the time it kept the step
+// blocked in next(). Its capacity is not measured: a loader that works ahead (worker
+// processes) is busy while the step runs, which the probe cannot see.
+StageRow LoaderRow(const LoaderProbeRecord& r, double span_ns) {
+  StageRow row;
+  row.stage = Stage::kLoader;
+  row.present = r.steps > 0;
+  row.items = r.steps;
+  row.samples = r.samples;
+  row.items_per_s = span_ns > 0 ? r.steps * 1e9 / span_ns : 0;
+  row.samples_per_s = span_ns > 0 ? r.samples * 1e9 / span_ns : 0;
+  row.busy_ns = r.wait_ns;
+  row.busy_pct = Pct(r.wait_ns, span_ns);
+  return row;
+}
+
+// The user's step as compute: busy is the step time, its wait the exposed wait.
+StageRow ComputeRow(const LoaderProbeRecord& r, double span_ns) {
+  StageRow row;
+  row.stage = Stage::kCompute;
+  row.present = r.steps > 0;
+  row.items = r.steps;
+  row.samples = r.samples;
+  row.items_per_s = span_ns > 0 ? r.steps * 1e9 / span_ns : 0;
+  row.samples_per_s = span_ns > 0 ? r.samples * 1e9 / span_ns : 0;
+  row.busy_ns = r.step_ns;
+  row.busy_pct = Pct(r.step_ns, span_ns);
+  row.wait_input_pct = Pct(r.wait_ns, span_ns);
+  if (r.step_ns > 0 && r.samples > 0) {
+    row.capacity_samples_per_s = r.samples * 1e9 / r.step_ns;
+    row.cpu_ns_per_sample = static_cast<double>(r.step_ns) / r.samples;
+  }
+  return row;
+}
+
+ProbeFigures Figures(const LoaderProbeRecord& r, const BottleneckReport& rep) {
+  ProbeFigures f;
+  f.loader = r.loader;
+  f.passes = r.passes;
+  f.wait_ns = r.wait_ns;
+  f.step_ns = r.step_ns;
+  f.span_ns = r.wait_ns + r.step_ns;
+  if (r.steps > 0) {
+    f.mean_wait_us = r.wait_ns / 1e3 / r.steps;
+    f.mean_step_us = r.step_ns / 1e3 / r.steps;
+  }
+  f.max_wait_us = r.max_wait_ns / 1e3;
+  if (r.replay_steps > 0) {
+    f.replay_steps = r.replay_steps;
+    f.replay_seconds = r.replay_span_ns / 1e9;
+    f.replay_samples_per_s = r.replay_samples * 1e9 / r.replay_span_ns;
+    f.replay_batch = r.replay_batch;
+    f.free_data_samples_per_s = *f.replay_samples_per_s;
+    f.free_data_source = "replay";
+  } else {
+    f.free_data_samples_per_s = rep.stages[1].capacity_samples_per_s.value_or(0);
+    f.free_data_source = "step_time";
+  }
+  if (rep.measured_samples_per_s > 0) {
+    f.speedup = f.free_data_samples_per_s / rep.measured_samples_per_s;
+  }
+  return f;
+}
+
+// "replacing the loader could reach up to X (Y x)", with where X comes from.
+std::string WhatIf(const ProbeFigures& f) {
+  const std::string source =
+      f.replay_steps ? absl::StrFormat(
+                           "with free data (a replay of %d steps on the %s batch) the step "
+                           "ran at %s",
+                           *f.replay_steps, f.replay_batch, FormatRate(f.free_data_samples_per_s))
+                     : absl::StrFormat(
+                           "with free data the steps' own time allows %s (probe.replay() "
+                           "measures it)",
+                           FormatRate(f.free_data_samples_per_s));
+  std::string s = absl::StrFormat("%s: replacing the loader could reach up to %s (%.2fx)", source,
+                                  FormatRate(f.free_data_samples_per_s), f.speedup);
+  if (f.speedup < kNoGainSpeedup) absl::StrAppend(&s, "; a faster loader would not speed it up");
+  return s;
+}
+
+void DecideProbeVerdict(const ProbeFigures& f, BottleneckReport* rep) {
+  if (rep->steps == 0 || rep->train_seconds <= 0) {
+    rep->verdict = VerdictClass::kNoData;
+    rep->limiting_stage = Stage::kCompute;
+    rep->sentence = "no data: the probe saw no finished step, so there is nothing to attribute";
+    return;
+  }
+  const double wait = rep->input_bound_pct;
+  const std::string waited =
+      absl::StrFormat("compute waited %.0f%% of the time in next() of %s", wait, f.loader);
+  // The replay is the experiment: when free data is not faster, the wait is not what limits
+  // the run, however large it looks.
+  const bool replay_shows_no_gain = f.replay_steps && f.speedup < kNoGainSpeedup;
+  if (wait < kPartlyInputPct || replay_shows_no_gain) {
+    rep->verdict = VerdictClass::kComputeBound;
+    rep->limiting_stage = Stage::kCompute;
+    rep->sentence = absl::StrFormat("compute-bound: %s; compute is the limit at %s; %s", waited,
+                                    FormatRate(rep->measured_samples_per_s), WhatIf(f));
+    return;
+  }
+  rep->verdict =
+      wait > kInputBoundPct ? VerdictClass::kInputBound : VerdictClass::kPartlyInputBound;
+  rep->limiting_stage = Stage::kLoader;
+  rep->sentence = absl::StrFormat("%s: %s; the loader is the limit: it delivered %s; %s",
+                                  VerdictClassName(rep->verdict), waited,
+                                  FormatRate(rep->measured_samples_per_s), WhatIf(f));
+}
+
+}  // namespace
+
+absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, int cores) {
+  if (absl::Status s = Validate(record); !s.ok()) return s;
+  ProbeReport out;
+  BottleneckReport& rep = out.report;
+  rep.cores = std::max(1, cores);
+  rep.device = absl::StrCat("python step (probe of ", record.loader, ")");
+  const double span_ns = static_cast<double>(record.wait_ns) + record.step_ns;
+  rep.train_seconds = span_ns / 1e9;
+  rep.samples = record.samples;
+  rep.steps = record.steps;
+  rep.measured_samples_per_s = span_ns > 0 ? record.samples * 1e9 / span_ns : 0;
+  rep.stages = {LoaderRow(record, span_ns), ComputeRow(record, span_ns)};
+  rep.stages[0].attributed_wait_pct = rep.stages[0].busy_pct;  // every wait is the loader's
+  rep.capacity_limit_samples_per_s = rep.stages[1].capacity_samples_per_s.value_or(0);
+  rep.input_bound_pct = rep.stages[1].wait_input_pct;
+  rep.host_wait_pct = rep.input_bound_pct;
+  rep.compute_host_pct = rep.stages[1].busy_pct;
+  out.probe = Figures(record, rep);
+  // Predicted: what the run does when the loader costs nothing (the loader has no capacity).
+  rep.predicted_samples_per_s = out.probe.free_data_samples_per_s;
+  rep.notes.push_back(
+      "measured from outside the loader: its row is the exposed wait (the step blocked in "
+      "next()), not its work, which may overlap the step (worker processes); CPU figures are "
+      "not measured");
+  if (!out.probe.replay_steps && record.steps > 0) {
+    rep.notes.push_back(
+        "free-data rate from the steps' own time; probe.replay(steps=N) measures it on a cached "
+        "batch");
+  }
+  DecideProbeVerdict(out.probe, &rep);
+  return out;
+}
+
+std::string ProbeReport::ToText() const {
+  const BottleneckReport& r = report;
+  std::string out = absl::StrFormat(
+      "probe report: %s, %d cores, %.3f s covered (first next() to the last step's end, %d "
+      "%s), %d samples in %d steps\n",
+      probe.loader, r.cores, r.train_seconds, probe.passes, probe.passes == 1 ? "pass" : "passes",
+      r.samples, r.steps);
+  absl::StrAppendFormat(&out, "%-8s %9s %18s %7s %18s\n", "stage", "items", "rate", "share%",
+                        "capacity");
+  for (const StageRow& row : r.stages) {
+    absl::StrAppendFormat(
+        &out, "%-8s %9d %18s %7.1f %18s\n", StageName(row.stage), row.items,
+        FormatRate(row.samples_per_s), row.busy_pct,
+        row.capacity_samples_per_s ? FormatRate(*row.capacity_samples_per_s) : "-");
+  }
+  absl::StrAppendFormat(&out,
+                        "per step: waited %.1f us in next() (longest %.1f us), stepped %.1f us; "
+                        "the shares are of the span and add up to 100%%\n",
+                        probe.mean_wait_us, probe.max_wait_us, probe.mean_step_us);
+  absl::StrAppendFormat(&out, "measured %s (samples / the span); free data %s",
+                        FormatRate(r.measured_samples_per_s),
+                        FormatRate(probe.free_data_samples_per_s));
+  if (probe.replay_steps) {
+    absl::StrAppendFormat(&out, " (replay of %d steps on the %s batch, %.3f s)",
+                          *probe.replay_steps, probe.replay_batch, *probe.replay_seconds);
+  } else {
+    absl::StrAppend(&out, " (from the steps' time; no replay)");
+  }
+  absl::StrAppendFormat(&out, "; speedup %.2fx\n", probe.speedup);
+  absl::StrAppend(&out, "verdict: ", r.sentence, "\n");
+  for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
+  return out;
+}
+
+nlohmann::ordered_json ProbeReport::ToJson() const {
+  nlohmann::ordered_json j = report.ToJson();
+  nlohmann::ordered_json notes = j["notes"];
+  j.erase("notes");
+  j["probe"] = probe;
+  j["notes"] = notes;
+  return j;
+}
+
+}  // namespace sluice

@@ -1,0 +1,165 @@
+// The report's advice: concrete settings with values, only where they apply, in the consumer's
+// words (sluice-train flags or sluice.Loader arguments), and a close call said as one.
+#include "report/advice/advice.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/pipeline.h"
+#include "report/analysis/bottleneck_report.h"
+#include "tests/report/synthetic_run.h"
+
+namespace sluice {
+namespace {
+
+using synthetic_run::MakeRun;
+using synthetic_run::Synth;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A run that waited 40% for decompress (2 threads, far slower than compute).
+RunRecord DecompressBound(double stored_over_raw) {
+  Synth s;
+  s.decompress_ns = 4000;
+  s.compute_ns = 500;
+  s.wait_pct = 40;
+  RunRecord run = MakeRun(s);
+  run.pipeline.stages[static_cast<int>(Stage::kRead)].bytes = static_cast<uint64_t>(
+      stored_over_raw * run.pipeline.stages[static_cast<int>(Stage::kDecompress)].bytes);
+  return run;
+}
+
+bool HasSetting(const BottleneckReport& rep, AdviceSetting setting) {
+  for (const Advice& a : rep.advice) {
+    if (a.setting == setting) return true;
+  }
+  return false;
+}
+
+TEST(AdviceTest, DecompressBoundAdvisesDoubleTheThreadsAsAFlagWithItsValue) {
+  const BottleneckReport rep = AnalyzeRun(DecompressBound(0.58), nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecompress) << rep.sentence;
+  ASSERT_FALSE(rep.advice.empty());
+  EXPECT_EQ(rep.advice[0].setting, AdviceSetting::kDecompressThreads);
+  EXPECT_EQ(rep.advice[0].value, "4");  // 2 threads now
+  EXPECT_THAT(rep.sentence, HasSubstr("--decompress-threads=4"));
+  // Compressed frames (ratio 1.72): a lower zstd level is offered too.
+  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kZstdLevel));
+  EXPECT_THAT(rep.sentence, HasSubstr("sluice-shard create --zstd-level=1"));
+}
+
+TEST(AdviceTest, UncompressedFramesGetNoZstdLevelAdvice) {
+  const BottleneckReport rep = AnalyzeRun(DecompressBound(1.0), nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecompress) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kZstdLevel));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("zstd")));
+}
+
+TEST(AdviceTest, PythonConsumerIsAdvisedLoaderArgumentsNotFlags) {
+  RunRecord run = DecompressBound(0.58);
+  run.consumer = Consumer::kPython;
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_THAT(rep.sentence, HasSubstr("decompress_threads=4"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("--decompress-threads")));
+  EXPECT_EQ(rep.ToJson()["verdict"]["advice"][0]["text"], "decompress_threads=4");
+  // A Python step that is the limit is not told about a command-line flag.
+  Synth s;
+  s.compute_ns = 2000;
+  s.wait_pct = 1;
+  RunRecord step_bound = MakeRun(s);
+  step_bound.consumer = Consumer::kPython;
+  const BottleneckReport compute = AnalyzeRun(step_bound, nullptr, 16);
+  EXPECT_EQ(compute.verdict, VerdictClass::kComputeBound) << compute.sentence;
+  EXPECT_THAT(compute.sentence, Not(HasSubstr("--")));
+}
+
+// A larger pool did not pay where the pool was full (tests/engine/job/advice_scenarios_test.cc):
+// the report names the full pool but advises no setting for it.
+TEST(AdviceTest, AFullPoolIsNamedButNoPoolSizeIsAdvised) {
+  Synth s;
+  s.compute_ns = 900;
+  s.wait_pct = 30;
+  RunRecord run = MakeRun(s);  // 4 buffers, all in use
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kCompute) << rep.sentence;
+  EXPECT_TRUE(rep.advice.empty()) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("all 4 pinned buffers were in use"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("--pool-size")));
+}
+
+TEST(AdviceTest, U8BatchesAreAdvisedOnlyWhereTheyCrossALink) {
+  Synth s;  // preprocess is the limit
+  s.preprocess_ns = 4000;
+  s.wait_pct = 40;
+  RunRecord cpu = MakeRun(s);
+  BottleneckReport rep = AnalyzeRun(cpu, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kPreprocess) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  s.cuda = true;
+  s.h2d_ns = 100;
+  RunRecord gpu = MakeRun(s);
+  gpu.h2d_format = H2DFormat::kF32;
+  rep = AnalyzeRun(gpu, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kPreprocess) << rep.sentence;
+  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("--h2d-format=u8"));
+}
+
+TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
+  Synth s;  // the link is the limit: the copy stream busy nearly all the time
+  s.cuda = true;
+  s.h2d_ns = 4000;
+  s.wait_pct = 60;
+  RunRecord run = MakeRun(s);
+  run.h2d_format = H2DFormat::kF32;
+  run.pipeline.ring_depth = 3;
+  StageStats& h2d = run.pipeline.stages[static_cast<int>(Stage::kH2D)];
+  h2d.wait_output_ns = h2d.busy_ns / 50;
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
+  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  h2d.wait_output_ns = h2d.busy_ns;  // copies held back by the ring half the time
+  rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=6"));
+  // Held back by the ring, fewer bytes per copy gain nothing (measured 0.75x).
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  // Beyond the default depth more slots measured 0.98x: not advised.
+  run.pipeline.ring_depth = kDefaultDeviceRingDepth;
+  rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  run.pipeline.ring_depth = 5;
+  rep = AnalyzeRun(run, nullptr, 16);
+  EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=8"));
+}
+
+TEST(AdviceTest, StagesWithinFifteenPercentOfComputeAreACloseCall) {
+  Synth s;
+  s.decompress_ns = 1000;  // 2 threads: 500 ns per sample, as compute
+  s.compute_ns = 470;
+  s.wait_pct = 25;
+  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecompress) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("close call: decompress"));
+  EXPECT_THAT(rep.sentence, HasSubstr("or compute"));
+  s.decompress_ns = 4000;  // 4x slower than compute: no close call
+  rep = AnalyzeRun(MakeRun(s), nullptr, 16);
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("close call")));
+}
+
+TEST(AdviceTest, AdviceTextsAreTheFlagsSluiceTrainTakes) {
+  for (AdviceSetting s :
+       {AdviceSetting::kReadAhead, AdviceSetting::kDecompressThreads,
+        AdviceSetting::kPreprocessThreads, AdviceSetting::kPoolSize,
+        AdviceSetting::kDeviceRingDepth, AdviceSetting::kH2DFormat, AdviceSetting::kCudaGraph}) {
+    const Advice a{s, "4", ""};
+    EXPECT_EQ(AdviceText(a, Consumer::kTrainJob), std::string("--") + AdviceFlag(s) + "=4");
+  }
+  EXPECT_EQ(AdviceText({AdviceSetting::kZstdLevel, "1", ""}, Consumer::kPython),
+            "sluice-shard create --zstd-level=1");
+}
+
+}  // namespace
+}  // namespace sluice

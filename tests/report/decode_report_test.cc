@@ -1,0 +1,201 @@
+// The bottleneck report on encoded images and over several epochs: the decode row (a part of
+// preprocess, on its threads), the verdict that names decode when it is most of preprocess's
+// work, its ceiling, and the first epoch against the later ones (cold: read from disk).
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "report/analysis/bottleneck_report.h"
+#include "tests/report/synthetic_run.h"
+
+namespace sluice {
+namespace {
+
+using synthetic_run::kSamples;
+using synthetic_run::MakeRun;
+using synthetic_run::Synth;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Preprocess limits the run (2 threads, 2.4 us per sample: 833 k samples/s); decoding is
+// `decode_ns` of its 2.4 us.
+Synth DecodingRun(double decode_ns) {
+  Synth s;
+  s.preprocess_ns = 2400;
+  s.decode_ns = decode_ns;
+  return s;
+}
+
+TEST(DecodeReportTest, DecodeRowIsPartOfPreprocessAndNotCountedTwice) {
+  const BottleneckReport plain = AnalyzeRun(MakeRun(DecodingRun(0)), nullptr, 16);
+  const BottleneckReport rep = AnalyzeRun(MakeRun(DecodingRun(1800)), nullptr, 16);
+  EXPECT_FALSE(plain.row(Stage::kDecode).present);
+  const StageRow& d = rep.row(Stage::kDecode);
+  const StageRow& pre = rep.row(Stage::kPreprocess);
+  ASSERT_TRUE(d.present);
+  EXPECT_FALSE(d.cpu_work);
+  EXPECT_EQ(d.concurrency, pre.concurrency);
+  EXPECT_EQ(d.items, kSamples);
+  // Of the same threads' time: 1800 / 2400 of preprocess's busy share.
+  EXPECT_NEAR(d.busy_pct, pre.busy_pct * 1800 / 2400, 1e-9);
+  EXPECT_LT(d.busy_pct, pre.busy_pct);
+  EXPECT_NEAR(pre.busy_pct + pre.wait_input_pct + pre.wait_output_pct, 100.0, 1e-9);
+  EXPECT_EQ(d.wait_input_pct, 0);
+  EXPECT_EQ(d.wait_output_pct, 0);
+  EXPECT_EQ(d.attributed_wait_pct, 0);
+  // What the two threads would decode doing nothing else.
+  ASSERT_TRUE(d.capacity_samples_per_s.has_value());
+  EXPECT_NEAR(*d.capacity_samples_per_s, 2e9 / 1800, 1e-6);
+  // The CPU budget, the prediction and the wait attribution are those of the run without the
+  // row: decoding is already in preprocess's busy time.
+  EXPECT_DOUBLE_EQ(rep.cpu_threads_busy, plain.cpu_threads_busy);
+  EXPECT_DOUBLE_EQ(rep.predicted_samples_per_s, plain.predicted_samples_per_s);
+  EXPECT_DOUBLE_EQ(rep.capacity_limit_samples_per_s, plain.capacity_limit_samples_per_s);
+  EXPECT_DOUBLE_EQ(pre.attributed_wait_pct, plain.row(Stage::kPreprocess).attributed_wait_pct);
+}
+
+TEST(DecodeReportTest, VerdictNamesDecodeWhenItIsMostOfPreprocess) {
+  BottleneckReport rep = AnalyzeRun(MakeRun(DecodingRun(1800)), nullptr, 16);
+  EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
+  EXPECT_THAT(rep.sentence, HasSubstr("decode is the limit: it takes 75% of the busy time of "
+                                      "preprocess, which runs at 833.3 k samples/s on 2 threads"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("preprocess is the limit")));
+  EXPECT_THAT(rep.sentence, HasSubstr("store smaller images"));
+  ASSERT_FALSE(rep.advice.empty());
+  EXPECT_EQ(rep.advice.front().setting, AdviceSetting::kPreprocessThreads);
+  EXPECT_EQ(rep.advice.front().value, "4");
+  EXPECT_EQ(rep.ToJson()["verdict"]["limiting_stage"], "decode");
+
+  // A quarter of preprocess's time: preprocess itself is named, decode is not.
+  rep = AnalyzeRun(MakeRun(DecodingRun(600)), nullptr, 16);
+  EXPECT_EQ(rep.limiting_stage, Stage::kPreprocess);
+  EXPECT_THAT(rep.sentence, HasSubstr("preprocess is the limit"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("decod")));
+}
+
+TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
+  Synth s = DecodingRun(1800);
+  s.compute_ns = 300;
+  const BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  ASSERT_EQ(rep.verdict, VerdictClass::kCpuBound);
+  EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
+  EXPECT_THAT(rep.sentence, HasSubstr("decode is the limit: it takes 75% of the busy time"));
+  EXPECT_THAT(rep.sentence, HasSubstr("; preprocess takes "));
+  EXPECT_THAT(rep.sentence, HasSubstr("make decoding cheaper"));
+  EXPECT_THAT(rep.sentence, HasSubstr("150 KB decoded per image"));
+  EXPECT_THAT(rep.sentence, HasSubstr("lower JPEG quality"));
+}
+
+TEST(DecodeReportTest, DecodeCeilingIsPerThreadUpToCores) {
+  Ceilings c;
+  c.decode.measured = true;
+  c.decode.samples_per_s = 500000;  // one core's bare decoder
+  BottleneckReport rep = AnalyzeRun(MakeRun(DecodingRun(1800)), &c, 16);
+  const StageRow& d = rep.row(Stage::kDecode);
+  ASSERT_TRUE(d.pct_of_ceiling.has_value());
+  EXPECT_NEAR(*d.pct_of_ceiling, 100.0 * (2e9 / 1800) / (2 * 500000), 1e-9);
+  EXPECT_THAT(rep.sentence, HasSubstr("of the bare decoder's rate on as many cores"));
+  rep = AnalyzeRun(MakeRun(DecodingRun(1800)), &c, 1);
+  EXPECT_NEAR(*rep.row(Stage::kDecode).pct_of_ceiling, 100.0 * (2e9 / 1800) / 500000, 1e-9);
+}
+
+TEST(DecodeReportTest, TextShowsDecodeInsidePreprocess) {
+  Ceilings c;
+  c.decode.measured = true;
+  c.decode.samples_per_s = 1000;
+  const std::string text = AnalyzeRun(MakeRun(DecodingRun(1800)), &c, 16).ToText();
+  const size_t decode = text.find("\ndecode ");
+  const size_t pre = text.find("\npreprocess ");
+  ASSERT_NE(decode, std::string::npos) << text;
+  EXPECT_LT(decode, pre);  // flow order
+  EXPECT_THAT(text, HasSubstr("decode runs inside preprocess, on its 2 threads"));
+  EXPECT_THAT(text, HasSubstr("(1.8 us each"));
+  EXPECT_THAT(text, HasSubstr("ceiling: the bare decoder, 1.0 k samples/s per core"));
+  // A run without encoded images says so on the row.
+  EXPECT_THAT(AnalyzeRun(MakeRun(DecodingRun(0)), nullptr, 16).ToText(),
+              HasSubstr("decode      -- (not in this run)"));
+}
+
+// Three epochs of kSamples / 3 samples; the first at `first_rate`, the others at 3000/s; the
+// reader `first_read_ns` on the first epoch's 30 MB, 10 ms on each later one's.
+RunRecord ThreeEpochs(double first_rate, int64_t first_read_ns) {
+  RunRecord run = MakeRun(Synth{});
+  const uint64_t n = kSamples / 3;
+  run.epochs = {
+      {0, n, n / first_rate, first_rate}, {1, n, n / 3000.0, 3000}, {2, n, n / 3000.0, 3000}};
+  run.pipeline.epoch_reads = {{0, 10, 30'000'000, first_read_ns},
+                              {1, 10, 30'000'000, 10'000'000},
+                              {2, 10, 30'000'000, 10'000'000}};
+  return run;
+}
+
+TEST(DecodeReportTest, ColdFirstEpochIsSeparatedFromWarmOnes) {
+  // 20 s against 6.7 s per later epoch; the reader 12 s against 10 ms: the disk explains it.
+  const BottleneckReport rep = AnalyzeRun(ThreeEpochs(1000, 12'000'000'000), nullptr, 16);
+  ASSERT_TRUE(rep.epoch_split.has_value());
+  const EpochSplit& s = *rep.epoch_split;
+  EXPECT_TRUE(s.differ);
+  EXPECT_TRUE(s.cold);
+  EXPECT_EQ(s.later_epochs, 2u);
+  EXPECT_DOUBLE_EQ(s.later_samples_per_s, 3000);
+  EXPECT_DOUBLE_EQ(s.first_read_mb_per_s, 2.5);   // 30 MB in 12 s
+  EXPECT_DOUBLE_EQ(s.later_read_mb_per_s, 3000);  // 60 MB in 20 ms
+  EXPECT_THAT(rep.ToText(), HasSubstr("cold first epoch: epoch 1 trained at 1.0 k samples/s, the "
+                                      "2 later ones at 3.0 k samples/s (3.0x)"));
+  EXPECT_THAT(rep.ToText(), HasSubstr("epoch 1 read from disk"));
+  EXPECT_EQ(rep.ToJson()["epoch_split"]["cold"], true);
+}
+
+// A fast disk: the first epoch's reads were slower per byte but took 2 s more of the 13.3 s
+// more the epoch took; the note does not blame the disk.
+TEST(DecodeReportTest, SlowerReadsThatExplainLittleAreNotACold) {
+  const BottleneckReport rep = AnalyzeRun(ThreeEpochs(1000, 2'000'000'000), nullptr, 16);
+  ASSERT_TRUE(rep.epoch_split.has_value());
+  EXPECT_TRUE(rep.epoch_split->differ);
+  EXPECT_FALSE(rep.epoch_split->cold);
+  EXPECT_THAT(rep.ToText(), HasSubstr("its reads were slower (15.0 MB/s against 3000.0 MB/s "
+                                      "after: epoch 1 read from disk) but took 1.99 s more, of "
+                                      "the 13.33 s more the epoch took: mostly start-up"));
+  EXPECT_THAT(rep.ToText(), Not(HasSubstr("cold first epoch")));
+}
+
+TEST(DecodeReportTest, SlowFirstEpochWithWarmReadsIsStartUpNotDisk) {
+  const BottleneckReport rep = AnalyzeRun(ThreeEpochs(1000, 10'000'000), nullptr, 16);
+  ASSERT_TRUE(rep.epoch_split.has_value());
+  EXPECT_TRUE(rep.epoch_split->differ);
+  EXPECT_FALSE(rep.epoch_split->cold);
+  EXPECT_THAT(rep.ToText(), HasSubstr("slow first epoch"));
+  EXPECT_THAT(rep.ToText(), HasSubstr("start-up, not the disk"));
+  EXPECT_THAT(rep.ToText(), Not(HasSubstr("cold first epoch")));
+}
+
+// A pool that holds most of an epoch: the later epochs start with batches built during the
+// first, so their rates say nothing of their cost and no cause is claimed, disk or start-up.
+TEST(DecodeReportTest, APoolHoldingMostOfAnEpochMakesTheEpochsIncomparable) {
+  RunRecord run = ThreeEpochs(1000, 12'000'000'000);
+  run.pipeline.pool_buffers = 400;  // of 625 batches per epoch
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  ASSERT_TRUE(rep.epoch_split.has_value());
+  EXPECT_TRUE(rep.epoch_split->ran_ahead);
+  EXPECT_FALSE(rep.epoch_split->cold);
+  EXPECT_THAT(rep.ToText(), HasSubstr("epochs do not compare: epoch 1 trained at"));
+  EXPECT_THAT(rep.ToText(), HasSubstr("keeps up to 400 batches ready (an epoch has 625)"));
+  EXPECT_THAT(rep.ToText(), Not(HasSubstr("first epoch:")));
+}
+
+TEST(DecodeReportTest, EvenEpochsGetNoNoteAndOneEpochNoSplit) {
+  BottleneckReport rep = AnalyzeRun(ThreeEpochs(2900, 2'000'000'000), nullptr, 16);
+  ASSERT_TRUE(rep.epoch_split.has_value());
+  EXPECT_FALSE(rep.epoch_split->differ);
+  EXPECT_FALSE(rep.epoch_split->cold);  // slow reads alone do not make the epoch cold
+  EXPECT_THAT(rep.ToText(), Not(HasSubstr("first epoch")));
+  RunRecord one = ThreeEpochs(1000, 2'000'000'000);
+  one.epochs.resize(1);
+  rep = AnalyzeRun(one, nullptr, 16);
+  EXPECT_FALSE(rep.epoch_split.has_value());
+  EXPECT_TRUE(rep.ToJson()["epoch_split"].is_null());
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,161 @@
+// The report of a loader measured from outside (sluice.probe): its two rows, its accounting
+// (shares of the span, the measured rate), the verdict and the replay's what-if, and its JSON
+// against docs/report-schema.md.
+#include "report/analysis/loader_probe.h"
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/report/synthetic_run.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 100 steps of 64 samples: 3 s blocked in next(), 1 s of steps (a loader-bound run at
+// 1600 samples/s whose step alone does 6400), and a replay of 50 steps at 6400 samples/s.
+LoaderProbeRecord LoaderBound() {
+  LoaderProbeRecord r;
+  r.loader = "torch.utils.data.DataLoader (num_workers=0)";
+  r.passes = 1;
+  r.steps = 100;
+  r.samples = 6400;
+  r.wait_ns = 3'000'000'000;
+  r.step_ns = 1'000'000'000;
+  r.max_wait_ns = 200'000'000;
+  r.replay_steps = 50;
+  r.replay_samples = 3200;
+  r.replay_span_ns = 500'000'000;
+  r.replay_batch = "last";
+  return r;
+}
+
+TEST(LoaderProbeTest, LoaderBoundRunNamesTheLoaderAndThePredictedSpeedup) {
+  const ProbeReport p = *AnalyzeLoaderProbe(LoaderBound(), 2);
+  EXPECT_EQ(p.report.verdict, VerdictClass::kInputBound);
+  EXPECT_EQ(p.report.limiting_stage, Stage::kLoader);
+  EXPECT_DOUBLE_EQ(p.probe.free_data_samples_per_s, 6400);
+  EXPECT_EQ(p.probe.free_data_source, "replay");
+  EXPECT_DOUBLE_EQ(p.probe.speedup, 4.0);
+  EXPECT_DOUBLE_EQ(p.report.predicted_samples_per_s, 6400);
+  EXPECT_THAT(p.report.sentence, HasSubstr("input-bound: compute waited 75% of the time in next() "
+                                           "of torch.utils.data.DataLoader (num_workers=0)"));
+  EXPECT_THAT(p.report.sentence,
+              HasSubstr("replacing the loader could reach up to 6.4 k samples/s (4.00x)"));
+  EXPECT_THAT(p.ToText(), HasSubstr(p.report.sentence));
+}
+
+TEST(LoaderProbeTest, SharesOfTheSpanAddUpTo100AndTheRateIsSamplesOverTheSpan) {
+  const ProbeReport p = *AnalyzeLoaderProbe(LoaderBound(), 2);
+  ASSERT_EQ(p.report.stages.size(), 2u);
+  EXPECT_EQ(p.report.stages[0].stage, Stage::kLoader);
+  EXPECT_EQ(p.report.stages[1].stage, Stage::kCompute);
+  EXPECT_DOUBLE_EQ(p.report.stages[0].busy_pct + p.report.stages[1].busy_pct, 100.0);
+  EXPECT_DOUBLE_EQ(p.report.train_seconds, 4.0);
+  EXPECT_DOUBLE_EQ(p.report.measured_samples_per_s, 1600);
+  EXPECT_DOUBLE_EQ(p.report.input_bound_pct, 75);
+  EXPECT_DOUBLE_EQ(*p.report.stages[1].capacity_samples_per_s, 6400);
+  EXPECT_FALSE(p.report.stages[0].capacity_samples_per_s.has_value());
+  EXPECT_EQ(p.probe.span_ns, 4'000'000'000);
+  EXPECT_DOUBLE_EQ(p.probe.mean_wait_us, 30'000);
+  EXPECT_DOUBLE_EQ(p.probe.mean_step_us, 10'000);
+}
+
+TEST(LoaderProbeTest, ShortWaitIsComputeBound) {
+  LoaderProbeRecord r = LoaderBound();
+  r.wait_ns = 20'000'000;  // 2% of the span
+  r.step_ns = 980'000'000;
+  r.max_wait_ns = 10'000'000;
+  r.replay_span_ns = 480'000'000;
+  const ProbeReport p = *AnalyzeLoaderProbe(r, 2);
+  EXPECT_EQ(p.report.verdict, VerdictClass::kComputeBound);
+  EXPECT_EQ(p.report.limiting_stage, Stage::kCompute);
+  EXPECT_THAT(p.report.sentence, HasSubstr("compute-bound: compute waited 2%"));
+}
+
+TEST(LoaderProbeTest, ReplayThatIsNoFasterOverridesTheWait) {
+  LoaderProbeRecord r = LoaderBound();
+  r.wait_ns = 100'000'000;  // 10%: partly input-bound by the thresholds alone
+  r.step_ns = 900'000'000;
+  r.max_wait_ns = 1'000'000;
+  r.replay_span_ns = 500'000'000;  // 6400 samples/s: what the run already did
+  const ProbeReport p = *AnalyzeLoaderProbe(r, 2);
+  EXPECT_DOUBLE_EQ(p.probe.speedup, 1.0);
+  EXPECT_EQ(p.report.verdict, VerdictClass::kComputeBound);
+  EXPECT_THAT(p.report.sentence, HasSubstr("a faster loader would not speed it up"));
+}
+
+TEST(LoaderProbeTest, WithoutReplayTheStepTimeGivesTheFreeDataRate) {
+  LoaderProbeRecord r = LoaderBound();
+  r.replay_steps = 0;
+  r.replay_samples = 0;
+  r.replay_span_ns = 0;
+  const ProbeReport p = *AnalyzeLoaderProbe(r, 2);
+  EXPECT_EQ(p.probe.free_data_source, "step_time");
+  EXPECT_DOUBLE_EQ(p.probe.free_data_samples_per_s, 6400);  // 6400 samples / 1 s of steps
+  EXPECT_FALSE(p.probe.replay_steps.has_value());
+  EXPECT_THAT(p.report.sentence, HasSubstr("probe.replay() measures it"));
+}
+
+TEST(LoaderProbeTest, NoStepsIsNoData) {
+  const ProbeReport p = *AnalyzeLoaderProbe(LoaderProbeRecord{}, 2);
+  EXPECT_EQ(p.report.verdict, VerdictClass::kNoData);
+  EXPECT_EQ(p.report.measured_samples_per_s, 0);
+}
+
+TEST(LoaderProbeTest, NegativeTimeOrReplayWithoutSpanIsInvalidArgumentNamingTheField) {
+  LoaderProbeRecord r = LoaderBound();
+  r.wait_ns = -1;
+  absl::StatusOr<ProbeReport> p = AnalyzeLoaderProbe(r, 2);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("wait_ns"));
+  r = LoaderBound();
+  r.replay_span_ns = 0;
+  p = AnalyzeLoaderProbe(r, 2);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("replay_span_ns"));
+}
+
+// The JSON: the single-process fields of docs/report-schema.md, in their order, with "probe"
+// (its own table, "Probe reports") before "notes", and the rows named loader and compute.
+TEST(LoaderProbeTest, JsonIsTheReportSchemaPlusTheDocumentedProbeObject) {
+  const nlohmann::ordered_json j = AnalyzeLoaderProbe(LoaderBound(), 2)->ToJson();
+  std::set<std::string> paths;
+  synthetic_run::Paths(j, "", &paths);
+  std::ifstream doc(std::string(SLUICE_SOURCE_DIR) + "/docs/report-schema.md");
+  ASSERT_TRUE(doc.good());
+  std::set<std::string> documented;
+  bool single_process = true, probe = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("## Data-parallel runs", 0) == 0) single_process = false;
+    if (line.rfind("## Probe reports", 0) == 0) probe = true;
+    if (line.rfind("| `", 0) != 0 || !(single_process || probe)) continue;
+    const std::string path = line.substr(3, line.find('`', 3) - 3);
+    // A probe report has no ceilings, no epoch split, no host-memory lines and no advice of
+    // sluice's settings (null and empty).
+    if (path.rfind("ceilings.", 0) == 0 || path.rfind("epoch_split.", 0) == 0 ||
+        path.rfind("memory.host.lines[].", 0) == 0 || path.rfind("verdict.advice[].", 0) == 0) {
+      continue;
+    }
+    documented.insert(path);
+  }
+  for (const std::string& p : paths) EXPECT_TRUE(documented.count(p)) << "undocumented: " << p;
+  for (const std::string& p : documented) EXPECT_TRUE(paths.count(p)) << "not in the JSON: " << p;
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  ASSERT_GE(keys.size(), 3u);
+  EXPECT_EQ(keys[keys.size() - 2], "probe");
+  EXPECT_EQ(keys.back(), "notes");
+  EXPECT_EQ(j["stages"][0]["stage"], "loader");
+  EXPECT_EQ(j["stages"][1]["stage"], "compute");
+  EXPECT_EQ(j["verdict"]["limiting_stage"], "loader");
+  EXPECT_EQ(j["probe"]["free_data_source"], "replay");
+}
+
+}  // namespace
+}  // namespace sluice
