@@ -1,7 +1,7 @@
 """sluice-train --report-html, rendered by a real headless browser (Debian's chromium).
 
 A run whose limit is known (one decompress thread delayed by 16 ms a frame; as in
-tests/engine/diagnostics/bottleneck_validation_test.cc) writes the page and the JSON report;
+tests/report/bottleneck_validation_test.cc) writes the page and the JSON report;
 chromium renders the page to a PNG and dumps the DOM it built. From that DOM: exactly one box
 is marked as the limit, and it is the stage the report names (decompress); the verdict sentence
 is there; the what-if table and both charts are there; and the page references no http(s) URL.
