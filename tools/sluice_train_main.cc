@@ -39,6 +39,7 @@
 #include "engine/job/what_if.h"
 #include "pipeline/stage_stats.h"
 #include "report/analysis/bottleneck_report.h"
+#include "report/decide/decide.h"
 #include "report/render/html.h"
 #include "tools/sluice_train_flags.h"
 #include "tools/tool_flags.h"
@@ -295,8 +296,8 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
 }
 
 // --what-if=all: the normal run, then each stage made free in turn. The table decides the
-// verdict where the two disagree (ReconcileVerdictWithWhatIf), so it runs before the report
-// is printed.
+// verdict where the two disagree (Decide with the rows as evidence), so it runs before the
+// report is printed.
 absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfAndReconcile(Env* env,
                                                              const TrainJobOptions& options,
                                                              const TrainJobResult& normal,
@@ -305,7 +306,7 @@ absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfAndReconcile(Env* env,
                    RunWhatIfTable(env, options, normal, [](const std::string& stage) {
                      std::fprintf(stderr, "what-if: %s free ...\n", stage.c_str());
                    }));
-  ReconcileVerdictWithWhatIf(rows, normal.run, report);
+  ApplyVerdict(Decide({.analysis = report, .run = &normal.run, .what_if = &rows}), report);
   return rows;
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "report/decide/decide.h"
 #include "report/render/trace_writer.h"
 
 namespace sluice {
@@ -97,6 +98,7 @@ absl::StatusOr<JobReport> ReportJob(Env* env, const TrainJobOptions& options,
   if (distributed) {
     AddWorldFigures(out.ranks, exchange_ceiling, FramesOneProcess(env, options, result, out.ranks),
                     &out.report);
+    ApplyVerdict(Decide({.analysis = &out.report, .run = &result.run}), &out.report);
   }
   return out;
 }

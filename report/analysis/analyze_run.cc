@@ -6,7 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "common/enum_names.h"
 #include "report/analysis/bottleneck_report.h"
-#include "report/internal/report_internal.h"
+#include "report/decide/decide.h"
+#include "report/format.h"
 
 namespace sluice {
 namespace {
@@ -292,11 +293,11 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
            extra_read >= kColdExplainsFraction * extra_epoch;
   rep->epoch_split = s;
   if (!s.differ) return;
-  const std::string rates = absl::StrFormat(
-      "epoch %d trained at %s, the %d later %s at %s (%.1fx)", s.first_epoch + 1,
-      report_internal::FormatRate(s.first_samples_per_s), s.later_epochs,
-      s.later_epochs == 1 ? "one" : "ones", report_internal::FormatRate(s.later_samples_per_s),
-      s.later_samples_per_s / std::max(s.first_samples_per_s, 1e-9));
+  const std::string rates =
+      absl::StrFormat("epoch %d trained at %s, the %d later %s at %s (%.1fx)", s.first_epoch + 1,
+                      FormatRate(s.first_samples_per_s), s.later_epochs,
+                      s.later_epochs == 1 ? "one" : "ones", FormatRate(s.later_samples_per_s),
+                      s.later_samples_per_s / std::max(s.first_samples_per_s, 1e-9));
   if (s.ran_ahead) {
     rep->notes.push_back(absl::StrFormat(
         "epochs do not compare: %s, but the pipeline keeps up to %d batches ready (an epoch has "
@@ -344,11 +345,9 @@ const char* VerdictClassName(VerdictClass v) {
   return kVerdictNames.Name(v).data();  // the names are string literals, so NUL-terminated
 }
 
-namespace report_internal {
 std::optional<VerdictClass> ParseVerdictClass(absl::string_view name) {
   return kVerdictNames.Parse(name);
 }
-}  // namespace report_internal
 
 BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
   BottleneckReport rep;
@@ -462,7 +461,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
         "it or for a free device slot while the device computes); compute itself waited %.0f%%",
         rep.compute_host_pct, rep.host_wait_pct, rep.input_bound_pct));
   }
-  report_internal::DecideVerdict(run, &rep);
+  ApplyVerdict(Decide({.analysis = &rep, .run = &run}), &rep);
   return rep;
 }
 

@@ -42,12 +42,11 @@ enum class VerdictClass {
   kLaunchBound,         // < 5% on CUDA, host time in TrainStep (kernel launches) dominates
   kCpuBound,            // >= 5% wait and the cores are saturated by stage CPU time
   kNoData,              // nothing was trained
-  kCommunicationBound,  // data parallel: the exchange's own cost > kCommunicationBoundPct
+  kCommunicationBound,  // data parallel: the exchange's own cost is too large (decide/thresholds.h)
 };
-// Data parallel: the share of training time the straggler (which waits for no one) spends in
-// the exchange above which the run is communication-bound.
-inline constexpr double kCommunicationBoundPct = 20.0;
 const char* VerdictClassName(VerdictClass v);  // "input-bound", "partly-input-bound", ...
+// VerdictClassName's inverse; nullopt for an unknown name.
+std::optional<VerdictClass> ParseVerdictClass(absl::string_view name);
 
 // One op of the run's transform chain and its share of the preprocess stage's busy time
 // (docs/bottleneck.md, "The transform chain").

@@ -7,7 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/json_fields.h"
-#include "report/internal/report_internal.h"
+#include "report/decide/decide.h"
+#include "report/format.h"
 
 namespace sluice {
 SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_ns, mean_wait_us,
@@ -16,15 +17,6 @@ SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_n
                           free_data_source, speedup)
 
 namespace {
-
-using report_internal::FormatRate;
-
-// The thresholds of AnalyzeRun's verdict (tf.data's, docs/bottleneck.md "Verdict").
-constexpr double kInputBoundPct = 20.0;
-constexpr double kPartlyInputPct = 5.0;
-// A replay faster than the measured rate by less than this is within a machine's noise: free
-// data would not speed the run up, whatever the wait.
-constexpr double kNoGainSpeedup = 1.05;
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
@@ -113,51 +105,6 @@ ProbeFigures Figures(const LoaderProbeRecord& r, const BottleneckReport& rep) {
   return f;
 }
 
-// "replacing the loader could reach up to X (Y x)", with where X comes from.
-std::string WhatIf(const ProbeFigures& f) {
-  const std::string source =
-      f.replay_steps ? absl::StrFormat(
-                           "with free data (a replay of %d steps on the %s batch) the step "
-                           "ran at %s",
-                           *f.replay_steps, f.replay_batch, FormatRate(f.free_data_samples_per_s))
-                     : absl::StrFormat(
-                           "with free data the steps' own time allows %s (probe.replay() "
-                           "measures it)",
-                           FormatRate(f.free_data_samples_per_s));
-  std::string s = absl::StrFormat("%s: replacing the loader could reach up to %s (%.2fx)", source,
-                                  FormatRate(f.free_data_samples_per_s), f.speedup);
-  if (f.speedup < kNoGainSpeedup) absl::StrAppend(&s, "; a faster loader would not speed it up");
-  return s;
-}
-
-void DecideProbeVerdict(const ProbeFigures& f, BottleneckReport* rep) {
-  if (rep->steps == 0 || rep->train_seconds <= 0) {
-    rep->verdict = VerdictClass::kNoData;
-    rep->limiting_stage = Stage::kCompute;
-    rep->sentence = "no data: the probe saw no finished step, so there is nothing to attribute";
-    return;
-  }
-  const double wait = rep->input_bound_pct;
-  const std::string waited =
-      absl::StrFormat("compute waited %.0f%% of the time in next() of %s", wait, f.loader);
-  // The replay is the experiment: when free data is not faster, the wait is not what limits
-  // the run, however large it looks.
-  const bool replay_shows_no_gain = f.replay_steps && f.speedup < kNoGainSpeedup;
-  if (wait < kPartlyInputPct || replay_shows_no_gain) {
-    rep->verdict = VerdictClass::kComputeBound;
-    rep->limiting_stage = Stage::kCompute;
-    rep->sentence = absl::StrFormat("compute-bound: %s; compute is the limit at %s; %s", waited,
-                                    FormatRate(rep->measured_samples_per_s), WhatIf(f));
-    return;
-  }
-  rep->verdict =
-      wait > kInputBoundPct ? VerdictClass::kInputBound : VerdictClass::kPartlyInputBound;
-  rep->limiting_stage = Stage::kLoader;
-  rep->sentence = absl::StrFormat("%s: %s; the loader is the limit: it delivered %s; %s",
-                                  VerdictClassName(rep->verdict), waited,
-                                  FormatRate(rep->measured_samples_per_s), WhatIf(f));
-}
-
 }  // namespace
 
 absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, int cores) {
@@ -189,7 +136,7 @@ absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, 
         "free-data rate from the steps' own time; probe.replay(steps=N) measures it on a cached "
         "batch");
   }
-  DecideProbeVerdict(out.probe, &rep);
+  ApplyVerdict(Decide({.analysis = &rep, .probe = &out.probe}), &rep);
   return out;
 }
 

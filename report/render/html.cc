@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pipeline/transforms/transform_chain.h"
-#include "report/internal/report_internal.h"
+#include "report/format.h"
 #include "report/render/internal/html_charts.h"
 
 namespace sluice {
@@ -20,7 +20,6 @@ namespace {
 using report_html_internal::Bar;
 using report_html_internal::EpochChart;
 using report_html_internal::TimelineChart;
-using report_internal::FormatRate;
 
 constexpr char kStyle[] = R"css(
 body{font-family:"DejaVu Sans",Arial,sans-serif;margin:20px 24px;color:#222;background:#f6f6f4}

@@ -11,6 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "report/analysis/bottleneck_report.h"
+#include "report/decide/decide.h"
+#include "report/decide/thresholds.h"
 #include "tests/report/synthetic_run.h"
 
 namespace sluice {
@@ -66,8 +68,10 @@ BottleneckReport WorldReport(const std::vector<RankSummary>& ranks, bool cuda = 
                              std::optional<uint64_t> frames_one_process = 400) {
   Synth s;
   s.cuda = cuda;
-  BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 2);
+  const RunRecord run = MakeRun(s);
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
   AddWorldFigures(ranks, SynthCeiling(9.046), frames_one_process, &rep);
+  ApplyVerdict(Decide({.analysis = &rep, .run = &run}), &rep);
   return rep;
 }
 
@@ -142,7 +146,7 @@ TEST(DataParallelReportTest, TheRankWithTheLeastTimeInTheExchangeIsTheStragglerA
 }
 
 TEST(DataParallelReportTest, CommunicationBoundWhenTheStragglersOwnExchangePassesTheThreshold) {
-  EXPECT_EQ(kCommunicationBoundPct, 20.0);
+  EXPECT_EQ(verdict_thresholds::kCommunicationBoundPct, 20.0);
   // Just below: the straggler spends 19.9% of its time in the exchange.
   const BottleneckReport below = WorldReport({SynthRank(0, 30.0), SynthRank(1, 19.9)});
   EXPECT_NE(below.verdict, VerdictClass::kCommunicationBound) << below.sentence;

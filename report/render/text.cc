@@ -1,36 +1,16 @@
-// BottleneckReport::ToText and ToJson. The JSON fields and units are documented in
-// docs/report-schema.md; keep the two in step.
+// BottleneckReport::ToText: the table, the measured and predicted rates, the pools, the
+// data-parallel exchange and ranks, the verdict, the notes and the memory figures
+// (docs/bottleneck.md explains each).
 #include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/json_fields.h"
 #include "pipeline/transforms/transform_chain.h"
 #include "report/analysis/bottleneck_report.h"
-#include "report/internal/report_internal.h"
+#include "report/format.h"
 
 namespace sluice {
-// A stage is written as its name ("read", ..., "compute").
-template <typename BasicJsonType>
-void to_json(BasicJsonType& j, const Stage& s) {
-  j = std::string(StageName(s));
-}
-
-SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
-SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_per_s,
-                          later_samples_per_s, first_seconds, later_seconds, first_read_seconds,
-                          later_read_seconds, first_read_mb_per_s, later_read_mb_per_s, differ,
-                          ran_ahead, cold)
-
-// The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
-SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
-                          items_per_s, samples_per_s, busy_ns, busy_pct, wait_input_pct,
-                          wait_output_pct, queue_high_water, capacity_samples_per_s,
-                          cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
-                          attributed_wait_pct, batches_waiting_avg, ops, outside_chain_pct)
-
-using report_internal::FormatRate;
 
 namespace {
 // "copies (h2d) hidden behind compute: 93% of copy time", near the h2d row.
@@ -49,9 +29,7 @@ std::string FormatCopyHidden(const BottleneckReport& rep) {
   return "copies (h2d) hidden behind compute: not applicable (no copies: batches stay in host "
          "memory)\n";
 }
-}  // namespace
 
-namespace report_internal {
 // Under the decode row: where its time sits, so the rows still add up.
 std::string FormatDecodeLine(const BottleneckReport& rep, const StageRow& decode) {
   const StageRow& pre = rep.row(Stage::kPreprocess);
@@ -69,6 +47,8 @@ std::string FormatDecodeLine(const BottleneckReport& rep, const StageRow& decode
   return out + "\n";
 }
 
+// The preprocess row's split between the transform chain's ops ("  chain: 61%
+// RandomCrop(...), ..., 30% outside the chain ..."); "" without ops.
 std::string FormatChainShares(const StageRow& row) {
   if (!row.ops) return "";
   std::string out = "  chain: ";
@@ -80,7 +60,65 @@ std::string FormatChainShares(const StageRow& row) {
                         row.outside_chain_pct.value_or(0), TransformChain::kTimingStride);
   return out;
 }
-}  // namespace report_internal
+// The exchange section and the ranks table of a data-parallel report; "" in a single process.
+std::string FormatWorld(const BottleneckReport& rep) {
+  if (!rep.exchange) return "";
+  const ExchangeFigures& x = *rep.exchange;
+  std::string out = absl::StrFormat(
+      "exchange: %d ranks (%d on rank 0's host), %d bytes of gradients per step, %d steps\n",
+      x.world_size, x.ceiling.local_size, x.bytes_per_step, x.steps);
+  absl::StrAppendFormat(
+      &out,
+      "  time       rank 0: %s all-reduce + %.1f us sample count per step = %.1f%% of "
+      "training time\n",
+      x.time_per_step_us ? absl::StrFormat("%.1f us", *x.time_per_step_us)
+                         : std::string("not measured (NCCL on its stream)"),
+      x.count_time_per_step_us, x.train_pct);
+  absl::StrAppendFormat(&out,
+                        "  own cost   rank %d (the straggler, it waits for no one): %.1f%% of "
+                        "training time (communication-bound above %.0f%%)\n",
+                        x.straggler.rank, x.pure_pct, x.communication_bound_pct);
+  absl::StrAppendFormat(
+      &out,
+      "  bandwidth  %s algorithm bandwidth (bytes / the straggler's all-reduce time); "
+      "ceiling %s%s\n",
+      x.achieved_gb_per_s ? absl::StrFormat("%.2f GB/s", *x.achieved_gb_per_s)
+                          : std::string("not measured"),
+      x.ceiling.measured ? absl::StrFormat("%.2f GB/s (median %.1f us for %d bytes)",
+                                           x.ceiling.gb_per_s, x.ceiling.median_us, x.ceiling.bytes)
+                         : x.ceiling.note,
+      x.pct_of_ceiling ? absl::StrFormat(", %.0f%% of it", *x.pct_of_ceiling) : "");
+  absl::StrAppendFormat(
+      &out, "  hidden     %s behind compute: %s\n",
+      x.hidden_pct ? absl::StrFormat("%.0f%%", *x.hidden_pct) : std::string("not measured"),
+      x.hidden_note);
+  absl::StrAppend(&out, "  straggler  ", StragglerClause(x.straggler), "\n");
+  if (x.duplicated_decode_factor) {
+    absl::StrAppendFormat(&out,
+                          "  decoding   duplicated-decode factor %.2f: %d frames decoded by all "
+                          "ranks / %d that one process decodes\n",
+                          *x.duplicated_decode_factor, x.frames_decoded, *x.frames_one_process);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "  decoding   %d frames decoded by all ranks; duplicated-decode factor "
+                          "unknown (resumed, interrupted, --drop-last or skipped frames)\n",
+                          x.frames_decoded);
+  }
+  absl::StrAppendFormat(&out, "%4s %-12s %16s %-19s %-11s %6s %6s %6s %6s %6s %6s %6s %7s\n",
+                        "rank", "host", "rate", "verdict", "limit", "input%", "exch%", "read%",
+                        "decmp%", "prep%", "h2d%", "comp%", "frames");
+  for (const RankSummary& r : rep.ranks) {
+    absl::StrAppendFormat(
+        &out, "%4d %-12s %16s %-19s %-11s %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %7d\n", r.rank,
+        r.hostname.substr(0, 12), FormatRate(r.samples_per_s), r.verdict_class, r.limiting_stage,
+        r.input_bound_pct, r.exchange_pct, r.stage_busy_pct.read, r.stage_busy_pct.decompress,
+        r.stage_busy_pct.preprocess, r.stage_busy_pct.h2d, r.stage_busy_pct.compute,
+        r.frames_decoded);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string BottleneckReport::ToText() const {
   std::string out =
@@ -108,8 +146,8 @@ std::string BottleneckReport::ToText() const {
                           r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
                           r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-",
                           pct(r.attributed_wait_pct));
-    if (decode) absl::StrAppend(&out, report_internal::FormatDecodeLine(*this, r));
-    absl::StrAppend(&out, report_internal::FormatChainShares(r));
+    if (decode) absl::StrAppend(&out, FormatDecodeLine(*this, r));
+    absl::StrAppend(&out, FormatChainShares(r));
   }
   absl::StrAppendFormat(&out,
                         "measured %s; predicted %s (slowest capacity %s; CPU limit %s on %d "
@@ -128,7 +166,7 @@ std::string BottleneckReport::ToText() const {
                           pinned.batches_waiting_avg, pinned.busy_pct, pinned.queue_high_water,
                           pipeline.pool_buffers);
   }
-  absl::StrAppend(&out, report_internal::FormatWorld(*this));  // data parallel only
+  absl::StrAppend(&out, FormatWorld(*this));  // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");
   if (memory.total_peak > 0 || memory.total_current > 0) {
@@ -141,75 +179,6 @@ std::string BottleneckReport::ToText() const {
   }
   if (host_memory.peak_rss > 0) absl::StrAppend(&out, FormatHostMemoryReport(host_memory));
   return out;
-}
-
-nlohmann::ordered_json BottleneckReport::ToJson() const {
-  nlohmann::ordered_json j;
-  j["schema"] = kReportSchema;
-  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, on_device, cores, train_seconds, samples, steps,
-                         measured_samples_per_s, predicted_samples_per_s,
-                         capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
-                         cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
-  auto number_or_null = [](const std::optional<double>& v) {
-    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
-  };
-  j["launch_gated_pct"] = launch_gated_pct;
-  j["copy_hidden_pct"] = number_or_null(copy_hidden_pct);
-  j["copy_startup_pct"] = number_or_null(copy_startup_pct);
-  j["epoch_split"] = epoch_split ? nlohmann::ordered_json(*epoch_split) : nlohmann::ordered_json();
-  // Communication-bound names the exchange, which has no row in the stage table.
-  j["verdict"] = {{"class", VerdictClassName(verdict)},
-                  {"limiting_stage", verdict == VerdictClass::kCommunicationBound
-                                         ? nlohmann::ordered_json("exchange")
-                                         : nlohmann::ordered_json(limiting_stage)},
-                  {"sentence", sentence}};
-  nlohmann::ordered_json advice_json = nlohmann::ordered_json::array();
-  for (const Advice& a : advice) {
-    advice_json.push_back({{"setting", AdviceFlag(a.setting)},
-                           {"value", a.value},
-                           {"text", AdviceText(a, consumer)},
-                           {"why", a.why}});
-  }
-  j["verdict"]["advice"] = advice_json;
-  j["stages"] = stages;
-  SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
-                         batches_delivered, samples_delivered, skipped_frames, skipped_records,
-                         trace_dropped, pool_bytes, frame_buffer_bytes, stored_buffer_bytes);
-  nlohmann::ordered_json m;
-  nlohmann::ordered_json tags;
-  for (int t = 0; t < static_cast<int>(MemoryTag::kCount); ++t) {
-    nlohmann::ordered_json e;
-    e["current_bytes"] = memory.current_bytes[t];
-    e["peak_bytes"] = memory.peak_bytes[t];
-    std::string name(MemoryTagName(static_cast<MemoryTag>(t)));
-    std::replace(name.begin(), name.end(), ' ', '_');  // "optimizer state" -> optimizer_state
-    tags[name] = e;
-  }
-  m["tags"] = tags;
-  m["total_current_bytes"] = memory.total_current;
-  m["total_peak_bytes"] = memory.total_peak;
-  nlohmann::ordered_json& f = m["formula_bytes"];
-  SLUICE_JSON_SET_FIELDS(f, memory_formula, parameters, gradients, optimizer_state, activations);
-  f["total"] = memory_formula.total();
-  nlohmann::ordered_json host;
-  host["baseline_rss_bytes"] = host_memory.baseline_rss;
-  nlohmann::ordered_json lines = nlohmann::ordered_json::array();
-  for (const HostMemoryLine& l : host_memory.lines) {
-    lines.push_back({{"name", l.name}, {"bytes", l.bytes}});
-  }
-  host["lines"] = lines;
-  host["accounted_bytes"] = host_memory.baseline_rss + host_memory.accounted();
-  host["peak_rss_bytes"] = host_memory.peak_rss;
-  host["unaccounted_bytes"] = host_memory.unaccounted();
-  m["host"] = host;
-  j["memory"] = m;
-  j["ceilings"] = ceilings ? ceilings->ToJson() : nlohmann::ordered_json(nullptr);
-  if (exchange) {  // data-parallel runs only: a single process's JSON is unchanged
-    j["exchange"] = *exchange;
-    j["ranks"] = ranks;
-  }
-  j["notes"] = notes;
-  return j;
 }
 
 }  // namespace sluice

@@ -1,27 +1,35 @@
 // The verdict and the what-if table never contradict each other: when the stage whose freeing
 // measured the largest speedup is not the verdict's limiting stage, the measurement decides
-// (it is an experiment) and the sentence says so.
+// (it is an experiment) and the sentence says so (report/decide/what_if_verdict.cc, which
+// Decide applies to the inferred verdict when it is given the rows).
 #include <string>
 #include <vector>
 
-#include "engine/job/what_if.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "report/analysis/bottleneck_report.h"
+#include "report/decide/decide.h"
+#include "report/decide/internal/verdicts.h"
 
 namespace sluice {
 namespace {
 
 using ::testing::HasSubstr;
 
-// A report as AnalyzeRun leaves it: one row per stage, an input-bound verdict on decompress.
-BottleneckReport InputBoundOnDecompress() {
-  RunRecord run;
-  BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
-  rep.verdict = VerdictClass::kInputBound;
-  rep.limiting_stage = Stage::kDecompress;
-  rep.sentence = "input-bound: compute waited 30% of training time; decompress is the limit";
-  return rep;
+// An inferred verdict: input-bound on decompress.
+Verdict InputBoundOnDecompress() {
+  Verdict v;
+  v.verdict = VerdictClass::kInputBound;
+  v.limiting_stage = Stage::kDecompress;
+  v.sentence = "input-bound: compute waited 30% of training time; decompress is the limit";
+  return v;
+}
+
+// The inferred verdict reconciled with `rows` on an analysis with one row per stage.
+Verdict Reconcile(const Verdict& inferred, const std::vector<WhatIfRow>& rows) {
+  const RunRecord run;
+  const BottleneckReport analysis = AnalyzeRun(run, nullptr, 2);
+  return decide_internal::WhatIfVerdict(inferred, rows, analysis, &run);
 }
 
 std::vector<WhatIfRow> Table(double decompress, double compute) {
@@ -34,17 +42,17 @@ std::vector<WhatIfRow> Table(double decompress, double compute) {
 }
 
 TEST(WhatIfVerdictTest, AgreeingTableLeavesTheVerdictAlone) {
-  BottleneckReport rep = InputBoundOnDecompress();
+  Verdict rep = InputBoundOnDecompress();
   const std::string before = rep.sentence;
-  ReconcileVerdictWithWhatIf(Table(2.5, 1.3), RunRecord{}, &rep);
+  rep = Reconcile(rep, Table(2.5, 1.3));
   EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
   EXPECT_EQ(rep.sentence, before);
 }
 
 TEST(WhatIfVerdictTest, TheLargestMeasuredSpeedupDecidesTheLimitingStage) {
-  BottleneckReport rep = InputBoundOnDecompress();
-  ReconcileVerdictWithWhatIf(Table(1.63, 2.82), RunRecord{}, &rep);
+  Verdict rep = InputBoundOnDecompress();
+  rep = Reconcile(rep, Table(1.63, 2.82));
   EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
   EXPECT_EQ(rep.limiting_stage, Stage::kCompute);
   EXPECT_THAT(rep.sentence, HasSubstr("compute-bound: decided by the what-if measurement: "
@@ -58,7 +66,7 @@ TEST(WhatIfVerdictTest, TheLargestMeasuredSpeedupDecidesTheLimitingStage) {
 // Decode is a part of preprocess: freeing preprocess (which frees decoding too) confirms a
 // verdict naming decode; a decode row that measured the most names decode.
 TEST(WhatIfVerdictTest, FreeingPreprocessConfirmsAVerdictNamingDecode) {
-  BottleneckReport rep = InputBoundOnDecompress();
+  Verdict rep = InputBoundOnDecompress();
   rep.limiting_stage = Stage::kDecode;
   rep.sentence = "input-bound: ...; decoding takes 80% of its busy time";
   const std::string before = rep.sentence;
@@ -66,37 +74,47 @@ TEST(WhatIfVerdictTest, FreeingPreprocessConfirmsAVerdictNamingDecode) {
                                   {"preprocess", "", 400, 4.0},
                                   {"compute", "", 110, 1.1},
                                   {"decode", "", 350, 3.5}};
-  ReconcileVerdictWithWhatIf(table, RunRecord{}, &rep);
+  rep = Reconcile(rep, table);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
   EXPECT_EQ(rep.sentence, before);
   rep = InputBoundOnDecompress();  // the attribution named decompress; decoding measured the most
   table = {{"normal", "", 100, 1.0}, {"decompress", "", 110, 1.1}, {"decode", "", 350, 3.5}};
-  ReconcileVerdictWithWhatIf(table, RunRecord{}, &rep);
+  rep = Reconcile(rep, table);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
   EXPECT_THAT(rep.sentence, HasSubstr("freeing decode gave 3.50x"));
 }
 
 TEST(WhatIfVerdictTest, SpeedupsWithinTheNoiseAreNamedAsACloseCall) {
-  BottleneckReport rep = InputBoundOnDecompress();
-  ReconcileVerdictWithWhatIf(Table(1.80, 1.95), RunRecord{}, &rep);
+  Verdict rep = InputBoundOnDecompress();
+  rep = Reconcile(rep, Table(1.80, 1.95));
   EXPECT_EQ(rep.limiting_stage, Stage::kCompute);
   EXPECT_THAT(rep.sentence, HasSubstr("compute or decompress: within 15%"));
 }
 
 TEST(WhatIfVerdictTest, AComputeVerdictOverruledByAPipelineStageBecomesInputBound) {
-  BottleneckReport rep = InputBoundOnDecompress();
+  Verdict rep = InputBoundOnDecompress();
   rep.verdict = VerdictClass::kComputeBound;
   rep.limiting_stage = Stage::kCompute;
-  ReconcileVerdictWithWhatIf(Table(2.0, 1.1), RunRecord{}, &rep);
+  rep = Reconcile(rep, Table(2.0, 1.1));
   EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
 }
 
+// Decide applies the rows only to a run that trained: a run with no data keeps its verdict.
+TEST(WhatIfVerdictTest, DecideKeepsANoDataVerdictWhateverTheRows) {
+  const RunRecord run;
+  const BottleneckReport analysis = AnalyzeRun(run, nullptr, 2);
+  const std::vector<WhatIfRow> rows = Table(1.2, 3.0);
+  const Verdict v = Decide({.analysis = &analysis, .run = &run, .what_if = &rows});
+  EXPECT_EQ(v.verdict, VerdictClass::kNoData);
+  EXPECT_EQ(v.sentence, analysis.sentence);
+}
+
 TEST(WhatIfVerdictTest, RowsThatWereNotRunDecideNothing) {
-  BottleneckReport rep = InputBoundOnDecompress();
+  Verdict rep = InputBoundOnDecompress();
   std::vector<WhatIfRow> table = {{"normal", "", 100, 1.0},
                                   {"h2d", "n/a: the CPU backend copies nothing", 0, 0}};
-  ReconcileVerdictWithWhatIf(table, RunRecord{}, &rep);
+  rep = Reconcile(rep, table);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
 }
 

@@ -1,0 +1,253 @@
+// A sluice run's verdict from its rows (docs/bottleneck.md, "Verdict"): launch-bound,
+// compute-bound, or limited by a pipeline stage (input-bound, partly, or cpu-bound when that
+// stage's CPU time saturates the cores).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "report/decide/internal/verdicts.h"
+#include "report/decide/thresholds.h"
+#include "report/format.h"
+
+namespace sluice::decide_internal {
+namespace {
+
+using namespace verdict_thresholds;  // NOLINT: the thresholds, by their names
+
+// What makes a saturating stage cheaper, for the cpu-bound sentence.
+std::string Cheaper(Stage s, const BottleneckReport& a) {
+  switch (s) {
+    case Stage::kRead:
+      return "keep the shards in the page cache";
+    case Stage::kDecompress:
+      return FramesAreCompressed(a.pipeline)
+                 ? "a lower zstd level: sluice-shard create --zstd-level=1"
+                 : "the frames are stored uncompressed, so what is left is their checksum "
+                   "and copy";
+    case Stage::kPreprocess:
+      return a.on_device ? "u8 batches move normalization to the device" : "a simpler chain";
+    case Stage::kDecode: {
+      const StageRow& d = a.row(Stage::kDecode);
+      return absl::StrFormat(
+          "decoding's cost follows the pixels (%.0f KB decoded per image here): store smaller "
+          "images or re-encode them at a lower JPEG quality before ingestion",
+          d.samples > 0 ? d.bytes / 1e3 / d.samples : 0.0);
+    }
+    default:
+      return "fewer threads for the other stages";
+  }
+}
+
+// The pipeline stage with the lowest capacity (read, decompress, preprocess, h2d); null if
+// the pipeline recorded none. Decode is a part of preprocess (DecodeWithin names it).
+const StageRow* SlowestPipelineStage(const BottleneckReport& a) {
+  const StageRow* best = nullptr;
+  for (const StageRow& r : a.stages) {
+    if (!r.present || !r.capacity_samples_per_s || r.stage == Stage::kCompute ||
+        r.stage == Stage::kDecode) {
+      continue;
+    }
+    if (best == nullptr || *r.capacity_samples_per_s < *best->capacity_samples_per_s) best = &r;
+  }
+  return best;
+}
+
+// The decode row when `slow` is preprocess and decoding is most of its busy time: then decode,
+// which runs on the preprocess threads, is the limit. Null otherwise.
+const StageRow* DecodeWithin(const BottleneckReport& a, const StageRow* slow) {
+  if (slow == nullptr || slow->stage != Stage::kPreprocess) return nullptr;
+  const StageRow& d = a.row(Stage::kDecode);
+  if (!d.present || slow->busy_ns <= 0) return nullptr;
+  return d.busy_ns >= kDecodeShareOfPreprocess * slow->busy_ns ? &d : nullptr;
+}
+
+// "decode is the limit: it takes 78% of the busy time of preprocess, which runs at ... (its
+// threads would decode 2.1 k samples/s doing nothing else, 96% of the bare decoder's rate on as
+// many cores)": the limiting stage named first, as in every other verdict.
+std::string DecodeAt(const StageRow& decode, const StageRow& preprocess) {
+  const std::string at = StageRunsAt(preprocess, ", which runs at ");
+  std::string s = absl::StrFormat("decode is the limit: it takes %.0f%% of the busy time of %s",
+                                  100.0 * decode.busy_ns / preprocess.busy_ns, at);
+  if (decode.capacity_samples_per_s) {
+    absl::StrAppend(&s, " (its threads would decode ", FormatRate(*decode.capacity_samples_per_s),
+                    " doing nothing else");
+    if (decode.pct_of_ceiling) {
+      absl::StrAppendFormat(&s, ", %.0f%% of the bare decoder's rate on as many cores",
+                            *decode.pct_of_ceiling);
+    }
+    absl::StrAppend(&s, ")");
+  }
+  return s;
+}
+
+// Launch-bound: the host never waited for data, and either the device idled between steps
+// while enqueuing a step took the host longer than the device's step, or most of the device's
+// step time fell while the host was still enqueuing that step (the device waited for each
+// launch inside it). Either way the host's enqueue is the limit. False when not launch-bound.
+bool LaunchBound(const BottleneckReport& a, const RunRecord* run, Verdict* v) {
+  const StageRow& compute = a.row(Stage::kCompute);
+  const double wait = a.input_bound_pct;
+  const bool idle_between_steps =
+      wait >= kPartlyInputPct && a.compute_host_pct * a.train_seconds * 1e7 >= compute.busy_ns;
+  const bool gated_by_launches =
+      compute.busy_pct > 0 && a.launch_gated_pct >= kLaunchGatedFraction * compute.busy_pct;
+  if (!a.on_device || a.host_wait_pct >= kPartlyInputPct || a.steps == 0 ||
+      !(idle_between_steps || gated_by_launches)) {
+    return false;
+  }
+  v->limiting_stage = Stage::kCompute;
+  v->verdict = VerdictClass::kLaunchBound;
+  const double enqueue_us = a.compute_host_pct / 100 * a.train_seconds * 1e6 / a.steps;
+  const std::string why =
+      idle_between_steps
+          ? absl::StrCat(Waited(wait), " (the compute stream was idle between steps)")
+          : absl::StrFormat(
+                "%.0f%% of the device's step time fell while the host was still enqueuing "
+                "that step (the device waited for its launches)",
+                100 * a.launch_gated_pct / compute.busy_pct);
+  v->sentence = absl::StrFormat(
+      "launch-bound: %s while the host never waited for data; enqueuing a step takes %.1f us "
+      "on the host, against %.1f us of device time per step; %s or a larger batch",
+      why, enqueue_us, compute.busy_ns / 1e3 / a.steps, Suggest(compute, a, run, v));
+  return true;
+}
+
+// What raises a compute-bound run: a starved compute, saturated cores, or a faster step.
+std::string ComputeBoundHint(const BottleneckReport& a) {
+  const StageRow& compute = a.row(Stage::kCompute);
+  // Compute ran nearly all the time, this run's own CPU stages did not fill the cores, yet
+  // while a step ran its threads' CPU clocks advanced much less than their count: something
+  // outside this run held the cores.
+  const double compute_cores = std::min(compute.concurrency, std::max(1, a.cores));
+  const double cores_while_computing =
+      compute.busy_ns > 0 ? compute.cpu_ns_per_sample * compute.samples / compute.busy_ns : 0;
+  if (compute.cpu_work && compute.busy_pct >= 80 && !a.cpu_saturated && cores_while_computing > 0 &&
+      cores_while_computing < kStarvedCoresFraction * compute_cores) {
+    return absl::StrFormat(
+        "; while computing, its %d %s ran on %.1f cores on average: other processes may hold "
+        "the cores (or the affinity mask or cgroup quota is smaller than the threads)",
+        compute.concurrency, compute.concurrency == 1 ? "thread" : "threads",
+        cores_while_computing);
+  }
+  if (!a.is_cuda && a.cpu_saturated) {
+    return absl::StrFormat(
+        "; the %d cores are saturated (%.1f threads busy): fewer pipeline --threads leave more "
+        "CPU to compute",
+        a.cores, a.cpu_threads_busy);
+  }
+  if (a.consumer == Consumer::kPython) {
+    return "; your training step is the limit, not the data: a faster step (a larger batch, a "
+           "GPU) raises it";
+  }
+  return a.is_cuda     ? "; a larger batch or --precision bf16 raises it"
+         : a.on_device ? "; a faster device raises it"
+                       : "; no pipeline setting raises it, a faster step would (a larger batch, "
+                         "or a GPU)";
+}
+
+Verdict ComputeBound(const BottleneckReport& a, const StageRow* slow) {
+  Verdict v;
+  v.limiting_stage = Stage::kCompute;
+  v.verdict = VerdictClass::kComputeBound;
+  v.sentence = absl::StrCat("compute-bound: ", Waited(a.input_bound_pct), "; ",
+                            StageAt(a.row(Stage::kCompute)));
+  if (slow != nullptr) {
+    absl::StrAppend(&v.sentence, "; the pipeline has headroom (slowest stage ",
+                    StageName(slow->stage), " could do ", FormatRate(*slow->capacity_samples_per_s),
+                    ")");
+  }
+  absl::StrAppend(&v.sentence, ComputeBoundHint(a));
+  return v;
+}
+
+// No stage is slower than compute, yet compute starved: the waits are hand-offs between
+// threads (100-200 us each on a loaded VM), not a stage that cannot keep up, and no setting
+// relieved them (a larger pool measured 0.78-1.08x). Compute, the slowest stage, is the limit
+// whatever the wait: between identical runs of this kind it swung from 16% to 53%, across every
+// threshold, and a class that followed it flipped with it.
+Verdict HandOffs(const BottleneckReport& a, const StageRow& slow) {
+  Verdict v;
+  v.verdict = VerdictClass::kComputeBound;
+  v.limiting_stage = Stage::kCompute;
+  v.sentence = absl::StrFormat(
+      "compute-bound: %s; it also waited %.0f%% of training time in hand-offs although every "
+      "stage could keep up (slowest, %s, at %s)",
+      StageAt(a.row(Stage::kCompute)), a.input_bound_pct, StageName(slow.stage),
+      FormatRate(*slow.capacity_samples_per_s));
+  const StageRow& pinned = a.row(Stage::kPinnedWait);
+  if (a.pipeline.pool_buffers > 0 && pinned.queue_high_water >= a.pipeline.pool_buffers) {
+    absl::StrAppendFormat(&v.sentence,
+                          "; all %d pinned buffers were in use while batches waited for one",
+                          a.pipeline.pool_buffers);
+  }
+  absl::StrAppend(&v.sentence, "; a larger batch amortizes them");
+  return v;
+}
+
+// A pipeline stage (`slow`, or the decode inside it) limits the run.
+Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const StageRow& slow) {
+  const StageRow& compute = a.row(Stage::kCompute);
+  const double wait = a.input_bound_pct;
+  Verdict v;
+  v.verdict = wait > kInputBoundPct ? VerdictClass::kInputBound : VerdictClass::kPartlyInputBound;
+  v.limiting_stage = slow.stage;
+  const StageRow* decode = DecodeWithin(a, &slow);
+  if (decode != nullptr) v.limiting_stage = Stage::kDecode;
+  const std::string slow_at = decode != nullptr ? DecodeAt(*decode, slow) : StageAt(slow);
+  if (a.cpu_saturated && slow.cpu_work) {
+    v.verdict = VerdictClass::kCpuBound;
+    double cores = 0;
+    for (const StageRow& r : a.stages) {
+      if (r.present && r.cpu_work) cores += r.cores_busy;
+    }
+    const double share = cores > 0 ? 100.0 * slow.cores_busy / cores : 0;
+    v.sentence = absl::StrFormat(
+        "cpu-bound: %s%s and the %d cores are saturated (%.1f threads busy); %s%s %.0f%% of the "
+        "CPU time; make %s cheaper (%s): more threads cannot help on %d cores",
+        CloseCall(slow, compute), Waited(wait), a.cores, a.cpu_threads_busy, slow_at,
+        decode != nullptr ? "; preprocess takes" : " and takes", share,
+        decode != nullptr ? "decoding" : "it", Cheaper(v.limiting_stage, a), a.cores);
+    return v;
+  }
+  if (*slow.capacity_samples_per_s > compute.capacity_samples_per_s.value_or(0)) {
+    return HandOffs(a, slow);
+  }
+  const std::string suggestion = Suggest(decode != nullptr ? *decode : slow, a, run, &v);
+  v.sentence =
+      absl::StrCat(VerdictClassName(v.verdict), ": ", CloseCall(slow, compute), Waited(wait), "; ",
+                   slow_at, suggestion.empty() ? "" : "; ", suggestion);
+  if (decode != nullptr) {
+    absl::StrAppend(&v.sentence, suggestion.empty() ? "; " : ", or make decoding cheaper: ",
+                    Cheaper(Stage::kDecode, a));
+  }
+  return v;
+}
+
+}  // namespace
+
+Verdict RunVerdict(const BottleneckReport& a, const RunRecord* run) {
+  Verdict v;
+  const StageRow& compute = a.row(Stage::kCompute);
+  if (!compute.present || a.train_seconds <= 0) {
+    v.sentence = "no data: the run trained no steps, so there is nothing to attribute";
+    return v;
+  }
+  if (LaunchBound(a, run, &v)) return v;
+  const StageRow* slow = SlowestPipelineStage(a);
+  // CPU compute that takes most of the saturated cores itself: a short wait for input is the
+  // pipeline not getting a core in time, not a slow pipeline, so compute is still the limit.
+  // (Off device, cpu_threads_busy is the sum of the CPU stages' cores_busy.)
+  const bool compute_holds_the_cores = !a.on_device && compute.cpu_work && a.cpu_saturated &&
+                                       a.cpu_threads_busy > 0 &&
+                                       compute.cores_busy >= 0.5 * a.cpu_threads_busy;
+  const double wait = a.input_bound_pct;
+  if (wait < kPartlyInputPct || slow == nullptr ||
+      (wait < kInputBoundPct && compute_holds_the_cores)) {
+    return ComputeBound(a, slow);
+  }
+  return StageLimits(a, run, *slow);
+}
+
+}  // namespace sluice::decide_internal

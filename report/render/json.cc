@@ -1,0 +1,98 @@
+// BottleneckReport::ToJson. The JSON fields and units are documented in
+// docs/report-schema.md; keep the two in step.
+#include <algorithm>
+#include <string>
+
+#include "common/json_fields.h"
+#include "report/analysis/bottleneck_report.h"
+
+namespace sluice {
+// A stage is written as its name ("read", ..., "compute").
+template <typename BasicJsonType>
+void to_json(BasicJsonType& j, const Stage& s) {
+  j = std::string(StageName(s));
+}
+
+SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
+SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_per_s,
+                          later_samples_per_s, first_seconds, later_seconds, first_read_seconds,
+                          later_read_seconds, first_read_mb_per_s, later_read_mb_per_s, differ,
+                          ran_ahead, cold)
+
+// The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
+SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
+                          items_per_s, samples_per_s, busy_ns, busy_pct, wait_input_pct,
+                          wait_output_pct, queue_high_water, capacity_samples_per_s,
+                          cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
+                          attributed_wait_pct, batches_waiting_avg, ops, outside_chain_pct)
+
+nlohmann::ordered_json BottleneckReport::ToJson() const {
+  nlohmann::ordered_json j;
+  j["schema"] = kReportSchema;
+  SLUICE_JSON_SET_FIELDS(j, *this, device, is_cuda, on_device, cores, train_seconds, samples, steps,
+                         measured_samples_per_s, predicted_samples_per_s,
+                         capacity_limit_samples_per_s, cpu_limit_samples_per_s, cpu_threads_busy,
+                         cpu_saturated, input_bound_pct, host_wait_pct, compute_host_pct);
+  auto number_or_null = [](const std::optional<double>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
+  j["launch_gated_pct"] = launch_gated_pct;
+  j["copy_hidden_pct"] = number_or_null(copy_hidden_pct);
+  j["copy_startup_pct"] = number_or_null(copy_startup_pct);
+  j["epoch_split"] = epoch_split ? nlohmann::ordered_json(*epoch_split) : nlohmann::ordered_json();
+  // Communication-bound names the exchange, which has no row in the stage table.
+  j["verdict"] = {{"class", VerdictClassName(verdict)},
+                  {"limiting_stage", verdict == VerdictClass::kCommunicationBound
+                                         ? nlohmann::ordered_json("exchange")
+                                         : nlohmann::ordered_json(limiting_stage)},
+                  {"sentence", sentence}};
+  nlohmann::ordered_json advice_json = nlohmann::ordered_json::array();
+  for (const Advice& a : advice) {
+    advice_json.push_back({{"setting", AdviceFlag(a.setting)},
+                           {"value", a.value},
+                           {"text", AdviceText(a, consumer)},
+                           {"why", a.why}});
+  }
+  j["verdict"]["advice"] = advice_json;
+  j["stages"] = stages;
+  SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
+                         batches_delivered, samples_delivered, skipped_frames, skipped_records,
+                         trace_dropped, pool_bytes, frame_buffer_bytes, stored_buffer_bytes);
+  nlohmann::ordered_json m;
+  nlohmann::ordered_json tags;
+  for (int t = 0; t < static_cast<int>(MemoryTag::kCount); ++t) {
+    nlohmann::ordered_json e;
+    e["current_bytes"] = memory.current_bytes[t];
+    e["peak_bytes"] = memory.peak_bytes[t];
+    std::string name(MemoryTagName(static_cast<MemoryTag>(t)));
+    std::replace(name.begin(), name.end(), ' ', '_');  // "optimizer state" -> optimizer_state
+    tags[name] = e;
+  }
+  m["tags"] = tags;
+  m["total_current_bytes"] = memory.total_current;
+  m["total_peak_bytes"] = memory.total_peak;
+  nlohmann::ordered_json& f = m["formula_bytes"];
+  SLUICE_JSON_SET_FIELDS(f, memory_formula, parameters, gradients, optimizer_state, activations);
+  f["total"] = memory_formula.total();
+  nlohmann::ordered_json host;
+  host["baseline_rss_bytes"] = host_memory.baseline_rss;
+  nlohmann::ordered_json lines = nlohmann::ordered_json::array();
+  for (const HostMemoryLine& l : host_memory.lines) {
+    lines.push_back({{"name", l.name}, {"bytes", l.bytes}});
+  }
+  host["lines"] = lines;
+  host["accounted_bytes"] = host_memory.baseline_rss + host_memory.accounted();
+  host["peak_rss_bytes"] = host_memory.peak_rss;
+  host["unaccounted_bytes"] = host_memory.unaccounted();
+  m["host"] = host;
+  j["memory"] = m;
+  j["ceilings"] = ceilings ? ceilings->ToJson() : nlohmann::ordered_json(nullptr);
+  if (exchange) {  // data-parallel runs only: a single process's JSON is unchanged
+    j["exchange"] = *exchange;
+    j["ranks"] = ranks;
+  }
+  j["notes"] = notes;
+  return j;
+}
+
+}  // namespace sluice
