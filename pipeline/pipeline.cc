@@ -22,13 +22,6 @@ uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes) {
 namespace {
 constexpr auto kOnCorruptNames =
     MakeEnumNames<OnCorrupt>({{OnCorrupt::kFail, "fail"}, {OnCorrupt::kSkip, "skip"}});
-constexpr auto kWhatIfNames = MakeEnumNames<WhatIf>({{WhatIf::kNone, "none"},
-                                                     {WhatIf::kRead, "read"},
-                                                     {WhatIf::kDecompress, "decompress"},
-                                                     {WhatIf::kPreprocess, "preprocess"},
-                                                     {WhatIf::kH2D, "h2d"},
-                                                     {WhatIf::kTransforms, "transforms"},
-                                                     {WhatIf::kDecode, "decode"}});
 }  // namespace
 
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {
@@ -42,14 +35,6 @@ uint64_t StepsPerEpoch(uint64_t records, const OrderSpec& order) {
   o.batch_size = order.batch_size;
   o.drop_last = order.drop_last;
   return pipeline_internal::StepsPerEpoch(records, o);
-}
-
-absl::string_view WhatIfName(WhatIf w) { return kWhatIfNames.Name(w); }
-
-absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name) {
-  if (std::optional<WhatIf> w = kWhatIfNames.Parse(name)) return *w;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown what-if stage '", name, "' (", kWhatIfNames.List(", "), ")"));
 }
 
 BatchLease& BatchLease::operator=(BatchLease&& o) noexcept {

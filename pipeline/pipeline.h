@@ -71,27 +71,6 @@ class PipelineCore;
 enum class OnCorrupt : uint8_t { kFail, kSkip };
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name);  // "fail" | "skip"
 
-// Diagnostic what-if modes: make one stage free to measure what the rest can do.
-//   kRead: stored frames are read into RAM before the run; the read stage serves them.
-//   kDecompress: frames are decoded into RAM before the run; decompress hands them out.
-//   kPreprocess: the batches of the first epoch are built before the run; assemble hands out
-//     the prebuilt batch of the same step (later epochs reuse them: same sizes, stale order).
-//   kH2D: no copy; the device slot of the batch is reused as is (CUDA builds).
-// kTransforms: the transform chain's cost removed (each sample a copy of a prebuilt chain
-// output of the right spec; the gather and the labels stay); only with transforms.
-enum class WhatIf : uint8_t {
-  kNone,
-  kRead,
-  kDecompress,
-  kPreprocess,
-  kH2D,
-  kTransforms,
-  kDecode,
-};
-// none|read|decompress|preprocess|h2d|transforms|decode
-absl::StatusOr<WhatIf> ParseWhatIf(absl::string_view name);
-absl::string_view WhatIfName(WhatIf w);
-
 inline constexpr uint32_t kAutoPoolSamples = 4096;
 inline constexpr uint64_t kAutoPoolBytes = uint64_t{128} << 20;
 // What pool_size = 0 resolves to for batches of `batch_samples` samples in buffers of
@@ -190,7 +169,18 @@ struct PipelineDiagnostics {
   // Per-item delay added inside a stage (read, decompress, preprocess, h2d): a sleep for read
   // (I/O latency), a busy-wait for the others (CPU work).
   std::array<int64_t, kNumPipelineStages> inject_delay_us = {};
-  WhatIf what_if = WhatIf::kNone;
+  // A what-if run (a stage whose StageInfo::what_if is true, kStageTable): make that stage free
+  // to measure what the rest can do. nullopt: a normal run.
+  //   kRead: stored frames are read into RAM before the run; the read stage serves them.
+  //   kDecompress: frames are decoded into RAM before the run; decompress hands them out.
+  //   kPreprocess: the batches of the first epoch are built before the run; assemble hands out
+  //     the prebuilt batch of the same step (later epochs reuse them: same sizes, stale order).
+  //   kH2D: no copy; the device slot of the batch is reused as is (CUDA builds).
+  //   kTransforms: the transform chain's cost removed (each sample a copy of a prebuilt chain
+  //     output of the right spec; the gather and the labels stay); only with transforms.
+  //   kDecode: each decode replaced by one of the first frame's decoded images.
+  //   kCompute is the job's (TrainJobOptions::compute_free): the pipeline runs as normal.
+  std::optional<Stage> what_if;
   size_t trace_capacity = 0;  // per-item spans kept for the timeline; 0: none
 };
 

@@ -32,6 +32,8 @@ namespace sluice {
 // DecodeImage op), which runs inside the preprocess stage on its threads; it is recorded on its
 // own, per image (items and samples are images, bytes the decoded pixels), and its busy time is
 // also part of preprocess's.
+// kTransforms is the transform chain's ops, also a part of preprocess (the report splits
+// preprocess's row between them): a what-if target only, without a row of its own.
 enum class Stage : uint8_t {
   kRead = 0,
   kDecompress,
@@ -42,13 +44,46 @@ enum class Stage : uint8_t {
   kDelivery,
   kCompute,
   kLoader,
+  kTransforms,
 };
 inline constexpr int kNumPipelineStages = 7;  // kRead .. kDelivery
-// "read", "decompress", "decode", "preprocess", "pinned_wait", "h2d", "delivery", "compute",
-// "loader"
+
+// The stages, once: each one's name (in flags, JSON, the trace and every sentence) and what
+// may be done to it. How the bottleneck report reads a stage (its row, ceiling, advice and
+// timeline track) is report/stages.h's table, keyed by the stage. Adding a stage: a value
+// above, a row here, and its measurement (docs/architecture.md, "Where to change what").
+struct StageInfo {
+  Stage stage;
+  const char* name;
+  // --what-if=<name> makes it free (DiagnosticsOptions::what_if; compute: the job skips the
+  // step, TrainJobOptions::compute_free).
+  bool what_if;
+  // --inject-delay=<name>:US slows each of its items (DiagnosticsOptions::inject_delay_us;
+  // compute: TrainJobOptions::inject_compute_delay_us).
+  bool inject_delay;
+};
+inline constexpr std::array<StageInfo, 10> kStageTable = {{
+    {Stage::kRead, "read", true, true},
+    {Stage::kDecompress, "decompress", true, true},
+    {Stage::kDecode, "decode", true, true},
+    {Stage::kPreprocess, "preprocess", true, true},
+    {Stage::kPinnedWait, "pinned_wait", false, false},
+    {Stage::kH2D, "h2d", true, true},
+    {Stage::kDelivery, "delivery", false, false},
+    {Stage::kCompute, "compute", true, true},
+    {Stage::kLoader, "loader", false, false},
+    {Stage::kTransforms, "transforms", true, false},
+}};
+
+// kStageTable's name of `s`: "read", "decompress", ..., "transforms".
 absl::string_view StageName(Stage s);
-// Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., compute)".
+// Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., transforms)".
 absl::StatusOr<Stage> ParseStage(absl::string_view name);
+// A stage whose `property` (&StageInfo::what_if or &StageInfo::inject_delay) is true;
+// InvalidArgument "unknown stage '<name>' (read, decompress, ...)" listing those.
+absl::StatusOr<Stage> ParseStageWith(absl::string_view name, bool StageInfo::*property);
+// The names of the stages whose `property` is true, in table order, joined by `separator`.
+std::string StageNamesWith(bool StageInfo::*property, absl::string_view separator);
 
 struct StageStats {
   Stage stage = Stage::kRead;

@@ -1,7 +1,9 @@
-// The stages of the bottleneck report, one row each, in flow order: everything the report, the
-// verdict, the trace, the HTML page and the ceilings know about a stage. Adding a stage is a
-// value of the pipeline's Stage enum (pipeline/stage_stats.h) and a row here (docs/
-// architecture.md, "Where to change what"); a row number always comes from this table
+// The stages of the bottleneck report, one row each, in flow order: how the report, the
+// verdict, the trace, the HTML page and the ceilings read a stage. What a stage is (its name,
+// whether a what-if run frees it, whether --inject-delay slows it) is pipeline/stage_stats.h's
+// kStageTable, once; this table only adds the report's view of it, keyed by the stage. Adding
+// a stage is a value of the Stage enum, a row of kStageTable, a row here and its measurement
+// (docs/architecture.md, "Where to change what"); a row number always comes from this table
 // (ReportRow), never from the enum's integer.
 // Thread safety: constants.
 #ifndef SLUICE_REPORT_STAGES_H_
@@ -35,8 +37,7 @@ enum class TraceTrack {
 };
 
 struct ReportStageInfo {
-  Stage stage;
-  const char* name;   // StageName(stage): the row's name in the text, JSON and trace
+  Stage stage;        // its name is StageName(stage) (pipeline/stage_stats.h's kStageTable)
   const char* title;  // the HTML page's box heading
   const char* unit;   // what one of the row's `items` is: "frame", "batch" or "step"
   RowSource source;
@@ -55,7 +56,6 @@ struct ReportStageInfo {
 
 inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
     {.stage = Stage::kRead,
-     .name = "read",
      .title = "read",
      .unit = "frame",
      .source = RowSource::kGraphStage,
@@ -65,7 +65,6 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kReadAhead, std::nullopt},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kDecompress,
-     .name = "decompress",
      .title = "decompress",
      .unit = "frame",
      .source = RowSource::kGraphStage,
@@ -75,7 +74,6 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kDecompressThreads, AdviceSetting::kZstdLevel},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kDecode,
-     .name = "decode",
      .title = "decode (in preprocess)",
      .unit = "image",
      .source = RowSource::kDecode,
@@ -85,7 +83,6 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kPreprocessThreads, std::nullopt},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kPreprocess,
-     .name = "preprocess",
      .title = "preprocess",
      .unit = "batch",
      .source = RowSource::kGraphStage,
@@ -95,7 +92,6 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kPreprocessThreads, AdviceSetting::kH2DFormat},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kPinnedWait,
-     .name = "pinned_wait",
      .title = "pinned buffers",
      .unit = "batch",
      .source = RowSource::kPinnedPool,
@@ -106,7 +102,6 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {std::nullopt, std::nullopt},
      .track = TraceTrack::kPinnedWait},
     {.stage = Stage::kH2D,
-     .name = "h2d",
      .title = "h2d",
      .unit = "batch",
      .source = RowSource::kGraphStage,
@@ -116,7 +111,6 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kH2DFormat, AdviceSetting::kDeviceRingDepth},
      .track = TraceTrack::kCopyStream},
     {.stage = Stage::kCompute,
-     .name = "compute",
      .title = "compute",
      .unit = "step",
      .source = RowSource::kCompute,

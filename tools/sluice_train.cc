@@ -417,16 +417,16 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
   ASSIGN_OR_RETURN(o.report_every_steps,
                    Positive<int64_t>("report-every", absl::GetFlag(FLAGS_report_every), true));
   const std::string what_if = absl::GetFlag(FLAGS_what_if);
-  if (what_if != "all" && what_if != "compute") {
-    auto w = ParseWhatIf(what_if);
+  if (what_if != "all" && what_if != "none") {
+    auto w = ParseStageWith(what_if, &StageInfo::what_if);
     if (!w.ok()) {
-      return UsageError("what-if", absl::StrCat("expected none, read, decompress, preprocess, "
-                                                "h2d, compute, transforms, decode or all, got \"",
-                                                what_if, "\""));
+      return UsageError("what-if",
+                        absl::StrCat("expected none, ", StageNamesWith(&StageInfo::what_if, ", "),
+                                     " or all, got \"", what_if.substr(0, 200), "\""));
     }
-    o.pipeline.diagnostics.what_if = *w;
+    o.compute_free = *w == Stage::kCompute;
+    if (!o.compute_free) o.pipeline.diagnostics.what_if = *w;
   }
-  o.compute_free = what_if == "compute";
   o.autotune = absl::GetFlag(FLAGS_autotune);
   RETURN_IF_ERROR(CheckAtMost("autotune-memory-mb", absl::GetFlag(FLAGS_autotune_memory_mb),
                               kMaxAutotuneMemoryMb, "MiB of batch buffers"));
@@ -448,12 +448,11 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
                                                      "\" is more than the maximum ",
                                                      kMaxInjectDelayUs, " (10 s per item)"));
     }
-    auto stage = ParseStage(kv.first);
-    if (!stage.ok() || *stage == Stage::kPinnedWait || *stage == Stage::kDelivery ||
-        *stage == Stage::kLoader) {
+    auto stage = ParseStageWith(kv.first, &StageInfo::inject_delay);
+    if (!stage.ok()) {
       return UsageError("inject-delay",
-                        absl::StrCat("unknown stage \"", kv.first,
-                                     "\" (read, decompress, decode, preprocess, h2d, compute)"));
+                        absl::StrCat("unknown stage \"", kv.first.substr(0, 200), "\" (",
+                                     StageNamesWith(&StageInfo::inject_delay, ", "), ")"));
     }
     if (*stage == Stage::kCompute) {
       o.inject_compute_delay_us = us;

@@ -49,22 +49,22 @@ namespace {
 
 // What a what-if run trained on: some make a stage free by replaying data, so the accuracy the
 // run printed says nothing about the model; say so next to it.
-const char* WhatIfTrainingNote(WhatIf what_if, bool compute_free) {
+const char* WhatIfTrainingNote(Stage what_if, bool compute_free) {
   if (compute_free) return ": compute did no work, so nothing was trained";
   switch (what_if) {
-    case WhatIf::kPreprocess:
+    case Stage::kPreprocess:
       return ": every batch was a replay of one of the first batches, so the model saw almost "
              "none of the data and the accuracy above means nothing; compare only the rate "
              "(--what-if=all puts it beside a normal run)";
-    case WhatIf::kTransforms:
+    case Stage::kTransforms:
       return ": every sample was a replay of one of the chain's first outputs with another "
              "record's label, so the accuracy above means nothing; compare only the rate "
              "(--what-if=all puts it beside a normal run)";
-    case WhatIf::kDecode:
+    case Stage::kDecode:
       return ": every sample's image was one of the first records' decoded images with its own "
              "record's label, so the accuracy above means nothing; compare only the rate "
              "(--what-if=all puts it beside a normal run)";
-    case WhatIf::kH2D:
+    case Stage::kH2D:
       return ": no batch was copied, each step trained on what its device slot held from an "
              "earlier batch, so the accuracy above means nothing; compare only the rate";
     default:
@@ -274,9 +274,10 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
                result.run.pipeline.corrupt_frames);
   PrintSkipped("test", result.run.test_skipped_frames, result.run.test_skipped_records,
                result.run.test_corrupt_frames);
-  if (options.pipeline.diagnostics.what_if != WhatIf::kNone || options.compute_free) {
-    std::printf("what-if: %s was free in this run%s\n", absl::GetFlag(FLAGS_what_if).c_str(),
-                WhatIfTrainingNote(options.pipeline.diagnostics.what_if, options.compute_free));
+  if (options.pipeline.diagnostics.what_if || options.compute_free) {
+    const Stage free = options.pipeline.diagnostics.what_if.value_or(Stage::kCompute);
+    std::printf("what-if: %s was free in this run%s\n", std::string(StageName(free)).c_str(),
+                WhatIfTrainingNote(free, options.compute_free));
   }
   if (!result.checkpoint_path.empty()) {
     if (Env::Default()->FileExists(result.checkpoint_path)) {
@@ -302,28 +303,26 @@ absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfAndReconcile(Env* env,
                                                              const TrainJobOptions& options,
                                                              const TrainJobResult& normal,
                                                              BottleneckReport* report) {
-  ASSIGN_OR_RETURN(std::vector<WhatIfRow> rows,
-                   RunWhatIfTable(env, options, normal, [](const std::string& stage) {
-                     std::fprintf(stderr, "what-if: %s free ...\n", stage.c_str());
-                   }));
+  ASSIGN_OR_RETURN(
+      std::vector<WhatIfRow> rows, RunWhatIfTable(env, options, normal, [](Stage stage) {
+        std::fprintf(stderr, "what-if: %s free ...\n", std::string(StageName(stage)).c_str());
+      }));
   ApplyVerdict(Decide({.analysis = report, .run = &normal.run, .what_if = &rows}), report);
   return rows;
 }
 
 // The what-if table; its rows are kept for the HTML report.
-void PrintWhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport& report,
-                      std::vector<HtmlWhatIfRow>* kept) {
+void PrintWhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport& report) {
   std::printf(
       "\nwhat-if (each stage made free in turn; the stage whose removal speeds the run "
       "up most is the limit):\n");
   std::printf("  %-12s %14s %9s\n", "free stage", "samples/s", "speedup");
   for (const WhatIfRow& row : rows) {
-    kept->push_back({row.free_stage, row.note, row.samples_per_s, row.speedup});
+    const std::string name = WhatIfRowName(row);
     if (!row.note.empty()) {
-      std::printf("  %-12s %14s %9s  %s\n", row.free_stage.c_str(), "-", "-", row.note.c_str());
+      std::printf("  %-12s %14s %9s  %s\n", name.c_str(), "-", "-", row.note.c_str());
     } else {
-      std::printf("  %-12s %14.0f %8.2fx\n", row.free_stage.c_str(), row.samples_per_s,
-                  row.speedup);
+      std::printf("  %-12s %14.0f %8.2fx\n", name.c_str(), row.samples_per_s, row.speedup);
     }
   }
   std::printf("  report verdict for the normal run: %s\n", report.sentence.c_str());
@@ -390,7 +389,8 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   }
   std::fflush(stdout);
   HtmlExtras extras = HtmlExtrasFromRun(result.run);
-  if (what_if_all) PrintWhatIfTable(what_if_rows, report, &extras.what_if);
+  if (what_if_all) PrintWhatIfTable(what_if_rows, report);
+  extras.what_if = what_if_rows;
   // Last: the page holds the what-if table.
   if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, ReportToHtml(report, extras)));

@@ -21,7 +21,7 @@ absl::StatusOr<uint32_t> Count(const Advice& a) {
 
 // The bounded span of a check: the job as it was, no outputs, one epoch, `max_steps` steps.
 TrainJobOptions SpanOptions(const TrainJobOptions& base, int64_t max_steps) {
-  TrainJobOptions o = WhatIfOptions(base, "none");
+  TrainJobOptions o = WhatIfOptions(base, std::nullopt);
   o.epochs = 1;
   o.stop_after_steps = max_steps;
   o.autotune = false;

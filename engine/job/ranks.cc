@@ -55,10 +55,10 @@ absl::Status CheckRanksAgree(const TrainJobOptions& options, const KeyValues& id
   same.emplace_back("--checkpoint-dir", options.checkpoint_dir.empty() ? "none" : "a directory");
   same.emplace_back("--report-every", absl::StrCat(options.report_every_steps));
   same.emplace_back("--trace", options.pipeline.diagnostics.trace_capacity > 0 ? "a file" : "none");
-  same.emplace_back("--what-if",
-                    options.compute_free
-                        ? "compute"
-                        : std::string(WhatIfName(options.pipeline.diagnostics.what_if)));
+  same.emplace_back("--what-if", options.compute_free ? std::string(StageName(Stage::kCompute))
+                                 : options.pipeline.diagnostics.what_if
+                                     ? std::string(StageName(*options.pipeline.diagnostics.what_if))
+                                     : "none");
   same.emplace_back("--max-corrupt-fraction", absl::StrCat(options.max_corrupt_fraction));
   if (test != nullptr) {
     same.emplace_back("test.manifest_xxh3", ChecksumToHex(Xxh3(test->manifest().ToJson())));

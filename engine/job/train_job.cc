@@ -35,25 +35,10 @@ PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backe
   p.slice = SliceOf(options);
   // A stage made free by a what-if run skips its injected delay too: the delay is part of the
   // stage's work, and the what-if table must show what removing that work buys.
-  switch (p.diagnostics.what_if) {
-    case WhatIf::kRead:
-      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)] = 0;
-      break;
-    case WhatIf::kDecompress:
-      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecompress)] = 0;
-      break;
-    case WhatIf::kPreprocess:
-      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kPreprocess)] = 0;
-      break;
-    case WhatIf::kH2D:
-      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] = 0;
-      break;
-    case WhatIf::kDecode:
-      p.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecode)] = 0;
-      break;
-    case WhatIf::kNone:
-    case WhatIf::kTransforms:  // the chain's cost only; an injected delay is not the chain's
-      break;
+  // (Transforms: the chain's cost only; an injected delay is not the chain's.)
+  const std::optional<Stage> free = p.diagnostics.what_if;
+  if (free && static_cast<int>(*free) < kNumPipelineStages) {
+    p.diagnostics.inject_delay_us[static_cast<int>(*free)] = 0;
   }
   return p;
 }

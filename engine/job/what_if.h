@@ -11,6 +11,7 @@
 #define SLUICE_ENGINE_JOB_WHAT_IF_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,15 +25,17 @@ namespace sluice {
 // The job's training rate: its samples over its training seconds (0 when nothing trained).
 double TrainSamplesPerSecond(const TrainResult& train);
 
-// The options of the rerun with `stage` free ("compute", or a pipeline stage's name).
-TrainJobOptions WhatIfOptions(const TrainJobOptions& base, const std::string& stage);
+// The options of a rerun (no evaluation, no outputs) with `stage` free (a stage whose
+// StageInfo::what_if is true; nullopt: nothing free).
+TrainJobOptions WhatIfOptions(const TrainJobOptions& base, std::optional<Stage> stage);
 
-// The normal run (already done: `normal`), then each stage made free in turn, then (with
-// transforms) the chain alone. `on_start` is
-// called before each rerun with the stage's name (progress; may be null).
-absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfTable(
-    Env* env, const TrainJobOptions& base, const TrainJobResult& normal,
-    const std::function<void(const std::string&)>& on_start);
+// The normal run (already done: `normal`), then each what-if stage of kStageTable made free
+// in turn, in the table's order: h2d only on a device (a row with a note on the CPU), the chain
+// alone only with transforms, decode only when the run decoded images. `on_start` is called
+// before each rerun with its stage (progress; may be null).
+absl::StatusOr<std::vector<WhatIfRow>> RunWhatIfTable(Env* env, const TrainJobOptions& base,
+                                                      const TrainJobResult& normal,
+                                                      const std::function<void(Stage)>& on_start);
 
 }  // namespace sluice
 

@@ -272,7 +272,7 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t /*wai
   const size_t sample_bytes = size_t{m.payload->size} * batch_sample_.bytes();
   absl::Status s = uploader_->Enqueue(
       slot, m.payload->samples, sample_bytes, m.payload->labels, 4 * size_t{m.payload->size},
-      opt_.diagnostics.what_if == WhatIf::kH2D || m.payload->size == 0,
+      opt_.diagnostics.what_if == Stage::kH2D || m.payload->size == 0,
       m.payload->size > 0 ? opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kH2D)] : 0,
       [this, m] {
         // A device platform thread: no device calls here. The pinned buffer goes back now.

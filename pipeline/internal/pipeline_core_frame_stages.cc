@@ -38,12 +38,12 @@ void* ThisThreadDctx() {
 // what-if caches
 
 absl::Status PipelineCore::BuildWhatIfCaches() {
-  const WhatIf w = opt_.diagnostics.what_if;
-  if (w == WhatIf::kNone || w == WhatIf::kH2D) return absl::OkStatus();
-  if (w == WhatIf::kTransforms) return BuildChainFreeSamples();
-  if (w == WhatIf::kDecode) return BuildDecodedImages();
+  const std::optional<Stage> w = opt_.diagnostics.what_if;
+  if (!w || *w == Stage::kH2D || *w == Stage::kCompute) return absl::OkStatus();
+  if (*w == Stage::kTransforms) return BuildChainFreeSamples();
+  if (*w == Stage::kDecode) return BuildDecodedImages();
   const size_t f = layout_.frames.size();
-  if (w == WhatIf::kRead) {
+  if (*w == Stage::kRead) {
     stored_cache_.resize(f);
     for (size_t i = 0; i < f; ++i) {
       const FrameRef& fr = layout_.frames[i];
@@ -72,7 +72,7 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
       }
     }
   }
-  if (w == WhatIf::kDecompress) return absl::OkStatus();
+  if (*w == Stage::kDecompress) return absl::OkStatus();
   // kPreprocess: build every batch of the start epoch now.
   ASSIGN_OR_RETURN(EpochPlan plan,
                    PlanEpoch(layout_, order_, opt_.span.start_epoch, opt_.span.start_step));

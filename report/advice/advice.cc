@@ -144,7 +144,8 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
       if (is_cuda) out.push_back({AdviceSetting::kCudaGraph, "true", "one launch per step"});
       break;
     case Stage::kDelivery:
-    case Stage::kLoader:  // another library's loader: none of sluice's settings apply
+    case Stage::kLoader:      // another library's loader: none of sluice's settings apply
+    case Stage::kTransforms:  // a part of preprocess, never a verdict's stage
       break;
   }
   return out;

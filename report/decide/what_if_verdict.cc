@@ -20,26 +20,17 @@ namespace {
 
 using verdict_thresholds::kCloseCallFraction;
 
-std::optional<Stage> FreedStage(const std::string& free_stage) {
-  const absl::StatusOr<Stage> s = ParseStage(free_stage);
-  if (!s.ok()) return std::nullopt;
-  switch (*s) {
-    case Stage::kRead:
-    case Stage::kDecompress:
-    case Stage::kDecode:
-    case Stage::kPreprocess:
-    case Stage::kH2D:
-    case Stage::kCompute:
-      return *s;
-    default:
-      return std::nullopt;
-  }
+// The stage a measured row freed, when it may decide the verdict's stage; nullopt for the
+// normal run, a row not run, and the chain alone (a part of preprocess).
+std::optional<Stage> FreedStage(const WhatIfRow& r) {
+  if (!r.note.empty() || r.speedup <= 0 || r.free_stage == Stage::kTransforms) return std::nullopt;
+  return r.free_stage;
 }
 
 // The measured row of `stage`, or null.
 const WhatIfRow* RowOf(const std::vector<WhatIfRow>& rows, Stage stage) {
   for (const WhatIfRow& r : rows) {
-    if (r.note.empty() && r.speedup > 0 && FreedStage(r.free_stage) == stage) return &r;
+    if (FreedStage(r) == stage) return &r;
   }
   return nullptr;
 }
@@ -48,7 +39,7 @@ const WhatIfRow* RowOf(const std::vector<WhatIfRow>& rows, Stage stage) {
 const WhatIfRow* FastestRow(const std::vector<WhatIfRow>& rows) {
   const WhatIfRow* best = nullptr;
   for (const WhatIfRow& r : rows) {
-    if (!r.note.empty() || r.speedup <= 0 || !FreedStage(r.free_stage)) continue;
+    if (!FreedStage(r)) continue;
     if (best == nullptr || r.speedup > best->speedup) best = &r;
   }
   return best;
@@ -60,7 +51,7 @@ Verdict WhatIfVerdict(Verdict inferred, const std::vector<WhatIfRow>& rows,
                       const BottleneckReport& a, const RunRecord* run) {
   const WhatIfRow* best = FastestRow(rows);
   if (best == nullptr || inferred.verdict == VerdictClass::kNoData) return inferred;
-  const Stage measured = *FreedStage(best->free_stage);
+  const Stage measured = *FreedStage(*best);
   const Stage attributed = inferred.limiting_stage;
   if (measured == attributed) return inferred;
   // Decode is a part of preprocess: freeing the whole stage frees its decoding too, so the

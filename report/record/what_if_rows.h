@@ -5,19 +5,27 @@
 #ifndef SLUICE_REPORT_RECORD_WHAT_IF_ROWS_H_
 #define SLUICE_REPORT_RECORD_WHAT_IF_ROWS_H_
 
+#include <optional>
 #include <string>
+
+#include "pipeline/stage_stats.h"
 
 namespace sluice {
 
 struct WhatIfRow {
-  // "normal", "read", "decompress", "preprocess", "h2d", "compute", "decode" (a part of
-  // preprocess), or "transforms" (the chain alone, a part of preprocess: it never decides the
-  // verdict's stage)
-  std::string free_stage;
+  // The stage made free (one whose StageInfo::what_if is true); nullopt: the normal run.
+  // kDecode and kTransforms are parts of preprocess; kTransforms never decides the verdict's
+  // stage.
+  std::optional<Stage> free_stage;
   std::string note;  // why the row was not run (then samples_per_s is 0)
   double samples_per_s = 0;
   double speedup = 0;  // samples_per_s / the normal run's
 };
+
+// "normal" for the normal run, else the stage's name.
+inline std::string WhatIfRowName(const WhatIfRow& row) {
+  return row.free_stage ? std::string(StageName(*row.free_stage)) : "normal";
+}
 
 }  // namespace sluice
 

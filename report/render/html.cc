@@ -223,32 +223,51 @@ std::string Header(const BottleneckReport& rep, const HtmlExtras& extras) {
   return out;
 }
 
-std::string WhatIfTable(const std::vector<HtmlWhatIfRow>& rows) {
+// The what-if table, with the row of the stage the verdict names in bold (Decide already
+// reconciled the verdict with the table; decode, a part of preprocess, is confirmed by the
+// preprocess row when it has no row of its own).
+std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport& rep) {
   if (rows.empty()) return "";
   double best = 0;
-  for (const HtmlWhatIfRow& r : rows) {
-    if (r.note.empty() && r.free_stage != "normal") best = std::max(best, r.speedup);
+  bool named_has_row = false;
+  for (const WhatIfRow& r : rows) {
+    if (r.note.empty() && r.free_stage) best = std::max(best, r.speedup);
+    named_has_row |= r.note.empty() && r.free_stage == rep.limiting_stage;
   }
+  const Stage named = !named_has_row && rep.limiting_stage == Stage::kDecode ? Stage::kPreprocess
+                                                                             : rep.limiting_stage;
+  const bool has_verdict =
+      rep.verdict != VerdictClass::kNoData && rep.verdict != VerdictClass::kCommunicationBound;
   std::string out =
       "<div class=\"panel whatif\"><h2>What if a stage were free (--what-if=all)</h2>"
       "<table id=\"what-if\"><tr><th>free stage</th><th>samples/s</th><th>speedup</th>"
       "<th></th></tr>";
-  for (const HtmlWhatIfRow& r : rows) {
+  for (const WhatIfRow& r : rows) {
+    const std::string name = WhatIfRowName(r);
     if (!r.note.empty()) {
-      absl::StrAppend(&out, "<tr><td>", HtmlEscape(r.free_stage),
-                      "</td><td colspan=\"3\" class=\"small\">", HtmlEscape(r.note), "</td></tr>");
+      absl::StrAppend(&out, "<tr><td>", HtmlEscape(name), "</td><td colspan=\"3\" class=\"small\">",
+                      HtmlEscape(r.note), "</td></tr>");
       continue;
     }
-    const bool is_best = r.free_stage != "normal" && r.speedup == best && best > 0;
+    const bool is_named = has_verdict && r.free_stage == named;
     absl::StrAppendFormat(&out,
                           "<tr%s><td>%s</td><td>%.0f</td><td>%.2fx</td><td style=\"width:110px\">"
                           "%s</td></tr>",
-                          is_best ? " class=\"best\"" : "", HtmlEscape(r.free_stage),
-                          r.samples_per_s, r.speedup, Bar(best > 0 ? r.speedup / best : 0));
+                          is_named ? " class=\"best\"" : "", HtmlEscape(name), r.samples_per_s,
+                          r.speedup, Bar(best > 0 ? r.speedup / best : 0));
   }
-  return absl::StrCat(out,
-                      "</table><div class=\"small\">each stage made free in turn; the one whose "
-                      "removal speeds the run up most is the limit</div></div>");
+  std::string caption =
+      "each stage made free in turn; the one whose removal speeds the run up most is the limit";
+  if (has_verdict) {
+    absl::StrAppend(&caption, "; in bold, the row of the stage the verdict names (",
+                    StageName(rep.limiting_stage), ")");
+    if (named != rep.limiting_stage) {
+      absl::StrAppend(&caption,
+                      ": decode is a part of preprocess, so freeing preprocess frees "
+                      "its decoding too");
+    }
+  }
+  return absl::StrCat(out, "</table><div class=\"small\">", HtmlEscape(caption), "</div></div>");
 }
 
 std::string Notes(const BottleneckReport& rep) {
@@ -310,7 +329,7 @@ std::string ReportToHtml(const BottleneckReport& report, const HtmlExtras& extra
   // Sized for one 1400 x 1000 screen: the experiment beside the timeline, then the epochs
   // beside the resources.
   absl::StrAppend(&out, Header(report, extras), "\n", Chain(report), "\n<div class=\"row\">",
-                  WhatIfTable(extras.what_if), TimelineChart(extras.timeline), "</div>\n");
+                  WhatIfTable(extras.what_if, report), TimelineChart(extras.timeline), "</div>\n");
   absl::StrAppend(&out, "<div class=\"row\">", EpochChart(extras.epochs), Notes(report),
                   "</div>\n</body></html>\n");
   return out;

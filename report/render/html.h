@@ -27,24 +27,16 @@
 
 #include "report/analysis/bottleneck_report.h"
 #include "report/record/run_record.h"
+#include "report/record/what_if_rows.h"
 
 namespace sluice {
-
-// One row of the what-if table (engine/job/what_if.h's WhatIfRow, which the diagnostics
-// cannot see).
-struct HtmlWhatIfRow {
-  std::string free_stage;  // "normal", "read", ..., "compute"
-  std::string note;        // why the row was not run (then samples_per_s is 0)
-  double samples_per_s = 0;
-  double speedup = 0;  // against the normal run
-};
 
 // What the page shows beside the report.
 struct HtmlExtras {
   std::string title = "sluice bottleneck report";
-  std::vector<EpochRate> epochs;       // empty: no per-epoch chart
-  ComputeTimeline timeline;            // empty: no timeline
-  std::vector<HtmlWhatIfRow> what_if;  // empty: no what-if table
+  std::vector<EpochRate> epochs;   // empty: no per-epoch chart
+  ComputeTimeline timeline;        // empty: no timeline
+  std::vector<WhatIfRow> what_if;  // empty: no what-if table
 };
 
 // The epochs and the timeline of a run.

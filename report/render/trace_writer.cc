@@ -165,8 +165,8 @@ json BuildChromeTrace(const RunRecord& run) {
     events.push_back({{"ph", "X"},
                       {"pid", pid},
                       {"tid", kTraceTidCompute},
-                      {"name", "compute"},
-                      {"cat", "compute"},
+                      {"name", StageName(Stage::kCompute)},
+                      {"cat", StageName(Stage::kCompute)},
                       {"ts", (s.start_ns - t0) / 1e3},
                       {"dur", (s.end_ns - s.start_ns) / 1e3},
                       {"args", {{"batch", s.batch_id}}}});

@@ -348,13 +348,13 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
   PipelineOptions o = SmallOptions();
   auto reference = RunAll(data.dataset.get(), o);
   ASSERT_TRUE(reference.ok());
-  for (WhatIf w : {WhatIf::kRead, WhatIf::kDecompress, WhatIf::kPreprocess, WhatIf::kH2D}) {
+  for (Stage w : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess, Stage::kH2D}) {
     o.diagnostics.what_if = w;
     PipelineStats stats;
     auto got = RunAll(data.dataset.get(), o, &stats);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, *reference) << WhatIfName(w);
-    EXPECT_EQ(stats[Stage::kPreprocess].items, reference->size()) << WhatIfName(w);
+    EXPECT_EQ(*got, *reference) << StageName(w);
+    EXPECT_EQ(stats[Stage::kPreprocess].items, reference->size()) << StageName(w);
     // Stored-frame buffers are recycled in every mode that reads (what-if decompress too): the
     // pool never holds more than the frames in flight.
     uint64_t max_stored = 0, frames = 0;
@@ -365,11 +365,11 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
       }
     }
     ASSERT_GT(frames, stats.frame_budget + 1u);  // enough frames to tell recycling apart
-    if (w == WhatIf::kRead) {
+    if (w == Stage::kRead) {
       EXPECT_EQ(stats.stored_buffer_bytes, 0u);  // served from memory
     } else {
-      EXPECT_GT(stats.stored_buffer_bytes, 0u) << WhatIfName(w);
-      EXPECT_LE(stats.stored_buffer_bytes, (stats.frame_budget + 1) * max_stored) << WhatIfName(w);
+      EXPECT_GT(stats.stored_buffer_bytes, 0u) << StageName(w);
+      EXPECT_LE(stats.stored_buffer_bytes, (stats.frame_budget + 1) * max_stored) << StageName(w);
     }
   }
 }
@@ -377,7 +377,7 @@ TEST(Pipeline, WhatIfModesDeliverTheSameBatches) {
 TEST(Pipeline, WhatIfReadServesFramesFromMemory) {
   TestDataset data(256, 256, 16);
   PipelineOptions o = SmallOptions();
-  o.diagnostics.what_if = WhatIf::kRead;
+  o.diagnostics.what_if = Stage::kRead;
   o.span.epochs = 3;
   ASSERT_TRUE(RunAll(data.dataset.get(), o).ok());
   // Each frame is read once, before the run, however many epochs run.
@@ -465,9 +465,32 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseOnCorrupt("maybe").ok());
-  EXPECT_EQ(*ParseWhatIf("decompress"), WhatIf::kDecompress);
+  EXPECT_EQ(*ParseStageWith("decompress", &StageInfo::what_if), Stage::kDecompress);
+  EXPECT_EQ(*ParseStageWith("transforms", &StageInfo::what_if), Stage::kTransforms);
+  EXPECT_FALSE(ParseStageWith("pinned_wait", &StageInfo::what_if).ok());
+  EXPECT_FALSE(ParseStageWith("transforms", &StageInfo::inject_delay).ok());
+  EXPECT_EQ(StageNamesWith(&StageInfo::inject_delay, ","),
+            "read,decompress,decode,preprocess,h2d,compute");
   EXPECT_EQ(*ParseStage("h2d"), Stage::kH2D);
   EXPECT_EQ(*ParseH2DFormat("f16"), H2DFormat::kF16);
+}
+
+// kStageTable is the one place a stage is named: every value of the enum has exactly one row,
+// the names differ, and each parses back to its stage.
+TEST(StageTable, EveryStageHasOneRowAndAnOwnNameThatParsesBack) {
+  std::set<std::string> names;
+  for (int v = 0; v <= static_cast<int>(Stage::kTransforms); ++v) {
+    const Stage s = static_cast<Stage>(v);
+    int rows = 0;
+    for (const StageInfo& info : kStageTable) rows += info.stage == s;
+    EXPECT_EQ(rows, 1) << v;
+    const std::string name(StageName(s));
+    EXPECT_TRUE(names.insert(name).second) << name;
+    EXPECT_EQ(*ParseStage(name), s) << name;
+  }
+  EXPECT_EQ(names.size(), kStageTable.size());
+  EXPECT_THAT(std::string(ParseStage("nope").status().message()),
+              ::testing::HasSubstr("(read, decompress, decode, preprocess"));
 }
 
 TEST(Pipeline, PoolSizeZeroPicksEnoughBuffersForAutoPoolSamples) {

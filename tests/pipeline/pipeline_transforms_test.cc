@@ -320,7 +320,7 @@ TEST(PipelineTransforms, StatsHaveNoOpsWithoutAChain) {
 TEST(PipelineTransforms, WhatIfTransformsCopiesPrebuiltChainOutputs) {
   ColourDataset data;
   PipelineOptions free = Options(kRandomChain);
-  free.diagnostics.what_if = WhatIf::kTransforms;
+  free.diagnostics.what_if = Stage::kTransforms;
   auto normal = RunSamples(data.dataset.get(), Options(kRandomChain));
   auto freed = RunSamples(data.dataset.get(), free);
   ASSERT_TRUE(normal.ok()) << normal.status();
@@ -344,7 +344,7 @@ TEST(PipelineTransforms, WhatIfTransformsCopiesPrebuiltChainOutputs) {
 TEST(PipelineTransforms, WhatIfTransformsWithoutAChainIsRefused) {
   ColourDataset data;
   PipelineOptions o = Options("");
-  o.diagnostics.what_if = WhatIf::kTransforms;
+  o.diagnostics.what_if = Stage::kTransforms;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(), HasSubstr("the run has no transforms"));

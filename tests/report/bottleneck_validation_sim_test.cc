@@ -197,7 +197,7 @@ TEST_F(SimValidationTest, InjectedDelaysAreDeviceTimeAndWhatIfSkipsTheCopies) {
   EXPECT_GE(slow_step->run.compute.busy_ns, 60 * 4'000'000LL);
 
   TrainJobOptions free_copy = h2d;
-  free_copy.pipeline.diagnostics.what_if = WhatIf::kH2D;
+  free_copy.pipeline.diagnostics.what_if = Stage::kH2D;
   auto skipped = RunTrainJob(Env::Default(), free_copy);
   ASSERT_TRUE(skipped.ok()) << skipped.status().message();
   EXPECT_EQ(skipped->run.pipeline[Stage::kH2D].items, skipped->run.compute.steps);

@@ -71,7 +71,7 @@ class BottleneckValidationTest : public ::testing::Test {
     if (stage == "compute") {
       free.compute_free = true;
     } else {
-      free.pipeline.diagnostics.what_if = *ParseWhatIf(stage);
+      free.pipeline.diagnostics.what_if = *ParseStageWith(stage, &StageInfo::what_if);
     }
     // Both the prediction and the what-if speed-up are checked against wall-clock
     // measurements on a shared 2-core machine: another process taking a core for part of a run

@@ -110,12 +110,11 @@ TEST(ReportHtml, EscapesEveryTextFromTheReport) {
   rep.notes = {"<img src=x>"};
   HtmlExtras extras;
   extras.title = "a < b";
-  extras.what_if = {{"<i>", "<u>note</u>", 0, 0}};
+  extras.what_if = {{Stage::kH2D, "<u>note</u>", 0, 0}};
   const std::string html = ReportToHtml(rep, extras);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_EQ(html.find("<u>"), std::string::npos);
-  EXPECT_EQ(html.find("<i>"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;quoted&quot;"),
             std::string::npos);
   EXPECT_NE(html.find("cpu &lt;b&gt;"), std::string::npos);
@@ -125,7 +124,7 @@ TEST(ReportHtml, NamesNoUrlAndRunsNoScript) {
   HtmlExtras extras;
   extras.epochs = {{0, 1000, 0.5, 2000}, {1, 1000, 0.4, 2500}};
   extras.timeline.AddCompute(1'000'000'000, 1'300'000'000);
-  extras.what_if = {{"normal", "", 2000, 1}, {"decompress", "", 5000, 2.5}};
+  extras.what_if = {{std::nullopt, "", 2000, 1}, {Stage::kDecompress, "", 5000, 2.5}};
   const std::string html = ReportToHtml(DecompressBound(), extras);
   EXPECT_EQ(html.find("http:"), std::string::npos);
   EXPECT_EQ(html.find("https:"), std::string::npos);
@@ -135,16 +134,33 @@ TEST(ReportHtml, NamesNoUrlAndRunsNoScript) {
   EXPECT_NE(html.find("<table id=\"what-if\""), std::string::npos);
 }
 
-TEST(ReportHtml, WhatIfTableHighlightsTheLargestSpeedup) {
+// The bold row is the verdict's stage (which Decide reconciled with the table), never a row
+// the renderer picks itself.
+TEST(ReportHtml, WhatIfTableMarksTheRowOfTheVerdictsStage) {
   HtmlExtras extras;
-  extras.what_if = {{"normal", "", 2000, 1},
-                    {"read", "", 2100, 1.05},
-                    {"decompress", "", 5000, 2.5},
-                    {"h2d", "no copy on the CPU backend", 0, 0}};
+  extras.what_if = {{std::nullopt, "", 2000, 1},
+                    {Stage::kRead, "", 2100, 1.05},
+                    {Stage::kDecompress, "", 5000, 2.5},
+                    {Stage::kH2D, "no copy on the CPU backend", 0, 0}};
   const std::string html = ReportToHtml(DecompressBound(), extras);
   EXPECT_NE(html.find("<tr class=\"best\"><td>decompress</td>"), std::string::npos);
   EXPECT_EQ(html.find("<tr class=\"best\"><td>read</td>"), std::string::npos);
   EXPECT_NE(html.find("no copy on the CPU backend"), std::string::npos);
+  EXPECT_NE(html.find("the row of the stage the verdict names (decompress)"), std::string::npos);
+}
+
+// A verdict naming decode, with no decode row: the preprocess row confirms it, and the page
+// says why the bold row is not the LIMIT box's stage.
+TEST(ReportHtml, WhatIfTableSaysWhyPreprocessConfirmsDecode) {
+  BottleneckReport rep = DecompressBound();
+  rep.limiting_stage = Stage::kDecode;
+  HtmlExtras extras;
+  extras.what_if = {{std::nullopt, "", 2000, 1},
+                    {Stage::kPreprocess, "", 6000, 3.0},
+                    {Stage::kCompute, "", 2200, 1.1}};
+  const std::string html = ReportToHtml(rep, extras);
+  EXPECT_NE(html.find("<tr class=\"best\"><td>preprocess</td>"), std::string::npos);
+  EXPECT_NE(html.find("decode is a part of preprocess"), std::string::npos);
 }
 
 TEST(ReportHtml, WithoutEpochsOrTimelineSaysSo) {

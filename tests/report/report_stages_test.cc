@@ -25,7 +25,7 @@ TEST(ReportStagesTest, RowsFollowTheFlowWithComputeLast) {
   EXPECT_EQ(kReportStageTable.back().source, RowSource::kCompute);
   for (int i = 0; i + 1 < kNumReportStages; ++i) {
     const ReportStageInfo& info = kReportStageTable[i];
-    SCOPED_TRACE(info.name);
+    SCOPED_TRACE(std::string(StageName(info.stage)));
     // Every row before compute is a pipeline stage, in the order the pipeline's enum lists its
     // stages (the data's flow); delivery is the consumer's side and has no row.
     EXPECT_LT(static_cast<int>(info.stage), kNumPipelineStages);
@@ -41,13 +41,13 @@ TEST(ReportStagesTest, EachStageHasOneRowAndItsOwnName) {
   std::set<Stage> stages;
   std::set<std::string> names;
   for (const ReportStageInfo& info : kReportStageTable) {
-    EXPECT_TRUE(stages.insert(info.stage).second) << info.name << " has two rows";
-    EXPECT_TRUE(names.insert(info.name).second) << info.name << " is named twice";
-    EXPECT_EQ(std::string(info.name), std::string(StageName(info.stage)));
+    const std::string name(StageName(info.stage));
+    EXPECT_TRUE(stages.insert(info.stage).second) << name << " has two rows";
+    EXPECT_TRUE(names.insert(name).second) << name << " is named twice";
     EXPECT_NE(std::string(info.title), "");
     const std::string unit = info.unit;
     EXPECT_TRUE(unit == "frame" || unit == "image" || unit == "batch" || unit == "step")
-        << info.name << ": " << unit;
+        << StageName(info.stage) << ": " << unit;
   }
 }
 
@@ -89,7 +89,7 @@ TEST(ReportStagesTest, CpuWorkRowsAreExactlyTheOnesInTheCpuBudget) {
   double table_ns = 0;
   for (const ReportStageInfo& info : kReportStageTable) {
     const StageRow& r = rep.row(info.stage);
-    EXPECT_EQ(r.cpu_work, info.cpu_work) << info.name;
+    EXPECT_EQ(r.cpu_work, info.cpu_work) << StageName(info.stage);
     if (info.cpu_work) table_ns += r.cpu_ns_per_sample;
   }
   ASSERT_GT(table_ns, 0);
@@ -104,7 +104,7 @@ TEST(ReportStagesTest, CpuWorkRowsAreExactlyTheOnesInTheCpuBudget) {
   EXPECT_FALSE(on_device.row(Stage::kCompute).cpu_work);
   for (const ReportStageInfo& info : kReportStageTable) {
     if (info.stage != Stage::kCompute) {
-      EXPECT_EQ(on_device.row(info.stage).cpu_work, info.cpu_work) << info.name;
+      EXPECT_EQ(on_device.row(info.stage).cpu_work, info.cpu_work) << StageName(info.stage);
     }
   }
   const double enqueue_ns = static_cast<double>(run.compute.enqueue_ns) / run.compute.samples;
@@ -129,7 +129,7 @@ TEST(ReportStagesTest, EachRowIsHeldToItsTablesCeiling) {
   const BottleneckReport rep = AnalyzeRun(MakeRun(s), &c, cores);
   for (const ReportStageInfo& info : kReportStageTable) {
     const StageRow& r = rep.row(info.stage);
-    SCOPED_TRACE(info.name);
+    SCOPED_TRACE(std::string(StageName(info.stage)));
     if (info.ceiling == nullptr) {
       EXPECT_FALSE(r.ceiling_samples_per_s.has_value());
       continue;
@@ -164,7 +164,7 @@ TEST(ReportStagesTest, AdviceNamesExactlyTheTablesSettingsForTheStage) {
   RunRecord link_busy = ring_full;
   link_busy.pipeline.stages[static_cast<int>(Stage::kH2D)].wait_output_ns = 0;
   for (const ReportStageInfo& info : kReportStageTable) {
-    SCOPED_TRACE(info.name);
+    SCOPED_TRACE(std::string(StageName(info.stage)));
     std::set<AdviceSetting> listed;
     for (const auto& setting : info.advice) {
       if (setting) listed.insert(*setting);

@@ -33,12 +33,12 @@ Verdict Reconcile(const Verdict& inferred, const std::vector<WhatIfRow>& rows) {
 }
 
 std::vector<WhatIfRow> Table(double decompress, double compute) {
-  return {{"normal", "", 100, 1.0},
-          {"read", "", 101, 1.01},
-          {"decompress", "", 100 * decompress, decompress},
-          {"preprocess", "", 102, 1.02},
-          {"h2d", "n/a: the CPU backend copies nothing", 0, 0},
-          {"compute", "", 100 * compute, compute}};
+  return {{std::nullopt, "", 100, 1.0},
+          {Stage::kRead, "", 101, 1.01},
+          {Stage::kDecompress, "", 100 * decompress, decompress},
+          {Stage::kPreprocess, "", 102, 1.02},
+          {Stage::kH2D, "n/a: the CPU backend copies nothing", 0, 0},
+          {Stage::kCompute, "", 100 * compute, compute}};
 }
 
 TEST(WhatIfVerdictTest, AgreeingTableLeavesTheVerdictAlone) {
@@ -70,15 +70,17 @@ TEST(WhatIfVerdictTest, FreeingPreprocessConfirmsAVerdictNamingDecode) {
   rep.limiting_stage = Stage::kDecode;
   rep.sentence = "input-bound: ...; decoding takes 80% of its busy time";
   const std::string before = rep.sentence;
-  std::vector<WhatIfRow> table = {{"normal", "", 100, 1.0},
-                                  {"preprocess", "", 400, 4.0},
-                                  {"compute", "", 110, 1.1},
-                                  {"decode", "", 350, 3.5}};
+  std::vector<WhatIfRow> table = {{std::nullopt, "", 100, 1.0},
+                                  {Stage::kPreprocess, "", 400, 4.0},
+                                  {Stage::kCompute, "", 110, 1.1},
+                                  {Stage::kDecode, "", 350, 3.5}};
   rep = Reconcile(rep, table);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
   EXPECT_EQ(rep.sentence, before);
   rep = InputBoundOnDecompress();  // the attribution named decompress; decoding measured the most
-  table = {{"normal", "", 100, 1.0}, {"decompress", "", 110, 1.1}, {"decode", "", 350, 3.5}};
+  table = {{std::nullopt, "", 100, 1.0},
+           {Stage::kDecompress, "", 110, 1.1},
+           {Stage::kDecode, "", 350, 3.5}};
   rep = Reconcile(rep, table);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
   EXPECT_THAT(rep.sentence, HasSubstr("freeing decode gave 3.50x"));
@@ -112,8 +114,8 @@ TEST(WhatIfVerdictTest, DecideKeepsANoDataVerdictWhateverTheRows) {
 
 TEST(WhatIfVerdictTest, RowsThatWereNotRunDecideNothing) {
   Verdict rep = InputBoundOnDecompress();
-  std::vector<WhatIfRow> table = {{"normal", "", 100, 1.0},
-                                  {"h2d", "n/a: the CPU backend copies nothing", 0, 0}};
+  std::vector<WhatIfRow> table = {{std::nullopt, "", 100, 1.0},
+                                  {Stage::kH2D, "n/a: the CPU backend copies nothing", 0, 0}};
   rep = Reconcile(rep, table);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
 }
