@@ -240,10 +240,18 @@ void AddCopyHiddenShare(const ComputeStats& cs, BottleneckReport* rep) {
       std::max(0.0, 100.0 - *rep->copy_hidden_pct - *rep->copy_startup_pct), rep->input_bound_pct));
 }
 
+// What the epoch split's note needs beyond EpochSplit's figures.
+struct EpochExtras {
+  bool slower_reads = false;  // the first epoch's reads at least kColdReadFactor slower
+  double extra_epoch = 0;     // seconds the first epoch took beyond the later epochs' rate
+  double extra_read = 0;      // seconds its reads took beyond the later epochs' reads
+  double batches_per_epoch = 0;
+};
+
 // The first epoch against the later ones, from the trainer's per-epoch rates and the reader's
-// per-epoch figures; a note says what differs, and why when the reads tell.
-void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
-  if (run.epochs.size() < 2) return;
+// per-epoch figures; nullopt without two epochs whose reads were recorded.
+std::optional<EpochSplit> MeasureEpochSplit(const RunRecord& run, EpochExtras* x) {
+  if (run.epochs.size() < 2) return std::nullopt;
   const auto reads_of = [&run](uint64_t epoch) -> const EpochReads* {
     for (const EpochReads& e : run.pipeline.epoch_reads) {
       if (e.epoch == epoch) return &e;
@@ -252,7 +260,7 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
   };
   const EpochRate& first = run.epochs.front();
   const EpochReads* first_reads = reads_of(first.epoch);
-  if (first_reads == nullptr) return;
+  if (first_reads == nullptr) return std::nullopt;
   EpochSplit s;
   s.first_epoch = first.epoch;
   s.first_samples_per_s = first.samples_per_s;
@@ -272,60 +280,72 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
     bytes += r->bytes;
     read_ns += r->busy_ns;
   }
-  if (s.later_epochs == 0 || seconds <= 0) return;
+  if (s.later_epochs == 0 || seconds <= 0) return std::nullopt;
   s.later_samples_per_s = samples / seconds;
   s.later_seconds = seconds / s.later_epochs;
   s.later_read_seconds = read_ns / 1e9 / s.later_epochs;
   if (read_ns > 0) s.later_read_mb_per_s = bytes * 1e3 / read_ns;
   s.differ = s.first_samples_per_s < (1 - kEpochsDifferFraction) * s.later_samples_per_s;
-  const bool slower_reads =
+  x->slower_reads =
       s.first_read_mb_per_s > 0 && s.later_read_mb_per_s >= kColdReadFactor * s.first_read_mb_per_s;
   // The first epoch's extra time and its reads' extra time, each against what the later epochs'
   // rates give for as many samples (a resumed first epoch may be shorter).
-  const double extra_epoch = s.first_seconds - first.samples / s.later_samples_per_s;
-  const double extra_read =
+  x->extra_epoch = s.first_seconds - first.samples / s.later_samples_per_s;
+  x->extra_read =
       s.first_read_seconds - (samples > 0 ? read_ns / 1e9 * first.samples / samples : 0.0);
-  const double batches_per_epoch =
+  x->batches_per_epoch =
       static_cast<double>(run.compute.steps) / static_cast<double>(run.epochs.size());
-  s.ran_ahead = run.pipeline.pool_buffers > 0 && batches_per_epoch > 0 &&
-                run.pipeline.pool_buffers >= 0.5 * batches_per_epoch;
-  s.cold = s.differ && !s.ran_ahead && slower_reads && extra_epoch > 0 &&
-           extra_read >= kColdExplainsFraction * extra_epoch;
-  rep->epoch_split = s;
-  if (!s.differ) return;
+  s.ran_ahead = run.pipeline.pool_buffers > 0 && x->batches_per_epoch > 0 &&
+                run.pipeline.pool_buffers >= 0.5 * x->batches_per_epoch;
+  s.cold = s.differ && !s.ran_ahead && x->slower_reads && x->extra_epoch > 0 &&
+           x->extra_read >= kColdExplainsFraction * x->extra_epoch;
+  return s;
+}
+
+// The note on a first epoch that differs: why, when the reads tell.
+std::string EpochSplitNote(const EpochSplit& s, const EpochExtras& x, uint32_t pool_buffers) {
   const std::string rates =
       absl::StrFormat("epoch %d trained at %s, the %d later %s at %s (%.1fx)", s.first_epoch + 1,
                       FormatRate(s.first_samples_per_s), s.later_epochs,
                       s.later_epochs == 1 ? "one" : "ones", FormatRate(s.later_samples_per_s),
                       s.later_samples_per_s / std::max(s.first_samples_per_s, 1e-9));
   if (s.ran_ahead) {
-    rep->notes.push_back(absl::StrFormat(
+    return absl::StrFormat(
         "epochs do not compare: %s, but the pipeline keeps up to %d batches ready (an epoch has "
         "%.0f), so the later epochs began with batches built during the first one and its "
         "evaluation; a dataset of many more batches than the pool shows each epoch's own rate",
-        rates, run.pipeline.pool_buffers, batches_per_epoch));
-  } else if (s.cold) {
-    rep->notes.push_back(absl::StrFormat(
+        rates, pool_buffers, x.batches_per_epoch);
+  }
+  if (s.cold) {
+    return absl::StrFormat(
         "cold first epoch: %s; its reads ran at %.1f MB/s against %.1f MB/s after (the reader "
         "busy %.2f s against %.2f s per later epoch): epoch %d read from disk, the later ones "
         "from the page cache; the table covers every epoch, and a longer run gets the later "
         "rate",
         rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_read_seconds,
-        s.later_read_seconds, s.first_epoch + 1));
-  } else if (slower_reads) {
-    rep->notes.push_back(absl::StrFormat(
+        s.later_read_seconds, s.first_epoch + 1);
+  }
+  if (x.slower_reads) {
+    return absl::StrFormat(
         "slow first epoch: %s; its reads were slower (%.1f MB/s against %.1f MB/s after: epoch %d "
         "read from disk) but took %.2f s more, of the %.2f s more the epoch took: mostly "
         "start-up, not the disk (buffers touched for the first time, threads starting)",
         rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_epoch + 1,
-        std::max(0.0, extra_read), std::max(0.0, extra_epoch)));
-  } else {
-    rep->notes.push_back(absl::StrFormat(
-        "slow first epoch: %s, although its reads were not 2x slower (%.1f MB/s against %.1f "
-        "MB/s after): start-up, not the disk (buffers touched for the first time, threads "
-        "starting)",
-        rates, s.first_read_mb_per_s, s.later_read_mb_per_s));
+        std::max(0.0, x.extra_read), std::max(0.0, x.extra_epoch));
   }
+  return absl::StrFormat(
+      "slow first epoch: %s, although its reads were not 2x slower (%.1f MB/s against %.1f "
+      "MB/s after): start-up, not the disk (buffers touched for the first time, threads "
+      "starting)",
+      rates, s.first_read_mb_per_s, s.later_read_mb_per_s);
+}
+
+void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
+  EpochExtras x;
+  const std::optional<EpochSplit> s = MeasureEpochSplit(run, &x);
+  if (!s) return;
+  rep->epoch_split = *s;
+  if (s->differ) rep->notes.push_back(EpochSplitNote(*s, x, run.pipeline.pool_buffers));
 }
 
 }  // namespace
@@ -349,6 +369,101 @@ std::optional<VerdictClass> ParseVerdictClass(absl::string_view name) {
   return kVerdictNames.Parse(name);
 }
 
+namespace {
+
+// One row per stage of kReportStageTable, in its order.
+void AddRows(const RunRecord& run, double train_ns, BottleneckReport* rep) {
+  const PipelineStats& ps = run.pipeline;
+  for (const ReportStageInfo& info : kReportStageTable) {
+    switch (info.source) {
+      case RowSource::kGraphStage:
+        rep->stages.push_back(GraphRow(info.stage, ps[info.stage], train_ns, info.cpu_work));
+        if (info.stage == Stage::kPreprocess) AddChainShares(ps, &rep->stages.back());
+        break;
+      case RowSource::kPinnedPool:
+        rep->stages.push_back(PinnedRow(info.stage, ps, train_ns));
+        break;
+      case RowSource::kCompute:
+        rep->stages.push_back(ComputeRow(info, run, train_ns, rep->measured_samples_per_s));
+        break;
+      case RowSource::kDecode:
+        rep->stages.push_back(DecodeRow(ps, train_ns));
+        break;
+    }
+  }
+  const StageRow& compute = rep->row(Stage::kCompute);
+  const ComputeStats& cs = run.compute;
+  rep->input_bound_pct = compute.wait_input_pct;
+  rep->host_wait_pct = Share(ps[Stage::kDelivery].wait_input_ns, train_ns);
+  rep->compute_host_pct = Share(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
+  rep->launch_gated_pct = Share(cs.launch_gated_ns, train_ns);
+}
+
+// Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU time
+// per sample of the stages that use a core.
+void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
+  double cap = std::numeric_limits<double>::infinity();
+  double cpu_ns = 0;
+  double cpu_busy = 0;
+  for (const StageRow& r : rep->stages) {
+    if (!r.present) continue;
+    // Decode shares preprocess's threads: preprocess's capacity already holds its cost.
+    if (r.capacity_samples_per_s && r.stage != Stage::kDecode) {
+      cap = std::min(cap, *r.capacity_samples_per_s);
+    }
+    if (r.cpu_work) {
+      cpu_ns += r.cpu_ns_per_sample;
+      cpu_busy += r.cores_busy * train_ns;
+    }
+  }
+  if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps
+    cpu_ns += static_cast<double>(cs.enqueue_ns) / cs.samples;
+    cpu_busy += static_cast<double>(cs.enqueue_ns);
+  }
+  rep->capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
+  rep->cpu_limit_samples_per_s = cpu_ns > 0 ? rep->cores * 1e9 / cpu_ns : 0;
+  rep->cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
+  rep->cpu_saturated = rep->cpu_threads_busy >= kCpuSaturated * rep->cores;
+  // Busy times are wall times: with more runnable threads than cores they include waiting for
+  // a core, so the CPU formula then understates what the cores allow; the run itself shows
+  // the saturated cores sustained the measured rate.
+  double cpu_limit = rep->cpu_limit_samples_per_s;
+  if (rep->cpu_threads_busy > rep->cores) {
+    cpu_limit = std::max(cpu_limit, rep->measured_samples_per_s);
+  }
+  double predicted = rep->capacity_limit_samples_per_s;
+  if (cpu_limit > 0) predicted = predicted > 0 ? std::min(predicted, cpu_limit) : cpu_limit;
+  rep->predicted_samples_per_s = predicted;
+}
+
+// The caveats: dropped spans, skipped frames, injected delays, nothing evaluated, device time.
+void AddNotes(const RunRecord& run, BottleneckReport* rep) {
+  const PipelineStats& ps = run.pipeline;
+  if (ps.trace_dropped > 0) {
+    rep->notes.push_back(
+        absl::StrCat(ps.trace_dropped, " trace spans were dropped (raise the trace capacity)"));
+  }
+  if (ps.skipped_frames > 0) {
+    rep->notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",
+                                      ps.skipped_records, " records)"));
+  }
+  if (run.test_skipped_frames > 0) {
+    rep->notes.push_back(absl::StrCat(run.test_skipped_frames,
+                                      " corrupt frames of the test split skipped (",
+                                      run.test_skipped_records, " records)"));
+  }
+  if (!run.injected_delays.empty()) {
+    rep->notes.push_back(absl::StrCat(
+        "injected delays (--inject-delay): ", run.injected_delays,
+        "; every figure above includes them, and the advice is for the stage as delayed"));
+  }
+  if (!run.not_evaluated.empty()) {
+    rep->notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
+  }
+}
+
+}  // namespace
+
 BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
   BottleneckReport rep;
   rep.cores = std::max(1, cores);
@@ -370,88 +485,11 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.steps = cs.steps;
   rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
 
-  const PipelineStats& ps = run.pipeline;
-  for (const ReportStageInfo& info : kReportStageTable) {
-    switch (info.source) {
-      case RowSource::kGraphStage:
-        rep.stages.push_back(GraphRow(info.stage, ps[info.stage], train_ns, info.cpu_work));
-        if (info.stage == Stage::kPreprocess) AddChainShares(ps, &rep.stages.back());
-        break;
-      case RowSource::kPinnedPool:
-        rep.stages.push_back(PinnedRow(info.stage, ps, train_ns));
-        break;
-      case RowSource::kCompute:
-        rep.stages.push_back(ComputeRow(info, run, train_ns, rep.measured_samples_per_s));
-        break;
-      case RowSource::kDecode:
-        rep.stages.push_back(DecodeRow(ps, train_ns));
-        break;
-    }
-  }
-  const StageRow& compute = rep.row(Stage::kCompute);
-  const StageStats& delivery = ps[Stage::kDelivery];
-  rep.input_bound_pct = compute.wait_input_pct;
-  rep.host_wait_pct = Share(delivery.wait_input_ns, train_ns);
-  rep.compute_host_pct = Share(cs.enqueue_ns > 0 ? cs.enqueue_ns : cs.busy_ns, train_ns);
-  rep.launch_gated_pct = Share(cs.launch_gated_ns, train_ns);
-
-  // Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU
-  // time per sample of the stages that use a core.
-  double cap = std::numeric_limits<double>::infinity();
-  double cpu_ns = 0;
-  double cpu_busy = 0;
-  for (const StageRow& r : rep.stages) {
-    if (!r.present) continue;
-    // Decode shares preprocess's threads: preprocess's capacity already holds its cost.
-    if (r.capacity_samples_per_s && r.stage != Stage::kDecode) {
-      cap = std::min(cap, *r.capacity_samples_per_s);
-    }
-    if (r.cpu_work) {
-      cpu_ns += r.cpu_ns_per_sample;
-      cpu_busy += r.cores_busy * train_ns;
-    }
-  }
-  if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps
-    cpu_ns += static_cast<double>(cs.enqueue_ns) / cs.samples;
-    cpu_busy += static_cast<double>(cs.enqueue_ns);
-  }
-  rep.capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
-  rep.cpu_limit_samples_per_s = cpu_ns > 0 ? rep.cores * 1e9 / cpu_ns : 0;
-  rep.cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
-  rep.cpu_saturated = rep.cpu_threads_busy >= kCpuSaturated * rep.cores;
-  // Busy times are wall times: with more runnable threads than cores they include waiting for
-  // a core, so the CPU formula then understates what the cores allow; the run itself shows
-  // the saturated cores sustained the measured rate.
-  double cpu_limit = rep.cpu_limit_samples_per_s;
-  if (rep.cpu_threads_busy > rep.cores) cpu_limit = std::max(cpu_limit, rep.measured_samples_per_s);
-  double predicted = rep.capacity_limit_samples_per_s;
-  if (cpu_limit > 0) predicted = predicted > 0 ? std::min(predicted, cpu_limit) : cpu_limit;
-  rep.predicted_samples_per_s = predicted;
-
+  AddRows(run, train_ns, &rep);
+  Predict(cs, train_ns, &rep);
   if (ceilings != nullptr) ApplyCeilings(*ceilings, rep.cores, &rep);
   AttributeWait(&rep);
-
-  if (ps.trace_dropped > 0) {
-    rep.notes.push_back(
-        absl::StrCat(ps.trace_dropped, " trace spans were dropped (raise the trace capacity)"));
-  }
-  if (ps.skipped_frames > 0) {
-    rep.notes.push_back(absl::StrCat(ps.skipped_frames, " corrupt frames skipped (",
-                                     ps.skipped_records, " records)"));
-  }
-  if (run.test_skipped_frames > 0) {
-    rep.notes.push_back(absl::StrCat(run.test_skipped_frames,
-                                     " corrupt frames of the test split skipped (",
-                                     run.test_skipped_records, " records)"));
-  }
-  if (!run.injected_delays.empty()) {
-    rep.notes.push_back(absl::StrCat(
-        "injected delays (--inject-delay): ", run.injected_delays,
-        "; every figure above includes them, and the advice is for the stage as delayed"));
-  }
-  if (!run.not_evaluated.empty()) {
-    rep.notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
-  }
+  AddNotes(run, &rep);
   AddCopyHiddenShare(cs, &rep);
   AddEpochSplit(run, &rep);
   if (rep.on_device) {

@@ -114,86 +114,90 @@ double CopyHiddenShare(const RunRecord& run) {
   return copy > 0 ? static_cast<double>(hidden) / copy : -1;
 }
 
-json BuildChromeTrace(const RunRecord& run) {
-  const bool device = run.compute.on_device || run.compute.is_cuda;
-  int64_t t0 = std::numeric_limits<int64_t>::max();
-  for (const TraceSpan& s : run.trace) t0 = std::min(t0, s.start_ns);
-  for (const ComputeSpan& s : run.compute_spans) t0 = std::min(t0, s.start_ns);
-  if (t0 == std::numeric_limits<int64_t>::max()) t0 = 0;
+namespace {
 
-  const int pid = TracePid(run);
-  std::vector<json> meta = {Meta(
-      pid, "process_name", -1,
-      {{"name", run.world_size > 1 ? absl::StrCat("rank ", run.rank) : std::string("sluice")}})};
-  if (run.world_size > 1)
-    meta.push_back(Meta(pid, "process_sort_index", -1, {{"sort_index", pid}}));
+// The events of one run's trace as they are built, and what the occupancy counters need.
+struct TraceBuilder {
+  int pid = 0;
+  int64_t t0 = 0;
   std::vector<json> events;
-  std::set<uint32_t> threads;
-  std::set<int> special;
+  std::set<uint32_t> threads;  // pipeline threads that ran a span
+  std::set<int> special;       // the own tracks that have a span
   // Per batch: preprocess start, the h2d span, the earliest release (delivery/compute end).
   std::map<uint64_t, int64_t> pre_start, h2d_start, h2d_end, delivery_end, compute_end;
+};
 
+// One "X" event per pipeline span, on its thread's track or its stage's own track.
+void AddPipelineSpans(const RunRecord& run, TraceBuilder* b) {
   for (const TraceSpan& s : run.trace) {
     int tid = OwnTrackTid(s.stage);
     if (tid < 0) {
       tid = static_cast<int>(s.thread);
-      threads.insert(s.thread);
+      b->threads.insert(s.thread);
     }
-    if (tid >= kTraceTidPinnedWait) special.insert(tid);
+    if (tid >= kTraceTidPinnedWait) b->special.insert(tid);
     const ReportStageInfo* info = FindReportStage(s.stage);
     // A frame's sequence number, an image's record id (decode spans, nested inside their
     // batch's preprocess span on the same thread), or a batch id.
     const std::string_view unit = info != nullptr ? info->unit : "batch";
     const char* key = unit == "frame" ? "frame" : unit == "image" ? "record" : "batch";
-    events.push_back({{"ph", "X"},
-                      {"pid", pid},
-                      {"tid", tid},
-                      {"name", std::string(StageName(s.stage))},
-                      {"cat", "pipeline"},
-                      {"ts", (s.start_ns - t0) / 1e3},
-                      {"dur", (s.end_ns - s.start_ns) / 1e3},
-                      {"args", {{key, s.id}}}});
-    if (s.stage == Stage::kPreprocess) pre_start[s.id] = s.start_ns;
+    b->events.push_back({{"ph", "X"},
+                         {"pid", b->pid},
+                         {"tid", tid},
+                         {"name", std::string(StageName(s.stage))},
+                         {"cat", "pipeline"},
+                         {"ts", (s.start_ns - b->t0) / 1e3},
+                         {"dur", (s.end_ns - s.start_ns) / 1e3},
+                         {"args", {{key, s.id}}}});
+    if (s.stage == Stage::kPreprocess) b->pre_start[s.id] = s.start_ns;
     if (s.stage == Stage::kH2D) {
-      h2d_start[s.id] = s.start_ns;
-      h2d_end[s.id] = s.end_ns;
+      b->h2d_start[s.id] = s.start_ns;
+      b->h2d_end[s.id] = s.end_ns;
     }
-    if (s.stage == Stage::kDelivery) delivery_end[s.id] = s.end_ns;
+    if (s.stage == Stage::kDelivery) b->delivery_end[s.id] = s.end_ns;
   }
   for (const ComputeSpan& s : run.compute_spans) {
-    special.insert(kTraceTidCompute);
-    events.push_back({{"ph", "X"},
-                      {"pid", pid},
-                      {"tid", kTraceTidCompute},
-                      {"name", StageName(Stage::kCompute)},
-                      {"cat", StageName(Stage::kCompute)},
-                      {"ts", (s.start_ns - t0) / 1e3},
-                      {"dur", (s.end_ns - s.start_ns) / 1e3},
-                      {"args", {{"batch", s.batch_id}}}});
-    compute_end[s.batch_id] = s.end_ns;
+    b->special.insert(kTraceTidCompute);
+    b->events.push_back({{"ph", "X"},
+                         {"pid", b->pid},
+                         {"tid", kTraceTidCompute},
+                         {"name", StageName(Stage::kCompute)},
+                         {"cat", StageName(Stage::kCompute)},
+                         {"ts", (s.start_ns - b->t0) / 1e3},
+                         {"dur", (s.end_ns - s.start_ns) / 1e3},
+                         {"args", {{"batch", s.batch_id}}}});
+    b->compute_end[s.batch_id] = s.end_ns;
   }
+}
 
-  // Occupancy (trace_writer.h): a pinned buffer from preprocess start to the first release.
+// Occupancy (trace_writer.h): a pinned buffer from preprocess start to the first release; a
+// device slot from the copy's start to its step's end.
+void AddOccupancy(bool device, TraceBuilder* b) {
   std::vector<std::pair<int64_t, int64_t>> pinned, ring;
-  for (const auto& [id, start] : pre_start) {
+  for (const auto& [id, start] : b->pre_start) {
     int64_t end = std::numeric_limits<int64_t>::max();
-    for (const auto* m : {&h2d_end, &delivery_end, &compute_end}) {
+    for (const auto* m : {&b->h2d_end, &b->delivery_end, &b->compute_end}) {
       auto it = m->find(id);
       if (it != m->end()) end = std::min(end, it->second);
     }
     if (end != std::numeric_limits<int64_t>::max() && end >= start) pinned.emplace_back(start, end);
   }
-  for (const auto& [id, start] : h2d_start) {
-    auto it = compute_end.find(id);
-    if (it != compute_end.end() && it->second >= start) ring.emplace_back(start, it->second);
+  for (const auto& [id, start] : b->h2d_start) {
+    auto it = b->compute_end.find(id);
+    if (it != b->compute_end.end() && it->second >= start) ring.emplace_back(start, it->second);
   }
-  AddCounter(pid, "pinned pool occupancy", "buffers", pinned, t0, &events);
-  if (device || !ring.empty()) AddCounter(pid, "device ring occupancy", "slots", ring, t0, &events);
+  AddCounter(b->pid, "pinned pool occupancy", "buffers", pinned, b->t0, &b->events);
+  if (device || !ring.empty()) {
+    AddCounter(b->pid, "device ring occupancy", "slots", ring, b->t0, &b->events);
+  }
+}
 
-  for (uint32_t t : threads) {
-    for (json& e : ThreadName(pid, static_cast<int>(t), absl::StrCat("pipeline thread ", t),
+// The metadata naming each track that has a span.
+void AddTrackNames(bool device, const TraceBuilder& b, std::vector<json>* meta) {
+  for (uint32_t t : b.threads) {
+    for (json& e : ThreadName(b.pid, static_cast<int>(t), absl::StrCat("pipeline thread ", t),
                               static_cast<int>(t))) {
-      meta.push_back(std::move(e));
+      meta->push_back(std::move(e));
     }
   }
   const std::pair<int, const char*> names[] = {
@@ -202,11 +206,31 @@ json BuildChromeTrace(const RunRecord& run) {
       {kTraceTidDelivery, "delivery (lease held)"},
       {kTraceTidCompute, device ? "compute stream (device time)" : "compute"}};
   for (const auto& [tid, name] : names) {
-    if (!special.count(tid)) continue;
-    for (json& e : ThreadName(pid, tid, name, tid)) meta.push_back(std::move(e));
+    if (!b.special.count(tid)) continue;
+    for (json& e : ThreadName(b.pid, tid, name, tid)) meta->push_back(std::move(e));
   }
+}
 
-  json all = MetadataThenEventsInTime(std::move(meta), std::move(events));
+}  // namespace
+
+json BuildChromeTrace(const RunRecord& run) {
+  const bool device = run.compute.on_device || run.compute.is_cuda;
+  TraceBuilder b;
+  b.t0 = std::numeric_limits<int64_t>::max();
+  for (const TraceSpan& s : run.trace) b.t0 = std::min(b.t0, s.start_ns);
+  for (const ComputeSpan& s : run.compute_spans) b.t0 = std::min(b.t0, s.start_ns);
+  if (b.t0 == std::numeric_limits<int64_t>::max()) b.t0 = 0;
+  b.pid = TracePid(run);
+  std::vector<json> meta = {Meta(
+      b.pid, "process_name", -1,
+      {{"name", run.world_size > 1 ? absl::StrCat("rank ", run.rank) : std::string("sluice")}})};
+  if (run.world_size > 1) {
+    meta.push_back(Meta(b.pid, "process_sort_index", -1, {{"sort_index", b.pid}}));
+  }
+  AddPipelineSpans(run, &b);
+  AddOccupancy(device, &b);
+  AddTrackNames(device, b, &meta);
+  json all = MetadataThenEventsInTime(std::move(meta), std::move(b.events));
   return {{"traceEvents", std::move(all)},
           {"displayTimeUnit", "ms"},
           {"otherData",
@@ -214,7 +238,7 @@ json BuildChromeTrace(const RunRecord& run) {
             {"device", run.device},
             {"trace_dropped", run.pipeline.trace_dropped},
             {"copy_hidden_share", CopyHiddenShare(run)},
-            {"time_origin_steady_ns", t0}}}};
+            {"time_origin_steady_ns", b.t0}}}};
 }
 
 json MergeRankTraces(const std::vector<json>& traces, bool shared_clock) {
