@@ -30,19 +30,25 @@ double StageSpan(const StageStats& s, double train_ns) {
 // wait-out is time its output was held back (pipeline/stage_stats.h), and wait-in is the rest:
 // waiting for input, or idle before its first item and after its last; the three add up to
 // 100%.
-StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work) {
+// A row's counts and rates over the training time: items, samples, bytes and busy time.
+StageRow CountedRow(Stage stage, const StageStats& s, int concurrency, double train_ns) {
   StageRow r;
-  r.stage = rs;
+  r.stage = stage;
   r.present = s.items > 0;
-  r.cpu_work = cpu_work;
-  r.concurrency = std::max(1, s.concurrency);
+  r.concurrency = std::max(1, concurrency);
   r.items = s.items;
   r.samples = s.samples;
   r.bytes = s.bytes;
   r.busy_ns = s.busy_ns;
-  r.queue_high_water = s.queue_high_water;
   r.items_per_s = train_ns > 0 ? s.items * 1e9 / train_ns : 0;
   r.samples_per_s = train_ns > 0 ? s.samples * 1e9 / train_ns : 0;
+  return r;
+}
+
+StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work) {
+  StageRow r = CountedRow(rs, s, s.concurrency, train_ns);
+  r.cpu_work = cpu_work;
+  r.queue_high_water = s.queue_high_water;
   const double span = StageSpan(s, train_ns);
   const double denom = static_cast<double>(r.concurrency) * span;
   if (r.present) {
@@ -88,17 +94,8 @@ void AddChainShares(const PipelineStats& ps, StageRow* row) {
 StageRow DecodeRow(const PipelineStats& ps, double train_ns) {
   const StageStats& d = ps[Stage::kDecode];
   const StageStats& pre = ps[Stage::kPreprocess];
-  StageRow r;
-  r.stage = Stage::kDecode;
-  r.present = d.items > 0;
+  StageRow r = CountedRow(Stage::kDecode, d, pre.concurrency, train_ns);
   r.cpu_work = false;  // counted in preprocess's
-  r.concurrency = std::max(1, pre.concurrency);
-  r.items = d.items;
-  r.samples = d.samples;
-  r.bytes = d.bytes;
-  r.busy_ns = d.busy_ns;
-  r.items_per_s = train_ns > 0 ? d.items * 1e9 / train_ns : 0;
-  r.samples_per_s = train_ns > 0 ? d.samples * 1e9 / train_ns : 0;
   const double span = StageSpan(pre, train_ns);
   if (r.present) r.busy_pct = Share(d.busy_ns, r.concurrency * span);
   if (d.busy_ns > 0 && d.samples > 0) {

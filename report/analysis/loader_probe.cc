@@ -44,30 +44,27 @@ absl::Status Validate(const LoaderProbeRecord& r) {
 // The loader as one stage: its busy time is the exposed wait, the time it kept the step
 // blocked in next(). Its capacity is not measured: a loader that works ahead (worker
 // processes) is busy while the step runs, which the probe cannot see.
-StageRow LoaderRow(const LoaderProbeRecord& r, double span_ns) {
+// A row of the probe's report: its items are the steps, busy `busy_ns` of the span.
+StageRow ProbeRow(Stage stage, const LoaderProbeRecord& r, int64_t busy_ns, double span_ns) {
   StageRow row;
-  row.stage = Stage::kLoader;
+  row.stage = stage;
   row.present = r.steps > 0;
   row.items = r.steps;
   row.samples = r.samples;
   row.items_per_s = span_ns > 0 ? r.steps * 1e9 / span_ns : 0;
   row.samples_per_s = span_ns > 0 ? r.samples * 1e9 / span_ns : 0;
-  row.busy_ns = r.wait_ns;
-  row.busy_pct = Pct(r.wait_ns, span_ns);
+  row.busy_ns = busy_ns;
+  row.busy_pct = Pct(busy_ns, span_ns);
   return row;
+}
+
+StageRow LoaderRow(const LoaderProbeRecord& r, double span_ns) {
+  return ProbeRow(Stage::kLoader, r, r.wait_ns, span_ns);
 }
 
 // The user's step as compute: busy is the step time, its wait the exposed wait.
 StageRow ComputeRow(const LoaderProbeRecord& r, double span_ns) {
-  StageRow row;
-  row.stage = Stage::kCompute;
-  row.present = r.steps > 0;
-  row.items = r.steps;
-  row.samples = r.samples;
-  row.items_per_s = span_ns > 0 ? r.steps * 1e9 / span_ns : 0;
-  row.samples_per_s = span_ns > 0 ? r.samples * 1e9 / span_ns : 0;
-  row.busy_ns = r.step_ns;
-  row.busy_pct = Pct(r.step_ns, span_ns);
+  StageRow row = ProbeRow(Stage::kCompute, r, r.step_ns, span_ns);
   row.wait_input_pct = Pct(r.wait_ns, span_ns);
   if (r.step_ns > 0 && r.samples > 0) {
     row.capacity_samples_per_s = r.samples * 1e9 / r.step_ns;
