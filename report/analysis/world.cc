@@ -39,9 +39,7 @@ RankSummary SummarizeRank(const RunRecord& run, const BottleneckReport& own,
   s.exchange_busy_ns = run.exchange.busy_ns;
   s.exchange_count_ns = run.exchange.count_ns;
   s.exchange_pct = Pct(static_cast<double>(InExchangeNs(s)), own.train_seconds * 1e9);
-  auto busy = [&own](Stage st) { return own.stages.empty() ? 0.0 : own.row(st).busy_pct; };
-  s.stage_busy_pct = {busy(Stage::kRead),       busy(Stage::kDecompress), busy(Stage::kPreprocess),
-                      busy(Stage::kPinnedWait), busy(Stage::kH2D),        busy(Stage::kCompute)};
+  for (const StageRow& row : own.stages) s.stage_busy_pct.by_stage[row.stage] = row.busy_pct;
   s.frames_decoded = run.pipeline.frames_decoded;
   s.skipped_frames = run.pipeline.skipped_frames;
   return s;

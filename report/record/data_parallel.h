@@ -14,6 +14,7 @@
 #define SLUICE_REPORT_RECORD_DATA_PARALLEL_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,13 +23,35 @@
 #include "common/json_fields.h"
 #include "engine/dist/communicator.h"
 #include "nlohmann/json.hpp"
+#include "pipeline/stage_stats.h"
 
 namespace sluice {
 
-// Busy % of each report row on one rank (StageRow::busy_pct).
+// Busy % of each report row on one rank (StageRow::busy_pct), by stage. Its JSON is an object
+// keyed by the stages' names, in flow order; an unknown name does not parse.
 struct StageBusyPct {
-  double read = 0, decompress = 0, preprocess = 0, pinned_wait = 0, h2d = 0, compute = 0;
+  std::map<Stage, double> by_stage;
+  double of(Stage s) const {
+    const auto it = by_stage.find(s);
+    return it == by_stage.end() ? 0.0 : it->second;
+  }
 };
+template <typename BasicJsonType>
+void to_json(BasicJsonType& j, const StageBusyPct& b) {
+  j = BasicJsonType::object();
+  for (const auto& [stage, pct] : b.by_stage) j[std::string(StageName(stage))] = pct;
+}
+template <typename BasicJsonType>
+void from_json(const BasicJsonType& j, StageBusyPct& b) {
+  b.by_stage.clear();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const absl::StatusOr<Stage> stage = ParseStage(it.key());
+    if (!stage.ok()) {
+      throw BasicJsonType::other_error::create(501, std::string(stage.status().message()), &j);
+    }
+    b.by_stage[*stage] = it.value().template get<double>();
+  }
+}
 
 // One rank's figures, gathered on rank 0 as JSON (the report's "ranks" array).
 struct RankSummary {
@@ -105,7 +128,6 @@ struct ExchangeFigures {
 };
 
 // JSON of each, keys in field order (docs/report-schema.md, "exchange" and "ranks").
-SLUICE_DEFINE_JSON_FIELDS(StageBusyPct, read, decompress, preprocess, pinned_wait, h2d, compute)
 SLUICE_DEFINE_JSON_FIELDS(RankSummary, rank, hostname, train_seconds, samples, samples_per_s,
                           verdict_class, limiting_stage, sentence, input_bound_pct, exchange_steps,
                           exchange_bytes, exchange_busy_ns, exchange_count_ns, exchange_pct,

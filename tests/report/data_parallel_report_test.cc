@@ -46,6 +46,7 @@ RankSummary SynthRank(int rank, double in_exchange_pct,
   s.exchange_busy_ns = ns / 10 * 9;
   s.exchange_count_ns = ns - s.exchange_busy_ns;
   s.exchange_pct = in_exchange_pct;
+  for (const ReportStageInfo& info : kReportStageTable) s.stage_busy_pct.by_stage[info.stage] = 10;
   s.frames_decoded = 300;
   return s;
 }
@@ -236,7 +237,7 @@ TEST(DataParallelReportTest, RankSummariesRoundTripAndAMisplacedOneIsDataLoss) {
   EXPECT_EQ(s.frames_decoded, 123u);
   EXPECT_EQ(s.limiting_stage, std::string(StageName(own.limiting_stage)));
   EXPECT_NEAR(s.exchange_pct, 100.0 * 6e6 / (own.train_seconds * 1e9), 1e-9);
-  EXPECT_DOUBLE_EQ(s.stage_busy_pct.compute, own.row(Stage::kCompute).busy_pct);
+  EXPECT_DOUBLE_EQ(s.stage_busy_pct.of(Stage::kCompute), own.row(Stage::kCompute).busy_pct);
   const std::string wire = nlohmann::json(s).dump();
   auto parsed = ParseRankSummaries({nlohmann::json(SynthRank(0, 1.0)).dump(), wire});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
