@@ -113,8 +113,7 @@ std::string FormatWorld(const BottleneckReport& rep) {
         r.hostname.substr(0, 12), FormatRate(r.samples_per_s), r.verdict_class, r.limiting_stage,
         r.input_bound_pct, r.exchange_pct, r.stage_busy_pct.of(Stage::kRead),
         r.stage_busy_pct.of(Stage::kDecompress), r.stage_busy_pct.of(Stage::kPreprocess),
-        r.stage_busy_pct.of(Stage::kH2D), r.stage_busy_pct.of(Stage::kCompute),
-        r.frames_decoded);
+        r.stage_busy_pct.of(Stage::kH2D), r.stage_busy_pct.of(Stage::kCompute), r.frames_decoded);
   }
   return out;
 }
