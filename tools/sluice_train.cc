@@ -21,6 +21,28 @@
 #include "pipeline/transforms/parse.h"
 #include "tools/sluice_train_flags.h"
 
+namespace {
+
+// The help of the flags that name stages: the stages come from kStageTable
+// (pipeline/stage_stats.h), so the text lists what the flag accepts.
+std::string InjectDelayHelp() {
+  return absl::StrCat(
+      "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that long per item in a stage (",
+      sluice::StageNamesWith(&sluice::StageInfo::inject_delay, ", "),
+      "; decode: per image; up to 10000000 us); see docs/bottleneck.md");
+}
+
+std::string WhatIfHelp() {
+  return absl::StrCat(
+      "Diagnostic: make one stage free and report the throughput: ",
+      sluice::StageNamesWith(&sluice::StageInfo::what_if, " | "),
+      " (transforms: the --transforms chain's cost alone; decode: encoded images, each decode "
+      "replaced by a cached decoded image) | all (a table with each stage removed in turn next "
+      "to the normal run)");
+}
+
+}  // namespace
+
 ABSL_FLAG(std::string, data, "",
           "Training split: a shard dataset directory, a manifest, or a "
           "directory of IDX files (sharded once into --cache-dir)");
@@ -120,10 +142,7 @@ ABSL_FLAG(double, collective_timeout_s, 300,
           "naming the ranks that did not arrive and the step (1..86400 s)");
 ABSL_FLAG(bool, quiet, false, "No progress lines");
 ABSL_FLAG(int64_t, stop_after_steps, 0, "Testing: stop (as if killed) after N steps (0: never)");
-ABSL_FLAG(std::string, inject_delay, "",
-          "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that "
-          "long per item in a stage (read, decompress, decode (per image), preprocess, h2d, "
-          "compute; up to 10000000 us); see docs/bottleneck.md");
+ABSL_FLAG(std::string, inject_delay, "", InjectDelayHelp());
 
 ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
 ABSL_FLAG(std::string, report_json, "",
@@ -144,12 +163,7 @@ ABSL_FLAG(bool, refresh_ceilings, false, "Measure the ceilings again instead of 
 ABSL_FLAG(bool, check_advice, false,
           "After the report, run each change it suggests as an experiment: the job again over a "
           "bounded span as it was and with the change, and print both rates");
-ABSL_FLAG(std::string, what_if, "none",
-          "Diagnostic: make one stage free and report the "
-          "throughput: read | decompress | preprocess | h2d | compute | transforms (the "
-          "--transforms chain's cost alone) | decode (encoded images: each decode replaced by a "
-          "cached decoded image) | all (a table with each stage removed in turn next to the "
-          "normal run)");
+ABSL_FLAG(std::string, what_if, "none", WhatIfHelp());
 
 ABSL_FLAG(bool, autotune, false,
           "After the first epoch, adjust stage concurrency, pool size, device ring depth "
