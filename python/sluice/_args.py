@@ -10,6 +10,7 @@ import os
 from . import _sluice
 
 _INT64_MAX = 2**63 - 1
+_MAX_BATCH_SIZE = 2**31 - 1  # as sluice-train's --batch-size: the backends index with int32
 
 
 def _int_arg(name, value, minimum, maximum=_INT64_MAX, none_ok=False, meaning=""):

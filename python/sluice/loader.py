@@ -10,13 +10,12 @@ import torch.utils.dlpack
 
 from . import _sluice
 from . import transforms as _transforms
-from ._args import (_bool_arg, _int_arg, _normalize_arg, _path_arg, _refuse_other_arguments,
-                    _resource_arg)
+from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _normalize_arg, _path_arg,
+                    _refuse_other_arguments, _resource_arg)
 from .advice_check import _advice_check_text, _check_advice
 from .corruption_budget import _check_corrupt_budget
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
-_MAX_BATCH_SIZE = 2**31 - 1   # as sluice-train's --batch-size: the backends index with int32
 _MAX_SHUFFLE_WINDOW = 2**20   # as --shuffle-window (frames; 0 means the whole split)
 _MAX_EPOCH = 2**32 - 1        # set_epoch, load_state_dict
 

@@ -20,19 +20,9 @@ import time
 import torch
 
 from . import _sluice
+from ._args import _MAX_BATCH_SIZE, _int_arg
 
 __all__ = ["probe", "Probe"]
-
-_MAX_BATCH_SIZE = 2**31 - 1  # as sluice.Loader's and sluice-train's
-
-
-def _positive_int(name, value, maximum, expected):
-    """TypeError unless `value` is an int (a bool is not), ValueError unless in [1, maximum]."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("%s: expected %s, got %r (%s)" % (name, expected, value,
-                                                          type(value).__name__))
-    if not 1 <= value <= maximum:
-        raise ValueError("%s: must be %s in [1, %d], got %d" % (name, expected, maximum, value))
 
 
 def _count_samples(batch):
@@ -98,10 +88,8 @@ class Probe:
     batch holds no tensor to count (default: the length of the batch's first tensor)."""
 
     def __init__(self, iterable, batch_size=None, name=None):
-        if batch_size is not None:
-            _positive_int("batch_size", batch_size, _MAX_BATCH_SIZE, "an int or None")
         self._iterable = iterable
-        self._batch_size = batch_size
+        self._batch_size = _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE, none_ok=True)
         self._name = name or _describe(iterable)
         self._run = _Clock()
         self._replay = _Clock()
@@ -137,7 +125,7 @@ class Probe:
         own step in the loop; the report then predicts the rate without the loader's wait.
         Replays of the same batch add up (short ones interleaved with other work give one
         rate); a replay of the other batch starts the figures anew."""
-        _positive_int("replay: steps", steps, 2**63 - 1, "an int")
+        steps = _int_arg("replay: steps", steps, 1)
         if batch not in ("first", "last"):
             raise ValueError("replay: batch must be 'first' or 'last', got %r" % (batch,))
         cached = self._first if batch == "first" else self._last
