@@ -33,6 +33,7 @@
 #include "common/status_macros.h"
 #include "engine/dist/communicator.h"
 #include "engine/job/advice_check.h"
+#include "engine/job/advice_rerun.h"
 #include "engine/job/job_report.h"
 #include "engine/job/outputs.h"
 #include "engine/job/train_job.h"
@@ -332,7 +333,7 @@ void PrintWhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport
 absl::Status PrintAdviceChecks(Env* env, const TrainJobOptions& options,
                                const TrainJobResult& result, const BottleneckReport& report) {
   if (report.advice.empty()) {
-    std::printf("\ncheck-advice: the report suggests no change of a setting\n");
+    std::fputs(AdviceChecksText({}, Consumer::kTrainJob, 0, 0).c_str(), stdout);
     return absl::OkStatus();
   }
   // Half an epoch or 400 steps, whichever is fewer (at least 50): long enough to pass the
@@ -347,20 +348,7 @@ absl::Status PrintAdviceChecks(Env* env, const TrainJobOptions& options,
       CheckAdvice(env, options, report.advice, steps, /*rounds=*/2, [](const std::string& label) {
         std::fprintf(stderr, "check-advice: %s ...\n", label.c_str());
       }));
-  std::printf(
-      "\ncheck-advice (each change against the run as it was, %lld steps, the better of "
-      "2 runs each):\n",
-      static_cast<long long>(steps));
-  for (const AdviceCheck& c : checks) {
-    const std::string text = AdviceText(c.advice, Consumer::kTrainJob);
-    if (!c.note.empty()) {
-      std::printf("  %-28s not run: %s\n", text.c_str(), c.note.c_str());
-      continue;
-    }
-    std::printf("  %-28s before %8.1f k  after %8.1f k samples/s  %.2fx%s\n", text.c_str(),
-                c.before_samples_per_s / 1e3, c.after_samples_per_s / 1e3, c.speedup(),
-                c.speedup() >= 1.1 ? "" : "  (less than 1.1x: this advice did not pay here)");
-  }
+  std::fputs(AdviceChecksText(checks, Consumer::kTrainJob, steps, /*rounds=*/2).c_str(), stdout);
   return absl::OkStatus();
 }
 

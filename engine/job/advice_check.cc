@@ -77,31 +77,24 @@ absl::Status ApplyAdvice(const Advice& a, TrainJobOptions* o) {
 absl::StatusOr<std::vector<AdviceCheck>> CheckAdvice(
     Env* env, const TrainJobOptions& base, const std::vector<Advice>& advice, int64_t max_steps,
     int rounds, const std::function<void(const std::string&)>& on_start) {
-  std::vector<AdviceCheck> checks;
   const TrainJobOptions before = SpanOptions(base, max_steps);
-  for (const Advice& a : advice) {
-    AdviceCheck check;
-    check.advice = a;
+  const AdviceNotRun not_run = [&before](const Advice& a) {
     TrainJobOptions after = before;
-    if (absl::Status applied = ApplyAdvice(a, &after); !applied.ok()) {
-      check.note = std::string(applied.message());
-      checks.push_back(check);
-      continue;
+    const absl::Status applied = ApplyAdvice(a, &after);
+    return applied.ok() ? std::string() : std::string(applied.message());
+  };
+  const AdviceSpan span = [&](const Advice* change, int round) -> absl::StatusOr<double> {
+    TrainJobOptions options = before;
+    std::string label = "as it was";
+    if (change != nullptr) {
+      RETURN_IF_ERROR(ApplyAdvice(*change, &options));
+      label = absl::StrCat("--", AdviceFlag(change->setting), "=", change->value);
     }
-    const std::string flag = absl::StrCat("--", AdviceFlag(a.setting), "=", a.value);
-    for (int round = 0; round < std::max(1, rounds); ++round) {
-      if (on_start) on_start(absl::StrCat("as it was (round ", round + 1, ")"));
-      ASSIGN_OR_RETURN(TrainJobResult b, RunTrainJob(env, before));
-      if (on_start) on_start(absl::StrCat(flag, " (round ", round + 1, ")"));
-      ASSIGN_OR_RETURN(TrainJobResult c, RunTrainJob(env, after));
-      check.before_samples_per_s =
-          std::max(check.before_samples_per_s, TrainSamplesPerSecond(b.train));
-      check.after_samples_per_s =
-          std::max(check.after_samples_per_s, TrainSamplesPerSecond(c.train));
-    }
-    checks.push_back(check);
-  }
-  return checks;
+    if (on_start) on_start(absl::StrCat(label, " (round ", round + 1, ")"));
+    ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
+    return TrainSamplesPerSecond(result.train);
+  };
+  return RerunAdvice(advice, rounds, not_run, span);
 }
 
 }  // namespace sluice

@@ -2,27 +2,13 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "engine/job/corrupt_fraction.h"
 
 namespace sluice {
 namespace {
 
 constexpr size_t kMaxMessages = 16;
-
-// Skipped / read records of one split against the limit.
-absl::Status CheckCorruptFraction(const std::string& split, const std::string& manifest,
-                                  uint64_t skipped, uint64_t delivered,
-                                  const std::vector<std::string>& messages, double limit) {
-  if (skipped == 0) return absl::OkStatus();
-  const double fraction = static_cast<double>(skipped) / static_cast<double>(skipped + delivered);
-  if (fraction <= limit) return absl::OkStatus();
-  return absl::DataLossError(absl::StrFormat(
-      "%s: %d of %d records of the %s split read so far were skipped as corrupt (%.4g), above "
-      "--max-corrupt-fraction=%g; first: %s",
-      manifest, skipped, skipped + delivered, split, fraction, limit,
-      messages.empty() ? std::string("(no message)") : messages.front()));
-}
 
 }  // namespace
 
@@ -61,10 +47,11 @@ absl::Status CorruptionBudget::Check(const PipelineStats* train) const {
     if (train_messages.empty()) train_messages.push_back("(on another rank)");
     if (test_messages.empty()) test_messages.push_back("(on another rank)");
   }
-  RETURN_IF_ERROR(CheckCorruptFraction("train", train_manifest_, counts[0], counts[1],
-                                       train_messages, max_fraction_));
-  return CheckCorruptFraction("test", test_manifest_, counts[2], counts[3], test_messages,
-                              max_fraction_);
+  const auto count = [&counts](int i) { return static_cast<uint64_t>(counts[i]); };
+  RETURN_IF_ERROR(CheckSplitCorruptFraction(
+      "train", {train_manifest_, count(0), count(1), &train_messages}, max_fraction_));
+  return CheckSplitCorruptFraction("test", {test_manifest_, count(2), count(3), &test_messages},
+                                   max_fraction_);
 }
 
 }  // namespace sluice

@@ -5,6 +5,7 @@
 // In a data-parallel run the limit applies to the job: Check sums the counts over the ranks
 // (every rank calls it at the same points), so the verdict does not depend on which rank a
 // corrupt frame's samples fell to.
+// The fraction and its message are corrupt_fraction.h's, shared with sluice.Loader.
 // Errors: kDataLoss naming the manifest, the counts, the limit and the first corrupt frame.
 // Thread safety: used by the training thread only.
 #ifndef SLUICE_ENGINE_JOB_CORRUPTION_BUDGET_H_

@@ -1,28 +1,20 @@
 """Loader.report(check_advice=True): each piece of the report's advice rerun as an experiment
 on a bounded span of the loader, your step simulated as a sleep, with the rate before and after
-(docs/python.md; sluice-train's --check-advice)."""
-# TODO(issue 33): bind engine/job/advice_check.cc instead
+(docs/python.md; sluice-train's --check-advice).
+
+The decisions are C++'s, shared with sluice-train (engine/job/advice_rerun.h, bound in
+python/src/advice_check.cc): which advice a Loader rerun can change and why not the rest, the
+rounds of before and after and the better rate of each, the step simulated, and the text. Only
+the span stays here: it iterates a new Loader from Python (its batches as torch tensors, your
+step as time.sleep), which is what the check measures and which C++ cannot run itself."""
 import time
 
-# The Loader argument each advice setting names (docs/report-schema.md, verdict.advice[]).
-_ADVICE_ARGUMENTS = {"read-ahead": "read_ahead_frames", "decompress-threads": "decompress_threads",
-                     "preprocess-threads": "preprocess_threads", "pool-size": "pool_size",
-                     "device-ring-depth": "device_ring_depth"}
-# Why the others are not rerun here.
-_ADVICE_NOT_RUN = {
-    "h2d-format": "dtype changes what your step receives (it must normalize on the device): "
-                  "a rerun without your step cannot measure it",
-    "cuda-graph": "a setting of sluice-train's CUDA backend, not of the loader",
-    "zstd-level": "a setting of the dataset (sluice-shard create), not of the loader"}
+from . import _sluice
 
 
 def _step_seconds(report):
     """Your step's mean time in the reported pass: the compute stage's busy time per step."""
-    steps = report.get("steps", 0)
-    for row in report["stages"]:
-        if row["stage"] == "compute" and steps > 0:
-            return row["busy_ns"] / 1e9 / steps
-    return 0.0
+    return _sluice.step_seconds(report)
 
 
 def _span_rate(arguments, steps, step_seconds):
@@ -45,43 +37,20 @@ def _span_rate(arguments, steps, step_seconds):
 
 def _check_advice(arguments, report, steps, rounds):
     """Each piece of report's advice rerun as an experiment (Loader.report(check_advice=True))."""
+    # An argument check, in Python as the package's others are (a value of another type
+    # fails here as it always did, not in pybind11's conversion).
     if steps < 1 or rounds < 1:
         raise ValueError("check_advice: steps and rounds must be >= 1, got %r and %r"
                          % (steps, rounds))
     step_seconds = _step_seconds(report)
-    checks = []
-    for advice in report["verdict"]["advice"]:
-        check = {"setting": advice["setting"], "value": advice["value"], "text": advice["text"],
-                 "note": "", "before_samples_per_s": 0.0, "after_samples_per_s": 0.0,
-                 "speedup": 0.0, "steps": steps, "step_seconds": step_seconds}
-        name = _ADVICE_ARGUMENTS.get(advice["setting"])
-        if name is None:
-            check["note"] = _ADVICE_NOT_RUN.get(advice["setting"], "not a Loader argument")
-            checks.append(check)
-            continue
-        after = dict(arguments, **{name: int(advice["value"])})
-        for _ in range(rounds):
-            check["before_samples_per_s"] = max(check["before_samples_per_s"],
-                                                _span_rate(arguments, steps, step_seconds))
-            check["after_samples_per_s"] = max(check["after_samples_per_s"],
-                                               _span_rate(after, steps, step_seconds))
-        if check["before_samples_per_s"] > 0:
-            check["speedup"] = check["after_samples_per_s"] / check["before_samples_per_s"]
-        checks.append(check)
-    return checks
+
+    def run_span(change):
+        """The span as the loader was (change None) or with change = (argument, value)."""
+        after = arguments if change is None else dict(arguments, **{change[0]: change[1]})
+        return _span_rate(after, steps, step_seconds)
+
+    return _sluice.check_advice(report, steps, rounds, run_span)
 
 
 def _advice_check_text(checks, steps, rounds):
-    if not checks:
-        return "\ncheck-advice: the report suggests no change of an argument\n"
-    lines = ["", "check-advice (each change against the loader as it was, %d batches with your "
-             "step as a sleep, the better of %d runs each):" % (steps, rounds)]
-    for c in checks:
-        if c["note"]:
-            lines.append("  %-28s not run: %s" % (c["text"], c["note"]))
-            continue
-        lines.append("  %-28s before %8.1f k  after %8.1f k samples/s  %.2fx%s" % (
-            c["text"], c["before_samples_per_s"] / 1e3, c["after_samples_per_s"] / 1e3,
-            c["speedup"], "" if c["speedup"] >= 1.1 else
-            "  (less than 1.1x: this advice did not pay here)"))
-    return "\n".join(lines) + "\n"
+    return _sluice.advice_check_text(checks, steps, rounds)

@@ -1,12 +1,16 @@
 // _sluice: the Python binding of the pipeline, the bottleneck report and the shard storage.
-// python/sluice/__init__.py wraps it into the public API (docs/python.md). This file holds
-// only the bindings:
+// The modules of python/sluice/ build the public API on it, each its part (docs/python.md):
+// loader.py (sluice.Loader) on _LoaderCore and _Pass, writer.py on write_dataset, probe.py on
+// analyze_probe, advice_check.py on check_advice, corruption_budget.py on
+// _Pass.check_corrupt_fraction; __init__.py only re-exports (Dataset and DataLossError are this
+// module's). This file holds only the bindings:
 //   errors.h   absl::Status -> Python exception (the only place that raises from a Status)
 //   dlpack.h   batches as DLPack capsules that own a lease on a pipeline buffer (zero copy)
 //   loader.h   the loader and its passes (sluice.Loader)
 //   dataset.h  random access to records (sluice.Dataset)
 //   writer.h   sluice.write_dataset
 //   probe.h    sluice.probe's report (the C++ report of another loader's figures)
+//   advice_check.h  report(check_advice=True): the reruns' decisions and text (engine/job)
 //   transforms_binding.h  _apply_transforms, one sample through a chain (oracle tests)
 #include <chrono>
 #include <memory>
@@ -22,10 +26,12 @@
 #include "common/status_macros.h"
 #include "device/device.h"
 #include "device/device_spec.h"
+#include "engine/job/corrupt_fraction.h"
 #include "pipeline/resource_limits.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
+#include "python/src/advice_check.h"
 #include "python/src/dataset.h"
 #include "python/src/errors.h"
 #include "python/src/fork_guard.h"
@@ -147,7 +153,16 @@ void BindLoader(py::module_& m) {
              }
              p.WriteReportHtml(path, std::move(rates));
            })
-      .def("stats_json", &Pass::CorruptionStats);
+      .def("stats_json", &Pass::CorruptionStats)
+      // max_corrupt_fraction at the end of the pass: DataLossError when more than `limit` of
+      // the records it read were skipped as corrupt, worded as engine/job/corrupt_fraction.h
+      // words it for the Loader (sluice-train's --max-corrupt-fraction is the same check).
+      .def("check_corrupt_fraction", [](const Pass& p, const std::string& manifest, uint64_t epoch,
+                                        double limit) {
+        const PipelineStats s = p.Report().pipeline;
+        Check(CheckPassCorruptFraction(
+            epoch, {manifest, s.skipped_records, s.samples_delivered, &s.corrupt_frames}, limit));
+      });
 }
 
 void BindDataset(py::module_& m) {
@@ -241,5 +256,6 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::BindDataset(m);
   sluice::python::BindFunctions(m);
   sluice::python::BindProbe(m);
+  sluice::python::BindAdviceCheck(m);
   sluice::python::BindTransforms(m);
 }

@@ -35,8 +35,6 @@ const SettingSpellings& NamesOf(AdviceSetting s) {
   return kSettings[0];  // unreachable: every setting has a row
 }
 
-const char* PythonArgument(AdviceSetting s) { return NamesOf(s).python; }
-
 // The stage was held back downstream (the copy stream by the device ring, the reader by the
 // frame budget) at least as long as it worked: it had room, the slots did not.
 bool WaitedAsLongAsItWorked(const StageStats& stage) {
@@ -51,6 +49,15 @@ std::string Doubled(uint64_t now, uint64_t at_most) {
 
 const char* AdviceFlag(AdviceSetting s) { return NamesOf(s).flag; }
 
+std::optional<AdviceSetting> ParseAdviceFlag(std::string_view flag) {
+  for (const SettingSpellings& n : kSettings) {
+    if (flag == n.flag) return n.setting;
+  }
+  return std::nullopt;
+}
+
+const char* AdviceLoaderArgument(AdviceSetting s) { return NamesOf(s).python; }
+
 // (At 8% held back, on a u8 run over a 50 MB/s simulated link, twice the slots measured 1.06x:
 // a busy link gains little from them.)
 bool CopiesWaitedForSlots(const StageStats& h2d) { return WaitedAsLongAsItWorked(h2d); }
@@ -59,11 +66,11 @@ std::string AdviceText(const Advice& a, Consumer consumer) {
   if (a.setting == AdviceSetting::kZstdLevel) {
     return absl::StrCat("sluice-shard create --zstd-level=", a.value);
   }
-  if (consumer == Consumer::kPython && *PythonArgument(a.setting) != '\0') {
+  if (consumer == Consumer::kPython && *AdviceLoaderArgument(a.setting) != '\0') {
     if (a.setting == AdviceSetting::kH2DFormat) {
       return "dtype=torch.uint8 with the normalization in your step on the device";
     }
-    return absl::StrCat(PythonArgument(a.setting), "=", a.value);
+    return absl::StrCat(AdviceLoaderArgument(a.setting), "=", a.value);
   }
   return absl::StrCat("--", AdviceFlag(a.setting), "=", a.value);
 }

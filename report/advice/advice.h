@@ -8,7 +8,9 @@
 #ifndef SLUICE_REPORT_ADVICE_ADVICE_H_
 #define SLUICE_REPORT_ADVICE_ADVICE_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeline/stage_stats.h"
@@ -40,6 +42,11 @@ struct Advice {
 std::string AdviceText(const Advice& advice, Consumer consumer);
 // The flag name without dashes' value, "decompress-threads".
 const char* AdviceFlag(AdviceSetting setting);
+// The setting whose AdviceFlag is `flag` (a report's verdict.advice[].setting); nullopt for
+// none.
+std::optional<AdviceSetting> ParseAdviceFlag(std::string_view flag);
+// The sluice.Loader argument the setting is, "decompress_threads"; "" where the Loader has none.
+const char* AdviceLoaderArgument(AdviceSetting setting);
 
 // Whether the stored frames are compressed enough for a zstd level to matter: the decompress
 // stage's raw bytes over the read stage's stored bytes, at least 1.1.

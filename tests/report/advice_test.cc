@@ -161,5 +161,17 @@ TEST(AdviceTest, AdviceTextsAreTheFlagsSluiceTrainTakes) {
             "sluice-shard create --zstd-level=1");
 }
 
+TEST(AdviceTest, AReportsSettingNameParsesBackAndNamesItsLoaderArgument) {
+  for (AdviceSetting s : {AdviceSetting::kReadAhead, AdviceSetting::kDecompressThreads,
+                          AdviceSetting::kPreprocessThreads, AdviceSetting::kPoolSize,
+                          AdviceSetting::kDeviceRingDepth, AdviceSetting::kH2DFormat,
+                          AdviceSetting::kCudaGraph, AdviceSetting::kZstdLevel}) {
+    EXPECT_EQ(ParseAdviceFlag(AdviceFlag(s)), s) << AdviceFlag(s);
+  }
+  EXPECT_EQ(ParseAdviceFlag("threads"), std::nullopt);
+  EXPECT_STREQ(AdviceLoaderArgument(AdviceSetting::kReadAhead), "read_ahead_frames");
+  EXPECT_STREQ(AdviceLoaderArgument(AdviceSetting::kZstdLevel), "");
+}
+
 }  // namespace
 }  // namespace sluice
