@@ -15,10 +15,19 @@ count, world size or resume point.
 `chain_text()` also takes torchvision's own objects of the same names (and `ToTensor`, which
 sluice folds into Normalize and the Loader's dtype), so an existing
 `torchvision.transforms.Compose([...])` can be passed as it is.
+
+The ops are read at import from the C++ registry (pipeline/transforms/registry.cc, through
+`_sluice._transform_registry()`): the classes below check their arguments early, in Python's
+words; an op of the registry without one here gets a generated class that takes the registry's
+parameters and leaves the checks to the C++ parser. torchvision's objects are mapped through the
+same table, so a new op needs no Python.
 """
 
+import inspect
 import math
 import numbers
+
+from . import _sluice
 
 __all__ = ["CenterCrop", "Compose", "DecodeImage", "Normalize", "RandomCrop",
            "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToDtype", "chain_text",
@@ -201,8 +210,67 @@ class Compose:
         return "sluice.transforms.Compose([%s])" % ", ".join(repr(t) for t in self.transforms)
 
 
+def _grammar_value(name, value):
+    """A Python value in the --transforms grammar (checked by the C++ parser)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if value is None:
+        return "None"
+    if isinstance(value, numbers.Real):
+        return _number(name, value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_grammar_value(name, v) for v in value) + "]"
+    if hasattr(value, "tolist"):  # a torch tensor or numpy array
+        return _grammar_value(name, value.tolist())
+    if hasattr(value, "value"):  # an enum, e.g. torchvision's InterpolationMode
+        return _grammar_value(name, value.value)
+    raise TypeError("%s: expected a number, a string or a list, got %r" % (name, value))
+
+
+def _generated_op(name, params):
+    """The class of a registry op that has no class above: it takes the registry's parameters,
+    positionally or by name, as torchvision's constructor does."""
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError("%s: takes at most %d positional arguments (%s), got %d"
+                            % (name, len(params), ", ".join(params), len(args)))
+        for key in kwargs:
+            if key not in params:
+                raise TypeError("%s: unexpected argument %r (it takes %s)"
+                                % (name, key, ", ".join(params)))
+            if key in params[:len(args)]:
+                raise TypeError("%s: argument %r given twice" % (name, key))
+        arguments = [_grammar_value(p, v) for p, v in zip(params, args)]
+        arguments += ["%s=%s" % (p, _grammar_value(p, kwargs[p])) for p in params if p in kwargs]
+        _Op.__init__(self, name, arguments)
+
+    doc = "%s(%s): an op of the --transforms grammar (docs/transforms.md)." % (
+        name, ", ".join(params))
+    return type(name, (_Op,), {"__init__": __init__, "__doc__": doc, "_params": params})
+
+
+# The registry, read once: op name -> its parameters in torchvision's positional order.
+_REGISTRY = dict(_sluice._transform_registry())
+for _name, _params in _REGISTRY.items():
+    if _name not in globals():
+        globals()[_name] = _generated_op(_name, tuple(_params))
+        __all__.append(_name)
+__all__.sort()
+
+
+def _class_params(cls):
+    """The argument names an op class takes (its __init__'s, else the registry's)."""
+    if hasattr(cls, "_params"):
+        return cls._params
+    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+
+
 def _from_torchvision(op):
-    """sluice's op for a torchvision transform object of the same name, or None."""
+    """sluice's op for a torchvision transform object of the same name, or None. The object's
+    attributes of the same names as the op's arguments are its arguments."""
     module = type(op).__module__ or ""
     if not module.startswith("torchvision.transforms"):
         return None
@@ -211,24 +279,21 @@ def _from_torchvision(op):
         return Compose(op.transforms)
     if kind == "ToTensor":  # x/255 to float32: the Loader's dtype=torch.float32 (the default)
         return Compose([])
-    if kind == "RandomCrop":
-        return RandomCrop(tuple(op.size), op.padding, op.pad_if_needed, op.fill,
-                          op.padding_mode)
-    if kind == "CenterCrop":
-        return CenterCrop(tuple(op.size))
-    if kind == "RandomHorizontalFlip":
-        return RandomHorizontalFlip(op.p)
-    if kind == "Resize":
-        size = op.size if isinstance(op.size, int) else tuple(op.size)
-        return Resize(size, op.interpolation.value, op.max_size, op.antialias)
-    if kind == "RandomResizedCrop":
-        return RandomResizedCrop(tuple(op.size), tuple(op.scale), tuple(op.ratio),
-                                 op.interpolation.value, op.antialias)
-    if kind == "Normalize":
-        return Normalize(op.mean, op.std, op.inplace)
-    raise TypeError("transforms: torchvision's %s has no sluice equivalent yet; sluice runs "
-                    "RandomCrop, CenterCrop, RandomHorizontalFlip, Normalize, Resize, "
-                    "RandomResizedCrop, ToDtype and ToTensor (docs/transforms.md)" % kind)
+    if kind not in _REGISTRY:
+        raise TypeError("transforms: torchvision's %s has no sluice equivalent yet; sluice runs "
+                        "%s and ToTensor (docs/transforms.md)"
+                        % (kind, ", ".join(sorted(_REGISTRY))))
+    arguments = {}
+    for name in _class_params(globals()[kind]):
+        if not hasattr(op, name):
+            continue
+        value = getattr(op, name)
+        if isinstance(value, list):
+            value = tuple(value)
+        if hasattr(value, "value") and not isinstance(value, (numbers.Number, str)):
+            value = value.value  # an enum such as InterpolationMode: its name
+        arguments[name] = value
+    return globals()[kind](**arguments)
 
 
 def has_to_tensor(transforms):

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "pipeline/transforms/parse.h"
+#include "pipeline/transforms/registry.h"
 #include "pipeline/transforms/transform_chain.h"
 #include "pybind11/numpy.h"
 #include "python/src/errors.h"
@@ -93,9 +94,25 @@ py::array DecodeTransforms(const std::string& text, const py::bytes& data, uint6
   return out;
 }
 
+// The registry (pipeline/transforms/registry.h): (name, (params...)) per op, sorted by name.
+py::list TransformRegistry() {
+  py::list out;
+  for (const TransformInfo& info : RegisteredTransforms()) {
+    py::tuple params(info.params.size());
+    for (size_t i = 0; i < info.params.size(); ++i) {
+      params[i] = py::str(info.params[i].data(), info.params[i].size());
+    }
+    out.append(py::make_tuple(py::str(info.name.data(), info.name.size()), params));
+  }
+  return out;
+}
+
 }  // namespace
 
 void BindTransforms(py::module_& m) {
+  m.def("_transform_registry", &TransformRegistry,
+        "The ops the --transforms grammar knows: (name, (params in torchvision's positional "
+        "order)) per op, sorted by name; sluice.transforms reads it at import.");
   m.def("_apply_transforms", &ApplyTransforms, py::arg("chain"), py::arg("x"), py::arg("seed") = 0,
         py::arg("epoch") = 0, py::arg("index") = 0, py::arg("input_dtype") = "",
         "One CHW sample through a --transforms chain (tests only): returns the output array "

@@ -1,5 +1,7 @@
-// _sluice._apply_transforms: one sample through a --transforms chain, for the oracle tests
-// against torchvision (python/tests/test_transforms_oracle.py). Private to the tests.
+// _sluice._transform_registry: the C++ registry's ops and their parameters, which
+// sluice.transforms reads at import (its op classes and torchvision's objects follow it).
+// _sluice._apply_transforms and _decode_transforms: one sample through a --transforms chain, for
+// the oracle tests against torchvision (python/tests/test_transforms_oracle.py).
 #ifndef SLUICE_PYTHON_SRC_TRANSFORMS_BINDING_H_
 #define SLUICE_PYTHON_SRC_TRANSFORMS_BINDING_H_
 

@@ -116,3 +116,37 @@ def test_decode_and_resize_ops_render_the_grammar_and_read_torchvisions_objects(
 def test_decode_and_resize_refuse_what_sluice_does_not_do(make, error):
     with pytest.raises(ValueError, match=error):
         make()
+
+
+def test_the_ops_are_the_cpp_registrys_and_their_arguments_follow_it():
+    registry = dict(_sluice._transform_registry())
+    assert registry and list(registry) == sorted(registry)
+    for name, params in registry.items():
+        cls = getattr(T, name)
+        assert name in T.__all__ and issubclass(cls, T._Op), name
+        # The class takes the registry's parameters first, in torchvision's positional order,
+        # so a positional call means the same in Python, the grammar and torchvision.
+        assert T._class_params(cls)[:len(params)] == tuple(params), name
+
+
+def test_an_op_without_a_python_class_gets_one_from_the_registry():
+    # As an op added to registry.cc alone would get: the registry's parameters, positionally or
+    # by name, rendered in the grammar that the C++ parser reads back.
+    Crop = T._generated_op("CenterCrop", ("size",))
+    assert str(Crop(8)) == "CenterCrop(8)" and str(Crop(size=[8, 6])) == "CenterCrop(size=[8, 6])"
+    Flip = T._generated_op("RandomHorizontalFlip", ("p",))
+    x = image()
+    np.testing.assert_array_equal(apply([Crop((16, 18)), Flip(p=1.0)], x),
+                                  apply([T.CenterCrop((16, 18)), T.RandomHorizontalFlip(1.0)], x))
+    with pytest.raises(TypeError, match="unexpected argument 'padding'"):
+        Crop(8, padding=2)
+    with pytest.raises(TypeError, match="at most 1 positional"):
+        Crop(8, 9)
+    with pytest.raises(TypeError, match="given twice"):
+        Crop(8, size=9)
+
+
+def test_a_torchvision_op_sluice_lacks_is_named_with_the_registrys_ops():
+    with pytest.raises(TypeError, match="ColorJitter has no sluice equivalent yet; sluice runs "
+                       "CenterCrop, DecodeImage, Normalize"):
+        T.chain_text([TV.ColorJitter(0.4)])
