@@ -13,12 +13,11 @@ std::string FormatRate(double samples_per_s) {
 }
 
 std::string StragglerClause(const Straggler& s) {
-  const absl::StatusOr<Stage> stage = ParseStage(s.limiting_stage);
-  const bool pipeline_stage = stage.ok() && *stage != Stage::kCompute;
+  const std::string stage(StageName(s.limiting_stage));
   return absl::StrFormat(
       "rank %d is the straggler: its %s limits it (%s); the others wait %.0f%% of the step for it",
       s.rank,
-      pipeline_stage ? absl::StrCat("input pipeline (", s.limiting_stage, ")") : s.limiting_stage,
+      s.limiting_stage != Stage::kCompute ? absl::StrCat("input pipeline (", stage, ")") : stage,
       s.verdict_class, s.others_wait_pct);
 }
 

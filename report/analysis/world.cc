@@ -31,7 +31,7 @@ RankSummary SummarizeRank(const RunRecord& run, const BottleneckReport& own,
   s.samples = own.samples;
   s.samples_per_s = own.measured_samples_per_s;
   s.verdict_class = VerdictClassName(own.verdict);
-  s.limiting_stage = std::string(StageName(own.limiting_stage));
+  s.limiting_stage = own.limiting_stage;
   s.sentence = own.sentence;
   s.input_bound_pct = own.input_bound_pct;
   s.exchange_steps = run.exchange.steps;

@@ -46,7 +46,7 @@ Verdict WorldVerdict(Verdict own, const BottleneckReport& a) {
       s < static_cast<int>(a.ranks.size())) {
     const RankSummary& slow = a.ranks[s];
     if (auto c = ParseVerdictClass(slow.verdict_class)) own.verdict = *c;
-    if (auto st = ParseStage(slow.limiting_stage); st.ok()) own.limiting_stage = *st;
+    own.limiting_stage = slow.limiting_stage;
     own.sentence = absl::StrCat(VerdictClassName(own.verdict), ": ", clause, "; rank ", s,
                                 "'s own report: ", slow.sentence);
     own.advice.clear();  // rank 0's settings do not relieve another rank's limit

@@ -27,6 +27,20 @@
 
 namespace sluice {
 
+// A stage is written as its name ("read", ..., "compute"); an unknown name does not parse.
+template <typename BasicJsonType>
+void to_json(BasicJsonType& j, const Stage& s) {
+  j = std::string(StageName(s));
+}
+template <typename BasicJsonType>
+void from_json(const BasicJsonType& j, Stage& s) {
+  const absl::StatusOr<Stage> stage = ParseStage(j.template get<std::string>());
+  if (!stage.ok()) {
+    throw BasicJsonType::other_error::create(501, std::string(stage.status().message()), &j);
+  }
+  s = *stage;
+}
+
 // Busy % of each report row on one rank (StageRow::busy_pct), by stage. Its JSON is an object
 // keyed by the stages' names, in flow order; an unknown name does not parse.
 struct StageBusyPct {
@@ -60,9 +74,9 @@ struct RankSummary {
   double train_seconds = 0;
   uint64_t samples = 0;
   double samples_per_s = 0;
-  std::string verdict_class;   // this rank's own verdict (VerdictClassName)
-  std::string limiting_stage;  // a stage name
-  std::string sentence;        // this rank's own verdict sentence
+  std::string verdict_class;  // this rank's own verdict (VerdictClassName)
+  Stage limiting_stage = Stage::kCompute;
+  std::string sentence;  // this rank's own verdict sentence
   double input_bound_pct = 0;
   int64_t exchange_steps = 0;
   int64_t exchange_bytes = 0;
@@ -98,8 +112,8 @@ absl::StatusOr<AllReduceCeiling> MeasureAllReduceCeiling(dist::Communicator* com
 // exchange (every other rank waited there for it).
 struct Straggler {
   int rank = 0;
-  std::string verdict_class;   // its own verdict
-  std::string limiting_stage;  // its own limiting stage
+  std::string verdict_class;               // its own verdict
+  Stage limiting_stage = Stage::kCompute;  // its own limiting stage
   // Mean over the other ranks of (their exchange time - the straggler's) / their training time.
   double others_wait_pct = 0;
 };

@@ -7,11 +7,6 @@
 #include "report/analysis/bottleneck_report.h"
 
 namespace sluice {
-// A stage is written as its name ("read", ..., "compute").
-template <typename BasicJsonType>
-void to_json(BasicJsonType& j, const Stage& s) {
-  j = std::string(StageName(s));
-}
 
 SLUICE_DEFINE_JSON_FIELDS(ChainOpShare, op, share_pct)
 SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_per_s,

@@ -110,10 +110,11 @@ std::string FormatWorld(const BottleneckReport& rep) {
   for (const RankSummary& r : rep.ranks) {
     absl::StrAppendFormat(
         &out, "%4d %-12s %16s %-19s %-11s %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f %7d\n", r.rank,
-        r.hostname.substr(0, 12), FormatRate(r.samples_per_s), r.verdict_class, r.limiting_stage,
-        r.input_bound_pct, r.exchange_pct, r.stage_busy_pct.of(Stage::kRead),
-        r.stage_busy_pct.of(Stage::kDecompress), r.stage_busy_pct.of(Stage::kPreprocess),
-        r.stage_busy_pct.of(Stage::kH2D), r.stage_busy_pct.of(Stage::kCompute), r.frames_decoded);
+        r.hostname.substr(0, 12), FormatRate(r.samples_per_s), r.verdict_class,
+        std::string(StageName(r.limiting_stage)), r.input_bound_pct, r.exchange_pct,
+        r.stage_busy_pct.of(Stage::kRead), r.stage_busy_pct.of(Stage::kDecompress),
+        r.stage_busy_pct.of(Stage::kPreprocess), r.stage_busy_pct.of(Stage::kH2D),
+        r.stage_busy_pct.of(Stage::kCompute), r.frames_decoded);
   }
   return out;
 }

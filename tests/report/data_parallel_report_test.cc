@@ -29,8 +29,7 @@ constexpr int64_t kSteps = 1000;
 // One rank of a data-parallel run: 1 s of training, `in_exchange_pct` of it in the exchange's
 // collectives (90% in the gradient all-reduces, 10% agreeing on the sample count).
 RankSummary SynthRank(int rank, double in_exchange_pct,
-                      const std::string& verdict = "compute-bound",
-                      const std::string& stage = "compute") {
+                      const std::string& verdict = "compute-bound", Stage stage = Stage::kCompute) {
   RankSummary s;
   s.rank = rank;
   s.hostname = "host";
@@ -127,9 +126,9 @@ TEST(DataParallelReportTest, TheRankWithTheLeastTimeInTheExchangeIsTheStragglerA
   // Rank 1 waits in the exchange only 5% of its time, rank 0 40%: rank 0 waits for rank 1,
   // whose decompress is its limit.
   const BottleneckReport rep =
-      WorldReport({SynthRank(0, 40.0), SynthRank(1, 5.0, "input-bound", "decompress")});
+      WorldReport({SynthRank(0, 40.0), SynthRank(1, 5.0, "input-bound", Stage::kDecompress)});
   EXPECT_EQ(rep.exchange->straggler.rank, 1);
-  EXPECT_EQ(rep.exchange->straggler.limiting_stage, "decompress");
+  EXPECT_EQ(rep.exchange->straggler.limiting_stage, Stage::kDecompress);
   EXPECT_NEAR(rep.exchange->straggler.others_wait_pct, 35.0, 1e-9);
   EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);
   EXPECT_EQ(rep.limiting_stage, Stage::kDecompress);
@@ -235,7 +234,7 @@ TEST(DataParallelReportTest, RankSummariesRoundTripAndAMisplacedOneIsDataLoss) {
   EXPECT_EQ(s.rank, 1);
   EXPECT_EQ(s.hostname, "node7");
   EXPECT_EQ(s.frames_decoded, 123u);
-  EXPECT_EQ(s.limiting_stage, std::string(StageName(own.limiting_stage)));
+  EXPECT_EQ(s.limiting_stage, own.limiting_stage);
   EXPECT_NEAR(s.exchange_pct, 100.0 * 6e6 / (own.train_seconds * 1e9), 1e-9);
   EXPECT_DOUBLE_EQ(s.stage_busy_pct.of(Stage::kCompute), own.row(Stage::kCompute).busy_pct);
   const std::string wire = nlohmann::json(s).dump();
