@@ -14,6 +14,7 @@
 #include "benchmark/benchmark.h"
 #include "pipeline/batch_format.h"
 #include "pipeline/convert.h"
+#include "pipeline/transforms/transform_spec.h"
 
 namespace sluice {
 namespace {
@@ -63,7 +64,9 @@ void BM_Preprocess_Chain(benchmark::State& state) {
   const std::vector<uint8_t> records = Records();
   BatchFormat format;
   format.h2d_format = H2DFormat::kF32;
-  format.transforms = kChains[state.range(0)];
+  auto chain = TransformSpec::Parse(kChains[state.range(0)]);
+  if (!chain.ok()) return state.SkipWithError(std::string(chain.status().message()).c_str());
+  format.transforms = *chain;
   auto resolved = ResolveBatchFormat(spec, format, SettingNames::kFlags);
   if (!resolved.ok()) return state.SkipWithError(std::string(resolved.status().message()).c_str());
   auto pre = ChainPreprocessor::Create(spec, *resolved, Normalization{});

@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "pipeline/transforms/parse.h"
 
 namespace sluice {
 namespace {
@@ -71,8 +69,7 @@ SampleSpec ChainInput(const RecordSpec& stored, const std::optional<ImageSizeBou
 }
 
 // Encoded records need a chain that decodes them first.
-absl::Status CheckDecodesFirst(const RecordSpec& stored,
-                               const std::vector<std::unique_ptr<Transform>>& ops, const Names& n) {
+absl::Status CheckDecodesFirst(const RecordSpec& stored, const TransformSpec& ops, const Names& n) {
   const std::string what = absl::StrCat("the split stores encoded images (",
                                         SampleEncodingName(stored.encoding), " files)");
   if (ops.empty()) {
@@ -80,10 +77,10 @@ absl::Status CheckDecodesFirst(const RecordSpec& stored,
         absl::StrCat(what, " and ", n.transforms, " is empty; set ", n.transforms,
                      " starting with DecodeImage() and fixing the size, e.g. ", kEncodedExample));
   }
-  if (!absl::StartsWith(ops.front()->Identity(), "DecodeImage")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        n.transforms, ": ", what, " but the chain starts with ", ops.front()->Identity(),
-        "; start it with DecodeImage(), e.g. ", kEncodedExample));
+  if (!absl::StartsWith(ops.op(0).Identity(), "DecodeImage")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(n.transforms, ": ", what, " but the chain starts with ", ops.op(0).Identity(),
+                     "; start it with DecodeImage(), e.g. ", kEncodedExample));
   }
   return absl::OkStatus();
 }
@@ -102,8 +99,8 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
   ResolvedBatchFormat r;
   r.h2d_format = format.h2d_format;
   const SampleSpec input = ChainInput(stored, image_bound);
-  if (absl::StripAsciiWhitespace(format.transforms).empty()) {
-    if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, {}, n));
+  if (format.transforms.empty()) {
+    if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, format.transforms, n));
     if (stored.sample_dtype == SampleDType::kF32 && r.h2d_format == ElementType::kU8) {
       return absl::InvalidArgumentError(
           absl::StrCat(n.h2d, " u8 needs u8 samples; this split stores f32 (use f32 or f16)"));
@@ -112,10 +109,8 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
     r.sample.dtype = r.h2d_format;
     return r;
   }
-  auto ops = ParseTransforms(format.transforms);
-  if (!ops.ok()) return Prefixed(n.transforms, ops.status());
-  if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, *ops, n));
-  auto chain = TransformChain::Create(std::move(*ops), input);
+  if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, format.transforms, n));
+  auto chain = TransformChain::Create(format.transforms, input);
   if (!chain.ok()) return Prefixed(n.transforms, chain.status());
   r.chain = std::make_shared<const TransformChain>(std::move(*chain));
   const SampleSpec& out = r.chain->output_spec();

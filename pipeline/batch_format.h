@@ -62,9 +62,8 @@ struct ResolvedBatchFormat {
 };
 
 // kInvalidArgument, one line prefixed with the transforms setting's name ("--transforms: " or
-// "transforms: "), when the text does not parse, an op cannot take what it is given, or the
-// batch format cannot take the chain's output; CheckNormalization's error for a normalization
-// of the wrong length.
+// "transforms: "), when an op cannot take what it is given or the batch format cannot take the
+// chain's output; CheckNormalization's error for a normalization of the wrong length.
 // `image_bound`: the split's largest image (Manifest::image_bound) for encoded records; without
 // it the default bound applies.
 absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(

@@ -33,7 +33,7 @@
 // pinned buffer or a device slot) until released; the view's pointers are valid until then.
 // Errors: Create returns kInvalidArgument for bad options (zero batch size, epochs or ring
 // depth; a start step past the epoch; an h2d format the samples cannot take; transforms that
-// do not parse or fit the samples or the format ("transforms: ..."); a slice with
+// do not fit the samples or the format ("transforms: ..."); a slice with
 // world_size 0 or rank >= world_size), kNotFound /
 // kDataLoss from opening the shards, kResourceExhausted when the pinned buffers or the device
 // slots cannot be allocated, and the device layer's kInternal (naming the failed call) when
@@ -58,6 +58,7 @@
 #include "device/device.h"
 #include "pipeline/batch.h"
 #include "pipeline/stage_stats.h"
+#include "pipeline/transforms/transform_spec.h"
 #include "storage/dataset.h"
 
 namespace sluice {
@@ -111,10 +112,10 @@ struct BatchFormat {
   // Per channel; applied on the CPU for f16/f32, carried by u8 batches for the device
   // (BatchView::normalization). A length other than 1 or the channel count fails Create.
   Normalization normalization;
-  // The ops each sample goes through before the conversion to h2d_format, as ParseTransforms
-  // reads them (docs/transforms.md); empty: none. The chain's output is the batch's sample
-  // spec; the rules between it and the settings above: pipeline/batch_format.h.
-  std::string transforms;
+  // The ops each sample goes through before the conversion to h2d_format (docs/transforms.md),
+  // parsed where the setting enters (transform_spec.h); empty: none. The chain's output is the
+  // batch's sample spec; the rules between it and the settings above: pipeline/batch_format.h.
+  TransformSpec transforms;
   // h2d_format is the automatic choice (--h2d-format=auto): a chain that outputs f32 or f16
   // samples sets the format to fit them.
   bool h2d_auto = false;

@@ -18,7 +18,7 @@
 #include "device/device.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/resource_limits.h"
-#include "pipeline/transforms/parse.h"
+#include "pipeline/transforms/transform_spec.h"
 #include "tools/sluice_train_flags.h"
 
 namespace {
@@ -350,13 +350,12 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
     if (!format.ok()) return UsageError("h2d-format", format.status().message());
     p.format.h2d_format = *format;
   }
-  // The grammar is checked here (a typo is a usage error, exit 2); the chain is checked
-  // against the samples when the data is opened (CheckTrainable; a misfit is exit 1).
-  p.format.transforms = absl::GetFlag(FLAGS_transforms);
-  if (!p.format.transforms.empty()) {
-    absl::Status parsed = ParseTransforms(p.format.transforms).status();
-    if (!parsed.ok()) return UsageError("transforms", parsed.message());
-  }
+  // The chain is parsed here, once (a typo is a usage error, exit 2), and the job carries the
+  // ops; it is checked against the samples when the data is opened (CheckTrainable; a misfit
+  // is exit 1).
+  absl::StatusOr<TransformSpec> transforms = TransformSpec::Parse(absl::GetFlag(FLAGS_transforms));
+  if (!transforms.ok()) return UsageError("transforms", transforms.status().message());
+  p.format.transforms = *std::move(transforms);
   // Their count against the samples' channels is checked when the pipeline starts.
   ASSIGN_OR_RETURN(p.format.normalization.mean,
                    ChannelValues("normalize-mean", absl::GetFlag(FLAGS_normalize_mean), -10, 10));

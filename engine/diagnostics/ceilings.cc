@@ -379,14 +379,13 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
   // device's model, and how long a measurement runs.
   const OptimizerConfig& o = options.optimizer;
   const BackendSpec& b = options.backend;
-  // The batches as the run makes them: the h2d format after --h2d-format=auto, and the chain by
-  // its canonical identity (a format that does not resolve fails Measure; its text keys it).
+  // The batches as the run makes them: the h2d format after --h2d-format=auto (a format that
+  // does not resolve fails Measure; the setting keys it), and the chain by its canonical
+  // identity.
   absl::StatusOr<ResolvedBatchFormat> format =
       ResolveBatchFormat(dataset.spec(), options.format, SettingNames::kFlags);
   const H2DFormat h2d = format.ok() ? format->h2d_format : options.format.h2d_format;
-  const std::string transforms = !format.ok()               ? options.format.transforms
-                                 : format->chain != nullptr ? format->chain->Identity()
-                                                            : "";
+  const std::string& transforms = options.format.transforms.identity();
   const std::string settings = absl::StrCat(
       "threads=", b.cpu.threads, ";precision=", static_cast<int>(b.options.precision),
       ";graph=", b.cuda.cuda_graph, ";ordinal=", b.device.ordinal_or(0),

@@ -10,7 +10,6 @@
 #include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
-#include "pipeline/batch_format.h"
 
 namespace sluice {
 namespace {
@@ -155,10 +154,7 @@ KeyValues RunIdentity(const TrainJobOptions& o, const Dataset& train) {
   };
   // The chain's canonical text (so spellings of the same ops match); absent without one.
   if (!o.pipeline.format.transforms.empty()) {
-    auto format = ResolveBatchFormat(train.spec(), o.pipeline.format, SettingNames::kFlags);
-    id.emplace_back("transforms", format.ok() && format->chain != nullptr
-                                      ? format->chain->Identity()
-                                      : o.pipeline.format.transforms);
+    id.emplace_back("transforms", o.pipeline.format.transforms.identity());
   }
   if (opt.kind == OptimizerKind::kAdamW) {
     id.emplace_back("beta1", FloatText(opt.beta1));

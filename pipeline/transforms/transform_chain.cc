@@ -15,10 +15,10 @@ size_t Aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // The ops that turn sizes that vary per sample into one fixed size, as an error names them.
 constexpr char kSizeFixingOps[] = "Resize((h, w)), RandomResizedCrop(size) or CenterCrop(size)";
 
-absl::Status CheckFixedOutput(const std::vector<std::unique_ptr<Transform>>& ops,
-                              const SampleSpec& input, const SampleSpec& output) {
+absl::Status CheckFixedOutput(const TransformSpec& spec, const SampleSpec& input,
+                              const SampleSpec& output) {
   if (output.fixed()) return absl::OkStatus();
-  if (ops.empty()) {
+  if (spec.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the samples are ", SampleSpecString(input),
                      ": expected a chain that starts with DecodeImage(mode=RGB) and ends with ",
@@ -26,72 +26,70 @@ absl::Status CheckFixedOutput(const std::vector<std::unique_ptr<Transform>>& ops
   }
   return absl::InvalidArgumentError(
       absl::StrCat("the chain's output size varies per sample (", SampleSpecString(output),
-                   " after ", ops.back()->Identity(), "); expected ", kSizeFixingOps,
+                   " after ", spec.op(spec.size() - 1).Identity(), "); expected ", kSizeFixingOps,
                    " after the last op, so that every sample of a batch has one size"));
 }
 }  // namespace
 
 absl::StatusOr<TransformChain> TransformChain::Create(std::vector<std::unique_ptr<Transform>> ops,
                                                       const SampleSpec& input, bool fuse_ops) {
+  return Create(TransformSpec(std::move(ops)), input, fuse_ops);
+}
+
+absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
+                                                      const SampleSpec& input, bool fuse_ops) {
   TransformChain chain;
   chain.specs_.push_back(input);
-  for (size_t i = 0; i < ops.size(); ++i) {
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const Transform& transform = spec.op(i);
     const SampleSpec& in = chain.specs_.back();
-    absl::StatusOr<SampleSpec> out = ops[i]->OutputSpec(in);
+    absl::StatusOr<SampleSpec> out = transform.OutputSpec(in);
     if (!out.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("transform ", i + 1, " of ", ops.size(), ", ", ops[i]->Identity(), ", on ",
-                       SampleSpecString(in), ": ", out.status().message()));
+          absl::StrCat("transform ", i + 1, " of ", spec.size(), ", ", transform.Identity(),
+                       ", on ", SampleSpecString(in), ": ", out.status().message()));
     }
     if (!in.fixed()) chain.variable_ops_ = i + 1;
-    chain.op_scratch_ = std::max(chain.op_scratch_, Aligned64(ops[i]->ScratchBytes(in)));
+    chain.op_scratch_ = std::max(chain.op_scratch_, Aligned64(transform.ScratchBytes(in)));
     chain.specs_.push_back(*out);
     // Intermediates are the outputs of every op but the last (bounds where sizes vary).
-    if (i + 1 < ops.size()) {
+    if (i + 1 < spec.size()) {
       chain.scratch_half_ = std::max(chain.scratch_half_, Aligned64(out->bytes()));
     }
   }
-  absl::Status fixed = CheckFixedOutput(ops, input, chain.specs_.back());
+  absl::Status fixed = CheckFixedOutput(spec, input, chain.specs_.back());
   if (!fixed.ok()) return fixed;
-  if (fuse_ops && ops.size() >= 2) {
-    chain.decode_ = dynamic_cast<const DecodeImage*>(ops[0].get());
-    chain.crop_ = dynamic_cast<const RandomResizedCrop*>(ops[1].get());
+  if (fuse_ops && spec.size() >= 2) {
+    chain.decode_ = dynamic_cast<const DecodeImage*>(&spec.op(0));
+    chain.crop_ = dynamic_cast<const RandomResizedCrop*>(&spec.op(1));
     if (chain.decode_ != nullptr && chain.crop_ != nullptr) {
       chain.fused_ops_ = 2;
       chain.flip_ =
-          ops.size() >= 3 ? dynamic_cast<const RandomHorizontalFlip*>(ops[2].get()) : nullptr;
+          spec.size() >= 3 ? dynamic_cast<const RandomHorizontalFlip*>(&spec.op(2)) : nullptr;
       if (chain.flip_ != nullptr) chain.fused_ops_ = 3;
     } else {
       chain.decode_ = nullptr;
       chain.crop_ = nullptr;
     }
   }
-  for (std::unique_ptr<Transform>& op : ops) chain.ops_.push_back(std::move(op));
+  chain.spec_ = spec;
   return chain;
-}
-
-std::string TransformChain::Identity() const {
-  std::string out;
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    absl::StrAppend(&out, i > 0 ? ", " : "", ops_[i]->Identity());
-  }
-  return out;
 }
 
 void TransformChain::Apply(const void* src, void* dst, const SampleKey& key, void* scratch,
                            int64_t* op_ns) const {
-  if (ops_.empty()) {
+  if (spec_.empty()) {
     std::memcpy(dst, src, specs_.front().bytes());
     return;
   }
   const bool timed = op_ns != nullptr && TimesSample(key.index);
   char* halves[2] = {static_cast<char*>(scratch), static_cast<char*>(scratch) + scratch_half_};
   const void* in = src;
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    void* out = i + 1 == ops_.size() ? dst : halves[i % 2];
+  for (size_t i = 0; i < spec_.size(); ++i) {
+    void* out = i + 1 == spec_.size() ? dst : halves[i % 2];
     SampleRandom rng(key, i);
     const int64_t start = timed ? NowNs() : 0;
-    ops_[i]->Apply(specs_[i], in, out, rng);
+    spec_.op(i).Apply(specs_[i], in, out, rng);
     if (timed) op_ns[i] += NowNs() - start;
     in = out;
   }
@@ -122,9 +120,9 @@ absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t 
   char* base = static_cast<char*>(scratch);
   SampleRandom rng(SampleKey{}, 0);
   const SampleBuffers io{src, src_bytes, dst, specs_[1].bytes(), base + 2 * scratch_half_};
-  absl::StatusOr<SampleSpec> out = ops_[0]->ApplyVariable(specs_.front(), io, rng);
+  absl::StatusOr<SampleSpec> out = spec_.op(0).ApplyVariable(specs_.front(), io, rng);
   if (!out.ok()) {
-    return absl::DataLossError(absl::StrCat(ops_[0]->Identity(), ": ", out.status().message()));
+    return absl::DataLossError(absl::StrCat(spec_.op(0).Identity(), ": ", out.status().message()));
   }
   return out;
 }
@@ -132,7 +130,7 @@ absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t 
 absl::Status TransformChain::ApplyDecoded(const SampleSpec& decoded, const void* pixels, void* dst,
                                           const SampleKey& key, void* scratch,
                                           int64_t* op_ns) const {
-  if (!decodes() || ops_.size() < 2) {
+  if (!decodes() || spec_.size() < 2) {
     return absl::InvalidArgumentError("ApplyDecoded: the chain has no ops after a decoder");
   }
   return RunFrom(1, decoded, pixels, decoded.bytes(), dst, key, scratch, op_ns, nullptr);
@@ -152,7 +150,8 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     absl::StatusOr<transforms_internal::InterleavedU8Image> image =
         decode_->DecodeInterleaved(specs_[0], io);
     if (!image.ok()) {
-      return absl::DataLossError(absl::StrCat(ops_[0]->Identity(), ": ", image.status().message()));
+      return absl::DataLossError(
+          absl::StrCat(spec_.op(0).Identity(), ": ", image.status().message()));
     }
     if (decode != nullptr) {
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
@@ -166,7 +165,7 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
       mirror = flip_->Flips(flip_rng);
     }
     SampleRandom crop_rng(key, 1);
-    void* out = fused_ops_ == ops_.size() ? dst : halves[(fused_ops_ - 1) % 2];
+    void* out = fused_ops_ == spec_.size() ? dst : halves[(fused_ops_ - 1) % 2];
     crop_->ApplyInterleaved(*image, specs_[2].channels, mirror, crop_rng,
                             static_cast<uint8_t*>(out));
     if (timed) {
@@ -178,8 +177,8 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     in = out;
     in_bytes = actual.bytes();
   }
-  for (size_t i = first; i < ops_.size(); ++i) {
-    const bool last = i + 1 == ops_.size();
+  for (size_t i = first; i < spec_.size(); ++i) {
+    const bool last = i + 1 == spec_.size();
     void* out = last ? dst : halves[i % 2];
     SampleRandom rng(key, i);
     const bool decoding = i == 0 && decode != nullptr;
@@ -187,14 +186,14 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     if (i < variable_ops_) {
       const SampleBuffers io{in, in_bytes, out, last ? output_spec().bytes() : scratch_half_,
                              base + 2 * scratch_half_};
-      absl::StatusOr<SampleSpec> next = ops_[i]->ApplyVariable(actual, io, rng);
+      absl::StatusOr<SampleSpec> next = spec_.op(i).ApplyVariable(actual, io, rng);
       if (!next.ok()) {
         return absl::DataLossError(
-            absl::StrCat(ops_[i]->Identity(), ": ", next.status().message()));
+            absl::StrCat(spec_.op(i).Identity(), ": ", next.status().message()));
       }
       actual = *next;
     } else {
-      ops_[i]->Apply(specs_[i], in, out, rng);
+      spec_.op(i).Apply(specs_[i], in, out, rng);
       actual = specs_[i + 1];
     }
     if (decoding) {

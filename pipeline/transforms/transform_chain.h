@@ -1,8 +1,9 @@
 // TransformChain: ops applied one after the other to each sample, validated once for an input
 // spec before the run (each op's OutputSpec in order), then applied per sample with no
-// allocation through two caller-owned ping-pong intermediates.
+// allocation through two caller-owned ping-pong intermediates. The ops come parsed, as a
+// TransformSpec (transform_spec.h), whose ops the chain shares.
 //
-//   ASSIGN_OR_RETURN(TransformChain chain, TransformChain::Create(std::move(ops), input));
+//   ASSIGN_OR_RETURN(TransformChain chain, TransformChain::Create(spec, input));
 //   std::vector<char> scratch(chain.scratch_bytes());          // one per thread
 //   chain.Apply(src, dst, SampleKey{seed, epoch, index}, scratch.data());
 //
@@ -50,6 +51,7 @@
 #include "pipeline/transforms/random_horizontal_flip.h"
 #include "pipeline/transforms/random_resized_crop.h"
 #include "pipeline/transforms/transform.h"
+#include "pipeline/transforms/transform_spec.h"
 
 namespace sluice {
 
@@ -70,6 +72,9 @@ class TransformChain {
   // kInvalidArgument naming the op (its position, identity and input spec) that cannot take
   // what the ops before it output, or saying which ops would fix a size that still varies at
   // the end. An empty chain copies samples unchanged (and is refused on encoded input).
+  // The chain shares the spec's ops (transform_spec.h).
+  static absl::StatusOr<TransformChain> Create(const TransformSpec& spec, const SampleSpec& input,
+                                               bool fuse_ops = true);
   static absl::StatusOr<TransformChain> Create(std::vector<std::unique_ptr<Transform>> ops,
                                                const SampleSpec& input, bool fuse_ops = true);
 
@@ -78,14 +83,14 @@ class TransformChain {
   const SampleSpec& output_spec() const { return specs_.back(); }
   // The input spec of op i (i < size()) or the output (i == size()); a bound where sizes vary.
   const SampleSpec& spec(size_t i) const { return specs_[i]; }
-  size_t size() const { return ops_.size(); }
-  const Transform& op(size_t i) const { return *ops_[i]; }
+  size_t size() const { return spec_.size(); }
+  const Transform& op(size_t i) const { return spec_.op(i); }
   // True when samples' sizes vary before some op (encoded input): run it with ApplyRecord.
   bool varies() const { return variable_ops_ > 0; }
   // True when the input is encoded images: op 0 is the decoder.
-  bool decodes() const { return !ops_.empty() && specs_.front().extent == SampleExtent::kEncoded; }
+  bool decodes() const { return !spec_.empty() && specs_.front().extent == SampleExtent::kEncoded; }
   // The ops' identities joined by ", " (ParseTransforms reads it back); "" when empty.
-  std::string Identity() const;
+  const std::string& Identity() const { return spec_.identity(); }
   // How many leading ops ApplyRecord runs as one fused path: 0 (none), 2 (DecodeImage and
   // RandomResizedCrop) or 3 (and RandomHorizontalFlip).
   size_t fused_ops() const { return fused_ops_; }
@@ -128,12 +133,12 @@ class TransformChain {
                        const SampleKey& key, void* scratch, int64_t* op_ns,
                        DecodeTiming* decode) const;
 
-  std::vector<std::unique_ptr<const Transform>> ops_;
+  TransformSpec spec_;             // the ops
   std::vector<SampleSpec> specs_;  // size() + 1: the input, then each op's output
   size_t scratch_half_ = 0;
   size_t op_scratch_ = 0;
   size_t variable_ops_ = 0;  // the leading ops whose input size varies per sample
-  // The fused path's ops (fused_ops_ > 0), pointing into ops_.
+  // The fused path's ops (fused_ops_ > 0), pointing into spec_'s.
   size_t fused_ops_ = 0;
   const DecodeImage* decode_ = nullptr;
   const RandomResizedCrop* crop_ = nullptr;

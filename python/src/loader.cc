@@ -65,7 +65,6 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
   absl::StatusOr<ResolvedBatchFormat> format =
       ResolveBatchFormat(core->dataset_->spec(), c.format, SettingNames::kPythonArguments);
   Check(format.status());
-  if (format->chain != nullptr) core->transforms_identity_ = format->chain->Identity();
   absl::StatusOr<device::DeviceSpec> spec = device::ParseDeviceSpec(c.device);
   if (!spec.ok()) {
     RaiseStatus(absl::InvalidArgumentError(absl::StrCat("device: ", spec.status().message())));

@@ -60,8 +60,8 @@ class LoaderCore {
   // The dataset's identity, as sluice-train's checkpoints record it (engine/job/resume.h):
   // the XXH3 of its manifest, as hex.
   std::string manifest_xxh3() const;
-  // The transforms' canonical text (TransformChain::Identity); "" without them.
-  const std::string& transforms_identity() const { return transforms_identity_; }
+  // The transforms' canonical text (TransformSpec::identity); "" without them.
+  const std::string& transforms_identity() const { return config_.format.transforms.identity(); }
   const Dataset& dataset() const { return *dataset_; }
   const LoaderConfig& config() const { return config_; }
   bool on_device() const { return device_ != nullptr; }
@@ -74,7 +74,6 @@ class LoaderCore {
   explicit LoaderCore(LoaderConfig c) : config_(std::move(c)) {}
   LoaderConfig config_;
   std::shared_ptr<const Dataset> dataset_;
-  std::string transforms_identity_;
   std::shared_ptr<device::Device> device_;  // null: host batches
   // Batch and frame buffers handed from each pass's pipeline to the next (pool_cache.h).
   // Declared after device_: destroyed first, as pinned pools borrow the device.

@@ -28,6 +28,7 @@
 #include "device/device_spec.h"
 #include "engine/job/corrupt_fraction.h"
 #include "pipeline/resource_limits.h"
+#include "pipeline/transforms/transform_spec.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
@@ -113,7 +114,14 @@ void BindLoader(py::module_& m) {
             c.decompress_threads = static_cast<int>(decompress_threads);
             c.preprocess_threads = static_cast<int>(preprocess_threads);
             c.read_ahead_frames = static_cast<uint32_t>(read_ahead_frames);
-            c.format.transforms = transforms;
+            // Parsed here, once (pipeline/transforms/transform_spec.h); the fit to the samples
+            // is checked when the dataset is open.
+            absl::StatusOr<TransformSpec> chain = TransformSpec::Parse(transforms);
+            if (!chain.ok()) {
+              RaiseStatus(absl::InvalidArgumentError(
+                  absl::StrCat("transforms: ", chain.status().message())));
+            }
+            c.format.transforms = *std::move(chain);
             return LoaderCore::Create(c);
           }))
       .def("steps_per_epoch", &LoaderCore::steps_per_epoch)
