@@ -79,27 +79,19 @@ void BM_CpuTrainStep_Wide(benchmark::State& state) {
   RunTrainStep(state, 0.495, {784, 4096, 4096, 10});
 }
 
-BENCHMARK(BM_CpuTrainStep_FashionLike)
-    ->ArgNames({"batch", "threads"})
-    ->Args({32, 1})
-    ->Args({32, 2})
-    ->Args({256, 1})
-    ->Args({256, 2})
-    ->UseRealTime();
-BENCHMARK(BM_CpuTrainStep_StoredGradient)
-    ->ArgNames({"batch", "threads"})
-    ->Args({32, 1})
-    ->Args({32, 2})
-    ->Args({256, 1})
-    ->Args({256, 2})
-    ->UseRealTime();
-BENCHMARK(BM_CpuTrainStep_Dense)
-    ->ArgNames({"batch", "threads"})
-    ->Args({32, 1})
-    ->Args({32, 2})
-    ->Args({256, 1})
-    ->Args({256, 2})
-    ->UseRealTime();
+// Batches of 32 and 256 on 1 and 2 threads, timed on the wall clock.
+void StepSizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"batch", "threads"})
+      ->Args({32, 1})
+      ->Args({32, 2})
+      ->Args({256, 1})
+      ->Args({256, 2})
+      ->UseRealTime();
+}
+
+BENCHMARK(BM_CpuTrainStep_FashionLike)->Apply(StepSizes);
+BENCHMARK(BM_CpuTrainStep_StoredGradient)->Apply(StepSizes);
+BENCHMARK(BM_CpuTrainStep_Dense)->Apply(StepSizes);
 // About a second per step on one core: a few steps are enough.
 BENCHMARK(BM_CpuTrainStep_Wide)
     ->ArgNames({"batch", "threads"})

@@ -24,17 +24,20 @@ namespace sluice::cpu_internal {
 bool SparseKernelsAvailable() { return UsableCpuIsa() >= CpuIsa::kAvx512; }
 
 const ElementwiseKernels& Elementwise() {
+  static const ElementwiseKernels& picked = []() -> const ElementwiseKernels& {
 #if defined(__x86_64__)
-  switch (UsableCpuIsa()) {
-    case CpuIsa::kAvx512:
-      return avx512::kElementwise;
-    case CpuIsa::kAvx2:
-      return avx2::kElementwise;
-    case CpuIsa::kBaseline:
-      break;
-  }
+    switch (UsableCpuIsa()) {
+      case CpuIsa::kAvx512:
+        return avx512::kElementwise;
+      case CpuIsa::kAvx2:
+        return avx2::kElementwise;
+      case CpuIsa::kBaseline:
+        break;
+    }
 #endif
-  return baseline::kElementwise;
+    return baseline::kElementwise;
+  }();
+  return picked;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -25,6 +26,31 @@ inline std::unique_ptr<Backend> MakeCpuBackend(const ModelState& state, const Op
   auto backend = CreateCpuBackend(state, opt, options, cpu);
   EXPECT_TRUE(backend.ok()) << backend.status();
   return backend.ok() ? std::move(*backend) : nullptr;
+}
+
+// Index of the first value whose bits differ, or -1 (0 when the sizes differ).
+inline int64_t FirstDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// Every parameter and optimizer-state value of `a` and `b` has the same bits; a failure names
+// the tensor and the first differing element.
+inline void ExpectBitwiseEqual(const ModelState& a, const ModelState& b) {
+  ASSERT_EQ(a.params.size(), b.params.size());
+  ASSERT_FALSE(a.params.empty());
+  for (size_t p = 0; p < a.params.size(); ++p) {
+    const int64_t i = FirstDifference(a.params[p].values, b.params[p].values);
+    EXPECT_EQ(i, -1) << a.params[p].name << "[" << i << "]";
+  }
+  ASSERT_EQ(a.opt_state.size(), b.opt_state.size());
+  for (size_t t = 0; t < a.opt_state.size(); ++t) {
+    EXPECT_EQ(FirstDifference(a.opt_state[t].values, b.opt_state[t].values), -1)
+        << a.opt_state[t].name;
+  }
 }
 
 // `n` samples of `features` u8 pixels, about `nonzero` of them nonzero, and labels in

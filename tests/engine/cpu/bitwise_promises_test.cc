@@ -3,7 +3,6 @@
 // update path without it, and the element-wise loops of every instruction-set level this CPU
 // has against the baseline build. Run the suite under SLUICE_CPU_ISA and OPENBLAS_CORETYPE to
 // check them with other kernels (scripts/test-cpu-paths.sh).
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -50,30 +49,6 @@ ModelState Train(const OptimizerConfig& opt, const std::vector<int>& layers, dou
   return state.ok() ? std::move(*state) : ModelState{};
 }
 
-// Index of the first differing value, or -1.
-int64_t FirstDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
-void ExpectBitwiseEqual(const ModelState& a, const ModelState& b) {
-  ASSERT_EQ(a.params.size(), b.params.size());
-  ASSERT_FALSE(a.params.empty());
-  for (size_t p = 0; p < a.params.size(); ++p) {
-    const int64_t i = FirstDifference(a.params[p].values, b.params[p].values);
-    EXPECT_EQ(i, -1) << a.params[p].name << "[" << i << "]: " << a.params[p].values[i] << " vs "
-                     << b.params[p].values[i];
-  }
-  ASSERT_EQ(a.opt_state.size(), b.opt_state.size());
-  for (size_t t = 0; t < a.opt_state.size(); ++t) {
-    EXPECT_EQ(FirstDifference(a.opt_state[t].values, b.opt_state[t].values), -1)
-        << a.opt_state[t].name;
-  }
-}
-
 std::vector<std::pair<const char*, OptimizerConfig>> Optimizers() {
   OptimizerConfig sgd, momentum, adamw;
   momentum.momentum = 0.9f;
@@ -95,7 +70,7 @@ TEST(BitwisePromisesTest, AWorldOfOneExchangeEqualsTheSameUpdatePathWithoutIt) {
         const std::vector<int> layers = {784, 128, 10};
         const ModelState plain = Train(opt, layers, nonzero, threads, {false, false});
         const ModelState exchanged = Train(opt, layers, nonzero, threads, {true, true});
-        ExpectBitwiseEqual(plain, exchanged);
+        testing::ExpectBitwiseEqual(plain, exchanged);
       }
     }
   }
@@ -152,33 +127,33 @@ TEST(BitwisePromisesTest, EveryInstructionSetLevelOfTheElementwiseLoopsGivesTheS
       std::vector<float> a = init, b = init;
       base.add_in_place(grad.data(), n, a.data());
       level->add_in_place(grad.data(), n, b.data());
-      EXPECT_EQ(FirstDifference(a, b), -1) << "add_in_place";
+      EXPECT_EQ(testing::FirstDifference(a, b), -1) << "add_in_place";
     }
     {
       std::vector<float> a(37), b(37);
       base.bias_grad(init.data(), 28, 37, a.data());
       level->bias_grad(init.data(), 28, 37, b.data());
-      EXPECT_EQ(FirstDifference(a, b), -1) << "bias_grad";
+      EXPECT_EQ(testing::FirstDifference(a, b), -1) << "bias_grad";
     }
     {
       std::vector<float> a = grad, b = grad;
       base.relu_backward(init.data(), n, a.data());
       level->relu_backward(init.data(), n, b.data());
-      EXPECT_EQ(FirstDifference(a, b), -1) << "relu_backward";
+      EXPECT_EQ(testing::FirstDifference(a, b), -1) << "relu_backward";
     }
     {
       std::vector<float> a(n), b(n);
       base.normalize_u8(pixels.data(), n, 0.2860f, 0.3530f, a.data());
       level->normalize_u8(pixels.data(), n, 0.2860f, 0.3530f, b.data());
-      EXPECT_EQ(FirstDifference(a, b), -1) << "normalize_u8";
+      EXPECT_EQ(testing::FirstDifference(a, b), -1) << "normalize_u8";
     }
     for (const bool nesterov : {false, true}) {
       for (const float momentum : {0.0f, 0.9f}) {
         std::vector<float> pa = init, pb = init, ma = mom0, mb = mom0;
         base.sgd(pa.data(), grad.data(), ma.data(), n, 0.05f, momentum, nesterov, 0.01f, false);
         level->sgd(pb.data(), grad.data(), mb.data(), n, 0.05f, momentum, nesterov, 0.01f, false);
-        EXPECT_EQ(FirstDifference(pa, pb), -1) << "sgd momentum " << momentum;
-        EXPECT_EQ(FirstDifference(ma, mb), -1) << "sgd buffer momentum " << momentum;
+        EXPECT_EQ(testing::FirstDifference(pa, pb), -1) << "sgd momentum " << momentum;
+        EXPECT_EQ(testing::FirstDifference(ma, mb), -1) << "sgd buffer momentum " << momentum;
       }
     }
     {
@@ -187,8 +162,8 @@ TEST(BitwisePromisesTest, EveryInstructionSetLevelOfTheElementwiseLoopsGivesTheS
                  0.9995f);
       level->adamw(pb.data(), grad.data(), mb.data(), vb.data(), n, 0.9f, 0.999f, 1e-8f, 0.01f,
                    1.02f, 0.9995f);
-      EXPECT_EQ(FirstDifference(pa, pb), -1) << "adamw p";
-      EXPECT_EQ(FirstDifference(va, vb), -1) << "adamw v";
+      EXPECT_EQ(testing::FirstDifference(pa, pb), -1) << "adamw p";
+      EXPECT_EQ(testing::FirstDifference(va, vb), -1) << "adamw v";
     }
   }
 }

@@ -44,22 +44,6 @@ void ExpectStatesNear(const ModelState& a, const ModelState& e, float atol, floa
   }
 }
 
-bool BitwiseEqual(const ModelState& a, const ModelState& b) {
-  for (size_t p = 0; p < a.params.size(); ++p) {
-    if (std::memcmp(a.params[p].values.data(), b.params[p].values.data(),
-                    4 * a.params[p].values.size()) != 0) {
-      return false;
-    }
-  }
-  for (size_t t = 0; t < a.opt_state.size(); ++t) {
-    if (std::memcmp(a.opt_state[t].values.data(), b.opt_state[t].values.data(),
-                    4 * a.opt_state[t].values.size()) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Trains `steps` batches of `batch` from `d` (784 features) and returns the state and the
 // summed loss.
 ModelState Train(Backend* backend, const Dataset& d, int batch, int steps, double* mean_loss) {
@@ -89,7 +73,7 @@ TEST(CpuBatchSplitTest, TwoThreadsTwiceGiveBitwiseIdenticalWeightsAndLoss) {
       auto a = MakeCpu(init, opt, batch, 2), b = MakeCpu(init, opt, batch, 2);
       const ModelState sa = Train(a.get(), d, batch, 4, &loss_a);
       const ModelState sb = Train(b.get(), d, batch, 4, &loss_b);
-      EXPECT_TRUE(BitwiseEqual(sa, sb));
+      testing::ExpectBitwiseEqual(sa, sb);
       EXPECT_EQ(loss_a, loss_b);
     }
 }
@@ -213,7 +197,7 @@ TEST(CpuBatchSplitTest, EmptyShareOfAGlobalBatchAddsNothingAndStillSteps) {
   ASSERT_TRUE(backend->TrainStep(empty, 0.1f).ok());
   const ModelState after = *backend->SaveState();
   EXPECT_EQ(after.optimizer_steps, 2);
-  EXPECT_TRUE(BitwiseEqual(after, before));
+  testing::ExpectBitwiseEqual(after, before);
   ASSERT_FALSE(comm.first_gradient.empty());
   EXPECT_EQ(comm.first_gradient, std::vector<float>(comm.first_gradient.size(), 0.0f));
 }
