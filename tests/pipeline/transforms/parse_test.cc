@@ -1,7 +1,12 @@
 #include "pipeline/transforms/parse.h"
 
+#include <algorithm>
+#include <fstream>
+#include <set>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/transforms/registry.h"
@@ -32,10 +37,17 @@ TEST(ParseTransforms, AnEmptyTextIsAnEmptyChain) {
 }
 
 TEST(ParseTransforms, UnknownOpListsTheKnownOnesWithTheCharacter) {
+  // The expected list is every registered op, sorted here by name (the order registry.h
+  // documents) rather than taken from RegisteredTransformNames(): the message fails this test
+  // if it leaves an op out or lists them in another order, even if the registry's own array
+  // were out of order.
+  std::vector<std::string> names;
+  for (const TransformInfo& info : RegisteredTransforms()) names.emplace_back(info.name);
+  ASSERT_GE(names.size(), 2u);
+  std::sort(names.begin(), names.end());
   EXPECT_EQ(ErrorOf("CenterCrop(4), RandomCrap(32)"),
-            "at character 16 ('RandomCrap(32)'): unknown transform 'RandomCrap'; known: "
-            "CenterCrop, DecodeImage, Normalize, RandomCrop, RandomHorizontalFlip, "
-            "RandomResizedCrop, Resize, ToDtype");
+            "at character 16 ('RandomCrap(32)'): unknown transform 'RandomCrap'; known: " +
+                absl::StrJoin(names, ", "));
 }
 
 TEST(ParseTransforms, UnknownArgumentListsTheOpsArguments) {
@@ -93,6 +105,34 @@ TEST(ParseTransforms, EveryRegisteredOpHasAUniqueNameAndParameters) {
   for (const TransformInfo& info : RegisteredTransforms()) {
     EXPECT_EQ(FindTransform(info.name), &info);
     EXPECT_FALSE(info.params.empty()) << info.name;
+  }
+}
+
+// docs/transforms.md's op table (section "The ops") has a row for every registered op, so the
+// doc cannot fall behind the registry. A row is "| `Name` | ...": its first cell's first
+// backquoted word. The table may have more rows (ToTensor, which only Python folds away).
+TEST(ParseTransforms, EveryRegisteredOpHasARowInTheDocsOpTable) {
+  const std::string path = std::string(SLUICE_SOURCE_DIR) + "/docs/transforms.md";
+  std::ifstream doc(path);
+  ASSERT_TRUE(doc.good()) << path;
+  std::set<std::string> rows;
+  bool in_section = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("## ", 0) == 0) {
+      if (in_section) break;
+      in_section = line == "## The ops";
+      continue;
+    }
+    if (!in_section || line.rfind("| `", 0) != 0) continue;
+    const size_t end = line.find('`', 3);
+    if (end != std::string::npos) rows.insert(line.substr(3, end - 3));
+  }
+  ASSERT_FALSE(rows.empty()) << path << " has no section \"## The ops\" with a table of ops";
+  for (const TransformInfo& info : RegisteredTransforms()) {
+    EXPECT_TRUE(rows.count(std::string(info.name)))
+        << "registered op " << info.name << " has no row in the op table of " << path
+        << " (section \"The ops\"): add \"| `" << info.name << "` | arguments | input → output | "
+        << "semantics |\"";
   }
 }
 
