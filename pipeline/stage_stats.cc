@@ -13,42 +13,6 @@
 #include "pipeline/internal/stage_recorder.h"
 
 namespace sluice {
-namespace {
-
-// Every row's property is true: ParseStage's and the list of all names.
-constexpr bool StageInfo::*kAnyStage = nullptr;
-
-bool Has(const StageInfo& info, bool StageInfo::*property) {
-  return property == kAnyStage || info.*property;
-}
-
-}  // namespace
-
-absl::string_view StageName(Stage s) {
-  for (const StageInfo& info : kStageTable) {
-    if (info.stage == s) return info.name;
-  }
-  return "unknown";
-}
-
-absl::StatusOr<Stage> ParseStage(absl::string_view name) { return ParseStageWith(name, kAnyStage); }
-
-absl::StatusOr<Stage> ParseStageWith(absl::string_view name, bool StageInfo::*property) {
-  for (const StageInfo& info : kStageTable) {
-    if (Has(info, property) && name == info.name) return info.stage;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown stage '", name.substr(0, 200), "' (",
-                                                 StageNamesWith(property, ", "), ")"));
-}
-
-std::string StageNamesWith(bool StageInfo::*property, absl::string_view separator) {
-  std::string out;
-  for (const StageInfo& info : kStageTable) {
-    if (Has(info, property)) absl::StrAppend(&out, out.empty() ? "" : separator, info.name);
-  }
-  return out;
-}
-
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -64,9 +28,9 @@ std::string PipelineStats::ToString() const {
   std::string out;
   for (const StageStats& s : stages) {
     absl::StrAppendFormat(&out,
-                          "%-11s x%d items=%d samples=%d bytes=%d busy=%.3fms wait_in=%.3fms "
+                          "stage %d x%d items=%d samples=%d bytes=%d busy=%.3fms wait_in=%.3fms "
                           "wait_out=%.3fms hw=%d\n",
-                          StageName(s.stage), s.concurrency, s.items, s.samples, s.bytes,
+                          static_cast<int>(s.stage), s.concurrency, s.items, s.samples, s.bytes,
                           s.busy_ns / 1e6, s.wait_input_ns / 1e6, s.wait_output_ns / 1e6,
                           s.queue_high_water);
   }

@@ -14,9 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-
 namespace sluice {
 
 // The stages of the data path, in flow order. kPinnedWait is not a node of the graph: it is
@@ -48,42 +45,10 @@ enum class Stage : uint8_t {
 };
 inline constexpr int kNumPipelineStages = 7;  // kRead .. kDelivery
 
-// The stages, once: each one's name (in flags, JSON, the trace and every sentence) and what
-// may be done to it. How the bottleneck report reads a stage (its row, ceiling, advice and
-// timeline track) is report/stages.h's table, keyed by the stage. Adding a stage: a value
-// above, a row here, and its measurement (docs/architecture.md, "Where to change what").
-struct StageInfo {
-  Stage stage;
-  const char* name;
-  // --what-if=<name> makes it free (DiagnosticsOptions::what_if; compute: the job skips the
-  // step, TrainJobOptions::compute_free).
-  bool what_if;
-  // --inject-delay=<name>:US slows each of its items (DiagnosticsOptions::inject_delay_us;
-  // compute: TrainJobOptions::inject_compute_delay_us).
-  bool inject_delay;
-};
-inline constexpr std::array<StageInfo, 10> kStageTable = {{
-    {Stage::kRead, "read", true, true},
-    {Stage::kDecompress, "decompress", true, true},
-    {Stage::kDecode, "decode", true, true},
-    {Stage::kPreprocess, "preprocess", true, true},
-    {Stage::kPinnedWait, "pinned_wait", false, false},
-    {Stage::kH2D, "h2d", true, true},
-    {Stage::kDelivery, "delivery", false, false},
-    {Stage::kCompute, "compute", true, true},
-    {Stage::kLoader, "loader", false, false},
-    {Stage::kTransforms, "transforms", true, false},
-}};
-
-// kStageTable's name of `s`: "read", "decompress", ..., "transforms".
-absl::string_view StageName(Stage s);
-// Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., transforms)".
-absl::StatusOr<Stage> ParseStage(absl::string_view name);
-// A stage whose `property` (&StageInfo::what_if or &StageInfo::inject_delay) is true;
-// InvalidArgument "unknown stage '<name>' (read, decompress, ...)" listing those.
-absl::StatusOr<Stage> ParseStageWith(absl::string_view name, bool StageInfo::*property);
-// The names of the stages whose `property` is true, in table order, joined by `separator`.
-std::string StageNamesWith(bool StageInfo::*property, absl::string_view separator);
+// What each stage is called, what a what-if run or --inject-delay may do to it and how the
+// bottleneck report reads it: report/stages.h's kStageTable, once, keyed by this enum. Adding a
+// stage: a value above, a row there, and its measurement (docs/architecture.md, "Where to
+// change what").
 
 struct StageStats {
   Stage stage = Stage::kRead;
@@ -169,7 +134,9 @@ struct PipelineStats {
   std::vector<EpochReads> epoch_reads;
 
   const StageStats& operator[](Stage s) const { return stages[static_cast<int>(s)]; }
-  std::string ToString() const;  // one line per stage, for logs and tests
+  // One line per stage, for logs and tests; a stage by its Stage value (the pipeline has no
+  // names: they are report/stages.h's).
+  std::string ToString() const;
 };
 
 // One span of work on one item, for the Chrome/Perfetto timeline.

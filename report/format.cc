@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pipeline/stage_stats.h"
+#include "report/stages.h"
 
 namespace sluice {
 

@@ -1,17 +1,20 @@
-// The stages of the bottleneck report, one row each, in flow order: how the report, the
-// verdict, the trace, the HTML page and the ceilings read a stage. What a stage is (its name,
-// whether a what-if run frees it, whether --inject-delay slows it) is pipeline/stage_stats.h's
-// kStageTable, once; this table only adds the report's view of it, keyed by the stage. Adding
-// a stage is a value of the Stage enum, a row of kStageTable, a row here and its measurement
-// (docs/architecture.md, "Where to change what"); a row number always comes from this table
-// (ReportRow), never from the enum's integer.
+// The stages, once: one row each, keyed by pipeline/stage_stats.h's Stage enum. A row says
+// what the stage is called (in flags, JSON, the trace and every sentence), what may be done to
+// it (a what-if run frees it, --inject-delay slows it) and, for a stage with a row of the
+// bottleneck report, how the report, the verdict, the trace, the HTML page and the ceilings
+// read it. Adding a stage is a value of the enum, a row here and its measurement
+// (docs/architecture.md, "Where to change what"); a report row number always comes from this
+// table (ReportRow), never from the enum's integer.
 // Thread safety: constants.
 #ifndef SLUICE_REPORT_STAGES_H_
 #define SLUICE_REPORT_STAGES_H_
 
 #include <array>
 #include <optional>
+#include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "pipeline/stage_stats.h"
 #include "report/advice/advice.h"
 #include "report/record/ceiling_figures.h"
@@ -36,26 +39,43 @@ enum class TraceTrack {
   kCompute,       // kTraceTidCompute
 };
 
-struct ReportStageInfo {
-  Stage stage;        // its name is StageName(stage) (pipeline/stage_stats.h's kStageTable)
-  const char* title;  // the HTML page's box heading
-  const char* unit;   // what one of the row's `items` is: "frame", "batch" or "step"
-  RowSource source;
+struct StageInfo {
+  Stage stage;
+  const char* name;  // in flags, JSON, the trace and every sentence
+  // --what-if=<name> makes it free (DiagnosticsOptions::what_if; compute: the job skips the
+  // step, TrainJobOptions::compute_free).
+  bool what_if = false;
+  // --inject-delay=<name>:US slows each of its items (DiagnosticsOptions::inject_delay_us;
+  // compute: TrainJobOptions::inject_compute_delay_us).
+  bool inject_delay = false;
+
+  // The report's row; a stage without one (delivery, the probe's loader, the transforms: a
+  // part of preprocess's row) leaves `title` null and the rest as is.
+  const char* title = nullptr;  // the HTML page's box heading
+  const char* unit = nullptr;   // what one of the row's `items` is: "frame", "batch" or "step"
+  RowSource source = RowSource::kGraphStage;
   // Counted in the CPU budget when it runs on a host core (compute: only off the device; on
   // a device the host's enqueue time is counted instead).
-  bool cpu_work;
+  bool cpu_work = false;
   // The ceiling the row is held against (nullptr: none), and whether it is per thread (then
   // times min(concurrency, cores)) or for the whole stage.
-  Ceiling Ceilings::*ceiling;
-  bool ceiling_per_thread;
+  Ceiling Ceilings::*ceiling = nullptr;
+  bool ceiling_per_thread = false;
   // The settings whose advice may relieve the stage (AdviceFor, advice.h), in the order the
   // verdict names them; AdviceFor names no other.
-  std::array<std::optional<AdviceSetting>, 2> advice;
-  TraceTrack track;
-};
+  std::array<std::optional<AdviceSetting>, 2> advice = {};
+  TraceTrack track = TraceTrack::kWorkerThread;
 
-inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
+  constexpr bool has_report_row() const { return title != nullptr; }
+};
+// A row of the report's (kReportStageTable below): a StageInfo with a title.
+using ReportStageInfo = StageInfo;
+
+inline constexpr std::array<StageInfo, 10> kStageTable = {{
     {.stage = Stage::kRead,
+     .name = "read",
+     .what_if = true,
+     .inject_delay = true,
      .title = "read",
      .unit = "frame",
      .source = RowSource::kGraphStage,
@@ -65,6 +85,9 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kReadAhead, std::nullopt},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kDecompress,
+     .name = "decompress",
+     .what_if = true,
+     .inject_delay = true,
      .title = "decompress",
      .unit = "frame",
      .source = RowSource::kGraphStage,
@@ -74,6 +97,9 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kDecompressThreads, AdviceSetting::kZstdLevel},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kDecode,
+     .name = "decode",
+     .what_if = true,
+     .inject_delay = true,
      .title = "decode (in preprocess)",
      .unit = "image",
      .source = RowSource::kDecode,
@@ -83,6 +109,9 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kPreprocessThreads, std::nullopt},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kPreprocess,
+     .name = "preprocess",
+     .what_if = true,
+     .inject_delay = true,
      .title = "preprocess",
      .unit = "batch",
      .source = RowSource::kGraphStage,
@@ -92,6 +121,7 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {AdviceSetting::kPreprocessThreads, AdviceSetting::kH2DFormat},
      .track = TraceTrack::kWorkerThread},
     {.stage = Stage::kPinnedWait,
+     .name = "pinned_wait",
      .title = "pinned buffers",
      .unit = "batch",
      .source = RowSource::kPinnedPool,
@@ -102,6 +132,9 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .advice = {std::nullopt, std::nullopt},
      .track = TraceTrack::kPinnedWait},
     {.stage = Stage::kH2D,
+     .name = "h2d",
+     .what_if = true,
+     .inject_delay = true,
      .title = "h2d",
      .unit = "batch",
      .source = RowSource::kGraphStage,
@@ -110,7 +143,11 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .ceiling_per_thread = false,
      .advice = {AdviceSetting::kH2DFormat, AdviceSetting::kDeviceRingDepth},
      .track = TraceTrack::kCopyStream},
+    {.stage = Stage::kDelivery, .name = "delivery"},
     {.stage = Stage::kCompute,
+     .name = "compute",
+     .what_if = true,
+     .inject_delay = true,
      .title = "compute",
      .unit = "step",
      .source = RowSource::kCompute,
@@ -119,9 +156,36 @@ inline constexpr std::array<ReportStageInfo, 7> kReportStageTable = {{
      .ceiling_per_thread = false,
      .advice = {AdviceSetting::kCudaGraph, std::nullopt},
      .track = TraceTrack::kCompute},
+    {.stage = Stage::kLoader, .name = "loader"},
+    {.stage = Stage::kTransforms, .name = "transforms", .what_if = true},
 }};
 
-inline constexpr int kNumReportStages = static_cast<int>(kReportStageTable.size());
+// kStageTable's name of `s`: "read", "decompress", ..., "transforms".
+absl::string_view StageName(Stage s);
+// Any of StageName's names; InvalidArgument "unknown stage '<name>' (read, ..., transforms)".
+absl::StatusOr<Stage> ParseStage(absl::string_view name);
+// A stage whose `property` (&StageInfo::what_if or &StageInfo::inject_delay) is true;
+// InvalidArgument "unknown stage '<name>' (read, decompress, ...)" listing those.
+absl::StatusOr<Stage> ParseStageWith(absl::string_view name, bool StageInfo::*property);
+// The names of the stages whose `property` is true, in table order, joined by `separator`.
+std::string StageNamesWith(bool StageInfo::*property, absl::string_view separator);
+
+inline constexpr int kNumReportStages = [] {
+  int n = 0;
+  for (const StageInfo& info : kStageTable) n += info.has_report_row();
+  return n;
+}();
+
+// The rows of the bottleneck report, in flow order: kStageTable's stages with a title (the
+// enum's delivery, between h2d and compute, has none).
+inline constexpr std::array<StageInfo, kNumReportStages> kReportStageTable = [] {
+  std::array<StageInfo, kNumReportStages> out{};
+  int n = 0;
+  for (const StageInfo& info : kStageTable) {
+    if (info.has_report_row()) out[n++] = info;
+  }
+  return out;
+}();
 
 // The report's stages in flow order (kReportStageTable's `stage` column).
 inline constexpr std::array<Stage, kNumReportStages> kReportStages = [] {

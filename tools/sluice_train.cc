@@ -19,12 +19,13 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/resource_limits.h"
 #include "pipeline/transforms/transform_spec.h"
+#include "report/stages.h"
 #include "tools/sluice_train_flags.h"
 
 namespace {
 
 // The help of the flags that name stages: the stages come from kStageTable
-// (pipeline/stage_stats.h), so the text lists what the flag accepts.
+// (report/stages.h), so the text lists what the flag accepts.
 std::string InjectDelayHelp() {
   return absl::StrCat(
       "Diagnostic: STAGE:MICROSECONDS[,...] busy-waits that long per item in a stage (",

@@ -42,6 +42,7 @@
 #include "report/analysis/bottleneck_report.h"
 #include "report/decide/decide.h"
 #include "report/render/html.h"
+#include "report/stages.h"
 #include "tools/sluice_train_flags.h"
 #include "tools/tool_flags.h"
 

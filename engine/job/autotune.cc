@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "report/advice/advice.h"
+#include "report/stages.h"
 
 namespace sluice {
 namespace {

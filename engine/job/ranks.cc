@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "report/stages.h"
 
 namespace sluice {
 

@@ -23,6 +23,7 @@
 #include "engine/job/resume.h"
 #include "engine/job/run_limits.h"
 #include "pipeline/batch_format.h"
+#include "report/stages.h"
 
 namespace sluice {
 namespace {

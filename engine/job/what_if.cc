@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "report/stages.h"
 
 namespace sluice {
 

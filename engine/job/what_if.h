@@ -19,6 +19,7 @@
 #include "common/env.h"
 #include "engine/job/train_job.h"
 #include "report/record/what_if_rows.h"
+#include "report/stages.h"
 
 namespace sluice {
 

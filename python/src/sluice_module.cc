@@ -40,6 +40,7 @@
 #include "python/src/probe.h"
 #include "python/src/transforms_binding.h"
 #include "python/src/writer.h"
+#include "report/stages.h"
 
 namespace py = pybind11;
 
@@ -223,6 +224,13 @@ void BindFunctions(py::module_& m) {
   // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
   m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
     return Unwrap(SplitManifestPath(path, split));
+  });
+  // The stages of the bottleneck report's rows, in flow order (report/stages.h's table): the
+  // tests read them rather than keep a list of their own.
+  m.def("_report_stage_names", [] {
+    std::vector<std::string> names;
+    for (const StageInfo& info : kReportStageTable) names.emplace_back(info.name);
+    return names;
   });
   m.def("cuda_device_count", &device::CudaDeviceCount);
   // (platform, ordinal or -1) of a device name, "auto" resolved: the grammar of --device

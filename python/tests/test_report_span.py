@@ -81,7 +81,7 @@ def test_report_text_has_no_percentage_over_100(fashion):
     header = next(line for line in text.splitlines() if line.startswith("stage "))
     columns = {"busy%": 6, "wait-in": 7, "wait-out": 8, " wait%": 6}
     for line in text.splitlines():
-        if not re.match(r"(read|decompress|preprocess|pinned_wait|h2d|compute) ", line):
+        if not re.match(r"(%s) " % "|".join(sluice._sluice._report_stage_names()), line):
             continue
         if "not in this run" in line:
             continue

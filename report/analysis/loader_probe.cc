@@ -9,6 +9,7 @@
 #include "common/json_fields.h"
 #include "report/decide/decide.h"
 #include "report/format.h"
+#include "report/stages.h"
 
 namespace sluice {
 SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_ns, mean_wait_us,

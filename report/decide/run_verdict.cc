@@ -10,6 +10,7 @@
 #include "report/decide/internal/verdicts.h"
 #include "report/decide/thresholds.h"
 #include "report/format.h"
+#include "report/stages.h"
 
 namespace sluice::decide_internal {
 namespace {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "report/decide/internal/verdicts.h"
 #include "report/decide/thresholds.h"
+#include "report/stages.h"
 
 namespace sluice::decide_internal {
 namespace {

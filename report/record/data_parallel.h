@@ -24,6 +24,7 @@
 #include "engine/dist/communicator.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/stage_stats.h"
+#include "report/stages.h"
 
 namespace sluice {
 

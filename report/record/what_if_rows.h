@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pipeline/stage_stats.h"
+#include "report/stages.h"
 
 namespace sluice {
 

@@ -13,6 +13,7 @@
 #include "pipeline/transforms/transform_chain.h"
 #include "report/format.h"
 #include "report/render/internal/html_charts.h"
+#include "report/stages.h"
 
 namespace sluice {
 namespace {

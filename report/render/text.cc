@@ -9,6 +9,7 @@
 #include "pipeline/transforms/transform_chain.h"
 #include "report/analysis/bottleneck_report.h"
 #include "report/format.h"
+#include "report/stages.h"
 
 namespace sluice {
 

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "pipeline/pipeline.h"
+#include "report/stages.h"
 #include "tests/pipeline/test_util.h"
 
 namespace sluice::testing {

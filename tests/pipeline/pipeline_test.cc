@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oneapi/tbb/task_arena.h"
+#include "report/stages.h"
 #include "tests/pipeline/test_util.h"
 
 namespace sluice::testing {
@@ -465,32 +466,7 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(Pipeline::Create(data.dataset.get(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseOnCorrupt("maybe").ok());
-  EXPECT_EQ(*ParseStageWith("decompress", &StageInfo::what_if), Stage::kDecompress);
-  EXPECT_EQ(*ParseStageWith("transforms", &StageInfo::what_if), Stage::kTransforms);
-  EXPECT_FALSE(ParseStageWith("pinned_wait", &StageInfo::what_if).ok());
-  EXPECT_FALSE(ParseStageWith("transforms", &StageInfo::inject_delay).ok());
-  EXPECT_EQ(StageNamesWith(&StageInfo::inject_delay, ","),
-            "read,decompress,decode,preprocess,h2d,compute");
-  EXPECT_EQ(*ParseStage("h2d"), Stage::kH2D);
   EXPECT_EQ(*ParseH2DFormat("f16"), H2DFormat::kF16);
-}
-
-// kStageTable is the one place a stage is named: every value of the enum has exactly one row,
-// the names differ, and each parses back to its stage.
-TEST(StageTable, EveryStageHasOneRowAndAnOwnNameThatParsesBack) {
-  std::set<std::string> names;
-  for (int v = 0; v <= static_cast<int>(Stage::kTransforms); ++v) {
-    const Stage s = static_cast<Stage>(v);
-    int rows = 0;
-    for (const StageInfo& info : kStageTable) rows += info.stage == s;
-    EXPECT_EQ(rows, 1) << v;
-    const std::string name(StageName(s));
-    EXPECT_TRUE(names.insert(name).second) << name;
-    EXPECT_EQ(*ParseStage(name), s) << name;
-  }
-  EXPECT_EQ(names.size(), kStageTable.size());
-  EXPECT_THAT(std::string(ParseStage("nope").status().message()),
-              ::testing::HasSubstr("(read, decompress, decode, preprocess"));
 }
 
 TEST(Pipeline, PoolSizeZeroPicksEnoughBuffersForAutoPoolSamples) {

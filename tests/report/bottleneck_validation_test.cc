@@ -16,6 +16,7 @@
 #include "engine/job/train_job.h"
 #include "gtest/gtest.h"
 #include "report/analysis/bottleneck_report.h"
+#include "report/stages.h"
 #include "storage/dataset.h"
 
 namespace sluice {

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "report/analysis/bottleneck_report.h"
+#include "report/stages.h"
 #include "tests/report/synthetic_run.h"
 
 namespace sluice {

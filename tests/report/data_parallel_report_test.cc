@@ -13,6 +13,7 @@
 #include "report/analysis/bottleneck_report.h"
 #include "report/decide/decide.h"
 #include "report/decide/thresholds.h"
+#include "report/stages.h"
 #include "tests/report/synthetic_run.h"
 
 namespace sluice {

@@ -1,7 +1,8 @@
-// The table of the report's stages (report_stages.h): its rows follow the data's flow, each
-// stage has one row and a row number is found by looking the stage up; the report built from
-// it has those rows, counts exactly the table's CPU stages in the CPU budget, holds each row to
-// the table's ceiling, and advises only the settings the table lists for the stage.
+// The stage table (report/stages.h): every stage has one row and its own name, which parses
+// back; the flags' lists follow the rows' properties. The report's rows follow the data's flow,
+// each reported stage has one row and a row number is found by looking the stage up; the report
+// built from it has those rows, counts exactly the table's CPU stages in the CPU budget, holds each
+// row to the table's ceiling, and advises only the settings the table lists for the stage.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -18,6 +19,57 @@ namespace {
 
 using synthetic_run::MakeRun;
 using synthetic_run::Synth;
+
+// kStageTable is the one place a stage is named: every value of the enum has exactly one row,
+// the names differ, and each parses back to its stage.
+TEST(StageTable, EveryStageHasOneRowAndAnOwnNameThatParsesBack) {
+  std::set<std::string> names;
+  std::string all;
+  for (int v = 0; v <= static_cast<int>(Stage::kTransforms); ++v) {
+    const Stage s = static_cast<Stage>(v);
+    int rows = 0;
+    for (const StageInfo& info : kStageTable) rows += info.stage == s;
+    EXPECT_EQ(rows, 1) << v;
+    const std::string name(StageName(s));
+    EXPECT_TRUE(names.insert(name).second) << name;
+    EXPECT_EQ(*ParseStage(name), s) << name;
+  }
+  EXPECT_EQ(names.size(), kStageTable.size());
+  for (const StageInfo& info : kStageTable)
+    all += (all.empty() ? "" : ", ") + std::string(info.name);
+  EXPECT_EQ(std::string(ParseStage("nope").status().message()),
+            "unknown stage 'nope' (" + all + ")");
+}
+
+// A flag that names a stage accepts exactly the rows with its property, and lists them in
+// table order; a stage without the property is refused with that list.
+TEST(StageTable, FlagsAcceptExactlyTheRowsWithTheirProperty) {
+  for (bool StageInfo::*property : {&StageInfo::what_if, &StageInfo::inject_delay}) {
+    std::string listed;
+    int with = 0, without = 0;
+    for (const StageInfo& info : kStageTable) {
+      absl::StatusOr<Stage> got = ParseStageWith(info.name, property);
+      if (info.*property) {
+        ++with;
+        listed += (listed.empty() ? "" : ",") + std::string(info.name);
+        ASSERT_TRUE(got.ok()) << info.name;
+        EXPECT_EQ(*got, info.stage);
+      } else {
+        ++without;
+        ASSERT_FALSE(got.ok()) << info.name;
+        EXPECT_NE(
+            std::string(got.status().message()).find("(" + StageNamesWith(property, ", ") + ")"),
+            std::string::npos)
+            << got.status();
+      }
+    }
+    EXPECT_EQ(StageNamesWith(property, ","), listed);
+    EXPECT_GT(with, 0);
+    EXPECT_GT(without, 0);  // pinned_wait, delivery and loader are neither freed nor slowed
+  }
+  EXPECT_TRUE(ParseStageWith("transforms", &StageInfo::what_if).ok());
+  EXPECT_FALSE(ParseStageWith("transforms", &StageInfo::inject_delay).ok());
+}
 
 TEST(ReportStagesTest, RowsFollowTheFlowWithComputeLast) {
   ASSERT_GE(kNumReportStages, 2);

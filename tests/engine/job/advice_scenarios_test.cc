@@ -25,6 +25,7 @@
 #include "engine/job/train_job.h"
 #include "gtest/gtest.h"
 #include "report/analysis/bottleneck_report.h"
+#include "report/stages.h"
 
 namespace sluice {
 namespace {
