@@ -1,0 +1,139 @@
+// The resource model (report/model/resource_model.h) on stated costs: each bound is the
+// arithmetic of its resource, the lowest binds, alternatives move the bounds they should and no
+// other, and starvation is wall time beyond the CPU time.
+#include "report/model/resource_model.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "report/analysis/bottleneck_report.h"
+#include "report/record/run_record.h"
+
+namespace sluice {
+namespace {
+
+StageCost Cpu(Stage s, int threads, double cpu_ns, double wall_ns = 0, double blocked_ns = 0) {
+  StageCost c;
+  c.stage = s;
+  c.threads = threads;
+  c.cpu_ns = cpu_ns;
+  c.wall_ns = wall_ns > 0 ? wall_ns : cpu_ns + blocked_ns;
+  c.blocked_ns = blocked_ns;
+  return c;
+}
+
+const Bound* FindBound(const Prediction& p, Constraint c, Stage s) {
+  for (const Bound& b : p.bounds) {
+    if (b.constraint == c && b.stage == s) return &b;
+  }
+  return nullptr;
+}
+
+// The planted case of docs/bottleneck.md: decompress spins 30 us per sample on 2 threads, the
+// CPU step costs 5 us per sample on 2 threads, 2 cores. Each stage alone could go faster than
+// the cores allow for both: the shared CPU binds, and decompress is its largest consumer.
+TEST(ResourceModel, ACpuHungryStageBindsTheSharedCpuAndIsNamedAsItsLargestConsumer) {
+  ResourceModel m({Cpu(Stage::kDecompress, 2, 30'000, 60'000), Cpu(Stage::kCompute, 2, 5'000)}, 2);
+  const Prediction p = m.Predict(m.Current());
+  EXPECT_EQ(p.binding.constraint, Constraint::kSharedCpu);
+  EXPECT_EQ(p.binding.stage, Stage::kDecompress);
+  EXPECT_NEAR(p.samples_per_s, 2e9 / 35'000, 1e-6);
+  ASSERT_NE(FindBound(p, Constraint::kStage, Stage::kDecompress), nullptr);
+  EXPECT_NEAR(FindBound(p, Constraint::kStage, Stage::kDecompress)->samples_per_s, 2e9 / 30'000,
+              1e-6);
+  EXPECT_NEAR(FindBound(p, Constraint::kStage, Stage::kCompute)->samples_per_s, 2e9 / 5'000, 1e-6);
+  // 66.7 k is more than 15% above 57.1 k: not a close call.
+  ASSERT_EQ(p.close.size(), 1u);
+  EXPECT_NEAR(m.CpuSharePct(Stage::kDecompress), 100.0 * 30 / 35, 1e-9);
+  EXPECT_NEAR(m.StarvedPct(Stage::kDecompress), 50.0, 1e-9);
+  EXPECT_EQ(m.StarvedPct(Stage::kCompute), 0.0);
+
+  // More decompress threads move its own bound, not the cores: the rate stays.
+  Allocation more = m.Current();
+  more.threads[Stage::kDecompress] = 4;
+  EXPECT_NEAR(m.Predict(more).samples_per_s, p.samples_per_s, 1e-6);
+  // Freeing decompress leaves compute's own bound and the cores' (now 2 / 5 us): equal, a close
+  // call between them.
+  Allocation freed = m.Current();
+  freed.free_stage = Stage::kDecompress;
+  const Prediction f = m.Predict(freed);
+  EXPECT_NEAR(f.samples_per_s, 2e9 / 5'000, 1e-6);
+  EXPECT_EQ(f.close.size(), 2u);
+  EXPECT_EQ(FindBound(f, Constraint::kStage, Stage::kDecompress), nullptr);
+  // Twice the cores: the shared bound doubles, decompress's own (2 threads) then binds.
+  Allocation four = m.Current();
+  four.cores = 4;
+  const Prediction q = m.Predict(four);
+  EXPECT_EQ(q.binding.constraint, Constraint::kStage);
+  EXPECT_EQ(q.binding.stage, Stage::kDecompress);
+}
+
+// A reader that blocks (I/O, a sleep) is held by its own thread: a second thread doubles its
+// bound, because blocking needs no core.
+TEST(ResourceModel, BlockingStageGainsFromThreadsBeyondTheCores) {
+  ResourceModel m({Cpu(Stage::kRead, 1, 1'000, 0, 99'000), Cpu(Stage::kCompute, 1, 2'000)}, 1);
+  const Prediction p = m.Predict(m.Current());
+  EXPECT_EQ(p.binding.constraint, Constraint::kStage);
+  EXPECT_EQ(p.binding.stage, Stage::kRead);
+  EXPECT_NEAR(p.samples_per_s, 1e9 / 100'000, 1e-6);
+  Allocation a = m.Current();
+  a.threads[Stage::kRead] = 4;
+  EXPECT_NEAR(m.Predict(a).samples_per_s, 4e9 / 100'000, 1e-6);
+  EXPECT_EQ(m.StarvedPct(Stage::kRead), 0.0);
+}
+
+// The device half: the link and the device are resources of their own, and the host's
+// enqueue is a stage on one thread.
+TEST(ResourceModel, LinkAndDeviceAreResourcesOfTheirOwn) {
+  StageCost h2d;
+  h2d.stage = Stage::kH2D;
+  h2d.device_ns = 10'000;
+  StageCost compute = Cpu(Stage::kCompute, 1, 1'000);
+  compute.device_ns = 5'000;
+  ResourceModel m({Cpu(Stage::kPreprocess, 2, 4'000), h2d, compute}, 2);
+  const Prediction p = m.Predict(m.Current());
+  EXPECT_EQ(p.binding.constraint, Constraint::kLink);
+  EXPECT_EQ(p.binding.stage, Stage::kH2D);
+  EXPECT_NEAR(p.samples_per_s, 1e5, 1e-6);
+  EXPECT_NEAR(FindBound(p, Constraint::kDevice, Stage::kCompute)->samples_per_s, 2e5, 1e-6);
+  EXPECT_NEAR(FindBound(p, Constraint::kSharedCpu, Stage::kPreprocess)->samples_per_s, 2e9 / 5'000,
+              1e-6);
+  EXPECT_STREQ(ConstraintName(p.binding.constraint), "link");
+}
+
+// From a report's rows: the reader's wall time beyond its CPU time is blocking, the others'
+// is starvation; decode and the pinned wait are not stages of the model; compute on a device
+// costs the host its enqueue.
+TEST(ResourceModel, BuiltFromRows) {
+  auto row = [](Stage s, int threads, uint64_t samples, int64_t busy_ns, double cpu_per_sample) {
+    StageRow r;
+    r.stage = s;
+    r.present = true;
+    r.concurrency = threads;
+    r.samples = samples;
+    r.busy_ns = busy_ns;
+    r.cpu_ns_per_sample = cpu_per_sample;
+    return r;
+  };
+  std::vector<StageRow> rows = {
+      row(Stage::kRead, 1, 1000, 50'000'000, 10'000),        // 50 us wall, 10 us CPU
+      row(Stage::kDecompress, 2, 1000, 40'000'000, 20'000),  // 40 us wall, 20 us CPU
+      row(Stage::kDecode, 2, 1000, 1'000'000, 1'000),
+      row(Stage::kPinnedWait, 1, 1000, 9'000'000, 0), row(Stage::kCompute, 1, 1000, 8'000'000, 0)};
+  ComputeStats cs;
+  cs.on_device = true;
+  cs.enqueue_ns = 2'000'000;
+  ResourceModel m = BuildResourceModel(rows, cs, 2);
+  ASSERT_EQ(m.stages().size(), 3u);
+  EXPECT_NEAR(m.Find(Stage::kRead)->blocked_ns, 40'000, 1e-9);
+  EXPECT_EQ(m.Find(Stage::kDecompress)->blocked_ns, 0.0);
+  EXPECT_NEAR(m.StarvedPct(Stage::kDecompress), 50.0, 1e-9);
+  EXPECT_EQ(m.Find(Stage::kDecode), nullptr);
+  EXPECT_EQ(m.Find(Stage::kPinnedWait), nullptr);
+  EXPECT_NEAR(m.Find(Stage::kCompute)->device_ns, 8'000, 1e-9);
+  EXPECT_NEAR(m.Find(Stage::kCompute)->cpu_ns, 2'000, 1e-9);
+  EXPECT_EQ(m.Find(Stage::kCompute)->threads, 1);
+}
+
+}  // namespace
+}  // namespace sluice
