@@ -1,5 +1,7 @@
 #include "pipeline/stage_stats.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +15,12 @@
 #include "pipeline/internal/stage_recorder.h"
 
 namespace sluice {
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -82,6 +90,7 @@ StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
   s.samples = samples_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.busy_ns = busy_ns_.load(std::memory_order_relaxed);
+  s.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
   s.wait_output_ns = wait_output_ns_.load(std::memory_order_relaxed);
   s.queue_high_water = static_cast<uint64_t>(high_water_.load(std::memory_order_relaxed));
   s.first_start_ns = first_start_ns_.load(std::memory_order_relaxed);

@@ -22,4 +22,19 @@ std::string StragglerClause(const Straggler& s) {
       s.verdict_class, s.others_wait_pct);
 }
 
+std::string BoundPhrase(const Bound& b, int cores) {
+  switch (b.constraint) {
+    case Constraint::kStage:
+      return absl::StrCat(StageName(b.stage), "'s own threads");
+    case Constraint::kSharedCpu:
+      return absl::StrCat("the ", cores, cores == 1 ? " core" : " cores", " (", StageName(b.stage),
+                          " takes the most CPU time)");
+    case Constraint::kLink:
+      return "the link (h2d copies)";
+    case Constraint::kDevice:
+      return "the device (compute)";
+  }
+  return "unknown";
+}
+
 }  // namespace sluice

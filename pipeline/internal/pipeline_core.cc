@@ -366,8 +366,8 @@ void PipelineCore::Shutdown() {
 }
 
 void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples,
-                          uint64_t bytes) {
-  recorders_[s].AddItem(start, end, samples, bytes);
+                          uint64_t bytes, int64_t cpu_ns) {
+  recorders_[s].AddItem(start, end, samples, bytes, cpu_ns);
   if (trace_) trace_->Add(TraceSpan{s, id, ThreadNumber(), start, end});
 }
 

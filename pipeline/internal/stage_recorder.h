@@ -66,8 +66,11 @@ class StageRecorder {
     stage_ = s;
     concurrency_ = concurrency;
   }
-  void AddItem(int64_t start_ns, int64_t end_ns, uint64_t samples, uint64_t bytes) {
+  // `cpu_ns`: the thread CPU time the item took (0: not measured, StageStats::cpu_ns).
+  void AddItem(int64_t start_ns, int64_t end_ns, uint64_t samples, uint64_t bytes,
+               int64_t cpu_ns = 0) {
     items_.fetch_add(1, std::memory_order_relaxed);
+    cpu_ns_.fetch_add(cpu_ns, std::memory_order_relaxed);
     samples_.fetch_add(samples, std::memory_order_relaxed);
     bytes_.fetch_add(bytes, std::memory_order_relaxed);
     busy_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
@@ -84,7 +87,7 @@ class StageRecorder {
   Stage stage_ = Stage::kRead;
   int concurrency_ = 1;
   std::atomic<uint64_t> items_{0}, samples_{0}, bytes_{0};
-  std::atomic<int64_t> busy_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
+  std::atomic<int64_t> busy_ns_{0}, cpu_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
   std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};
 };
 

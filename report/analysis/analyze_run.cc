@@ -56,11 +56,14 @@ StageRow GraphRow(Stage rs, const StageStats& s, double train_ns, bool cpu_work)
     r.wait_output_pct = std::min(Share(s.wait_output_ns, denom), 100.0 - r.busy_pct);
     r.wait_input_pct = 100.0 - r.busy_pct - r.wait_output_pct;
   }
+  // CPU time: the stage's measured thread CPU time (StageStats::cpu_ns), else its busy time.
+  const double cpu = s.cpu_ns > 0 ? static_cast<double>(std::min(s.cpu_ns, s.busy_ns))
+                                  : static_cast<double>(s.busy_ns);
   if (s.busy_ns > 0 && s.samples > 0) {
     r.capacity_samples_per_s = s.samples * 1e9 * r.concurrency / s.busy_ns;
-    r.cpu_ns_per_sample = static_cast<double>(s.busy_ns) / s.samples;
+    r.cpu_ns_per_sample = cpu / s.samples;
   }
-  if (cpu_work && span > 0) r.cores_busy = s.busy_ns / span;
+  if (cpu_work && span > 0) r.cores_busy = cpu / span;
   return r;
 }
 
@@ -396,11 +399,11 @@ void AddRows(const RunRecord& run, double train_ns, BottleneckReport* rep) {
   rep->launch_gated_pct = Share(cs.launch_gated_ns, train_ns);
 }
 
-// Prediction: the slowest stage's capacity, and what the cores allow for the summed CPU time
-// per sample of the stages that use a core.
+// Prediction: the resource model's lowest bound for the run's own allocation (each stage's
+// threads over its cost per sample, the cores over the CPU stages' summed CPU time per sample,
+// the link, the device). The slowest wall-time capacity and the CPU figures are kept beside it.
 void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   double cap = std::numeric_limits<double>::infinity();
-  double cpu_ns = 0;
   double cpu_busy = 0;
   for (const StageRow& r : rep->stages) {
     if (!r.present) continue;
@@ -408,29 +411,23 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
     if (r.capacity_samples_per_s && r.stage != Stage::kDecode) {
       cap = std::min(cap, *r.capacity_samples_per_s);
     }
-    if (r.cpu_work) {
-      cpu_ns += r.cpu_ns_per_sample;
-      cpu_busy += r.cores_busy * train_ns;
-    }
+    if (r.cpu_work) cpu_busy += r.cores_busy * train_ns;
   }
   if (cs.on_device && cs.samples > 0) {  // the host thread enqueuing the steps
-    cpu_ns += static_cast<double>(cs.enqueue_ns) / cs.samples;
     cpu_busy += static_cast<double>(cs.enqueue_ns);
   }
   rep->capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
-  rep->cpu_limit_samples_per_s = cpu_ns > 0 ? rep->cores * 1e9 / cpu_ns : 0;
   rep->cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
   rep->cpu_saturated = rep->cpu_threads_busy >= kCpuSaturated * rep->cores;
-  // Busy times are wall times: with more runnable threads than cores they include waiting for
-  // a core, so the CPU formula then understates what the cores allow; the run itself shows
-  // the saturated cores sustained the measured rate.
-  double cpu_limit = rep->cpu_limit_samples_per_s;
-  if (rep->cpu_threads_busy > rep->cores) {
-    cpu_limit = std::max(cpu_limit, rep->measured_samples_per_s);
+  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->cores);
+  rep->model = model.Predict(model.Current());
+  rep->predicted_samples_per_s = rep->model.samples_per_s;
+  for (const Bound& b : rep->model.bounds) {
+    if (b.constraint == Constraint::kSharedCpu) rep->cpu_limit_samples_per_s = b.samples_per_s;
   }
-  double predicted = rep->capacity_limit_samples_per_s;
-  if (cpu_limit > 0) predicted = predicted > 0 ? std::min(predicted, cpu_limit) : cpu_limit;
-  rep->predicted_samples_per_s = predicted;
+  for (const StageCost& c : model.stages()) {
+    if (c.cpu_ns > 0) rep->starved_pct.emplace_back(c.stage, model.StarvedPct(c.stage));
+  }
 }
 
 // The caveats: dropped spans, skipped frames, injected delays, nothing evaluated, device time.

@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "pipeline/stage_stats.h"
 #include "report/advice/advice.h"
+#include "report/model/resource_model.h"
 #include "report/record/ceiling_figures.h"
 #include "report/record/data_parallel.h"
 #include "report/record/run_record.h"
@@ -135,9 +136,9 @@ struct BottleneckReport {
   uint64_t samples = 0;  // trained
   uint64_t steps = 0;
   double measured_samples_per_s = 0;        // samples / train_seconds
-  double predicted_samples_per_s = 0;       // min(capacity_limit, cpu_limit)
-  double capacity_limit_samples_per_s = 0;  // min over stages of capacity
-  double cpu_limit_samples_per_s = 0;       // cores / sum over CPU stages of ns per sample
+  double predicted_samples_per_s = 0;       // the resource model's binding bound (model.binding)
+  double capacity_limit_samples_per_s = 0;  // min over stages of capacity (wall busy times)
+  double cpu_limit_samples_per_s = 0;       // cores / sum over CPU stages of CPU ns per sample
   double cpu_threads_busy = 0;              // sum of CPU stages' busy / training time
   bool cpu_saturated = false;               // cpu_threads_busy >= 0.9 x cores
   // Compute waited for its input, % of training time: on a device, the compute stream's idle
@@ -173,6 +174,11 @@ struct BottleneckReport {
   // ran (ComputeStats::startup_copy_ns): no setting can hide it. nullopt with copy_hidden_pct.
   std::optional<double> copy_startup_pct;
   std::optional<EpochSplit> epoch_split;
+  // The resource model of this run (report/model/resource_model.h, docs/bottleneck.md "The
+  // resource model"): its bounds for the run's own allocation, and the share of each modelled
+  // stage's wall busy time its threads waited for a core.
+  Prediction model;
+  std::vector<std::pair<Stage, double>> starved_pct;
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.

@@ -35,13 +35,16 @@ std::string StageRunsAt(const StageRow& r, absl::string_view lead) {
 
 std::string StageAt(const StageRow& r) { return StageRunsAt(r, " is the limit at "); }
 
-std::string CloseCall(const StageRow& slow, const StageRow& compute) {
-  const double a = slow.capacity_samples_per_s.value_or(0);
-  const double b = compute.capacity_samples_per_s.value_or(0);
-  if (a <= 0 || b <= 0 || std::abs(a - b) > kCloseCallFraction * std::max(a, b)) return "";
-  return absl::StrFormat("close call: %s (%s) or compute (%s), within %.0f%% of each other; ",
-                         StageName(slow.stage), FormatRate(a), FormatRate(b),
-                         100 * kCloseCallFraction);
+std::string CloseCall(const BottleneckReport& a) {
+  const Prediction& p = a.model;
+  for (const Bound& b : p.close) {
+    if (b.stage == p.binding.stage) continue;  // the same stage through another resource
+    return absl::StrFormat(
+        "close call: %s (%s) or %s (%s), within %.0f%% of each other by the resource model; ",
+        StageName(p.binding.stage), FormatRate(p.binding.samples_per_s), StageName(b.stage),
+        FormatRate(b.samples_per_s), 100 * kCloseCallFraction);
+  }
+  return "";
 }
 
 std::string Suggest(const StageRow& r, const BottleneckReport& a, const RunRecord* run,

@@ -41,6 +41,42 @@ std::string Cheaper(Stage s, const BottleneckReport& a) {
   }
 }
 
+// The stage the resource model's binding bound names: a stage's own threads or the largest
+// consumer of the shared cores; h2d for the link, compute for the device. Compute when the
+// model holds nothing.
+Stage ModelLimit(const BottleneckReport& a) {
+  if (a.model.bounds.empty()) return Stage::kCompute;
+  switch (a.model.binding.constraint) {
+    case Constraint::kLink:
+      return Stage::kH2D;
+    case Constraint::kDevice:
+      return Stage::kCompute;
+    case Constraint::kStage:
+    case Constraint::kSharedCpu:
+      return a.model.binding.stage;
+  }
+  return Stage::kCompute;
+}
+
+// The model's starvation of `s` (BottleneckReport::starved_pct); 0 when not modelled.
+double StarvedPct(const BottleneckReport& a, Stage s) {
+  for (const auto& [stage, pct] : a.starved_pct) {
+    if (stage == s) return pct;
+  }
+  return 0;
+}
+
+// `s`'s share of the CPU time per sample of the run's CPU stages, in [0, 100].
+double CpuSharePct(const BottleneckReport& a, Stage s) {
+  double sum = 0, own = 0;
+  for (const StageRow& r : a.stages) {
+    if (!r.present || !r.cpu_work) continue;
+    sum += r.cpu_ns_per_sample;
+    if (r.stage == s) own = r.cpu_ns_per_sample;
+  }
+  return sum > 0 ? std::clamp(100.0 * own / sum, 0.0, 100.0) : 0;
+}
+
 // The pipeline stage with the lowest capacity (read, decompress, preprocess, h2d); null if
 // the pipeline recorded none. Decode is a part of preprocess (DecodeWithin names it).
 const StageRow* SlowestPipelineStage(const BottleneckReport& a) {
@@ -187,9 +223,11 @@ Verdict HandOffs(const BottleneckReport& a, const StageRow& slow) {
   return v;
 }
 
-// A pipeline stage (`slow`, or the decode inside it) limits the run.
-Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const StageRow& slow) {
-  const StageRow& compute = a.row(Stage::kCompute);
+// A pipeline stage (`slow`, or the decode inside it) limits the run; `shared_cpu`: through the
+// cores it shares with the other stages (the resource model's binding bound), not its own
+// threads.
+Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const StageRow& slow,
+                    bool shared_cpu) {
   const double wait = a.input_bound_pct;
   Verdict v;
   v.verdict = wait > kInputBoundPct ? VerdictClass::kInputBound : VerdictClass::kPartlyInputBound;
@@ -197,28 +235,27 @@ Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const Stage
   const StageRow* decode = DecodeWithin(a, &slow);
   if (decode != nullptr) v.limiting_stage = Stage::kDecode;
   const std::string slow_at = decode != nullptr ? DecodeAt(*decode, slow) : StageAt(slow);
-  if (a.cpu_saturated && slow.cpu_work) {
+  if (shared_cpu && slow.cpu_work) {
     v.verdict = VerdictClass::kCpuBound;
-    double cores = 0;
-    for (const StageRow& r : a.stages) {
-      if (r.present && r.cpu_work) cores += r.cores_busy;
-    }
-    const double share = cores > 0 ? 100.0 * slow.cores_busy / cores : 0;
+    const double starved = StarvedPct(a, Stage::kCompute);
     v.sentence = absl::StrFormat(
-        "cpu-bound: %s%s and the %d cores are saturated (%.1f threads busy); %s%s %.0f%% of the "
-        "CPU time; make %s cheaper (%s): more threads cannot help on %d cores",
-        CloseCall(slow, compute), Waited(wait), a.cores, a.cpu_threads_busy, slow_at,
-        decode != nullptr ? "; preprocess takes" : " and takes", share,
-        decode != nullptr ? "decoding" : "it", Cheaper(v.limiting_stage, a), a.cores);
+        "cpu-bound: %s%s; the %d cores bind at %s (the resource model; measured %s): %s; %s "
+        "takes %.0f%% of the CPU time per sample%s; make %s cheaper (%s): more threads cannot "
+        "help on %d cores",
+        CloseCall(a), Waited(wait), a.cores, FormatRate(a.model.samples_per_s),
+        FormatRate(a.measured_samples_per_s), slow_at, StageName(slow.stage),
+        CpuSharePct(a, slow.stage),
+        starved >= kStarvedPct
+            ? absl::StrFormat(", so compute's threads waited for a core %.0f%% of their step time",
+                              starved)
+            : "",
+        decode != nullptr ? "decoding" : StageName(slow.stage), Cheaper(v.limiting_stage, a),
+        a.cores);
     return v;
   }
-  if (*slow.capacity_samples_per_s > compute.capacity_samples_per_s.value_or(0)) {
-    return HandOffs(a, slow);
-  }
   const std::string suggestion = Suggest(decode != nullptr ? *decode : slow, a, run, &v);
-  v.sentence =
-      absl::StrCat(VerdictClassName(v.verdict), ": ", CloseCall(slow, compute), Waited(wait), "; ",
-                   slow_at, suggestion.empty() ? "" : "; ", suggestion);
+  v.sentence = absl::StrCat(VerdictClassName(v.verdict), ": ", CloseCall(a), Waited(wait), "; ",
+                            slow_at, suggestion.empty() ? "" : "; ", suggestion);
   if (decode != nullptr) {
     absl::StrAppend(&v.sentence, suggestion.empty() ? "; " : ", or make decoding cheaper: ",
                     Cheaper(Stage::kDecode, a));
@@ -237,18 +274,27 @@ Verdict RunVerdict(const BottleneckReport& a, const RunRecord* run) {
   }
   if (LaunchBound(a, run, &v)) return v;
   const StageRow* slow = SlowestPipelineStage(a);
-  // CPU compute that takes most of the saturated cores itself: a short wait for input is the
-  // pipeline not getting a core in time, not a slow pipeline, so compute is still the limit.
-  // (Off device, cpu_threads_busy is the sum of the CPU stages' cores_busy.)
-  const bool compute_holds_the_cores = !a.on_device && compute.cpu_work && a.cpu_saturated &&
-                                       a.cpu_threads_busy > 0 &&
-                                       compute.cores_busy >= 0.5 * a.cpu_threads_busy;
   const double wait = a.input_bound_pct;
-  if (wait < kPartlyInputPct || slow == nullptr ||
-      (wait < kInputBoundPct && compute_holds_the_cores)) {
+  // The resource model names the limit: the stage whose own threads bind, the largest consumer
+  // of the shared cores, the link (h2d) or the device (compute).
+  const Stage limit = ModelLimit(a);
+  const StageRow* limiting = FindReportRow(limit) < 0 ? nullptr : &a.row(limit);
+  if (limit == Stage::kCompute || limiting == nullptr || !limiting->present ||
+      !limiting->capacity_samples_per_s) {
+    // Compute binds. Through its own threads, a wait beside it is hand-offs between threads,
+    // not a slow stage; through the cores it holds most of, the wait is the pipeline getting a
+    // core late (ComputeBound says the cores are saturated).
+    if (wait >= kPartlyInputPct && slow != nullptr &&
+        a.model.binding.constraint != Constraint::kSharedCpu) {
+      return HandOffs(a, *slow);
+    }
     return ComputeBound(a, slow);
   }
-  return StageLimits(a, run, *slow);
+  // A pipeline stage binds, yet compute neither waited nor was kept from its cores: the run's
+  // own measurement disagrees with the model, and the measurement wins.
+  const bool compute_starved = compute.cpu_work && StarvedPct(a, Stage::kCompute) >= kStarvedPct;
+  if (wait < kPartlyInputPct && !compute_starved) return ComputeBound(a, slow);
+  return StageLimits(a, run, *limiting, a.model.binding.constraint == Constraint::kSharedCpu);
 }
 
 }  // namespace sluice::decide_internal

@@ -16,6 +16,10 @@ inline constexpr double kLaunchGatedFraction = 0.5;
 // CPU compute whose threads' CPU clocks advanced, while a step ran, by less than this share of
 // the cores they could use was starved by something outside the run.
 inline constexpr double kStarvedCoresFraction = 0.75;
+// A stage whose threads spent at least this share of their wall busy time waiting for a core
+// (the resource model's starvation) was kept from the CPU: CPU compute starved so did not
+// wait for data, yet the data was the limit.
+inline constexpr double kStarvedPct = 30.0;
 // Compute and a pipeline stage whose capacities are this close are a close call: the machine's
 // noise (+-25% on a VM) can swap them between identical runs. What-if speedups this close are
 // within the noise too.

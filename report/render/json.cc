@@ -50,6 +50,17 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   }
   j["verdict"]["advice"] = advice_json;
   j["stages"] = stages;
+  nlohmann::ordered_json bounds = nlohmann::ordered_json::array();
+  for (const Bound& b : model.bounds) {
+    bounds.push_back({{"constraint", ConstraintName(b.constraint)},
+                      {"stage", b.stage},
+                      {"samples_per_s", b.samples_per_s}});
+  }
+  nlohmann::ordered_json close = nlohmann::ordered_json::array();
+  for (const Bound& b : model.close) close.push_back(b.stage);
+  nlohmann::ordered_json starved = nlohmann::ordered_json::array();
+  for (const auto& [stage, pct] : starved_pct) starved.push_back({{"stage", stage}, {"pct", pct}});
+  j["model"] = {{"bounds", bounds}, {"close_call", close}, {"starved", starved}};
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
                          batches_delivered, samples_delivered, skipped_frames, skipped_records,
                          trace_dropped, pool_bytes, frame_buffer_bytes, stored_buffer_bytes);

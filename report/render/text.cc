@@ -151,12 +151,14 @@ std::string BottleneckReport::ToText() const {
     if (decode) absl::StrAppend(&out, FormatDecodeLine(*this, r));
     absl::StrAppend(&out, FormatChainShares(r));
   }
-  absl::StrAppendFormat(&out,
-                        "measured %s; predicted %s (slowest capacity %s; CPU limit %s on %d "
-                        "cores; CPU stages, compute included, kept %.2f threads busy)\n",
-                        FormatRate(measured_samples_per_s), FormatRate(predicted_samples_per_s),
-                        FormatRate(capacity_limit_samples_per_s),
-                        FormatRate(cpu_limit_samples_per_s), cores, cpu_threads_busy);
+  absl::StrAppendFormat(
+      &out,
+      "measured %s; predicted %s, bound by %s (slowest capacity %s; CPU limit %s "
+      "on %d cores; CPU stages, compute included, used %.2f cores)\n",
+      FormatRate(measured_samples_per_s), FormatRate(predicted_samples_per_s),
+      model.bounds.empty() ? std::string("nothing measured") : BoundPhrase(model.binding, cores),
+      FormatRate(capacity_limit_samples_per_s), FormatRate(cpu_limit_samples_per_s), cores,
+      cpu_threads_busy);
   absl::StrAppendFormat(&out, "pool %d pinned buffers, frame budget %d, device ring %d\n",
                         pipeline.pool_buffers, pipeline.frame_budget, pipeline.ring_depth);
   absl::StrAppend(&out, FormatCopyHidden(*this));

@@ -126,6 +126,7 @@ TEST(BottleneckReportTest, RowsAreTheReportStagesInOrderNamedInTheJson) {
                                             "epoch_split",
                                             "verdict",
                                             "stages",
+                                            "model",
                                             "pipeline",
                                             "memory",
                                             "ceilings",

@@ -19,6 +19,9 @@ namespace sluice::synthetic_run {
 // slowest stage allows (plus 2%), and compute waited for the rest.
 struct Synth {
   double read_ns = 100, decompress_ns = 200, preprocess_ns = 200, compute_ns = 500, h2d_ns = 0;
+  // Decompress's measured thread CPU time per sample (StageStats::cpu_ns; 0: not measured, its
+  // busy time counts as CPU).
+  double decompress_cpu_ns = 0;
   int decompress_conc = 2, preprocess_conc = 2;
   bool cuda = false;                // a device run (CUDA): compute timed by events on its stream
   double wait_pct = -1;             // >= 0: force compute's wait (% of training time)
@@ -66,6 +69,7 @@ inline RunRecord MakeRun(const Synth& s) {
   at(Stage::kRead) = Graph(Stage::kRead, 1, s.read_ns, train_ns, kSamples / 256);
   at(Stage::kDecompress) =
       Graph(Stage::kDecompress, s.decompress_conc, s.decompress_ns, train_ns, kSamples / 256);
+  at(Stage::kDecompress).cpu_ns = static_cast<int64_t>(s.decompress_cpu_ns * kSamples);
   at(Stage::kPreprocess) =
       Graph(Stage::kPreprocess, s.preprocess_conc, s.preprocess_ns, train_ns, kSamples / 32);
   if (s.decode_ns > 0) {  // per image, inside preprocess: no waits of its own

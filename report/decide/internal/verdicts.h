@@ -31,8 +31,9 @@ std::string Waited(double wait_pct);
 std::string StageRunsAt(const StageRow& r, absl::string_view lead);
 // StageRunsAt(r, " is the limit at ").
 std::string StageAt(const StageRow& r);
-// "close call: X (a) or compute (b), within 15% of each other; " or "".
-std::string CloseCall(const StageRow& slow, const StageRow& compute);
+// "close call: X (a) or Y (b), within 15% of each other by the resource model; " when the
+// model holds another stage's bound that close to the binding one, else "".
+std::string CloseCall(const BottleneckReport& a);
 // The advice that relieves `r` (appended to v->advice) as "use A (why) or B (why)"; "" when
 // no setting relieves it or `run` is null.
 std::string Suggest(const StageRow& r, const BottleneckReport& a, const RunRecord* run, Verdict* v);
