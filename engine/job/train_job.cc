@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/cpu_load.h"
 #include "common/file_lock.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
@@ -44,22 +45,17 @@ PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backe
   return p;
 }
 
-// "decode 2000 us per image, compute 500 us per step": the delays the run injected, in flow
-// order ("" when none).
+// "decode 2000 us per image, compute 500 us per step": the delays the run injected, in the
+// report's flow order ("" when none); each stage's item is its row's unit (report/stages.h).
 std::string InjectedDelays(const TrainJobOptions& o) {
   std::string out;
-  for (Stage s :
-       {Stage::kRead, Stage::kDecompress, Stage::kDecode, Stage::kPreprocess, Stage::kH2D}) {
-    const int64_t us = o.pipeline.diagnostics.inject_delay_us[static_cast<int>(s)];
+  for (const StageInfo& info : kReportStageTable) {
+    if (!info.inject_delay) continue;
+    const int64_t us = info.stage == Stage::kCompute
+                           ? (o.compute_free ? 0 : o.inject_compute_delay_us)
+                           : o.pipeline.diagnostics.inject_delay_us[static_cast<int>(info.stage)];
     if (us <= 0) continue;
-    const char* per = s == Stage::kDecode                            ? "image"
-                      : s == Stage::kRead || s == Stage::kDecompress ? "frame"
-                                                                     : "batch";
-    absl::StrAppend(&out, out.empty() ? "" : ", ", StageName(s), " ", us, " us per ", per);
-  }
-  if (o.inject_compute_delay_us > 0 && !o.compute_free) {
-    absl::StrAppend(&out, out.empty() ? "" : ", ", "compute ", o.inject_compute_delay_us,
-                    " us per step");
+    absl::StrAppend(&out, out.empty() ? "" : ", ", info.name, " ", us, " us per ", info.unit);
   }
   return out;
 }
@@ -406,7 +402,10 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
     result_.resumed_step = checkpoint_->step_in_epoch;
     result_.resumed_samples = checkpoint_->samples_total;
   }
+  // Other processes' use of the cores while this trains (the resource model counts the rest).
+  const CpuLoadSnapshot load_before = TakeCpuLoadSnapshot();
   ASSIGN_OR_RETURN(result_.train, trainer.Run());
+  const std::optional<double> other_cores_busy = OtherCoresBusy(load_before, TakeCpuLoadSnapshot());
   RETURN_IF_ERROR(metrics_status_);
   if (recording) {
     RETURN_IF_ERROR(WriteFileAtomically(env_, RecordOrderPath(o_), recording->text()));
@@ -418,6 +417,7 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
     return absl::FailedPreconditionError("the run trained 0 samples");
   }
   RETURN_IF_ERROR(FinishRecord(train_source, backend));
+  result_.run.other_cores_busy = other_cores_busy;
   if (!o_.export_safetensors.empty() && IsRankZero(o_)) {
     RETURN_IF_ERROR(ExportWeights(env_, o_.export_safetensors, backend));
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/checksum.h"
+#include "common/cpu_load.h"
 #include "common/env.h"
 #include "common/limits.h"
 #include "device/device_spec.h"
@@ -179,6 +180,7 @@ Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
   CheckNotForked("iterating a sluice.Loader");
   NoteThreadsStarted();
   clock_.Requested(NowNs());  // starting the pipeline is asking for its first batch
+  load_start_ = TakeCpuLoadSnapshot();
   run_ = std::make_shared<Run>();
   run_->device = core_->device();
   run_->dataset = core_->dataset_ptr();
@@ -234,7 +236,10 @@ bool Pass::WaitForBatch(BatchLease* lease) {
       done_ = true;
       RaiseStatus(got.status());
     }
-    if (!*got) done_ = true;
+    if (!*got) {
+      done_ = true;
+      load_end_ = TakeCpuLoadSnapshot();
+    }
     return *got;
   }
 }
@@ -312,6 +317,9 @@ BottleneckReport Pass::Report() const {
   r.read_ahead_frames = core_->config().read_ahead_frames;
   r.rank = static_cast<int>(core_->config().slice.rank);
   r.world_size = static_cast<int>(core_->config().slice.world_size);
+  // Other processes' use of the cores from the pass's start to its end (or to now, for a pass
+  // still running or left early).
+  r.other_cores_busy = OtherCoresBusy(load_start_, load_end_ ? *load_end_ : TakeCpuLoadSnapshot());
   return AnalyzeRun(r, nullptr, UsableCores());
 }
 

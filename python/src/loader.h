@@ -14,10 +14,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/cpu_load.h"
 #include "device/device.h"
 #include "dlpack/dlpack.h"
 #include "pipeline/pipeline.h"
@@ -162,6 +164,10 @@ class Pass {
   uint32_t limit_ = 0;
   uint64_t last_id_ = UINT64_MAX;  // the batch id last handed out
   bool done_ = false;
+  // The machine's CPU counters when the pass started and when it ended (common/cpu_load.h): the
+  // report's other processes' use of the cores.
+  CpuLoadSnapshot load_start_;
+  std::optional<CpuLoadSnapshot> load_end_;
   ConsumerClock clock_;
 };
 

@@ -13,6 +13,8 @@ namespace sluice {
 namespace {
 
 constexpr double kCpuSaturated = 0.9;  // of the cores
+// Other processes' use of the cores from which a note names it.
+constexpr double kOtherCoresNoted = 0.2;
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 // A share of the span: device events and the host clock that bound the span can differ by a
@@ -399,6 +401,35 @@ void AddRows(const RunRecord& run, double train_ns, BottleneckReport* rep) {
   rep->launch_gated_pct = Share(cs.launch_gated_ns, train_ns);
 }
 
+// The model's rate with each what-if stage free (model.if_free): a stage of the model loses its
+// cost; decode and the transform chain, parts of preprocess, take their share of preprocess's
+// cost with them (decode's busy time, the chain ops' shares).
+void PredictFreed(const ResourceModel& model, BottleneckReport* rep) {
+  const StageRow& pre = rep->row(Stage::kPreprocess);
+  for (const StageInfo& info : kStageTable) {
+    if (!info.what_if) continue;
+    Allocation a = model.Current();
+    if (model.Find(info.stage) != nullptr) {
+      a.free_stage = info.stage;
+    } else if (model.Find(Stage::kPreprocess) != nullptr && pre.busy_ns > 0 &&
+               (info.stage == Stage::kDecode || info.stage == Stage::kTransforms)) {
+      double part = 0;
+      if (info.stage == Stage::kDecode) {
+        const StageRow& d = rep->row(Stage::kDecode);
+        if (!d.present) continue;
+        part = static_cast<double>(d.busy_ns) / pre.busy_ns;
+      } else {
+        if (!pre.ops) continue;
+        for (const ChainOpShare& op : *pre.ops) part += op.share_pct / 100;
+      }
+      a.cost_scale[Stage::kPreprocess] = std::clamp(1.0 - part, 0.0, 1.0);
+    } else {
+      continue;
+    }
+    rep->if_free.emplace_back(info.stage, model.Predict(a).samples_per_s);
+  }
+}
+
 // Prediction: the resource model's lowest bound for the run's own allocation (each stage's
 // threads over its cost per sample, the cores over the CPU stages' summed CPU time per sample,
 // the link, the device). The slowest wall-time capacity and the CPU figures are kept beside it.
@@ -419,8 +450,10 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   rep->capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
   rep->cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
   rep->cpu_saturated = rep->cpu_threads_busy >= kCpuSaturated * rep->cores;
-  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->cores);
+  rep->model_cores = std::max(0.1, rep->cores - rep->other_cores_busy.value_or(0));
+  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores);
   rep->model = model.Predict(model.Current());
+  PredictFreed(model, rep);
   rep->predicted_samples_per_s = rep->model.samples_per_s;
   for (const Bound& b : rep->model.bounds) {
     if (b.constraint == Constraint::kSharedCpu) rep->cpu_limit_samples_per_s = b.samples_per_s;
@@ -454,6 +487,12 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   if (!run.not_evaluated.empty()) {
     rep->notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
+  if (rep->other_cores_busy && *rep->other_cores_busy >= kOtherCoresNoted) {
+    rep->notes.push_back(absl::StrFormat(
+        "other processes kept %.1f of this run's %d cores busy on average while it trained; the "
+        "resource model counts the %.1f left (a quieter machine would run faster)",
+        *rep->other_cores_busy, rep->cores, rep->model_cores));
+  }
 }
 
 }  // namespace
@@ -476,6 +515,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   if (train_ns <= 0) train_ns = static_cast<double>(cs.last_end_ns - cs.first_start_ns);
   rep.train_seconds = train_ns / 1e9;
   rep.samples = cs.samples > 0 ? cs.samples : static_cast<uint64_t>(run.samples);
+  rep.other_cores_busy = run.other_cores_busy;
   rep.steps = cs.steps;
   rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
 

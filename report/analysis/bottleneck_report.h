@@ -179,6 +179,13 @@ struct BottleneckReport {
   // stage's wall busy time its threads waited for a core.
   Prediction model;
   std::vector<std::pair<Stage, double>> starved_pct;
+  // Other processes' average use of the run's cores (RunRecord::other_cores_busy; nullopt: not
+  // measured) and the cores the model counted: `cores` less that use, at least 0.1.
+  std::optional<double> other_cores_busy;
+  double model_cores = 0;
+  // The model's rate with each what-if stage free (table order; the stages it can free), for
+  // the what-if runs to test.
+  std::vector<std::pair<Stage, double>> if_free;
 
   const StageRow& row(Stage s) const { return stages[ReportRow(s)]; }
   // A compact table, the verdict sentence, and the memory figures.

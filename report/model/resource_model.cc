@@ -9,6 +9,10 @@
 #include "report/record/run_record.h"
 
 namespace sluice {
+namespace {
+// A machine whose other processes took every core still ran the run: never model below this.
+constexpr double kMinCores = 0.1;
+}  // namespace
 
 const char* ConstraintName(Constraint c) {
   switch (c) {
@@ -24,8 +28,8 @@ const char* ConstraintName(Constraint c) {
   return "unknown";
 }
 
-ResourceModel::ResourceModel(std::vector<StageCost> stages, int cores)
-    : stages_(std::move(stages)), cores_(std::max(1, cores)) {}
+ResourceModel::ResourceModel(std::vector<StageCost> stages, double cores)
+    : stages_(std::move(stages)), cores_(std::max(kMinCores, cores)) {}
 
 const StageCost* ResourceModel::Find(Stage s) const {
   for (const StageCost& c : stages_) {
@@ -45,11 +49,11 @@ namespace {
 
 // A stage's own bound: `threads` threads, each needing cpu + blocked per sample, of which only
 // the CPU part needs a core (so at most min(threads, cores) run it at once).
-std::optional<double> OwnBound(const StageCost& c, int threads, int cores) {
+std::optional<double> OwnBound(const StageCost& c, int threads, double cores) {
   const double per_thread = c.cpu_ns + c.blocked_ns;
   if (per_thread <= 0) return std::nullopt;
   double bound = threads * 1e9 / per_thread;
-  if (c.cpu_ns > 0) bound = std::min(bound, std::min(threads, cores) * 1e9 / c.cpu_ns);
+  if (c.cpu_ns > 0) bound = std::min(bound, std::min<double>(threads, cores) * 1e9 / c.cpu_ns);
   return bound;
 }
 
@@ -57,11 +61,18 @@ std::optional<double> OwnBound(const StageCost& c, int threads, int cores) {
 
 Prediction ResourceModel::Predict(const Allocation& a) const {
   Prediction p;
-  const int cores = std::max(1, a.cores);
-  double cpu_sum = 0;
-  const StageCost* largest = nullptr;
-  for (const StageCost& c : stages_) {
-    if (a.free_stage && *a.free_stage == c.stage) continue;
+  const double cores = std::max(kMinCores, a.cores);
+  double cpu_sum = 0, largest_cpu = 0;
+  Stage largest = Stage::kCompute;
+  for (const StageCost& run_cost : stages_) {
+    if (a.free_stage && *a.free_stage == run_cost.stage) continue;
+    StageCost c = run_cost;
+    if (const auto scale = a.cost_scale.find(c.stage); scale != a.cost_scale.end()) {
+      const double f = std::max(0.0, scale->second);
+      c.cpu_ns *= f;
+      c.blocked_ns *= f;
+      c.device_ns *= f;
+    }
     const auto t = a.threads.find(c.stage);
     const int threads = std::max(1, t == a.threads.end() ? c.threads : t->second);
     if (std::optional<double> own = OwnBound(c, threads, cores)) {
@@ -72,10 +83,12 @@ Prediction ResourceModel::Predict(const Allocation& a) const {
                           1e9 / c.device_ns});
     }
     cpu_sum += c.cpu_ns;
-    if (c.cpu_ns > 0 && (largest == nullptr || c.cpu_ns > largest->cpu_ns)) largest = &c;
+    if (c.cpu_ns > largest_cpu) {
+      largest_cpu = c.cpu_ns;
+      largest = c.stage;
+    }
   }
-  if (cpu_sum > 0)
-    p.bounds.push_back({Constraint::kSharedCpu, largest->stage, cores * 1e9 / cpu_sum});
+  if (cpu_sum > 0) p.bounds.push_back({Constraint::kSharedCpu, largest, cores * 1e9 / cpu_sum});
   std::stable_sort(p.bounds.begin(), p.bounds.end(), [](const Bound& x, const Bound& y) {
     return x.samples_per_s < y.samples_per_s;
   });
@@ -104,7 +117,7 @@ double ResourceModel::CpuSharePct(Stage s) const {
 }
 
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& cs,
-                                 int cores) {
+                                 double cores) {
   std::vector<StageCost> stages;
   for (const StageRow& r : rows) {
     if (!r.present || r.samples == 0) continue;

@@ -60,11 +60,13 @@ struct Bound {
 };
 
 // Threads per stage and the cores they share; a stage absent from `threads` keeps the run's.
-// `free_stage`: a stage whose cost is taken away (a what-if run).
+// `free_stage`: a stage whose cost is taken away (a what-if run). `cost_scale`: a stage's cost
+// per sample times this factor (a part of it freed, as decode inside preprocess; cheaper data).
 struct Allocation {
   std::map<Stage, int> threads;
-  int cores = 1;
+  double cores = 1;  // the cores left to the run (other processes' use taken off)
   std::optional<Stage> free_stage;
+  std::map<Stage, double> cost_scale;
 };
 
 struct Prediction {
@@ -78,10 +80,11 @@ struct Prediction {
 
 class ResourceModel {
  public:
-  ResourceModel(std::vector<StageCost> stages, int cores);
+  // `cores`: the cores the run had, other processes' average use taken off (at least 0.1).
+  ResourceModel(std::vector<StageCost> stages, double cores);
 
   const std::vector<StageCost>& stages() const { return stages_; }
-  int cores() const { return cores_; }
+  double cores() const { return cores_; }
   const StageCost* Find(Stage s) const;
 
   // The run's own allocation.
@@ -96,14 +99,14 @@ class ResourceModel {
 
  private:
   std::vector<StageCost> stages_;
-  int cores_ = 1;
+  double cores_ = 1;
 };
 
 // The model of a finished run, from the report's rows (AnalyzeRun) and the consumer's figures.
 // Decode is inside preprocess (its cost is part of preprocess's) and pinned_wait is a wait, so
 // neither is a stage of the model.
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& compute,
-                                 int cores);
+                                 double cores);
 
 }  // namespace sluice
 

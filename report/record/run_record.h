@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,6 +154,9 @@ struct RunRecord {
   std::string device;                      // backend name, e.g. "cpu (OpenBLAS, 1 thread)"
   uint64_t samples = 0;                    // trained in this process
   double train_seconds = 0;                // training time, without evaluation and checkpoints
+  // Other processes' average use of this process's cores while it trained (common/cpu_load.h
+  // OtherCoresBusy; nullopt: not measured). The resource model counts the cores left.
+  std::optional<double> other_cores_busy;
   // The test split's evaluations (summed over epochs): corrupt frames skipped and their records.
   uint64_t test_skipped_frames = 0;
   uint64_t test_skipped_records = 0;

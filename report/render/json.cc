@@ -58,9 +58,19 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   }
   nlohmann::ordered_json close = nlohmann::ordered_json::array();
   for (const Bound& b : model.close) close.push_back(b.stage);
+  nlohmann::ordered_json if_free_json = nlohmann::ordered_json::array();
+  for (const auto& [stage, rate] : if_free) {
+    if_free_json.push_back({{"stage", stage}, {"samples_per_s", rate}});
+  }
   nlohmann::ordered_json starved = nlohmann::ordered_json::array();
   for (const auto& [stage, pct] : starved_pct) starved.push_back({{"stage", stage}, {"pct", pct}});
-  j["model"] = {{"bounds", bounds}, {"close_call", close}, {"starved", starved}};
+  j["model"] = {{"cores", model_cores},
+                {"other_cores_busy", other_cores_busy ? nlohmann::ordered_json(*other_cores_busy)
+                                                      : nlohmann::ordered_json(nullptr)},
+                {"bounds", bounds},
+                {"close_call", close},
+                {"starved", starved},
+                {"if_free", if_free_json}};
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
                          batches_delivered, samples_delivered, skipped_frames, skipped_records,
                          trace_dropped, pool_bytes, frame_buffer_bytes, stored_buffer_bytes);

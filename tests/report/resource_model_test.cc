@@ -68,6 +68,24 @@ TEST(ResourceModel, ACpuHungryStageBindsTheSharedCpuAndIsNamedAsItsLargestConsum
   EXPECT_EQ(q.binding.stage, Stage::kDecompress);
 }
 
+// A part of a stage's cost freed (decode inside preprocess): the stage's own bound and the
+// cores' move by its share.
+TEST(ResourceModel, ScalingAStagesCostMovesItsBoundsByTheFactor) {
+  ResourceModel m({Cpu(Stage::kPreprocess, 2, 40'000), Cpu(Stage::kCompute, 2, 10'000)}, 2);
+  Allocation a = m.Current();
+  a.cost_scale[Stage::kPreprocess] = 0.25;  // decode was 75% of preprocess
+  const Prediction p = m.Predict(a);
+  EXPECT_NEAR(FindBound(p, Constraint::kStage, Stage::kPreprocess)->samples_per_s, 2e9 / 10'000,
+              1e-6);
+  EXPECT_NEAR(FindBound(p, Constraint::kSharedCpu, Stage::kPreprocess)->samples_per_s, 2e9 / 20'000,
+              1e-6);
+  EXPECT_NEAR(p.samples_per_s, 2e9 / 20'000, 1e-6);
+  // Other processes holding half a core leave 1.5 to the run.
+  Allocation busy = m.Current();
+  busy.cores = 1.5;
+  EXPECT_NEAR(m.Predict(busy).samples_per_s, 1.5e9 / 50'000, 1e-6);
+}
+
 // A reader that blocks (I/O, a sleep) is held by its own thread: a second thread doubles its
 // bound, because blocking needs no core.
 TEST(ResourceModel, BlockingStageGainsFromThreadsBeyondTheCores) {

@@ -1,0 +1,212 @@
+"""The diagnosis benchmark: plant a bottleneck in one place, run the job, and measure how often
+sluice's report names it, how stable that is, and how well its resource model predicts runs it
+has not seen (docs/bottleneck.md, "How often the report is right").
+
+For each case and each repetition (default 3):
+  1. the job runs with the planted bottleneck and writes its report (--report-json);
+  2. the job runs again with the planted stage made free (--what-if=STAGE): the model, fed by
+     run 1 only, predicted that rate (model.if_free in the JSON) before it was measured;
+  3. each advice entry of run 1 (verdict.advice) is applied and the job runs again: the gain is
+     measured against run 1's rate.
+Printed per case: the stage named in each repetition and whether that is the planted one,
+whether the repetitions agree (stage and class), the model's predicted rate against the
+measured one (run 1), the freed run's predicted against measured, and each advice entry's
+measured gain. Then the totals against the goals (issue 34): every case named right and
+stable, median |predicted - measured| / measured <= 10%, every advice entry >= 1.05x.
+
+Usage (from the repository root, after the build):
+  /usr/bin/python3 bench/diagnosis.py --build build [--reps 3] [--cases read,decompress]
+                                      [--markdown table.md]
+The data: Fashion-MNIST from Debian's dataset-fashion-mnist (sharded into a temporary folder)
+and a folder of generated photo-like JPEGs (bench/photo_folder.py), ingested with
+sluice-shard. Every run is sluice-train with --epochs 1; a case's flags are printed with it.
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import photo_folder  # noqa: E402
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+class Case:
+    """A planted bottleneck: the data, sluice-train's flags, the stage the report should name,
+    and the stage a what-if run frees (None: the case has no what-if)."""
+
+    def __init__(self, name, data, flags, expected, free=None, what=""):
+        self.name, self.data, self.flags = name, data, flags
+        self.expected, self.free, self.what = expected, free, what
+
+
+CASES = [
+    Case("read", "fm", ["--inject-delay=read:6000"], "read", "read",
+         "the reader sleeps 6 ms per frame (I/O latency)"),
+    Case("decompress", "fm", ["--inject-delay=decompress:8000"], "decompress", "decompress",
+         "decompress spins 8 ms per frame on its 2 threads: it holds the cores"),
+    Case("preprocess", "fm", ["--inject-delay=preprocess:1200"], "preprocess", "preprocess",
+         "preprocess spins 1.2 ms per batch"),
+    Case("decode", "jpeg", ["--transforms=DecodeImage(), CenterCrop(64)",
+                            "--inject-delay=decode:400"], "decode", "decode",
+         "each JPEG decode spins 0.4 ms more"),
+    Case("cpu-compute", "fm", ["--inject-delay=compute:300"], "compute", "compute",
+         "the CPU step spins 0.3 ms more"),
+    Case("sim-link", "fm", ["--device=sim", "--sim-link-gbps=0.05"], "h2d", "h2d",
+         "a 50 MB/s simulated link"),
+    Case("sim-compute", "fm", ["--device=sim", "--sim-compute-us=2000"], "compute", "compute",
+         "a simulated device step of 2 ms"),
+    Case("one-preprocess-thread", "jpeg",
+         ["--transforms=DecodeImage(), CenterCrop(64)", "--preprocess-threads=1"], "decode",
+         "decode", "JPEG decoding on one preprocess thread of 2 cores"),
+]
+
+
+def run(cmd, timeout=600):
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit("failed (exit %d): %s\n%s" % (done.returncode, shlex.join(cmd),
+                                                       done.stderr[-2000:]))
+    return done
+
+
+def prepare_data(args, work):
+    shard = os.path.join(args.build, "tools", "sluice-shard")
+    data = {}
+    fm = os.path.join(work, "fm")
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        run([shard, "create", "--images", "%s/%s-images-idx3-ubyte.gz" % (FASHION, prefix),
+             "--labels", "%s/%s-labels-idx1-ubyte.gz" % (FASHION, prefix), "--out", fm,
+             "--split", split, "--quiet"])
+    data["fm"] = fm
+    folder = os.path.join(work, "photos")
+    photo_folder.write_photo_folder(folder, args.images, 10, seed=0, min_side=96, max_side=256)
+    jpeg = os.path.join(work, "jpeg")
+    run([shard, "create", "--image-folder", folder, "--out", jpeg, "--quiet"])
+    data["jpeg"] = jpeg
+    return data
+
+
+def train(args, data, flags, report):
+    cmd = [os.path.join(args.build, "tools", "sluice-train"), "--data", data, "--epochs", "1",
+           "--batch-size", "32", "--device=cpu", "--ceilings=false", "--quiet",
+           "--report-json", report] + flags
+    run(cmd)
+    with open(report) as f:
+        return json.load(f)
+
+
+def if_free(report, stage):
+    for e in report.get("model", {}).get("if_free", []):
+        if e["stage"] == stage:
+            return e["samples_per_s"]
+    return None
+
+
+def error(predicted, measured):
+    return abs(predicted - measured) / measured if measured > 0 and predicted else None
+
+
+def run_case(args, case, data, work):
+    reps = []
+    for rep in range(args.reps):
+        path = os.path.join(work, "%s-%d.json" % (case.name, rep))
+        r = train(args, data[case.data], case.flags, path)
+        one = {"stage": r["verdict"]["limiting_stage"], "class": r["verdict"]["class"],
+               "measured": r["measured_samples_per_s"],
+               "predicted": r["predicted_samples_per_s"], "advice": []}
+        if case.free:
+            freed = train(args, data[case.data], case.flags + ["--what-if=" + case.free],
+                          path + ".free")
+            one["free_measured"] = freed["measured_samples_per_s"]
+            one["free_predicted"] = if_free(r, case.free)
+        for a in r["verdict"]["advice"]:
+            if a["setting"] == "zstd-level":  # a new dataset: measured elsewhere
+                one["advice"].append((a["text"], None, a.get("predicted_speedup")))
+                continue
+            after = train(args, data[case.data], case.flags + [a["text"]], path + ".advice")
+            one["advice"].append((a["text"], after["measured_samples_per_s"] / one["measured"],
+                                  a.get("predicted_speedup")))
+        reps.append(one)
+        print("  rep %d: %s (%s), measured %.0f, predicted %.0f%s" % (
+            rep + 1, one["stage"], one["class"], one["measured"], one["predicted"],
+            "" if not case.free else ", freed measured %.0f predicted %s" % (
+                one["free_measured"], "%.0f" % one["free_predicted"]
+                if one["free_predicted"] else "-")), flush=True)
+    return reps
+
+
+def summarize(case, reps):
+    named = sum(r["stage"] == case.expected for r in reps)
+    stable = len({(r["stage"], r["class"]) for r in reps}) == 1
+    errors = [e for r in reps for e in [error(r["predicted"], r["measured"])] if e is not None]
+    free_errors = [e for r in reps if case.free
+                   for e in [error(r.get("free_predicted"), r.get("free_measured", 0))]
+                   if e is not None]
+    gains = [(text, g, p) for r in reps for (text, g, p) in r["advice"]]
+    return {"case": case.name, "what": case.what, "flags": " ".join(case.flags),
+            "expected": case.expected, "named": "%d/%d" % (named, len(reps)),
+            "named_all": named == len(reps), "stable": stable,
+            "stages": ",".join(sorted({r["stage"] for r in reps})),
+            "error": statistics.median(errors) if errors else None,
+            "free_error": statistics.median(free_errors) if free_errors else None,
+            "advice": gains}
+
+
+def markdown(rows, seconds):
+    out = ["| case | planted | named (right/reps) | stable | predicted vs measured | "
+           "freed: predicted vs measured | advice: measured gain |", "|---|---|---|---|---|---|---|"]
+    for s in rows:
+        adv = "; ".join("%s %s" % (t, "%.2fx" % g if g else "(not rerun)")
+                        for t, g, _ in s["advice"]) or "none"
+        out.append("| %s | %s (`%s`) | %s %s | %s | %s | %s | %s |" % (
+            s["case"], s["what"], s["flags"], s["named"], s["stages"],
+            "yes" if s["stable"] else "no",
+            "%.1f%%" % (100 * s["error"]) if s["error"] is not None else "-",
+            "%.1f%%" % (100 * s["free_error"]) if s["free_error"] is not None else "-", adv))
+    errors = [s["error"] for s in rows if s["error"] is not None] + \
+             [s["free_error"] for s in rows if s["free_error"] is not None]
+    gains = [g for s in rows for _, g, _ in s["advice"] if g]
+    out.append("")
+    out.append("Named right and stable: %d of %d cases. Median |predicted - measured| / measured "
+               "over the runs and the freed runs: %s. Advice entries measured: %d, of which "
+               ">= 1.05x: %d. Wall time: %.0f s." % (
+                   sum(s["named_all"] and s["stable"] for s in rows), len(rows),
+                   "%.1f%%" % (100 * statistics.median(errors)) if errors else "-", len(gains),
+                   sum(g >= 1.05 for g in gains), seconds))
+    return "\n".join(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    p.add_argument("--images", type=int, default=1500, help="generated JPEGs for the jpeg cases")
+    p.add_argument("--markdown", default="", help="also write the table to this file")
+    args = p.parse_args()
+    wanted = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
+    if not wanted:
+        raise SystemExit("--cases: none of %s" % ", ".join(c.name for c in CASES))
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix="sluice-diagnosis-") as work:
+        data = prepare_data(args, work)
+        rows = []
+        for case in wanted:
+            print("%s: %s" % (case.name, " ".join(case.flags)), flush=True)
+            rows.append(summarize(case, run_case(args, case, data, work)))
+    table = markdown(rows, time.time() - start)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
