@@ -520,8 +520,9 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
 
   AddRows(run, train_ns, &rep);
-  Predict(cs, train_ns, &rep);
+  // The ceilings first: the model takes CPU compute's own rate from its ceiling.
   if (ceilings != nullptr) ApplyCeilings(*ceilings, rep.cores, &rep);
+  Predict(cs, train_ns, &rep);
   AttributeWait(&rep);
   AddNotes(run, &rep);
   AddCopyHiddenShare(cs, &rep);

@@ -75,7 +75,9 @@ Prediction ResourceModel::Predict(const Allocation& a) const {
     }
     const auto t = a.threads.find(c.stage);
     const int threads = std::max(1, t == a.threads.end() ? c.threads : t->second);
-    if (std::optional<double> own = OwnBound(c, threads, cores)) {
+    if (c.alone_samples_per_s && *c.alone_samples_per_s > 0 && threads == c.threads) {
+      p.bounds.push_back({Constraint::kStage, c.stage, *c.alone_samples_per_s});
+    } else if (std::optional<double> own = OwnBound(c, threads, cores)) {
       p.bounds.push_back({Constraint::kStage, c.stage, *own});
     }
     if (c.device_ns > 0) {
@@ -147,6 +149,12 @@ ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const Comput
         } else {
           c.wall_ns = static_cast<double>(r.busy_ns) * c.threads / samples;
           c.cpu_ns = std::min(r.cpu_ns_per_sample, c.wall_ns);
+          // A ceiling this run beat is stale (cached on a busier machine): not the step's rate
+          // alone.
+          if (r.ceiling_samples_per_s && r.capacity_samples_per_s &&
+              *r.ceiling_samples_per_s >= *r.capacity_samples_per_s) {
+            c.alone_samples_per_s = r.ceiling_samples_per_s;
+          }
         }
         break;
       default:

@@ -49,6 +49,11 @@ struct StageCost {
                           // cure (read: I/O, an injected sleep), summed over its threads
   double wall_ns = 0;     // measured busy wall time per sample, summed over its threads
   double device_ns = 0;   // link (h2d) or device (compute on a device) time per sample
+  // The rate the stage reached alone on idle cores with the run's threads (its measured
+  // ceiling, when there is one): its own bound instead of threads over CPU time. CPU compute's
+  // threads spin less when they are starved, so CPU time under contention understates what a
+  // step costs alone.
+  std::optional<double> alone_samples_per_s;
 };
 
 // A bound on the run's rate and what sets it. For kSharedCpu, `stage` is the largest consumer

@@ -86,6 +86,20 @@ TEST(ResourceModel, ScalingAStagesCostMovesItsBoundsByTheFactor) {
   EXPECT_NEAR(m.Predict(busy).samples_per_s, 1.5e9 / 50'000, 1e-6);
 }
 
+// A stage measured alone (CPU compute's ceiling) is bound by that rate, not by its threads over
+// the CPU time it got while starved; other thread counts fall back to the CPU time.
+TEST(ResourceModel, AStageMeasuredAloneIsBoundByThatRate) {
+  StageCost compute = Cpu(Stage::kCompute, 2, 8'000);
+  compute.alone_samples_per_s = 160'000;
+  ResourceModel m({Cpu(Stage::kDecompress, 2, 1'000), compute}, 2);
+  EXPECT_NEAR(FindBound(m.Predict(m.Current()), Constraint::kStage, Stage::kCompute)->samples_per_s,
+              160'000, 1e-6);
+  Allocation one = m.Current();
+  one.threads[Stage::kCompute] = 1;
+  EXPECT_NEAR(FindBound(m.Predict(one), Constraint::kStage, Stage::kCompute)->samples_per_s,
+              1e9 / 8'000, 1e-6);
+}
+
 // A reader that blocks (I/O, a sleep) is held by its own thread: a second thread doubles its
 // bound, because blocking needs no core.
 TEST(ResourceModel, BlockingStageGainsFromThreadsBeyondTheCores) {
