@@ -95,7 +95,7 @@ def prepare_data(args, work):
 
 def train(args, data, flags, report):
     cmd = [os.path.join(args.build, "tools", "sluice-train"), "--data", data, "--epochs", "1",
-           "--batch-size", "32", "--device=cpu", "--ceilings=false", "--quiet",
+           "--batch-size", "32", "--device=cpu", "--quiet",
            "--report-json", report] + flags
     run(cmd)
     with open(report) as f:
