@@ -53,7 +53,7 @@ CASES = [
          "decompress spins 8 ms per frame on its 2 threads: it holds the cores"),
     Case("preprocess", "fm", ["--inject-delay=preprocess:1200"], "preprocess", "preprocess",
          "preprocess spins 1.2 ms per batch"),
-    Case("decode", "jpeg", ["--transforms=DecodeImage(), CenterCrop(64)",
+    Case("decode", "jpeg", ["--transforms=DecodeImage(), CenterCrop(32)", "--layers=3072,128,10",
                             "--inject-delay=decode:400"], "decode", "decode",
          "each JPEG decode spins 0.4 ms more"),
     Case("cpu-compute", "fm", ["--inject-delay=compute:300"], "compute", "compute",
@@ -63,7 +63,8 @@ CASES = [
     Case("sim-compute", "fm", ["--device=sim", "--sim-compute-us=2000"], "compute", "compute",
          "a simulated device step of 2 ms"),
     Case("one-preprocess-thread", "jpeg",
-         ["--transforms=DecodeImage(), CenterCrop(64)", "--preprocess-threads=1"], "decode",
+         ["--transforms=DecodeImage(), CenterCrop(32)", "--layers=3072,128,10",
+          "--preprocess-threads=1"], "decode",
          "decode", "JPEG decoding on one preprocess thread of 2 cores"),
 ]
 
