@@ -47,7 +47,10 @@ std::optional<int64_t> BusyTicksFromProcStat(const std::string& text,
     if (!(fields >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq)) continue;
     if (!(fields >> steal)) steal = 0;  // kernels before 2.6.11 have no steal column
     if (cpu < 0 || cpu >= static_cast<int>(mask.size()) || !mask[cpu]) continue;
-    busy += user + nice + system + irq + softirq + steal;  // guest time is inside user
+    // Niced time is left out: a niced process (a background build) yields its core to a run
+    // at normal priority, so it does not take the run's cores. Guest time is inside user.
+    (void)nice;
+    busy += user + system + irq + softirq + steal;
     any = true;
   }
   return any ? std::optional<int64_t>(busy) : std::nullopt;

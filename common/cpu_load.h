@@ -24,8 +24,9 @@ namespace sluice {
 struct CpuLoadSnapshot {
   int64_t wall_ns = 0;         // steady clock
   int64_t process_cpu_ns = 0;  // CLOCK_PROCESS_CPUTIME_ID: every thread of this process
-  // Busy time (user, nice, system, irq, softirq, steal) summed over the CPUs of the affinity
-  // mask, from /proc/stat; nullopt when it cannot be read (then nothing is claimed).
+  // Busy time (user, system, irq, softirq, steal; not nice: niced processes yield to the run)
+  // summed over the CPUs of the affinity mask, from /proc/stat; nullopt when it cannot be read
+  // (then nothing is claimed).
   std::optional<int64_t> busy_ns;
 };
 

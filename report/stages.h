@@ -26,9 +26,10 @@ enum class RowSource {
   kGraphStage,  // a node of the pipeline's graph: its StageStats
   kPinnedPool,  // the wait for a pinned buffer: a wait, not work, so it has no capacity
   kCompute,     // the training step: ComputeStats, with the consumer's wait as its input wait
-  // The decoding of encoded images: a part of the preprocess stage's work, on its threads
-  // (its busy time is inside preprocess's, so it is not counted in the CPU budget twice).
-  kDecode,
+  // A part of another stage's work, timed on its own on that stage's threads (`part_of`; decode
+  // inside preprocess): its busy time is inside the other stage's, so it is not counted in the
+  // CPU budget twice, and its shares are of the other stage's time.
+  kPartOfStage,
 };
 
 // The timeline track (report/render/trace_writer.h) a stage's spans are drawn on.
@@ -48,6 +49,11 @@ struct StageInfo {
   // --inject-delay=<name>:US slows each of its items (DiagnosticsOptions::inject_delay_us;
   // compute: TrainJobOptions::inject_compute_delay_us).
   bool inject_delay = false;
+  // The stage whose node runs it, on whose threads it is timed on its own (decode and the
+  // transform chain: preprocess); nullopt for a stage of its own. A freed whole confirms a
+  // part; a part's row has no waits of its own; the verdict names the part that takes most of
+  // the whole's time.
+  std::optional<Stage> part_of = std::nullopt;
 
   // The report's row; a stage without one (delivery, the probe's loader, the transforms: a
   // part of preprocess's row) leaves `title` null and the rest as is.
@@ -100,9 +106,10 @@ inline constexpr std::array<StageInfo, 10> kStageTable = {{
      .name = "decode",
      .what_if = true,
      .inject_delay = true,
+     .part_of = Stage::kPreprocess,
      .title = "decode (in preprocess)",
      .unit = "image",
-     .source = RowSource::kDecode,
+     .source = RowSource::kPartOfStage,
      .cpu_work = false,
      .ceiling = &Ceilings::decode,
      .ceiling_per_thread = true,
@@ -157,8 +164,19 @@ inline constexpr std::array<StageInfo, 10> kStageTable = {{
      .advice = {AdviceSetting::kCudaGraph, std::nullopt},
      .track = TraceTrack::kCompute},
     {.stage = Stage::kLoader, .name = "loader"},
-    {.stage = Stage::kTransforms, .name = "transforms", .what_if = true},
+    {.stage = Stage::kTransforms,
+     .name = "transforms",
+     .what_if = true,
+     .part_of = Stage::kPreprocess},
 }};
+
+// The stage whose node runs `s` (StageInfo::part_of); nullopt for a stage of its own.
+constexpr std::optional<Stage> PartOf(Stage s) {
+  for (const StageInfo& info : kStageTable) {
+    if (info.stage == s) return info.part_of;
+  }
+  return std::nullopt;
+}
 
 // kStageTable's name of `s`: "read", "decompress", ..., "transforms".
 absl::string_view StageName(Stage s);

@@ -91,16 +91,16 @@ void AddChainShares(const PipelineStats& ps, StageRow* row) {
   row->outside_chain_pct = std::max(0.0, 100.0 - sum);
 }
 
-// Decode: the chain's decoder, run by the preprocess stage's threads for each image. Its shares
-// are of the same time as preprocess's (its concurrency x its span), and its busy time is part
-// of preprocess's busy: preprocess's busy + wait-in + wait-out = 100 stays true, and decode's
-// busy is the part of preprocess's that decoded. Capacity: the images/s those threads would
-// decode if they did nothing else.
-StageRow DecodeRow(const PipelineStats& ps, double train_ns) {
-  const StageStats& d = ps[Stage::kDecode];
-  const StageStats& pre = ps[Stage::kPreprocess];
-  StageRow r = CountedRow(Stage::kDecode, d, pre.concurrency, train_ns);
-  r.cpu_work = false;  // counted in preprocess's
+// A part of another stage's work (StageInfo::part_of; decode: the chain's decoder, run by the
+// preprocess stage's threads for each image). Its shares are of the same time as the whole's
+// (its concurrency x its span), and its busy time is part of the whole's busy: the whole's busy
+// + wait-in + wait-out = 100 stays true, and the part's busy is the share of the whole's that
+// did it. Capacity: what those threads would do if they did nothing else.
+StageRow PartRow(Stage part, Stage whole, const PipelineStats& ps, double train_ns) {
+  const StageStats& d = ps[part];
+  const StageStats& pre = ps[whole];
+  StageRow r = CountedRow(part, d, pre.concurrency, train_ns);
+  r.cpu_work = false;  // counted in the whole's
   const double span = StageSpan(pre, train_ns);
   if (r.present) r.busy_pct = Share(d.busy_ns, r.concurrency * span);
   if (d.busy_ns > 0 && d.samples > 0) {
@@ -202,9 +202,8 @@ void AttributeWait(BottleneckReport* rep) {
   double sum = 0;
   for (int i = 0; i < kNumReportStages; ++i) {
     const StageRow& r = rep->stages[i];
-    // Decode's wait is preprocess's (it is part of that stage).
-    if (!r.present || r.stage == Stage::kCompute || r.stage == Stage::kDecode ||
-        !r.capacity_samples_per_s) {
+    // A part's wait is its whole's (decode's is preprocess's).
+    if (!r.present || r.stage == Stage::kCompute || PartOf(r.stage) || !r.capacity_samples_per_s) {
       continue;
     }
     w[i] = std::max(0.0, 1e9 / *r.capacity_samples_per_s - compute_ns);
@@ -213,7 +212,7 @@ void AttributeWait(BottleneckReport* rep) {
   if (sum <= 0) {
     for (int i = 0; i < kNumReportStages; ++i) {
       const StageRow& r = rep->stages[i];
-      if (!r.present || r.stage == Stage::kCompute || r.stage == Stage::kDecode) continue;
+      if (!r.present || r.stage == Stage::kCompute || PartOf(r.stage)) continue;
       w[i] = std::clamp(r.busy_pct / 100.0, 0.0, 1.0);
       sum += w[i];
     }
@@ -388,8 +387,8 @@ void AddRows(const RunRecord& run, double train_ns, BottleneckReport* rep) {
       case RowSource::kCompute:
         rep->stages.push_back(ComputeRow(info, run, train_ns, rep->measured_samples_per_s));
         break;
-      case RowSource::kDecode:
-        rep->stages.push_back(DecodeRow(ps, train_ns));
+      case RowSource::kPartOfStage:
+        rep->stages.push_back(PartRow(info.stage, *info.part_of, ps, train_ns));
         break;
     }
   }
@@ -405,24 +404,26 @@ void AddRows(const RunRecord& run, double train_ns, BottleneckReport* rep) {
 // cost; decode and the transform chain, parts of preprocess, take their share of preprocess's
 // cost with them (decode's busy time, the chain ops' shares).
 void PredictFreed(const ResourceModel& model, BottleneckReport* rep) {
-  const StageRow& pre = rep->row(Stage::kPreprocess);
   for (const StageInfo& info : kStageTable) {
     if (!info.what_if) continue;
     Allocation a = model.Current();
     if (model.Find(info.stage) != nullptr) {
       a.free_stage = info.stage;
-    } else if (model.Find(Stage::kPreprocess) != nullptr && pre.busy_ns > 0 &&
-               (info.stage == Stage::kDecode || info.stage == Stage::kTransforms)) {
+    } else if (info.part_of && model.Find(*info.part_of) != nullptr) {
+      // A part of a stage: its share of the whole's busy time, from its own row; a part
+      // without a row (the transform chain) from the whole's per-op shares.
+      const StageRow& whole = rep->row(*info.part_of);
+      if (whole.busy_ns <= 0) continue;
       double part = 0;
-      if (info.stage == Stage::kDecode) {
-        const StageRow& d = rep->row(Stage::kDecode);
-        if (!d.present) continue;
-        part = static_cast<double>(d.busy_ns) / pre.busy_ns;
+      if (FindReportRow(info.stage) >= 0) {
+        const StageRow& r = rep->row(info.stage);
+        if (!r.present) continue;
+        part = static_cast<double>(r.busy_ns) / whole.busy_ns;
       } else {
-        if (!pre.ops) continue;
-        for (const ChainOpShare& op : *pre.ops) part += op.share_pct / 100;
+        if (!whole.ops) continue;
+        for (const ChainOpShare& op : *whole.ops) part += op.share_pct / 100;
       }
-      a.cost_scale[Stage::kPreprocess] = std::clamp(1.0 - part, 0.0, 1.0);
+      a.cost_scale[*info.part_of] = std::clamp(1.0 - part, 0.0, 1.0);
     } else {
       continue;
     }
@@ -438,8 +439,8 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   double cpu_busy = 0;
   for (const StageRow& r : rep->stages) {
     if (!r.present) continue;
-    // Decode shares preprocess's threads: preprocess's capacity already holds its cost.
-    if (r.capacity_samples_per_s && r.stage != Stage::kDecode) {
+    // A part shares its whole's threads: the whole's capacity already holds its cost.
+    if (r.capacity_samples_per_s && !PartOf(r.stage)) {
       cap = std::min(cap, *r.capacity_samples_per_s);
     }
     if (r.cpu_work) cpu_busy += r.cores_busy * train_ns;

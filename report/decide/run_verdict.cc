@@ -78,12 +78,11 @@ double CpuSharePct(const BottleneckReport& a, Stage s) {
 }
 
 // The pipeline stage with the lowest capacity (read, decompress, preprocess, h2d); null if
-// the pipeline recorded none. Decode is a part of preprocess (DecodeWithin names it).
+// the pipeline recorded none. A part of a stage (decode) is not one (PartWithin names it).
 const StageRow* SlowestPipelineStage(const BottleneckReport& a) {
   const StageRow* best = nullptr;
   for (const StageRow& r : a.stages) {
-    if (!r.present || !r.capacity_samples_per_s || r.stage == Stage::kCompute ||
-        r.stage == Stage::kDecode) {
+    if (!r.present || !r.capacity_samples_per_s || r.stage == Stage::kCompute || PartOf(r.stage)) {
       continue;
     }
     if (best == nullptr || *r.capacity_samples_per_s < *best->capacity_samples_per_s) best = &r;
@@ -91,28 +90,34 @@ const StageRow* SlowestPipelineStage(const BottleneckReport& a) {
   return best;
 }
 
-// The decode row when `slow` is preprocess and decoding is most of its busy time: then decode,
-// which runs on the preprocess threads, is the limit. Null otherwise.
-const StageRow* DecodeWithin(const BottleneckReport& a, const StageRow* slow) {
-  if (slow == nullptr || slow->stage != Stage::kPreprocess) return nullptr;
-  const StageRow& d = a.row(Stage::kDecode);
-  if (!d.present || slow->busy_ns <= 0) return nullptr;
-  return d.busy_ns >= kDecodeShareOfPreprocess * slow->busy_ns ? &d : nullptr;
+// The row of a part of `slow` (StageInfo::part_of: decode inside preprocess) that takes most of
+// its busy time, when one takes at least kPartShareOfStage of it: then that part, which runs on
+// `slow`'s threads, is the limit. Null otherwise.
+const StageRow* PartWithin(const BottleneckReport& a, const StageRow* slow) {
+  if (slow == nullptr || slow->busy_ns <= 0) return nullptr;
+  const StageRow* best = nullptr;
+  for (const StageRow& r : a.stages) {
+    if (!r.present || PartOf(r.stage) != slow->stage) continue;
+    if (r.busy_ns >= kPartShareOfStage * slow->busy_ns &&
+        (best == nullptr || r.busy_ns > best->busy_ns)) {
+      best = &r;
+    }
+  }
+  return best;
 }
 
 // "decode is the limit: it takes 78% of the busy time of preprocess, which runs at ... (its
-// threads would decode 2.1 k samples/s doing nothing else, 96% of the bare decoder's rate on as
-// many cores)": the limiting stage named first, as in every other verdict.
-std::string DecodeAt(const StageRow& decode, const StageRow& preprocess) {
-  const std::string at = StageRunsAt(preprocess, ", which runs at ");
-  std::string s = absl::StrFormat("decode is the limit: it takes %.0f%% of the busy time of %s",
-                                  100.0 * decode.busy_ns / preprocess.busy_ns, at);
-  if (decode.capacity_samples_per_s) {
-    absl::StrAppend(&s, " (its threads would decode ", FormatRate(*decode.capacity_samples_per_s),
-                    " doing nothing else");
-    if (decode.pct_of_ceiling) {
-      absl::StrAppendFormat(&s, ", %.0f%% of the bare decoder's rate on as many cores",
-                            *decode.pct_of_ceiling);
+// threads would do 2.1 k samples/s of it doing nothing else, 96% of its ceiling on as many
+// cores)": the limiting stage named first, as in every other verdict.
+std::string PartAt(const StageRow& part, const StageRow& whole) {
+  const std::string at = StageRunsAt(whole, ", which runs at ");
+  std::string s = absl::StrFormat("%s is the limit: it takes %.0f%% of the busy time of %s",
+                                  StageName(part.stage), 100.0 * part.busy_ns / whole.busy_ns, at);
+  if (part.capacity_samples_per_s) {
+    absl::StrAppend(&s, " (its threads would do ", FormatRate(*part.capacity_samples_per_s),
+                    " of it doing nothing else");
+    if (part.pct_of_ceiling) {
+      absl::StrAppendFormat(&s, ", %.0f%% of its ceiling on as many cores", *part.pct_of_ceiling);
     }
     absl::StrAppend(&s, ")");
   }
@@ -232,9 +237,9 @@ Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const Stage
   Verdict v;
   v.verdict = wait > kInputBoundPct ? VerdictClass::kInputBound : VerdictClass::kPartlyInputBound;
   v.limiting_stage = slow.stage;
-  const StageRow* decode = DecodeWithin(a, &slow);
-  if (decode != nullptr) v.limiting_stage = Stage::kDecode;
-  const std::string slow_at = decode != nullptr ? DecodeAt(*decode, slow) : StageAt(slow);
+  const StageRow* part = PartWithin(a, &slow);
+  if (part != nullptr) v.limiting_stage = part->stage;
+  const std::string slow_at = part != nullptr ? PartAt(*part, slow) : StageAt(slow);
   if (shared_cpu && slow.cpu_work) {
     v.verdict = VerdictClass::kCpuBound;
     const double starved = StarvedPct(a, Stage::kCompute);
@@ -249,16 +254,15 @@ Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const Stage
             ? absl::StrFormat(", so compute's threads waited for a core %.0f%% of their step time",
                               starved)
             : "",
-        decode != nullptr ? "decoding" : StageName(slow.stage), Cheaper(v.limiting_stage, a),
-        a.cores);
+        StageName(v.limiting_stage), Cheaper(v.limiting_stage, a), a.cores);
     return v;
   }
-  const std::string suggestion = Suggest(decode != nullptr ? *decode : slow, a, run, &v);
+  const std::string suggestion = Suggest(part != nullptr ? *part : slow, a, run, &v);
   v.sentence = absl::StrCat(VerdictClassName(v.verdict), ": ", CloseCall(a), Waited(wait), "; ",
                             slow_at, suggestion.empty() ? "" : "; ", suggestion);
-  if (decode != nullptr) {
-    absl::StrAppend(&v.sentence, suggestion.empty() ? "; " : ", or make decoding cheaper: ",
-                    Cheaper(Stage::kDecode, a));
+  if (part != nullptr) {
+    absl::StrAppend(&v.sentence, suggestion.empty() ? "; make " : ", or make ",
+                    StageName(part->stage), " cheaper: ", Cheaper(part->stage, a));
   }
   return v;
 }

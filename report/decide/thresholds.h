@@ -24,8 +24,9 @@ inline constexpr double kStarvedPct = 30.0;
 // noise (+-25% on a VM) can swap them between identical runs. What-if speedups this close are
 // within the noise too.
 inline constexpr double kCloseCallFraction = 0.15;
-// Preprocess limits and decoding takes at least this share of its busy time: decode is named.
-inline constexpr double kDecodeShareOfPreprocess = 0.5;
+// A stage limits and a part of it (StageInfo::part_of: decode inside preprocess) takes at least
+// this share of its busy time: the part is named.
+inline constexpr double kPartShareOfStage = 0.5;
 // Data parallel: the share of training time the straggler (which waits for no one) spends in
 // the exchange above which the run is communication-bound.
 inline constexpr double kCommunicationBoundPct = 20.0;

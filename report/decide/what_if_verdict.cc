@@ -55,9 +55,9 @@ Verdict WhatIfVerdict(Verdict inferred, const std::vector<WhatIfRow>& rows,
   const Stage measured = *FreedStage(*best);
   const Stage attributed = inferred.limiting_stage;
   if (measured == attributed) return inferred;
-  // Decode is a part of preprocess: freeing the whole stage frees its decoding too, so the
-  // measurement confirms an attribution to decode.
-  if (attributed == Stage::kDecode && measured == Stage::kPreprocess) return inferred;
+  // A part of a stage (decode inside preprocess): freeing the whole frees the part too, so the
+  // measurement confirms an attribution to the part.
+  if (PartOf(attributed) == measured) return inferred;
   std::string named = absl::StrCat("the attribution named ", StageName(attributed));
   if (const WhatIfRow* own = RowOf(rows, attributed); own != nullptr) {
     absl::StrAppendFormat(&named, ", whose freeing gave %.2fx", own->speedup);

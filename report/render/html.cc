@@ -235,8 +235,9 @@ std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckRepo
     if (r.note.empty() && r.free_stage) best = std::max(best, r.speedup);
     named_has_row |= r.note.empty() && r.free_stage == rep.limiting_stage;
   }
-  const Stage named = !named_has_row && rep.limiting_stage == Stage::kDecode ? Stage::kPreprocess
-                                                                             : rep.limiting_stage;
+  // A part named without a what-if row of its own is confirmed by its whole's row.
+  const std::optional<Stage> whole = PartOf(rep.limiting_stage);
+  const Stage named = !named_has_row && whole ? *whole : rep.limiting_stage;
   const bool has_verdict =
       rep.verdict != VerdictClass::kNoData && rep.verdict != VerdictClass::kCommunicationBound;
   std::string out =

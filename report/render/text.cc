@@ -135,8 +135,8 @@ std::string BottleneckReport::ToText() const {
       continue;
     }
     const bool pinned = r.stage == Stage::kPinnedWait;
-    // Decode is part of preprocess: no waits, queue or wait share of its own ("-").
-    const bool decode = r.stage == Stage::kDecode;
+    // A part of a stage (decode inside preprocess): no waits, queue or wait share of its own.
+    const bool decode = PartOf(r.stage).has_value();
     const auto pct = [decode](double v) {
       return decode ? std::string("-") : absl::StrFormat("%.1f", v);
     };

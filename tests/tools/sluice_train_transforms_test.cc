@@ -15,6 +15,7 @@
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "report/stages.h"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
 #include "tests/tools/learnable_records.h"
@@ -173,7 +174,7 @@ TEST_F(SluiceTrainTransformsTest, ReportSplitsPreprocessBetweenTheOpsAndCeilings
     ASSERT_EQ(out.exit_code, 0) << out.text;
     text = out.text;
     const nlohmann::json report = ReadJson(dir_ + "/report.json");
-    pre = report["stages"][3];  // read, decompress, decode, preprocess
+    pre = report["stages"][ReportRow(Stage::kPreprocess)];
     ASSERT_EQ(pre["stage"], "preprocess");
     ASSERT_TRUE(pre["ops"].is_array()) << pre.dump();
     ASSERT_EQ(pre["ops"].size(), 2u);
@@ -209,7 +210,8 @@ TEST_F(SluiceTrainTransformsTest, ReportSplitsPreprocessBetweenTheOpsAndCeilings
   Output out = RunTrain(common + "--layers=3072,10");
   ASSERT_EQ(out.exit_code, 0) << out.text;
   const nlohmann::json report = ReadJson(dir_ + "/report.json");
-  EXPECT_TRUE(report["stages"][3]["ops"].is_null()) << report["stages"][3].dump();
+  const nlohmann::json& row = report["stages"][ReportRow(Stage::kPreprocess)];
+  EXPECT_TRUE(row["ops"].is_null()) << row.dump();
   EXPECT_NE(report["ceilings"]["preprocess"]["note"].get<std::string>().find("SampleConverter"),
             std::string::npos);
   // One cached ceiling file per chain.
