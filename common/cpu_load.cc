@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -47,10 +48,9 @@ std::optional<int64_t> BusyTicksFromProcStat(const std::string& text,
     if (!(fields >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq)) continue;
     if (!(fields >> steal)) steal = 0;  // kernels before 2.6.11 have no steal column
     if (cpu < 0 || cpu >= static_cast<int>(mask.size()) || !mask[cpu]) continue;
-    // Niced time is left out: a niced process (a background build) yields its core to a run
-    // at normal priority, so it does not take the run's cores. Guest time is inside user.
-    (void)nice;
-    busy += user + system + irq + softirq + steal;
+    // Niced time counts: with the scheduler's autogroups (Debian's default), a niced process
+    // of another session takes its share of the cores all the same. Guest time is in user.
+    busy += user + nice + system + irq + softirq + steal;
     any = true;
   }
   return any ? std::optional<int64_t>(busy) : std::nullopt;
@@ -72,6 +72,13 @@ CpuLoadSnapshot TakeCpuLoadSnapshot() {
     s.busy_ns = *ticks * (1'000'000'000 / ticks_per_s);
   }
   return s;
+}
+
+double ProcessCoresBusy(const CpuLoadSnapshot& a, const CpuLoadSnapshot& b) {
+  const int64_t wall = b.wall_ns - a.wall_ns;
+  return wall > 0
+             ? std::max<int64_t>(0, b.process_cpu_ns - a.process_cpu_ns) / static_cast<double>(wall)
+             : 0.0;
 }
 
 std::optional<double> OtherCoresBusy(const CpuLoadSnapshot& a, const CpuLoadSnapshot& b) {

@@ -24,9 +24,8 @@ namespace sluice {
 struct CpuLoadSnapshot {
   int64_t wall_ns = 0;         // steady clock
   int64_t process_cpu_ns = 0;  // CLOCK_PROCESS_CPUTIME_ID: every thread of this process
-  // Busy time (user, system, irq, softirq, steal; not nice: niced processes yield to the run)
-  // summed over the CPUs of the affinity mask, from /proc/stat; nullopt when it cannot be read
-  // (then nothing is claimed).
+  // Busy time (user, nice, system, irq, softirq, steal) summed over the CPUs of the affinity
+  // mask, from /proc/stat; nullopt when it cannot be read (then nothing is claimed).
   std::optional<int64_t> busy_ns;
 };
 
@@ -36,6 +35,8 @@ CpuLoadSnapshot TakeCpuLoadSnapshot();
 // either snapshot lacks the per-CPU counters or the span is empty. The counters tick at
 // 1/_SC_CLK_TCK (10 ms), so a span under a second gives a rough figure.
 std::optional<double> OtherCoresBusy(const CpuLoadSnapshot& a, const CpuLoadSnapshot& b);
+// The cores this process's own threads kept busy on average between `a` and `b`.
+double ProcessCoresBusy(const CpuLoadSnapshot& a, const CpuLoadSnapshot& b);
 
 // Parses /proc/stat's text: the busy time, in clock ticks, summed over the "cpuN" lines whose
 // N is set in `mask` (mask[N] true; CPUs past its end are not counted); nullopt when no such

@@ -405,7 +405,8 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
   // Other processes' use of the cores while this trains (the resource model counts the rest).
   const CpuLoadSnapshot load_before = TakeCpuLoadSnapshot();
   ASSIGN_OR_RETURN(result_.train, trainer.Run());
-  const std::optional<double> other_cores_busy = OtherCoresBusy(load_before, TakeCpuLoadSnapshot());
+  const CpuLoadSnapshot load_after = TakeCpuLoadSnapshot();
+  const std::optional<double> other_cores_busy = OtherCoresBusy(load_before, load_after);
   RETURN_IF_ERROR(metrics_status_);
   if (recording) {
     RETURN_IF_ERROR(WriteFileAtomically(env_, RecordOrderPath(o_), recording->text()));
@@ -418,6 +419,7 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
   }
   RETURN_IF_ERROR(FinishRecord(train_source, backend));
   result_.run.other_cores_busy = other_cores_busy;
+  result_.run.process_cores_busy = ProcessCoresBusy(load_before, load_after);
   if (!o_.export_safetensors.empty() && IsRankZero(o_)) {
     RETURN_IF_ERROR(ExportWeights(env_, o_.export_safetensors, backend));
   }

@@ -319,7 +319,9 @@ BottleneckReport Pass::Report() const {
   r.world_size = static_cast<int>(core_->config().slice.world_size);
   // Other processes' use of the cores from the pass's start to its end (or to now, for a pass
   // still running or left early).
-  r.other_cores_busy = OtherCoresBusy(load_start_, load_end_ ? *load_end_ : TakeCpuLoadSnapshot());
+  const CpuLoadSnapshot end = load_end_ ? *load_end_ : TakeCpuLoadSnapshot();
+  r.other_cores_busy = OtherCoresBusy(load_start_, end);
+  r.process_cores_busy = ProcessCoresBusy(load_start_, end);
   return AnalyzeRun(r, nullptr, UsableCores());
 }
 

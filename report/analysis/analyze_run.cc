@@ -451,7 +451,11 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   rep->capacity_limit_samples_per_s = std::isfinite(cap) ? cap : 0;
   rep->cpu_threads_busy = train_ns > 0 ? cpu_busy / train_ns : 0;
   rep->cpu_saturated = rep->cpu_threads_busy >= kCpuSaturated * rep->cores;
-  rep->model_cores = std::max(0.1, rep->cores - rep->other_cores_busy.value_or(0));
+  // The cores left by other processes; but never fewer than this process used: what others
+  // took was partly cores this run did not ask for.
+  rep->model_cores =
+      std::clamp(std::max(rep->cores - rep->other_cores_busy.value_or(0), rep->process_cores_busy),
+                 0.1, static_cast<double>(rep->cores));
   const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores);
   rep->model = model.Predict(model.Current());
   PredictFreed(model, rep);
@@ -517,6 +521,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.train_seconds = train_ns / 1e9;
   rep.samples = cs.samples > 0 ? cs.samples : static_cast<uint64_t>(run.samples);
   rep.other_cores_busy = run.other_cores_busy;
+  rep.process_cores_busy = run.process_cores_busy;
   rep.steps = cs.steps;
   rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
 

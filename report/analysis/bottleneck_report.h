@@ -182,6 +182,7 @@ struct BottleneckReport {
   // Other processes' average use of the run's cores (RunRecord::other_cores_busy; nullopt: not
   // measured) and the cores the model counted: `cores` less that use, at least 0.1.
   std::optional<double> other_cores_busy;
+  double process_cores_busy = 0;  // RunRecord::process_cores_busy
   double model_cores = 0;
   // The model's rate with each what-if stage free (table order; the stages it can free), for
   // the what-if runs to test.

@@ -157,6 +157,8 @@ struct RunRecord {
   // Other processes' average use of this process's cores while it trained (common/cpu_load.h
   // OtherCoresBusy; nullopt: not measured). The resource model counts the cores left.
   std::optional<double> other_cores_busy;
+  // This process's own average use of the cores over the same span (0: not measured).
+  double process_cores_busy = 0;
   // The test split's evaluations (summed over epochs): corrupt frames skipped and their records.
   uint64_t test_skipped_frames = 0;
   uint64_t test_skipped_records = 0;

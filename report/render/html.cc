@@ -264,9 +264,8 @@ std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckRepo
     absl::StrAppend(&caption, "; in bold, the row of the stage the verdict names (",
                     StageName(rep.limiting_stage), ")");
     if (named != rep.limiting_stage) {
-      absl::StrAppend(&caption,
-                      ": decode is a part of preprocess, so freeing preprocess frees "
-                      "its decoding too");
+      absl::StrAppend(&caption, ": ", StageName(rep.limiting_stage), " is a part of ",
+                      StageName(named), ", so freeing ", StageName(named), " frees it too");
     }
   }
   return absl::StrCat(out, "</table><div class=\"small\">", HtmlEscape(caption), "</div></div>");

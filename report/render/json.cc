@@ -21,6 +21,37 @@ SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items
                           cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
                           attributed_wait_pct, batches_waiting_avg, ops, outside_chain_pct)
 
+namespace {
+
+// "model": the resource model's figures (docs/report-schema.md, "model").
+nlohmann::ordered_json ModelJson(const BottleneckReport& r) {
+  nlohmann::ordered_json bounds = nlohmann::ordered_json::array();
+  for (const Bound& b : r.model.bounds) {
+    bounds.push_back({{"constraint", ConstraintName(b.constraint)},
+                      {"stage", b.stage},
+                      {"samples_per_s", b.samples_per_s}});
+  }
+  nlohmann::ordered_json close = nlohmann::ordered_json::array();
+  for (const Bound& b : r.model.close) close.push_back(b.stage);
+  nlohmann::ordered_json if_free_json = nlohmann::ordered_json::array();
+  for (const auto& [stage, rate] : r.if_free) {
+    if_free_json.push_back({{"stage", stage}, {"samples_per_s", rate}});
+  }
+  nlohmann::ordered_json starved = nlohmann::ordered_json::array();
+  for (const auto& [stage, pct] : r.starved_pct)
+    starved.push_back({{"stage", stage}, {"pct", pct}});
+  return {{"cores", r.model_cores},
+          {"other_cores_busy", r.other_cores_busy ? nlohmann::ordered_json(*r.other_cores_busy)
+                                                  : nlohmann::ordered_json(nullptr)},
+          {"process_cores_busy", r.process_cores_busy},
+          {"bounds", bounds},
+          {"close_call", close},
+          {"starved", starved},
+          {"if_free", if_free_json}};
+}
+
+}  // namespace
+
 nlohmann::ordered_json BottleneckReport::ToJson() const {
   nlohmann::ordered_json j;
   j["schema"] = kReportSchema;
@@ -50,27 +81,7 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   }
   j["verdict"]["advice"] = advice_json;
   j["stages"] = stages;
-  nlohmann::ordered_json bounds = nlohmann::ordered_json::array();
-  for (const Bound& b : model.bounds) {
-    bounds.push_back({{"constraint", ConstraintName(b.constraint)},
-                      {"stage", b.stage},
-                      {"samples_per_s", b.samples_per_s}});
-  }
-  nlohmann::ordered_json close = nlohmann::ordered_json::array();
-  for (const Bound& b : model.close) close.push_back(b.stage);
-  nlohmann::ordered_json if_free_json = nlohmann::ordered_json::array();
-  for (const auto& [stage, rate] : if_free) {
-    if_free_json.push_back({{"stage", stage}, {"samples_per_s", rate}});
-  }
-  nlohmann::ordered_json starved = nlohmann::ordered_json::array();
-  for (const auto& [stage, pct] : starved_pct) starved.push_back({{"stage", stage}, {"pct", pct}});
-  j["model"] = {{"cores", model_cores},
-                {"other_cores_busy", other_cores_busy ? nlohmann::ordered_json(*other_cores_busy)
-                                                      : nlohmann::ordered_json(nullptr)},
-                {"bounds", bounds},
-                {"close_call", close},
-                {"starved", starved},
-                {"if_free", if_free_json}};
+  j["model"] = ModelJson(*this);
   SLUICE_JSON_SET_FIELDS(j["pipeline"], pipeline, pool_buffers, frame_budget, ring_depth, threads,
                          batches_delivered, samples_delivered, skipped_frames, skipped_records,
                          trace_dropped, pool_bytes, frame_buffer_bytes, stored_buffer_bytes);

@@ -31,19 +31,21 @@ std::string FormatCopyHidden(const BottleneckReport& rep) {
          "memory)\n";
 }
 
-// Under the decode row: where its time sits, so the rows still add up.
-std::string FormatDecodeLine(const BottleneckReport& rep, const StageRow& decode) {
-  const StageRow& pre = rep.row(Stage::kPreprocess);
+// Under the row of a part of a stage (decode): where its time sits, so the rows still add up.
+std::string FormatPartLine(const BottleneckReport& rep, const StageRow& part) {
+  const Stage whole_stage = *PartOf(part.stage);
+  const StageRow& whole = rep.row(whole_stage);
+  const StageInfo& info = *FindReportStage(part.stage);
   std::string out = absl::StrFormat(
-      "  decode runs inside preprocess, on its %d threads: %.1f%% of their time decoded %d "
-      "images (%.1f us each, %.0f KB decoded on average); preprocess's %.1f%% busy includes it",
-      decode.concurrency, decode.busy_pct, decode.items,
-      decode.items > 0 ? decode.busy_ns / 1e3 / decode.items : 0.0,
-      decode.items > 0 ? decode.bytes / 1e3 / decode.items : 0.0, pre.busy_pct);
-  if (decode.ceiling_samples_per_s) {
-    absl::StrAppendFormat(&out, "; ceiling: the bare decoder, %s per core",
-                          FormatRate(*decode.ceiling_samples_per_s /
-                                     std::min(decode.concurrency, std::max(1, rep.cores))));
+      "  %s runs inside %s, on its %d threads: %.1f%% of their time on %d %ss (%.1f us each, "
+      "%.0f KB out on average); %s's %.1f%% busy includes it",
+      StageName(part.stage), StageName(whole_stage), part.concurrency, part.busy_pct, part.items,
+      info.unit, part.items > 0 ? part.busy_ns / 1e3 / part.items : 0.0,
+      part.items > 0 ? part.bytes / 1e3 / part.items : 0.0, StageName(whole_stage), whole.busy_pct);
+  if (part.ceiling_samples_per_s) {
+    absl::StrAppendFormat(&out, "; ceiling: %s per core alone",
+                          FormatRate(*part.ceiling_samples_per_s /
+                                     std::min(part.concurrency, std::max(1, rep.cores))));
   }
   return out + "\n";
 }
@@ -148,7 +150,7 @@ std::string BottleneckReport::ToText() const {
                           r.capacity_samples_per_s ? FormatRate(*r.capacity_samples_per_s) : "-",
                           r.pct_of_ceiling ? absl::StrFormat("%.0f", *r.pct_of_ceiling) : "-",
                           pct(r.attributed_wait_pct));
-    if (decode) absl::StrAppend(&out, FormatDecodeLine(*this, r));
+    if (decode) absl::StrAppend(&out, FormatPartLine(*this, r));
     absl::StrAppend(&out, FormatChainShares(r));
   }
   absl::StrAppendFormat(

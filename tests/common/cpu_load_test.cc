@@ -23,15 +23,14 @@ constexpr char kProcStat[] =
     "ctxt 999\n";
 
 TEST(CpuLoad, BusyTicksAreTheBusyColumnsOfTheMaskedCpus) {
-  // cpu1: user 400 + system 150 + irq 4 + softirq 5 + steal 8; idle, iowait and nice (niced
-  // processes yield to the run) not.
-  EXPECT_EQ(BusyTicksFromProcStat(kProcStat, {false, true}), 567);
-  EXPECT_EQ(BusyTicksFromProcStat(kProcStat, {true, true}), 567 + 156);
-  EXPECT_EQ(BusyTicksFromProcStat(kProcStat, {true}), 156);  // cpu1 is past the mask's end
+  // cpu1: user 400 + nice 9 + system 150 + irq 4 + softirq 5 + steal 8; idle and iowait not.
+  EXPECT_EQ(BusyTicksFromProcStat(kProcStat, {false, true}), 576);
+  EXPECT_EQ(BusyTicksFromProcStat(kProcStat, {true, true}), 576 + 157);
+  EXPECT_EQ(BusyTicksFromProcStat(kProcStat, {true}), 157);  // cpu1 is past the mask's end
   EXPECT_FALSE(BusyTicksFromProcStat(kProcStat, {false, false}).has_value());
   EXPECT_FALSE(BusyTicksFromProcStat("intr 1 2 3\n", {true}).has_value());
   // An old kernel's line without the steal column still parses.
-  EXPECT_EQ(BusyTicksFromProcStat("cpu0 1 2 3 4 5 6 7\n", {true}), 1 + 3 + 6 + 7);
+  EXPECT_EQ(BusyTicksFromProcStat("cpu0 1 2 3 4 5 6 7\n", {true}), 1 + 2 + 3 + 6 + 7);
 }
 
 TEST(CpuLoad, AChildSpinningWhileThisProcessSleepsIsAnotherProcesssCore) {
@@ -62,6 +61,7 @@ TEST(CpuLoad, NoCountersNoClaim) {
   b.busy_ns = 2'000'000'000;
   b.process_cpu_ns = 500'000'000;
   EXPECT_DOUBLE_EQ(*OtherCoresBusy(a, b), 1.5);
+  EXPECT_DOUBLE_EQ(ProcessCoresBusy(a, b), 0.5);
   b.process_cpu_ns = 3'000'000'000;  // this process alone: never below 0
   EXPECT_DOUBLE_EQ(*OtherCoresBusy(a, b), 0.0);
 }

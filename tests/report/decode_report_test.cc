@@ -111,7 +111,7 @@ TEST(DecodeReportTest, TextShowsDecodeInsidePreprocess) {
   EXPECT_LT(decode, pre);  // flow order
   EXPECT_THAT(text, HasSubstr("decode runs inside preprocess, on its 2 threads"));
   EXPECT_THAT(text, HasSubstr("(1.8 us each"));
-  EXPECT_THAT(text, HasSubstr("ceiling: the bare decoder, 1.0 k samples/s per core"));
+  EXPECT_THAT(text, HasSubstr("ceiling: 1.0 k samples/s per core alone"));
   // A run without encoded images says so on the row.
   EXPECT_THAT(AnalyzeRun(MakeRun(DecodingRun(0)), nullptr, 16).ToText(),
               HasSubstr("decode      -- (not in this run)"));
