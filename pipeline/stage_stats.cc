@@ -90,7 +90,13 @@ StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
   s.samples = samples_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.busy_ns = busy_ns_.load(std::memory_order_relaxed);
-  s.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
+  // The busy time at the sampled items' CPU share (CpuSample), at most the busy time.
+  const int64_t sampled_wall = sampled_wall_ns_.load(std::memory_order_relaxed);
+  if (sampled_wall > 0) {
+    const double share =
+        static_cast<double>(sampled_cpu_ns_.load(std::memory_order_relaxed)) / sampled_wall;
+    s.cpu_ns = static_cast<int64_t>(std::min(1.0, share) * static_cast<double>(s.busy_ns));
+  }
   s.wait_output_ns = wait_output_ns_.load(std::memory_order_relaxed);
   s.queue_high_water = static_cast<uint64_t>(high_water_.load(std::memory_order_relaxed));
   s.first_start_ns = first_start_ns_.load(std::memory_order_relaxed);

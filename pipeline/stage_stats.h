@@ -59,10 +59,11 @@ struct StageStats {
                          // batch bytes for preprocess and h2d)
   int64_t busy_ns = 0;   // summed over its threads; for h2d, copy time from the copy
                          // stream's events (device time)
-  // The thread CPU time of its items, summed over its threads (ThreadCpuNs around each item):
-  // read, decompress and preprocess (decode inside it included); 0 for the others. busy_ns -
-  // cpu_ns is time its threads were off the CPU inside an item: blocked (read's I/O) or waiting
-  // for a core.
+  // The thread CPU time of its items, summed over its threads: read, decompress and preprocess
+  // (decode inside it included); 0 for the others. ThreadCpuNs is read around 1 item in 8 of
+  // each thread (pipeline/internal/stage_recorder.h CpuSample) and busy_ns is scaled by those
+  // items' CPU over wall time. busy_ns - cpu_ns is time its threads were off the CPU inside an
+  // item: blocked (read's I/O) or waiting for a core.
   int64_t cpu_ns = 0;
   // Time waiting for input. Measured for kDelivery (consumer blocked in Next()); for graph
   // nodes derived as concurrency * (last_end - first_start) - busy - wait_output, clamped at 0.
@@ -156,8 +157,8 @@ struct TraceSpan {
 // steady_clock::now() in nanoseconds.
 int64_t NowNs();
 // The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID): a stage reads it
-// before and after each item (a frame or a batch, not a sample), so its cpu_ns is work, and
-// busy time beyond it is blocking or waiting for a core.
+// before and after a sample of its items (frames or batches, never single samples), so its
+// cpu_ns is work, and busy time beyond it is blocking or waiting for a core.
 int64_t ThreadCpuNs();
 
 // Busy-waits `us` microseconds: the injected-delay diagnostic of every stage, compute included

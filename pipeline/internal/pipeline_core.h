@@ -105,10 +105,10 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void DispatchBatch(const ReadyBatch& r, int64_t now_ns);
   void OnPinnedReleased() { scheduler_->ReturnBuffer(); }
   void Fail(absl::Status s);
-  // One item of stage `s`: its span (and trace span), counts and thread CPU time (0: not
-  // measured).
+  // One item of stage `s`: its span (and trace span), counts and thread CPU time (-1: not
+  // sampled, CpuSample).
   void Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples, uint64_t bytes,
-              int64_t cpu_ns = 0);
+              int64_t cpu_ns = -1);
   // Fills the derived waits of the graph stages held back by their output.
   void SplitWaits(PipelineStats* st) const;
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }

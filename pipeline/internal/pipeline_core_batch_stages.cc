@@ -203,7 +203,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
   StageRange nvtx_range("sluice preprocess");
   if (cancelled()) return m;
   const int64_t start = NowNs();
-  const int64_t start_cpu = ThreadCpuNs();
+  const CpuSample cpu(Stage::kPreprocess);
   EpochRun& run = *m.run;
   auto payload = std::make_shared<BatchPayload>();
   std::optional<PinnedBuffer> buf = pool_->TryAcquire();
@@ -242,7 +242,7 @@ BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
   SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kPreprocess)]);
   const int64_t end = NowNs();
   Record(Stage::kPreprocess, start, end, m.id, payload->size,
-         size_t{payload->size} * batch_sample_.bytes(), ThreadCpuNs() - start_cpu);
+         size_t{payload->size} * batch_sample_.bytes(), cpu.Elapsed());
   m.payload = std::move(payload);
   return m;
 }

@@ -246,7 +246,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   // (not counted for the call that only finds the run over: it is past the reader's window).
   if (read_last_end_ns_ != 0) recorders_[Stage::kRead].AddWaitOutput(arrived - read_last_end_ns_);
   const int64_t start = NowNs();  // planning an epoch is not read time
-  const int64_t start_cpu = ThreadCpuNs();
+  const CpuSample cpu(Stage::kRead);
   FrameMsg m;
   m.run = reading_;
   m.slot = next_slot_++;
@@ -280,7 +280,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   recorders_[Stage::kRead].NoteQueue(frames_resident_.fetch_add(1, std::memory_order_relaxed) + 1);
   recorders_[Stage::kDecompress].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) +
                                            1);
-  Record(Stage::kRead, start, end, m.seq, fr.record_count, bytes, ThreadCpuNs() - start_cpu);
+  Record(Stage::kRead, start, end, m.seq, fr.record_count, bytes, cpu.Elapsed());
   {
     std::lock_guard<std::mutex> lock(epoch_reads_mu_);
     if (epoch_reads_.empty() || epoch_reads_.back().epoch != reading_->plan.epoch) {
@@ -307,7 +307,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   };
   if (cancelled() || m.run == nullptr) return;
   const int64_t start = NowNs();
-  const int64_t start_cpu = ThreadCpuNs();
+  const CpuSample cpu(Stage::kDecompress);
   EpochRun& run = *m.run;
   const uint32_t g = run.plan.read_frames[m.slot];
   const FrameRef& fr = layout_.frames[g];
@@ -349,7 +349,7 @@ void PipelineCore::DecompressBody(const FrameMsg& m) {
   SpinFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kDecompress)]);
   const int64_t end = NowNs();
   Record(Stage::kDecompress, start, end, m.seq, fr.record_count,
-         reader->frames()[fr.frame].raw_size, ThreadCpuNs() - start_cpu);
+         reader->frames()[fr.frame].raw_size, cpu.Elapsed());
   OnFrameReady(m.run, m.slot);
 }
 

@@ -60,17 +60,40 @@ class TraceBuffer {
 
 uint32_t ThreadNumber();
 
+// The thread CPU clock read around 1 item in kCpuSampleStride of each stage on each thread: the
+// read is a system call of about a microsecond, which around every batch of 32 would cost a few
+// percent of the pipeline. StageStats::cpu_ns is the stage's busy time scaled by its sampled
+// items' CPU time over their wall time.
+inline constexpr uint32_t kCpuSampleStride = 8;
+class CpuSample {
+ public:
+  explicit CpuSample(Stage s) : start_(Sampled(s) ? ThreadCpuNs() : -1) {}
+  // The item's thread CPU time; -1 when this item is not sampled.
+  int64_t Elapsed() const { return start_ < 0 ? -1 : ThreadCpuNs() - start_; }
+
+ private:
+  static bool Sampled(Stage s) {
+    thread_local std::array<uint32_t, kNumPipelineStages> seen{};
+    const size_t i = static_cast<size_t>(s);
+    return i >= seen.size() || seen[i]++ % kCpuSampleStride == 0;
+  }
+  int64_t start_;
+};
+
 class StageRecorder {
  public:
   void Init(Stage s, int concurrency) {
     stage_ = s;
     concurrency_ = concurrency;
   }
-  // `cpu_ns`: the thread CPU time the item took (0: not measured, StageStats::cpu_ns).
+  // `cpu_ns`: the thread CPU time the item took, when it was sampled (CpuSample); -1 otherwise.
   void AddItem(int64_t start_ns, int64_t end_ns, uint64_t samples, uint64_t bytes,
-               int64_t cpu_ns = 0) {
+               int64_t cpu_ns = -1) {
     items_.fetch_add(1, std::memory_order_relaxed);
-    cpu_ns_.fetch_add(cpu_ns, std::memory_order_relaxed);
+    if (cpu_ns >= 0) {
+      sampled_cpu_ns_.fetch_add(cpu_ns, std::memory_order_relaxed);
+      sampled_wall_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
+    }
     samples_.fetch_add(samples, std::memory_order_relaxed);
     bytes_.fetch_add(bytes, std::memory_order_relaxed);
     busy_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
@@ -87,7 +110,8 @@ class StageRecorder {
   Stage stage_ = Stage::kRead;
   int concurrency_ = 1;
   std::atomic<uint64_t> items_{0}, samples_{0}, bytes_{0};
-  std::atomic<int64_t> busy_ns_{0}, cpu_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
+  std::atomic<int64_t> busy_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
+  std::atomic<int64_t> sampled_cpu_ns_{0}, sampled_wall_ns_{0};
   std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};
 };
 
