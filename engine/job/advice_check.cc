@@ -66,12 +66,13 @@ absl::Status ApplyAdvice(const Advice& a, TrainJobOptions* o) {
       o->backend.cuda.cuda_graph = a.value == "true";
       return absl::OkStatus();
     case AdviceSetting::kZstdLevel:
+    case AdviceSetting::kImageSide:
       break;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--", AdviceFlag(a.setting),
-                   " is a setting of the dataset (sluice-shard "
-                   "create), not of the run: a rerun cannot check it"));
+      absl::StrCat(AdviceText(a, Consumer::kTrainJob),
+                   ": a change to the dataset (sluice-shard create), not to the run: a rerun "
+                   "cannot check it"));
 }
 
 absl::StatusOr<std::vector<AdviceCheck>> CheckAdvice(

@@ -72,7 +72,8 @@ std::string LoaderRerunNote(AdviceSetting setting) {
     case AdviceSetting::kCudaGraph:
       return "a setting of sluice-train's CUDA backend, not of the loader";
     case AdviceSetting::kZstdLevel:
-      return "a setting of the dataset (sluice-shard create), not of the loader";
+    case AdviceSetting::kImageSide:
+      return "a change to the dataset (sluice-shard create), not to the loader";
   }
   return "not a Loader argument";
 }

@@ -26,6 +26,7 @@ constexpr SettingSpellings kSettings[] = {
     {AdviceSetting::kH2DFormat, "h2d-format", "dtype"},
     {AdviceSetting::kCudaGraph, "cuda-graph", ""},
     {AdviceSetting::kZstdLevel, "zstd-level", ""},
+    {AdviceSetting::kImageSide, "image-side", ""},
 };
 
 const SettingSpellings& NamesOf(AdviceSetting s) {
@@ -49,6 +50,10 @@ std::string Doubled(uint64_t now, uint64_t at_most) {
 
 const char* AdviceFlag(AdviceSetting s) { return NamesOf(s).flag; }
 
+bool IsDataChange(AdviceSetting s) {
+  return s == AdviceSetting::kZstdLevel || s == AdviceSetting::kImageSide;
+}
+
 std::optional<AdviceSetting> ParseAdviceFlag(std::string_view flag) {
   for (const SettingSpellings& n : kSettings) {
     if (flag == n.flag) return n.setting;
@@ -65,6 +70,9 @@ bool CopiesWaitedForSlots(const StageStats& h2d) { return WaitedAsLongAsItWorked
 std::string AdviceText(const Advice& a, Consumer consumer) {
   if (a.setting == AdviceSetting::kZstdLevel) {
     return absl::StrCat("sluice-shard create --zstd-level=", a.value);
+  }
+  if (a.setting == AdviceSetting::kImageSide) {
+    return absl::StrCat("store the images at ", a.value, " of their side");
   }
   if (consumer == Consumer::kPython && *AdviceLoaderArgument(a.setting) != '\0') {
     if (a.setting == AdviceSetting::kH2DFormat) {
@@ -102,9 +110,8 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
         out.push_back({AdviceSetting::kDecompressThreads, Doubled(threads, max_threads),
                        "more frames decompressed at once"});
       }
-      if (FramesAreCompressed(run.pipeline)) {
-        out.push_back({AdviceSetting::kZstdLevel, "1", "cheaper frames to decompress"});
-      }
+      // No zstd level: decompression's speed barely follows the level, and the model cannot
+      // price it (never measured to pay).
       break;
     case Stage::kPreprocess:
       if (more_threads) {
@@ -120,6 +127,8 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
         out.push_back({AdviceSetting::kPreprocessThreads, Doubled(threads, max_threads),
                        "more images decoded at once"});
       }
+      // Decoding's cost follows the pixels: half the side, a quarter of them.
+      out.push_back({AdviceSetting::kImageSide, "0.5", "a quarter of the pixels to decode"});
       break;
     case Stage::kPinnedWait:
       // No setting: twice the buffers did not pay where the pool was full (measured 0.78-1.08x

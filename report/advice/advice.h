@@ -29,12 +29,21 @@ enum class AdviceSetting {
   kH2DFormat,          // --h2d-format, dtype=torch.uint8 (then normalize in the step)
   kCudaGraph,          // --cuda-graph
   kZstdLevel,          // sluice-shard create --zstd-level (a new dataset: not checked by a rerun)
+  kImageSide,          // the stored images at this fraction of their side (a new dataset)
 };
+
+// A change to the data (a new dataset: sluice-shard create), which a rerun of the job cannot
+// make: its gain is the model's prediction, and the advice says how to check it.
+bool IsDataChange(AdviceSetting setting);
 
 struct Advice {
   AdviceSetting setting = AdviceSetting::kPoolSize;
   std::string value;  // "4", "u8", "true", "1"
   std::string why;    // what it relieves, one clause
+  // The resource model's rate with the change over its rate for the run as it was
+  // (PredictedSpeedup, report/advice/price.h); 0: not priced. Advice under
+  // kMinAdvisedSpeedup is never given.
+  double predicted_speedup = 0;
 };
 
 // "--decompress-threads=4" for sluice-train, "decompress_threads=4" for a Python consumer; the

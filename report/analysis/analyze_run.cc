@@ -458,6 +458,7 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
                  0.1, static_cast<double>(rep->cores));
   const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores);
   rep->model = model.Predict(model.Current());
+  rep->resource_model = model;
   PredictFreed(model, rep);
   rep->predicted_samples_per_s = rep->model.samples_per_s;
   for (const Bound& b : rep->model.bounds) {

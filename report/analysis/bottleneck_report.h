@@ -179,6 +179,9 @@ struct BottleneckReport {
   // stage's wall busy time its threads waited for a core.
   Prediction model;
   std::vector<std::pair<Stage, double>> starved_pct;
+  // The model itself, for the advice's prices (report/advice/price.h); absent for a probed
+  // loader.
+  std::optional<ResourceModel> resource_model;
   // Other processes' average use of the run's cores (RunRecord::other_cores_busy; nullopt: not
   // measured) and the cores the model counted: `cores` less that use, at least 0.1.
   std::optional<double> other_cores_busy;

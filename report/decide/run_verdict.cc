@@ -23,8 +23,9 @@ std::string Cheaper(Stage s, const BottleneckReport& a) {
     case Stage::kRead:
       return "keep the shards in the page cache";
     case Stage::kDecompress:
+      // Not a lower zstd level: decompression's speed barely follows the level.
       return FramesAreCompressed(a.pipeline)
-                 ? "a lower zstd level: sluice-shard create --zstd-level=1"
+                 ? "fewer bytes per sample: decompression's cost follows the bytes it writes"
                  : "the frames are stored uncompressed, so what is left is their checksum "
                    "and copy";
     case Stage::kPreprocess:
@@ -149,10 +150,12 @@ bool LaunchBound(const BottleneckReport& a, const RunRecord* run, Verdict* v) {
                 "%.0f%% of the device's step time fell while the host was still enqueuing "
                 "that step (the device waited for its launches)",
                 100 * a.launch_gated_pct / compute.busy_pct);
+  const Suggestion suggestion = Suggest(compute, a, run, v);
   v->sentence = absl::StrFormat(
       "launch-bound: %s while the host never waited for data; enqueuing a step takes %.1f us "
-      "on the host, against %.1f us of device time per step; %s or a larger batch",
-      why, enqueue_us, compute.busy_ns / 1e3 / a.steps, Suggest(compute, a, run, v));
+      "on the host, against %.1f us of device time per step; %s%sa larger batch raises it",
+      why, enqueue_us, compute.busy_ns / 1e3 / a.steps, suggestion.text,
+      suggestion.text.empty() ? "" : "; ");
   return true;
 }
 
@@ -174,10 +177,13 @@ std::string ComputeBoundHint(const BottleneckReport& a) {
         cores_while_computing);
   }
   if (!a.is_cuda && a.cpu_saturated) {
+    // Fewer pipeline threads do not raise it: the stages' CPU time per sample is the same on
+    // fewer threads (measured 0.97x), so the model's shared-core bound does not move.
     return absl::StrFormat(
-        "; the %d cores are saturated (%.1f threads busy): fewer pipeline --threads leave more "
-        "CPU to compute",
-        a.cores, a.cpu_threads_busy);
+        "; the %d cores are saturated (%.1f cores busy), compute taking %.0f%% of the CPU time "
+        "per sample: a faster step raises it (a larger batch, or a GPU), fewer pipeline "
+        "threads do not",
+        a.cores, a.cpu_threads_busy, CpuSharePct(a, Stage::kCompute));
   }
   if (a.consumer == Consumer::kPython) {
     return "; your training step is the limit, not the data: a faster step (a larger batch, a "
@@ -240,28 +246,33 @@ Verdict StageLimits(const BottleneckReport& a, const RunRecord* run, const Stage
   const StageRow* part = PartWithin(a, &slow);
   if (part != nullptr) v.limiting_stage = part->stage;
   const std::string slow_at = part != nullptr ? PartAt(*part, slow) : StageAt(slow);
+  const Suggestion suggestion = Suggest(part != nullptr ? *part : slow, a, run, &v);
   if (shared_cpu && slow.cpu_work) {
     v.verdict = VerdictClass::kCpuBound;
     const double starved = StarvedPct(a, Stage::kCompute);
     v.sentence = absl::StrFormat(
         "cpu-bound: %s%s; the %d cores bind at %s (the resource model; measured %s): %s; %s "
-        "takes %.0f%% of the CPU time per sample%s; make %s cheaper (%s): more threads cannot "
-        "help on %d cores",
+        "takes %.0f%% of the CPU time per sample%s",
         CloseCall(a), Waited(wait), a.cores, FormatRate(a.model.samples_per_s),
         FormatRate(a.measured_samples_per_s), slow_at, StageName(slow.stage),
         CpuSharePct(a, slow.stage),
         starved >= kStarvedPct
             ? absl::StrFormat(", so compute's threads waited for a core %.0f%% of their step time",
                               starved)
-            : "",
-        StageName(v.limiting_stage), Cheaper(v.limiting_stage, a), a.cores);
+            : "");
+    if (!v.advice.empty()) {
+      absl::StrAppend(&v.sentence, "; ", suggestion.text);
+    } else {
+      absl::StrAppendFormat(&v.sentence,
+                            "; make %s cheaper (%s): more threads cannot help on %d cores",
+                            StageName(v.limiting_stage), Cheaper(v.limiting_stage, a), a.cores);
+    }
     return v;
   }
-  const std::string suggestion = Suggest(part != nullptr ? *part : slow, a, run, &v);
   v.sentence = absl::StrCat(VerdictClassName(v.verdict), ": ", CloseCall(a), Waited(wait), "; ",
-                            slow_at, suggestion.empty() ? "" : "; ", suggestion);
-  if (part != nullptr) {
-    absl::StrAppend(&v.sentence, suggestion.empty() ? "; make " : ", or make ",
+                            slow_at, suggestion.text.empty() ? "" : "; ", suggestion.text);
+  if (part != nullptr && !suggestion.data_change) {
+    absl::StrAppend(&v.sentence, v.advice.empty() ? "; make " : ", or make ",
                     StageName(part->stage), " cheaper: ", Cheaper(part->stage, a));
   }
   return v;

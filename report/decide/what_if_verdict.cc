@@ -74,7 +74,7 @@ Verdict WhatIfVerdict(Verdict inferred, const std::vector<WhatIfRow>& rows,
     v.verdict = VerdictClass::kInputBound;
   }
   v.limiting_stage = measured;
-  std::string advice = Suggest(a.row(measured), a, run, &v);
+  std::string advice = Suggest(a.row(measured), a, run, &v).text;
   if (!advice.empty()) advice = absl::StrCat("; ", advice);
   v.sentence = absl::StrFormat(
       "%s: decided by the what-if measurement: freeing %s gave %.2fx, the most of any stage "

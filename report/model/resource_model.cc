@@ -73,6 +73,9 @@ Prediction ResourceModel::Predict(const Allocation& a) const {
       c.blocked_ns *= f;
       c.device_ns *= f;
     }
+    if (const auto scale = a.host_scale.find(c.stage); scale != a.host_scale.end()) {
+      c.cpu_ns *= std::max(0.0, scale->second);
+    }
     const auto t = a.threads.find(c.stage);
     const int threads = std::max(1, t == a.threads.end() ? c.threads : t->second);
     if (c.alone_samples_per_s && *c.alone_samples_per_s > 0 && threads == c.threads) {

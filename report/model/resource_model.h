@@ -66,12 +66,16 @@ struct Bound {
 
 // Threads per stage and the cores they share; a stage absent from `threads` keeps the run's.
 // `free_stage`: a stage whose cost is taken away (a what-if run). `cost_scale`: a stage's cost
-// per sample times this factor (a part of it freed, as decode inside preprocess; cheaper data).
+// per sample times this factor (a part of it freed, as decode inside preprocess; cheaper data;
+// fewer bytes over the link).
 struct Allocation {
   std::map<Stage, int> threads;
   double cores = 1;  // the cores left to the run (other processes' use taken off)
   std::optional<Stage> free_stage;
   std::map<Stage, double> cost_scale;
+  // A stage's host CPU time per sample only, times this factor (compute's enqueue under a CUDA
+  // graph), after cost_scale.
+  std::map<Stage, double> host_scale;
 };
 
 struct Prediction {

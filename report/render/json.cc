@@ -74,10 +74,14 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                   {"sentence", sentence}};
   nlohmann::ordered_json advice_json = nlohmann::ordered_json::array();
   for (const Advice& a : advice) {
-    advice_json.push_back({{"setting", AdviceFlag(a.setting)},
-                           {"value", a.value},
-                           {"text", AdviceText(a, consumer)},
-                           {"why", a.why}});
+    advice_json.push_back(
+        {{"setting", AdviceFlag(a.setting)},
+         {"value", a.value},
+         {"text", AdviceText(a, consumer)},
+         {"why", a.why},
+         {"kind", IsDataChange(a.setting) ? "data" : "setting"},
+         {"predicted_speedup", a.predicted_speedup > 0 ? nlohmann::ordered_json(a.predicted_speedup)
+                                                       : nlohmann::ordered_json()}});
   }
   j["verdict"]["advice"] = advice_json;
   j["stages"] = stages;

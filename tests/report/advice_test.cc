@@ -44,9 +44,43 @@ TEST(AdviceTest, DecompressBoundAdvisesDoubleTheThreadsAsAFlagWithItsValue) {
   EXPECT_EQ(rep.advice[0].setting, AdviceSetting::kDecompressThreads);
   EXPECT_EQ(rep.advice[0].value, "4");  // 2 threads now
   EXPECT_THAT(rep.sentence, HasSubstr("--decompress-threads=4"));
-  // Compressed frames (ratio 1.72): a lower zstd level is offered too.
-  EXPECT_TRUE(HasSetting(rep, AdviceSetting::kZstdLevel));
-  EXPECT_THAT(rep.sentence, HasSubstr("sluice-shard create --zstd-level=1"));
+  // Priced by the resource model: twice the threads on 16 idle cores, twice the rate.
+  EXPECT_NEAR(rep.advice[0].predicted_speedup, 2.0, 0.05);
+  EXPECT_THAT(rep.sentence, HasSubstr("the model predicts 2.00x"));
+  EXPECT_EQ(rep.ToJson()["verdict"]["advice"][0]["predicted_speedup"],
+            rep.advice[0].predicted_speedup);
+  EXPECT_EQ(rep.ToJson()["verdict"]["advice"][0]["kind"], "setting");
+  // Compressed frames (ratio 1.72), yet no zstd level: decompression's speed barely follows
+  // the level, and the model cannot price it.
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kZstdLevel));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("zstd")));
+}
+
+// On 2 cores already held by 2 threads, more threads are priced at no gain: the sentence says
+// so and lists them, and verdict.advice is empty (a 2-core run measured 1.01-1.11x for them).
+TEST(AdviceTest, MoreThreadsThanCoresArePricedAtNoGainAndNotAdvised) {
+  const BottleneckReport rep = AnalyzeRun(DecompressBound(0.58), nullptr, /*cores=*/2);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecompress) << rep.sentence;
+  EXPECT_TRUE(rep.advice.empty()) << rep.sentence;
+  EXPECT_EQ(rep.verdict, VerdictClass::kCpuBound) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("more threads cannot help on 2 cores"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("--decompress-threads")));
+}
+
+// One decompress thread on 4 idle cores: the priced gain of a second one is the thread's own
+// bound doubled, up to the next bound (compute's).
+TEST(AdviceTest, ASecondThreadIsPricedUpToTheNextBound) {
+  Synth s;
+  s.decompress_ns = 2000;
+  s.decompress_conc = 1;
+  s.compute_ns = 1500;
+  s.wait_pct = 40;
+  const BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, 4);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecompress) << rep.sentence;
+  ASSERT_EQ(rep.advice.size(), 1u) << rep.sentence;
+  EXPECT_EQ(rep.advice[0].value, "2");
+  // 1 thread: 500 k samples/s; 2 threads: 1 M, but compute binds at 1/1500 ns = 667 k.
+  EXPECT_NEAR(rep.advice[0].predicted_speedup, 1.333, 0.01) << rep.sentence;
 }
 
 TEST(AdviceTest, UncompressedFramesGetNoZstdLevelAdvice) {
@@ -120,7 +154,10 @@ TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
   ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
   EXPECT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
   EXPECT_FALSE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
-  h2d.wait_output_ns = h2d.busy_ns;  // copies held back by the ring half the time
+  // Copies held back by the ring half the time: the link copied half of it, so the model's
+  // link bound is twice the measured rate, which more slots let the run reach.
+  h2d.busy_ns /= 2;
+  h2d.wait_output_ns = h2d.busy_ns;
   rep = AnalyzeRun(run, nullptr, 16);
   EXPECT_TRUE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
   EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=6"));

@@ -61,10 +61,15 @@ TEST(DecodeReportTest, VerdictNamesDecodeWhenItIsMostOfPreprocess) {
   EXPECT_THAT(rep.sentence, HasSubstr("decode is the limit: it takes 75% of the busy time of "
                                       "preprocess, which runs at 833.3 k samples/s on 2 threads"));
   EXPECT_THAT(rep.sentence, Not(HasSubstr("preprocess is the limit")));
-  EXPECT_THAT(rep.sentence, HasSubstr("store smaller images"));
-  ASSERT_FALSE(rep.advice.empty());
+  ASSERT_EQ(rep.advice.size(), 2u) << rep.sentence;
   EXPECT_EQ(rep.advice.front().setting, AdviceSetting::kPreprocessThreads);
   EXPECT_EQ(rep.advice.front().value, "4");
+  EXPECT_NEAR(rep.advice.front().predicted_speedup, 2.0, 0.01);  // 16 idle cores
+  // Half the side: decode (75% of preprocess) decodes a quarter of the pixels.
+  EXPECT_EQ(rep.advice[1].setting, AdviceSetting::kImageSide);
+  EXPECT_NEAR(rep.advice[1].predicted_speedup, 1 / (1 - 0.75 * 0.75), 0.01);
+  EXPECT_THAT(rep.sentence, HasSubstr("store the images at 0.5 of their side"));
+  EXPECT_EQ(rep.ToJson()["verdict"]["advice"][1]["kind"], "data");
   EXPECT_EQ(rep.ToJson()["verdict"]["limiting_stage"], "decode");
 
   // A quarter of preprocess's time: preprocess itself is named, decode is not.
@@ -82,9 +87,14 @@ TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
   EXPECT_EQ(rep.limiting_stage, Stage::kDecode);
   EXPECT_THAT(rep.sentence, HasSubstr("decode is the limit: it takes 75% of the busy time"));
   EXPECT_THAT(rep.sentence, HasSubstr("; preprocess takes "));
-  EXPECT_THAT(rep.sentence, HasSubstr("make decode cheaper"));
-  EXPECT_THAT(rep.sentence, HasSubstr("150 KB decoded per image"));
-  EXPECT_THAT(rep.sentence, HasSubstr("lower JPEG quality"));
+  // No thread advice (the cores are full); the change to the data, priced: preprocess is 80%
+  // of the CPU time and decode 75% of preprocess, so the cores' bound moves by
+  // 1 / (0.2 + 0.8 x (1 - 0.75 x 0.75)).
+  ASSERT_EQ(rep.advice.size(), 1u) << rep.sentence;
+  EXPECT_EQ(rep.advice[0].setting, AdviceSetting::kImageSide);
+  EXPECT_NEAR(rep.advice[0].predicted_speedup, 1 / (0.2 + 0.8 * (1 - 0.75 * 0.75)), 0.02);
+  EXPECT_THAT(rep.sentence, HasSubstr("a change to the data, which a rerun cannot check"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("--preprocess-threads")));
 }
 
 TEST(DecodeReportTest, DecodeCeilingIsPerThreadUpToCores) {

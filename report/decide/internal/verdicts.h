@@ -34,9 +34,17 @@ std::string StageAt(const StageRow& r);
 // "close call: X (a) or Y (b), within 15% of each other by the resource model; " when the
 // model holds another stage's bound that close to the binding one, else "".
 std::string CloseCall(const BottleneckReport& a);
-// The advice that relieves `r` (appended to v->advice) as "use A (why) or B (why)"; "" when
-// no setting relieves it or `run` is null.
-std::string Suggest(const StageRow& r, const BottleneckReport& a, const RunRecord* run, Verdict* v);
+// The advice that relieves `r`, priced by the resource model (report/advice/price.h): each
+// change it predicts at kMinAdvisedSpeedup or more is appended to v->advice and phrased
+// "use A (why; the model predicts 1.80x) or B (...)". `declined`: the changes priced lower (or
+// not priced), "--preprocess-threads=4 1.00x"; then `text` says that no setting helps and
+// lists them. Both empty when `run` is null or nothing applies.
+struct Suggestion {
+  std::string text;
+  std::string declined;
+  bool data_change = false;  // a change to the data was advised
+};
+Suggestion Suggest(const StageRow& r, const BottleneckReport& a, const RunRecord* run, Verdict* v);
 
 }  // namespace sluice::decide_internal
 

@@ -1,0 +1,66 @@
+#include "report/advice/price.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "pipeline/batch.h"
+#include "report/analysis/bottleneck_report.h"
+
+namespace sluice {
+
+std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel& model,
+                                       const BottleneckReport& report, const RunRecord& run) {
+  const double now = model.Predict(model.Current()).samples_per_s;
+  if (now <= 0) return std::nullopt;
+  Allocation alt = model.Current();
+  switch (advice.setting) {
+    case AdviceSetting::kDecompressThreads:
+    case AdviceSetting::kPreprocessThreads: {
+      int threads = 0;
+      if (!absl::SimpleAtoi(advice.value, &threads) || threads < 1) return std::nullopt;
+      alt.threads[advice.setting == AdviceSetting::kDecompressThreads ? Stage::kDecompress
+                                                                      : Stage::kPreprocess] =
+          threads;
+      break;
+    }
+    case AdviceSetting::kH2DFormat: {
+      // u8 batches: the link carries 1 byte per element instead of 2 or 4, and preprocess's
+      // work outside the transform chain (the gather and the conversion, which writes the
+      // batch) writes that much less; the normalization moves into the device's step.
+      const double bytes = 1.0 / static_cast<double>(H2DFormatSize(run.h2d_format));
+      alt.cost_scale[Stage::kH2D] = bytes;
+      const StageRow& pre = report.row(Stage::kPreprocess);
+      const double outside = pre.outside_chain_pct.value_or(100) / 100;
+      alt.cost_scale[Stage::kPreprocess] = 1 - std::clamp(outside, 0.0, 1.0) * (1 - bytes);
+      break;
+    }
+    case AdviceSetting::kCudaGraph:
+      // One launch per step: the enqueue's host time all but vanishes; the device's own time
+      // stays. An upper bound on the gain.
+      alt.host_scale[Stage::kCompute] = 0;
+      break;
+    case AdviceSetting::kImageSide: {
+      double side = 0;
+      if (!absl::SimpleAtod(advice.value, &side) || side <= 0 || side > 1) return std::nullopt;
+      const StageRow& decode = report.row(Stage::kDecode);
+      const StageRow& pre = report.row(Stage::kPreprocess);
+      if (!decode.present || pre.busy_ns <= 0) return std::nullopt;
+      // Decoding's cost follows the pixels; the rest of preprocess stays.
+      const double share = std::clamp(static_cast<double>(decode.busy_ns) / pre.busy_ns, 0.0, 1.0);
+      alt.cost_scale[Stage::kPreprocess] = 1 - share * (1 - side * side);
+      break;
+    }
+    case AdviceSetting::kReadAhead:
+    case AdviceSetting::kDeviceRingDepth:
+      // A wait the model does not hold: the stage waited downstream for a frame or a slot.
+      // Relieved, the run reaches the model's rate.
+      if (report.measured_samples_per_s <= 0) return std::nullopt;
+      return now / report.measured_samples_per_s;
+    case AdviceSetting::kPoolSize:
+    case AdviceSetting::kZstdLevel:
+      return std::nullopt;
+  }
+  return model.Predict(alt).samples_per_s / now;
+}
+
+}  // namespace sluice
