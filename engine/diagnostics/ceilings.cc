@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/build_id.h"
 #include "common/checksum.h"
+#include "common/cpu_load.h"
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 #include "engine/backend_factory.h"
@@ -339,7 +340,21 @@ absl::StatusOr<std::vector<BatchView>> RealBatches(const Dataset& dataset,
 }  // namespace
 
 absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const CeilingOptions& options) {
+  // A ceiling is the stage alone on idle cores: measured while other processes held a core,
+  // it understates the stage (a compute ceiling of 83 k samples/s measured so, 206 k on a
+  // quiet machine minutes later). Measure again once, and keep the quieter of the two.
+  ASSIGN_OR_RETURN(Ceilings c, MeasureOnce(dataset, options));
+  if (c.other_cores_busy >= kBusyMachineCores) {
+    ASSIGN_OR_RETURN(Ceilings again, MeasureOnce(dataset, options));
+    if (again.other_cores_busy < c.other_cores_busy) c = std::move(again);
+  }
+  return c;
+}
+
+absl::StatusOr<Ceilings> Ceilings::MeasureOnce(const Dataset& dataset,
+                                               const CeilingOptions& options) {
   if (options.batch_size == 0) return absl::InvalidArgumentError("batch_size must be >= 1");
+  const CpuLoadSnapshot load_before = TakeCpuLoadSnapshot();
   Ceilings c;
   c.hostname = Hostname();
   c.build = BuildId();
@@ -370,6 +385,7 @@ absl::StatusOr<Ceilings> Ceilings::Measure(const Dataset& dataset, const Ceiling
   } else {
     c.compute.note = "not measured: disabled";
   }
+  c.other_cores_busy = OtherCoresBusy(load_before, TakeCpuLoadSnapshot()).value_or(0);
   return c;
 }
 
@@ -415,7 +431,12 @@ absl::StatusOr<Ceilings> Ceilings::LoadOrMeasure(Env* env, const Dataset& datase
     // Else stale, corrupt, or measured by another build of this code (whose figures, the
     // compute ceiling above all, need not hold for this one; the key names the build too,
     // this checks the file's own word): re-measure.
-    if (cached.ok() && cached->key == key && cached->build == BuildId()) return cached;
+    // A file measured on a busy machine (other processes held kBusyMachineCores or more) is
+    // measured again: the stage alone was not what it measured.
+    if (cached.ok() && cached->key == key && cached->build == BuildId() &&
+        cached->other_cores_busy < kBusyMachineCores) {
+      return cached;
+    }
   }
   if (options.cached_only) {
     return absl::FailedPreconditionError(absl::StrCat("no cached ceilings in ", path));

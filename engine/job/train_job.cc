@@ -47,7 +47,8 @@ PipelineOptions TrainPipelineOptions(const TrainJobOptions& options, const Backe
 
 // "decode 2000 us per image, compute 500 us per step": the delays the run injected, in the
 // report's flow order ("" when none); each stage's item is its row's unit (report/stages.h).
-std::string InjectedDelays(const TrainJobOptions& o) {
+std::string InjectedDelays(const TrainJobOptions& o,
+                           std::vector<std::pair<Stage, int64_t>>* delays) {
   std::string out;
   for (const StageInfo& info : kReportStageTable) {
     if (!info.inject_delay) continue;
@@ -56,6 +57,7 @@ std::string InjectedDelays(const TrainJobOptions& o) {
                            : o.pipeline.diagnostics.inject_delay_us[static_cast<int>(info.stage)];
     if (us <= 0) continue;
     absl::StrAppend(&out, out.empty() ? "" : ", ", info.name, " ", us, " us per ", info.unit);
+    delays->emplace_back(info.stage, us);
   }
   return out;
 }
@@ -331,7 +333,7 @@ absl::Status TrainJob::FinishRecord(PipelineBatchSource& train_source, MeasuredB
   result_.run.test_skipped_records = budget_->test_skipped_records();
   result_.run.test_corrupt_frames = budget_->test_corrupt_frames();
   result_.run.not_evaluated = result_.not_evaluated;
-  result_.run.injected_delays = InjectedDelays(o_);
+  result_.run.injected_delays = InjectedDelays(o_, &result_.run.injected_delay_us);
   result_.run.samples = static_cast<uint64_t>(result_.train.samples);
   result_.run.train_seconds = result_.train.train_seconds;
   if (train_source.pipeline() != nullptr) result_.run.trace = train_source.pipeline()->Trace();

@@ -26,9 +26,21 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
     case AdviceSetting::kH2DFormat: {
       // u8 batches: the link carries 1 byte per element instead of 2 or 4, and preprocess's
       // work outside the transform chain (the gather and the conversion, which writes the
-      // batch) writes that much less; the normalization moves into the device's step.
+      // batch) writes that much less; the normalization moves into the device's step. Only a
+      // copy's part that follows its bytes shrinks: the run's copy time is split as the h2d
+      // ceiling's copies split (fixed_us_per_item: latency, launch), so without that ceiling
+      // the link is not priced.
       const double bytes = 1.0 / static_cast<double>(H2DFormatSize(run.h2d_format));
-      alt.cost_scale[Stage::kH2D] = bytes;
+      const StageRow& h2d = report.row(Stage::kH2D);
+      if (h2d.present && h2d.busy_ns > 0) {
+        if (!report.ceilings || !report.ceilings->h2d_pinned.measured ||
+            report.ceilings->h2d_pinned.items_per_s <= 0) {
+          return std::nullopt;
+        }
+        const Ceiling& link = report.ceilings->h2d_pinned;
+        const double fixed = std::clamp(link.fixed_us_per_item * 1e-6 * link.items_per_s, 0.0, 1.0);
+        alt.cost_scale[Stage::kH2D] = fixed + (1 - fixed) * bytes;
+      }
       const StageRow& pre = report.row(Stage::kPreprocess);
       const double outside = pre.outside_chain_pct.value_or(100) / 100;
       alt.cost_scale[Stage::kPreprocess] = 1 - std::clamp(outside, 0.0, 1.0) * (1 - bytes);
@@ -45,8 +57,13 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       const StageRow& decode = report.row(Stage::kDecode);
       const StageRow& pre = report.row(Stage::kPreprocess);
       if (!decode.present || pre.busy_ns <= 0) return std::nullopt;
-      // Decoding's cost follows the pixels; the rest of preprocess stays.
-      const double share = std::clamp(static_cast<double>(decode.busy_ns) / pre.busy_ns, 0.0, 1.0);
+      // Decoding's cost follows the pixels; the rest of preprocess stays, and so does a delay
+      // --inject-delay planted in each decode.
+      double pixels_ns = static_cast<double>(decode.busy_ns);
+      for (const auto& [stage, us] : run.injected_delay_us) {
+        if (stage == Stage::kDecode) pixels_ns -= static_cast<double>(us) * 1e3 * decode.samples;
+      }
+      const double share = std::clamp(pixels_ns / pre.busy_ns, 0.0, 1.0);
       alt.cost_scale[Stage::kPreprocess] = 1 - share * (1 - side * side);
       break;
     }

@@ -456,7 +456,8 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   rep->model_cores =
       std::clamp(std::max(rep->cores - rep->other_cores_busy.value_or(0), rep->process_cores_busy),
                  0.1, static_cast<double>(rep->cores));
-  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores);
+  const bool quiet_ceilings = !rep->ceilings || rep->ceilings->other_cores_busy < kBusyMachineCores;
+  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores, quiet_ceilings);
   rep->model = model.Predict(model.Current());
   rep->resource_model = model;
   PredictFreed(model, rep);
@@ -472,6 +473,12 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
 // The caveats: dropped spans, skipped frames, injected delays, nothing evaluated, device time.
 void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   const PipelineStats& ps = run.pipeline;
+  if (rep->ceilings && rep->ceilings->other_cores_busy >= kBusyMachineCores) {
+    rep->notes.push_back(absl::StrFormat(
+        "the ceilings were measured while other processes used %.1f cores: they understate the "
+        "stages alone (the next run measures them again)",
+        rep->ceilings->other_cores_busy));
+  }
   if (ps.trace_dropped > 0) {
     rep->notes.push_back(
         absl::StrCat(ps.trace_dropped, " trace spans were dropped (raise the trace capacity)"));

@@ -122,7 +122,7 @@ double ResourceModel::CpuSharePct(Stage s) const {
 }
 
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& cs,
-                                 double cores) {
+                                 double cores, bool quiet_ceilings) {
   std::vector<StageCost> stages;
   for (const StageRow& r : rows) {
     if (!r.present || r.samples == 0) continue;
@@ -154,7 +154,7 @@ ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const Comput
           c.cpu_ns = std::min(r.cpu_ns_per_sample, c.wall_ns);
           // A ceiling this run beat is stale (cached on a busier machine): not the step's rate
           // alone.
-          if (r.ceiling_samples_per_s && r.capacity_samples_per_s &&
+          if (quiet_ceilings && r.ceiling_samples_per_s && r.capacity_samples_per_s &&
               *r.ceiling_samples_per_s >= *r.capacity_samples_per_s) {
             c.alone_samples_per_s = r.ceiling_samples_per_s;
           }

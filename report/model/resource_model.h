@@ -114,8 +114,10 @@ class ResourceModel {
 // The model of a finished run, from the report's rows (AnalyzeRun) and the consumer's figures.
 // Decode is inside preprocess (its cost is part of preprocess's) and pinned_wait is a wait, so
 // neither is a stage of the model.
+// `quiet_ceilings`: the rows' ceilings were measured on a quiet machine (Ceilings::
+// other_cores_busy under kBusyMachineCores), so CPU compute's ceiling is its rate alone.
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& compute,
-                                 double cores);
+                                 double cores, bool quiet_ceilings = true);
 
 }  // namespace sluice
 

@@ -10,9 +10,11 @@ namespace sluice {
 
 // The cache file's fields, in file order (docs/report-schema.md, "ceilings"); "schema" comes
 // first and is written and checked by ToJson / FromJson.
-SLUICE_DEFINE_JSON_FIELDS(Ceiling, measured, mb_per_s, samples_per_s, items_per_s, note)
-SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, build, measured_at, read, decompress, decode,
-                          preprocess, pinned_memcpy, h2d_pinned, h2d_pageable, compute)
+SLUICE_DEFINE_JSON_FIELDS(Ceiling, measured, mb_per_s, samples_per_s, items_per_s,
+                          fixed_us_per_item, note)
+SLUICE_DEFINE_JSON_FIELDS(Ceilings, key, hostname, build, measured_at, other_cores_busy, read,
+                          decompress, decode, preprocess, pinned_memcpy, h2d_pinned, h2d_pageable,
+                          compute)
 
 std::string Ceilings::CachePath(const std::string& cache_dir, const std::string& key) {
   return JoinPath(JoinPath(cache_dir, "ceilings"), key + ".json");

@@ -24,7 +24,10 @@ struct Ceiling {
   double mb_per_s = 0;  // 1 MB = 1e6 bytes
   double samples_per_s = 0;
   double items_per_s = 0;  // frames/s (read, decompress), batches or steps/s (the others)
-  std::string note;        // how it was measured, or why not
+  // H2D copies only: the time per copy that does not follow its bytes (latency, launch), from
+  // copies of the batch and of a quarter of it; 0 elsewhere. What u8 batches cannot shrink.
+  double fixed_us_per_item = 0;
+  std::string note;  // how it was measured, or why not
 };
 
 struct Ceilings {
@@ -32,6 +35,9 @@ struct Ceilings {
   std::string hostname;
   std::string build;        // BuildId() of the code that measured (common/build_id.h)
   std::string measured_at;  // UTC, ISO 8601
+  // Other processes' average use of the cores while these were measured (common/cpu_load.h);
+  // at kBusyMachineCores or more the figures understate the stages alone.
+  double other_cores_busy = 0;
   Ceiling read;
   Ceiling decompress;
   Ceiling decode;  // images/s of the run's decoder, 1 thread (encoded images only)
@@ -41,8 +47,11 @@ struct Ceilings {
   Ceiling h2d_pageable;
   Ceiling compute;
 
-  // Measures every ceiling on `dataset` (at most 8 frames are used).
+  // Measures every ceiling on `dataset` (at most 8 frames are used); on a busy machine
+  // (other processes at kBusyMachineCores or more) once more, keeping the quieter.
   static absl::StatusOr<Ceilings> Measure(const Dataset& dataset, const CeilingOptions& options);
+  static absl::StatusOr<Ceilings> MeasureOnce(const Dataset& dataset,
+                                              const CeilingOptions& options);
   // Reads a cache file written by Save.
   static absl::StatusOr<Ceilings> Load(Env* env, const std::string& path);
   // The cached figures for (this host, dataset, options) or, when absent, stale in format,
@@ -58,6 +67,9 @@ struct Ceilings {
 };
 
 inline constexpr char kCeilingsSchema[] = "sluice.ceilings/1";
+// Ceilings measured while other processes used this many cores or more are measured again
+// (Ceilings::Measure, LoadOrMeasure) and said to understate in the report.
+inline constexpr double kBusyMachineCores = 0.25;
 
 }  // namespace sluice
 

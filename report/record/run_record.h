@@ -167,6 +167,9 @@ struct RunRecord {
   // The delays --inject-delay added, e.g. "decode 2000 us per image" (empty: none): the report
   // says so, since its figures and advice then describe an artificially slowed stage.
   std::string injected_delays;
+  // The same delays as numbers: microseconds per item of each stage (its row's unit), for the
+  // advice's prices (a planted decode delay does not shrink with the pixels).
+  std::vector<std::pair<Stage, int64_t>> injected_delay_us;
   // Data-parallel runs: this process's rank, the number of ranks, and its gradient exchange.
   int rank = 0;
   int world_size = 1;

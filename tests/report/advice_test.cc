@@ -30,6 +30,14 @@ RunRecord DecompressBound(double stored_over_raw) {
   return run;
 }
 
+// An h2d ceiling whose copies have no fixed part: u8 batches shrink the whole copy.
+const Ceilings kLinkWithoutLatency = [] {
+  Ceilings c;
+  c.h2d_pinned.measured = true;
+  c.h2d_pinned.items_per_s = 1000;
+  return c;
+}();
+
 bool HasSetting(const BottleneckReport& rep, AdviceSetting setting) {
   for (const Advice& a : rep.advice) {
     if (a.setting == setting) return true;
@@ -134,7 +142,7 @@ TEST(AdviceTest, U8BatchesAreAdvisedOnlyWhereTheyCrossALink) {
   s.h2d_ns = 100;
   RunRecord gpu = MakeRun(s);
   gpu.h2d_format = H2DFormat::kF32;
-  rep = AnalyzeRun(gpu, nullptr, 16);
+  rep = AnalyzeRun(gpu, &kLinkWithoutLatency, 16);
   ASSERT_EQ(rep.limiting_stage, Stage::kPreprocess) << rep.sentence;
   EXPECT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
   EXPECT_THAT(rep.sentence, HasSubstr("--h2d-format=u8"));
@@ -150,15 +158,23 @@ TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
   run.pipeline.ring_depth = 3;
   StageStats& h2d = run.pipeline.stages[static_cast<int>(Stage::kH2D)];
   h2d.wait_output_ns = h2d.busy_ns / 50;
-  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  BottleneckReport rep = AnalyzeRun(run, &kLinkWithoutLatency, 16);
   ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
   EXPECT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
   EXPECT_FALSE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
+  // Copies that are all latency (the ceiling's fixed part is its whole copy time): fewer bytes
+  // do not shrink them, and u8 is not advised (a simulated 3 ms latency measured 1.00x).
+  Ceilings latency = kLinkWithoutLatency;
+  latency.h2d_pinned.fixed_us_per_item = 1e6 / latency.h2d_pinned.items_per_s;
+  rep = AnalyzeRun(run, &latency, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("--h2d-format=u8 1.00x")) << rep.sentence;
   // Copies held back by the ring half the time: the link copied half of it, so the model's
   // link bound is twice the measured rate, which more slots let the run reach.
   h2d.busy_ns /= 2;
   h2d.wait_output_ns = h2d.busy_ns;
-  rep = AnalyzeRun(run, nullptr, 16);
+  rep = AnalyzeRun(run, &kLinkWithoutLatency, 16);
   EXPECT_TRUE(HasSetting(rep, AdviceSetting::kDeviceRingDepth)) << rep.sentence;
   EXPECT_THAT(rep.sentence, HasSubstr("--device-ring-depth=6"));
   // Held back by the ring, fewer bytes per copy gain nothing (measured 0.75x).

@@ -79,6 +79,25 @@ TEST(DecodeReportTest, VerdictNamesDecodeWhenItIsMostOfPreprocess) {
   EXPECT_THAT(rep.sentence, Not(HasSubstr("decod")));
 }
 
+// A delay --inject-delay planted in each decode does not shrink with the pixels: when it is
+// all of decode's time, smaller images are priced at no gain and not advised.
+TEST(DecodeReportTest, APlantedDecodeDelayIsNotPricedAsPixels) {
+  RunRecord run = MakeRun(DecodingRun(2000));
+  BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecode) << rep.sentence;
+  auto image_side = [](const BottleneckReport& r) {
+    for (const Advice& a : r.advice) {
+      if (a.setting == AdviceSetting::kImageSide) return a.predicted_speedup;
+    }
+    return 0.0;
+  };
+  EXPECT_GT(image_side(rep), 1.2) << rep.sentence;
+  run.injected_delay_us = {{Stage::kDecode, 2}};  // 2 us per image: decode's whole 2000 ns
+  rep = AnalyzeRun(run, nullptr, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kDecode) << rep.sentence;
+  EXPECT_EQ(image_side(rep), 0.0) << rep.sentence;
+}
+
 TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
   Synth s = DecodingRun(1800);
   s.compute_ns = 300;

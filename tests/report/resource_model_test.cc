@@ -167,5 +167,29 @@ TEST(ResourceModel, BuiltFromRows) {
   EXPECT_EQ(m.Find(Stage::kCompute)->threads, 1);
 }
 
+// CPU compute's own bound is its ceiling (the step alone on idle cores) when the run did not
+// beat it; a ceiling measured on a busy machine is not that, and the bound is then its
+// threads over its CPU time.
+TEST(ResourceModel, CpuComputeTakesItsCeilingOnlyFromAQuietMeasurement) {
+  StageRow compute;
+  compute.stage = Stage::kCompute;
+  compute.present = true;
+  compute.concurrency = 2;
+  compute.samples = 1000;
+  compute.busy_ns = 10'000'000;        // 10 us per sample on each of 2 threads
+  compute.cpu_ns_per_sample = 10'000;  // 2 threads x 10 us wall, half of it on a core
+  compute.capacity_samples_per_s = 200'000;
+  compute.ceiling_samples_per_s = 250'000;
+  const std::vector<StageRow> rows = {compute};
+  const ComputeStats cs;
+  ResourceModel quiet = BuildResourceModel(rows, cs, 2, /*quiet_ceilings=*/true);
+  ASSERT_TRUE(quiet.Find(Stage::kCompute)->alone_samples_per_s.has_value());
+  EXPECT_NEAR(*quiet.Find(Stage::kCompute)->alone_samples_per_s, 250'000, 1e-9);
+  ResourceModel busy = BuildResourceModel(rows, cs, 2, /*quiet_ceilings=*/false);
+  EXPECT_FALSE(busy.Find(Stage::kCompute)->alone_samples_per_s.has_value());
+  // 2 threads on 2 cores over 10 us of CPU per sample.
+  EXPECT_NEAR(busy.Predict(busy.Current()).samples_per_s, 200'000, 1e-6);
+}
+
 }  // namespace
 }  // namespace sluice

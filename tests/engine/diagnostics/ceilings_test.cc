@@ -115,6 +115,21 @@ TEST_F(CeilingsTest, SimDeviceCeilingsComeFromItsEvents) {
   EXPECT_GT(c->h2d_pinned.mb_per_s, 100 * 0.5);
 }
 
+// A copy's fixed part (what u8 batches cannot shrink): a simulated link with 3 ms of latency
+// per copy and a fast link gives about 3000 us; without latency, about none of it.
+TEST_F(CeilingsTest, H2DFixedPartPerCopyIsTheLinksLatency) {
+  options_.backend.device.platform = device::Platform::kSim;
+  options_.backend.sim.device.link_bytes_per_s = 1e9;
+  options_.backend.sim.device.link_latency_ns = 3'000'000;
+  absl::StatusOr<Ceilings> c = Ceilings::Measure(*dataset_, options_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ExpectMeasured(c->h2d_pinned, "h2d_pinned");
+  // The sleeps overshoot a little on a loaded machine: a tenth of the latency either way.
+  EXPECT_GT(c->h2d_pinned.fixed_us_per_item, 2700);
+  EXPECT_LT(c->h2d_pinned.fixed_us_per_item, 3300 + 1e6 / c->h2d_pinned.items_per_s * 0.1);
+  EXPECT_EQ(c->compute.fixed_us_per_item, 0);
+}
+
 TEST_F(CeilingsTest, ModelThatDoesNotFitTheSamplesLeavesComputeUnmeasured) {
   options_.model.layers = {100, 10};
   auto c = Ceilings::Measure(*dataset_, options_);
@@ -168,6 +183,29 @@ TEST_F(CeilingsTest, CacheFromAnotherBuildIsReMeasured) {
   EXPECT_EQ(Ceilings::Load(Env::Default(), path)->build, BuildId());
 }
 
+// Ceilings cached while other processes held the cores understate the stages alone: the next
+// run measures them again (a compute ceiling of 83 k samples/s so cached read 206 k when
+// measured on the quiet machine).
+TEST_F(CeilingsTest, CacheMeasuredOnABusyMachineIsReMeasured) {
+  auto first = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string path =
+      Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
+  Ceilings busy = *first;
+  busy.other_cores_busy = kBusyMachineCores + 0.5;
+  busy.hostname = "busy-machine-marker";
+  ASSERT_TRUE(busy.Save(Env::Default(), path).ok());
+  auto again = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->hostname, "busy-machine-marker");
+  // Just under the bound, the file is used as is.
+  busy.other_cores_busy = kBusyMachineCores - 0.01;
+  ASSERT_TRUE(busy.Save(Env::Default(), path).ok());
+  again = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->hostname, "busy-machine-marker");
+}
+
 // A file written before `build` existed lacks the field: re-measured and rewritten, not fatal.
 TEST_F(CeilingsTest, CacheWithoutBuildFieldIsReMeasured) {
   auto first = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
@@ -215,27 +253,27 @@ TEST(CeilingsJsonTest, FieldsInFileOrderRoundTripAndMissingFieldIsDataLoss) {
   c.hostname = "h";
   c.build = "b1d";
   c.measured_at = "2024-01-01T00:00:00Z";
-  c.decompress = {true, 1.5, 2.5, 3.5, "how"};
+  c.decompress = {true, 1.5, 2.5, 3.5, 0, "how"};
   const nlohmann::ordered_json j = c.ToJson();
   EXPECT_EQ(j.dump(),
             R"({"schema":"sluice.ceilings/1","key":"k","hostname":"h","build":"b1d",)"
-            R"("measured_at":"2024-01-01T00:00:00Z",)"
+            R"("measured_at":"2024-01-01T00:00:00Z","other_cores_busy":0.0,)"
             R"("read":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,"items_per_s":0.0,)"
-            R"("note":""},)"
+            R"("fixed_us_per_item":0.0,"note":""},)"
             R"("decompress":{"measured":true,"mb_per_s":1.5,"samples_per_s":2.5,)"
-            R"("items_per_s":3.5,"note":"how"},)"
+            R"("items_per_s":3.5,"fixed_us_per_item":0.0,"note":"how"},)"
             R"("decode":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
-            R"("items_per_s":0.0,"note":""},)"
+            R"("items_per_s":0.0,"fixed_us_per_item":0.0,"note":""},)"
             R"("preprocess":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
-            R"("items_per_s":0.0,"note":""},)"
+            R"("items_per_s":0.0,"fixed_us_per_item":0.0,"note":""},)"
             R"("pinned_memcpy":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
-            R"("items_per_s":0.0,"note":""},)"
+            R"("items_per_s":0.0,"fixed_us_per_item":0.0,"note":""},)"
             R"("h2d_pinned":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
-            R"("items_per_s":0.0,"note":""},)"
+            R"("items_per_s":0.0,"fixed_us_per_item":0.0,"note":""},)"
             R"("h2d_pageable":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
-            R"("items_per_s":0.0,"note":""},)"
+            R"("items_per_s":0.0,"fixed_us_per_item":0.0,"note":""},)"
             R"("compute":{"measured":false,"mb_per_s":0.0,"samples_per_s":0.0,)"
-            R"("items_per_s":0.0,"note":""}})");
+            R"("items_per_s":0.0,"fixed_us_per_item":0.0,"note":""}})");
   auto back = Ceilings::FromJson(j);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ToJson(), j);
