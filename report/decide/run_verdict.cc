@@ -67,15 +67,10 @@ double StarvedPct(const BottleneckReport& a, Stage s) {
   return 0;
 }
 
-// `s`'s share of the CPU time per sample of the run's CPU stages, in [0, 100].
+// `s`'s share of the CPU time per sample of the run's CPU stages, in [0, 100]: the resource
+// model's (ResourceModel::CpuSharePct); 0 without a model.
 double CpuSharePct(const BottleneckReport& a, Stage s) {
-  double sum = 0, own = 0;
-  for (const StageRow& r : a.stages) {
-    if (!r.present || !r.cpu_work) continue;
-    sum += r.cpu_ns_per_sample;
-    if (r.stage == s) own = r.cpu_ns_per_sample;
-  }
-  return sum > 0 ? std::clamp(100.0 * own / sum, 0.0, 100.0) : 0;
+  return a.resource_model ? a.resource_model->CpuSharePct(s) : 0;
 }
 
 // The pipeline stage with the lowest capacity (read, decompress, preprocess, h2d); null if

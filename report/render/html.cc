@@ -64,8 +64,6 @@ std::string Pct(double fraction) {
   return absl::StrFormat("%.0f%%", 100 * std::clamp(fraction, 0.0, 1.0));
 }
 
-std::string Seconds(int64_t ns) { return absl::StrFormat("%.3f s", ns / 1e9); }
-
 std::string DisplayName(Stage s) {
   const ReportStageInfo* info = FindReportStage(s);
   return info != nullptr ? info->title : std::string(StageName(s));
@@ -140,10 +138,12 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
     const uint32_t pool = rep.pipeline.pool_buffers;
     absl::StrAppendFormat(&out, "pool <b>%d buffers</b><br>at most <b>%d</b> in use", pool,
                           r.queue_high_water);
-    absl::StrAppend(&out,
-                    Bar(pool > 0 ? static_cast<double>(r.queue_high_water) / pool : 0, "fill occ"),
-                    "<div class=\"small\">batches waited ", Seconds(r.busy_ns),
-                    " for a buffer (summed over batches)</div></div>");
+    absl::StrAppend(
+        &out, Bar(pool > 0 ? static_cast<double>(r.queue_high_water) / pool : 0, "fill occ"),
+        absl::StrFormat("<div class=\"small\">a batch waited for a buffer %.0f%% of the time "
+                        "(%.1f on average); that held the run back only as far as compute "
+                        "waited (%.0f%%)</div></div>",
+                        r.busy_pct, r.batches_waiting_avg, rep.input_bound_pct));
     return out;
   }
   if (r.stage == Stage::kH2D) {

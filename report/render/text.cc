@@ -168,9 +168,10 @@ std::string BottleneckReport::ToText() const {
   if (pinned.present && pinned.items > 0) {
     absl::StrAppendFormat(&out,
                           "pinned buffers: %.1f batches waited for one on average (a batch "
-                          "waited %.1f%% of the time); at most %d of %d in use\n",
+                          "waited %.1f%% of the time); at most %d of %d in use; it held the "
+                          "run back only as far as compute waited (%.1f%% of training time)\n",
                           pinned.batches_waiting_avg, pinned.busy_pct, pinned.queue_high_water,
-                          pipeline.pool_buffers);
+                          pipeline.pool_buffers, input_bound_pct);
   }
   absl::StrAppend(&out, FormatWorld(*this));  // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "engine/job/advice_check.h"
+#include "engine/job/job_report.h"
 #include "engine/job/train_job.h"
 #include "gtest/gtest.h"
 #include "report/analysis/bottleneck_report.h"
@@ -144,6 +146,15 @@ class ScenarioDirTest : public ::testing::Test {
     return o;
   }
 
+  // The run's report against its ceilings, as sluice-train makes it: the advice's prices need
+  // them (u8 batches are priced by the h2d ceiling's fixed part per copy).
+  BottleneckReport Analyze(const TrainJobOptions& job, const TrainJobResult& run) const {
+    std::string why;
+    const std::optional<Ceilings> ceilings =
+        LoadJobCeilings(Env::Default(), job, run, JobReportSettings{}, &why);
+    return AnalyzeRun(run.run, ceilings ? &*ceilings : nullptr, 2);
+  }
+
   std::string dir_;
 };
 
@@ -165,7 +176,7 @@ TEST_P(AdviceScenarioTest, IsAdvisedItsSettingAndTheChangeRaisesTheRateByTenPerc
   if (s.value == nullptr) {  // advice that did not pay in this scenario is not given
     auto run = RunTrainJob(Env::Default(), job);
     ASSERT_TRUE(run.ok()) << run.status();
-    const BottleneckReport report = AnalyzeRun(run->run, nullptr, 2);
+    const BottleneckReport report = Analyze(job, *run);
     for (const Advice& a : report.advice) EXPECT_NE(a.setting, s.setting) << report.sentence;
     return;
   }
@@ -173,7 +184,7 @@ TEST_P(AdviceScenarioTest, IsAdvisedItsSettingAndTheChangeRaisesTheRateByTenPerc
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     auto run = RunTrainJob(Env::Default(), job);
     ASSERT_TRUE(run.ok()) << run.status();
-    const BottleneckReport report = AnalyzeRun(run->run, nullptr, 2);
+    const BottleneckReport report = Analyze(job, *run);
     const Advice* advice = nullptr;
     for (const Advice& a : report.advice) {
       if (a.setting == s.setting) advice = &a;
@@ -223,7 +234,7 @@ TEST_F(ScenarioDirTest, FiveIdenticalRunsGiveTheSameVerdict) {
     for (int run_index = 0; run_index < 5; ++run_index) {
       auto run = RunTrainJob(Env::Default(), job);
       ASSERT_TRUE(run.ok()) << run.status();
-      const BottleneckReport report = AnalyzeRun(run->run, nullptr, 2);
+      const BottleneckReport report = Analyze(job, *run);
       keys.push_back(VerdictKey(report));
       std::printf("run %d: %s\n", run_index + 1, report.sentence.c_str());
     }
