@@ -7,6 +7,19 @@
 #include "report/analysis/bottleneck_report.h"
 
 namespace sluice {
+namespace {
+
+// The busy time --inject-delay planted in `row`'s stage over the run (its delay per item times
+// its items): time no change to the data or the format shrinks.
+double InjectedNs(const RunRecord& run, const StageRow& row) {
+  double ns = 0;
+  for (const auto& [stage, us] : run.injected_delay_us) {
+    if (stage == row.stage) ns += static_cast<double>(us) * 1e3 * static_cast<double>(row.items);
+  }
+  return ns;
+}
+
+}  // namespace
 
 std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel& model,
                                        const BottleneckReport& report, const RunRecord& run) {
@@ -42,8 +55,13 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
         alt.cost_scale[Stage::kH2D] = fixed + (1 - fixed) * bytes;
       }
       const StageRow& pre = report.row(Stage::kPreprocess);
-      const double outside = pre.outside_chain_pct.value_or(100) / 100;
-      alt.cost_scale[Stage::kPreprocess] = 1 - std::clamp(outside, 0.0, 1.0) * (1 - bytes);
+      if (pre.busy_ns > 0) {
+        const double busy = static_cast<double>(pre.busy_ns);
+        const double outside =
+            std::clamp(busy * pre.outside_chain_pct.value_or(100) / 100 - InjectedNs(run, pre),
+                       0.0, busy);
+        alt.cost_scale[Stage::kPreprocess] = 1 - outside / busy * (1 - bytes);
+      }
       break;
     }
     case AdviceSetting::kCudaGraph:
@@ -59,10 +77,7 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       if (!decode.present || pre.busy_ns <= 0) return std::nullopt;
       // Decoding's cost follows the pixels; the rest of preprocess stays, and so does a delay
       // --inject-delay planted in each decode.
-      double pixels_ns = static_cast<double>(decode.busy_ns);
-      for (const auto& [stage, us] : run.injected_delay_us) {
-        if (stage == Stage::kDecode) pixels_ns -= static_cast<double>(us) * 1e3 * decode.samples;
-      }
+      const double pixels_ns = static_cast<double>(decode.busy_ns) - InjectedNs(run, decode);
       const double share = std::clamp(pixels_ns / pre.busy_ns, 0.0, 1.0);
       alt.cost_scale[Stage::kPreprocess] = 1 - share * (1 - side * side);
       break;

@@ -148,6 +148,29 @@ TEST(AdviceTest, U8BatchesAreAdvisedOnlyWhereTheyCrossALink) {
   EXPECT_THAT(rep.sentence, HasSubstr("--h2d-format=u8"));
 }
 
+// u8 batches shrink preprocess's conversion, not a delay --inject-delay planted in it: with
+// the whole preprocess time planted, u8 is priced at no gain for preprocess (measured on a
+// simulated device: a 600 us planted delay, u8 predicted 1.51x before this was counted).
+TEST(AdviceTest, U8DoesNotShrinkAPlantedPreprocessDelay) {
+  Synth s;
+  s.preprocess_ns = 4000;
+  s.wait_pct = 40;
+  s.cuda = true;
+  s.h2d_ns = 100;
+  RunRecord run = MakeRun(s);
+  run.h2d_format = H2DFormat::kF32;
+  BottleneckReport rep = AnalyzeRun(run, &kLinkWithoutLatency, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kPreprocess) << rep.sentence;
+  ASSERT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  const StageStats& pre = run.pipeline.stages[static_cast<int>(Stage::kPreprocess)];
+  // The planted delay per batch is all of preprocess's busy time per batch.
+  run.injected_delay_us = {
+      {Stage::kPreprocess, pre.busy_ns / 1000 / static_cast<int64_t>(pre.items)}};
+  rep = AnalyzeRun(run, &kLinkWithoutLatency, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kPreprocess) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+}
+
 TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
   Synth s;  // the link is the limit: the copy stream busy nearly all the time
   s.cuda = true;
