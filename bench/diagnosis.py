@@ -41,10 +41,13 @@ class Case:
     """A planted bottleneck: the data, sluice-train's flags, the stage the report should name,
     and the stage a what-if run frees (None: the case has no what-if)."""
 
-    def __init__(self, name, data, flags, expected, free=None, what="", python_step_us=0):
+    def __init__(self, name, data, flags, expected, free=None, what="", python_step_us=0,
+                 probe_sample_us=0, ranks=0):
         self.name, self.data, self.flags = name, data, flags
         self.expected, self.free, self.what = expected, free, what
         self.python_step_us = python_step_us  # > 0: a sluice.Loader loop with this step
+        self.probe_sample_us = probe_sample_us  # > 0: sluice.probe around a slow DataLoader
+        self.ranks = ranks  # > 0: sluice-train under mpirun with this many ranks
 
 
 CASES = [
@@ -85,6 +88,12 @@ CASES = [
     Case("python-step", "fm", [], "compute", None,
          "a Python training step that spins 1 ms per batch of 32 (sluice.Loader)",
          python_step_us=1000),
+    Case("probe", "fm", [], "loader", None,
+         "sluice.probe around a DataLoader whose dataset spins 0.2 ms per sample",
+         probe_sample_us=200),
+    Case("mpi-exchange", "fm", ["--layers=784,4096,10", "--batch-size=64", "--threads=1",
+                                "--stop-after-steps=150"], "exchange", None,
+         "2 ranks exchanging a 13 MB gradient per step of 64 samples", ranks=2),
 ]
 
 
@@ -136,6 +145,65 @@ with open(out, "w") as f:
 """
 
 
+PROBE = """
+import json, sys, time
+import torch
+import sluice
+out, sample_us = sys.argv[1], float(sys.argv[2])
+torch.set_num_threads(1)
+
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 3200
+
+    def __getitem__(self, i):
+        end = time.perf_counter() + sample_us / 1e6
+        while time.perf_counter() < end:
+            pass
+        return torch.zeros(784), i % 10
+
+
+model = torch.nn.Linear(784, 10)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def step(x, y):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+p = sluice.probe(torch.utils.data.DataLoader(Slow(), batch_size=32))
+for x, y in p:
+    step(x, y)
+for x, y in p.replay(steps=50):
+    step(x, y)
+with open(out, "w") as f:
+    json.dump(p.report(), f)
+"""
+
+
+def probe_python(args, sample_us, report):
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(args.build), "python"))
+    done = subprocess.run(["/usr/bin/python3", "-c", PROBE, report, str(sample_us)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode != 0:
+        raise SystemExit("probe failed: %s" % done.stderr[-2000:])
+    with open(report) as f:
+        return json.load(f)
+
+
+def train_mpi(args, data, ranks, flags, report):
+    cmd = ["mpirun", "-np", str(ranks), "--allow-run-as-root", "--oversubscribe", "--mca",
+           "btl_vader_single_copy_mechanism", "none",
+           os.path.join(args.build, "tools", "sluice-train"), "--data", data, "--epochs", "1",
+           "--device=cpu", "--quiet", "--report-json", report] + flags
+    run(cmd)
+    with open(report) as f:
+        return json.load(f)
+
+
 def train_python(args, data, step_us, report):
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(args.build), "python"))
     done = subprocess.run(["/usr/bin/python3", "-c", PYTHON_STEP, data, report, str(step_us)],
@@ -183,6 +251,10 @@ def run_case(args, case, data, work):
         path = os.path.join(work, "%s-%d.json" % (case.name, rep))
         if case.python_step_us:
             r = train_python(args, data[case.data], case.python_step_us, path)
+        elif case.probe_sample_us:
+            r = probe_python(args, case.probe_sample_us, path)
+        elif case.ranks:
+            r = train_mpi(args, data[case.data], case.ranks, case.flags, path)
         else:
             r = train(args, data[case.data], case.flags, path)
         one = {"stage": r["verdict"]["limiting_stage"], "class": r["verdict"]["class"],
@@ -197,16 +269,22 @@ def run_case(args, case, data, work):
             if a["setting"] == "image-side" and case.data == "jpeg" and a["value"] == "0.5":
                 after = train(args, half_side_data(args, data, case.data, work), case.flags,
                               path + ".advice")
-            elif a.get("kind") == "data" or case.python_step_us:  # not made by this script
+            elif (a.get("kind") == "data" or case.python_step_us or case.probe_sample_us
+                  or case.ranks):  # not made by this script
                 one["advice"].append((a["text"], None, a.get("predicted_speedup")))
                 continue
             else:
                 after = train(args, data[case.data], case.flags + [a["text"]], path + ".advice")
             one["advice"].append((a["text"], after["measured_samples_per_s"] / one["measured"],
                                   a.get("predicted_speedup")))
+        if case.probe_sample_us:
+            # A probe's predicted rate is the free-data bound (the replay), not this run's: its
+            # prediction of the switch is not built yet (issue 34, item 5).
+            one["predicted"] = None
         reps.append(one)
-        print("  rep %d: %s (%s), measured %.0f, predicted %.0f%s" % (
-            rep + 1, one["stage"], one["class"], one["measured"], one["predicted"],
+        print("  rep %d: %s (%s), measured %.0f, predicted %s%s" % (
+            rep + 1, one["stage"], one["class"], one["measured"],
+            "%.0f" % one["predicted"] if one["predicted"] else "-",
             "" if not case.free else ", freed measured %.0f predicted %s" % (
                 one["free_measured"], "%.0f" % one["free_predicted"]
                 if one["free_predicted"] else "-")), flush=True)

@@ -52,14 +52,16 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
         }
         const Ceiling& link = report.ceilings->h2d_pinned;
         const double fixed = std::clamp(link.fixed_us_per_item * 1e-6 * link.items_per_s, 0.0, 1.0);
-        alt.cost_scale[Stage::kH2D] = fixed + (1 - fixed) * bytes;
+        // A delay --inject-delay planted in each copy stays too.
+        const double busy = static_cast<double>(h2d.busy_ns);
+        const double planted = std::clamp(InjectedNs(run, h2d), 0.0, busy) / busy;
+        alt.cost_scale[Stage::kH2D] = planted + (1 - planted) * (fixed + (1 - fixed) * bytes);
       }
       const StageRow& pre = report.row(Stage::kPreprocess);
       if (pre.busy_ns > 0) {
         const double busy = static_cast<double>(pre.busy_ns);
-        const double outside =
-            std::clamp(busy * pre.outside_chain_pct.value_or(100) / 100 - InjectedNs(run, pre),
-                       0.0, busy);
+        const double outside = std::clamp(
+            busy * pre.outside_chain_pct.value_or(100) / 100 - InjectedNs(run, pre), 0.0, busy);
         alt.cost_scale[Stage::kPreprocess] = 1 - outside / busy * (1 - bytes);
       }
       break;

@@ -171,6 +171,26 @@ TEST(AdviceTest, U8DoesNotShrinkAPlantedPreprocessDelay) {
   EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
 }
 
+// Nor a delay planted in each copy: a link whose copies are all planted delay gains nothing
+// from fewer bytes (a simulated run with --inject-delay=h2d:300 had u8 priced 1.15x before).
+TEST(AdviceTest, U8DoesNotShrinkAPlantedCopyDelay) {
+  Synth s;  // the link is the limit
+  s.cuda = true;
+  s.h2d_ns = 4000;
+  s.wait_pct = 60;
+  RunRecord run = MakeRun(s);
+  run.h2d_format = H2DFormat::kF32;
+  BottleneckReport rep = AnalyzeRun(run, &kLinkWithoutLatency, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
+  ASSERT_TRUE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+  const StageStats& copies = run.pipeline.stages[static_cast<int>(Stage::kH2D)];
+  run.injected_delay_us = {
+      {Stage::kH2D, copies.busy_ns / 1000 / static_cast<int64_t>(copies.items)}};
+  rep = AnalyzeRun(run, &kLinkWithoutLatency, 16);
+  ASSERT_EQ(rep.limiting_stage, Stage::kH2D) << rep.sentence;
+  EXPECT_FALSE(HasSetting(rep, AdviceSetting::kH2DFormat)) << rep.sentence;
+}
+
 TEST(AdviceTest, AMoreDeviceRingIsAdvisedOnlyWhenCopiesWaitedForASlot) {
   Synth s;  // the link is the limit: the copy stream busy nearly all the time
   s.cuda = true;
