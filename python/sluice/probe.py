@@ -101,6 +101,8 @@ class Probe:
         # free-data rate several times over.
         self._last = None
         self._last_samples = 0
+        self._replay_cpu_ns = 0  # the process's CPU time during the replays
+        self._switch = None  # (samples, span ns, CPU ns) of measure_switch
 
     def _samples(self, batch):
         if self._batch_size is not None:
@@ -134,14 +136,38 @@ class Probe:
         if batch != self._replay_batch:
             self._replay = _Clock()
             self._replay_batch = batch
+            self._replay_cpu_ns = 0
         self._replay.drop_unfinished()
-        return _ReplayIterator(self._replay, cached, steps, self._samples(cached))
+        return _ReplayIterator(self, cached, steps, self._samples(cached))
+
+    def measure_switch(self, loader, batches=None):
+        """The switch, measured before it is made: iterates `loader` (the sluice.Loader you
+        would switch to: your data, your transforms, your batch size) alone, without a step,
+        for `batches` batches (default: one whole pass, the steadiest figure), timing it and
+        the process's CPU time from the start of the iteration. With a replay, the report then
+        predicts the rate after switching from sluice's rate alone, its CPU time per sample
+        and your step's (the replay's) on the same cores: "switching to sluice.Loader is
+        predicted at ...". The window starts with the iteration, because the pipeline works
+        ahead: a window opened at the first batch would miss the work done before it."""
+        batches = _int_arg("measure_switch: batches", batches, 1, none_ok=True)
+        samples = count = 0
+        wall, cpu = time.perf_counter_ns(), time.process_time_ns()
+        for batch in loader:
+            count += 1
+            samples += self._samples(batch)
+            if batches is not None and count >= batches:
+                break
+        if samples == 0:
+            raise ValueError("measure_switch: the loader gave no batch")
+        self._switch = (samples, time.perf_counter_ns() - wall, time.process_time_ns() - cpu)
 
     def _analyze(self):
         r, q = self._run, self._replay
+        switch = self._switch or (0, 0, 0)
         return _sluice.analyze_probe(
             self._name, self._passes, r.steps, r.samples, r.wait_ns, r.step_ns, r.max_wait_ns,
-            q.steps, q.samples, q.wait_ns + q.step_ns, self._replay_batch if q.steps else "")
+            q.steps, q.samples, q.wait_ns + q.step_ns, self._replay_batch if q.steps else "",
+            0, self._replay_cpu_ns if q.steps else 0, switch[0], switch[1], switch[2])
 
     def report(self):
         """The report as a dict: the schema of sluice-train --report-json
@@ -188,20 +214,34 @@ class _ProbeIterator:
 
 
 class _ReplayIterator:
-    def __init__(self, clock, batch, steps, samples):
-        self._clock = clock
+    # The process's CPU time between consecutive next() calls is the step's on that batch.
+    def __init__(self, probe, batch, steps, samples):
+        self._probe = probe
+        self._clock = probe._replay
         self._batch = batch
         self._left = steps
         self._samples = samples
+        self._cpu_mark = None  # the process's CPU time at the previous next()
 
     def __iter__(self):
         return self
+
+    def _count_cpu(self):
+        now = time.process_time_ns()
+        if self._cpu_mark is not None:
+            self._probe._replay_cpu_ns += now - self._cpu_mark
+        self._cpu_mark = now
 
     def __next__(self):
         if self._left == 0:
             _synchronize_cuda()
             self._clock.entered(time.perf_counter_ns())
+            self._count_cpu()
+            self._cpu_mark = None
             raise StopIteration
+        # The step on the previous batch ended here: its CPU time counts, as its time does (a
+        # `break` leaves the last step out of both).
+        self._count_cpu()
         entered = time.perf_counter_ns()
         self._clock.entered(entered)
         self._left -= 1

@@ -145,6 +145,40 @@ def test_probe_wraps_a_sluice_loader_too(fashion):
     assert r["samples"] == 10000 and r["probe"]["loader"] == "sluice.Loader"
 
 
+def test_measure_switch_predicts_from_sluice_alone_and_the_steps_cpu(fashion):
+    p = sluice.probe(_sleepy_batches(20, size=50, load_s=0.003))
+    model = torch.nn.Linear(784, 10)
+
+    def step(x):
+        model(torch.zeros(x.shape[0], 784)).sum().backward()
+
+    for x, _ in p:
+        step(x)
+    for x, _ in p.replay(steps=20):
+        step(x)
+    before = p.report()
+    assert before["probe"]["switch_samples_per_s"] is None
+    assert "probe.measure_switch(loader)" in before["verdict"]["sentence"]
+    loader = sluice.Loader(fashion["dir"] + "/test.manifest.json", batch_size=500)
+    p.measure_switch(loader)
+    r = p.report()
+    f = r["probe"]
+    # One whole pass of the test split, timed from the start of the iteration.
+    assert f["switch_sluice_samples_per_s"] > 0 and f["switch_sluice_cpu_us_per_sample"] > 0
+    assert f["switch_step_cpu_us_per_sample"] > 0
+    # The prediction never beats the step with free data or sluice alone, and is the report's.
+    assert f["switch_samples_per_s"] <= min(f["free_data_samples_per_s"],
+                                            f["switch_sluice_samples_per_s"]) * (1 + 1e-9)
+    assert r["predicted_samples_per_s"] == f["switch_samples_per_s"]
+    assert f["switch_binding"] in ("sluice", "step", "shared-cpu")
+    assert "switching to sluice.Loader is predicted at" in r["verdict"]["sentence"]
+    assert "switch to sluice.Loader: predicted" in p.report_text()
+    with pytest.raises(ValueError, match="measure_switch: batches"):
+        p.measure_switch(loader, batches=0)
+    with pytest.raises(TypeError, match="measure_switch: batches"):
+        p.measure_switch(loader, batches=1.5)
+
+
 def _bench():
     spec = importlib.util.spec_from_file_location(
         "probe_dataloader", os.path.join(REPO, "bench", "probe_dataloader.py"))

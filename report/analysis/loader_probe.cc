@@ -9,13 +9,16 @@
 #include "common/json_fields.h"
 #include "report/decide/decide.h"
 #include "report/format.h"
+#include "report/model/resource_model.h"
 #include "report/stages.h"
 
 namespace sluice {
 SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_ns, mean_wait_us,
                           mean_step_us, max_wait_us, replay_steps, replay_seconds,
                           replay_samples_per_s, replay_batch, free_data_samples_per_s,
-                          free_data_source, speedup)
+                          free_data_source, speedup, switch_sluice_samples_per_s,
+                          switch_sluice_cpu_us_per_sample, switch_step_cpu_us_per_sample,
+                          switch_samples_per_s, switch_speedup, switch_binding)
 
 namespace {
 
@@ -39,7 +42,42 @@ absl::Status Validate(const LoaderProbeRecord& r) {
                                               r.replay_steps, " replayed steps, got ",
                                               r.replay_span_ns, " ns and ", r.replay_samples));
   }
+  if (r.sluice_samples > 0 && (r.sluice_span_ns <= 0 || r.sluice_cpu_ns < 0)) {
+    return bad("sluice_span_ns",
+               absl::StrCat("must be positive and sluice_cpu_ns >= 0 after ", r.sluice_samples,
+                            " samples, got ", r.sluice_span_ns, " ns and ", r.sluice_cpu_ns));
+  }
+  if (r.replay_cpu_ns < 0) {
+    return bad("replay_cpu_ns", absl::StrCat("is negative (", r.replay_cpu_ns, ")"));
+  }
   return absl::OkStatus();
+}
+
+// The rate after switching to sluice.Loader, from the resource model of two stages sharing
+// the cores: sluice's pipeline (its rate alone, its CPU per sample) and the user's step (its
+// rate with free data, the replay, and its CPU per sample). The lowest of the two rates and
+// the cores over their summed CPU time binds. Needs the replay and the switch measured.
+void PredictSwitch(const LoaderProbeRecord& r, int cores, ProbeFigures* f) {
+  if (r.sluice_samples == 0 || r.replay_steps == 0 || r.replay_cpu_ns <= 0) return;
+  StageCost sluice;
+  sluice.stage = Stage::kLoader;
+  sluice.cpu_ns = static_cast<double>(r.sluice_cpu_ns) / r.sluice_samples;
+  sluice.wall_ns = static_cast<double>(r.sluice_span_ns) / r.sluice_samples;
+  sluice.alone_samples_per_s = r.sluice_samples * 1e9 / r.sluice_span_ns;
+  StageCost step;
+  step.stage = Stage::kCompute;
+  step.cpu_ns = static_cast<double>(r.replay_cpu_ns) / r.replay_samples;
+  step.wall_ns = static_cast<double>(r.replay_span_ns) / r.replay_samples;
+  step.alone_samples_per_s = f->free_data_samples_per_s;
+  const ResourceModel model({sluice, step}, cores);
+  const Prediction p = model.Predict(model.Current());
+  f->switch_sluice_samples_per_s = sluice.alone_samples_per_s;
+  f->switch_sluice_cpu_us_per_sample = sluice.cpu_ns / 1e3;
+  f->switch_step_cpu_us_per_sample = step.cpu_ns / 1e3;
+  f->switch_samples_per_s = p.samples_per_s;
+  f->switch_binding = p.binding.constraint == Constraint::kSharedCpu ? "shared-cpu"
+                      : p.binding.stage == Stage::kLoader            ? "sluice"
+                                                                     : "step";
 }
 
 // The loader as one stage: its busy time is the exposed wait, the time it kept the step
@@ -100,6 +138,10 @@ ProbeFigures Figures(const LoaderProbeRecord& r, const BottleneckReport& rep) {
   if (rep.measured_samples_per_s > 0) {
     f.speedup = f.free_data_samples_per_s / rep.measured_samples_per_s;
   }
+  PredictSwitch(r, rep.cores, &f);
+  if (f.switch_samples_per_s && rep.measured_samples_per_s > 0) {
+    f.switch_speedup = *f.switch_samples_per_s / rep.measured_samples_per_s;
+  }
   return f;
 }
 
@@ -123,8 +165,10 @@ absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, 
   rep.host_wait_pct = rep.input_bound_pct;
   rep.compute_host_pct = rep.stages[1].busy_pct;
   out.probe = Figures(record, rep);
-  // Predicted: what the run does when the loader costs nothing (the loader has no capacity).
-  rep.predicted_samples_per_s = out.probe.free_data_samples_per_s;
+  // Predicted: the rate after switching when it was measured, else what the run does when the
+  // loader costs nothing (the free-data bound; the loader has no capacity).
+  rep.predicted_samples_per_s =
+      out.probe.switch_samples_per_s.value_or(out.probe.free_data_samples_per_s);
   rep.notes.push_back(
       "measured from outside the loader: its row is the exposed wait (the step blocked in "
       "next()), not its work, which may overlap the step (worker processes); CPU figures are "
@@ -167,6 +211,15 @@ std::string ProbeReport::ToText() const {
     absl::StrAppend(&out, " (from the steps' time; no replay)");
   }
   absl::StrAppendFormat(&out, "; speedup %.2fx\n", probe.speedup);
+  if (probe.switch_samples_per_s) {
+    absl::StrAppendFormat(
+        &out,
+        "switch to sluice.Loader: predicted %s (%.2fx; binds: %s): sluice alone %s at %.1f us "
+        "of CPU per sample, the step %.1f us of CPU per sample, on %d cores\n",
+        FormatRate(*probe.switch_samples_per_s), probe.switch_speedup.value_or(0),
+        probe.switch_binding, FormatRate(*probe.switch_sluice_samples_per_s),
+        *probe.switch_sluice_cpu_us_per_sample, *probe.switch_step_cpu_us_per_sample, r.cores);
+  }
   absl::StrAppend(&out, "verdict: ", r.sentence, "\n");
   for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
   return out;

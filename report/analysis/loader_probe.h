@@ -45,6 +45,14 @@ struct LoaderProbeRecord {
   uint64_t replay_samples = 0;
   int64_t replay_span_ns = 0;
   std::string replay_batch;  // which batch was replayed: "first" or "last"
+  // The process's CPU time during the replay: the step's own CPU cost (0: not measured).
+  int64_t replay_cpu_ns = 0;
+  // The switch (0 samples: not measured; Probe.measure_switch): the sluice.Loader the user
+  // would switch to, iterated alone without a step after its first batch: its samples, the
+  // span, and the process's CPU time over it (its pipeline's threads).
+  uint64_t sluice_samples = 0;
+  int64_t sluice_span_ns = 0;
+  int64_t sluice_cpu_ns = 0;
 };
 
 // The probe's own figures (the "probe" object of the JSON, docs/report-schema.md).
@@ -66,6 +74,14 @@ struct ProbeFigures {
   double free_data_samples_per_s = 0;
   std::string free_data_source;  // "replay" or "step_time"
   double speedup = 0;            // free_data_samples_per_s / measured; 0 without steps
+  // The switch: null when not measured. sluice.Loader alone, its CPU and the step's CPU per
+  // sample, and the resource model's rate with both on the same cores (PredictSwitch).
+  std::optional<double> switch_sluice_samples_per_s;
+  std::optional<double> switch_sluice_cpu_us_per_sample;
+  std::optional<double> switch_step_cpu_us_per_sample;
+  std::optional<double> switch_samples_per_s;
+  std::optional<double> switch_speedup;  // switch_samples_per_s / measured
+  std::string switch_binding;            // "sluice", "step" or "shared-cpu"; "" when none
 };
 
 struct ProbeReport {

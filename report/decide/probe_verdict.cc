@@ -25,8 +25,25 @@ std::string WhatIf(const ProbeFigures& f) {
                            "with free data the steps' own time allows %s (probe.replay() "
                            "measures it)",
                            FormatRate(f.free_data_samples_per_s));
-  std::string s = absl::StrFormat("%s: replacing the loader could reach up to %s (%.2fx)", source,
-                                  FormatRate(f.free_data_samples_per_s), f.speedup);
+  std::string s = absl::StrFormat(
+      "%s: replacing the loader could reach up to %s (%.2fx, the "
+      "free-data bound)",
+      source, FormatRate(f.free_data_samples_per_s), f.speedup);
+  if (f.switch_samples_per_s) {
+    const char* why = f.switch_binding == "shared-cpu"
+                          ? "the two share the cores: their CPU time per sample binds"
+                      : f.switch_binding == "sluice" ? "sluice's pipeline alone binds"
+                                                     : "your step binds";
+    absl::StrAppendFormat(&s,
+                          "; switching to sluice.Loader is predicted at %s (%.2fx, the "
+                          "prediction: %s; sluice alone ran at %s)",
+                          FormatRate(*f.switch_samples_per_s), f.switch_speedup.value_or(0), why,
+                          FormatRate(*f.switch_sluice_samples_per_s));
+  } else if (f.replay_steps) {
+    absl::StrAppend(&s,
+                    "; probe.measure_switch(loader) with the sluice.Loader you would use "
+                    "predicts the switch itself");
+  }
   if (f.speedup < kNoGainSpeedup) absl::StrAppend(&s, "; a faster loader would not speed it up");
   return s;
 }

@@ -46,8 +46,41 @@ TEST(LoaderProbeTest, LoaderBoundRunNamesTheLoaderAndThePredictedSpeedup) {
   EXPECT_THAT(p.report.sentence, HasSubstr("input-bound: compute waited 75% of the time in next() "
                                            "of torch.utils.data.DataLoader (num_workers=0)"));
   EXPECT_THAT(p.report.sentence,
-              HasSubstr("replacing the loader could reach up to 6.4 k samples/s (4.00x)"));
+              HasSubstr("replacing the loader could reach up to 6.4 k samples/s (4.00x, the "
+                        "free-data bound)"));
+  EXPECT_THAT(p.report.sentence, HasSubstr("probe.measure_switch(loader)"));
+  EXPECT_FALSE(p.probe.switch_samples_per_s.has_value());
   EXPECT_THAT(p.ToText(), HasSubstr(p.report.sentence));
+}
+
+// The switch measured (Probe.measure_switch): the resource model of sluice's pipeline and the
+// step on the same 2 cores. The step alone does 6400 samples/s at 156.25 us of CPU per sample,
+// sluice alone 12800 at 250 us: their summed CPU time binds at 2 cores / 406.25 us.
+TEST(LoaderProbeTest, SwitchIsPredictedFromSluiceAloneAndTheStepOnTheSameCores) {
+  LoaderProbeRecord r = LoaderBound();
+  r.replay_cpu_ns = 500'000'000;  // 3200 replayed samples
+  r.sluice_samples = 6400;
+  r.sluice_span_ns = 500'000'000;
+  r.sluice_cpu_ns = 1'600'000'000;
+  const ProbeReport p = *AnalyzeLoaderProbe(r, 2);
+  ASSERT_TRUE(p.probe.switch_samples_per_s.has_value());
+  EXPECT_NEAR(*p.probe.switch_samples_per_s, 2e9 / (156'250 + 250'000), 1e-6);
+  EXPECT_EQ(p.probe.switch_binding, "shared-cpu");
+  EXPECT_NEAR(*p.probe.switch_sluice_samples_per_s, 12'800, 1e-9);
+  EXPECT_NEAR(*p.probe.switch_step_cpu_us_per_sample, 156.25, 1e-9);
+  EXPECT_NEAR(*p.probe.switch_speedup, *p.probe.switch_samples_per_s / 1600, 1e-9);
+  EXPECT_DOUBLE_EQ(p.report.predicted_samples_per_s, *p.probe.switch_samples_per_s);
+  EXPECT_THAT(p.report.sentence,
+              HasSubstr("switching to sluice.Loader is predicted at 4.9 k samples/s (3.08x, the "
+                        "prediction: the two share the cores"));
+  // On 8 cores the step itself binds: its rate with free data.
+  const ProbeReport wide = *AnalyzeLoaderProbe(r, 8);
+  EXPECT_EQ(wide.probe.switch_binding, "step");
+  EXPECT_NEAR(*wide.probe.switch_samples_per_s, 6400, 1e-6);
+  // A switch measured without a replay has no step cost: no prediction.
+  r.replay_steps = r.replay_samples = 0;
+  r.replay_span_ns = r.replay_cpu_ns = 0;
+  EXPECT_FALSE(AnalyzeLoaderProbe(r, 2)->probe.switch_samples_per_s.has_value());
 }
 
 TEST(LoaderProbeTest, SharesOfTheSpanAddUpTo100AndTheRateIsSamplesOverTheSpan) {
