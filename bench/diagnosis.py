@@ -278,8 +278,8 @@ def run_case(args, case, data, work):
             one["advice"].append((a["text"], after["measured_samples_per_s"] / one["measured"],
                                   a.get("predicted_speedup")))
         if case.probe_sample_us:
-            # A probe's predicted rate is the free-data bound (the replay), not this run's: its
-            # prediction of the switch is not built yet (issue 34, item 5).
+            # A probe's predicted rate is the free-data bound (the replay), not this run's; this
+            # case does not call measure_switch (bench/probe_switch.py checks the switch).
             one["predicted"] = None
         reps.append(one)
         print("  rep %d: %s (%s), measured %.0f, predicted %s%s" % (

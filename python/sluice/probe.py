@@ -148,13 +148,20 @@ class Probe:
         predicts the rate after switching from sluice's rate alone, its CPU time per sample
         and your step's (the replay's) on the same cores: "switching to sluice.Loader is
         predicted at ...". The window starts with the iteration, because the pipeline works
-        ahead: a window opened at the first batch would miss the work done before it."""
+        ahead: a window opened at the first batch would miss the work done before it. A window
+        shorter than a pass also counts the work ahead of its last batch (CPU per sample
+        overstated a little). The CPU time is the process's: other threads of this process
+        still working then count too."""
         batches = _int_arg("measure_switch: batches", batches, 1, none_ok=True)
         samples = count = 0
         wall, cpu = time.perf_counter_ns(), time.process_time_ns()
         for batch in loader:
             count += 1
-            samples += self._samples(batch)
+            n = _count_samples(batch)  # the new loader's own batches, not batch_size=
+            if n is None:
+                raise ValueError("measure_switch: cannot count the samples of a batch of type "
+                                 "%s (no tensor or array in it)" % type(batch).__name__)
+            samples += n
             if batches is not None and count >= batches:
                 break
         if samples == 0:

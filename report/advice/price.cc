@@ -41,15 +41,13 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       // work outside the transform chain (the gather and the conversion, which writes the
       // batch) writes that much less; the normalization moves into the device's step. Only a
       // copy's part that follows its bytes shrinks: the run's copy time is split as the h2d
-      // ceiling's copies split (fixed_us_per_item: latency, launch), so without that ceiling
-      // the link is not priced.
+      // ceiling's copies split (fixed_us_per_item: latency, launch).
       const double bytes = 1.0 / static_cast<double>(H2DFormatSize(run.h2d_format));
       const StageRow& h2d = report.row(Stage::kH2D);
-      if (h2d.present && h2d.busy_ns > 0) {
-        if (!report.ceilings || !report.ceilings->h2d_pinned.measured ||
-            report.ceilings->h2d_pinned.items_per_s <= 0) {
-          return std::nullopt;
-        }
+      // Without that ceiling (--ceilings=false, a Python loader) the link keeps its cost and
+      // only preprocess's part is priced.
+      if (h2d.present && h2d.busy_ns > 0 && report.ceilings &&
+          report.ceilings->h2d_pinned.measured && report.ceilings->h2d_pinned.items_per_s > 0) {
         const Ceiling& link = report.ceilings->h2d_pinned;
         const double fixed = std::clamp(link.fixed_us_per_item * 1e-6 * link.items_per_s, 0.0, 1.0);
         // A delay --inject-delay planted in each copy stays too.

@@ -169,10 +169,13 @@ absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, 
   // loader costs nothing (the free-data bound; the loader has no capacity).
   rep.predicted_samples_per_s =
       out.probe.switch_samples_per_s.value_or(out.probe.free_data_samples_per_s);
-  rep.notes.push_back(
+  rep.notes.push_back(absl::StrCat(
       "measured from outside the loader: its row is the exposed wait (the step blocked in "
-      "next()), not its work, which may overlap the step (worker processes); CPU figures are "
-      "not measured");
+      "next()), not its work, which may overlap the step (worker processes); the rows' CPU "
+      "figures are not measured",
+      out.probe.switch_samples_per_s
+          ? " (the switch's CPU times per sample, in the probe object, are the process's)"
+          : ""));
   if (!out.probe.replay_steps && record.steps > 0) {
     rep.notes.push_back(
         "free-data rate from the steps' own time; probe.replay(steps=N) measures it on a cached "

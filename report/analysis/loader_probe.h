@@ -48,8 +48,8 @@ struct LoaderProbeRecord {
   // The process's CPU time during the replay: the step's own CPU cost (0: not measured).
   int64_t replay_cpu_ns = 0;
   // The switch (0 samples: not measured; Probe.measure_switch): the sluice.Loader the user
-  // would switch to, iterated alone without a step after its first batch: its samples, the
-  // span, and the process's CPU time over it (its pipeline's threads).
+  // would switch to, iterated alone without a step, timed from the start of the iteration:
+  // its samples, the span, and the process's CPU time over it (its pipeline's threads).
   uint64_t sluice_samples = 0;
   int64_t sluice_span_ns = 0;
   int64_t sluice_cpu_ns = 0;

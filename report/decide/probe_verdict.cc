@@ -43,6 +43,10 @@ std::string WhatIf(const ProbeFigures& f) {
     absl::StrAppend(&s,
                     "; probe.measure_switch(loader) with the sluice.Loader you would use "
                     "predicts the switch itself");
+  } else {
+    absl::StrAppend(&s,
+                    "; probe.replay(steps=N) then probe.measure_switch(loader) predict the "
+                    "switch itself");
   }
   if (f.speedup < kNoGainSpeedup) absl::StrAppend(&s, "; a faster loader would not speed it up");
   return s;

@@ -141,7 +141,8 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
     absl::StrAppend(
         &out, Bar(pool > 0 ? static_cast<double>(r.queue_high_water) / pool : 0, "fill occ"),
         absl::StrFormat("<div class=\"small\">a batch waited for a buffer %.0f%% of the time "
-                        "(%.1f on average); that held the run back only as far as compute "
+                        "(%.1f batches waiting on average); that held the run back only as far "
+                        "as compute "
                         "waited (%.0f%%)</div></div>",
                         r.busy_pct, r.batches_waiting_avg, rep.input_bound_pct));
     return out;
