@@ -101,6 +101,7 @@ StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
   s.queue_high_water = static_cast<uint64_t>(high_water_.load(std::memory_order_relaxed));
   s.first_start_ns = first_start_ns_.load(std::memory_order_relaxed);
   s.last_end_ns = last_end_ns_.load(std::memory_order_relaxed);
+  s.latency = latency_.Snapshot().Summary();
   if (measured_wait_input) {
     s.wait_input_ns = wait_input_ns_.load(std::memory_order_relaxed);
   } else if (s.items > 0) {

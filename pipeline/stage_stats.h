@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/latency_histogram.h"
+
 namespace sluice {
 
 // The stages of the data path, in flow order. kPinnedWait is not a node of the graph: it is
@@ -82,6 +84,10 @@ struct StageStats {
   uint64_t queue_high_water = 0;
   int64_t first_start_ns = 0;  // 0 until the first item
   int64_t last_end_ns = 0;
+  // Each item's wall time (busy time per item: a frame, an image, a batch; pinned_wait: a
+  // batch's wait for a buffer, of the batches that waited; delivery: a batch held by the
+  // consumer): its p50, p99 and max (pipeline/latency_histogram.h).
+  LatencySummary latency;
 
   double items_per_second() const;  // items / (last_end - first_start)
 };

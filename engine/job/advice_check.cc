@@ -65,6 +65,10 @@ absl::Status ApplyAdvice(const Advice& a, TrainJobOptions* o) {
     case AdviceSetting::kCudaGraph:
       o->backend.cuda.cuda_graph = a.value == "true";
       return absl::OkStatus();
+    case AdviceSetting::kBatchSize: {
+      ASSIGN_OR_RETURN(o->pipeline.order.batch_size, Count(a));
+      return absl::OkStatus();
+    }
     case AdviceSetting::kZstdLevel:
     case AdviceSetting::kImageSide:
       break;

@@ -71,6 +71,9 @@ std::string LoaderRerunNote(AdviceSetting setting) {
              "without your step cannot measure it";
     case AdviceSetting::kCudaGraph:
       return "a setting of sluice-train's CUDA backend, not of the loader";
+    case AdviceSetting::kBatchSize:
+      return "batch_size changes what your step receives (twice the samples per step): a rerun "
+             "with your step as a sleep of its old length cannot measure it";
     case AdviceSetting::kZstdLevel:
     case AdviceSetting::kImageSide:
       return "a change to the dataset (sluice-shard create), not to the loader";

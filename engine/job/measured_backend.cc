@@ -89,6 +89,7 @@ absl::Status MeasuredBackend::TrainStep(const BatchView& batch, float lr) {
   } else {
     if (stats_.first_start_ns == 0) stats_.first_start_ns = host_start;
     stats_.busy_ns += host_end - host_start;
+    stats_.step_latency.Add(host_end - host_start);
     stats_.last_end_ns = host_end;
     AddSpan(step, host_start, host_end, first_of_epoch);
   }
@@ -111,6 +112,7 @@ absl::Status MeasuredBackend::Resolve(StepEvents& e) {
   }
   prev_end_ns_ = end;
   stats_.busy_ns += std::max<int64_t>(0, end - start);
+  stats_.step_latency.Add(std::max<int64_t>(0, end - start));
   stats_.last_end_ns = std::max(stats_.last_end_ns, end);
   // The span while the host was still enqueuing this step: the device may have been waiting
   // for its launches there, so that time neither proves the device busy nor hides a copy.

@@ -101,6 +101,7 @@ RunRecord RecordRun(const PipelineBatchSource& source, MeasuredBackend& backend)
     const PipelineOptions& o = source.pipeline()->options();
     r.h2d_format = o.format.h2d_format;
     r.read_ahead_frames = o.resources.read_ahead_frames;
+    r.batch_size = o.order.batch_size;
   }
   return r;
 }

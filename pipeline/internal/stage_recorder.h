@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "pipeline/latency_histogram.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice::pipeline_internal {
@@ -97,6 +98,7 @@ class StageRecorder {
     samples_.fetch_add(samples, std::memory_order_relaxed);
     bytes_.fetch_add(bytes, std::memory_order_relaxed);
     busy_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
+    latency_.Add(end_ns - start_ns);
     AtomicMin0(first_start_ns_, start_ns);
     AtomicMax(last_end_ns_, end_ns);
   }
@@ -113,6 +115,7 @@ class StageRecorder {
   std::atomic<int64_t> busy_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
   std::atomic<int64_t> sampled_cpu_ns_{0}, sampled_wall_ns_{0};
   std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};
+  AtomicLatencyHistogram latency_;
 };
 
 // Whether a stage's wait_input is recorded directly rather than derived from its busy time:

@@ -151,6 +151,10 @@ LeaseHolder::~LeaseHolder() {
 void ConsumerClock::Requested(int64_t now) {
   stats_.first_start_ns = now;
   stats_.last_end_ns = now;
+  // The timeline spans what the report's span does: from here, not from the first step. The
+  // wait for the first batch (the pipeline's start-up; with shuffle, the window filling) is
+  // most of a short pass's waiting, and a chart from the first step drew it as none.
+  stats_.timeline.Open(now);
 }
 
 void ConsumerClock::Entered(int64_t now) {
@@ -158,6 +162,7 @@ void ConsumerClock::Entered(int64_t now) {
   if (batch_out_) {
     stats_.timeline.AddCompute(last_return_ns_, now);
     stats_.busy_ns += now - last_return_ns_;
+    stats_.step_latency.Add(now - last_return_ns_);
     stats_.enqueue_ns += now - last_return_ns_;
     stats_.steps += 1;
     stats_.samples += last_size_;
@@ -315,6 +320,7 @@ BottleneckReport Pass::Report() const {
   r.consumer = sluice::Consumer::kPython;
   r.h2d_format = core_->config().format.h2d_format;
   r.read_ahead_frames = core_->config().read_ahead_frames;
+  r.batch_size = core_->config().order.batch_size;
   r.rank = static_cast<int>(core_->config().slice.rank);
   r.world_size = static_cast<int>(core_->config().slice.world_size);
   // Other processes' use of the cores from the pass's start to its end (or to now, for a pass

@@ -103,8 +103,9 @@ struct LeaseHolder {
 };
 
 // The consumer side of one pass, for the report: the Python code between next() calls is the
-// compute stage. The report's span runs from the pass's start (the iterator asked for the
-// first batch) to the end of the last step (the consumer asked for the next batch).
+// compute stage. The report's span, and the HTML page's timeline, run from the pass's start
+// (the iterator asked for the first batch) to the end of the last step (the consumer asked for
+// the next batch).
 class ConsumerClock {
  public:
   // The pass starts at `now`: the span opens.

@@ -25,6 +25,7 @@ constexpr SettingSpellings kSettings[] = {
     {AdviceSetting::kDeviceRingDepth, "device-ring-depth", "device_ring_depth"},
     {AdviceSetting::kH2DFormat, "h2d-format", "dtype"},
     {AdviceSetting::kCudaGraph, "cuda-graph", ""},
+    {AdviceSetting::kBatchSize, "batch-size", "batch_size"},
     {AdviceSetting::kZstdLevel, "zstd-level", ""},
     {AdviceSetting::kImageSide, "image-side", ""},
 };
@@ -41,6 +42,9 @@ const SettingSpellings& NamesOf(AdviceSetting s) {
 bool WaitedAsLongAsItWorked(const StageStats& stage) {
   return stage.busy_ns > 0 && stage.wait_output_ns >= stage.busy_ns;
 }
+
+// Larger batches than this are not advised: a change to training of that size is the user's.
+constexpr uint64_t kMaxAdvisedBatch = 4096;
 
 std::string Doubled(uint64_t now, uint64_t at_most) {
   return absl::StrCat(std::min<uint64_t>(at_most, std::max<uint64_t>(1, now) * 2));
@@ -148,6 +152,14 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
       // 8% held back: 1.06x). Up to the default depth: 1 -> 2 slots measured 1.25-1.38x, 8 ->
       // 16 measured 0.98x. Half as long as it copied is enough: one slot, a 1 ms copy and a
       // 0.5 ms step wait 0.5 ms per copy, and two slots hide the step.
+      // A copy's fixed cost (latency, launch) is paid per batch: larger batches pay it for more
+      // samples. Priced from the h2d ceiling's fixed part per copy (report/advice/price.cc);
+      // without one, not priced and not given.
+      if (run.batch_size > 0 && run.batch_size < kMaxAdvisedBatch) {
+        out.push_back({AdviceSetting::kBatchSize, Doubled(run.batch_size, kMaxAdvisedBatch),
+                       "each copy's fixed cost paid for twice the samples; a change to training: "
+                       "scale the learning rate with it"});
+      }
       if (run.pipeline.ring_depth > 0 && run.pipeline.ring_depth < kDefaultDeviceRingDepth &&
           2 * run.pipeline[Stage::kH2D].wait_output_ns >= run.pipeline[Stage::kH2D].busy_ns &&
           run.pipeline[Stage::kH2D].busy_ns > 0) {

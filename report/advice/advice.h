@@ -28,6 +28,7 @@ enum class AdviceSetting {
   kDeviceRingDepth,    // --device-ring-depth, device_ring_depth=
   kH2DFormat,          // --h2d-format, dtype=torch.uint8 (then normalize in the step)
   kCudaGraph,          // --cuda-graph
+  kBatchSize,          // --batch-size, batch_size= (a change to training: scale the learning rate)
   kZstdLevel,          // sluice-shard create --zstd-level (a new dataset: not checked by a rerun)
   kImageSide,          // the stored images at this fraction of their side (a new dataset)
 };

@@ -64,6 +64,27 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       }
       break;
     }
+    case AdviceSetting::kBatchSize: {
+      // The link's time per sample: each copy's fixed part (the h2d ceiling's, as for u8
+      // batches) paid once per batch, the rest per byte. The device's step and the pipeline
+      // keep their cost per sample (a larger batch is rarely dearer per sample, often
+      // cheaper: a bound from below). Without that ceiling, not priced.
+      uint32_t batch = 0;
+      const StageRow& h2d = report.row(Stage::kH2D);
+      if (!absl::SimpleAtoi(advice.value, &batch) || run.batch_size == 0 || batch == 0 ||
+          !h2d.present || h2d.busy_ns <= 0 || !report.ceilings ||
+          !report.ceilings->h2d_pinned.measured || report.ceilings->h2d_pinned.items_per_s <= 0) {
+        return std::nullopt;
+      }
+      const Ceiling& link = report.ceilings->h2d_pinned;
+      const double fixed = std::clamp(link.fixed_us_per_item * 1e-6 * link.items_per_s, 0.0, 1.0);
+      const double busy = static_cast<double>(h2d.busy_ns);
+      const double planted = std::clamp(InjectedNs(run, h2d), 0.0, busy) / busy;
+      const double per_batch = static_cast<double>(run.batch_size) / batch;
+      alt.cost_scale[Stage::kH2D] =
+          (planted + (1 - planted) * fixed) * per_batch + (1 - planted) * (1 - fixed);
+      break;
+    }
     case AdviceSetting::kCudaGraph:
       // One launch per step: the enqueue's host time all but vanishes; the device's own time
       // stays. An upper bound on the gain.

@@ -32,6 +32,13 @@ double StageSpan(const StageStats& s, double train_ns) {
 // wait-out is time its output was held back (pipeline/stage_stats.h), and wait-in is the rest:
 // waiting for input, or idle before its first item and after its last; the three add up to
 // 100%.
+void SetLatency(const LatencySummary& l, StageRow* r) {
+  if (l.items == 0) return;
+  r->latency_p50_ns = l.p50_ns;
+  r->latency_p99_ns = l.p99_ns;
+  r->latency_max_ns = l.max_ns;
+}
+
 // A row's counts and rates over the training time: items, samples, bytes and busy time.
 StageRow CountedRow(Stage stage, const StageStats& s, int concurrency, double train_ns) {
   StageRow r;
@@ -44,6 +51,7 @@ StageRow CountedRow(Stage stage, const StageStats& s, int concurrency, double tr
   r.busy_ns = s.busy_ns;
   r.items_per_s = train_ns > 0 ? s.items * 1e9 / train_ns : 0;
   r.samples_per_s = train_ns > 0 ? s.samples * 1e9 / train_ns : 0;
+  SetLatency(s.latency, &r);
   return r;
 }
 
@@ -127,6 +135,7 @@ StageRow PinnedRow(Stage rs, const PipelineStats& ps, double train_ns) {
   pinned.busy_pct = Share(pw.wait_output_ns, pinned_span);
   pinned.batches_waiting_avg = pinned_span > 0 ? pw.busy_ns / pinned_span : 0;
   pinned.queue_high_water = pw.queue_high_water;
+  SetLatency(pw.latency, &pinned);
   return pinned;
 }
 
@@ -158,6 +167,7 @@ StageRow ComputeRow(const ReportStageInfo& info, const RunRecord& run, double tr
   compute.wait_input_pct = cs.on_device ? std::max(0.0, 100.0 - compute.busy_pct)
                                         : Share(delivery.wait_input_ns, train_ns);
   compute.queue_high_water = delivery.queue_high_water;
+  SetLatency(cs.step_latency.Summary(), &compute);
   if (cs.busy_ns > 0 && cs.samples > 0) {
     compute.capacity_samples_per_s = cs.samples * 1e9 / cs.busy_ns;
     const double cpu = cs.cpu_ns > 0 ? static_cast<double>(cs.cpu_ns)

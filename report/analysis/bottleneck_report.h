@@ -94,6 +94,12 @@ struct StageRow {
   // delay), together 100. nullopt on the other rows and without a chain.
   std::optional<std::vector<ChainOpShare>> ops;
   std::optional<double> outside_chain_pct;
+  // Item latency (pipeline/latency_histogram.h): each item's wall time, its median, 99th
+  // percentile and max, in ns (docs/bottleneck.md, "Item latency"). Items as `items` counts
+  // them; compute: steps; pinned_wait: the waits of batches that waited. nullopt: no items.
+  std::optional<int64_t> latency_p50_ns;
+  std::optional<int64_t> latency_p99_ns;
+  std::optional<int64_t> latency_max_ns;
 };
 
 // The run's first epoch against its later ones (docs/bottleneck.md, "Cold and warm epochs"):

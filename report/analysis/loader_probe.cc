@@ -55,8 +55,9 @@ absl::Status Validate(const LoaderProbeRecord& r) {
 
 // The rate after switching to sluice.Loader, from the resource model of two stages sharing
 // the cores: sluice's pipeline (its rate alone, its CPU per sample) and the user's step (its
-// rate with free data, the replay, and its CPU per sample). The lowest of the two rates and
-// the cores over their summed CPU time binds. Needs the replay and the switch measured.
+// rate with free data, the replay, and its CPU per sample). The lowest of the two rates, each
+// slowed by the other's threads on its cores, and the cores over their summed CPU time binds. Needs
+// the replay and the switch measured.
 void PredictSwitch(const LoaderProbeRecord& r, int cores, ProbeFigures* f) {
   if (r.sluice_samples == 0 || r.replay_steps == 0 || r.replay_cpu_ns <= 0) return;
   StageCost sluice;
@@ -75,9 +76,11 @@ void PredictSwitch(const LoaderProbeRecord& r, int cores, ProbeFigures* f) {
   f->switch_sluice_cpu_us_per_sample = sluice.cpu_ns / 1e3;
   f->switch_step_cpu_us_per_sample = step.cpu_ns / 1e3;
   f->switch_samples_per_s = p.samples_per_s;
-  f->switch_binding = p.binding.constraint == Constraint::kSharedCpu ? "shared-cpu"
-                      : p.binding.stage == Stage::kLoader            ? "sluice"
-                                                                     : "step";
+  // A stage held below its rate alone is held there by the other's threads on its cores.
+  const StageCost& bound_cost = p.binding.stage == Stage::kLoader ? sluice : step;
+  const bool shared = p.binding.constraint == Constraint::kSharedCpu ||
+                      p.binding.samples_per_s < 0.99 * bound_cost.alone_samples_per_s.value_or(0);
+  f->switch_binding = shared ? "shared-cpu" : p.binding.stage == Stage::kLoader ? "sluice" : "step";
 }
 
 // The loader as one stage: its busy time is the exposed wait, the time it kept the step

@@ -30,10 +30,9 @@ std::string WhatIf(const ProbeFigures& f) {
       "free-data bound)",
       source, FormatRate(f.free_data_samples_per_s), f.speedup);
   if (f.switch_samples_per_s) {
-    const char* why = f.switch_binding == "shared-cpu"
-                          ? "the two share the cores: their CPU time per sample binds"
-                      : f.switch_binding == "sluice" ? "sluice's pipeline alone binds"
-                                                     : "your step binds";
+    const char* why = f.switch_binding == "shared-cpu" ? "the two share the cores"
+                      : f.switch_binding == "sluice"   ? "sluice's pipeline alone binds"
+                                                       : "your step binds";
     absl::StrAppendFormat(&s,
                           "; switching to sluice.Loader is predicted at %s (%.2fx, the "
                           "prediction: %s; sluice alone ran at %s)",

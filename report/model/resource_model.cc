@@ -12,6 +12,9 @@ namespace sluice {
 namespace {
 // A machine whose other processes took every core still ran the run: never model below this.
 constexpr double kMinCores = 0.1;
+// A stage's bound among the others counts only this far below the shared bound: at the
+// shared bound every stage is slowed alike, and its search stops within 1e-4 of a limit.
+constexpr double kBelowShared = 0.99;
 }  // namespace
 
 const char* ConstraintName(Constraint c) {
@@ -47,14 +50,119 @@ Allocation ResourceModel::Current() const {
 
 namespace {
 
-// A stage's own bound: `threads` threads, each needing cpu + blocked per sample, of which only
-// the CPU part needs a core (so at most min(threads, cores) run it at once).
-std::optional<double> OwnBound(const StageCost& c, int threads, double cores) {
-  const double per_thread = c.cpu_ns + c.blocked_ns;
+// The stages of one prediction: the run's costs with the allocation applied.
+struct Load {
+  StageCost cost;
+  int threads = 1;
+  // The part of a thread's time it needs a core for, at the candidate rate (updated).
+  double runnable = 0;
+  // The share of a core a runnable thread of it gets, on average (updated).
+  double speed = 1;
+};
+
+// The distribution of how many threads want a core at once, other than `self`'s own (and, for
+// a stage whose threads work alone, its other threads): each stage's threads want one for
+// their runnable share of the time, independently of one another, or all together for a gang.
+std::vector<double> OthersRunnable(const std::vector<Load>& loads, size_t self) {
+  std::vector<double> dist = {1.0};
+  const auto add = [&dist](int n, double q, bool gang) {
+    std::vector<double> next(dist.size() + static_cast<size_t>(n), 0.0);
+    for (size_t m = 0; m < dist.size(); ++m) {
+      if (gang) {
+        next[m] += dist[m] * (1 - q);
+        next[m + static_cast<size_t>(n)] += dist[m] * q;
+        continue;
+      }
+      double p = std::pow(1 - q, n);  // binomial(n, q), term by term
+      for (int k = 0; k <= n; ++k) {
+        next[m + static_cast<size_t>(k)] += dist[m] * p;
+        if (k < n) p = q >= 1 ? (k + 1 == n ? 1.0 : 0.0) : p * (n - k) / (k + 1) * q / (1 - q);
+      }
+    }
+    dist = std::move(next);
+  };
+  for (size_t j = 0; j < loads.size(); ++j) {
+    const Load& l = loads[j];
+    if (j == self) {
+      if (!l.cost.gang && l.threads > 1) add(l.threads - 1, l.runnable, false);
+    } else if (l.runnable > 0) {
+      add(l.threads, l.runnable, l.cost.gang);
+    }
+  }
+  return dist;
+}
+
+// The share of a core each runnable thread of stage `i` gets on average: the cores split
+// evenly among the threads that want one at that moment. A gang's step runs at its share of
+// the cores over what it had alone (its alone rate already ran its threads on min(threads,
+// cores)).
+double Speed(const std::vector<Load>& loads, size_t i, double cores) {
+  const std::vector<double> dist = OthersRunnable(loads, i);
+  const Load& l = loads[i];
+  const int own = l.cost.gang ? l.threads : 1;
+  double s = 0;
+  for (size_t m = 0; m < dist.size(); ++m) {
+    s += dist[m] * std::min(1.0, cores / (own + static_cast<double>(m)));
+  }
+  return l.cost.gang ? s / std::min(1.0, cores / own) : s;
+}
+
+// Each stage's runnable share and speed at `rate`, to a fixed point: a stage slowed by the
+// others is runnable longer per item, which slows the others in turn.
+void Settle(std::vector<Load>* loads, double rate, double cores) {
+  for (Load& l : *loads) l.speed = 1;
+  for (int iter = 0; iter < 20; ++iter) {
+    for (Load& l : *loads) {
+      l.runnable = std::min(1.0, rate * l.cost.cpu_ns * 1e-9 / (l.threads * l.speed));
+    }
+    double moved = 0;
+    for (size_t i = 0; i < loads->size(); ++i) {
+      const double s = Speed(*loads, i, cores);
+      moved = std::max(moved, std::abs(s - (*loads)[i].speed));
+      (*loads)[i].speed = s;
+    }
+    if (moved < 1e-5) break;
+  }
+}
+
+// Whether stage `i`'s threads keep up with `rate`: each needs, per item, its CPU time at its
+// speed plus the time it is blocked (read's I/O).
+bool KeepsUp(std::vector<Load>* loads, size_t i, double rate, double cores) {
+  Settle(loads, rate, cores);
+  const Load& l = (*loads)[i];
+  return rate * (l.cost.cpu_ns / l.speed + l.cost.blocked_ns) * 1e-9 <= l.threads;
+}
+
+// A stage's bound alone (nothing else wanting a core): threads / (cpu + blocked) per sample,
+// at most min(threads, cores) / cpu; a measured alone rate (a ceiling) stands for it.
+std::optional<double> AloneBound(const Load& l, double cores) {
+  if (l.cost.alone_samples_per_s) return *l.cost.alone_samples_per_s;
+  const double per_thread = l.cost.cpu_ns + l.cost.blocked_ns;
   if (per_thread <= 0) return std::nullopt;
-  double bound = threads * 1e9 / per_thread;
-  if (c.cpu_ns > 0) bound = std::min(bound, std::min<double>(threads, cores) * 1e9 / c.cpu_ns);
+  double bound = l.threads * 1e9 / per_thread;
+  if (l.cost.cpu_ns > 0) {
+    bound = std::min(bound, std::min<double>(l.threads, cores) * 1e9 / l.cost.cpu_ns);
+  }
   return bound;
+}
+
+// A stage's own bound among the others: the highest rate, at most `alone`, its threads keep
+// up with while the other stages run at that rate too and take their share of the cores.
+// Only a bound under `below` is searched for (above it another binds): `alone` when the
+// threads keep up there.
+double OwnBound(std::vector<Load>* loads, size_t i, double alone, double below, double cores) {
+  double hi = std::min(alone, below);
+  if ((*loads)[i].cost.cpu_ns <= 0 || KeepsUp(loads, i, hi, cores)) return alone;
+  // Each wanting thread gets at least cores / all the threads of a core: the stage keeps up
+  // at its alone bound times that.
+  int all = 0;
+  for (const Load& l : *loads) all += l.cost.cpu_ns > 0 ? l.threads : 0;
+  double lo = alone * std::min(1.0, cores / std::max(1, all));
+  for (int iter = 0; iter < 30 && hi - lo > hi * 1e-4; ++iter) {
+    const double mid = (lo + hi) / 2;
+    (KeepsUp(loads, i, mid, cores) ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 }  // namespace
@@ -64,6 +172,7 @@ Prediction ResourceModel::Predict(const Allocation& a) const {
   const double cores = std::max(kMinCores, a.cores);
   double cpu_sum = 0, largest_cpu = 0;
   Stage largest = Stage::kCompute;
+  std::vector<Load> loads;
   for (const StageCost& run_cost : stages_) {
     if (a.free_stage && *a.free_stage == run_cost.stage) continue;
     StageCost c = run_cost;
@@ -72,16 +181,22 @@ Prediction ResourceModel::Predict(const Allocation& a) const {
       c.cpu_ns *= f;
       c.blocked_ns *= f;
       c.device_ns *= f;
+      if (c.alone_samples_per_s && f > 0) *c.alone_samples_per_s /= f;
     }
     if (const auto scale = a.host_scale.find(c.stage); scale != a.host_scale.end()) {
       c.cpu_ns *= std::max(0.0, scale->second);
     }
     const auto t = a.threads.find(c.stage);
     const int threads = std::max(1, t == a.threads.end() ? c.threads : t->second);
-    if (c.alone_samples_per_s && *c.alone_samples_per_s > 0 && threads == c.threads) {
-      p.bounds.push_back({Constraint::kStage, c.stage, *c.alone_samples_per_s});
-    } else if (std::optional<double> own = OwnBound(c, threads, cores)) {
-      p.bounds.push_back({Constraint::kStage, c.stage, *own});
+    // A measured alone rate holds for the run's threads only. It is also the step's CPU time
+    // alone: its threads busy throughout (they spin less when starved, so the run's own CPU
+    // time understates it).
+    if (threads != c.threads || (c.alone_samples_per_s && *c.alone_samples_per_s <= 0)) {
+      c.alone_samples_per_s.reset();
+    }
+    if (c.alone_samples_per_s) {
+      c.cpu_ns =
+          std::max(c.cpu_ns, std::min<double>(threads, cores) * 1e9 / *c.alone_samples_per_s);
     }
     if (c.device_ns > 0) {
       p.bounds.push_back({c.stage == Stage::kH2D ? Constraint::kLink : Constraint::kDevice, c.stage,
@@ -92,8 +207,26 @@ Prediction ResourceModel::Predict(const Allocation& a) const {
       largest_cpu = c.cpu_ns;
       largest = c.stage;
     }
+    // A stage whose CPU time alone fills more cores than its threads (a loader measured whole,
+    // with threads of its own) wants that many cores while it works.
+    const int wanting =
+        c.alone_samples_per_s
+            ? std::max(threads,
+                       static_cast<int>(std::ceil(c.cpu_ns * *c.alone_samples_per_s * 1e-9 - 1e-9)))
+            : threads;
+    loads.push_back({c, wanting});
   }
-  if (cpu_sum > 0) p.bounds.push_back({Constraint::kSharedCpu, largest, cores * 1e9 / cpu_sum});
+  const double shared = cpu_sum > 0 ? cores * 1e9 / cpu_sum : 0;
+  if (cpu_sum > 0) p.bounds.push_back({Constraint::kSharedCpu, largest, shared});
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const std::optional<double> alone = AloneBound(loads[i], cores);
+    if (!alone) continue;
+    // Contention moves a stage's own bound only where it binds before the cores do: above the
+    // shared bound every stage is slowed alike, and the cores are the limit, not its threads.
+    const double own = OwnBound(&loads, i, *alone, shared * kBelowShared, cores);
+    p.bounds.push_back(
+        {Constraint::kStage, loads[i].cost.stage, own < shared * kBelowShared ? own : *alone});
+  }
   std::stable_sort(p.bounds.begin(), p.bounds.end(), [](const Bound& x, const Bound& y) {
     return x.samples_per_s < y.samples_per_s;
   });
@@ -152,6 +285,7 @@ ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const Comput
         } else {
           c.wall_ns = static_cast<double>(r.busy_ns) * c.threads / samples;
           c.cpu_ns = std::min(r.cpu_ns_per_sample, c.wall_ns);
+          c.gang = true;
           // A ceiling this run beat is stale (cached on a busier machine): not the step's rate
           // alone.
           if (quiet_ceilings && r.ceiling_samples_per_s && r.capacity_samples_per_s &&

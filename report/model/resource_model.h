@@ -54,6 +54,9 @@ struct StageCost {
   // threads spin less when they are starved, so CPU time under contention understates what a
   // step costs alone.
   std::optional<double> alone_samples_per_s;
+  // Its threads work on each item together (CPU compute: a step split across its team), so
+  // they want cores together; a pipeline stage's threads work on items of their own.
+  bool gang = false;
 };
 
 // A bound on the run's rate and what sets it. For kSharedCpu, `stage` is the largest consumer

@@ -11,6 +11,14 @@ int ComputeTimeline::used() const {
       std::min<int64_t>(kBuckets, (end_ns - origin_ns + bucket_ns - 1) / bucket_ns));
 }
 
+void ComputeTimeline::Open(int64_t origin) {
+  if (bucket_ns != 0 || origin <= 0) return;
+  origin_ns = origin;
+  end_ns = origin;
+  bucket_ns = kFirstBucketNs;
+  from_span_start = true;
+}
+
 void ComputeTimeline::Coarsen() {
   for (std::array<int64_t, kBuckets>* a : {&compute_ns, &other_ns}) {
     for (int i = 0; i < kBuckets / 2; ++i) (*a)[i] = (*a)[2 * i] + (*a)[2 * i + 1];

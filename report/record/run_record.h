@@ -24,6 +24,7 @@
 #include "engine/dist/communicator.h"
 #include "engine/memory.h"
 #include "pipeline/batch.h"
+#include "pipeline/latency_histogram.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
@@ -36,12 +37,19 @@ namespace sluice {
 struct ComputeTimeline {
   static constexpr int kBuckets = 256;
   static constexpr int64_t kFirstBucketNs = 1000000;  // 1 ms until the run outgrows 256 ms
-  int64_t origin_ns = 0;  // the first span's start (steady-clock ns); 0: empty
+  int64_t origin_ns = 0;  // the first span's start, or Open's (steady-clock ns); 0: empty
   int64_t bucket_ns = 0;  // width of a bucket; 0: empty
   int64_t end_ns = 0;     // the latest span's end
   std::array<int64_t, kBuckets> compute_ns{};
   std::array<int64_t, kBuckets> other_ns{};  // evaluation
+  // Opened (Open): the origin is the start of the report's span; else the first step's start.
+  bool from_span_start = false;
 
+  // Opens the timeline at `origin_ns`, the start of the report's span, before any span is
+  // added: the time from there to the first step is drawn as time between steps, as the
+  // report counts it (the Python loader's pass starts when it asks for its first batch, and
+  // a pipeline's start-up can be most of a short pass). No-op once the timeline has a span.
+  void Open(int64_t origin_ns);
   void AddCompute(int64_t start, int64_t end) { Add(start, end, &compute_ns); }
   void AddOther(int64_t start, int64_t end) { Add(start, end, &other_ns); }
   // Buckets from the origin to end_ns (the last may be partly covered).
@@ -126,6 +134,9 @@ struct ComputeStats {
   // same step (MeasuredBackend). A device faster than the host's launches spends most of each
   // step's span there, waiting for the next launch: a launch-bound run reads busy, not idle.
   int64_t launch_gated_ns = 0;
+  // Each step's time, as busy_ns counts it (host time in TrainStep, or its device span; the
+  // Python consumer: the time between handing a batch out and asking for the next).
+  LatencyHistogram step_latency;
 };
 
 // One span of compute per step, for the timeline (device backends: device time on the host
@@ -179,6 +190,7 @@ struct RunRecord {
   Consumer consumer = Consumer::kTrainJob;
   H2DFormat h2d_format = H2DFormat::kF32;
   uint32_t read_ahead_frames = 0;
+  uint32_t batch_size = 0;  // samples per batch (0: not known)
 };
 
 // The record of a run from the data path's and the consumer's statistics: device is

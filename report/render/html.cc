@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,9 @@ using report_html_internal::Bar;
 using report_html_internal::EpochChart;
 using report_html_internal::TimelineChart;
 
+// The page's CSS. .ops: a transform op's canonical text is long and has few spaces
+// ("RandomHorizontalFlip(p=0.5)"), wider than a box of the chain: it breaks anywhere instead of
+// running out of its box.
 constexpr char kStyle[] = R"css(
 body{font-family:"DejaVu Sans",Arial,sans-serif;margin:20px 24px;color:#222;background:#f6f6f4}
 h1{font-size:22px;margin:0 0 4px}
@@ -58,6 +62,7 @@ tr.best td{font-weight:700;color:#d62728}
 svg text{font-family:"DejaVu Sans",Arial,sans-serif;font-size:11px;fill:#444}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
 ul{margin:4px 0;padding-left:20px;font-size:12.5px}
+.ops{overflow-wrap:anywhere}
 )css";
 
 std::string Pct(double fraction) {
@@ -129,6 +134,13 @@ std::string ChainOpsList(const StageRow& r) {
   return out;
 }
 
+// Each item's wall time: "item p50 1.20 ms, p99 3.40 ms, max 5.10 ms per frame".
+std::string LatencyLine(const StageRow& r) {
+  const std::string l = FormatItemLatency(r);
+  return l.empty() ? l
+                   : absl::StrCat("<div class=\"small latency\">item ", HtmlEscape(l), "</div>");
+}
+
 std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit) {
   const std::string name(StageName(r.stage));
   if (!r.present) return AbsentBox(name, DisplayName(r.stage), AbsentReason(rep, r.stage));
@@ -143,8 +155,9 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
         absl::StrFormat("<div class=\"small\">a batch waited for a buffer %.0f%% of the time "
                         "(%.1f batches waiting on average); that held the run back only as far "
                         "as compute "
-                        "waited (%.0f%%)</div></div>",
-                        r.busy_pct, r.batches_waiting_avg, rep.input_bound_pct));
+                        "waited (%.0f%%)</div>",
+                        r.busy_pct, r.batches_waiting_avg, rep.input_bound_pct),
+        LatencyLine(r), "</div>");
     return out;
   }
   if (r.stage == Stage::kH2D) {
@@ -160,7 +173,7 @@ std::string StageBox(const BottleneckReport& rep, const StageRow& r, bool limit)
     absl::StrAppendFormat(&out, "<div class=\"small\">%d %s</div>", r.concurrency,
                           r.concurrency == 1 ? "thread" : "threads");
   }
-  absl::StrAppend(&out, RateFigures(r), ChainOpsList(r));
+  absl::StrAppend(&out, RateFigures(r), ChainOpsList(r), LatencyLine(r));
   if (r.stage == Stage::kCompute) {
     absl::StrAppendFormat(&out,
                           "<div class=\"small\">waited for input %.1f%% of training time</div>",
@@ -225,9 +238,38 @@ std::string Header(const BottleneckReport& rep, const HtmlExtras& extras) {
   return out;
 }
 
-// The what-if table, with the row of the stage the verdict names in bold (Decide already
-// reconciled the verdict with the table; decode, a part of preprocess, is confirmed by the
-// preprocess row when it has no row of its own).
+// Whether a measured what-if row of `s` can name the limit, as Decide reads the table
+// (report/decide/what_if_verdict.cc): the transform chain alone is a part of preprocess that
+// never does (preprocess frees the whole stage, chain included).
+bool RowCanNameTheLimit(Stage s) { return s != Stage::kTransforms; }
+
+// Why `r`, a measured row that gained more than the bold row of `named` (the verdict's stage,
+// or its whole), does not contradict the verdict's `limit`; "" when no part-whole relation
+// explains it (Decide makes the fastest row's stage the limit, so none is left).
+std::string WhyNotTheLimit(const WhatIfRow& r, Stage named, Stage limit) {
+  const Stage s = *r.free_stage;
+  const std::string stage(StageName(s)), part(StageName(limit));
+  if (PartOf(limit) == s && named == limit) {
+    // The verdict names a part (decode) whose own row gained less than its whole's.
+    return absl::StrFormat(
+        "%s is a part of %s: freeing %s (%.2fx) frees %s and the rest of %s too, so its row "
+        "gains more and confirms %s, the part that takes most of %s's time",
+        part, stage, stage, r.speedup, part, stage, part, stage);
+  }
+  if (const std::optional<Stage> whole = PartOf(s); whole && !RowCanNameTheLimit(s)) {
+    return absl::StrFormat(
+        "%s (%.2fx) is a part of %s measured alone: its row never names the limit; the %s row "
+        "stands for the whole stage",
+        stage, r.speedup, StageName(*whole), StageName(*whole));
+  }
+  return "";
+}
+
+// The what-if table, with the row of the stage the verdict names in bold: the LIMIT box's
+// stage (Decide already reconciled the verdict with the table). A part the verdict names
+// (decode, in preprocess) is confirmed by its whole's row when it has no row of its own; a row
+// that gained more than the bold one is a whole or a part of it, and the caption says which,
+// so the page never reads as if the bold row and the largest speedup disagree.
 std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport& rep) {
   if (rows.empty()) return "";
   double best = 0;
@@ -245,6 +287,7 @@ std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckRepo
       "<div class=\"panel whatif\"><h2>What if a stage were free (--what-if=all)</h2>"
       "<table id=\"what-if\"><tr><th>free stage</th><th>samples/s</th><th>speedup</th>"
       "<th></th></tr>";
+  double named_speedup = 0;
   for (const WhatIfRow& r : rows) {
     const std::string name = WhatIfRowName(r);
     if (!r.note.empty()) {
@@ -253,6 +296,7 @@ std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckRepo
       continue;
     }
     const bool is_named = has_verdict && r.free_stage == named;
+    if (is_named) named_speedup = r.speedup;
     absl::StrAppendFormat(&out,
                           "<tr%s><td>%s</td><td>%.0f</td><td>%.2fx</td><td style=\"width:110px\">"
                           "%s</td></tr>",
@@ -268,8 +312,18 @@ std::string WhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckRepo
       absl::StrAppend(&caption, ": ", StageName(rep.limiting_stage), " is a part of ",
                       StageName(named), ", so freeing ", StageName(named), " frees it too");
     }
+    for (const WhatIfRow& r : rows) {
+      if (!r.note.empty() || !r.free_stage || *r.free_stage == named ||
+          r.speedup <= named_speedup) {
+        continue;
+      }
+      if (std::string why = WhyNotTheLimit(r, named, rep.limiting_stage); !why.empty()) {
+        absl::StrAppend(&caption, ". ", why);
+      }
+    }
   }
-  return absl::StrCat(out, "</table><div class=\"small\">", HtmlEscape(caption), "</div></div>");
+  return absl::StrCat(out, "</table><div class=\"small\" id=\"what-if-caption\">",
+                      HtmlEscape(caption), "</div></div>");
 }
 
 std::string Notes(const BottleneckReport& rep) {

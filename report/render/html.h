@@ -16,7 +16,10 @@
 // `<div class="stage ..." data-stage="NAME" data-limit="true|false">` (NAME as in the JSON's
 // "stage", plus "exchange"); exactly one box, the report's limiting stage, has class `limit`
 // and data-limit="true" (none when the run trained nothing); a stage absent from the run has
-// class `absent` and says why; the verdict is `<p id="verdict" data-limiting-stage="NAME">`.
+// class `absent` and says why; the verdict is `<p id="verdict" data-limiting-stage="NAME">`;
+// the what-if table is `<table id="what-if">` (the verdict's row has class `best`) with its
+// caption in `<div id="what-if-caption">`; the timeline is `<svg id="timeline"
+// data-seconds="S">`, S the span its axis covers.
 // Every text inserted is HTML-escaped. Thread safety: plain functions.
 #ifndef SLUICE_REPORT_RENDER_HTML_H_
 #define SLUICE_REPORT_RENDER_HTML_H_

@@ -42,11 +42,13 @@ double NiceStep(double max) {
   return 10 * magnitude;
 }
 
-std::string OpenSvg(const Frame& f, const char* id, const char* label) {
+// `attributes`: more attributes for the <svg> tag, each with a leading space.
+std::string OpenSvg(const Frame& f, const char* id, const char* label,
+                    const std::string& attributes = "") {
   return absl::StrFormat(
       "<svg id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" "
-      "aria-label=\"%s\">",
-      id, f.width, f.height, f.width, f.height, label);
+      "aria-label=\"%s\"%s>",
+      id, f.width, f.height, f.width, f.height, label, attributes);
 }
 
 // A horizontal grid line at `y` with `label` left of the axis.
@@ -123,7 +125,10 @@ std::string TimelineChart(const ComputeTimeline& t) {
     return absl::StrCat(out, "<div class=\"small\">no step was timed in this run</div></div>");
   }
   const Frame& f = kTimelineFrame;
-  absl::StrAppend(&out, OpenSvg(f, "timeline", "share of wall time computing and waiting"));
+  // The axis's exact span, for tools and tests (the tick labels are rounded).
+  const double span_s = (t.end_ns - t.origin_ns) / 1e9;
+  absl::StrAppend(&out, OpenSvg(f, "timeline", "share of wall time computing and waiting",
+                                absl::StrFormat(" data-seconds=\"%.6f\"", span_s)));
   for (int pct : {0, 50, 100}) {
     absl::StrAppend(&out,
                     GridLine(f, f.kTop + f.plot_h() * (1 - pct / 100.0), absl::StrCat(pct, "%")));
@@ -141,7 +146,6 @@ std::string TimelineChart(const ComputeTimeline& t) {
                     Rect(x, f.bottom() - compute_h - other_h, w, other_h, kOtherColour),
                     Rect(x, f.bottom() - compute_h, w, compute_h, kComputeColour));
   }
-  const double span_s = (t.end_ns - t.origin_ns) / 1e9;
   for (int k = 0; k <= 4; ++k) {
     absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%.3g s</text>",
                           f.kLeft + f.plot_w() * k / 4.0, f.bottom() + 14,
@@ -150,14 +154,24 @@ std::string TimelineChart(const ComputeTimeline& t) {
                                    : "middle",
                           span_s * k / 4);
   }
-  absl::StrAppend(&out, Axes(f, "time since the first step", "share of wall time"), "</svg>");
+  // An opened timeline starts where the report's span does (the Python loader's pass: when it
+  // asked for the first batch), so the wait before the first step is on the axis.
+  absl::StrAppend(&out,
+                  Axes(f,
+                       t.from_span_start ? "time since the first batch was asked for"
+                                         : "time since the first step",
+                       "share of wall time"),
+                  "</svg>");
   absl::StrAppendFormat(
       &out,
       "<div class=\"small legend\">%s%s%s</div><div class=\"small\">per bucket of %.3g ms: the "
       "share of wall time the steps ran, evaluation ran, and the rest: time between steps "
-      "(waiting for input, and the host's own work)</div></div>",
+      "(waiting for input, and the host's own work)%s</div></div>",
       LegendItem(kComputeColour, "compute"), LegendItem(kWaitColour, "between steps (waiting)"),
-      LegendItem(kOtherColour, "evaluation"), t.bucket_ns / 1e6);
+      LegendItem(kOtherColour, "evaluation"), t.bucket_ns / 1e6,
+      t.from_span_start ? "; from the start of the report's span, the wait for the first batch "
+                          "included, to the end of the last step"
+                        : "");
   return out;
 }
 

@@ -63,6 +63,17 @@ std::string FormatChainShares(const StageRow& row) {
                         row.outside_chain_pct.value_or(0), TransformChain::kTimingStride);
   return out;
 }
+// Under the table: each row's item latency, one line per row that has one ("item latency:" and
+// "  read        p50 1.20 ms, p99 3.40 ms, max 5.10 ms per frame").
+std::string FormatLatencies(const BottleneckReport& rep) {
+  std::string out;
+  for (const StageRow& r : rep.stages) {
+    const std::string l = FormatItemLatency(r);
+    if (r.present && !l.empty()) absl::StrAppendFormat(&out, "  %-11s %s\n", StageName(r.stage), l);
+  }
+  return out.empty() ? out : absl::StrCat("item latency (each item's wall time):\n", out);
+}
+
 // The exchange section and the ranks table of a data-parallel report; "" in a single process.
 std::string FormatWorld(const BottleneckReport& rep) {
   if (!rep.exchange) return "";
@@ -153,6 +164,7 @@ std::string BottleneckReport::ToText() const {
     if (decode) absl::StrAppend(&out, FormatPartLine(*this, r));
     absl::StrAppend(&out, FormatChainShares(r));
   }
+  absl::StrAppend(&out, FormatLatencies(*this));
   absl::StrAppendFormat(
       &out,
       "measured %s; predicted %s, bound by %s (slowest capacity %s; CPU limit %s "

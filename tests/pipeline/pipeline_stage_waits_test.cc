@@ -67,5 +67,26 @@ TEST(PipelineStageWaits, HeldBackStagesShowWaitOutNotBusy) {
   EXPECT_EQ(failures, "") << "a held-back stage counted its wait as busy";
 }
 
+// Item latency is each item's own time: the consumer holds every batch at least 2 ms, so
+// delivery's median item (a batch held) is at least that, to within the histogram's 1/16.
+TEST(PipelineStageWaits, ItemLatencyIsEachItemsTime) {
+  TestDataset data(512, 512, 16);
+  const PipelineStats s = BackpressuredRun(data.dataset.get(), 2);
+  ASSERT_EQ(s.samples_delivered, 512u);
+  const LatencySummary& d = s[Stage::kDelivery].latency;
+  EXPECT_EQ(d.items, s[Stage::kDelivery].items);
+  EXPECT_GE(d.p50_ns, 2'000'000 * 15 / 16);
+  for (Stage st : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess, Stage::kDelivery}) {
+    const StageStats& x = s[st];
+    EXPECT_EQ(x.latency.items, x.items) << StageName(st);
+    EXPECT_GT(x.latency.p50_ns, 0) << StageName(st);
+    EXPECT_LE(x.latency.p50_ns, x.latency.p99_ns) << StageName(st);
+    EXPECT_LE(x.latency.p99_ns, x.latency.max_ns) << StageName(st);
+    // No item is longer than the stage's whole busy time, nor the mean above the max.
+    EXPECT_LE(x.latency.max_ns, x.busy_ns) << StageName(st);
+    EXPECT_LE(x.busy_ns / static_cast<int64_t>(x.items), x.latency.max_ns) << StageName(st);
+  }
+}
+
 }  // namespace
 }  // namespace sluice::testing

@@ -10,8 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "report/format.h"
 #include "report/stages.h"
 #include "tests/report/synthetic_run.h"
 
@@ -22,6 +24,7 @@ using synthetic_run::MakeRun;
 using synthetic_run::Paths;
 using synthetic_run::Synth;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(BottleneckReportTest, TextHasTableVerdictAndMemory) {
   BottleneckReport rep = AnalyzeRun(MakeRun(Synth{}), nullptr, 2);
@@ -58,6 +61,36 @@ TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   for (const std::string& p : documented) EXPECT_TRUE(paths.count(p)) << "not in the JSON: " << p;
   // It round-trips through text.
   EXPECT_EQ(nlohmann::ordered_json::parse(j.dump()), j);
+}
+
+// Item latency: each row's p50, p99 and max in the JSON (ns, as recorded) and under the text's
+// table; null on a row without items.
+TEST(BottleneckReportTest, ItemLatencyPerRow) {
+  const RunRecord run = MakeRun(Synth{});
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
+  const nlohmann::ordered_json j = rep.ToJson();
+  const nlohmann::ordered_json read = j["stages"][ReportRow(Stage::kRead)];
+  EXPECT_EQ(read["latency_p50_ns"].get<int64_t>(), run.pipeline[Stage::kRead].latency.p50_ns);
+  EXPECT_EQ(read["latency_p99_ns"].get<int64_t>(), run.pipeline[Stage::kRead].latency.p99_ns);
+  EXPECT_EQ(read["latency_max_ns"].get<int64_t>(), run.pipeline[Stage::kRead].latency.max_ns);
+  const nlohmann::ordered_json compute = j["stages"][ReportRow(Stage::kCompute)];
+  EXPECT_EQ(compute["latency_max_ns"].get<int64_t>(), run.compute.step_latency.max_ns());
+  EXPECT_TRUE(j["stages"][ReportRow(Stage::kH2D)]["latency_p50_ns"].is_null());
+  const std::string text = rep.ToText();
+  EXPECT_THAT(text, HasSubstr("item latency (each item's wall time):"));
+  EXPECT_THAT(text,
+              HasSubstr(absl::StrCat("  read        ", FormatItemLatency(rep.row(Stage::kRead)))));
+  EXPECT_THAT(FormatItemLatency(rep.row(Stage::kCompute)), HasSubstr(" per step"));
+  EXPECT_THAT(text, Not(HasSubstr("  h2d         p50")));
+}
+
+TEST(BottleneckReportTest, DurationsHaveThreeFigures) {
+  EXPECT_EQ(FormatDuration(850), "850 ns");
+  EXPECT_EQ(FormatDuration(1234), "1.23 us");
+  EXPECT_EQ(FormatDuration(12345), "12.3 us");
+  EXPECT_EQ(FormatDuration(139300), "139 us");
+  EXPECT_EQ(FormatDuration(4'560'000), "4.56 ms");
+  EXPECT_EQ(FormatDuration(1'230'000'000), "1.23 s");
 }
 
 // The copy-hidden share: null and "not applicable" without copies; on a device run the share

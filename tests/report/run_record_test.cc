@@ -94,6 +94,30 @@ TEST(ComputeTimeline, EmptyUntilTheFirstSpan) {
   EXPECT_EQ(Sum(t.compute_ns), 0);
 }
 
+// Opened at the span's start (the Python loader's pass), the timeline's axis starts there: the
+// wait before the first step is on it as time without compute, not cut off.
+TEST(ComputeTimeline, OpenedStartsAtTheOpenNotAtTheFirstStep) {
+  ComputeTimeline t;
+  const int64_t ms = 1'000'000, t0 = 5'000 * ms;
+  t.Open(t0);
+  EXPECT_TRUE(t.from_span_start);
+  EXPECT_EQ(t.used(), 0);  // nothing to draw until a step ends
+  // Three milliseconds of start-up, then a step.
+  t.AddCompute(t0 + 3 * ms, t0 + 4 * ms);
+  EXPECT_EQ(t.origin_ns, t0);
+  EXPECT_EQ(t.end_ns, t0 + 4 * ms);
+  EXPECT_EQ(t.used(), 4);
+  EXPECT_EQ(t.compute_ns[0] + t.compute_ns[1] + t.compute_ns[2], 0);
+  EXPECT_EQ(t.compute_ns[3], ms);
+  t.Open(t0 + 10 * ms);  // once a span is in, the origin stays
+  EXPECT_EQ(t.origin_ns, t0);
+  // Coarsening keeps the origin: a long run still starts at the open.
+  t.AddCompute(t0 + 999 * ms, t0 + 1000 * ms);
+  EXPECT_EQ(t.origin_ns, t0);
+  EXPECT_EQ(Sum(t.compute_ns), 2 * ms);
+  EXPECT_GE(t.bucket_ns * ComputeTimeline::kBuckets, 1000 * ms);
+}
+
 // A copy of 10 overlapped by compute for 4 (two pieces, one counted once although two steps
 // cover it), whichever stream's spans arrive first.
 TEST(CopyOverlap, CountsEachOverlapOnceInEitherArrivalOrder) {

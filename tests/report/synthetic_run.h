@@ -52,6 +52,9 @@ inline StageStats Graph(Stage s, int conc, double ns_per_sample, double train_ns
   st.wait_input_ns = idle / 2;
   st.wait_output_ns = idle - idle / 2;
   st.queue_high_water = 3;
+  // Each item's time: the mean item's, with a tail of twice and three times it.
+  const int64_t mean = items > 0 ? st.busy_ns / static_cast<int64_t>(items) : 0;
+  st.latency = {items, mean, 2 * mean, 3 * mean};
   return st;
 }
 
@@ -101,6 +104,7 @@ inline RunRecord MakeRun(const Synth& s) {
   c.on_device = s.cuda;
   c.threads = s.compute_threads;
   c.cpu_ns = static_cast<int64_t>(s.compute_cpu_ns * kSamples);
+  for (uint64_t i = 0; i < c.steps; ++i) c.step_latency.Add(c.busy_ns / (kSamples / 32));
   if (s.cuda) {
     c.idle_ns = static_cast<int64_t>(wait);
     c.enqueue_ns =
