@@ -467,7 +467,10 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
       std::clamp(std::max(rep->cores - rep->other_cores_busy.value_or(0), rep->process_cores_busy),
                  0.1, static_cast<double>(rep->cores));
   const bool quiet_ceilings = !rep->ceilings || rep->ceilings->other_cores_busy < kBusyMachineCores;
-  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores, quiet_ceilings);
+  const double process_cpu_ns_per_sample =
+      cs.samples > 0 ? rep->process_cores_busy * train_ns / static_cast<double>(cs.samples) : 0;
+  const ResourceModel model = BuildResourceModel(rep->stages, cs, rep->model_cores, quiet_ceilings,
+                                                 process_cpu_ns_per_sample);
   rep->model = model.Predict(model.Current());
   rep->resource_model = model;
   PredictFreed(model, rep);

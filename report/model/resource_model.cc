@@ -254,8 +254,40 @@ double ResourceModel::CpuSharePct(Stage s) const {
   return c == nullptr || sum <= 0 ? 0 : std::clamp(100.0 * c->cpu_ns / sum, 0.0, 100.0);
 }
 
+namespace {
+
+// The process's CPU time that no stage accounts for, given to compute on a device (see
+// BuildResourceModel): its host CPU time per sample at least the enqueue's, and its threads
+// the cores that CPU time keeps busy while the device computes (the simulated device's team:
+// 2; a CUDA driver's: 1).
+void AddDeviceHostCpu(double process_cpu_ns_per_sample, double cores,
+                      std::vector<StageCost>* stages) {
+  if (process_cpu_ns_per_sample <= 0) return;
+  StageCost* compute = nullptr;
+  double others = 0;
+  for (StageCost& c : *stages) {
+    if (c.stage == Stage::kCompute) {
+      compute = &c;
+    } else {
+      others += c.cpu_ns;
+    }
+  }
+  if (compute == nullptr || compute->device_ns <= 0) return;
+  // At most the cores for the device's time: beyond that, the rest is time per second, not per
+  // sample (a CPU team spinning while it waits for the next step).
+  const double host = std::min(process_cpu_ns_per_sample - others, cores * compute->device_ns);
+  if (host <= compute->cpu_ns) return;
+  compute->cpu_ns = host;
+  compute->wall_ns = host;
+  compute->gang = true;
+  compute->threads = std::max(1, static_cast<int>(std::lround(host / compute->device_ns)));
+}
+
+}  // namespace
+
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& cs,
-                                 double cores, bool quiet_ceilings) {
+                                 double cores, bool quiet_ceilings,
+                                 double process_cpu_ns_per_sample) {
   std::vector<StageCost> stages;
   for (const StageRow& r : rows) {
     if (!r.present || r.samples == 0) continue;
@@ -299,6 +331,7 @@ ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const Comput
     }
     stages.push_back(c);
   }
+  AddDeviceHostCpu(process_cpu_ns_per_sample, cores, &stages);
   return ResourceModel(std::move(stages), cores);
 }
 

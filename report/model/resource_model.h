@@ -119,8 +119,13 @@ class ResourceModel {
 // neither is a stage of the model.
 // `quiet_ceilings`: the rows' ceilings were measured on a quiet machine (Ceilings::
 // other_cores_busy under kBusyMachineCores), so CPU compute's ceiling is its rate alone.
+// `process_cpu_ns_per_sample`: the whole process's CPU time per sample (0: not measured). On a
+// device, the part no stage accounts for is the device's own work on host threads (the
+// simulated device runs its kernels on a CPU team) or the driver's: compute's host CPU time,
+// its threads wanting cores together while the device runs a step.
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& compute,
-                                 double cores, bool quiet_ceilings = true);
+                                 double cores, bool quiet_ceilings = true,
+                                 double process_cpu_ns_per_sample = 0);
 
 }  // namespace sluice
 

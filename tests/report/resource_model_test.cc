@@ -202,6 +202,22 @@ TEST(ResourceModel, BuiltFromRows) {
   EXPECT_NEAR(m.Find(Stage::kCompute)->device_ns, 8'000, 1e-9);
   EXPECT_NEAR(m.Find(Stage::kCompute)->cpu_ns, 2'000, 1e-9);
   EXPECT_EQ(m.Find(Stage::kCompute)->threads, 1);
+
+  // The process spent 46 us of CPU per sample: 30 us in read and decompress, so 16 us is the
+  // device's own work on host threads (the simulated device's CPU team), 2 cores' worth of its
+  // 8 us steps: compute's host CPU time, wanting 2 cores together.
+  ResourceModel sim = BuildResourceModel(rows, cs, 2, true, /*process_cpu_ns_per_sample=*/46'000);
+  EXPECT_NEAR(sim.Find(Stage::kCompute)->cpu_ns, 16'000, 1e-9);
+  EXPECT_EQ(sim.Find(Stage::kCompute)->threads, 2);
+  EXPECT_TRUE(sim.Find(Stage::kCompute)->gang);
+  // More than the cores could do during its steps is time, not work per sample (a team
+  // spinning between steps): held to the cores x the device's time.
+  ResourceModel idle = BuildResourceModel(rows, cs, 2, true, 200'000);
+  EXPECT_NEAR(idle.Find(Stage::kCompute)->cpu_ns, 2 * 8'000, 1e-9);
+  // Less than the enqueue: the enqueue stands.
+  ResourceModel cuda = BuildResourceModel(rows, cs, 2, true, 31'000);
+  EXPECT_NEAR(cuda.Find(Stage::kCompute)->cpu_ns, 2'000, 1e-9);
+  EXPECT_FALSE(cuda.Find(Stage::kCompute)->gang);
 }
 
 // CPU compute's own bound is its ceiling (the step alone on idle cores) when the run did not

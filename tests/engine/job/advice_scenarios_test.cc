@@ -104,6 +104,14 @@ void OneRingSlot(TrainJobOptions* o) {
   o->inject_compute_delay_us = 500;
 }
 
+// Each copy 2 ms late on the simulated link, whatever its size: the link is bound by copies,
+// not bytes (u8 batches price at 1.00x), and each batch of twice the samples pays the latency
+// once.
+void LatencyBoundLink(TrainJobOptions* o) {
+  o->backend.sim.device.link_latency_ns = 2'000'000;
+  o->pipeline.format.h2d_format = H2DFormat::kU8;
+}
+
 // The serial reader sleeps 5 ms on each frame of 256 records (51 k samples/s).
 void SlowRead(TrainJobOptions* o) {
   o->pipeline.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)] = 5000;
@@ -117,6 +125,7 @@ const Scenario kScenarios[] = {
     {"SlowPreprocess", SlowPreprocess, AdviceSetting::kPreprocessThreads, "2", true},
     {"SmallPool", SmallPool, AdviceSetting::kPoolSize, nullptr},
     {"OneRingSlot", OneRingSlot, AdviceSetting::kDeviceRingDepth, "2"},
+    {"LatencyBoundLink", LatencyBoundLink, AdviceSetting::kBatchSize, "128"},
 };
 
 class ScenarioDirTest : public ::testing::Test {
