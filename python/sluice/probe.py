@@ -102,8 +102,7 @@ class Probe:
         self._last = None
         self._last_samples = 0
         self._replay_cpu_ns = 0  # the process's CPU time during the replays
-        # measure_switch's samples, span ns, CPU ns, and its first batch's ns and samples
-        self._switch = None
+        self._switch = None  # (samples, span ns, CPU ns) of measure_switch
 
     def _samples(self, batch):
         if self._batch_size is not None:
@@ -155,7 +154,6 @@ class Probe:
         still working then count too."""
         batches = _int_arg("measure_switch: batches", batches, 1, none_ok=True)
         samples = count = 0
-        first = (0, 0)  # the first batch: its time from the start, its samples
         wall, cpu = time.perf_counter_ns(), time.process_time_ns()
         for batch in loader:
             count += 1
@@ -163,24 +161,20 @@ class Probe:
             if n is None:
                 raise ValueError("measure_switch: cannot count the samples of a batch of type "
                                  "%s (no tensor or array in it)" % type(batch).__name__)
-            if count == 1:
-                first = (time.perf_counter_ns() - wall, n)
             samples += n
             if batches is not None and count >= batches:
                 break
         if samples == 0:
             raise ValueError("measure_switch: the loader gave no batch")
-        self._switch = (samples, time.perf_counter_ns() - wall, time.process_time_ns() - cpu,
-                        first[0], first[1])
+        self._switch = (samples, time.perf_counter_ns() - wall, time.process_time_ns() - cpu)
 
     def _analyze(self):
         r, q = self._run, self._replay
-        switch = self._switch or (0, 0, 0, 0, 0)
+        switch = self._switch or (0, 0, 0)
         return _sluice.analyze_probe(
             self._name, self._passes, r.steps, r.samples, r.wait_ns, r.step_ns, r.max_wait_ns,
             q.steps, q.samples, q.wait_ns + q.step_ns, self._replay_batch if q.steps else "",
-            0, self._replay_cpu_ns if q.steps else 0, switch[0], switch[1], switch[2], switch[3],
-            switch[4])
+            0, self._replay_cpu_ns if q.steps else 0, switch[0], switch[1], switch[2])
 
     def report(self):
         """The report as a dict: the schema of sluice-train --report-json

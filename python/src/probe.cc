@@ -18,8 +18,7 @@ void BindProbe(py::module_& m) {
          int64_t wait_ns, int64_t step_ns, int64_t max_wait_ns, uint64_t replay_steps,
          uint64_t replay_samples, int64_t replay_span_ns, const std::string& replay_batch,
          int cores, int64_t replay_cpu_ns, uint64_t sluice_samples, int64_t sluice_span_ns,
-         int64_t sluice_cpu_ns, int64_t sluice_first_batch_ns,
-         uint64_t sluice_first_batch_samples) {
+         int64_t sluice_cpu_ns) {
         LoaderProbeRecord r;
         r.loader = loader;
         r.passes = passes;
@@ -36,8 +35,6 @@ void BindProbe(py::module_& m) {
         r.sluice_samples = sluice_samples;
         r.sluice_span_ns = sluice_span_ns;
         r.sluice_cpu_ns = sluice_cpu_ns;
-        r.sluice_first_batch_ns = sluice_first_batch_ns;
-        r.sluice_first_batch_samples = sluice_first_batch_samples;
         const ProbeReport rep = Unwrap(AnalyzeLoaderProbe(r, cores > 0 ? cores : UsableCores()));
         return py::make_tuple(rep.ToJson().dump(), rep.ToText());
       },
@@ -45,8 +42,7 @@ void BindProbe(py::module_& m) {
       py::arg("wait_ns"), py::arg("step_ns"), py::arg("max_wait_ns"), py::arg("replay_steps"),
       py::arg("replay_samples"), py::arg("replay_span_ns"), py::arg("replay_batch"),
       py::arg("cores") = 0, py::arg("replay_cpu_ns") = 0, py::arg("sluice_samples") = 0,
-      py::arg("sluice_span_ns") = 0, py::arg("sluice_cpu_ns") = 0,
-      py::arg("sluice_first_batch_ns") = 0, py::arg("sluice_first_batch_samples") = 0);
+      py::arg("sluice_span_ns") = 0, py::arg("sluice_cpu_ns") = 0);
 }
 
 }  // namespace sluice::python

@@ -18,8 +18,7 @@ SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_n
                           replay_samples_per_s, replay_batch, free_data_samples_per_s,
                           free_data_source, speedup, switch_sluice_samples_per_s,
                           switch_sluice_cpu_us_per_sample, switch_step_cpu_us_per_sample,
-                          switch_samples_per_s, switch_speedup, switch_first_batch_ms,
-                          switch_binding)
+                          switch_samples_per_s, switch_speedup, switch_binding)
 
 namespace {
 
@@ -61,18 +60,11 @@ absl::Status Validate(const LoaderProbeRecord& r) {
 // the replay and the switch measured.
 void PredictSwitch(const LoaderProbeRecord& r, int cores, ProbeFigures* f) {
   if (r.sluice_samples == 0 || r.replay_steps == 0 || r.replay_cpu_ns <= 0) return;
-  // Sluice's start-up, to its first batch, is time no step overlaps: the two share the cores
-  // only after it. The rest of the window is what they share.
-  const bool startup = r.sluice_first_batch_ns > 0 && r.sluice_first_batch_ns < r.sluice_span_ns &&
-                       r.sluice_first_batch_samples < r.sluice_samples;
-  const double first_ns = startup ? static_cast<double>(r.sluice_first_batch_ns) : 0;
-  const double after = static_cast<double>(r.sluice_samples) -
-                       (startup ? static_cast<double>(r.sluice_first_batch_samples) : 0);
   StageCost sluice;
   sluice.stage = Stage::kLoader;
   sluice.cpu_ns = static_cast<double>(r.sluice_cpu_ns) / r.sluice_samples;
   sluice.wall_ns = static_cast<double>(r.sluice_span_ns) / r.sluice_samples;
-  sluice.alone_samples_per_s = after * 1e9 / (static_cast<double>(r.sluice_span_ns) - first_ns);
+  sluice.alone_samples_per_s = r.sluice_samples * 1e9 / r.sluice_span_ns;
   StageCost step;
   step.stage = Stage::kCompute;
   step.cpu_ns = static_cast<double>(r.replay_cpu_ns) / r.replay_samples;
@@ -80,13 +72,10 @@ void PredictSwitch(const LoaderProbeRecord& r, int cores, ProbeFigures* f) {
   step.alone_samples_per_s = f->free_data_samples_per_s;
   const ResourceModel model({sluice, step}, cores);
   const Prediction p = model.Predict(model.Current());
-  f->switch_sluice_samples_per_s = r.sluice_samples * 1e9 / r.sluice_span_ns;
+  f->switch_sluice_samples_per_s = sluice.alone_samples_per_s;
   f->switch_sluice_cpu_us_per_sample = sluice.cpu_ns / 1e3;
   f->switch_step_cpu_us_per_sample = step.cpu_ns / 1e3;
-  // The window again: the start-up, then the rest at the shared rate.
-  f->switch_samples_per_s =
-      p.samples_per_s > 0 ? r.sluice_samples * 1e9 / (first_ns + after * 1e9 / p.samples_per_s) : 0;
-  if (startup) f->switch_first_batch_ms = first_ns / 1e6;
+  f->switch_samples_per_s = p.samples_per_s;
   // A stage held below its rate alone is held there by the other's threads on its cores.
   const StageCost& bound_cost = p.binding.stage == Stage::kLoader ? sluice : step;
   const bool shared = p.binding.constraint == Constraint::kSharedCpu ||

@@ -53,10 +53,6 @@ struct LoaderProbeRecord {
   uint64_t sluice_samples = 0;
   int64_t sluice_span_ns = 0;
   int64_t sluice_cpu_ns = 0;
-  // Its first batch: the time from the iteration's start to it and its samples (0: not
-  // measured). The pipeline's start-up, which a step cannot overlap: it waits for that batch.
-  int64_t sluice_first_batch_ns = 0;
-  uint64_t sluice_first_batch_samples = 0;
 };
 
 // The probe's own figures (the "probe" object of the JSON, docs/report-schema.md).
@@ -85,9 +81,7 @@ struct ProbeFigures {
   std::optional<double> switch_step_cpu_us_per_sample;
   std::optional<double> switch_samples_per_s;
   std::optional<double> switch_speedup;  // switch_samples_per_s / measured
-  // The switch's first batch after this long (its start-up, in the prediction's window).
-  std::optional<double> switch_first_batch_ms;
-  std::string switch_binding;  // "sluice", "step" or "shared-cpu"; "" when none
+  std::string switch_binding;            // "sluice", "step" or "shared-cpu"; "" when none
 };
 
 struct ProbeReport {
