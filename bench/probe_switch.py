@@ -4,7 +4,7 @@ sluice.Loader it would switch to measured alone (Probe.measure_switch), the pred
 from the report, then the same step run on that sluice.Loader and its rate measured.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/probe_switch.py [--cases arrays,jpeg]
-      [--repeats 3] [--images 3000]
+      [--repeats 3] [--images 12000]
 
 Two jobs, each a small model stepped on one torch thread:
   arrays: Fashion-MNIST (Debian's dataset-fashion-mnist) through a torchvision-style Dataset
@@ -154,7 +154,10 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--switch-batches", type=int, default=0,
                     help="batches for measure_switch (0: one whole pass)")
-    ap.add_argument("--images", type=int, default=3000)
+    # 12,000: a pass of about 3 s. Each pass restarts the pipeline, and a pass of under a second
+    # (3,000 images) spends a fifth of it filling and draining, which the steady-state
+    # prediction does not count (docs/benchmarks.md, 2026-12-03 20:45).
+    ap.add_argument("--images", type=int, default=12000)
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="sluice-probe-switch-") as work:

@@ -74,8 +74,7 @@ absl::Status ApplyAdvice(const Advice& a, TrainJobOptions* o) {
       break;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(AdviceText(a, Consumer::kTrainJob),
-                   ": a change to the dataset (sluice-shard create), not to the run: a rerun "
+      absl::StrCat("a change to the dataset (sluice-shard create), not to the run: a rerun "
                    "cannot check it"));
 }
 
