@@ -258,8 +258,8 @@ namespace {
 
 // The process's CPU time that no stage accounts for, given to compute on a device (see
 // BuildResourceModel): its host CPU time per sample at least the enqueue's, and its threads
-// the cores that CPU time keeps busy while the device computes (the simulated device's team:
-// 2; a CUDA driver's: 1).
+// the cores that CPU time keeps busy while the device computes, rounded up (the simulated
+// device's team: 2; a CUDA driver's: 1).
 void AddDeviceHostCpu(double process_cpu_ns_per_sample, double cores,
                       std::vector<StageCost>* stages) {
   if (process_cpu_ns_per_sample <= 0) return;
@@ -280,7 +280,9 @@ void AddDeviceHostCpu(double process_cpu_ns_per_sample, double cores,
   compute->cpu_ns = host;
   compute->wall_ns = host;
   compute->gang = true;
-  compute->threads = std::max(1, static_cast<int>(std::lround(host / compute->device_ns)));
+  // Rounded up: the host work runs within the device's time, so its threads never bound the
+  // step below the device (1.4 cores' worth on one thread would).
+  compute->threads = std::max(1, static_cast<int>(std::ceil(host / compute->device_ns - 1e-9)));
 }
 
 }  // namespace

@@ -218,6 +218,12 @@ TEST(ResourceModel, BuiltFromRows) {
   ResourceModel cuda = BuildResourceModel(rows, cs, 2, true, 31'000);
   EXPECT_NEAR(cuda.Find(Stage::kCompute)->cpu_ns, 2'000, 1e-9);
   EXPECT_FALSE(cuda.Find(Stage::kCompute)->gang);
+  // 11 us of host work per 8 us of device time: 2 threads, so that its own bound (2 / 11 us)
+  // stays above the device's (1 / 8 us); 1 thread would bind the step at 1 / 11 us.
+  ResourceModel part = BuildResourceModel(rows, cs, 2, true, 41'000);
+  EXPECT_EQ(part.Find(Stage::kCompute)->threads, 2);
+  const Prediction pp = part.Predict(part.Current());
+  EXPECT_GE(FindBound(pp, Constraint::kStage, Stage::kCompute)->samples_per_s, 1e9 / 8'000);
 }
 
 // CPU compute's own bound is its ceiling (the step alone on idle cores) when the run did not
