@@ -172,6 +172,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const bool resumed = epoch == start_epoch_;
     const uint64_t first_step = resumed ? start_step_ : 0;
     RETURN_IF_ERROR(train_->Seek(epoch, first_step));
+    train_->NoteSpan(true);  // the epoch's training time starts with its state
     EpochState state(epoch, first_step, resumed ? start_samples_in_epoch_ : 0);
     ASSIGN_OR_RETURN(const bool run_ended, TrainEpoch(state, run));
     if (run_ended) break;
@@ -278,7 +279,10 @@ absl::Status Trainer::CheckpointIfDue(EpochState& epoch) {
     return absl::OkStatus();
   }
   const auto t0 = Clock::now();
-  RETURN_IF_ERROR(SaveCheckpoint(epoch.epoch, epoch.step, epoch.samples_in_epoch));
+  train_->NoteSpan(false);  // not training time (EpochState::TrainSeconds)
+  absl::Status saved = SaveCheckpoint(epoch.epoch, epoch.step, epoch.samples_in_epoch);
+  train_->NoteSpan(true);
+  RETURN_IF_ERROR(saved);
   epoch.checkpoint_seconds += SecondsSince(t0);
   return absl::OkStatus();
 }
@@ -316,6 +320,7 @@ absl::Status Trainer::FinishEpoch(EpochState& epoch, TrainResult& result) {
         "epoch ", epoch.epoch + 1, " trained 0 samples (every batch was empty or skipped)"));
   }
   summary.seconds = epoch.TrainSeconds();
+  train_->NoteSpan(false);  // evaluation and the next epoch's start are not training time
   result.train_seconds += summary.seconds;
   if (summary.train_samples > 0) {
     summary.train_loss = epoch.loss_sum / summary.train_samples;

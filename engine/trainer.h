@@ -60,6 +60,10 @@ class BatchSource {
   // The source's settings and position for checkpoints (shuffle, seed, window, ...); opaque to
   // the engine and stored in the checkpoint's pipeline section.
   virtual KeyValues Describe() const { return {}; }
+  // The trainer is inside the span its report covers (an epoch's training) or outside it
+  // (evaluation, the gap between epochs, a checkpoint): a source that works ahead counts the
+  // work it does outside (Pipeline::SetConsumerInSpan).
+  virtual void NoteSpan(bool in_span) {}
 };
 
 // Batches of u8 images and int32 labels held in memory, in order (no shuffle): for tests,

@@ -12,11 +12,19 @@
 
 namespace sluice {
 
-uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes) {
+uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes, uint64_t steps_per_epoch,
+                      int preprocess_threads) {
   const uint64_t by_samples =
       (kAutoPoolSamples + batch_samples - 1) / std::max<uint64_t>(1, batch_samples);
   const uint64_t by_bytes = kAutoPoolBytes / std::max<uint64_t>(1, buffer_bytes);
-  return static_cast<uint32_t>(std::clamp<uint64_t>(std::min(by_samples, by_bytes), 4, 256));
+  uint64_t pool = std::clamp<uint64_t>(std::min(by_samples, by_bytes), 4, 256);
+  if (steps_per_epoch > 0) {
+    const uint64_t by_epoch = std::max<uint64_t>(
+        {4, 2 * static_cast<uint64_t>(std::max(0, preprocess_threads)),
+         (steps_per_epoch + kAutoPoolEpochFraction - 1) / kAutoPoolEpochFraction});
+    pool = std::min(pool, by_epoch);
+  }
+  return static_cast<uint32_t>(pool);
 }
 
 namespace {
@@ -75,6 +83,7 @@ absl::StatusOr<bool> Pipeline::NextFor(BatchLease* lease, absl::Duration timeout
 }
 void Pipeline::Cancel() { core_->Cancel(); }
 PipelineStats Pipeline::Stats() const { return core_->Stats(); }
+void Pipeline::SetConsumerInSpan(bool in_span) { core_->SetConsumerInSpan(in_span); }
 std::vector<TraceSpan> Pipeline::Trace() const { return core_->Trace(); }
 uint64_t Pipeline::steps_per_epoch() const { return core_->steps_per_epoch(); }
 uint64_t Pipeline::total_batches() const { return core_->total_batches(); }

@@ -77,7 +77,13 @@ inline constexpr uint64_t kAutoPoolBytes = uint64_t{128} << 20;
 // What pool_size = 0 resolves to for batches of `batch_samples` samples in buffers of
 // `buffer_bytes`: enough buffers for kAutoPoolSamples samples but no more than kAutoPoolBytes of
 // them, and at least 4, at most 256 (224x224 f32 batches of 32: 6 buffers, not 128 = 2.4 GB).
-uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes);
+// With `steps_per_epoch` known (not 0), also at most a 1/kAutoPoolEpochFraction of an epoch's
+// batches, but at least 2 per preprocess thread (and 4): a pool that holds whole epochs only
+// lets the pipeline build the next epoch during an evaluation, so that the later epochs' rate
+// counts work done outside their training time (and a 151-image test split took 128 MB).
+inline constexpr uint32_t kAutoPoolEpochFraction = 4;
+uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes, uint64_t steps_per_epoch = 0,
+                      int preprocess_threads = 0);
 
 // PipelineOptions are grouped by what may change them, so that tuning a resource can never
 // change the order, and placement cannot disagree with the backend that reads the batches.
@@ -246,6 +252,13 @@ class Pipeline {
 
   PipelineStats Stats() const;
   std::vector<TraceSpan> Trace() const;
+
+  // Whether the consumer is inside the span its report covers (true from the start): a trainer
+  // leaves it between epochs (evaluation, the epoch's end) and while it writes a checkpoint,
+  // where the pipeline goes on building batches ahead. Items that end while it is outside are
+  // counted in StageStats::samples_outside_span, so a report over the training time can tell
+  // the work it contains from the work done before it. Any thread; relaxed.
+  void SetConsumerInSpan(bool in_span);
 
   // Global steps: the same on every rank of a data-parallel run.
   uint64_t steps_per_epoch() const;

@@ -89,6 +89,7 @@ StageStats StageRecorder::Snapshot(bool measured_wait_input) const {
   s.items = items_.load(std::memory_order_relaxed);
   s.samples = samples_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.samples_outside_span = samples_outside_span_.load(std::memory_order_relaxed);
   s.busy_ns = busy_ns_.load(std::memory_order_relaxed);
   // The busy time at the sampled items' CPU share (CpuSample), at most the busy time.
   const int64_t sampled_wall = sampled_wall_ns_.load(std::memory_order_relaxed);

@@ -57,10 +57,14 @@ struct StageStats {
   int concurrency = 1;   // how many items it may process at once
   uint64_t items = 0;    // frames (read, decompress) or batches (the others)
   uint64_t samples = 0;  // samples in those items
-  uint64_t bytes = 0;    // bytes produced (stored bytes for read, raw for decompress,
-                         // batch bytes for preprocess and h2d)
-  int64_t busy_ns = 0;   // summed over its threads; for h2d, copy time from the copy
-                         // stream's events (device time)
+  // Those of them in items that ended while the consumer was outside the span its report
+  // covers (Pipeline::SetConsumerInSpan: a trainer's evaluation, the gap between epochs, a
+  // checkpoint): work done ahead, before the span that needs it. Graph stages and decode.
+  uint64_t samples_outside_span = 0;
+  uint64_t bytes = 0;   // bytes produced (stored bytes for read, raw for decompress,
+                        // batch bytes for preprocess and h2d)
+  int64_t busy_ns = 0;  // summed over its threads; for h2d, copy time from the copy
+                        // stream's events (device time)
   // The thread CPU time of its items, summed over its threads: read, decompress and preprocess
   // (decode inside it included); 0 for the others. ThreadCpuNs is read around 1 item in 8 of
   // each thread (pipeline/internal/stage_recorder.h CpuSample) and busy_ns is scaled by those

@@ -80,6 +80,7 @@ class RecordingBatchSource final : public BatchSource {
   void Release(const BatchView& batch) override { inner_->Release(batch); }
   uint64_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
   KeyValues Describe() const override { return inner_->Describe(); }
+  void NoteSpan(bool in_span) override { inner_->NoteSpan(in_span); }
   const std::string& text() const { return text_; }
 
  private:

@@ -24,6 +24,7 @@ absl::Status PipelineBatchSource::Rebuild(uint64_t epoch, uint64_t step) {
   options.span.start_step = step;
   options.span.epochs = last_epoch_ > epoch ? last_epoch_ - epoch : 1;
   ASSIGN_OR_RETURN(pipeline_, Pipeline::Create(dataset_, options));
+  pipeline_->SetConsumerInSpan(in_span_);
   steps_per_epoch_ = pipeline_->steps_per_epoch();
   epoch_ = epoch;
   step_ = step;
@@ -80,6 +81,11 @@ void PipelineBatchSource::Release(const BatchView& batch) {
       return;
     }
   }
+}
+
+void PipelineBatchSource::NoteSpan(bool in_span) {
+  in_span_ = in_span;
+  if (pipeline_ != nullptr) pipeline_->SetConsumerInSpan(in_span);
 }
 
 KeyValues PipelineBatchSource::Describe() const {

@@ -38,6 +38,7 @@ class PipelineBatchSource : public BatchSource {
   void Release(const BatchView& batch) override;
   uint64_t batches_per_epoch() const override { return steps_per_epoch_; }
   KeyValues Describe() const override;
+  void NoteSpan(bool in_span) override;
 
   // The current pipeline (null before the first Seek). A run seeks once at its start and
   // then only to where the pipeline already is, so one pipeline serves the whole run and its
@@ -62,6 +63,7 @@ class PipelineBatchSource : public BatchSource {
   uint64_t step_ = 0;
   bool finished_ = false;  // the pipeline delivered its last batch
   bool retuned_ = false;   // rebuild at the next Seek()
+  bool in_span_ = true;    // NoteSpan's, given to a rebuilt pipeline
   // A batch of the next epoch, pulled while looking for the end of the current one.
   BatchLease pending_;
   std::deque<BatchLease> leases_;  // handed out, not yet released (in order)

@@ -139,7 +139,8 @@ absl::Status PipelineCore::Init() {
   record_id_offset_ = label_offset_ + 4 * size_t{batch_capacity_};
   batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
   if (opt_.resources.pool_size == 0) {
-    opt_.resources.pool_size = AutoPoolSize(batch_capacity_, batch_buffer_bytes_);
+    opt_.resources.pool_size = AutoPoolSize(batch_capacity_, batch_buffer_bytes_, steps_per_epoch_,
+                                            opt_.resources.preprocess_threads);
   }
   RETURN_IF_ERROR(TakePools());
   scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
@@ -365,9 +366,14 @@ void PipelineCore::Shutdown() {
   if (ring_) ring_->Clear();
 }
 
+void PipelineCore::SetConsumerInSpan(bool in_span) {
+  consumer_in_span_.store(in_span, std::memory_order_relaxed);
+}
+
 void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples,
                           uint64_t bytes, int64_t cpu_ns) {
   recorders_[s].AddItem(start, end, samples, bytes, cpu_ns);
+  if (!consumer_in_span_.load(std::memory_order_relaxed)) recorders_[s].AddOutsideSpan(samples);
   if (trace_) trace_->Add(TraceSpan{s, id, ThreadNumber(), start, end});
 }
 

@@ -54,6 +54,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   void Shutdown();
   void ReleaseLease(uint64_t id, device::Stream* stream, int64_t handed_out_ns);
   PipelineStats Stats() const;
+  void SetConsumerInSpan(bool in_span);
   std::vector<TraceSpan> Trace() const {
     return trace_ ? trace_->Snapshot() : std::vector<TraceSpan>{};
   }
@@ -187,6 +188,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::vector<EpochReads> epoch_reads_;
 
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> consumer_in_span_{true};  // SetConsumerInSpan
   std::atomic<int64_t> frames_resident_{0};
   std::atomic<int64_t> frames_queued_{0};
   std::atomic<uint64_t> frames_read_{0}, frames_decoded_{0}, skipped_frames_{0},

@@ -102,6 +102,11 @@ class StageRecorder {
     AtomicMin0(first_start_ns_, start_ns);
     AtomicMax(last_end_ns_, end_ns);
   }
+  // The samples of an item that ended while the consumer was outside its span
+  // (Pipeline::SetConsumerInSpan).
+  void AddOutsideSpan(uint64_t samples) {
+    samples_outside_span_.fetch_add(samples, std::memory_order_relaxed);
+  }
   void AddWaitInput(int64_t ns) { wait_input_ns_.fetch_add(ns, std::memory_order_relaxed); }
   void AddWaitOutput(int64_t ns) { wait_output_ns_.fetch_add(ns, std::memory_order_relaxed); }
   void NoteQueue(int64_t depth) { AtomicMax(high_water_, depth); }
@@ -111,7 +116,7 @@ class StageRecorder {
  private:
   Stage stage_ = Stage::kRead;
   int concurrency_ = 1;
-  std::atomic<uint64_t> items_{0}, samples_{0}, bytes_{0};
+  std::atomic<uint64_t> items_{0}, samples_{0}, bytes_{0}, samples_outside_span_{0};
   std::atomic<int64_t> busy_ns_{0}, wait_input_ns_{0}, wait_output_ns_{0};
   std::atomic<int64_t> sampled_cpu_ns_{0}, sampled_wall_ns_{0};
   std::atomic<int64_t> high_water_{0}, first_start_ns_{0}, last_end_ns_{0};

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/enum_names.h"
 #include "report/analysis/bottleneck_report.h"
 #include "report/decide/decide.h"
@@ -15,6 +16,8 @@ namespace {
 constexpr double kCpuSaturated = 0.9;  // of the cores
 // Other processes' use of the cores from which a note names it.
 constexpr double kOtherCoresNoted = 0.2;
+// A stage that built this share of its samples outside the span gets the work-ahead note.
+constexpr double kWorkAheadNotedPct = 5;
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 // A share of the span: device events and the host clock that bound the span can differ by a
@@ -51,6 +54,7 @@ StageRow CountedRow(Stage stage, const StageStats& s, int concurrency, double tr
   r.busy_ns = s.busy_ns;
   r.items_per_s = train_ns > 0 ? s.items * 1e9 / train_ns : 0;
   r.samples_per_s = train_ns > 0 ? s.samples * 1e9 / train_ns : 0;
+  r.outside_span_pct = Share(static_cast<double>(s.samples_outside_span), s.samples);
   SetLatency(s.latency, &r);
   return r;
 }
@@ -306,8 +310,7 @@ std::optional<EpochSplit> MeasureEpochSplit(const RunRecord& run, EpochExtras* x
       s.first_read_seconds - (samples > 0 ? read_ns / 1e9 * first.samples / samples : 0.0);
   x->batches_per_epoch =
       static_cast<double>(run.compute.steps) / static_cast<double>(run.epochs.size());
-  s.ran_ahead = run.pipeline.pool_buffers > 0 && x->batches_per_epoch > 0 &&
-                run.pipeline.pool_buffers >= 0.5 * x->batches_per_epoch;
+  s.ran_ahead = x->batches_per_epoch > 0 && run.pipeline.pool_buffers >= 0.5 * x->batches_per_epoch;
   s.cold = s.differ && !s.ran_ahead && x->slower_reads && x->extra_epoch > 0 &&
            x->extra_read >= kColdExplainsFraction * x->extra_epoch;
   return s;
@@ -483,6 +486,24 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   }
 }
 
+// Work the pipeline did while the trainer was outside the span (evaluation, between epochs):
+// the rates over the span include it; the model counts only the rest against the span.
+void AddWorkAheadNote(BottleneckReport* rep) {
+  std::vector<std::string> parts;
+  for (const StageRow& r : rep->stages) {
+    if (r.present && r.stage != Stage::kDecode && r.outside_span_pct >= kWorkAheadNotedPct) {
+      parts.push_back(absl::StrFormat("%s %.0f%%", StageName(r.stage), r.outside_span_pct));
+    }
+  }
+  if (parts.empty()) return;
+  rep->notes.push_back(absl::StrCat(
+      "work done ahead: the pipeline built part of its samples while the trainer was outside "
+      "the training time (evaluating, between epochs, writing a checkpoint): ",
+      absl::StrJoin(parts, ", "),
+      " of each stage's samples; the rates above include that work, and the resource model "
+      "counts only the rest against the training time (stages[].outside_span_pct)"));
+}
+
 // The caveats: dropped spans, skipped frames, injected delays, nothing evaluated, device time.
 void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   const PipelineStats& ps = run.pipeline;
@@ -513,6 +534,7 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   if (!run.not_evaluated.empty()) {
     rep->notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
+  AddWorkAheadNote(rep);
   if (rep->other_cores_busy && *rep->other_cores_busy >= kOtherCoresNoted) {
     rep->notes.push_back(absl::StrFormat(
         "other processes kept %.1f of this run's %d cores busy on average while it trained; the "

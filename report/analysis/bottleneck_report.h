@@ -66,7 +66,12 @@ struct StageRow {
   uint64_t bytes = 0;
   double items_per_s = 0;    // over the training time
   double samples_per_s = 0;  // over the training time
-  int64_t busy_ns = 0;       // pinned_wait: time batches waited for a pinned buffer, summed
+  // The share of `samples` in items that ended while the trainer was outside the span (its
+  // evaluation, the gap between epochs, a checkpoint; StageStats::samples_outside_span): work
+  // done ahead, which the span did not have to wait for. The resource model counts only the
+  // rest against the span. In [0, 100]; 0 for the rows the pipeline does not record.
+  double outside_span_pct = 0;
+  int64_t busy_ns = 0;  // pinned_wait: time batches waited for a pinned buffer, summed
   // Shares of concurrency x the report's span (train_seconds; a graph stage that worked
   // outside it: its own window), each in [0, 100]; busy + wait_input + wait_output = 100 for
   // the graph stages. pinned_wait: the share of the span during which a batch waited for a

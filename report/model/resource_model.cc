@@ -331,6 +331,15 @@ ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const Comput
       default:
         continue;  // decode (inside preprocess), pinned_wait (a wait)
     }
+    // Work done outside the span (between epochs, during evaluation) was not waited for in
+    // it: the span holds the rest of the stage's cost per sample.
+    const double in_span = 1.0 - std::clamp(r.outside_span_pct, 0.0, 100.0) / 100.0;
+    if (r.stage != Stage::kCompute && in_span < 1.0) {
+      c.cpu_ns *= in_span;
+      c.blocked_ns *= in_span;
+      c.wall_ns *= in_span;
+      c.device_ns *= in_span;
+    }
     stages.push_back(c);
   }
   AddDeviceHostCpu(process_cpu_ns_per_sample, cores, &stages);

@@ -158,6 +158,62 @@ TEST(TrainerTest, ReportsProgressEpochsAndTestAccuracy) {
   EXPECT_LT(epochs[1].train_loss, epochs[0].train_loss);
 }
 
+// A source that notes, for each batch handed out and each evaluation, whether the trainer had
+// said it was inside its span (BatchSource::NoteSpan).
+class SpanNotingSource : public InMemoryBatchSource {
+ public:
+  using InMemoryBatchSource::InMemoryBatchSource;
+  absl::StatusOr<std::optional<BatchView>> Next() override {
+    if (!in_span_) ++batches_outside_;
+    return InMemoryBatchSource::Next();
+  }
+  void NoteSpan(bool in_span) override {
+    in_span_ = in_span;
+    notes_ += in_span ? "+" : "-";
+  }
+  bool in_span_ = true;
+  int batches_outside_ = 0;
+  std::string notes_;
+};
+
+// The trainer is inside the span while it trains an epoch (the report's training time) and
+// outside it from the epoch's end through its evaluation, and while it writes a checkpoint.
+TEST(TrainerTest, NotesItsSpanToTheSource) {
+  const auto train = testing::MakeDataset(256, 100, 10, 0, 3, /*separable=*/true);
+  const auto test = testing::MakeDataset(64, 100, 10, 0, 4, /*separable=*/true);
+  ModelConfig model;
+  model.layers = {100, 16, 10};
+  OptimizerConfig opt;
+  auto backend = NewBackend(InitModelState(model, opt, 1), opt);
+  SpanNotingSource train_source(train.images, train.labels, 100, 32, false);
+  int evaluated_outside = 0;
+  struct TestSource : InMemoryBatchSource {
+    using InMemoryBatchSource::InMemoryBatchSource;
+    absl::StatusOr<std::optional<BatchView>> Next() override {
+      if (!train->in_span_) ++*outside;
+      return InMemoryBatchSource::Next();
+    }
+    const SpanNotingSource* train = nullptr;
+    int* outside = nullptr;
+  } test_source(test.images, test.labels, 100, 32, false);
+  test_source.train = &train_source;
+  test_source.outside = &evaluated_outside;
+  auto env = NewMemEnv();
+  TrainerOptions options;
+  options.epochs = 2;
+  options.optimizer = opt;
+  options.env = env.get();
+  options.checkpoint_path = "/run/span.ckpt";
+  options.checkpoint_every_steps = 4;  // 8 steps per epoch: one mid-epoch checkpoint each
+  Trainer trainer(backend.get(), &train_source, &test_source, options);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(train_source.batches_outside_, 0);
+  EXPECT_EQ(evaluated_outside, 2 * 3);  // 64 test samples: 2 batches and the end, per epoch
+  // Per epoch: in, out and back around each of its 2 checkpoints (steps 4 and 8), out at its end.
+  EXPECT_EQ(train_source.notes_, "+-+-+-+-+-+-");
+}
+
 // A stop request (SIGINT in sluice-train) ends Run() after the step in progress, with a
 // checkpoint at that position that a resumed Trainer continues from.
 TEST(TrainerTest, StopRequestedEndsAfterTheStepWithCheckpointThatResumes) {

@@ -88,5 +88,44 @@ TEST(PipelineStageWaits, ItemLatencyIsEachItemsTime) {
   }
 }
 
+// Work done while the consumer is outside its span (a trainer evaluating) is counted apart:
+// every item that ends while the span is closed adds its samples to samples_outside_span, and
+// nothing else changes.
+TEST(PipelineStageWaits, WorkOutsideTheConsumersSpanIsCounted) {
+  TestDataset data(1024, 1024, 16);
+  PipelineOptions o;
+  o.order.batch_size = 16;
+  o.order.shuffle = false;
+  o.resources.threads = 2;
+  o.resources.pool_size = 64;  // the whole run: every batch can be built while outside
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  (*p)->SetConsumerInSpan(false);
+  // Outside the span until the pipeline has built every batch it can hold.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((*p)->Stats()[Stage::kPreprocess].items < 64 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  (*p)->SetConsumerInSpan(true);
+  BatchLease lease;
+  uint64_t batches = 0;
+  while (*(*p)->Next(&lease)) ++batches;
+  lease.Release();
+  ASSERT_EQ(batches, 64u);
+  const PipelineStats s = (*p)->Stats();
+  for (Stage st : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
+    EXPECT_EQ(s[st].samples, 1024u) << StageName(st);
+    EXPECT_EQ(s[st].samples_outside_span, 1024u) << StageName(st);
+  }
+  // A consumer that never leaves its span (Python's pass) counts nothing outside.
+  auto q = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(q.ok()) << q.status();
+  while (*(*q)->Next(&lease)) {
+  }
+  lease.Release();
+  EXPECT_EQ((*q)->Stats()[Stage::kPreprocess].samples_outside_span, 0u);
+}
+
 }  // namespace
 }  // namespace sluice::testing

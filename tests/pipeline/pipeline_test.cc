@@ -470,13 +470,18 @@ TEST(Pipeline, BadOptionsAreInvalidArgument) {
 }
 
 TEST(Pipeline, PoolSizeZeroPicksEnoughBuffersForAutoPoolSamples) {
-  TestDataset data(64, 64, 16);
+  TestDataset data(8192, 8192, 16);  // 1024 batches of 8 per epoch: a quarter is 256
   PipelineOptions o = SmallOptions();
   o.resources.pool_size = 0;
   o.order.batch_size = 8;
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->Stats().pool_buffers, 256u);  // 4096 / 8 = 512, capped at 256
+  // An epoch of 64 batches: a quarter of them.
+  TestDataset small(512, 512, 16);
+  p = Pipeline::Create(small.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->Stats().pool_buffers, 16u);
   o.order.batch_size = 4096;
   p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();

@@ -194,6 +194,17 @@ TEST(ResourceModel, BuiltFromRows) {
   cs.enqueue_ns = 2'000'000;
   ResourceModel m = BuildResourceModel(rows, cs, 2);
   ASSERT_EQ(m.stages().size(), 3u);
+  {
+    // 40% of decompress's samples were built while the trainer was outside the span: the span
+    // holds 60% of its cost per sample, and its starvation share is unchanged.
+    std::vector<StageRow> ahead = rows;
+    ahead[1].outside_span_pct = 40;
+    ResourceModel a = BuildResourceModel(ahead, cs, 2);
+    EXPECT_NEAR(a.Find(Stage::kDecompress)->cpu_ns, 0.6 * 20'000, 1e-6);
+    EXPECT_NEAR(a.Find(Stage::kDecompress)->wall_ns, 0.6 * 40'000, 1e-6);
+    EXPECT_NEAR(a.StarvedPct(Stage::kDecompress), 50.0, 1e-9);
+    EXPECT_NEAR(a.Find(Stage::kRead)->cpu_ns, 10'000, 1e-9);
+  }
   EXPECT_NEAR(m.Find(Stage::kRead)->blocked_ns, 40'000, 1e-9);
   EXPECT_EQ(m.Find(Stage::kDecompress)->blocked_ns, 0.0);
   EXPECT_NEAR(m.StarvedPct(Stage::kDecompress), 50.0, 1e-9);
