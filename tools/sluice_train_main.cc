@@ -38,7 +38,9 @@
 #include "engine/job/outputs.h"
 #include "engine/job/train_job.h"
 #include "engine/job/what_if.h"
+#include "nlohmann/json.hpp"
 #include "pipeline/stage_stats.h"
+#include "report/advice/advice.h"
 #include "report/analysis/bottleneck_report.h"
 #include "report/decide/decide.h"
 #include "report/render/html.h"
@@ -330,12 +332,16 @@ void PrintWhatIfTable(const std::vector<WhatIfRow>& rows, const BottleneckReport
   std::printf("  report verdict for the normal run: %s\n", report.sentence.c_str());
 }
 
-// --check-advice: each suggestion of the report run as an experiment over a bounded span.
-absl::Status PrintAdviceChecks(Env* env, const TrainJobOptions& options,
-                               const TrainJobResult& result, const BottleneckReport& report) {
+// --check-advice: each suggestion of the report run as an experiment over a bounded span, its
+// text printed; the checks also go into the JSON (`advice_check`).
+absl::StatusOr<std::vector<AdviceCheck>> RunAdviceChecks(Env* env, const TrainJobOptions& options,
+                                                         const TrainJobResult& result,
+                                                         const BottleneckReport& report,
+                                                         int64_t* steps) {
+  *steps = 0;
   if (report.advice.empty()) {
     std::fputs(AdviceChecksText({}, Consumer::kTrainJob, 0, 0).c_str(), stdout);
-    return absl::OkStatus();
+    return std::vector<AdviceCheck>{};
   }
   // Half an epoch or 400 steps, whichever is fewer (at least 50): long enough to pass the
   // pipeline's start-up, short enough to run each change twice.
@@ -343,14 +349,46 @@ absl::Status PrintAdviceChecks(Env* env, const TrainJobOptions& options,
                                   ? 400
                                   : static_cast<int64_t>(result.train.epochs.front().train_samples /
                                                          options.pipeline.order.batch_size);
-  const int64_t steps = std::max<int64_t>(50, std::min<int64_t>(400, epoch_steps / 2));
+  *steps = std::max<int64_t>(50, std::min<int64_t>(400, epoch_steps / 2));
   ASSIGN_OR_RETURN(
       std::vector<AdviceCheck> checks,
-      CheckAdvice(env, options, report.advice, steps, /*rounds=*/2, [](const std::string& label) {
+      CheckAdvice(env, options, report.advice, *steps, /*rounds=*/2, [](const std::string& label) {
         std::fprintf(stderr, "check-advice: %s ...\n", label.c_str());
       }));
-  std::fputs(AdviceChecksText(checks, Consumer::kTrainJob, steps, /*rounds=*/2).c_str(), stdout);
-  return absl::OkStatus();
+  std::fputs(AdviceChecksText(checks, Consumer::kTrainJob, *steps, /*rounds=*/2).c_str(), stdout);
+  return checks;
+}
+
+// The JSON report's measured additions (docs/report-schema.md): the what-if table
+// (--what-if=all) and the advice checks (--check-advice), present only when they ran.
+void AddMeasuredToJson(const std::vector<WhatIfRow>& what_if,
+                       const std::optional<std::vector<AdviceCheck>>& checks, int64_t steps,
+                       nlohmann::ordered_json* json) {
+  if (!what_if.empty()) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const WhatIfRow& r : what_if) {
+      rows.push_back({{"stage", WhatIfRowName(r)},
+                      {"samples_per_s", r.samples_per_s},
+                      {"speedup", r.speedup},
+                      {"note", r.note}});
+    }
+    (*json)["what_if"] = std::move(rows);
+  }
+  if (checks) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const AdviceCheck& c : *checks) {
+      rows.push_back({{"setting", AdviceFlag(c.advice.setting)},
+                      {"value", c.advice.value},
+                      {"text", AdviceText(c.advice, Consumer::kTrainJob)},
+                      {"note", c.note},
+                      {"before_samples_per_s", c.before_samples_per_s},
+                      {"after_samples_per_s", c.after_samples_per_s},
+                      {"speedup", c.speedup()},
+                      {"predicted_speedup", c.advice.predicted_speedup},
+                      {"steps", steps}});
+    }
+    (*json)["advice_check"] = std::move(rows);
+  }
 }
 
 // Rank 0, after training: the summary, the report (text, JSON), the trace and the what-if table.
@@ -369,8 +407,16 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
     ASSIGN_OR_RETURN(what_if_rows, RunWhatIfAndReconcile(env, options, result, &report));
   }
   if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
+  std::optional<std::vector<AdviceCheck>> checks;
+  int64_t check_steps = 0;
+  if (absl::GetFlag(FLAGS_check_advice) && !result.train.interrupted) {
+    std::fflush(stdout);
+    ASSIGN_OR_RETURN(checks, RunAdviceChecks(env, options, result, report, &check_steps));
+  }
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
-    RETURN_IF_ERROR(WriteFileAtomically(env, path, report.ToJson().dump(2) + "\n"));
+    nlohmann::ordered_json json = report.ToJson();
+    AddMeasuredToJson(what_if_rows, checks, check_steps, &json);
+    RETURN_IF_ERROR(WriteFileAtomically(env, path, json.dump(2) + "\n"));
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
     RETURN_IF_ERROR(WriteJobTrace(env, path, result, job_report));
@@ -384,9 +430,6 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, ReportToHtml(report, extras)));
     std::printf("report: %s (open in a browser)\n", path.c_str());
-  }
-  if (absl::GetFlag(FLAGS_check_advice) && !result.train.interrupted) {
-    RETURN_IF_ERROR(PrintAdviceChecks(env, options, result, report));
   }
   return absl::OkStatus();
 }

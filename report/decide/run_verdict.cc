@@ -154,6 +154,11 @@ bool LaunchBound(const BottleneckReport& a, const RunRecord* run, Verdict* v) {
   return true;
 }
 
+// Cores held by the pipeline or by other processes, at least this many, are named as what
+// held compute's threads off the cores, when with compute's they fill this share of the cores.
+constexpr double kHeldCoresNoted = 0.2;
+constexpr double kHeldCoresShare = 0.7;
+
 // What raises a compute-bound run: a starved compute, saturated cores, or a faster step.
 std::string ComputeBoundHint(const BottleneckReport& a) {
   const StageRow& compute = a.row(Stage::kCompute);
@@ -165,11 +170,28 @@ std::string ComputeBoundHint(const BottleneckReport& a) {
       compute.busy_ns > 0 ? compute.cpu_ns_per_sample * compute.samples / compute.busy_ns : 0;
   if (compute.cpu_work && compute.busy_pct >= 80 && !a.cpu_saturated && cores_while_computing > 0 &&
       cores_while_computing < kStarvedCoresFraction * compute_cores) {
-    return absl::StrFormat(
-        "; while computing, its %d %s ran on %.1f cores on average: other processes may hold "
-        "the cores (or the affinity mask or cgroup quota is smaller than the threads)",
-        compute.concurrency, compute.concurrency == 1 ? "thread" : "threads",
-        cores_while_computing);
+    const std::string ran = absl::StrFormat(
+        "; while computing, its %d %s ran on %.1f cores on average: ", compute.concurrency,
+        compute.concurrency == 1 ? "thread" : "threads", cores_while_computing);
+    // Who held the other cores, where it was measured: this run's own pipeline threads, or
+    // other processes.
+    const double pipeline_cores = std::max(0.0, a.cpu_threads_busy - compute.cores_busy);
+    const double others = a.other_cores_busy.value_or(0);
+    if (pipeline_cores >= kHeldCoresNoted && pipeline_cores >= others &&
+        pipeline_cores + cores_while_computing >= kHeldCoresShare * a.cores) {
+      return absl::StrFormat(
+          "%sthis run's pipeline threads kept %.1f cores busy meanwhile (they share the %d "
+          "cores with compute)",
+          ran, pipeline_cores, a.cores);
+    }
+    if (others >= kHeldCoresNoted &&
+        others + pipeline_cores + cores_while_computing >= kHeldCoresShare * a.cores) {
+      return absl::StrFormat("%sother processes kept %.1f of the %d cores busy meanwhile", ran,
+                             others, a.cores);
+    }
+    return absl::StrCat(ran,
+                        "other processes may hold the cores (or the affinity mask or cgroup "
+                        "quota is smaller than the threads)");
   }
   if (!a.is_cuda && a.cpu_saturated) {
     // Fewer pipeline threads do not raise it: the stages' CPU time per sample is the same on

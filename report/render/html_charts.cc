@@ -134,7 +134,9 @@ std::string TimelineChart(const ComputeTimeline& t) {
                     GridLine(f, f.kTop + f.plot_h() * (1 - pct / 100.0), absl::StrCat(pct, "%")));
   }
   const double band = static_cast<double>(f.plot_w()) / used;
+  bool evaluated = false;
   for (int i = 0; i < used; ++i) {
+    evaluated = evaluated || t.other_ns[i] > 0;
     const int64_t lo = t.origin_ns + i * t.bucket_ns;
     const double covered = static_cast<double>(std::min(lo + t.bucket_ns, t.end_ns) - lo);
     if (covered <= 0) continue;
@@ -166,12 +168,15 @@ std::string TimelineChart(const ComputeTimeline& t) {
       &out,
       "<div class=\"small legend\">%s%s%s</div><div class=\"small\">per bucket of %.3g ms: the "
       "share of wall time the steps ran, evaluation ran, and the rest: time between steps "
-      "(waiting for input, and the host's own work)%s</div></div>",
+      "(waiting for input, and the host's own work)%s%s</div></div>",
       LegendItem(kComputeColour, "compute"), LegendItem(kWaitColour, "between steps (waiting)"),
       LegendItem(kOtherColour, "evaluation"), t.bucket_ns / 1e6,
       t.from_span_start ? "; from the start of the report's span, the wait for the first batch "
                           "included, to the end of the last step"
-                        : "");
+                        : "",
+      evaluated ? "; the axis is the whole run, evaluation included, while the report's "
+                  "figures are of the training time alone (without the evaluations)"
+                : "");
   return out;
 }
 

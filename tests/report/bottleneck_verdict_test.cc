@@ -191,6 +191,28 @@ TEST(BottleneckReportTest, ComputeCpuIsWhatItsThreadsMeasuredWhenATeamThreadWasN
   // Not when this run's own stages saturate the cores (that clause names them instead).
   rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/1);
   EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
+  // On 2 cores, this run's pipeline threads kept 0.8 of them busy while compute's 2 threads
+  // ran on 0.9: the pipeline is named, not other processes.
+  Synth p;
+  p.compute_ns = 1000;
+  p.compute_threads = 2;
+  p.compute_cpu_ns = 900;
+  p.preprocess_ns = 600;
+  p.train_ns_per_sample = 1100;
+  rep = AnalyzeRun(MakeRun(p), nullptr, /*cores=*/2);
+  EXPECT_FALSE(rep.cpu_saturated);
+  if (rep.verdict == VerdictClass::kComputeBound) {
+    EXPECT_THAT(rep.sentence, HasSubstr("ran on 0.9 cores on average: this run's pipeline "
+                                        "threads kept 0.8 cores busy meanwhile"));
+    EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
+  }
+  EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound) << rep.sentence;
+  // Other processes measured holding 1.1 cores: they are named.
+  RunRecord busy = MakeRun(c);
+  busy.other_cores_busy = 6.5;
+  rep = AnalyzeRun(busy, nullptr, /*cores=*/8);
+  EXPECT_THAT(rep.sentence, HasSubstr("other processes kept 6.5 of the 8 cores busy meanwhile"))
+      << rep.sentence;
 }
 
 TEST(BottleneckReportTest, ComputeHoldingTheSaturatedCoresIsComputeBoundDespiteAShortWait) {

@@ -241,6 +241,13 @@ TEST(ReportHtml, OpenedTimelineDrawsTheWaitBeforeTheFirstStep) {
   const std::string from_step = ReportToHtml(DecompressBound(), train);
   EXPECT_NE(from_step.find("data-seconds=\"0.300000\""), std::string::npos);
   EXPECT_NE(from_step.find("time since the first step"), std::string::npos);
+  EXPECT_EQ(from_step.find("evaluation included"), std::string::npos);
+  // With an evaluation on the axis, the caption says the figures leave it out.
+  train.timeline.AddOther(t0 + 400 * ms, t0 + 500 * ms);
+  const std::string evaluated = ReportToHtml(DecompressBound(), train);
+  EXPECT_NE(evaluated.find("the axis is the whole run, evaluation included, while the report's "
+                           "figures are of the training time alone"),
+            std::string::npos);
 }
 
 // The preprocess box lists the chain's ops with their shares, and the part outside the chain.

@@ -565,6 +565,52 @@ TEST_F(SluiceTrainTest, HelpfullListsEveryFlagAndExitsZero) {
   EXPECT_NE(out.text.find("--batch-size"), std::string::npos) << out.text;
 }
 
+// --what-if=all and --check-advice put what they measured into the JSON report: the what-if
+// table (the normal run first, each row's measured rate) and one check per advice entry. Each
+// copy 2 ms late on the simulated link: a latency-bound link, advised a larger batch (the
+// LatencyBoundLink scenario of tests/engine/job/advice_scenarios_test.cc).
+TEST_F(SluiceTrainTest, MeasuredWhatIfAndAdviceChecksAreInTheJson) {
+  const std::string report = dir_ + "/measured.json";
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/data --device=sim --sim-latency-us=2000 --h2d-format=u8 "
+                                     "--epochs=1 --quiet --what-if=all --check-advice "
+                                     "--report-json=",
+                                     report));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto text = ReadFileToString(Env::Default(), report);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  ASSERT_TRUE(j.contains("what_if")) << *text;
+  const nlohmann::json& what_if = j["what_if"];
+  ASSERT_GE(what_if.size(), 4u);
+  EXPECT_EQ(what_if[0]["stage"], "normal");
+  EXPECT_GT(what_if[0]["samples_per_s"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(what_if[0]["speedup"].get<double>(), 1.0);
+  bool h2d = false;
+  for (const auto& row : what_if) {
+    if (row["stage"] == "h2d") {
+      h2d = true;
+      EXPECT_GT(row["samples_per_s"].get<double>(), 0) << row;
+    }
+  }
+  EXPECT_TRUE(h2d) << what_if;
+  ASSERT_TRUE(j.contains("advice_check")) << *text;
+  const nlohmann::json& advice = j["verdict"]["advice"];
+  const nlohmann::json& checks = j["advice_check"];
+  ASSERT_EQ(checks.size(), advice.size()) << *text;
+  EXPECT_FALSE(checks.empty()) << j["verdict"];
+  for (size_t i = 0; i < checks.size(); ++i) {
+    EXPECT_EQ(checks[i]["setting"], advice[i]["setting"]);
+    EXPECT_EQ(checks[i]["value"], advice[i]["value"]);
+    EXPECT_EQ(checks[i]["predicted_speedup"], advice[i]["predicted_speedup"]);
+    if (checks[i]["note"] == "") {
+      EXPECT_GT(checks[i]["before_samples_per_s"].get<double>(), 0) << checks[i];
+      EXPECT_GT(checks[i]["after_samples_per_s"].get<double>(), 0) << checks[i];
+      EXPECT_GE(checks[i]["steps"].get<int64_t>(), 50) << checks[i];
+    }
+  }
+}
+
 TEST_F(SluiceTrainTest, ASwitchWithASeparateValueNamesTheFormToUse) {
   Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --check-advice true"));
   EXPECT_EQ(out.exit_code, 2) << out.text;
