@@ -35,7 +35,10 @@ std::string AdviceChecksText(const std::vector<AdviceCheck>& checks, Consumer co
     return absl::StrCat("\ncheck-advice: the report suggests no change of ",
                         loader ? "an argument" : "a setting", "\n");
   }
-  std::string out = loader
+  const bool any_run = std::any_of(checks.begin(), checks.end(),
+                                   [](const AdviceCheck& c) { return c.note.empty(); });
+  std::string out = !any_run ? "\ncheck-advice (no entry is a change a rerun can make):\n"
+                    : loader
                         ? absl::StrFormat(
                               "\ncheck-advice (each change against the loader as it was, %d "
                               "batches with your step as a sleep, the better of %d runs each):\n",

@@ -8,8 +8,18 @@
 namespace sluice::pipeline_internal {
 
 BatchScheduler::BatchScheduler(uint64_t buffers, const std::atomic<bool>* cancelled,
-                               DispatchFn dispatch)
-    : buffers_(buffers), cancelled_(cancelled), dispatch_(std::move(dispatch)) {}
+                               DispatchFn dispatch, uint64_t max_not_started)
+    : buffers_(buffers),
+      cancelled_(cancelled),
+      dispatch_(std::move(dispatch)),
+      max_not_started_(max_not_started) {}
+
+void BatchScheduler::Started() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (not_started_ > 0) --not_started_;
+  if (stopped()) return;
+  DispatchLocked();
+}
 
 size_t BatchScheduler::AddReady(std::vector<ReadyBatch>* ready) {
   std::lock_guard<std::mutex> l(mu_);
@@ -62,7 +72,12 @@ int64_t BatchScheduler::blocked_ns(int64_t now_ns) const {
 // holding the lock makes dispatch atomic with shutdown.
 void BatchScheduler::DispatchLocked() {
   const int64_t now = NowNs();
+  bool waiting_for_thread = false;
   while (!ready_.empty()) {
+    if (max_not_started_ > 0 && not_started_ >= max_not_started_) {
+      waiting_for_thread = true;
+      break;
+    }
     const ReadyBatch& r = ready_.top();
     uint64_t lower_undispatched = r.id - lowest_undispatched_;
     for (uint64_t d : dispatched_ahead_) {
@@ -77,8 +92,19 @@ void BatchScheduler::DispatchLocked() {
       dispatched_ahead_.erase(dispatched_ahead_.begin());
       ++lowest_undispatched_;
     }
+    ++not_started_;
     dispatch_(r, now);
     ready_.pop();
+  }
+  // Held back by busy threads, the waiting batches wait for a thread, not a buffer: their
+  // waits for a buffer start again from here, and the blocked span closes.
+  if (waiting_for_thread) {
+    ready_.RestartWaits(now);
+    if (blocked_since_ns_ != 0) {
+      blocked_ns_ += now - blocked_since_ns_;
+      blocked_since_ns_ = 0;
+    }
+    return;
   }
   // What is left waits for a buffer: the blocked span opens here and closes at the call that
   // dispatches the last waiting batch (both at this call's one clock read).

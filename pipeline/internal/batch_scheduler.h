@@ -16,6 +16,7 @@
 #ifndef SLUICE_PIPELINE_INTERNAL_BATCH_SCHEDULER_H_
 #define SLUICE_PIPELINE_INTERNAL_BATCH_SCHEDULER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +46,13 @@ class BatchScheduler {
   using DispatchFn = std::function<void(const ReadyBatch& batch, int64_t now_ns)>;
 
   // `buffers`: the pinned buffers batches are assembled into (the pool's size).
-  BatchScheduler(uint64_t buffers, const std::atomic<bool>* cancelled, DispatchFn dispatch);
+  // `max_not_started`: at most this many dispatched batches not yet Started() (0: no bound):
+  // a batch is dispatched when a preprocess thread will soon take it, so a buffer is never
+  // held by a batch queued for a thread, and a batch that waits while the threads are busy
+  // waits for a thread, not for a buffer (neither its pinned wait nor the blocked span counts
+  // that time).
+  BatchScheduler(uint64_t buffers, const std::atomic<bool>* cancelled, DispatchFn dispatch,
+                 uint64_t max_not_started = 0);
   BatchScheduler(const BatchScheduler&) = delete;
   BatchScheduler& operator=(const BatchScheduler&) = delete;
 
@@ -55,6 +62,8 @@ class BatchScheduler {
   size_t AddReady(std::vector<ReadyBatch>* ready);
   // A granted buffer is back in the pool: dispatches what the grant rule now allows.
   void ReturnBuffer();
+  // A dispatched batch's assembly started: dispatches what max_not_started now allows.
+  void Started();
   // Nothing is dispatched after this returns (buffers are still counted back).
   void Shutdown();
 
@@ -69,6 +78,13 @@ class BatchScheduler {
   struct Later {
     bool operator()(const ReadyBatch& a, const ReadyBatch& b) const { return a.id > b.id; }
   };
+  // The heap of waiting batches, whose wait can restart (their order is by id alone).
+  class ReadyHeap : public std::priority_queue<ReadyBatch, std::vector<ReadyBatch>, Later> {
+   public:
+    void RestartWaits(int64_t now_ns) {
+      for (ReadyBatch& b : c) b.ready_ns = std::max(b.ready_ns, now_ns);
+    }
+  };
   bool stopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return shut_down_ || cancelled_->load(std::memory_order_acquire);
   }
@@ -80,7 +96,9 @@ class BatchScheduler {
   // std::mutex, not absl::Mutex: Debian's prebuilt Abseil is not instrumented for
   // ThreadSanitizer, so its locks would be invisible to scripts/sanitize.sh.
   mutable std::mutex mu_;
-  std::priority_queue<ReadyBatch, std::vector<ReadyBatch>, Later> ready_ ABSL_GUARDED_BY(mu_);
+  const uint64_t max_not_started_;
+  ReadyHeap ready_ ABSL_GUARDED_BY(mu_);
+  uint64_t not_started_ ABSL_GUARDED_BY(mu_) = 0;  // dispatched, Started() not yet called
   uint64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // buffers granted, not yet returned
   uint64_t lowest_undispatched_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<uint64_t> dispatched_ahead_ ABSL_GUARDED_BY(mu_);  // dispatched ids above it

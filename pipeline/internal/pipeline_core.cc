@@ -143,8 +143,12 @@ absl::Status PipelineCore::Init() {
                                             opt_.resources.preprocess_threads);
   }
   RETURN_IF_ERROR(TakePools());
-  scheduler_.emplace(opt_.resources.pool_size, &cancelled_,
-                     [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); });
+  // At most 2 batches per preprocess thread dispatched and not started: a buffer is granted
+  // when a thread will soon take its batch, so the pool's wait is a wait for a buffer.
+  scheduler_.emplace(
+      opt_.resources.pool_size, &cancelled_,
+      [this](const ReadyBatch& r, int64_t now_ns) { DispatchBatch(r, now_ns); },
+      2 * static_cast<uint64_t>(std::max(1, opt_.resources.preprocess_threads)));
   if (opt_.placement.device != nullptr) {
     ASSIGN_OR_RETURN(uploader_,
                      DeviceUploader::Create(opt_.placement.device, opt_.resources.device_ring_depth,

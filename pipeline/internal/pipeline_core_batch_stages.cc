@@ -200,6 +200,7 @@ void PipelineCore::GatherBatch(const EpochRun& run, uint32_t index, char* base, 
 }
 
 BatchMsg PipelineCore::AssembleBody(BatchMsg m) {
+  scheduler_->Started();  // a thread took it: the scheduler may dispatch the next
   StageRange nvtx_range("sluice preprocess");
   if (cancelled()) return m;
   const int64_t start = NowNs();
@@ -297,8 +298,12 @@ void PipelineCore::Deliver(const BatchMsg& m) {
   const bool empty = m.payload->size == 0 && opt_.slice.world_size == 1;
   if (empty) {
     empty_batches_.fetch_add(1, std::memory_order_relaxed);
-    m.payload->buffer.Reset();
-    OnPinnedReleased();
+    // An uploaded batch gave its buffer back when its copy completed (EnqueueUpload): return
+    // it once, or the scheduler would count a buffer the pool does not have.
+    if (m.payload->buffer.valid()) {
+      m.payload->buffer.Reset();
+      OnPinnedReleased();
+    }
     if (ring_) ring_->Release(m.id, m.payload->device_slot, nullptr);
   }
   const size_t queued = delivery_.Push(m, /*append=*/!empty);

@@ -341,11 +341,12 @@ std::string EpochSplitNote(const EpochSplit& s, const EpochExtras& x, uint32_t p
   }
   if (x.slower_reads) {
     return absl::StrFormat(
-        "slow first epoch: %s; its reads were slower (%.1f MB/s against %.1f MB/s after: epoch %d "
-        "read from disk) but took %.2f s more, of the %.2f s more the epoch took: mostly "
-        "start-up, not the disk (buffers touched for the first time, threads starting)",
-        rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_epoch + 1,
-        std::max(0.0, x.extra_read), std::max(0.0, x.extra_epoch));
+        "slow first epoch: %s; its reads were slower (%.1f MB/s against %.1f MB/s after, as "
+        "from disk or a colder cache) but took only %.2f s more, of the %.2f s more the epoch "
+        "took: mostly start-up, not the reads (buffers touched for the first time, threads "
+        "starting)",
+        rates, s.first_read_mb_per_s, s.later_read_mb_per_s, std::max(0.0, x.extra_read),
+        std::max(0.0, x.extra_epoch));
   }
   return absl::StrFormat(
       "slow first epoch: %s, although its reads were not 2x slower (%.1f MB/s against %.1f "
@@ -500,8 +501,9 @@ void AddWorkAheadNote(BottleneckReport* rep) {
       "work done ahead: the pipeline built part of its samples while the trainer was outside "
       "the training time (evaluating, between epochs, writing a checkpoint): ",
       absl::StrJoin(parts, ", "),
-      " of each stage's samples; the rates above include that work, and the resource model "
-      "counts only the rest against the training time (stages[].outside_span_pct)"));
+      " of each stage's samples; the rates above include that work (so a rate can pass the "
+      "stage's capacity), and the resource model counts only the rest against the training "
+      "time (stages[].outside_span_pct)"));
 }
 
 // The caveats: dropped spans, skipped frames, injected delays, nothing evaluated, device time.

@@ -140,5 +140,39 @@ TEST(BatchScheduler, BlockedSpanIsTheTimeSomeBatchWaitedCountedOnce) {
   EXPECT_EQ(rec.order, (std::vector<uint64_t>{0, 1, 2}));
 }
 
+// With at most one dispatched batch not started, a ready batch waits for a thread: it is
+// dispatched when the one before it starts, its wait for a buffer restarts then, and no
+// blocked span opens while buffers are free.
+TEST(BatchScheduler, BatchesBeyondTheThreadsWaitForAThreadNotABuffer) {
+  std::atomic<bool> cancelled{false};
+  std::vector<int64_t> ready_at_dispatch;
+  std::vector<uint64_t> order;
+  BatchScheduler s(
+      8, &cancelled,
+      [&](const ReadyBatch& b, int64_t) {
+        order.push_back(b.id);
+        ready_at_dispatch.push_back(b.ready_ns);
+      },
+      /*max_not_started=*/1);
+  std::vector<ReadyBatch> v = {ReadyBatch{0, 1, nullptr, 0}, ReadyBatch{1, 1, nullptr, 1},
+                               ReadyBatch{2, 1, nullptr, 2}};
+  s.AddReady(&v);
+  EXPECT_EQ(order, (std::vector<uint64_t>{0}));  // 1 and 2 wait for a thread
+  EXPECT_EQ(s.waiting(), 2u);
+  EXPECT_EQ(s.outstanding(), 1u);       // no buffer held for them
+  EXPECT_EQ(s.blocked_ns(NowNs()), 0);  // buffers are free: not blocked on the pool
+  const int64_t before_start = NowNs();
+  s.Started();  // 0 started: 1 goes
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1}));
+  s.Started();
+  EXPECT_EQ(order, (std::vector<uint64_t>{0, 1, 2}));
+  // 0 waited for nothing; 1 and 2 waited for a thread, so their ready time restarted.
+  EXPECT_EQ(ready_at_dispatch[0], 1);
+  EXPECT_GE(ready_at_dispatch[1], before_start - 1'000'000'000);
+  EXPECT_GT(ready_at_dispatch[1], 1);
+  EXPECT_GT(ready_at_dispatch[2], 1);
+  EXPECT_EQ(s.blocked_ns(NowNs()), 0);
+}
+
 }  // namespace
 }  // namespace sluice::pipeline_internal

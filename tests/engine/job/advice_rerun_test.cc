@@ -68,6 +68,10 @@ TEST(AdviceCheckRerunTest, TextIsWordedForEachConsumer) {
       "\ncheck-advice (each change against the loader as it was, 100 batches with your "
       "step as a sleep, the better of 1 runs each):\n"
       "  decompress_threads=4         before    100.0 k  after    150.0 k samples/s  1.50x\n");
+  // Nothing rerun (a change to the data alone): the header promises no steps or runs.
+  EXPECT_EQ(AdviceChecksText({not_run}, Consumer::kTrainJob, 50, 2),
+            "\ncheck-advice (no entry is a change a rerun can make):\n"
+            "  sluice-shard create --zstd-level=1 not run: a setting of the dataset\n");
   EXPECT_EQ(AdviceChecksText({}, Consumer::kTrainJob, 0, 0),
             "\ncheck-advice: the report suggests no change of a setting\n");
   EXPECT_EQ(AdviceChecksText({}, Consumer::kPython, 0, 0),
