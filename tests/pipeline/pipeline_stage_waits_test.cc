@@ -101,12 +101,18 @@ TEST(PipelineStageWaits, WorkOutsideTheConsumersSpanIsCounted) {
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   (*p)->SetConsumerInSpan(false);
-  // Outside the span until the pipeline has built every batch it can hold.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while ((*p)->Stats()[Stage::kPreprocess].items < 64 &&
-         std::chrono::steady_clock::now() < deadline) {
+  // Outside the span until every stage has recorded all its items (a stage records an item
+  // after handing it on, so the reader's last frame may be recorded after the last batch).
+  const auto all_recorded = [&p] {
+    const PipelineStats s = (*p)->Stats();
+    return s[Stage::kRead].samples == 1024 && s[Stage::kDecompress].samples == 1024 &&
+           s[Stage::kPreprocess].samples == 1024;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!all_recorded() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  ASSERT_TRUE(all_recorded()) << "the pipeline did not build the whole run within 60 s";
   (*p)->SetConsumerInSpan(true);
   BatchLease lease;
   uint64_t batches = 0;
