@@ -13,16 +13,18 @@
 namespace sluice {
 
 uint32_t AutoPoolSize(uint64_t batch_samples, uint64_t buffer_bytes, uint64_t steps_per_epoch,
-                      int preprocess_threads) {
+                      int preprocess_threads, uint64_t epochs) {
   const uint64_t by_samples =
       (kAutoPoolSamples + batch_samples - 1) / std::max<uint64_t>(1, batch_samples);
   const uint64_t by_bytes = kAutoPoolBytes / std::max<uint64_t>(1, buffer_bytes);
   uint64_t pool = std::clamp<uint64_t>(std::min(by_samples, by_bytes), 4, 256);
   if (steps_per_epoch > 0) {
-    const uint64_t by_epoch = std::max<uint64_t>(
-        {4, 2 * static_cast<uint64_t>(std::max(0, preprocess_threads)),
-         (steps_per_epoch + kAutoPoolEpochFraction - 1) / kAutoPoolEpochFraction});
-    pool = std::min(pool, by_epoch);
+    const uint64_t by_epoch =
+        epochs <= 1 ? steps_per_epoch
+                    : (steps_per_epoch + kAutoPoolEpochFraction - 1) / kAutoPoolEpochFraction;
+    pool = std::min(pool,
+                    std::max<uint64_t>(
+                        {4, 2 * static_cast<uint64_t>(std::max(0, preprocess_threads)), by_epoch}));
   }
   return static_cast<uint32_t>(pool);
 }

@@ -117,9 +117,11 @@ ABSL_FLAG(int64_t, preprocess_threads, 0,
 ABSL_FLAG(int64_t, compute_threads, 0,
           "CPU backend: threads each batch is split across (0: the cores the pipeline does not "
           "need, engine/job/train_job.h; at most 4 x hardware threads)");
-ABSL_FLAG(int64_t, pool_size, 0,
-          "Pinned batch buffers (0: enough for 4096 samples, at most 128 MiB of them and a quarter "
-          "of an epoch's batches (at least 2 per preprocess thread), 4..256; at most 1024)");
+ABSL_FLAG(
+    int64_t, pool_size, 0,
+    "Pinned batch buffers (0: enough for 4096 samples, at most 128 MiB of them and an epoch's "
+    "batches, over several epochs a quarter of an epoch's (at least 2 per preprocess "
+    "thread), 4..256; at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
 ABSL_FLAG(int64_t, device_ring_depth, sluice::kDefaultDeviceRingDepth,
           "Device batch slots uploads may fill ahead of compute (--device cuda/sim; 2..64)");

@@ -140,7 +140,7 @@ absl::Status PipelineCore::Init() {
   batch_buffer_bytes_ = record_id_offset_ + 4 * size_t{batch_capacity_};
   if (opt_.resources.pool_size == 0) {
     opt_.resources.pool_size = AutoPoolSize(batch_capacity_, batch_buffer_bytes_, steps_per_epoch_,
-                                            opt_.resources.preprocess_threads);
+                                            opt_.resources.preprocess_threads, opt_.span.epochs);
   }
   RETURN_IF_ERROR(TakePools());
   // At most 2 batches per preprocess thread dispatched and not started: a buffer is granted

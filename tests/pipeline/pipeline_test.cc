@@ -477,11 +477,16 @@ TEST(Pipeline, PoolSizeZeroPicksEnoughBuffersForAutoPoolSamples) {
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->Stats().pool_buffers, 256u);  // 4096 / 8 = 512, capped at 256
-  // An epoch of 64 batches: a quarter of them.
+  // An epoch of 64 batches: a quarter of them over several epochs, all of them over one.
   TestDataset small(512, 512, 16);
+  o.span.epochs = 3;
   p = Pipeline::Create(small.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->Stats().pool_buffers, 16u);
+  o.span.epochs = 1;
+  p = Pipeline::Create(small.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->Stats().pool_buffers, 64u);
   o.order.batch_size = 4096;
   p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();

@@ -90,15 +90,18 @@ TEST(AutoPoolSize, SamplesBoundSmallBatchesAndBytesBoundLargeOnes) {
             kAutoPoolBytes);
 }
 
-// With the epoch known, at most a quarter of its batches (a pool that held whole epochs let the
-// pipeline build the next one during an evaluation), but at least 2 per preprocess thread and 4.
-TEST(AutoPoolSize, AtMostAQuarterOfAnEpoch) {
+// With the epoch known: several epochs, at most a quarter of one (a pool that held whole epochs
+// let the pipeline build the next one during an evaluation), but at least 2 per preprocess
+// thread and 4; one epoch, at most its batches (more are never used).
+TEST(AutoPoolSize, AtMostAQuarterOfAnEpochOrTheOneEpochsBatches) {
   const uint64_t fm = 32 * 784 * 4 + 256;
-  EXPECT_EQ(AutoPoolSize(32, fm, 1875, 2), 128u);  // Fashion-MNIST: 469 > 128, unchanged
-  EXPECT_EQ(AutoPoolSize(32, fm, 43, 2), 11u);     // 1,349 photos: ceil(43 / 4)
-  EXPECT_EQ(AutoPoolSize(32, fm, 5, 2), 4u);       // a 151-image test split: the minimum
-  EXPECT_EQ(AutoPoolSize(32, fm, 43, 8), 16u);     // 2 per preprocess thread
-  EXPECT_EQ(AutoPoolSize(32, fm, 0, 2), 128u);     // epoch unknown: the bound of samples
+  EXPECT_EQ(AutoPoolSize(32, fm, 1875, 2, 10), 128u);  // Fashion-MNIST: 469 > 128, unchanged
+  EXPECT_EQ(AutoPoolSize(32, fm, 43, 2, 10), 11u);     // 1,349 photos: ceil(43 / 4)
+  EXPECT_EQ(AutoPoolSize(32, fm, 43, 8, 10), 16u);     // 2 per preprocess thread
+  EXPECT_EQ(AutoPoolSize(32, fm, 47, 2, 1), 47u);      // one epoch: all its batches
+  EXPECT_EQ(AutoPoolSize(32, fm, 5, 2, 1), 5u);        // a 151-image test split
+  EXPECT_EQ(AutoPoolSize(32, fm, 2, 2, 1), 4u);        // at least 4
+  EXPECT_EQ(AutoPoolSize(32, fm, 0, 2, 10), 128u);     // epoch unknown: the bound of samples
 }
 
 }  // namespace
