@@ -376,8 +376,9 @@ void PipelineCore::SetConsumerInSpan(bool in_span) {
 
 void PipelineCore::Record(Stage s, int64_t start, int64_t end, uint64_t id, uint64_t samples,
                           uint64_t bytes, int64_t cpu_ns) {
-  recorders_[s].AddItem(start, end, samples, bytes, cpu_ns);
+  // Outside the span first, so a reader that sees the item's samples sees it counted there too.
   if (!consumer_in_span_.load(std::memory_order_relaxed)) recorders_[s].AddOutsideSpan(samples);
+  recorders_[s].AddItem(start, end, samples, bytes, cpu_ns);
   if (trace_) trace_->Add(TraceSpan{s, id, ThreadNumber(), start, end});
 }
 
