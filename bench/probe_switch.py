@@ -19,6 +19,17 @@ Each round: the probed DataLoader for --steps steps, a replay of 50 steps, measu
 one pass (or --switch-batches batches), then the step on that sluice.Loader over whole passes (1 of the
 arrays, 3 of the JPEGs), timed from the start. Prints the predicted and measured rates after switching and the error, per round, and
 the median error.
+
+The step's own rate must hold still for any prediction of it to hold, so by default the script
+re-runs itself with a steady step (--default-step runs it as Debian's torch gives it):
+  OPENBLAS_NUM_THREADS=1  Debian's torch uses OpenBLAS, whose threads torch.set_num_threads(1)
+                          does not bind: the "one-thread" step ran on both cores (1.98 cores busy)
+                          and shared them badly with any loader's threads.
+  GLIBC_TUNABLES=glibc.malloc.mmap_threshold=...:trim_threshold=...
+                          glibc handed the step's large freed tensors back to the kernel and
+                          faulted them in again each step: 20-38% of its CPU time in the kernel,
+                          and its rate swung 2x between rounds (13-48 k samples/s).
+sluice.probe's notes name both conditions in a user's job (docs/bottleneck.md, "Any loader").
 """
 import argparse
 import gzip
@@ -111,6 +122,8 @@ def one_round(make_dataloader, make_sluice, step, steps, switch_batches, passes)
             "predicted": predicted, "binding": report["probe"]["switch_binding"],
             "sluice_alone": report["probe"]["switch_sluice_samples_per_s"],
             "sluice_cpu_us": report["probe"]["switch_sluice_cpu_us_per_sample"],
+            "step_cores": report["probe"]["replay_cores_busy"],
+            "step_kernel_pct": report["probe"]["replay_kernel_pct"],
             "step_cpu_us": report["probe"]["switch_step_cpu_us_per_sample"],
             "measured": measured, "error_pct": 100 * abs(predicted - measured) / measured,
             "sentence": report["verdict"]["sentence"]}
@@ -146,8 +159,21 @@ def jpeg_case(work, args):
             cnn_step())
 
 
+STEADY_STEP = {"OPENBLAS_NUM_THREADS": "1",
+               "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=268435456:"
+                                 "glibc.malloc.trim_threshold=1073741824"}
+
+
 def main():
+    if "--default-step" not in sys.argv and os.environ.get("SLUICE_PROBE_SWITCH_STEADY") != "1":
+        # Both settings are read when the process starts (glibc) or loads OpenBLAS (torch's
+        # import): run again with them.
+        os.environ.update(STEADY_STEP, SLUICE_PROBE_SWITCH_STEADY="1")
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--default-step", action="store_true",
+                    help="run the step as the process's defaults give it (OpenBLAS's threads, "
+                         "glibc's returning of freed memory), not steadied")
     ap.add_argument("--build", default="build")
     ap.add_argument("--cases", default="arrays,jpeg")
     ap.add_argument("--repeats", type=int, default=3)
@@ -160,6 +186,8 @@ def main():
     ap.add_argument("--images", type=int, default=12000)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    print("step: %s" % ("as the defaults give it" if args.default_step else
+                        ", ".join("%s=%s" % kv for kv in STEADY_STEP.items())), flush=True)
     with tempfile.TemporaryDirectory(prefix="sluice-probe-switch-") as work:
         for name in args.cases.split(","):
             make_dl, make_sl, step = {"arrays": arrays_case, "jpeg": jpeg_case}[name](work, args)
@@ -169,10 +197,12 @@ def main():
                               1 if name == "arrays" else 3)
                 errors.append(m["error_pct"])
                 print("%s round %d: DataLoader %.0f samples/s, free-data bound %.0f; sluice alone "
-                      "%.0f at %.1f us CPU per sample, the step %.1f us; switch predicted %.0f "
-                      "(binds: %s), measured on sluice.Loader %.0f: error %.1f%%"
+                      "%.0f at %.1f us CPU per sample, the step %.1f us (%.2f cores, %.0f%% in "
+                      "the kernel); switch predicted %.0f (binds: %s), measured on sluice.Loader "
+                      "%.0f: error %.1f%%"
                       % (name, r + 1, m["dataloader"], m["free_data"], m["sluice_alone"],
-                         m["sluice_cpu_us"], m["step_cpu_us"], m["predicted"], m["binding"],
+                         m["sluice_cpu_us"], m["step_cpu_us"], m["step_cores"],
+                         m["step_kernel_pct"], m["predicted"], m["binding"],
                          m["measured"], m["error_pct"]), flush=True)
             print("%s: median error %.1f%%; last verdict: %s" % (
                 name, statistics.median(errors), m["sentence"]), flush=True)

@@ -18,7 +18,7 @@ void BindProbe(py::module_& m) {
          int64_t wait_ns, int64_t step_ns, int64_t max_wait_ns, uint64_t replay_steps,
          uint64_t replay_samples, int64_t replay_span_ns, const std::string& replay_batch,
          int cores, int64_t replay_cpu_ns, uint64_t sluice_samples, int64_t sluice_span_ns,
-         int64_t sluice_cpu_ns) {
+         int64_t sluice_cpu_ns, int64_t replay_sys_ns, uint64_t replay_page_faults) {
         LoaderProbeRecord r;
         r.loader = loader;
         r.passes = passes;
@@ -32,6 +32,8 @@ void BindProbe(py::module_& m) {
         r.replay_span_ns = replay_span_ns;
         r.replay_batch = replay_batch;
         r.replay_cpu_ns = replay_cpu_ns;
+        r.replay_sys_ns = replay_sys_ns;
+        r.replay_page_faults = replay_page_faults;
         r.sluice_samples = sluice_samples;
         r.sluice_span_ns = sluice_span_ns;
         r.sluice_cpu_ns = sluice_cpu_ns;
@@ -42,7 +44,8 @@ void BindProbe(py::module_& m) {
       py::arg("wait_ns"), py::arg("step_ns"), py::arg("max_wait_ns"), py::arg("replay_steps"),
       py::arg("replay_samples"), py::arg("replay_span_ns"), py::arg("replay_batch"),
       py::arg("cores") = 0, py::arg("replay_cpu_ns") = 0, py::arg("sluice_samples") = 0,
-      py::arg("sluice_span_ns") = 0, py::arg("sluice_cpu_ns") = 0);
+      py::arg("sluice_span_ns") = 0, py::arg("sluice_cpu_ns") = 0, py::arg("replay_sys_ns") = 0,
+      py::arg("replay_page_faults") = 0);
 }
 
 }  // namespace sluice::python

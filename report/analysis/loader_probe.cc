@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,13 +17,21 @@ namespace sluice {
 SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_ns, mean_wait_us,
                           mean_step_us, max_wait_us, replay_steps, replay_seconds,
                           replay_samples_per_s, replay_batch, free_data_samples_per_s,
-                          free_data_source, speedup, switch_sluice_samples_per_s,
+                          free_data_source, replay_cores_busy, replay_kernel_pct,
+                          replay_page_faults_per_step, speedup, switch_sluice_samples_per_s,
                           switch_sluice_cpu_us_per_sample, switch_step_cpu_us_per_sample,
                           switch_samples_per_s, switch_speedup, switch_binding)
 
 namespace {
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+// A replay keeping this many cores busy is a team of threads (one thread's replay measures
+// 0.97-1.00 here, a two-thread OpenBLAS step 1.98).
+constexpr double kProbeTeamCores = 1.3;
+// A replay with this share of its CPU time in the kernel swings with the allocator's state
+// (an MLP step: 20-35% when it swung 2x between runs, under 5% with the memory kept).
+constexpr double kProbeKernelPct = 15;
 
 absl::Status Validate(const LoaderProbeRecord& r) {
   auto bad = [](const char* field, const std::string& why) {
@@ -49,6 +58,10 @@ absl::Status Validate(const LoaderProbeRecord& r) {
   }
   if (r.replay_cpu_ns < 0) {
     return bad("replay_cpu_ns", absl::StrCat("is negative (", r.replay_cpu_ns, ")"));
+  }
+  if (r.replay_sys_ns < 0 || r.replay_sys_ns > r.replay_cpu_ns) {
+    return bad("replay_sys_ns", absl::StrCat("must lie in [0, replay_cpu_ns = ", r.replay_cpu_ns,
+                                             "], got ", r.replay_sys_ns));
   }
   return absl::OkStatus();
 }
@@ -134,6 +147,11 @@ ProbeFigures Figures(const LoaderProbeRecord& r, const BottleneckReport& rep) {
     f.replay_batch = r.replay_batch;
     f.free_data_samples_per_s = *f.replay_samples_per_s;
     f.free_data_source = "replay";
+    if (r.replay_cpu_ns > 0) {
+      f.replay_cores_busy = static_cast<double>(r.replay_cpu_ns) / r.replay_span_ns;
+      f.replay_kernel_pct = Pct(r.replay_sys_ns, r.replay_cpu_ns);
+      f.replay_page_faults_per_step = static_cast<double>(r.replay_page_faults) / r.replay_steps;
+    }
   } else {
     f.free_data_samples_per_s = rep.stages[1].capacity_samples_per_s.value_or(0);
     f.free_data_source = "step_time";
@@ -146,6 +164,34 @@ ProbeFigures Figures(const LoaderProbeRecord& r, const BottleneckReport& rep) {
     f.switch_speedup = *f.switch_samples_per_s / rep.measured_samples_per_s;
   }
   return f;
+}
+
+// What makes the step's own rate, and so any prediction built on it, unsteady: a step that
+// keeps more than one core busy (a BLAS or OpenMP team: a loader's threads on its cores can
+// slow such a team by far more than their CPU time, as its threads wait at each barrier for
+// the one descheduled), and a step that spends much of its time in the kernel faulting in
+// memory (docs/bottleneck.md, "Any loader: sluice.probe").
+void AddReplayNotes(const ProbeFigures& f, int cores, std::vector<std::string>* notes) {
+  if (f.replay_cores_busy && *f.replay_cores_busy >= kProbeTeamCores) {
+    notes->push_back(absl::StrFormat(
+        "your step kept %.1f of the %d cores busy with free data: it runs a team of threads "
+        "(BLAS, OpenMP). A loader's threads on the same cores can slow such a team by more "
+        "than their CPU time, so the prediction%s may be high; one thread per step "
+        "(torch.set_num_threads(1), and OPENBLAS_NUM_THREADS=1 where torch uses OpenBLAS, "
+        "which torch.set_num_threads does not bind) leaves the loader its own core",
+        *f.replay_cores_busy, cores, f.switch_samples_per_s ? " after switching" : ""));
+  }
+  if (f.replay_kernel_pct && *f.replay_kernel_pct >= kProbeKernelPct) {
+    notes->push_back(absl::StrFormat(
+        "your step spent %.0f%% of its CPU time in the kernel (%.0f page faults per step): the "
+        "allocator hands large freed tensors back to the system and faults them in again on "
+        "the next step, so the step's speed swings with the allocator's state (2x between runs "
+        "of one MLP step, docs/bottleneck.md) and so may the rates predicted from it. "
+        "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold="
+        "1073741824, or a caching allocator (LD_PRELOAD of jemalloc or tcmalloc), keeps the "
+        "memory",
+        *f.replay_kernel_pct, f.replay_page_faults_per_step.value_or(0)));
+  }
 }
 
 }  // namespace
@@ -179,6 +225,7 @@ absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, 
       out.probe.switch_samples_per_s
           ? " (the switch's CPU times per sample, in the probe object, are the process's)"
           : ""));
+  AddReplayNotes(out.probe, rep.cores, &rep.notes);
   if (!out.probe.replay_steps && record.steps > 0) {
     rep.notes.push_back(
         "free-data rate from the steps' own time; probe.replay(steps=N) measures it on a cached "

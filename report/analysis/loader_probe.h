@@ -45,8 +45,13 @@ struct LoaderProbeRecord {
   uint64_t replay_samples = 0;
   int64_t replay_span_ns = 0;
   std::string replay_batch;  // which batch was replayed: "first" or "last"
-  // The process's CPU time during the replay: the step's own CPU cost (0: not measured).
+  // The process's CPU time during the replay: the step's own CPU cost (0: not measured). Of
+  // it, the time in the kernel, and the page faults the replay took (minor and major): a step
+  // whose allocator hands large freed tensors back to the kernel faults them in again on every
+  // step, and its speed swings with the allocator's state.
   int64_t replay_cpu_ns = 0;
+  int64_t replay_sys_ns = 0;
+  uint64_t replay_page_faults = 0;
   // The switch (0 samples: not measured; Probe.measure_switch): the sluice.Loader the user
   // would switch to, iterated alone without a step, timed from the start of the iteration:
   // its samples, the span, and the process's CPU time over it (its pipeline's threads).
@@ -73,6 +78,12 @@ struct ProbeFigures {
   // The rate with free data: the replay's, else the steps' own (samples / step time).
   double free_data_samples_per_s = 0;
   std::string free_data_source;  // "replay" or "step_time"
+  // The replay's CPU time over its span: the cores the step keeps busy (its BLAS or OpenMP
+  // threads); the share of its CPU time spent in the kernel; its page faults per step. Null
+  // when the replay's CPU time was not measured.
+  std::optional<double> replay_cores_busy;
+  std::optional<double> replay_kernel_pct;
+  std::optional<double> replay_page_faults_per_step;
   double speedup = 0;            // free_data_samples_per_s / measured; 0 without steps
   // The switch: null when not measured. sluice.Loader alone, its CPU and the step's CPU per
   // sample, and the resource model's rate with both on the same cores (PredictSwitch).

@@ -17,7 +17,9 @@
 namespace sluice {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // 100 steps of 64 samples: 3 s blocked in next(), 1 s of steps (a loader-bound run at
 // 1600 samples/s whose step alone does 6400), and a replay of 50 steps at 6400 samples/s.
@@ -88,6 +90,35 @@ TEST(LoaderProbeTest, SwitchIsPredictedFromSluiceAloneAndTheStepOnTheSameCores) 
   r.replay_steps = r.replay_samples = 0;
   r.replay_span_ns = r.replay_cpu_ns = 0;
   EXPECT_FALSE(AnalyzeLoaderProbe(r, 2)->probe.switch_samples_per_s.has_value());
+}
+
+// How the step ran in the replay: the cores it kept busy and its time in the kernel. A team of
+// threads (1.6 cores busy) and a step faulting its memory in (25% in the kernel) each get a
+// note; a steady one-thread step gets neither.
+TEST(LoaderProbeTest, ATeamOfThreadsOrAStepInTheKernelIsNoted) {
+  LoaderProbeRecord r = LoaderBound();  // a replay of 0.5 s
+  r.replay_cpu_ns = 490'000'000;
+  r.replay_sys_ns = 4'900'000;
+  r.replay_page_faults = 50;
+  const ProbeReport steady = *AnalyzeLoaderProbe(r, 2);
+  EXPECT_NEAR(*steady.probe.replay_cores_busy, 0.98, 1e-9);
+  EXPECT_NEAR(*steady.probe.replay_kernel_pct, 1.0, 1e-9);
+  EXPECT_NEAR(*steady.probe.replay_page_faults_per_step, 1.0, 1e-9);
+  for (const std::string& n : steady.report.notes) {
+    EXPECT_THAT(n, Not(HasSubstr("your step")));
+  }
+  r.replay_cpu_ns = 800'000'000;
+  r.replay_sys_ns = 200'000'000;
+  r.replay_page_faults = 800;
+  const ProbeReport team = *AnalyzeLoaderProbe(r, 2);
+  EXPECT_THAT(team.report.notes,
+              Contains(HasSubstr("your step kept 1.6 of the 2 cores busy with free data")));
+  EXPECT_THAT(team.report.notes, Contains(HasSubstr("OPENBLAS_NUM_THREADS=1")));
+  EXPECT_THAT(team.report.notes,
+              Contains(HasSubstr("25% of its CPU time in the kernel (16 page faults per step)")));
+  // Kernel time beyond the CPU time is refused, naming the field.
+  r.replay_sys_ns = r.replay_cpu_ns + 1;
+  EXPECT_THAT(AnalyzeLoaderProbe(r, 2).status().message(), HasSubstr("replay_sys_ns"));
 }
 
 TEST(LoaderProbeTest, SharesOfTheSpanAddUpTo100AndTheRateIsSamplesOverTheSpan) {
