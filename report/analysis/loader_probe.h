@@ -84,7 +84,7 @@ struct ProbeFigures {
   std::optional<double> replay_cores_busy;
   std::optional<double> replay_kernel_pct;
   std::optional<double> replay_page_faults_per_step;
-  double speedup = 0;            // free_data_samples_per_s / measured; 0 without steps
+  double speedup = 0;  // free_data_samples_per_s / measured; 0 without steps
   // The switch: null when not measured. sluice.Loader alone, its CPU and the step's CPU per
   // sample, and the resource model's rate with both on the same cores (PredictSwitch).
   std::optional<double> switch_sluice_samples_per_s;
