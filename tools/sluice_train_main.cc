@@ -377,15 +377,7 @@ void AddMeasuredToJson(const std::vector<WhatIfRow>& what_if,
   if (checks) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const AdviceCheck& c : *checks) {
-      rows.push_back({{"setting", AdviceFlag(c.advice.setting)},
-                      {"value", c.advice.value},
-                      {"text", AdviceText(c.advice, Consumer::kTrainJob)},
-                      {"note", c.note},
-                      {"before_samples_per_s", c.before_samples_per_s},
-                      {"after_samples_per_s", c.after_samples_per_s},
-                      {"speedup", c.speedup()},
-                      {"predicted_speedup", c.advice.predicted_speedup},
-                      {"steps", steps}});
+      rows.push_back(AdviceCheckJson(c, Consumer::kTrainJob, steps));
     }
     (*json)["advice_check"] = std::move(rows);
   }

@@ -9,6 +9,18 @@
 
 namespace sluice {
 
+nlohmann::ordered_json AdviceCheckJson(const AdviceCheck& check, Consumer consumer, int64_t steps) {
+  return {{"setting", AdviceFlag(check.advice.setting)},
+          {"value", check.advice.value},
+          {"text", AdviceText(check.advice, consumer)},
+          {"note", check.note},
+          {"before_samples_per_s", check.before_samples_per_s},
+          {"after_samples_per_s", check.after_samples_per_s},
+          {"speedup", check.speedup()},
+          {"predicted_speedup", check.advice.predicted_speedup},
+          {"steps", steps}};
+}
+
 absl::StatusOr<std::vector<AdviceCheck>> RerunAdvice(const std::vector<Advice>& advice, int rounds,
                                                      const AdviceNotRun& not_run,
                                                      const AdviceSpan& span) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "report/advice/advice.h"
 #include "report/record/run_record.h"
 
@@ -52,6 +53,11 @@ absl::StatusOr<std::vector<AdviceCheck>> RerunAdvice(const std::vector<Advice>& 
 // was not run); with no checks, one line saying the report suggests no change.
 std::string AdviceChecksText(const std::vector<AdviceCheck>& checks, Consumer consumer,
                              int64_t steps, int rounds);
+
+// A check as docs/report-schema.md's advice_check[] has it, for both consumers: setting,
+// value, text (as `consumer` words it), note, before and after rates, speedup, the entry's
+// predicted speedup, and `steps` (each rerun's span).
+nlohmann::ordered_json AdviceCheckJson(const AdviceCheck& check, Consumer consumer, int64_t steps);
 
 // sluice.Loader's reruns.
 // Why a Loader rerun cannot check `setting` (a dtype changes what the step receives; a setting

@@ -28,6 +28,8 @@ Advice AdviceOf(const py::handle& entry) {
   Advice a;
   a.setting = *setting;
   a.value = Str(entry["value"]);
+  const py::object predicted = entry.attr("get")("predicted_speedup", 0.0);
+  if (!predicted.is_none()) a.predicted_speedup = predicted.cast<double>();
   return a;
 }
 
@@ -42,17 +44,11 @@ double StepSeconds(const py::handle& report) {
   return 0.0;
 }
 
-// A check as docs/report-schema.md's advice_check[] has it.
+// A check as docs/report-schema.md's advice_check[] has it (AdviceCheckJson), with the step
+// the Loader's reruns simulate.
 py::dict CheckDict(const AdviceCheck& c, int64_t steps, double step_seconds) {
-  py::dict d;
-  d["setting"] = AdviceFlag(c.advice.setting);
-  d["value"] = c.advice.value;
-  d["text"] = AdviceText(c.advice, Consumer::kPython);
-  d["note"] = c.note;
-  d["before_samples_per_s"] = c.before_samples_per_s;
-  d["after_samples_per_s"] = c.after_samples_per_s;
-  d["speedup"] = c.speedup();
-  d["steps"] = steps;
+  py::dict d = py::module_::import("json").attr("loads")(
+      AdviceCheckJson(c, Consumer::kPython, steps).dump());
   d["step_seconds"] = step_seconds;
   return d;
 }

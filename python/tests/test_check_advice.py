@@ -15,7 +15,8 @@ def _report(loader):
 def _with_advice(report, *advice):
     report = dict(report)
     report["verdict"] = dict(report["verdict"], advice=[
-        {"setting": s, "value": v, "text": t, "why": ""} for s, v, t in advice])
+        {"setting": s, "value": v, "text": t, "why": "", "predicted_speedup": 1.25 + i}
+        for i, (s, v, t) in enumerate(advice)])
     return report
 
 
@@ -32,6 +33,8 @@ def test_each_loader_argument_is_rerun_before_and_after(fashion):
         assert c["before_samples_per_s"] > 0 and c["after_samples_per_s"] > 0
         assert c["speedup"] == c["after_samples_per_s"] / c["before_samples_per_s"]
         assert c["steps"] == 20
+    # Each check carries its entry's prediction, to read against the measured speedup.
+    assert [c["predicted_speedup"] for c in checks] == [1.25, 2.25]
 
 
 def test_advice_a_rerun_cannot_measure_says_why(fashion):
