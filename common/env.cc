@@ -192,8 +192,15 @@ class PosixEnv final : public Env {
   }
   absl::StatusOr<std::unique_ptr<WritableFile>> NewAppendableFile(
       const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO whose reader has gone is an error now, not a wait for ever for the
+    // next reader; the writes then block as usual.
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno == ENXIO) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": a FIFO that no process is reading (its reader has gone)"));
+    }
     if (fd < 0) return PosixError("open for writing", path, errno);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return std::make_unique<PosixWritableFile>(path, fd);
   }
   bool IsSpecialFile(const std::string& path) override {

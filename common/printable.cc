@@ -38,9 +38,8 @@ size_t Utf8Length(absl::string_view s, size_t i, uint32_t* cp) {
   return n;
 }
 
-}  // namespace
-
-std::string Printable(absl::string_view text, size_t max_chars) {
+// Printable and TerminalSafe: they differ only in what a backslash becomes.
+std::string Escape(absl::string_view text, size_t max_chars, bool escape_backslash) {
   std::string out;
   size_t i = 0;
   while (i < text.size()) {
@@ -56,7 +55,7 @@ std::string Printable(absl::string_view text, size_t max_chars) {
       continue;
     }
     if (cp == '\\') {
-      out += "\\\\";
+      out += escape_backslash ? "\\\\" : "\\";
     } else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) {
       // C0, DEL and C1 controls (ESC starts an ANSI sequence, CSI is U+009B).
       if (cp < 0x100) {
@@ -75,6 +74,26 @@ std::string Printable(absl::string_view text, size_t max_chars) {
     i += n;
   }
   return out;
+}
+
+}  // namespace
+
+std::string Printable(absl::string_view text, size_t max_chars) {
+  return Escape(text, max_chars, /*escape_backslash=*/true);
+}
+
+std::string TerminalSafe(absl::string_view message, size_t max_chars) {
+  std::string out = Escape(message, SIZE_MAX, /*escape_backslash=*/false);
+  if (out.size() <= max_chars) return out;
+  // The head and the tail: a message ends with what is wrong ("File name too long").
+  const auto boundary = [&out](size_t at) {  // not inside a UTF-8 sequence
+    while (at > 0 && at < out.size() && (static_cast<uint8_t>(out[at]) & 0xC0) == 0x80) --at;
+    return at;
+  };
+  const size_t head = boundary(max_chars / 2);
+  const size_t tail = boundary(out.size() - max_chars / 4);
+  return absl::StrCat(absl::string_view(out).substr(0, head), " ... (", message.size(),
+                      " bytes) ... ", absl::string_view(out).substr(tail));
 }
 
 std::string QuotedPrintable(absl::string_view text, size_t max_chars) {

@@ -26,6 +26,16 @@ std::string Printable(absl::string_view text, size_t max_chars = kMaxEchoChars);
 // Printable(text) in double quotes: "\"<escaped>\"".
 std::string QuotedPrintable(absl::string_view text, size_t max_chars = kMaxEchoChars);
 
+inline constexpr size_t kMaxMessageChars = 4096;
+
+// A whole message made safe for the terminal, the last guard before a tool prints an error:
+// characters escaped as by Printable, but a backslash left as it is (the parts that quote user
+// text went through Printable already, and are not escaped twice). Over `max_chars` bytes,
+// about the first half and the last quarter are kept around "... (N bytes) ...": a message
+// ends with what is wrong. A file name that a library put into a message unescaped cannot move
+// the cursor or recolour the terminal, nor make a line of megabytes.
+std::string TerminalSafe(absl::string_view message, size_t max_chars = kMaxMessageChars);
+
 }  // namespace sluice
 
 #endif  // SLUICE_COMMON_PRINTABLE_H_

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "common/printable.h"
 #include "device/device.h"
 
 namespace sluice::device {
@@ -33,7 +34,7 @@ DeviceSpec DeviceSpec::Resolve() const {
 absl::StatusOr<DeviceSpec> ParseDeviceSpec(absl::string_view text) {
   auto invalid = [text] {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not auto, cpu, sim[:N] or cuda[:N]"));
+        absl::StrCat("'", Printable(text), "' is not auto, cpu, sim[:N] or cuda[:N]"));
   };
   DeviceSpec spec;
   const size_t colon = text.find(':');

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "common/printable.h"
 
 namespace sluice {
 namespace {
@@ -17,8 +18,8 @@ constexpr auto kPrecisionNames = MakeEnumNames<Precision>({{Precision::kF32, "fp
 
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
   if (std::optional<Precision> p = kPrecisionNames.Parse(name)) return *p;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--precision: '", name, "' is not one of ", kPrecisionNames.List(", ")));
+  return absl::InvalidArgumentError(absl::StrCat("--precision: '", Printable(name),
+                                                 "' is not one of ", kPrecisionNames.List(", ")));
 }
 
 }  // namespace sluice

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/enum_names.h"
+#include "common/printable.h"
 
 namespace sluice {
 
@@ -33,11 +34,13 @@ absl::StatusOr<int> ParseLayerSize(absl::string_view part, absl::string_view tex
   const bool fits = absl::SimpleAtoi(number, &size);  // false only on overflow, for digits
   if (!digits || (fits && size == 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", part, "' in '", text, "' is not a positive integer (e.g. 784,128,10)"));
+        absl::StrCat("'", Printable(part), "' in '", Printable(text),
+                     "' is not a positive integer (e.g. 784,128,10)"));
   }
   if (!fits || size > kMaxLayerSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", part, "' in '", text, "' is above the maximum layer size ", kMaxLayerSize));
+    return absl::InvalidArgumentError(absl::StrCat("'", Printable(part), "' in '", Printable(text),
+                                                   "' is above the maximum layer size ",
+                                                   kMaxLayerSize));
   }
   return static_cast<int>(size);
 }
@@ -53,8 +56,8 @@ absl::StatusOr<ModelConfig> ParseLayers(absl::string_view text) {
     config.layers.push_back(*size);
   }
   if (config.layers.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' needs at least two sizes (inputs,classes), e.g. 784,128,10"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", Printable(text), "' needs at least two sizes (inputs,classes), e.g. 784,128,10"));
   }
   return config;
 }
@@ -70,7 +73,7 @@ template <typename E, size_t N>
 absl::StatusOr<E> ParseName(const EnumNames<E, N>& names, absl::string_view name) {
   if (std::optional<E> e = names.Parse(name)) return *e;
   return absl::InvalidArgumentError(
-      absl::StrCat("expected ", names.List(), ", got \"", name, "\""));
+      absl::StrCat("expected ", names.List(), ", got ", QuotedPrintable(name)));
 }
 }  // namespace
 

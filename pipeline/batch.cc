@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "common/printable.h"
 
 namespace sluice {
 
@@ -19,8 +20,8 @@ absl::string_view H2DFormatName(H2DFormat f) { return ElementTypeName(f); }
 
 absl::StatusOr<H2DFormat> ParseH2DFormat(absl::string_view name) {
   if (std::optional<H2DFormat> f = kH2DFormatNames.Parse(name)) return *f;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown --h2d-format '", name, "' (expected ", kH2DFormatNames.List(), ")"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown --h2d-format '", Printable(name),
+                                                 "' (expected ", kH2DFormatNames.List(), ")"));
 }
 
 bool Normalization::is_identity() const {

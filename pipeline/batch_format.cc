@@ -88,7 +88,9 @@ absl::Status CheckDecodesFirst(const RecordSpec& stored, const TransformSpec& op
 }  // namespace
 
 SampleSpec EncodedChainInput(const std::optional<ImageSizeBound>& bound) {
-  if (bound) return EncodedSampleSpec(bound->max_height, bound->max_width);
+  // The area bound sizes the scratch: a 60000x1 and a 1x60000 image need 60000 pixels of it,
+  // not the 3.6e9 of the box of their largest sides.
+  if (bound) return EncodedSampleSpec(bound->max_height, bound->max_width, bound->max_pixels);
   return EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide);
 }
 

@@ -17,12 +17,13 @@
 // kInvalidArgument line naming both settings as the caller spells them.
 //
 // Encoded images (RecordSpec::encoded(): JPEG/PNG records of a version 2 split): the chain's
-// input is EncodedSampleSpec(max_height, max_width) of the split's largest image when its
-// manifest records it (Manifest::image_bound), else EncodedSampleSpec(kDefaultMaxImageSide,
-// kDefaultMaxImageSide) (EncodedChainInput), and its first op must be DecodeImage; no transforms,
-// or a chain that starts otherwise, is refused naming what to add. Each record goes through
-// TransformChain::ApplyRecord, so Process returns kDataLoss for a record it cannot decode (the
-// caller adds the file and record).
+// input is EncodedSampleSpec(max_height, max_width, max_pixels) of the split's largest image
+// when its manifest records it (Manifest::image_bound: the scratch is sized from max_pixels, the
+// largest area, not from the box max_width x max_height), else
+// EncodedSampleSpec(kDefaultMaxImageSide, kDefaultMaxImageSide) (EncodedChainInput), and its first
+// op must be DecodeImage; no transforms, or a chain that starts otherwise, is refused naming what
+// to add. Each record goes through TransformChain::ApplyRecord, so Process returns kDataLoss for a
+// record it cannot decode (the caller adds the file and record).
 //
 // Thread safety: ChainPreprocessor is immutable after Create; Process runs on many threads,
 // each with its own scratch.
@@ -51,7 +52,7 @@ namespace sluice {
 inline constexpr uint32_t kDefaultMaxImageSide = 4096;
 
 // The chain input of an encoded split: EncodedSampleSpec of `bound` (the manifest's largest
-// image), or of kDefaultMaxImageSide on each side without one.
+// width, height and area), or of kDefaultMaxImageSide on each side without one.
 SampleSpec EncodedChainInput(const std::optional<ImageSizeBound>& bound);
 
 struct ResolvedBatchFormat {

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "pipeline/internal/order_planner.h"
 #include "pipeline/internal/pipeline_core.h"
@@ -36,8 +37,8 @@ constexpr auto kOnCorruptNames =
 
 absl::StatusOr<OnCorrupt> ParseOnCorrupt(absl::string_view name) {
   if (std::optional<OnCorrupt> c = kOnCorruptNames.Parse(name)) return *c;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown --on-corrupt '", name, "' (expected ", kOnCorruptNames.List(), ")"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown --on-corrupt '", Printable(name),
+                                                 "' (expected ", kOnCorruptNames.List(), ")"));
 }
 
 uint64_t StepsPerEpoch(uint64_t records, const OrderSpec& order) {

@@ -28,13 +28,17 @@ absl::StatusOr<ElementType> ParseElementType(absl::string_view name) {
 absl::string_view SampleLayoutName(SampleLayout l) { return kLayoutNames.Name(l); }
 
 std::string SampleSpecString(const SampleSpec& s) {
+  // ", N pixels" only where the area bound is tighter than the box.
+  const std::string area = s.plane_values() < size_t{s.height} * s.width
+                               ? absl::StrCat(", ", s.plane_values(), " pixels")
+                               : std::string();
   if (s.extent == SampleExtent::kEncoded) {
-    return absl::StrCat("encoded images (at most ", s.height, "x", s.width, ")");
+    return absl::StrCat("encoded images (at most ", s.height, "x", s.width, area, ")");
   }
   if (s.extent == SampleExtent::kVariable) {
     return absl::StrCat(ElementTypeName(s.dtype), " ", s.channels, "xHxW ",
                         SampleLayoutName(s.layout), " (sizes vary, at most ", s.height, "x",
-                        s.width, ")");
+                        s.width, area, ")");
   }
   return absl::StrCat(ElementTypeName(s.dtype), " ", s.channels, "x", s.height, "x", s.width, " ",
                       SampleLayoutName(s.layout));

@@ -37,27 +37,40 @@ struct SampleSpec {
   uint32_t width = 0;
   SampleLayout layout = SampleLayout::kCHW;
   SampleExtent extent = SampleExtent::kFixed;
+  // kVariable and kEncoded only (ignored when kFixed): a bound on height x width of any one
+  // sample, tighter than the box height x width when the widest image is not the tallest (a
+  // split of 60000x1 and 1x60000 images: 60000 pixels, not 3.6e9); 0: the box. Buffers and
+  // scratch are sized from it (plane_values()). The split's sample.max_pixels.
+  uint64_t max_pixels = 0;
 
   bool fixed() const { return extent == SampleExtent::kFixed; }
-  size_t values() const { return size_t{channels} * height * width; }
+  size_t values() const { return size_t{channels} * plane_values(); }
   size_t bytes() const { return values() * ElementSize(dtype); }
-  size_t plane_values() const { return size_t{height} * width; }  // one channel's values
+  // One channel's values: height x width, or max_pixels where that bounds a varying size.
+  size_t plane_values() const {
+    const size_t box = size_t{height} * width;
+    return !fixed() && max_pixels != 0 && max_pixels < box ? static_cast<size_t>(max_pixels) : box;
+  }
   bool operator==(const SampleSpec&) const = default;
 };
 
 // "u8 3x32x32 CHW": dtype, then C x H x W, then the layout; "u8 3xHxW CHW (sizes vary, at most
-// 4096x4096)" for kVariable; "encoded images (at most 4096x4096)" for kEncoded.
+// 4096x4096)" for kVariable; "encoded images (at most 4096x4096)" for kEncoded; with
+// ", 60000 pixels" after the box when max_pixels bounds the area more tightly.
 std::string SampleSpecString(const SampleSpec& s);
 
 // The input of a chain that starts from encoded image records: images may declare at most
-// max_height x max_width pixels (DecodeImage refuses larger ones from their header).
-inline SampleSpec EncodedSampleSpec(uint32_t max_height, uint32_t max_width) {
+// max_height x max_width pixels, and at most max_pixels in all when it is not 0 (DecodeImage
+// refuses larger ones from their header).
+inline SampleSpec EncodedSampleSpec(uint32_t max_height, uint32_t max_width,
+                                    uint64_t max_pixels = 0) {
   return SampleSpec{.dtype = ElementType::kU8,
                     .channels = 1,
                     .height = max_height,
                     .width = max_width,
                     .layout = SampleLayout::kCHW,
-                    .extent = SampleExtent::kEncoded};
+                    .extent = SampleExtent::kEncoded,
+                    .max_pixels = max_pixels};
 }
 
 // A sample of `values` values with no image shape: one channel of 1 x values (feature vectors,

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/printable.h"
 
 namespace sluice {
 namespace {
@@ -28,8 +29,8 @@ absl::StatusOr<Stage> ParseStageWith(absl::string_view name, bool StageInfo::*pr
   for (const StageInfo& info : kStageTable) {
     if (Has(info, property) && name == info.name) return info.stage;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown stage '", name.substr(0, 200), "' (",
-                                                 StageNamesWith(property, ", "), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown stage '", Printable(name), "' (", StageNamesWith(property, ", "), ")"));
 }
 
 std::string StageNamesWith(bool StageInfo::*property, absl::string_view separator) {

@@ -119,9 +119,13 @@ absl::Status ParseSample(const Fields& sf, bool encoded, RecordSpec* spec) {
   return absl::OkStatus();
 }
 
-// sample.max_width, max_height and max_pixels of an encoded split: all three or none.
+// sample.max_width, max_height and max_pixels of an encoded split: all three or none; then
+// max_pixels_record, optional, only with them.
 absl::Status ParseImageBound(const Fields& sf, Manifest* m) {
   if (!sf.Has("max_width") && !sf.Has("max_height") && !sf.Has("max_pixels")) {
+    if (sf.Has("max_pixels_record")) {
+      return sf.Error("max_pixels_record", "expected only with max_width, max_height, max_pixels");
+    }
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(uint64_t width, sf.U64("max_width"));
@@ -135,6 +139,14 @@ absl::Status ParseImageBound(const Fields& sf, Manifest* m) {
   }
   m->image_bound =
       ImageSizeBound{static_cast<uint32_t>(width), static_cast<uint32_t>(height), pixels};
+  if (sf.Has("max_pixels_record")) {
+    ASSIGN_OR_RETURN(uint64_t record, sf.U64("max_pixels_record"));
+    if (record >= m->record_count) {
+      return sf.Error("max_pixels_record", absl::StrCat(record, ", expected in [0, record_count ",
+                                                        m->record_count, ")"));
+    }
+    m->max_pixels_record = record;
+  }
   return absl::OkStatus();
 }
 
@@ -213,6 +225,7 @@ std::string Manifest::ToJson() const {
     sample_json["max_width"] = image_bound->max_width;
     sample_json["max_height"] = image_bound->max_height;
     sample_json["max_pixels"] = image_bound->max_pixels;
+    if (max_pixels_record) sample_json["max_pixels_record"] = *max_pixels_record;
   }
   Json options_json = ObjectOf({{"records_per_shard", options.records_per_shard},
                                 {"records_per_frame", options.records_per_frame}});

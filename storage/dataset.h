@@ -67,6 +67,10 @@ struct Manifest {
   // Encoded splits written by ingestion: the largest image (sample.max_*); absent in manifests
   // written before the field existed and when some record's header could not be read.
   std::optional<ImageSizeBound> image_bound;
+  // With image_bound: the first record whose width x height is image_bound->max_pixels, the
+  // image that sets the area bound (sample.max_pixels_record); absent in manifests written
+  // before the field existed. Read only to name that image in an error.
+  std::optional<uint64_t> max_pixels_record;
   ShardingOptions options;
   std::vector<ShardEntry> shards;
   std::vector<SourceEntry> sources;

@@ -40,34 +40,34 @@ struct FrameJob {
 struct SplitPlan {
   Manifest manifest;
   std::vector<FrameJob> jobs;
-  std::vector<size_t> first_job_of_shard;
   std::vector<uint32_t> max_sample_bytes;  // per shard; encoded records only
 };
 
 // Writes a frame's raw bytes (the FrameView layout) of `job` into `raw` (cleared first).
 using AssembleFrame = std::function<void(const FrameJob& job, std::string* raw)>;
 
-absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
-                           const ShardingOptions& o) {
+// The checks of every write of fixed-size records: the split's name, the count, the shape, the
+// sizes of the samples (`sample_bytes` given) and labels, and the options.
+absl::Status ValidateRecords(const std::string& split, const RecordSpec& s, uint64_t count,
+                             uint64_t sample_bytes, uint64_t label_bytes,
+                             const ShardingOptions& o) {
   if (split.empty() || absl::StrContains(split, '/')) {
     return absl::InvalidArgumentError(
         absl::StrCat("split name \"", split, "\": expected a plain name such as train"));
   }
-  if (r.count == 0) {
+  if (count == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("split ", split, ": zero records; a shard holds at least one"));
   }
-  const RecordSpec& s = r.spec;
   if (s.height == 0 || s.width == 0 || s.channels == 0) {
     return absl::InvalidArgumentError(absl::StrCat("sample shape ", s.height, "x", s.width, "x",
                                                    s.channels, ": expected each >= 1"));
   }
-  if (r.samples.size() != r.count * s.sample_bytes() ||
-      r.labels.size() != r.count * s.label_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat("records: expected ", r.count * s.sample_bytes(),
-                                                   " sample bytes and ", r.count * s.label_bytes(),
-                                                   " label bytes for ", r.count, " records, got ",
-                                                   r.samples.size(), " and ", r.labels.size()));
+  if (sample_bytes != count * s.sample_bytes() || label_bytes != count * s.label_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("records: expected ", count * s.sample_bytes(),
+                                                   " sample bytes and ", count * s.label_bytes(),
+                                                   " label bytes for ", count, " records, got ",
+                                                   sample_bytes, " and ", label_bytes));
   }
   if (o.records_per_frame == 0 || o.records_per_shard == 0) {
     return absl::InvalidArgumentError("records per frame and per shard must be >= 1");
@@ -77,7 +77,7 @@ absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
         absl::StrCat(o.records_per_frame, " records of ", s.record_bytes(),
                      " bytes per frame exceed the 4 GiB frame limit; lower --records-per-frame"));
   }
-  if ((r.count + o.records_per_shard - 1) / o.records_per_shard > UINT32_MAX) {
+  if ((count + o.records_per_shard - 1) / o.records_per_shard > UINT32_MAX) {
     return absl::InvalidArgumentError("too many shards; raise --records-per-shard");
   }
   if (o.zstd_level < 1 || o.zstd_level > ZSTD_maxCLevel()) {
@@ -85,6 +85,11 @@ absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
         absl::StrCat("zstd level ", o.zstd_level, ": expected 1..", ZSTD_maxCLevel()));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
+                           const ShardingOptions& o) {
+  return ValidateRecords(split, r.spec, r.count, r.samples.size(), r.labels.size(), o);
 }
 
 bool IsDigits(absl::string_view s) {
@@ -110,35 +115,41 @@ bool IsShardOrTempOfSplit(absl::string_view name, absl::string_view split) {
   return IsDigits(name.substr(0, dash)) && IsLowerHex16(name.substr(dash + 1));
 }
 
-// Writes shard `header` to `tmp` (fsynced and closed); fills entry->bytes, entry->xxh3 and
-// entry->meta_xxh3.
-absl::Status WriteShardFile(Env* env, const std::string& tmp, const ShardHeader& header,
-                            const std::vector<std::string>& stored,
-                            const std::vector<FrameJob>& jobs, size_t first_job,
-                            ShardEntry* entry) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewTemporaryFile(tmp));
-  ShardWriter writer(file.get(), header);
-  for (uint32_t f = 0; f < header.frame_count; ++f) {
-    const FrameJob& job = jobs[first_job + f];
-    RETURN_IF_ERROR(writer.AddCompressedFrame(stored[first_job + f], job.raw_size, job.count));
+// A shard file being written under its temporary name, its frames appended in order as their
+// windows are made (FrameWindows).
+struct OpenShard {
+  std::unique_ptr<WritableFile> file;
+  std::unique_ptr<ShardWriter> writer;  // writes into `file`
+
+  // Writes the index and footer, fsyncs and closes the file; fills entry->bytes, entry->xxh3
+  // and entry->meta_xxh3.
+  absl::Status Finish(ShardEntry* entry) {
+    RETURN_IF_ERROR(writer->Finish());
+    RETURN_IF_ERROR(file->Sync());
+    RETURN_IF_ERROR(file->Close());
+    entry->bytes = writer->bytes_written();
+    entry->xxh3 = writer->file_checksum();
+    entry->meta_xxh3 = writer->meta_checksum();
+    return absl::OkStatus();
   }
-  RETURN_IF_ERROR(writer.Finish());
-  RETURN_IF_ERROR(file->Sync());
-  RETURN_IF_ERROR(file->Close());
-  entry->bytes = writer.bytes_written();
-  entry->xxh3 = writer.file_checksum();
-  entry->meta_xxh3 = writer.meta_checksum();
-  return absl::OkStatus();
+};
+
+absl::StatusOr<OpenShard> StartShardFile(Env* env, const std::string& tmp,
+                                         const ShardHeader& header) {
+  OpenShard shard;
+  ASSIGN_OR_RETURN(shard.file, env->NewTemporaryFile(tmp));
+  shard.writer = std::make_unique<ShardWriter>(shard.file.get(), header);
+  return shard;
 }
 
-int64_t LabelAt(LabelDType type, const std::string& labels, uint64_t i) {
+int64_t LabelAt(LabelDType type, absl::string_view labels, uint64_t i) {
   if (type == LabelDType::kU8) return static_cast<uint8_t>(labels[i]);
   return static_cast<int32_t>(DecodeFixed32(labels.data() + 4 * i));
 }
 
 // CheckLabels over `count` labels of type `type`, back to back in `labels`.
-absl::StatusOr<uint32_t> CheckLabelValues(LabelDType type, const std::string& labels,
-                                          uint64_t count, std::optional<uint64_t> requested) {
+absl::StatusOr<uint32_t> CheckLabelValues(LabelDType type, absl::string_view labels, uint64_t count,
+                                          std::optional<uint64_t> requested) {
   const uint64_t most = type == LabelDType::kU8 ? 256 : INT32_MAX;
   if (requested && (*requested == 0 || *requested > most)) {
     return absl::InvalidArgumentError(absl::StrCat("num_classes ", *requested, ": expected in [1, ",
@@ -160,6 +171,13 @@ absl::StatusOr<uint32_t> CheckLabelValues(LabelDType type, const std::string& la
       return absl::InvalidArgumentError(absl::StrCat("label of record ", i, " is ", label,
                                                      ": expected a class index in [0, ", *requested,
                                                      ") (num_classes ", *requested, ")"));
+    }
+    // 2^31 - 1 fits an i32 label, but num_classes would then be 2^31, past its bound: name the
+    // record here rather than refuse "num_classes 2147483648" later.
+    if (label > kMaxLabel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label of record ", i, " is ", label, ": the largest label is ", kMaxLabel,
+                       " (2^31 - 2: num_classes, the largest label + 1, is at most 2^31 - 1)"));
     }
     max_label = std::max(max_label, label);
   }
@@ -234,6 +252,10 @@ absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& r, std::optional<uint
   return CheckLabelValues(r.label_dtype, r.labels, r.samples.size(), requested);
 }
 
+absl::StatusOr<uint32_t> CheckLabels(const RecordSource& r, std::optional<uint64_t> requested) {
+  return CheckLabelValues(r.spec.label_dtype, r.labels, r.count, requested);
+}
+
 namespace {
 
 // The frame plan of fixed-size records: M records per frame but each shard's last.
@@ -252,7 +274,6 @@ SplitPlan PlanFixedFrames(const std::string& split, uint64_t count, const Record
     e.record_count = std::min<uint64_t>(o.records_per_shard, count - e.first_record);
     e.frame_count =
         static_cast<uint32_t>((e.record_count + o.records_per_frame - 1) / o.records_per_frame);
-    plan.first_job_of_shard.push_back(plan.jobs.size());
     for (uint32_t f = 0; f < e.frame_count; ++f) {
       const uint64_t first = e.first_record + uint64_t{f} * o.records_per_frame;
       const uint64_t end = std::min(e.first_record + e.record_count, first + o.records_per_frame);
@@ -282,7 +303,6 @@ SplitPlan PlanVariableFrames(const std::string& split, const EncodedRecords& r,
     ShardEntry e;
     e.first_record = uint64_t{s} * o.records_per_shard;
     e.record_count = std::min<uint64_t>(o.records_per_shard, count - e.first_record);
-    plan.first_job_of_shard.push_back(plan.jobs.size());
     uint32_t largest = 0;
     FrameJob job{s, 0, e.first_record, 0, 0};
     for (uint64_t i = e.first_record; i < e.first_record + e.record_count; ++i) {
@@ -304,45 +324,103 @@ SplitPlan PlanVariableFrames(const std::string& split, const EncodedRecords& r,
   return plan;
 }
 
-// Assembles and compresses every planned frame in parallel (codec none: stores the raw bytes).
-// Each frame's bytes depend only on its records and the options, and frames are written in
-// index order afterwards, so the thread count cannot change the output.
-absl::StatusOr<std::vector<std::string>> MakeStoredFrames(const SplitPlan& plan,
-                                                          const AssembleFrame& assemble,
-                                                          const WriteDatasetOptions& options) {
-  const std::vector<FrameJob>& jobs = plan.jobs;
-  const bool compress =
-      !plan.manifest.spec.encoded() || options.sharding.codec == FrameCodec::kZstd;
-  std::vector<std::string> stored(jobs.size());
-  std::vector<absl::Status> errors(jobs.size());
-  std::atomic<uint64_t> done{0};
-  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
-  arena.execute([&] {
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, jobs.size(), 1),
-                      [&](const tbb::blocked_range<size_t>& range) {
-                        for (size_t j = range.begin(); j != range.end(); ++j) {
-                          const FrameJob& job = jobs[j];
-                          if (!compress) {
-                            assemble(job, &stored[j]);
-                          } else {
-                            // The frame is assembled in a per-thread buffer reused across
-                            // frames (no page faults per frame).
-                            thread_local std::string raw;
-                            assemble(job, &raw);
-                            auto c = CompressFrame(raw, options.sharding.zstd_level);
-                            if (c.ok()) {
-                              stored[j] = std::move(*c);
-                            } else {
-                              errors[j] = c.status();
-                            }
+// Assembles and compresses the planned frames in parallel, one window at a time (codec none:
+// stores the raw bytes), so a write holds the frames of one window, never the whole split.
+// Each frame's bytes depend only on its records and the options, and the frames are written in
+// index order, so neither the thread count nor the windows can change the output.
+class FrameWindows {
+ public:
+  FrameWindows(const SplitPlan& plan, const AssembleFrame& assemble,
+               const WriteDatasetOptions& options)
+      : jobs_(plan.jobs),
+        assemble_(assemble),
+        options_(options),
+        compress_(!plan.manifest.spec.encoded() || options.sharding.codec == FrameCodec::kZstd),
+        arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic) {
+    arena_.initialize();
+    threads_ = static_cast<size_t>(std::max(1, arena_.max_concurrency()));
+    raw_.resize(threads_);
+  }
+
+  // The end of the window that starts at job `begin`: a frame per thread, then more while
+  // their raw bytes stay within kFrameWindowBytes.
+  size_t WindowEnd(size_t begin) const {
+    size_t end = begin;
+    uint64_t bytes = 0;
+    while (end < jobs_.size() &&
+           (end - begin < threads_ || bytes + jobs_[end].raw_size <= kFrameWindowBytes)) {
+      bytes += jobs_[end].raw_size;
+      ++end;
+    }
+    return end;
+  }
+
+  // The stored bytes of jobs [begin, end) into (*stored)[0, end - begin).
+  absl::Status Make(size_t begin, size_t end, std::vector<std::string>* stored) {
+    if (stored->size() < end - begin) stored->resize(end - begin);
+    errors_.assign(end - begin, absl::OkStatus());
+    arena_.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<size_t>(begin, end, 1),
+                        [&](const tbb::blocked_range<size_t>& range) {
+                          for (size_t j = range.begin(); j != range.end(); ++j) {
+                            MakeOne(j, begin, stored);
                           }
-                          const uint64_t total = done.fetch_add(job.count) + job.count;
-                          if (options.on_progress) options.on_progress(total);
-                        }
-                      });
-  });
-  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
-  return stored;
+                        });
+    });
+    for (const absl::Status& e : errors_) RETURN_IF_ERROR(e);
+    return absl::OkStatus();
+  }
+
+ private:
+  void MakeOne(size_t j, size_t begin, std::vector<std::string>* stored) {
+    const FrameJob& job = jobs_[j];
+    std::string& out = (*stored)[j - begin];
+    if (!compress_) {
+      assemble_(job, &out);
+    } else {
+      // Assembled in this thread's buffer, reused across frames (no page faults per frame)
+      // and freed with the write.
+      const int slot = tbb::this_task_arena::current_thread_index();
+      std::string& raw = raw_[static_cast<size_t>(std::max(0, slot)) % threads_];
+      assemble_(job, &raw);
+      absl::StatusOr<std::string> c = CompressFrame(raw, options_.sharding.zstd_level);
+      if (c.ok()) {
+        out = *std::move(c);
+      } else {
+        errors_[j - begin] = c.status();
+      }
+    }
+    const uint64_t total = done_.fetch_add(job.count) + job.count;
+    if (options_.on_progress) options_.on_progress(total);
+  }
+
+  const std::vector<FrameJob>& jobs_;
+  const AssembleFrame& assemble_;
+  const WriteDatasetOptions& options_;
+  const bool compress_;
+  tbb::task_arena arena_;
+  size_t threads_ = 1;
+  std::vector<std::string> raw_;  // one per thread of the arena (current_thread_index)
+  std::vector<absl::Status> errors_;
+  std::atomic<uint64_t> done_{0};
+};
+
+// The header of shard `s` of the planned split.
+ShardHeader HeaderOfShard(const SplitPlan& plan, uint32_t s) {
+  const Manifest& m = plan.manifest;
+  const ShardEntry& e = m.shards[s];
+  ShardHeader h;
+  h.spec = m.spec;
+  h.record_count = e.record_count;
+  h.first_record = e.first_record;
+  h.records_per_frame = m.options.records_per_frame;
+  h.frame_count = e.frame_count;
+  h.shard_index = s;
+  if (m.spec.encoded()) {
+    h.codec = m.options.codec;
+    h.max_sample_bytes = plan.max_sample_bytes[s];
+  }
+  return h;
 }
 
 // Writes the planned split under the directory lock: frames, shards, the manifest switch and
@@ -358,7 +436,6 @@ absl::StatusOr<Manifest> WriteSplit(Env* env, const std::string& dir, SplitPlan 
   m.sources = options.sources;
   m.num_classes = options.num_classes;
   m.class_names = options.class_names;
-  ASSIGN_OR_RETURN(std::vector<std::string> stored, MakeStoredFrames(plan, assemble, options));
   const std::vector<FrameJob>& jobs = plan.jobs;
   const uint32_t shard_count = static_cast<uint32_t>(m.shards.size());
   // The new split goes beside the old one under its own names; the manifest's rename is the
@@ -369,28 +446,33 @@ absl::StatusOr<Manifest> WriteSplit(Env* env, const std::string& dir, SplitPlan 
   std::vector<std::string> created;  // shard paths this write renamed into place, new names only
   bool switched = false;
   absl::Status status = [&]() -> absl::Status {
-    for (uint32_t s = 0; s < shard_count; ++s) {
-      ShardEntry& e = m.shards[s];
-      ShardHeader h;
-      h.spec = m.spec;
-      h.record_count = e.record_count;
-      h.first_record = e.first_record;
-      h.records_per_frame = m.options.records_per_frame;
-      h.frame_count = e.frame_count;
-      h.shard_index = s;
-      if (m.spec.encoded()) {
-        h.codec = m.options.codec;
-        h.max_sample_bytes = plan.max_sample_bytes[s];
+    FrameWindows frames(plan, assemble, options);
+    std::vector<std::string> stored;  // the window's frames, reused from window to window
+    OpenShard shard;
+    for (size_t begin = 0; begin < jobs.size();) {
+      const size_t end = frames.WindowEnd(begin);
+      RETURN_IF_ERROR(frames.Make(begin, end, &stored));
+      for (size_t j = begin; j < end; ++j) {
+        const FrameJob& job = jobs[j];
+        const std::string tmp = JoinPath(dir, ShardTempFileName(split, job.shard));
+        if (job.frame == 0) {
+          ASSIGN_OR_RETURN(shard, StartShardFile(env, tmp, HeaderOfShard(plan, job.shard)));
+        }
+        RETURN_IF_ERROR(
+            shard.writer->AddCompressedFrame(stored[j - begin], job.raw_size, job.count));
+        ShardEntry& e = m.shards[job.shard];
+        if (job.frame + 1 < e.frame_count) continue;
+        RETURN_IF_ERROR(shard.Finish(&e));
+        shard = OpenShard{};
+        // A name stands for one content: an existing file of that name (a shard the old split
+        // shares with the new one) has these bytes, and is not ours to delete on failure.
+        e.file = ShardFileName(split, job.shard, e.xxh3);
+        const std::string path = JoinPath(dir, e.file);
+        const bool existed = env->FileExists(path);
+        RETURN_IF_ERROR(env->RenameFile(tmp, path));
+        if (!existed) created.push_back(path);
       }
-      const std::string tmp = JoinPath(dir, ShardTempFileName(split, s));
-      RETURN_IF_ERROR(WriteShardFile(env, tmp, h, stored, jobs, plan.first_job_of_shard[s], &e));
-      // A name stands for one content: an existing file of that name (a shard the old split
-      // shares with the new one) has these bytes, and is not ours to delete on failure.
-      e.file = ShardFileName(split, s, e.xxh3);
-      const std::string path = JoinPath(dir, e.file);
-      const bool existed = env->FileExists(path);
-      RETURN_IF_ERROR(env->RenameFile(tmp, path));
-      if (!existed) created.push_back(path);
+      begin = end;
     }
     RETURN_IF_ERROR(env->SyncDir(dir));  // the shards' names are durable before the switch
     {
@@ -450,24 +532,54 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
   const RecordSpec& spec = records.spec;
   AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
     raw->clear();
+    raw->reserve(job.raw_size);
     AppendFrameRaw(spec, records.samples.data() + job.first * spec.sample_bytes(),
                    records.labels.data() + job.first * spec.label_bytes(), job.count, raw);
   };
   return WriteSplit(env, dir, PlanFixedFrames(split, records.count, spec, o), assemble, options);
 }
 
+absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
+                                      const RecordSource& records,
+                                      const WriteDatasetOptions& options) {
+  const ShardingOptions& o = options.sharding;
+  const RecordSpec& spec = records.spec;
+  RETURN_IF_ERROR(ValidateRecords(split, spec, records.count, records.count * spec.sample_bytes(),
+                                  records.labels.size(), o));
+  if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
+  if (!options.class_names.empty()) {
+    return absl::InvalidArgumentError("class names are recorded for encoded images only");
+  }
+  if (!records.read_samples) return absl::InvalidArgumentError("records: no read_samples");
+  AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
+    // The frame's layout (AppendFrameRaw): its samples, read in place, then its labels. Reserved
+    // whole first: growing by the labels would double a large frame's buffer.
+    const size_t sample_bytes = size_t{job.count} * spec.sample_bytes();
+    raw->reserve(job.raw_size);
+    raw->resize(sample_bytes);
+    records.read_samples(job.first, job.count, raw->data());
+    raw->append(records.labels.data() + job.first * spec.label_bytes(),
+                size_t{job.count} * spec.label_bytes());
+  };
+  return WriteSplit(env, dir, PlanFixedFrames(split, records.count, spec, o), assemble, options);
+}
+
 namespace {
 
-// The largest width, height and pixel count over the samples' headers; nullopt when a header
-// does not give a size (the reader then bounds images by its default).
-std::optional<ImageSizeBound> LargestImage(const EncodedRecords& r) {
+// The largest width, height and pixel count over the samples' headers, and the first record
+// of the largest pixel count (`*record`); nullopt when a header does not give a size (the
+// reader then bounds images by its default).
+std::optional<ImageSizeBound> LargestImage(const EncodedRecords& r, uint64_t* record) {
   ImageSizeBound b;
-  for (const std::string& sample : r.samples) {
-    absl::StatusOr<ImageStructure> h = ReadImageHeader(sample);
+  for (uint64_t i = 0; i < r.samples.size(); ++i) {
+    absl::StatusOr<ImageStructure> h = ReadImageHeader(r.samples[i]);
     if (!h.ok()) return std::nullopt;
     b.max_width = std::max(b.max_width, h->width);
     b.max_height = std::max(b.max_height, h->height);
-    b.max_pixels = std::max(b.max_pixels, uint64_t{h->width} * h->height);
+    if (const uint64_t pixels = uint64_t{h->width} * h->height; pixels > b.max_pixels) {
+      b.max_pixels = pixels;
+      *record = i;
+    }
   }
   if (b.max_pixels == 0) return std::nullopt;
   return b;
@@ -493,7 +605,9 @@ absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
                                                    records.samples.size(), " samples"));
   }
   SplitPlan plan = PlanVariableFrames(split, records, spec, o);
-  plan.manifest.image_bound = LargestImage(records);
+  uint64_t largest = 0;
+  plan.manifest.image_bound = LargestImage(records, &largest);
+  if (plan.manifest.image_bound) plan.manifest.max_pixels_record = largest;
   plan.manifest.record_sources = records.sources;
   AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
     raw->clear();

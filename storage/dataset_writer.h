@@ -25,6 +25,19 @@ struct RecordArrays {
   std::string labels;
 };
 
+// Fixed-size records whose samples are read on demand, one frame's worth at a time (a strided
+// or broadcast NumPy array, a memory-mapped file): a split far larger than memory is written
+// holding only the frames in flight (WriteDataset below), never a copy of the whole split.
+struct RecordSource {
+  RecordSpec spec;
+  uint64_t count = 0;
+  std::string labels;  // count * spec.label_bytes() bytes, as RecordArrays::labels
+  // Writes the samples of records [first, first + n) to `out`: n * spec.sample_bytes() bytes,
+  // each sample as stored (H, W, C), little-endian. Called from several threads at once, for
+  // disjoint ranges; cannot fail (the caller checked the source before the write).
+  std::function<void(uint64_t first, uint32_t n, char* out)> read_samples;
+};
+
 // Encoded records (docs/formats/shard.md, "Version 2"): each sample is the bytes of a JPEG or
 // PNG file, stored as they are; `labels` holds samples.size() labels of `label_dtype`.
 struct EncodedRecords {
@@ -59,6 +72,8 @@ absl::StatusOr<uint32_t> CheckLabels(const RecordArrays& records,
                                      std::optional<uint64_t> requested);
 absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& records,
                                      std::optional<uint64_t> requested);
+absl::StatusOr<uint32_t> CheckLabels(const RecordSource& records,
+                                     std::optional<uint64_t> requested);
 
 // Writes split `split` of `records` into `dir` (created if needed), holding the directory's
 // lock (docs/formats/lock.md; kUnavailable naming the holder if another writer has it). Output
@@ -68,6 +83,18 @@ absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& records,
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
                                       const RecordArrays& records,
                                       const WriteDatasetOptions& options);
+
+// WriteDataset reading the samples from `records` frame by frame, with the same output bytes
+// and guarantees. Every write streams this way: frames are assembled and compressed in
+// bounded windows (at least two per thread, about kFrameWindowBytes of raw bytes) and written
+// in order, so the memory a write holds is bounded by its frames in flight, not by the split.
+absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
+                                      const RecordSource& records,
+                                      const WriteDatasetOptions& options);
+
+// The raw bytes of the frames one window of a write assembles and compresses at once (at least
+// two frames per thread whatever their size): what a write holds beyond its frames' buffers.
+inline constexpr uint64_t kFrameWindowBytes = uint64_t{64} << 20;
 
 // Writes split `split` of encoded records as version 2 shards (docs/formats/shard.md,
 // "Version 2"), with the guarantees of WriteDataset (lock, byte-identical output for any

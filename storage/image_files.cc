@@ -1,14 +1,19 @@
 #include "storage/image_files.h"
 
+#include <sys/stat.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -20,6 +25,7 @@
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/limits.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/image_structure.h"
 
@@ -85,7 +91,8 @@ absl::Status ListSorted(const fs::path& dir, std::vector<std::string>* folders,
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) {
-    return absl::NotFoundError(absl::StrCat(dir.string(), ": cannot list (", ec.message(), ")"));
+    return absl::NotFoundError(
+        absl::StrCat(Printable(dir.string()), ": cannot list (", ec.message(), ")"));
   }
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
@@ -97,22 +104,120 @@ absl::Status ListSorted(const fs::path& dir, std::vector<std::string>* folders,
     }
   }
   if (ec) {
-    return absl::NotFoundError(absl::StrCat(dir.string(), ": cannot list (", ec.message(), ")"));
+    return absl::NotFoundError(
+        absl::StrCat(Printable(dir.string()), ": cannot list (", ec.message(), ")"));
   }
   if (folders != nullptr) std::sort(folders->begin(), folders->end());
   if (files != nullptr) std::sort(files->begin(), files->end());
   return absl::OkStatus();
 }
 
-// Every folder under `root` (itself included), as paths relative to the dataset folder, sorted
-// as strings: the order of sorted(os.walk(root)).
-absl::Status WalkFolders(const fs::path& base, const std::string& root,
+// A file's or folder's identity: stat(2)'s device and inode, links followed.
+using FileId = std::pair<uint64_t, uint64_t>;
+
+FileId IdOf(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+// What a file that is not a regular file is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a file";
+}
+
+// One ImageFolder walk: every folder visited, by identity, and the folders from DIR down to
+// the one being listed. The identities, not the paths, end the walk: a link back to a folder
+// above (a loop) would otherwise be followed until the kernel's limit of 40 links per path
+// (one file listed 41 times), and two such links double the paths at every level (a hang).
+struct FolderWalk {
+  fs::path base;
+  std::string dir;                        // DIR as given, for messages
+  std::map<FileId, std::string> visited;  // folder -> its first path relative to DIR ("": DIR)
+  std::vector<FileId> chain;              // DIR, then each folder down to the current one
+};
+
+std::string WalkPath(const FolderWalk& w, const std::string& relative) {
+  return Printable(relative.empty() ? w.dir : JoinPath(w.dir, relative));
+}
+
+// " (a symbolic link to \"<target>\")" when `path` is a link, else "".
+std::string LinkNote(const std::string& path) {
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(path, ec);
+  if (ec) return "";
+  return absl::StrCat(" (a symbolic link to ", QuotedPrintable(target.string()), ")");
+}
+
+// Every folder under `relative` (itself included), as paths relative to DIR, in walk order
+// (the caller sorts them: the order of sorted(os.walk(root, followlinks=True))).
+absl::Status WalkFolders(FolderWalk* w, const std::string& relative,
                          std::vector<std::string>* out) {
-  out->push_back(root);
+  const std::string path = JoinPath(w->dir, relative);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat(Printable(path), ": cannot list (", std::strerror(errno), ")"));
+  }
+  const FileId id = IdOf(st);
+  if (auto seen = w->visited.find(id); seen != w->visited.end()) {
+    if (std::find(w->chain.begin(), w->chain.end(), id) != w->chain.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Printable(path), LinkNote(path), " leads back to ", WalkPath(*w, seen->second),
+          ", a folder that contains it: a loop, whose files would be listed again at every "
+          "level; remove the link (a link to a folder outside ",
+          Printable(w->dir), " is followed once)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        Printable(path), LinkNote(path), " is the same folder as ", WalkPath(*w, seen->second),
+        ", reached a second time: its files would be listed twice; remove one of the two"));
+  }
+  // w->chain holds DIR and the folders above this one: its size is this folder's level.
+  if (w->chain.size() > static_cast<size_t>(kMaxFolderDepth)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Printable(path), ": more than ", kMaxFolderDepth, " folders below ", Printable(w->dir),
+        " (the deepest an image folder is walked, docs/limits.md); move the images up"));
+  }
+  w->visited.emplace(id, relative);
+  out->push_back(relative);
   std::vector<std::string> sub;
-  RETURN_IF_ERROR(ListSorted(base / root, &sub, nullptr));
-  for (const std::string& s : sub) RETURN_IF_ERROR(WalkFolders(base, root + "/" + s, out));
+  RETURN_IF_ERROR(ListSorted(w->base / relative, &sub, nullptr));
+  w->chain.push_back(id);
+  for (const std::string& s : sub) RETURN_IF_ERROR(WalkFolders(w, relative + "/" + s, out));
+  w->chain.pop_back();
   return absl::OkStatus();
+}
+
+// Looks at every file of `list` with stat(2) (links followed, nothing opened, so a FIFO never
+// blocks): fills list->not_regular, and refuses two entries that are one file, which would be
+// read twice (and a held-out split could share it with the training split). A file stat
+// cannot find is left to ReadImageFiles, which names it.
+absl::Status IdentifyFiles(ImageList* list) {
+  const size_t n = list->paths.size();
+  list->not_regular.assign(n, std::string());
+  std::map<FileId, size_t> first;  // a file -> the first entry that is it
+  size_t repeats = 0;
+  std::pair<size_t, size_t> example;
+  for (size_t i = 0; i < n; ++i) {
+    struct stat st;
+    if (::stat(list->paths[i].c_str(), &st) != 0) continue;
+    if (!S_ISREG(st.st_mode)) {
+      list->not_regular[i] = absl::StrCat("is not a regular file (", FileKind(st.st_mode),
+                                          "), expected a JPEG or PNG file");
+    }
+    const auto [at, inserted] = first.emplace(IdOf(st), i);
+    if (!inserted && repeats++ == 0) example = {at->second, i};
+  }
+  if (repeats == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      list->names[example.first], " and ", list->names[example.second],
+      " are the same file (one device and inode: the path spelled another way, a hard link or "
+      "a symbolic link); a dataset holds each file once (read twice, it would count double, "
+      "and a held-out split could share it with training): remove one of them",
+      repeats > 1 ? absl::StrCat(" (", repeats, " entries in all repeat an earlier one)") : ""));
 }
 
 // Parses one line of an image list file: "<path><sep><label>".
@@ -121,10 +226,16 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
   const size_t sep = line.find_last_of(", \t");
   uint32_t label = 0;
   if (sep == absl::string_view::npos ||
-      !absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(sep + 1)), &label) ||
-      label > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": \"", line, "\": expected \"<path>,<label>\" with a label in [0, 2^31 - 1]"));
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(sep + 1)), &label)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", QuotedPrintable(line),
+                                                   ": expected \"<path>,<label>\" with a label in "
+                                                   "[0, ",
+                                                   kMaxLabel, "]"));
+  }
+  if (label > kMaxLabel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": label ", label, ": the largest label is ", kMaxLabel,
+                     " (2^31 - 2: num_classes, the largest label + 1, is at most 2^31 - 1)"));
   }
   absl::string_view path = absl::StripTrailingAsciiWhitespace(line.substr(0, sep));
   absl::ConsumeSuffix(&path, ",");
@@ -132,11 +243,19 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
   if (path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no path before the label"));
   }
-  list->names.push_back(absl::StrCat(where, ": ", path));
+  list->names.push_back(absl::StrCat(where, ": ", Printable(path)));
   list->sources.push_back(ManifestName(path));
   list->paths.push_back(absl::StartsWith(path, "/") ? std::string(path) : JoinPath(list_dir, path));
   list->labels.push_back(label);
   return absl::OkStatus();
+}
+
+// An Env error about file i under the file's name, without the path the Env put first (the
+// name already says which file: printed twice, it read "a.jpg: a.jpg: ...").
+absl::Status FileError(const ImageList& list, size_t i, const absl::Status& s) {
+  absl::string_view message = s.message();
+  absl::ConsumePrefix(&message, absl::StrCat(list.paths[i], ": "));
+  return absl::Status(s.code(), absl::StrCat(list.names[i], ": ", message));
 }
 
 void NoteIgnored(ImageList* list, std::string what) {
@@ -146,26 +265,36 @@ void NoteIgnored(ImageList* list, std::string what) {
 }  // namespace
 
 absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
-  const fs::path base(dir);
+  FolderWalk walk;
+  walk.base = fs::path(dir);
+  walk.dir = dir;
+  const fs::path& base = walk.base;
   ImageList list;
   std::vector<std::string> top_files;
   RETURN_IF_ERROR(ListSorted(base, &list.class_names, &top_files));
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat(Printable(dir), ": cannot list (", std::strerror(errno), ")"));
+  }
+  walk.visited.emplace(IdOf(st), "");
+  walk.chain.push_back(IdOf(st));
   // The manifest holds the names as UTF-8 (label.classes).
   std::vector<std::string> class_folders = list.class_names;
   for (std::string& name : list.class_names) name = ManifestName(name);
   for (const std::string& f : top_files) {
-    NoteIgnored(&list, absl::StrCat(f, ": not in a class folder (DIR/<class>/...)"));
+    NoteIgnored(&list, absl::StrCat(Printable(f), ": not in a class folder (DIR/<class>/...)"));
   }
   if (list.class_names.empty()) {
     return absl::NotFoundError(
-        absl::StrCat(dir,
+        absl::StrCat(Printable(dir),
                      ": no class folder (expected DIR/<class>/<image files>, as torchvision's "
                      "ImageFolder)"));
   }
   std::vector<std::string> empty_classes;
   for (uint32_t label = 0; label < list.class_names.size(); ++label) {
     std::vector<std::string> folders;
-    RETURN_IF_ERROR(WalkFolders(base, class_folders[label], &folders));
+    RETURN_IF_ERROR(WalkFolders(&walk, class_folders[label], &folders));
     std::sort(folders.begin(), folders.end());
     const size_t before = list.paths.size();
     for (const std::string& folder : folders) {
@@ -174,22 +303,23 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
       for (const std::string& f : files) {
         const std::string relative = folder + "/" + f;
         if (!HasImageExtension(f)) {
-          NoteIgnored(&list, absl::StrCat(relative, ": no image extension"));
+          NoteIgnored(&list, absl::StrCat(Printable(relative), ": no image extension"));
           continue;
         }
         list.paths.push_back(JoinPath(dir, relative));
-        list.names.push_back(list.paths.back());
+        list.names.push_back(Printable(list.paths.back()));
         list.sources.push_back(ManifestName(relative));
         list.labels.push_back(label);
       }
     }
-    if (list.paths.size() == before) empty_classes.push_back(list.class_names[label]);
+    if (list.paths.size() == before) empty_classes.push_back(Printable(class_folders[label]));
   }
   if (!empty_classes.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": no image file in class folder(s) ", absl::StrJoin(empty_classes, ", "),
-                     " (names ending in ", absl::StrJoin(kImageExtensions, " "), ", any case)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Printable(dir), ": no image file in class folder(s) ", absl::StrJoin(empty_classes, ", "),
+        " (names ending in ", absl::StrJoin(kImageExtensions, " "), ", any case)"));
   }
+  RETURN_IF_ERROR(IdentifyFiles(&list));
   return list;
 }
 
@@ -197,32 +327,55 @@ absl::StatusOr<ImageList> ReadImageListFile(Env* env, const std::string& list_pa
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, list_path));
   ImageList list;
   const std::string list_dir = DirName(list_path);
+  const std::string shown = Printable(list_path);
+  absl::string_view body = text;
+  // Windows editors start UTF-8 text with a byte-order mark; Python's "utf-8-sig" skips it, and
+  // so does this (kept, it would be an invisible start of the first path).
+  absl::ConsumePrefix(&body, "\xEF\xBB\xBF");
+  if (absl::StartsWith(body, "\xFF\xFE") || absl::StartsWith(body, "\xFE\xFF")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        shown, ": starts with a UTF-16 byte-order mark; expected UTF-8 text (save it as UTF-8)"));
+  }
   size_t line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
     ++line_number;
+    const std::string where = absl::StrCat(shown, ":", line_number);
+    if (const size_t nul = line.find('\0'); nul != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": a NUL byte at column ", nul + 1,
+                       "; expected a text line \"<path>,<label>\" (no path holds a NUL)"));
+    }
     absl::ConsumeSuffix(&line, "\r");
     if (absl::StripAsciiWhitespace(line).empty()) continue;
-    RETURN_IF_ERROR(
-        ParseListLine(line, absl::StrCat(list_path, ":", line_number), list_dir, &list));
+    RETURN_IF_ERROR(ParseListLine(line, where, list_dir, &list));
   }
   if (list.paths.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(list_path, ": no records (expected lines \"<path>,<label>\")"));
+        absl::StrCat(shown, ": no records (expected lines \"<path>,<label>\")"));
   }
+  RETURN_IF_ERROR(IdentifyFiles(&list));
   return list;
 }
 
 absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
                                             const ReadImagesOptions& options) {
   const size_t n = list.paths.size();
+  auto not_regular = [&](size_t i) {
+    return i < list.not_regular.size() && !list.not_regular[i].empty();
+  };
+  std::vector<std::string> bad(n);  // why file i is a bad image (its size, structure...), or empty
   // The files are held in memory, and their frames again before the shards are written: check
-  // both fit before reading (a missing file is named here too).
+  // both fit before reading (a missing file is named here too). A file over the 2^28 bytes of
+  // one sample is refused from its size here and never read (a 1 GB file starting FF D8 FF
+  // used to be read whole before the writer refused it).
   uint64_t total_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (not_regular(i)) continue;
     absl::StatusOr<uint64_t> size = env->GetFileSize(list.paths[i]);
-    if (!size.ok()) {
-      return absl::Status(size.status().code(),
-                          absl::StrCat(list.names[i], ": ", size.status().message()));
+    if (!size.ok()) return FileError(list, i, size.status());
+    if (absl::Status s = CheckImageFileSize(*size); !s.ok()) {
+      bad[i] = std::string(s.message());
+      continue;
     }
     total_bytes += *size;
   }
@@ -231,16 +384,26 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
       2 * total_bytes));
   std::vector<std::string> bytes(n);
   std::vector<absl::Status> errors(n);
-  std::vector<std::string> bad(n);  // why CheckImageStructure refused file i, or empty
   std::atomic<uint64_t> done{0};
   tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [&](const tbb::blocked_range<size_t>& r) {
       for (size_t i = r.begin(); i != r.end(); ++i) {
-        absl::StatusOr<std::string> b = ReadFileToString(env, list.paths[i]);
-        if (b.ok()) {
+        if (not_regular(i)) {
+          // Known from stat, never opened: a FIFO's open would wait for a writer.
+          bad[i] = list.not_regular[i];
+        } else if (!bad[i].empty()) {
+          // Refused from its size above: not read.
+        } else if (absl::StatusOr<std::string> b = ReadFileToString(env, list.paths[i]); b.ok()) {
           bytes[i] = std::move(*b);
           absl::StatusOr<ImageStructure> checked = CheckImageStructure(bytes[i]);
+          // The declared size before any decode: a 69-byte PNG may declare 60000x60000, and it
+          // would set the split's bound (the preprocess scratch) for the whole training run.
+          if (checked.ok()) {
+            if (absl::Status s = CheckDeclaredPixels(*checked, options.max_image_pixels); !s.ok()) {
+              checked = s;
+            }
+          }
           if (checked.ok() && options.extra_check) {
             if (absl::Status extra = options.extra_check(bytes[i]); !extra.ok()) {
               checked = extra;
@@ -254,8 +417,7 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
             }
           }
         } else {
-          errors[i] = absl::Status(b.status().code(),
-                                   absl::StrCat(list.names[i], ": ", b.status().message()));
+          errors[i] = FileError(list, i, b.status());
         }
         const uint64_t total = done.fetch_add(1) + 1;
         if (options.on_progress) options.on_progress(total);
@@ -309,7 +471,7 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
 absl::StatusOr<HeldOutRecords> HoldOut(EncodedRecords records, double fraction) {
   if (!(fraction > 0 && fraction < 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("holdout fraction ", fraction, ": expected in (0, 1)"));
+        absl::StrCat("holdout fraction ", ExactNumber(fraction), ": expected in (0, 1)"));
   }
   const size_t n = records.samples.size();
   if (records.sources.size() != n) {
@@ -330,7 +492,7 @@ absl::StatusOr<HeldOutRecords> HoldOut(EncodedRecords records, double fraction) 
   }
   if (out.kept.samples.empty() || out.held_out.samples.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("holdout fraction ", fraction, " of ", n, " files leaves ",
+        absl::StrCat("holdout fraction ", ExactNumber(fraction), " of ", n, " files leaves ",
                      out.kept.samples.empty() ? "no file to keep" : "no file held out",
                      " (the split is by a hash of each path, not an exact count)"));
   }

@@ -186,6 +186,22 @@ absl::StatusOr<ImageStructure> Walk(absl::string_view bytes, bool header_only) {
 
 }  // namespace
 
+absl::Status CheckDeclaredPixels(const ImageStructure& s, uint64_t max_pixels) {
+  const uint64_t pixels = uint64_t{s.width} * s.height;
+  if (max_pixels == 0 || pixels <= max_pixels) return absl::OkStatus();
+  return Bad(absl::StrCat("declares ", s.width, "x", s.height, " = ", pixels,
+                          " pixels (width x height), more than the bound of ", max_pixels,
+                          " (--max-image-pixels; the default is PIL's Image.MAX_IMAGE_PIXELS, ",
+                          kDefaultMaxImagePixels, ", and 0 means no bound)"));
+}
+
+absl::Status CheckImageFileSize(uint64_t bytes) {
+  if (bytes <= kMaxEncodedSampleBytes) return absl::OkStatus();
+  return Bad(
+      absl::StrCat(bytes, " bytes, more than the ", kMaxEncodedSampleBytes,
+                   "-byte (256 MiB) limit of one image file; refused from its size, unread"));
+}
+
 absl::StatusOr<ImageStructure> CheckImageStructure(absl::string_view bytes) {
   return Walk(bytes, /*header_only=*/false);
 }

@@ -32,6 +32,20 @@ struct ImageStructure {
   uint32_t height = 0;
 };
 
+// The most pixels (width x height) an image may declare at ingestion by default: PIL's
+// Image.MAX_IMAGE_PIXELS (PIL 9.4: 1024 * 1024 * 1024 // 4 // 3), the bound torchvision's
+// ImageFolder users live with (PIL warns past it and refuses past twice it). `sluice-shard create
+// --max-image-pixels` changes it; 0 means no bound (PIL's MAX_IMAGE_PIXELS = None).
+inline constexpr uint64_t kDefaultMaxImagePixels = 89478485;
+
+// kInvalidArgument when `s` declares more than `max_pixels` pixels ("declares 60000x60000 =
+// 3600000000 pixels, more than the bound of ..."); OK when max_pixels is 0 (no bound).
+absl::Status CheckDeclaredPixels(const ImageStructure& s, uint64_t max_pixels);
+
+// kInvalidArgument when a file of `bytes` bytes is over kMaxEncodedSampleBytes (2^28), the most
+// one encoded sample may hold: ingestion checks it from the file's size, before reading it.
+absl::Status CheckImageFileSize(uint64_t bytes);
+
 // The whole-file structure check above.
 absl::StatusOr<ImageStructure> CheckImageStructure(absl::string_view bytes);
 

@@ -35,6 +35,9 @@ enum class LabelDType : uint8_t { kU8 = 1, kI32 = 2 };
 
 inline constexpr size_t SampleDTypeSize(SampleDType t) { return t == SampleDType::kU8 ? 1 : 4; }
 inline constexpr size_t LabelDTypeSize(LabelDType t) { return t == LabelDType::kU8 ? 1 : 4; }
+// The largest label a split may hold: 2^31 - 2, so that num_classes (the largest label + 1 at
+// least) fits its bound of 2^31 - 1 (label.num_classes, docs/formats/shard.md).
+inline constexpr uint32_t kMaxLabel = 2147483646;
 // How a sample is stored: a fixed-size raw array (version 1), or an encoded image file's bytes
 // (version 2; the code is the header's sample_encoding byte).
 enum class SampleEncoding : uint8_t { kRaw = 0, kJpeg = 1, kPng = 2, kImage = 3 };

@@ -6,7 +6,7 @@
 //                       --out DIR [--split NAME] [--num-classes K] [--records-per-shard N]
 //                       [--records-per-frame M] [--zstd-level L] [--threads T]
 //                       [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
-//                       [--verify-images structure|decode]
+//                       [--verify-images structure|decode] [--max-image-pixels P]
 //                       [--holdout-fraction F [--holdout-split NAME]]
 //   sluice-shard inspect PATH          a manifest, a dataset directory or a .shard file
 //   sluice-shard verify DIR            every manifest in DIR (or one manifest file)
@@ -34,6 +34,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/env.h"
+#include "common/output_target.h"
+#include "common/printable.h"
+#include "common/status_macros.h"
+#include "storage/image_structure.h"
 #include "storage/shard_format.h"
 #include "tools/sluice_shard_create.h"
 #include "tools/sluice_shard_flags.h"
@@ -61,6 +65,10 @@ ABSL_FLAG(bool, skip_bad_images, false,
 ABSL_FLAG(std::string, verify_images, "structure",
           "create, encoded images: structure (check each file's markers or chunks, cheap) or "
           "decode (also decode each file as training does, in parallel)");
+ABSL_FLAG(int64_t, max_image_pixels, sluice::kDefaultMaxImagePixels,
+          "create, encoded images: refuse (or skip, with --skip-bad-images) a file whose header "
+          "declares more than this many pixels, width x height (default: PIL's "
+          "Image.MAX_IMAGE_PIXELS; 0: no bound)");
 ABSL_FLAG(double, holdout_fraction, 0,
           "create, encoded images: hold out about this fraction of the files (0 < F < 1) as "
           "split --holdout-split, chosen by a hash of each file's path (0: none)");
@@ -107,7 +115,8 @@ constexpr char kUsage[] =
          [--split NAME] [--num-classes K] [--records-per-shard N]
          [--records-per-frame M] [--zstd-level L] [--threads T] [--quiet]
          [--frame-bytes B] [--codec none|zstd] [--skip-bad-images]
-         [--verify-images structure|decode] [--holdout-fraction F [--holdout-split NAME]]
+         [--verify-images structure|decode] [--max-image-pixels P]
+         [--holdout-fraction F [--holdout-split NAME]]
       (--threads: 0 = all cores, at most 4 x the hardware threads)
       IDX files (raw or .gz), NumPy .npy files (docs/formats/npy.md; --layout for 4-D
       images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
@@ -117,7 +126,10 @@ constexpr char kUsage[] =
       --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty,
       non-JPEG/PNG or truncated file (a structure check, docs/formats/shard.md) is an error
       naming it, or skipped and named with --skip-bad-images (--verify-images=decode also
-      decodes every file as training does, finding damaged pixel data); each record's file is
+      decodes every file as training does, finding damaged pixel data); so is a file over
+      2^28 bytes (refused from its size, unread) or whose header declares more than
+      --max-image-pixels pixels (default 89478485, PIL's Image.MAX_IMAGE_PIXELS; 0: no
+      bound); each record's file is
       recorded -> DIR/<split>-NNNNN-<xxh3>.shard + DIR/<split>.manifest.json;
       --holdout-fraction F (JPEG/PNG input) also writes split NAME (default test) of the
       files whose path hashes below F (about F of them; adding files moves no other file);
@@ -141,10 +153,26 @@ ToolDescription ShardTool() {
                                 "(docs/formats/shard.md).\n",
                                 absl::StripTrailingAsciiWhitespace(kUsage)),
           .source_name = "sluice_shard",
-          .main_flags = {"images", "labels", "layout", "cifar10", "image_folder", "image_list",
-                         "num_classes", "out", "split", "records_per_shard", "records_per_frame",
-                         "zstd_level", "threads", "quiet", "frame_bytes", "codec",
-                         "skip_bad_images", "holdout_fraction", "holdout_split"}};
+          .main_flags = {"images",
+                         "labels",
+                         "layout",
+                         "cifar10",
+                         "image_folder",
+                         "image_list",
+                         "num_classes",
+                         "out",
+                         "split",
+                         "records_per_shard",
+                         "records_per_frame",
+                         "zstd_level",
+                         "threads",
+                         "quiet",
+                         "frame_bytes",
+                         "codec",
+                         "skip_bad_images",
+                         "max_image_pixels",
+                         "holdout_fraction",
+                         "holdout_split"}};
 }
 
 // A subcommand: how many path arguments it takes and which flags it reads.
@@ -175,6 +203,7 @@ const Command* FindCommand(const std::string& name) {
         "frame_bytes",
         "codec",
         "skip_bad_images",
+        "max_image_pixels",
         "holdout_fraction",
         "holdout_split",
         "verify_images"}},
@@ -195,8 +224,8 @@ absl::StatusOr<const Command*> CheckCommand(const ToolCommandLine& command_line)
   const std::string& name = command_line.positional[0];
   const Command* command = FindCommand(name);
   if (command == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown command \"", name, "\", expected create, inspect, verify or export"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown command ", QuotedPrintable(name),
+                                                   ", expected create, inspect, verify or export"));
   }
   for (const std::string& flag : command_line.flags) {
     if (command->flags.count(flag) == 0) {
@@ -213,7 +242,7 @@ absl::StatusOr<const Command*> CheckCommand(const ToolCommandLine& command_line)
 }
 
 int ReportUsageError(const absl::Status& error) {
-  std::fprintf(stderr, "sluice-shard: usage error: %s\n%s", std::string(error.message()).c_str(),
+  std::fprintf(stderr, "sluice-shard: usage error: %s\n%s", TerminalSafe(error.message()).c_str(),
                kUsage);
   return 2;
 }
@@ -222,7 +251,11 @@ int ReportUsageError(const absl::Status& error) {
 absl::Status RunCommand(const std::string& command, const std::vector<std::string>& positional,
                         CreateOptions create_options) {
   Env* env = Env::Default();
-  if (command == "create") return RunCreate(env, std::move(create_options));
+  if (command == "create") {
+    // Before any input is read: a file, a FIFO or a socket at --out fails now.
+    RETURN_IF_ERROR(ProbeOutputDirectory(create_options.out, "out"));
+    return RunCreate(env, std::move(create_options));
+  }
   if (command == "inspect") return RunInspect(env, positional[1]);
   if (command == "verify") return RunVerify(env, positional[1]);
   return RunExport(env, positional[1], absl::GetFlag(FLAGS_out), absl::GetFlag(FLAGS_split));
@@ -251,8 +284,9 @@ int Main(int argc, char** argv) {
   if (absl::Status status = RunCommand(name, command_line->positional, std::move(create_options));
       !status.ok()) {
     std::fflush(stdout);
+    // TerminalSafe: a path a library quoted unescaped cannot reach the terminal raw.
     std::fprintf(stderr, "sluice-shard %s: error: %s\n", name.c_str(),
-                 std::string(status.message()).c_str());
+                 TerminalSafe(status.message()).c_str());
     return 1;
   }
   return 0;
@@ -269,7 +303,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "sluice-shard: error: %s (unexpected exception; please report it)\n",
-                 e.what());
+                 sluice::TerminalSafe(e.what()).c_str());
     return 1;
   }
 }

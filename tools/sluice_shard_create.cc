@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
 #include "common/limits.h"
+#include "common/printable.h"
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/decode_check.h"
@@ -68,12 +69,17 @@ absl::Status EncodedOptionsFromFlags(CreateOptions* o) {
   absl::StatusOr<FrameCodec> codec = ParseFrameCodec(absl::GetFlag(FLAGS_codec));
   if (!codec.ok())
     return absl::InvalidArgumentError(absl::StrCat("create: --codec: ", codec.status().message()));
+  ASSIGN_OR_RETURN(int64_t max_pixels,
+                   IntInRange("create", FLAGS_max_image_pixels, "max-image-pixels", 0, INT64_MAX));
   if (!images && (frame_bytes != kDefaultFrameBytes || *codec != FrameCodec::kNone ||
-                  absl::GetFlag(FLAGS_skip_bad_images))) {
+                  absl::GetFlag(FLAGS_skip_bad_images) ||
+                  static_cast<uint64_t>(max_pixels) != kDefaultMaxImagePixels)) {
     return absl::InvalidArgumentError(
-        "create: --frame-bytes, --codec and --skip-bad-images apply to --image-folder and "
-        "--image-list input (fixed-size records are zstd frames of M records)");
+        "create: --frame-bytes, --codec, --skip-bad-images and --max-image-pixels apply to "
+        "--image-folder and --image-list input (fixed-size records are zstd frames of M "
+        "records)");
   }
+  o->max_image_pixels = static_cast<uint64_t>(max_pixels);
   s.frame_bytes = static_cast<uint32_t>(frame_bytes);
   s.codec = *codec;
   o->skip_bad_images = absl::GetFlag(FLAGS_skip_bad_images);
@@ -95,8 +101,9 @@ absl::Status EncodedOptionsFromFlags(CreateOptions* o) {
           "create: --holdout-fraction applies to --image-folder and --image-list input");
     }
     if (!(o->holdout_fraction > 0 && o->holdout_fraction < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "create: --holdout-fraction \"", o->holdout_fraction, "\": expected a number in (0, 1)"));
+      return absl::InvalidArgumentError(absl::StrCat("create: --holdout-fraction \"",
+                                                     ExactNumber(o->holdout_fraction),
+                                                     "\": expected a number in (0, 1)"));
     }
   }
   return absl::OkStatus();
@@ -128,6 +135,7 @@ absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, Im
   ReadImagesOptions read;
   read.threads = o.write.threads;
   read.skip_bad_images = o.skip_bad_images;
+  read.max_image_pixels = o.max_image_pixels;
   if (o.verify_by_decoding) read.extra_check = DecodeCheck;
   read.on_progress = ProgressForwarder(&progress, &mu, &shown);
   ASSIGN_OR_RETURN(ImageRecords images, ReadImageFiles(env, *list, read));
@@ -163,7 +171,7 @@ absl::Status WriteImageSplit(Env* env, CreateOptions o, const std::string& split
   std::printf(
       "%s: %llu images (encoding %s) in %zu shards, %llu image bytes -> %llu bytes in "
       "shard files, %.2fs\n",
-      JoinPath(o.out, ManifestFileName(split)).c_str(),
+      Printable(JoinPath(o.out, ManifestFileName(split))).c_str(),
       static_cast<unsigned long long>(m.record_count),
       std::string(SampleEncodingName(m.spec.encoding)).c_str(), m.shards.size(),
       static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stored),
@@ -177,7 +185,7 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
   Progress::SetEnabled(!o.quiet);
   ImageList list;
   ASSIGN_OR_RETURN(ImageRecords images, ReadImageInput(env, o, &list));
-  const std::string input = o.image_folder.empty() ? o.image_list : o.image_folder;
+  const std::string input = Printable(o.image_folder.empty() ? o.image_list : o.image_folder);
   std::optional<uint64_t> classes = o.num_classes;
   if (!list.class_names.empty()) {
     if (classes && *classes != list.class_names.size()) {

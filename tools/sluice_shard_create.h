@@ -14,6 +14,7 @@
 #include "common/env.h"
 #include "storage/array_layout.h"
 #include "storage/dataset_writer.h"
+#include "storage/image_structure.h"
 
 namespace sluice {
 
@@ -22,7 +23,9 @@ struct CreateOptions {
   std::string images, labels, cifar10, image_folder, image_list, out, split;
   bool skip_bad_images = false;
   bool verify_by_decoding = false;  // --verify-images=decode
-  double holdout_fraction = 0;      // 0: no held-out split
+  // --max-image-pixels: the most pixels an image may declare (0: no bound).
+  uint64_t max_image_pixels = kDefaultMaxImagePixels;
+  double holdout_fraction = 0;  // 0: no held-out split
   std::string holdout_split;
   std::optional<ArrayLayout> layout;
   std::optional<uint64_t> num_classes;

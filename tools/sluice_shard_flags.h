@@ -22,6 +22,7 @@ ABSL_DECLARE_FLAG(int64_t, frame_bytes);
 ABSL_DECLARE_FLAG(std::string, codec);
 ABSL_DECLARE_FLAG(bool, skip_bad_images);
 ABSL_DECLARE_FLAG(std::string, verify_images);
+ABSL_DECLARE_FLAG(int64_t, max_image_pixels);
 ABSL_DECLARE_FLAG(double, holdout_fraction);
 ABSL_DECLARE_FLAG(std::string, holdout_split);
 ABSL_DECLARE_FLAG(int64_t, num_classes);

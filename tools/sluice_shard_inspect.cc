@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/dataset.h"
 #include "storage/frame_view.h"
@@ -176,7 +177,7 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   if (!m.class_names.empty()) {
     std::printf("  classes (label: name): ");
     for (size_t k = 0; k < m.class_names.size(); ++k) {
-      std::printf("%s%zu: %s", k > 0 ? ", " : "", k, m.class_names[k].c_str());
+      std::printf("%s%zu: %s", k > 0 ? ", " : "", k, Printable(m.class_names[k]).c_str());
     }
     std::printf("\n");
   }
@@ -191,7 +192,8 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
         static_cast<unsigned long long>(m.image_bound->max_pixels));
   }
   if (!m.record_sources.empty()) {
-    std::printf("  record sources: recorded (record 0: %s)\n", m.record_sources[0].c_str());
+    std::printf("  record sources: recorded (record 0: %s)\n",
+                Printable(m.record_sources[0]).c_str());
   }
   std::vector<std::vector<std::string>> rows = {
       {"shard", "first", "records", "frames", "bytes", "xxh3"}};

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/output_target.h"
 #include "common/status_macros.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
@@ -107,6 +108,15 @@ absl::Status RunVerify(Env* env, const std::string& path) {
 absl::Status RunExport(Env* env, const std::string& path, const std::string& prefix,
                        const std::string& split) {
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path, split));
+  // The two outputs are checked before anything is read: a FIFO without a reader, a directory
+  // or a socket there fails now, not after the split is decoded (or never, waiting on a FIFO).
+  const std::string dir = DirName(prefix);
+  RETURN_IF_ERROR(ProbeOutputDirectory(dir, "out"));
+  if (env->GetChildren(dir).ok()) {
+    const IdxPaths out = IdxPathsFor(prefix, ds->spec());
+    RETURN_IF_ERROR(ProbeOutputFile(env, out.images, "out"));
+    RETURN_IF_ERROR(ProbeOutputFile(env, out.labels, "out"));
+  }
   // ReadAllRecords checks each frame's checksum as it decodes; VerifyDataset adds what `verify`
   // checks beyond that (header fields, sizes, the manifest's whole-file xxh3 of every shard).
   // Both run before any output file is written.

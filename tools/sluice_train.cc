@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/limits.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "device/device.h"
 #include "pipeline/pipeline.h"
@@ -149,8 +150,8 @@ ABSL_FLAG(std::string, inject_delay, "", InjectDelayHelp());
 
 ABSL_FLAG(bool, report, true, "Print the bottleneck report at the end");
 ABSL_FLAG(std::string, report_json, "",
-          "Write the bottleneck report as JSON "
-          "(docs/report-schema.md)");
+          "Write the bottleneck report as JSON (docs/report-schema.md); - for stdout, which "
+          "then holds the JSON alone (the rest goes to stderr)");
 ABSL_FLAG(std::string, report_html, "",
           "Write the bottleneck report as one self-contained HTML page (the chain of stages, "
           "the limit, the what-if table, the rate per epoch, a wait/compute timeline)");
@@ -209,8 +210,9 @@ absl::StatusOr<std::vector<float>> ChannelValues(absl::string_view flag, absl::s
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     double v = 0;
     if (!absl::SimpleAtod(item, &v)) {
-      return UsageError(flag, absl::StrCat("'", item, "' is not a number (expected one value, ",
-                                           "or one per channel separated by commas)"));
+      return UsageError(
+          flag, absl::StrCat("'", Printable(item), "' is not a number (expected one value, ",
+                             "or one per channel separated by commas)"));
     }
     ASSIGN_OR_RETURN(v, InRange(flag, v, lo, hi));
     values.push_back(static_cast<float>(v));
@@ -438,7 +440,7 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
     if (!w.ok()) {
       return UsageError("what-if",
                         absl::StrCat("expected none, ", StageNamesWith(&StageInfo::what_if, ", "),
-                                     " or all, got \"", what_if.substr(0, 200), "\""));
+                                     " or all, got ", QuotedPrintable(what_if)));
     }
     o.compute_free = *w == Stage::kCompute;
     if (!o.compute_free) o.pipeline.diagnostics.what_if = *w;
@@ -456,18 +458,18 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
     int64_t us = 0;
     if (!absl::SimpleAtoi(kv.second, &us) || us < 0) {
       return UsageError("inject-delay",
-                        absl::StrCat("expected STAGE:MICROSECONDS, got \"", item, "\""));
+                        absl::StrCat("expected STAGE:MICROSECONDS, got ", QuotedPrintable(item)));
     }
     // As the simulated device's step: a delay ends within seconds, so a run does.
     if (us > kMaxInjectDelayUs) {
-      return UsageError("inject-delay", absl::StrCat(us, " microseconds in \"", item,
-                                                     "\" is more than the maximum ",
+      return UsageError("inject-delay", absl::StrCat(us, " microseconds in ", QuotedPrintable(item),
+                                                     " is more than the maximum ",
                                                      kMaxInjectDelayUs, " (10 s per item)"));
     }
     auto stage = ParseStageWith(kv.first, &StageInfo::inject_delay);
     if (!stage.ok()) {
       return UsageError("inject-delay",
-                        absl::StrCat("unknown stage \"", kv.first.substr(0, 200), "\" (",
+                        absl::StrCat("unknown stage ", QuotedPrintable(kv.first), " (",
                                      StageNamesWith(&StageInfo::inject_delay, ", "), ")"));
     }
     if (*stage == Stage::kCompute) {

@@ -28,8 +28,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "common/limits.h"
+#include "common/output_target.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "engine/dist/communicator.h"
 #include "engine/job/advice_check.h"
@@ -46,6 +49,7 @@
 #include "report/render/html.h"
 #include "report/stages.h"
 #include "tools/sluice_train_flags.h"
+#include "tools/stdout_output.h"
 #include "tools/tool_flags.h"
 
 namespace sluice {
@@ -76,9 +80,18 @@ const char* WhatIfTrainingNote(Stage what_if, bool compute_free) {
   }
 }
 
+// Text made of lines, each made safe for the terminal (TerminalSafe): the report's text, whose
+// notes may quote a record's source file.
+std::string SafeLines(absl::string_view text) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) lines.push_back(TerminalSafe(line));
+  return absl::StrJoin(lines, "\n");
+}
+
 void PrintSkipped(const char* split, uint64_t frames, uint64_t records,
                   const std::vector<std::string>& messages) {
-  const char* first = messages.empty() ? "-" : messages.front().c_str();
+  const std::string first_message = messages.empty() ? "-" : TerminalSafe(messages.front());
+  const char* first = first_message.c_str();
   if (frames == 0 && records > 0) {  // records a chain refused (corrupt images), in whole frames
     std::printf("skipped in the %s split: %llu corrupt records; first: %s\n", split,
                 static_cast<unsigned long long>(records), first);
@@ -153,12 +166,28 @@ void InstallStopHandlers() {
   ::sigaction(SIGTERM, &sa, nullptr);
 }
 
-// The command line that resumes this run: the same arguments, --resume replaced.
+// The command line that resumes this run: the same arguments, --resume replaced. An argument
+// with a control character (an ANSI escape in a path) is written in bash's $'...' form, every
+// byte outside printable ASCII as \xNN, so the line pastes back as the same argument and
+// nothing reaches the terminal raw.
 std::string ResumeCommand(const std::vector<std::string>& argv, const std::string& checkpoint) {
   auto quote = [](const std::string& a) {
     if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                           "0123456789_-+=.,/:@%") == std::string::npos) {
       return a;
+    }
+    if (TerminalSafe(a, a.size() + 1) != a) {  // control, invisible or invalid characters
+      std::string q = "$'";
+      for (char c : a) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u >= 0x7F) {
+          absl::StrAppendFormat(&q, "\\x%02x", u);
+        } else {
+          if (c == '\'' || c == '\\') q += '\\';
+          q += c;
+        }
+      }
+      return q + "'";
     }
     std::string q = "'";
     for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -230,7 +259,7 @@ void PrintInterrupted(const TrainJobResult& result, int own_signal, int job_sign
                static_cast<long long>(t.optimizer_steps));
   if (!result.checkpoint_path.empty()) {
     std::fprintf(stderr, "sluice-train: checkpoint written: %s\nresume with: %s\n",
-                 result.checkpoint_path.c_str(),
+                 Printable(result.checkpoint_path).c_str(),
                  ResumeCommand(argv, result.checkpoint_path).c_str());
   } else {
     std::fprintf(stderr,
@@ -272,7 +301,7 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
                 static_cast<long long>(t.epochs.back().test->samples));
   }
   if (!result.not_evaluated.empty()) {
-    std::printf("nothing was evaluated: %s\n", result.not_evaluated.c_str());
+    std::printf("nothing was evaluated: %s\n", TerminalSafe(result.not_evaluated).c_str());
   }
   PrintSkipped("train", result.run.pipeline.skipped_frames, result.run.pipeline.skipped_records,
                result.run.pipeline.corrupt_frames);
@@ -285,18 +314,18 @@ void PrintRunSummary(const TrainJobOptions& options, const TrainJobResult& resul
   }
   if (!result.checkpoint_path.empty()) {
     if (Env::Default()->FileExists(result.checkpoint_path)) {
-      std::printf("checkpoint: %s\n", result.checkpoint_path.c_str());
+      std::printf("checkpoint: %s\n", Printable(result.checkpoint_path).c_str());
     } else {
       // --stop-after-steps ends as if the process were killed: only the checkpoints written
       // during the run (--checkpoint-every) exist.
       std::printf(
           "checkpoint: none written in %s (--stop-after-steps stops as if killed; "
           "--checkpoint-every=N writes them during the run)\n",
-          DirName(result.checkpoint_path).c_str());
+          Printable(DirName(result.checkpoint_path)).c_str());
     }
   }
   if (!options.export_safetensors.empty()) {
-    std::printf("safetensors: %s\n", options.export_safetensors.c_str());
+    std::printf("safetensors: %s\n", ShownOutputPath(options.export_safetensors).c_str());
   }
 }
 
@@ -398,7 +427,7 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   if (what_if_all) {
     ASSIGN_OR_RETURN(what_if_rows, RunWhatIfAndReconcile(env, options, result, &report));
   }
-  if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", report.ToText().c_str());
+  if (absl::GetFlag(FLAGS_report)) std::printf("\n%s", SafeLines(report.ToText()).c_str());
   std::optional<std::vector<AdviceCheck>> checks;
   int64_t check_steps = 0;
   if (absl::GetFlag(FLAGS_check_advice) && !result.train.interrupted) {
@@ -412,7 +441,8 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
     RETURN_IF_ERROR(WriteJobTrace(env, path, result, job_report));
-    std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
+    std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n",
+                ShownOutputPath(path).c_str());
   }
   std::fflush(stdout);
   HtmlExtras extras = HtmlExtrasFromRun(result.run);
@@ -421,7 +451,7 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   // Last: the page holds the what-if table.
   if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(env, path, ReportToHtml(report, extras)));
-    std::printf("report: %s (open in a browser)\n", path.c_str());
+    std::printf("report: %s (open in a browser)\n", ShownOutputPath(path).c_str());
   }
   return absl::OkStatus();
 }
@@ -437,7 +467,8 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   ProgressPrinter printer(absl::GetFlag(FLAGS_quiet) || !rank_zero);
   AddPrinters(options, printer, rank_zero);
   Env* env = Env::Default();
-  // The outputs written after training are checked before it (the job checks its own). Rank 0
+  // Every output is checked before any work (the job checks its own again before training):
+  // a run never trains and then cannot write, nor waits on a FIFO without a reader. Rank 0
   // alone writes the report and the trace, so it alone probes them (ranks probing one path at
   // once would race on the probe file).
   RETURN_IF_ERROR(CheckOutputsAreNotInputs({{"report-json", absl::GetFlag(FLAGS_report_json)},
@@ -453,6 +484,10 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty() && rank_zero) {
     RETURN_IF_ERROR(ProbeWritable(env, path, "trace"));
   }
+  if (!options.checkpoint_dir.empty() && rank_zero) {
+    RETURN_IF_ERROR(ProbeOutputDirectory(options.checkpoint_dir, "checkpoint-dir"));
+  }
+  RETURN_IF_ERROR(ProbeJobOutputs(env, options));
   ASSIGN_OR_RETURN(TrainJobResult result, RunTrainJob(env, options));
   const int own_signal = g_stop_signal;
   // The ranks stop together (the trainer agrees on it), but only the rank that got the signal
@@ -515,8 +550,10 @@ const char* RerunFlag() {
   return nullptr;
 }
 
+// Every error line goes through TerminalSafe: a path that a library quoted unescaped cannot
+// reach the terminal as an escape sequence, nor run to megabytes.
 int ReportUsageError(absl::string_view message) {
-  std::fprintf(stderr, "sluice-train: %s\n", std::string(message).c_str());
+  std::fprintf(stderr, "sluice-train: %s\n", TerminalSafe(message).c_str());
   return 2;
 }
 
@@ -525,17 +562,34 @@ int Main(int argc, char** argv) {
   if (!command_line.ok()) return ReportUsageError(command_line.status().message());
   if (command_line->help_printed) return 0;
   if (!command_line->positional.empty()) {
-    return ReportUsageError(absl::StrCat("unexpected argument \"", command_line->positional[0],
-                                         "\" (flags are --name=value)"));
+    return ReportUsageError(absl::StrCat("unexpected argument ",
+                                         QuotedPrintable(command_line->positional[0]),
+                                         " (flags are --name=value)"));
   }
   auto options = OptionsFromFlags();
   if (!options.ok()) return ReportUsageError(options.status().message());
+  // An output on stdout ("-", /dev/stdout) is alone there: the rest goes to stderr.
+  std::string report_json = absl::GetFlag(FLAGS_report_json);
+  std::string report_html = absl::GetFlag(FLAGS_report_html);
+  std::string trace = absl::GetFlag(FLAGS_trace);
+  if (absl::Status routed =
+          RouteStdoutOutputs({{"report-json", &report_json},
+                              {"report-html", &report_html},
+                              {"trace", &trace},
+                              {"metrics-out", &options->metrics_out},
+                              {"export-safetensors", &options->export_safetensors}});
+      !routed.ok()) {
+    return ReportUsageError(routed.message());
+  }
+  absl::SetFlag(&FLAGS_report_json, report_json);
+  absl::SetFlag(&FLAGS_report_html, report_html);
+  absl::SetFlag(&FLAGS_trace, trace);
   // Under mpirun/srun: join the job's world (a single process otherwise).
   dist::SetWatchdogProgramName("sluice-train");
   dist::SetCollectiveTimeoutSeconds(absl::GetFlag(FLAGS_collective_timeout_s));
   absl::StatusOr<std::unique_ptr<dist::Communicator>> world = dist::InitWorld(nullptr, nullptr);
   if (!world.ok()) {
-    std::fprintf(stderr, "sluice-train: %s\n", std::string(world.status().message()).c_str());
+    std::fprintf(stderr, "sluice-train: %s\n", TerminalSafe(world.status().message()).c_str());
     return 1;
   }
   if (const char* flag = RerunFlag(); flag != nullptr && (*world)->is_distributed()) {
@@ -556,11 +610,11 @@ int Main(int argc, char** argv) {
       // One rank's error ends the whole job at once: the others would wait for it forever in
       // the next exchange. MPI_Abort makes the launcher stop every rank (exit code 1).
       std::fprintf(stderr, "sluice-train: rank %d of %d: %s\n", (*world)->rank(), (*world)->size(),
-                   std::string(exit_code.status().message()).c_str());
+                   TerminalSafe(exit_code.status().message()).c_str());
       std::fflush(nullptr);
       (*world)->Abort(1);
     }
-    std::fprintf(stderr, "sluice-train: %s\n", std::string(exit_code.status().message()).c_str());
+    std::fprintf(stderr, "sluice-train: %s\n", TerminalSafe(exit_code.status().message()).c_str());
     return 1;
   }
   world->reset();  // MPI_Finalize after every rank is done
@@ -584,7 +638,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "sluice-train: error: %s (unexpected exception; please report it)\n",
-                 e.what());
+                 sluice::TerminalSafe(e.what()).c_str());
   }
   if (code == 0) return 0;
   // A failed run leaves without the library exit handlers: OpenBLAS's joins its worker

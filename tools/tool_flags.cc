@@ -14,7 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 
 namespace sluice {
@@ -72,6 +74,14 @@ bool IsBuiltinFlag(absl::string_view name) {
   return false;
 }
 
+// Abseil's parse error quotes the value whole ("Illegal value '...' specified for flag ..."):
+// a value that is long or holds control characters is echoed escaped and cut instead.
+std::string ValueError(const std::string& error, absl::string_view value) {
+  const std::string shown = Printable(value);
+  if (value.empty() || shown == value) return error;
+  return absl::StrReplaceAll(error, {{value, shown}});
+}
+
 // absl::ParseCommandLine exits 1 on an unknown flag or a bad value; usage errors are exit code
 // 2 in the tools, so each --flag[=value] of `args` (underscore names) is checked first. The
 // names of the flags given are appended to `given`.
@@ -96,7 +106,7 @@ absl::Status CheckFlagSyntax(const std::vector<std::string>& args,
     const std::string dashed = DashedFlagName(std::string(name));
     if (flag == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag --", dashed, " (--help lists the main flags, --helpfull all)"));
+          "unknown flag --", Printable(dashed), " (--help lists the main flags, --helpfull all)"));
     }
     given->push_back(std::string(name));
     std::string value;
@@ -116,7 +126,7 @@ absl::Status CheckFlagSyntax(const std::vector<std::string>& args,
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", dashed, ": ", error));
+      return absl::InvalidArgumentError(absl::StrCat("--", dashed, ": ", ValueError(error, value)));
     }
   }
   return absl::OkStatus();

@@ -16,6 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_fields.h"
+#include "common/output_target.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "engine/checkpoint.h"
 #include "engine/job/resume.h"
@@ -153,33 +155,7 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
 }
 
 absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag) {
-  if (env->GetChildren(path).ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", path, ": is a directory (expected a file path)"));
-  }
-  if (env->IsSpecialFile(path)) {
-    // /dev/null, a FIFO, /dev/stdout: checked, not opened (opening a FIFO would wait for a
-    // reader, or end a one-shot reader's input), and nothing is created beside it.
-    if (::access(path.c_str(), W_OK) == 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", path, ": cannot be written: ", std::strerror(errno)));
-  }
-  // The temporary the write will use: a directory or an overlong name there fails now, not
-  // after training.
-  const std::string probe = absl::StrCat(path, ".tmp");
-  auto file = env->NewTemporaryFile(probe);
-  absl::Status status = file.status();
-  if (status.ok()) status = (*file)->Close();
-  if (file.ok()) {
-    file->reset();
-    absl::Status removed = env->DeleteFile(probe);
-    if (status.ok()) status = removed;
-  }
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", path, ": cannot be written: ", status.message()));
-  }
-  return absl::OkStatus();
+  return ProbeOutputFile(env, path, flag);
 }
 
 std::string RecordOrderPath(const TrainJobOptions& options) {
@@ -201,6 +177,17 @@ absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options) {
   }
   const std::string record_order = RecordOrderPath(options);
   if (!record_order.empty()) RETURN_IF_ERROR(ProbeWritable(env, record_order, "record-order"));
+  if (!options.checkpoint_dir.empty() && rank_zero) {
+    // The checkpoint replaces its file by a rename: anything there but a regular file (a FIFO
+    // a checkpoint write would wait on) is refused before training.
+    const std::string checkpoint = CheckpointPath(options.checkpoint_dir);
+    struct stat st;
+    if (::stat(checkpoint.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--checkpoint-dir ", Printable(options.checkpoint_dir), ": ",
+                       Printable(checkpoint), " is not a regular file (remove it)"));
+    }
+  }
   return absl::OkStatus();
 }
 

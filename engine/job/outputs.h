@@ -24,15 +24,18 @@ namespace sluice {
 
 // Checks, before any training, that `path` can be written (its directory exists and is writable,
 // and it is not a directory) by creating and deleting the temporary the write will use,
-// `path`.tmp, through the Env; a special file (Env::IsSpecialFile) is checked with access(2).
-// kInvalidArgument naming `flag` and the path otherwise.
+// `path`.tmp, through the Env; a FIFO must have a reader, a socket or block device is refused,
+// another special file (Env::IsSpecialFile) is checked with access(2): ProbeOutputFile
+// (common/output_target.h). kInvalidArgument naming `flag` and the path otherwise.
 absl::Status ProbeWritable(Env* env, const std::string& path, absl::string_view flag);
 
 // This rank's --record-order file: the path itself, or <path>.rank<R> in a data-parallel run;
 // empty when off.
 std::string RecordOrderPath(const TrainJobOptions& options);
 
-// Probes every output this rank writes: rank 0's export and metrics, every rank's record order.
+// Probes every output this rank writes: rank 0's export and metrics, every rank's record order;
+// and that the checkpoint, when there is one, is a regular file (a FIFO there would block the
+// first checkpoint write).
 absl::Status ProbeJobOutputs(Env* env, const TrainJobOptions& options);
 
 // An output the run would write: its flag ("report-json") and path.

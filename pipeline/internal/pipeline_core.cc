@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 
 namespace sluice::pipeline_internal {
@@ -34,6 +35,32 @@ namespace flow = oneapi::tbb::flow;
 
 namespace {
 constexpr size_t kAlign = 64;
+
+// What the transforms' scratch is sized for, in its allocation error: for encoded images the
+// split's bound, and the image that sets it (sample.max_pixels_record, with its file), so the
+// user knows which file to leave out (a record that cannot be decoded can be skipped with
+// --on-corrupt=skip; one that sets the bound cannot: the scratch is sized before the run).
+std::string ScratchBoundText(const Dataset& dataset) {
+  const Manifest& m = dataset.manifest();
+  if (!m.spec.encoded()) return "sized for the chain's largest sample";
+  if (!m.image_bound) {
+    return absl::StrCat("sized for the chain's largest sample; ",
+                        Printable(dataset.manifest_path()),
+                        " records no image sizes, so images of up to 4096x4096 are allowed");
+  }
+  std::string image = "the split's largest image";
+  if (m.max_pixels_record) {
+    absl::StrAppend(&image, ", record ", *m.max_pixels_record);
+    if (*m.max_pixels_record < m.record_sources.size()) {
+      absl::StrAppend(&image, " (", Printable(m.record_sources[*m.max_pixels_record]), ")");
+    }
+    absl::StrAppend(&image, ",");
+  }
+  return absl::StrCat("sized for the chain's largest sample: ", image, " declares ",
+                      m.image_bound->max_pixels, " pixels (sample.max_pixels of ",
+                      Printable(dataset.manifest_path()), "; widest ", m.image_bound->max_width,
+                      ", tallest ", m.image_bound->max_height, ")");
+}
 }  // namespace
 
 PipelineCore::PipelineCore(const Dataset* dataset, const PipelineOptions& options)
@@ -218,7 +245,10 @@ absl::Status PipelineCore::InitPreprocess() {
     if (slot.bytes == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the transforms' scratch of preprocess thread ", i + 1, " (", bytes,
-                       " bytes, sized for the chain's largest sample) could not be allocated"));
+                       " bytes, ", ScratchBoundText(*dataset_), ") could not be allocated",
+                       spec_.encoded() ? "; leave such images out (sluice-shard create "
+                                         "--max-image-pixels)"
+                                       : ""));
     }
     const uintptr_t at = reinterpret_cast<uintptr_t>(slot.bytes.get());
     slot.aligned = slot.bytes.get() + (kAlign - at % kAlign) % kAlign;

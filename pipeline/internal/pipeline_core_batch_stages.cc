@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/printable.h"
 #include "pipeline/internal/pipeline_core.h"
 #include "pipeline/internal/stage_range.h"
 
@@ -155,7 +156,7 @@ bool PipelineCore::SkipCorruptRecord(const EpochRun& run, uint32_t i, const absl
   const uint32_t record = run.plan.order[i];
   const std::vector<std::string>& sources = dataset_->manifest().record_sources;
   const std::string source =
-      record < sources.size() ? absl::StrCat(" (", sources[record], ")") : std::string();
+      record < sources.size() ? absl::StrCat(" (", Printable(sources[record]), ")") : std::string();
   const absl::Status named(s.code(), absl::StrCat(readers_[fr.shard]->path(), ": record ", record,
                                                   source, ": ", s.message()));
   if (opt_.on_corrupt == OnCorrupt::kSkip && absl::IsDataLoss(s)) {

@@ -49,6 +49,15 @@ absl::Status CheckBound(const char* format, int64_t width, int64_t height, const
         format, " declares ", width, "x", height, " pixels (width x height), over the bound of ",
         in.width, "x", in.height, "; refused before decoding (a decompression bomb?)"));
   }
+  // The scratch holds the largest area (the split's max_pixels), which may be less than the
+  // box of the largest width and the largest height.
+  if (static_cast<uint64_t>(width) * static_cast<uint64_t>(height) > in.plane_values()) {
+    return absl::DataLossError(absl::StrCat(
+        format, " declares ", width, "x", height, " = ", width * height,
+        " pixels, over the bound of ", in.plane_values(),
+        " pixels (the split's largest image by area); refused before decoding (a decompression "
+        "bomb?)"));
+  }
   return absl::OkStatus();
 }
 
@@ -154,8 +163,7 @@ absl::StatusOr<std::unique_ptr<Transform>> DecodeImage::FromArgs(const Transform
   if (absl::StartsWith(upper, "IMAGEREADMODE.")) upper = upper.substr(14);
   if (upper == "RGB") return std::make_unique<DecodeImage>(3);
   if (upper == "L" || upper == "GRAY") return std::make_unique<DecodeImage>(1);
-  return absl::InvalidArgumentError(
-      absl::StrCat(args.Where("mode"), ": expected RGB or L (grey), got '", mode, "'"));
+  return args.Wrong("mode", "RGB or L (grey)");
 }
 
 std::string DecodeImage::Identity() const {
@@ -172,14 +180,16 @@ absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
   if (in.height == 0 || in.width == 0) {
     return absl::InvalidArgumentError("DecodeImage: expected a positive bound on image sizes");
   }
-  return SampleSpec{ElementType::kU8, channels_,          in.height,
-                    in.width,         SampleLayout::kCHW, SampleExtent::kVariable};
+  SampleSpec out{ElementType::kU8, channels_,          in.height,
+                 in.width,         SampleLayout::kCHW, SampleExtent::kVariable};
+  out.max_pixels = in.max_pixels;  // the decoded image's area bound is the record's
+  return out;
 }
 
 void DecodeImage::Apply(const SampleSpec&, const void*, void*, SampleRandom&) const {}
 
 size_t DecodeImage::ScratchBytes(const SampleSpec& bound) const {
-  return size_t{4} * bound.height * bound.width + transforms_internal::kInterleavedReadPadding;
+  return size_t{4} * bound.plane_values() + transforms_internal::kInterleavedReadPadding;
 }
 
 absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeImage::DecodeInterleaved(

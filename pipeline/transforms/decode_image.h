@@ -10,8 +10,10 @@
 // - PNG: grey, grey+alpha, RGB, RGBA and palette at 8 bits or fewer; alpha is dropped (PIL's
 //   convert does not composite); no gamma is applied. 16-bit PNGs are refused.
 // - mode=L from colour: PIL's L = (19595 R + 38470 G + 7471 B + 0x8000) >> 16.
-// - The input spec's height and width (EncodedSampleSpec) bound the image: a larger declared
-//   size is refused from the header, before any decoding (a decompression bomb). 1x1 decodes.
+// - The input spec's height and width (EncodedSampleSpec) bound the image, and its max_pixels
+//   (when set) the image's width x height: a larger declared size is refused from the header,
+//   before any decoding (a decompression bomb). 1x1 decodes. The scratch is sized from the
+//   area bound (SampleSpec::plane_values()), not from the box of the two sides.
 // Per-sample failures are kDataLoss with the reason (empty, not a JPEG or PNG, corrupt,
 // truncated, over the bound). The codecs' own working memory is theirs (libjpeg's per-image
 // pools, a libspng context per image); the pixels go to the chain's buffers: the codec writes
@@ -49,8 +51,8 @@ class DecodeImage final : public Transform {
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
   absl::StatusOr<SampleSpec> ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
                                            SampleRandom& rng) const override;
-  // Interleaved pixels before the channels are split: up to 4 bytes per pixel of the bound,
-  // and the kernels' read padding after them.
+  // Interleaved pixels before the channels are split: up to 4 bytes per pixel of the bound
+  // (its area, bound.plane_values()), and the kernels' read padding after them.
   size_t ScratchBytes(const SampleSpec& bound) const override;
 
   // The decode without the split into planes: the pixels as the codec wrote them into

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/registry.h"
 #include "pipeline/transforms/transform_args.h"
@@ -29,6 +30,10 @@ class Parser {
     std::vector<std::unique_ptr<Transform>> ops;
     SkipSpace();
     while (pos_ < text_.size()) {
+      if (ops.size() == kMaxTransformOps) {
+        return Error(pos_, absl::StrCat("more than ", kMaxTransformOps,
+                                        " transforms, the most a chain may have"));
+      }
       ASSIGN_OR_RETURN(std::unique_ptr<Transform> op, Op());
       ops.push_back(std::move(op));
       SkipSpace();
@@ -41,12 +46,14 @@ class Parser {
   }
 
  private:
+  // `what` quotes the text only through Printable (escaped, at most 200 characters).
   absl::Status Error(size_t at, absl::string_view what) const {
     if (at >= text_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("at the end of '", text_, "': ", what));
+      return absl::InvalidArgumentError(
+          absl::StrCat("at the end of '", Printable(text_), "': ", what));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("at character ", at + 1, " ('", text_.substr(at, 24), "'): ", what));
+    return absl::InvalidArgumentError(absl::StrCat("at character ", at + 1, " ('",
+                                                   Printable(text_.substr(at, 24)), "'): ", what));
   }
 
   void SkipSpace() {
@@ -73,7 +80,7 @@ class Parser {
     if (name.empty()) return Error(start, "expected a transform name");
     const TransformInfo* info = FindTransform(name);
     if (info == nullptr) {
-      return Error(start, absl::StrCat("unknown transform '", name,
+      return Error(start, absl::StrCat("unknown transform '", Printable(name),
                                        "'; known: ", RegisteredTransformNames()));
     }
     SkipSpace();
@@ -115,7 +122,7 @@ class Parser {
       bool known = false;
       for (absl::string_view p : info.params) known = known || p == key;
       if (!known) {
-        return Error(start, absl::StrCat(info.name, " has no argument '", key,
+        return Error(start, absl::StrCat(info.name, " has no argument '", Printable(key),
                                          "'; its arguments: ", absl::StrJoin(info.params, ", ")));
       }
       keyword_seen = true;
@@ -170,9 +177,10 @@ class Parser {
              text_[pos_] != ',' && text_[pos_] != ')' && text_[pos_] != ']') {
         ++pos_;
       }
-      return Error(start,
-                   absl::StrCat("expected a number, a name or a list, got '",
-                                text_.substr(start, std::max(pos_, start + 1) - start), "'"));
+      return Error(
+          start,
+          absl::StrCat("expected a number, a name or a list, got '",
+                       Printable(text_.substr(start, std::max(pos_, start + 1) - start)), "'"));
     }
     v.text = std::string(text_.substr(start, pos_ - start));
     return v;
@@ -216,6 +224,11 @@ class Parser {
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Transform>>> ParseTransforms(absl::string_view text) {
+  if (text.size() > kMaxTransformsTextBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the transform list is ", text.size(), " bytes, more than the maximum ",
+        kMaxTransformsTextBytes, " (a chain of ", kMaxTransformOps, " ops takes a few kilobytes)"));
+  }
   return Parser(text).Chain();
 }
 

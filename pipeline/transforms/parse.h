@@ -14,11 +14,19 @@
 //
 // Errors are kInvalidArgument, one line: the 1-based character and the text there, then what
 // is wrong: an unknown op (listing the known ones), an argument the op does not have (listing
-// its arguments), a bad number, a missing bracket, a value of the wrong form. The ops are built
-// but not checked against a sample spec: TransformChain::Create does that.
+// its arguments), a bad number, a missing bracket, a value of the wrong form. Every piece of
+// the text an error quotes is escaped and cut (common/printable.h), so a 10 MB argument is
+// echoed as 200 characters and its length. The ops are built but not checked against a sample
+// spec: TransformChain::Create does that.
+//
+// Bounds (docs/limits.md, "Echoed input"): the text is at most kMaxTransformsTextBytes and
+// // the chain at most kMaxTransformOps ops: a longer text is refused before it is parsed, a
+// longer chain at its first op past the bound, so a list of megabytes fails at once with
+// bounded memory (one of 4 MB took 18 s and 3.3 GB before).
 #ifndef SLUICE_PIPELINE_TRANSFORMS_PARSE_H_
 #define SLUICE_PIPELINE_TRANSFORMS_PARSE_H_
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -27,6 +35,9 @@
 #include "pipeline/transforms/transform.h"
 
 namespace sluice {
+
+inline constexpr size_t kMaxTransformsTextBytes = 64 * 1024;
+inline constexpr size_t kMaxTransformOps = 64;
 
 absl::StatusOr<std::vector<std::unique_ptr<Transform>>> ParseTransforms(absl::string_view text);
 

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/internal/elements.h"
 #include "pipeline/transforms/internal/op_checks.h"
@@ -35,8 +36,7 @@ absl::StatusOr<std::unique_ptr<Transform>> RandomCrop::FromArgs(const TransformA
   ASSIGN_OR_RETURN(const std::string mode, args.Name("padding_mode", "constant"));
   absl::StatusOr<PaddingMode> parsed = transforms_internal::ParsePaddingMode(mode);
   if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        args.Where("padding_mode"), ": ", parsed.status().message(), ", got '", mode, "'"));
+    return args.Wrong("padding_mode", absl::StripPrefix(parsed.status().message(), "expected "));
   }
   o.padding_mode = *parsed;
   ASSIGN_OR_RETURN(std::unique_ptr<RandomCrop> op, Create(o));

@@ -107,6 +107,7 @@ absl::StatusOr<SampleSpec> Resize::OutputSpec(const SampleSpec& in) const {
     // bound / size; such a sample still fits when its bytes do (ApplyVariable checks).
     const uint32_t side = max_size_ != 0 ? max_size_ : std::max({height_, in.height, in.width});
     out.height = out.width = side;
+    out.max_pixels = 0;  // resizing changes the area: the input's area bound does not hold
     return out;
   }
   if (in.height == 0 || in.width == 0) {

@@ -39,8 +39,7 @@ absl::StatusOr<std::unique_ptr<Transform>> ToDtype::FromArgs(const TransformArgs
   if (absl::StartsWith(name, "torch.")) name = name.substr(6);
   const std::optional<ElementType> dtype = kDtypeNames.Parse(name);
   if (!dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(args.Where("dtype"), ": expected ", kDtypeNames.List(), ", got '", name, "'"));
+    return args.Wrong("dtype", kDtypeNames.List());
   }
   ASSIGN_OR_RETURN(const bool scale, args.Bool("scale", false));
   if (scale) {

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable.h"
 
 namespace sluice {
 namespace {
@@ -43,8 +44,8 @@ absl::Status TransformArgs::Missing(absl::string_view name) const {
 }
 
 absl::Status TransformArgs::Wrong(absl::string_view name, absl::string_view expected) const {
-  return absl::InvalidArgumentError(
-      absl::StrCat(Where(name), ": expected ", expected, ", got '", ValueText(*Find(name)), "'"));
+  return absl::InvalidArgumentError(absl::StrCat(Where(name), ": expected ", expected, ", got '",
+                                                 Printable(ValueText(*Find(name))), "'"));
 }
 
 absl::StatusOr<double> TransformArgs::Number(absl::string_view name,

@@ -52,11 +52,13 @@ class TransformArgs {
 
   // "Normalize argument 'std' (character 31)": the prefix of an error about one argument.
   std::string Where(absl::string_view name) const;
+  // kInvalidArgument: "<Where(name)>: expected <expected>, got '<the value as written>'", the
+  // value escaped and cut to 200 characters (common/printable.h). `name` must be present.
+  absl::Status Wrong(absl::string_view name, absl::string_view expected) const;
 
  private:
   const TransformArgValue* Find(absl::string_view name) const;
   absl::Status Missing(absl::string_view name) const;
-  absl::Status Wrong(absl::string_view name, absl::string_view expected) const;
 
   std::string op_;
   size_t op_position_;

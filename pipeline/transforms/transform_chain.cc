@@ -12,6 +12,17 @@ namespace {
 
 size_t Aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// The most bytes one sample of a chain (its input, an op's output) may take: 256 TiB, beyond
+// any memory, so a bound past it (an image declaring 2^31 - 1 on each side) is refused before
+// the scratch's sizes could wrap around size_t and leave a buffer too small for an image.
+constexpr double kMaxChainSampleBytes = 0x1p48;
+
+// The bytes of one sample of `s` at most, in double precision (no wrap-around).
+double SampleBytesBound(const SampleSpec& s) {
+  return static_cast<double>(s.channels) * static_cast<double>(s.plane_values()) *
+         static_cast<double>(ElementSize(s.dtype));
+}
+
 // The ops that turn sizes that vary per sample into one fixed size, as an error names them.
 constexpr char kSizeFixingOps[] = "Resize((h, w)), RandomResizedCrop(size) or CenterCrop(size)";
 
@@ -44,6 +55,13 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
     const Transform& transform = spec.op(i);
     const SampleSpec& in = chain.specs_.back();
     absl::StatusOr<SampleSpec> out = transform.OutputSpec(in);
+    if (out.ok() && std::max(SampleBytesBound(in), SampleBytesBound(*out)) > kMaxChainSampleBytes) {
+      out = absl::InvalidArgumentError(
+          absl::StrCat("a sample of up to ", SampleSpecString(*out),
+                       " would take more than 2^48 bytes, "
+                       "beyond any memory; leave such large images out (sluice-shard create "
+                       "--max-image-pixels)"));
+    }
     if (!out.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("transform ", i + 1, " of ", spec.size(), ", ", transform.Identity(),
@@ -51,6 +69,9 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
     }
     if (!in.fixed()) chain.variable_ops_ = i + 1;
     chain.op_scratch_ = std::max(chain.op_scratch_, Aligned64(transform.ScratchBytes(in)));
+    // An area bound means nothing once the size is fixed (ops copy their input spec): clear
+    // it, so the declared output equals the spec each sample's ops return.
+    if (out->fixed()) out->max_pixels = 0;
     chain.specs_.push_back(*out);
     // Intermediates are the outputs of every op but the last (bounds where sizes vary).
     if (i + 1 < spec.size()) {

@@ -2,10 +2,12 @@
 a ValueError naming the argument, the value and what is expected (docs/python.md, "Errors"),
 never pybind11's "incompatible function arguments". Also the table of DataLoader's arguments
 that the Loader refuses, each with its sluice equivalent (docs/python.md, "From DataLoader")."""
+import errno
 import inspect
 import math
 import numbers
 import os
+import reprlib
 
 from . import _sluice
 
@@ -53,13 +55,74 @@ def _bool_arg(name, value):
     return value
 
 
+# User text echoed in a message is bounded as C++'s Printable() bounds it (common/printable.h,
+# docs/limits.md "Echoed input"): 200 characters of it, then its length.
+_MAX_ECHO_CHARS = 200
+
+
+def _printable(value):
+    """repr(value) for a one-line message: a str or bytes longer than 200 characters is cut
+    there and followed by "... (N characters)" (or bytes); any other value's repr is bounded
+    likewise. repr() escapes control characters, so a newline cannot break the line."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > _MAX_ECHO_CHARS:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return "%r... (%d %s)" % (value[:_MAX_ECHO_CHARS], len(value), unit)
+    text = _BOUNDED_REPR.repr(value)
+    if len(text) > _MAX_ECHO_CHARS:
+        return "%s... (%d characters)" % (text[:_MAX_ECHO_CHARS], len(text))
+    return text
+
+
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxstring = _BOUNDED_REPR.maxother = _MAX_ECHO_CHARS + 2
+
+
+def _type_name(value):
+    """The name of value's type, bounded (a class's name is user text too)."""
+    name = type(value).__name__
+    return name if len(name) <= _MAX_ECHO_CHARS else _printable(name)
+
+
 def _path_arg(name, value):
     """`value` as a str path; TypeError naming the argument unless it is a str or an
-    os.PathLike giving one (None, bytes and numbers are not paths here)."""
+    os.PathLike giving one (None, bytes and numbers are not paths here); ValueError for a path
+    with a NUL character, which the C++ side would cut there and so open another file."""
     path = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(path, str):
-        raise TypeError("%s: expected a str or os.PathLike, got %r (%s)" % (name, value,
-                                                                           type(value).__name__))
+        raise TypeError("%s: expected a str or os.PathLike, got %s (%s)"
+                        % (name, _printable(value), _type_name(value)))
+    if "\0" in path:
+        raise ValueError("%s: the path %s contains a NUL character" % (name, _printable(path)))
+    return path
+
+
+def _output_path_arg(name, value):
+    """`value` (a str or os.PathLike) as the path of a file to write, checked before anything
+    is written so that the output can only land at that path: TypeError for another type,
+    ValueError for an empty path, IsADirectoryError when it names a directory,
+    FileNotFoundError when its directory does not exist and NotADirectoryError when that is
+    not a directory; each message names the path (bounded, _printable)."""
+    path = _path_arg(name, value)
+    if not path:
+        raise ValueError("%s: the path is empty; expected the path of a file to write" % name)
+    if os.path.isdir(path):
+        raise IsADirectoryError("%s: %s is a directory; expected the path of a file to write"
+                                % (name, _printable(path)))
+    parent = os.path.dirname(path) or "."
+    if not os.path.exists(parent):
+        raise FileNotFoundError("%s: the directory %s of %s does not exist (create it first)"
+                                % (name, _printable(parent), _printable(path)))
+    if not os.path.isdir(parent):
+        raise NotADirectoryError("%s: %s, the directory of %s, is not a directory"
+                                 % (name, _printable(parent), _printable(path)))
+    # The file is written as PATH.tmp and renamed (docs/limits.md, "Files sluice writes"): its
+    # name needs room for the suffix. Checked here so that the message can bound the path.
+    name_bytes = len(os.fsencode(os.path.basename(path)))
+    name_max = os.pathconf(parent, "PC_NAME_MAX")
+    if name_bytes + len(".tmp") > name_max:
+        raise OSError(errno.ENAMETOOLONG, "%s: the file name of %s is %d bytes; at most %d fit "
+                      "in this directory with the .tmp suffix of the atomic write"
+                      % (name, _printable(path), name_bytes, name_max - len(".tmp")))
     return path
 
 
@@ -93,6 +156,29 @@ def _channel_values(v):
     if not values:
         raise ValueError("empty")
     return values
+
+
+def _output_dir_arg(name, value):
+    """`value` (a str or os.PathLike) as a directory to write into (created when missing):
+    TypeError for another type, ValueError for an empty path (it would be the current
+    directory), NotADirectoryError when it, or the nearest of its parents that exists, is not a
+    directory; each message names the path (bounded)."""
+    path = _path_arg(name, value)
+    if not path:
+        raise ValueError("%s: the path is empty; expected the directory to write (\".\" for "
+                         "the current one)" % name)
+    existing = path
+    while not os.path.lexists(existing):
+        parent = os.path.dirname(existing.rstrip("/"))
+        if not parent or parent == existing:
+            return path
+        existing = parent
+    if not os.path.isdir(existing):
+        what = "" if existing == path else ", the nearest existing parent of %s," % (
+            _printable(path))
+        raise NotADirectoryError("%s: %s%s is not a directory" % (name, _printable(existing),
+                                                                  what))
+    return path
 
 
 # DataLoader's (and its Dataset's) arguments that sluice.Loader does not take, and what to use

@@ -4,8 +4,7 @@ sluice-train's --max-corrupt-fraction (engine/job/corrupt_fraction.h, bound as
 _Pass.check_corrupt_fraction)."""
 
 
-def _check_corrupt_budget(loader, run):
+def _check_corrupt_budget(loader, run, epoch):
     """on_corrupt='skip': DataLossError when more than max_corrupt_fraction of the records the
-    finished pass read were skipped as corrupt."""
-    run.check_corrupt_fraction(loader._core.manifest_path(), loader._pass_epoch,
-                               loader._max_corrupt_fraction)
+    finished pass `run` (of epoch `epoch`) read were skipped as corrupt."""
+    run.check_corrupt_fraction(loader._core.manifest_path(), epoch, loader._max_corrupt_fraction)

@@ -10,8 +10,8 @@ import torch.utils.dlpack
 
 from . import _sluice
 from . import transforms as _transforms
-from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _normalize_arg, _path_arg,
-                    _refuse_other_arguments, _resource_arg)
+from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _normalize_arg, _output_path_arg,
+                    _path_arg, _printable, _refuse_other_arguments, _resource_arg, _type_name)
 from .advice_check import _advice_check_text, _check_advice
 from .corruption_budget import _check_corrupt_budget
 
@@ -70,8 +70,8 @@ class Loader:
                            if k not in ("self", "other_arguments")}  # check_advice
         path = _path_arg("path", path)
         if split is not None and not isinstance(split, str):
-            raise TypeError("split: expected a str or None, got %r (%s)"
-                            % (split, type(split).__name__))
+            raise TypeError("split: expected a str or None, got %s (%s)"
+                            % (_printable(split), _type_name(split)))
         path = _sluice._split_manifest(path, split)
         shuffle = _bool_arg("shuffle", shuffle)
         drop_last = _bool_arg("drop_last", drop_last)
@@ -112,7 +112,8 @@ class Loader:
                                  "dtype torch.float32 or torch.float16")
             mean, std = _normalize_arg(normalize)
         if on_corrupt not in ("fail", "skip"):
-            raise ValueError("on_corrupt: must be 'fail' or 'skip', got %r" % (on_corrupt,))
+            raise ValueError("on_corrupt: must be 'fail' or 'skip', got %s"
+                             % _printable(on_corrupt))
         rank, world_size = _distributed_default(rank, world_size)
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("rank %r / world_size %r: need world_size >= 1 and "
@@ -140,6 +141,10 @@ class Loader:
         self._step = 0
         self._pass = None
         self._pass_epoch = None
+        # The latest pass delivered its epoch's last batch (the epoch is complete, whether or
+        # not the loop saw StopIteration), and its end was accounted for (_end_pass).
+        self._pass_complete = False
+        self._pass_ended = False
         self._epoch_rates = []  # (epoch, samples, seconds, samples/s) of each finished pass
 
     def __len__(self):
@@ -206,6 +211,12 @@ class Loader:
         self._epoch, self._step = epoch, step
 
     def __iter__(self):
+        if self._pass is not None and self._pass_complete:
+            # The last pass delivered its epoch's last batch but its loop never saw
+            # StopIteration (zip(range(len(L)), L), islice(L, len(L)), a break on the last
+            # step): the epoch is complete all the same. Its end is accounted for here (may
+            # raise DataLossError, once; the position is the next epoch's start already).
+            self._end_pass()
         previous, self._pass = self._pass, None
         if previous is not None:
             previous.cancel()
@@ -215,7 +226,19 @@ class Loader:
         del previous
         self._pass = self._core.start(self._epoch, self._step)
         self._pass_epoch = self._epoch
+        self._pass_complete = self._pass_ended = False
         return _Iterator(self, self._pass)
+
+    def _end_pass(self):
+        """The end of the latest pass, accounted for once: its rate (a bar of report_html) and
+        max_corrupt_fraction (DataLossError)."""
+        if self._pass_ended:
+            return
+        self._pass_ended = True
+        samples, seconds, rate = self._pass.epoch_rate()
+        if samples > 0:
+            self._epoch_rates.append((self._pass_epoch, samples, seconds, rate))
+        _check_corrupt_budget(self, self._pass, self._pass_epoch)
 
     def _last_pass(self, what):
         if self._pass is None:
@@ -250,9 +273,12 @@ class Loader:
         """Writes the report of the latest pass as one self-contained HTML page at `path` (no
         network, no script): the chain of stages with the limiting one marked, the verdict,
         the rate of each pass this loader finished, and a timeline of your step against the
-        wait for data (docs/bottleneck.md, "The picture"). Returns the path."""
-        self._last_pass("report_html()").report_html(str(path), list(self._epoch_rates))
-        return str(path)
+        wait for data (docs/bottleneck.md, "The picture"). Returns the path. `path` is a str
+        or os.PathLike naming a file in an existing directory (TypeError, IsADirectoryError,
+        FileNotFoundError otherwise, before anything is written)."""
+        path = _output_path_arg("report_html: path", path)
+        self._last_pass("report_html()").report_html(path, list(self._epoch_rates))
+        return path
 
     def skipped(self):
         """on_corrupt='skip': {"frames", "records", "messages"} skipped in the latest pass."""
@@ -265,6 +291,8 @@ class _Iterator:
     def __init__(self, loader, run):
         self._loader = loader
         self._pass = run
+        self._epoch = loader._pass_epoch
+        self._steps = len(loader)
         self._cuda = loader._device.startswith("cuda")
         self._ended = False
 
@@ -278,16 +306,15 @@ class _Iterator:
         item = self._pass.next(stream)
         loader = self._loader
         if item is None:
-            ended = self._ended
+            ended, self._ended = self._ended, True
             if loader._pass is self._pass:
-                if not ended:
-                    samples, seconds, rate = self._pass.epoch_rate()
-                    if samples > 0:
-                        loader._epoch_rates.append((loader._pass_epoch, samples, seconds, rate))
-                loader._epoch, loader._step = loader._pass_epoch + 1, 0
-            self._ended = True
-            if not ended:
-                _check_corrupt_budget(loader, self._pass)
+                if not loader._pass_complete:
+                    # The pass ended before the epoch's last step (with one rank, batches that
+                    # on_corrupt='skip' emptied are not delivered): the next epoch is next.
+                    loader._epoch, loader._step = self._epoch + 1, 0
+                loader._end_pass()
+            elif not ended:  # an earlier pass's iterator, run to its end after a new iter()
+                _check_corrupt_budget(loader, self._pass, self._epoch)
             raise StopIteration
         images_capsule, labels_capsule, copy, epoch, step = item
         images = torch.utils.dlpack.from_dlpack(images_capsule)
@@ -300,5 +327,11 @@ class _Iterator:
             # buffer goes back at once (the zero-copy tensor dies here).
             images = images.clone()
         if loader._pass is self._pass:
-            loader._epoch, loader._step = epoch, step + 1
+            if step + 1 >= self._steps:
+                # The epoch's last batch: the epoch is complete, whether or not the loop asks
+                # for more (docs/python.md, "Epochs"); the next iteration starts the next one.
+                loader._epoch, loader._step = epoch + 1, 0
+                loader._pass_complete = True
+            else:
+                loader._epoch, loader._step = epoch, step + 1
         return images, labels

@@ -15,12 +15,13 @@ report covers is each pass's first next() to its last step's end; the measured r
 (report/analysis/loader_probe.h; docs/bottleneck.md, "Any loader: sluice.probe").
 """
 import json
+import resource
 import time
 
 import torch
 
 from . import _sluice
-from ._args import _MAX_BATCH_SIZE, _int_arg
+from ._args import _MAX_BATCH_SIZE, _int_arg, _printable, _type_name
 
 __all__ = ["probe", "Probe"]
 
@@ -38,6 +39,30 @@ def _count_samples(batch):
             if n is not None:
                 return n
     return None
+
+
+def _uncountable(batch):
+    """Why _count_samples(batch) found no count: "a 0-d tensor has no batch dimension" when
+    the first tensor or array it holds is a scalar, else "no tensor or array in it"."""
+    if isinstance(batch, torch.Tensor) or hasattr(batch, "shape"):
+        return ("it is a 0-d %s (shape ()): a 0-d tensor has no batch dimension"
+                % _type_name(batch))
+    items = list(batch.values()) if isinstance(batch, dict) else batch
+    if isinstance(items, (tuple, list)):
+        for item in items:
+            if isinstance(item, torch.Tensor) or hasattr(item, "shape"):
+                return ("its first tensor is a 0-d %s (shape ()): a 0-d tensor has no batch "
+                        "dimension" % _type_name(item))
+            if isinstance(item, (tuple, list, dict)) and _has_tensor(item):
+                return _uncountable(item)
+    return "no tensor or array in it"
+
+
+def _has_tensor(batch):
+    if isinstance(batch, torch.Tensor) or hasattr(batch, "shape"):
+        return True
+    items = list(batch.values()) if isinstance(batch, dict) else batch
+    return isinstance(items, (tuple, list)) and any(_has_tensor(item) for item in items)
 
 
 def _describe(iterable):
@@ -102,6 +127,8 @@ class Probe:
         self._last = None
         self._last_samples = 0
         self._replay_cpu_ns = 0  # the process's CPU time during the replays
+        self._replay_sys_ns = 0  # of it, in the kernel
+        self._replay_faults = 0  # page faults during the replays
         self._switch = None  # (samples, span ns, CPU ns) of measure_switch
 
     def _samples(self, batch):
@@ -109,8 +136,8 @@ class Probe:
             return self._batch_size
         n = _count_samples(batch)
         if n is None:
-            raise ValueError("probe: cannot count the samples of a batch of type %s (no tensor "
-                             "or array in it); pass batch_size=" % type(batch).__name__)
+            raise ValueError("probe: cannot count the samples of a batch of type %s (%s); pass "
+                             "batch_size=" % (_type_name(batch), _uncountable(batch)))
         return n
 
     def __iter__(self):
@@ -129,14 +156,14 @@ class Probe:
         rate); a replay of the other batch starts the figures anew."""
         steps = _int_arg("replay: steps", steps, 1)
         if batch not in ("first", "last"):
-            raise ValueError("replay: batch must be 'first' or 'last', got %r" % (batch,))
+            raise ValueError("replay: batch must be 'first' or 'last', got %s" % _printable(batch))
         cached = self._first if batch == "first" else self._last
         if cached is None:
             raise ValueError("replay: the probe has not seen a batch yet; iterate it first")
         if batch != self._replay_batch:
             self._replay = _Clock()
             self._replay_batch = batch
-            self._replay_cpu_ns = 0
+            self._replay_cpu_ns = self._replay_sys_ns = self._replay_faults = 0
         self._replay.drop_unfinished()
         return _ReplayIterator(self, cached, steps, self._samples(cached))
 
@@ -160,7 +187,7 @@ class Probe:
             n = _count_samples(batch)  # the new loader's own batches, not batch_size=
             if n is None:
                 raise ValueError("measure_switch: cannot count the samples of a batch of type "
-                                 "%s (no tensor or array in it)" % type(batch).__name__)
+                                 "%s (%s)" % (_type_name(batch), _uncountable(batch)))
             samples += n
             if batches is not None and count >= batches:
                 break
@@ -174,7 +201,8 @@ class Probe:
         return _sluice.analyze_probe(
             self._name, self._passes, r.steps, r.samples, r.wait_ns, r.step_ns, r.max_wait_ns,
             q.steps, q.samples, q.wait_ns + q.step_ns, self._replay_batch if q.steps else "",
-            0, self._replay_cpu_ns if q.steps else 0, switch[0], switch[1], switch[2])
+            0, self._replay_cpu_ns if q.steps else 0, switch[0], switch[1], switch[2],
+            self._replay_sys_ns if q.steps else 0, self._replay_faults if q.steps else 0)
 
     def report(self):
         """The report as a dict: the schema of sluice-train --report-json
@@ -234,9 +262,16 @@ class _ReplayIterator:
         return self
 
     def _count_cpu(self):
-        now = time.process_time_ns()
+        # CPU time from getrusage, so that the kernel's share and the page faults come from the
+        # same reading (the step's allocator state: docs/bottleneck.md, "Any loader").
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        now = (int(round(u.ru_utime * 1e9)) + int(round(u.ru_stime * 1e9)),
+               int(round(u.ru_stime * 1e9)), u.ru_minflt + u.ru_majflt)
         if self._cpu_mark is not None:
-            self._probe._replay_cpu_ns += now - self._cpu_mark
+            probe = self._probe
+            probe._replay_cpu_ns += now[0] - self._cpu_mark[0]
+            probe._replay_sys_ns += now[1] - self._cpu_mark[1]
+            probe._replay_faults += now[2] - self._cpu_mark[2]
         self._cpu_mark = now
 
     def __next__(self):

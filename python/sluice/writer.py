@@ -3,7 +3,7 @@ written by the code of `sluice-shard create` (docs/python.md, "Datasets"). The a
 and ranges (those of its flags) are checked here; the arrays' shapes, the labels and the images'
 signatures in C++ (python/src/writer.cc)."""
 from . import _sluice
-from ._args import _int_arg, _path_arg
+from ._args import _int_arg, _output_dir_arg, _printable, _type_name
 
 
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
@@ -38,7 +38,7 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
                          "list of bytes); arrays are stored as zstd frames of records_per_frame "
                          "records")
     if layout is not None and layout not in ("NHWC", "NCHW"):
-        raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %r" % (layout,))
+        raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %s" % _printable(layout))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
                            meaning=" (None: the largest label + 1)")
     out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
@@ -56,9 +56,10 @@ def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_le
     zstd_level = _int_arg("zstd_level", zstd_level, 1, 22)
     threads = _int_arg("threads", threads, 0, _sluice.RESOURCE_RANGES["threads"][1],
                        meaning=" (0: all usable cores)")
-    out = _path_arg("out", out)
+    out = _output_dir_arg("out", out)
     if not isinstance(split, str):
-        raise TypeError("split: expected a str, got %r (%s)" % (split, type(split).__name__))
+        raise TypeError("split: expected a str, got %s (%s)" % (_printable(split),
+                                                             _type_name(split)))
     return out, split, records_per_shard, records_per_frame, zstd_level, threads
 
 
@@ -71,7 +72,7 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
         raise ValueError("layout: applies to 4-D arrays, not to encoded images")
     codec = "none" if codec is None else codec
     if codec not in ("none", "zstd"):
-        raise ValueError("codec: expected None, 'none' or 'zstd', got %r" % (codec,))
+        raise ValueError("codec: expected None, 'none' or 'zstd', got %s" % _printable(codec))
     if classes is not None:
         classes = list(classes)
         if not all(isinstance(c, str) for c in classes):

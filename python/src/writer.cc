@@ -26,8 +26,60 @@ void CheckLabelShape(const py::array& images, const py::array& labels) {
   }
 }
 
-// Fills r->spec's sample fields, r->count and r->samples from `images`, stored as (H, W, C).
-void SetSamples(const py::array& images, const std::string& layout_text, RecordArrays* r) {
+// Where the elements of an array's samples are: the array's data and, per stored axis
+// (record, H, W, C), the byte stride the array gives it (0 for an axis the array lacks, or one
+// that NumPy broadcast). Strides may be zero or negative; the array is read in place.
+struct StridedSamples {
+  const char* data = nullptr;
+  int64_t record = 0, h = 0, w = 0, c = 0;  // byte strides
+  uint32_t height = 0, width = 0, channels = 0;
+  size_t element = 0;  // bytes per element: 1 (uint8) or 4 (float32)
+};
+
+// Copies the elements of one sample row (W x C elements at `row`) to `out` as (W, C).
+template <size_t kElement>
+char* CopyRow(const StridedSamples& a, const char* row, char* out) {
+  for (uint32_t x = 0; x < a.width; ++x) {
+    const char* pixel = row + x * a.w;
+    for (uint32_t ch = 0; ch < a.channels; ++ch, out += kElement) {
+      std::memcpy(out, pixel + ch * a.c, kElement);
+    }
+  }
+  return out;
+}
+
+// Records [first, first + n) of `a` into `out`, each stored as (H, W, C): one memcpy per record
+// when the array holds it as stored, one per row when its rows are, else element by element.
+void ReadStridedSamples(const StridedSamples& a, uint64_t first, uint32_t n, char* out) {
+  const int64_t e = static_cast<int64_t>(a.element);
+  const int64_t row_bytes = int64_t{a.width} * a.channels * e;
+  const bool rows_as_stored =
+      (a.channels == 1 || a.c == e) && (a.width == 1 || a.w == a.channels * e);
+  const bool records_as_stored = rows_as_stored && (a.height == 1 || a.h == row_bytes);
+  for (uint64_t i = first; i < first + n; ++i) {
+    const char* record = a.data + static_cast<int64_t>(i) * a.record;
+    if (records_as_stored) {
+      std::memcpy(out, record, static_cast<size_t>(row_bytes) * a.height);
+      out += row_bytes * a.height;
+      continue;
+    }
+    for (uint32_t y = 0; y < a.height; ++y) {
+      const char* row = record + y * a.h;
+      if (rows_as_stored) {
+        std::memcpy(out, row, static_cast<size_t>(row_bytes));
+        out += row_bytes;
+      } else {
+        out = a.element == 1 ? CopyRow<1>(a, row, out) : CopyRow<4>(a, row, out);
+      }
+    }
+  }
+}
+
+// Fills r->spec's sample fields and r->count from `images`, and r->read_samples to read its
+// samples in place, stored as (H, W, C), a frame at a time: whatever the array's strides
+// (broadcast, sliced, negative, Fortran order, a memmap), nothing but the frames in flight is
+// copied. The array must outlive the write.
+void SetSamples(const py::array& images, const std::string& layout_text, RecordSource* r) {
   if (images.dtype().is(py::dtype::of<uint8_t>())) {
     r->spec.sample_dtype = SampleDType::kU8;
   } else if (images.dtype().is(py::dtype::of<float>())) {
@@ -47,22 +99,45 @@ void SetSamples(const py::array& images, const std::string& layout_text, RecordA
   r->spec.height = s.height;
   r->spec.width = s.width;
   r->spec.channels = s.channels;
-  py::array contiguous = py::array::ensure(images, py::array::c_style);
-  const char* data = static_cast<const char*>(contiguous.data());
-  if (s.transpose_chw) {
-    r->samples.resize(r->count * r->spec.sample_bytes());
-    TransposeChwToHwc(data, r->samples.data(), s.count, s.channels, s.height, s.width,
-                      SampleDTypeSize(r->spec.sample_dtype));
-  } else {
-    r->samples.assign(data, r->count * r->spec.sample_bytes());
+  StridedSamples a;
+  a.data = static_cast<const char*>(images.data());
+  a.height = s.height;
+  a.width = s.width;
+  a.channels = s.channels;
+  a.element = SampleDTypeSize(r->spec.sample_dtype);
+  a.record = images.strides(0);
+  switch (images.ndim()) {
+    case 2:  // [N, D]: stored as 1 x D x 1
+      a.w = images.strides(1);
+      break;
+    case 3:  // [N, H, W]
+      a.h = images.strides(1);
+      a.w = images.strides(2);
+      break;
+    default:  // 4-D, NHWC or NCHW
+      a.h = images.strides(s.transpose_chw ? 2 : 1);
+      a.w = images.strides(s.transpose_chw ? 3 : 2);
+      a.c = images.strides(s.transpose_chw ? 1 : 3);
   }
+  r->read_samples = [a](uint64_t first, uint32_t n, char* out) {
+    ReadStridedSamples(a, first, n, out);
+  };
+}
+
+// The array `a` (labels) as a C-contiguous array of its dtype; raises what NumPy raised (a
+// MemoryError) when it cannot make one.
+py::array Contiguous(const py::array& a) {
+  py::array c = py::array::ensure(a, py::array::c_style);
+  if (!c) throw py::error_already_set();
+  return c;
 }
 
 // Fills r->spec.label_dtype and r->labels from `labels` (r->count set already).
-void SetLabels(const py::array& labels, RecordArrays* r) {
+template <typename Records>
+void SetLabels(const py::array& labels, Records* r) {
   if (labels.dtype().is(py::dtype::of<uint8_t>())) {
     r->spec.label_dtype = LabelDType::kU8;
-    py::array l = py::array::ensure(labels, py::array::c_style);
+    py::array l = Contiguous(labels);
     r->labels.assign(static_cast<const char*>(l.data()), r->count);
   } else if (labels.dtype().is(py::dtype::of<int32_t>()) ||
              labels.dtype().is(py::dtype::of<int64_t>())) {
@@ -159,7 +234,7 @@ py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split
                                 const std::string& layout, uint64_t num_classes) {
   CheckNotForked("sluice.write_dataset");
   NoteThreadsStarted();  // its TBB workers
-  RecordArrays r;
+  RecordSource r;
   SetSamples(images, layout, &r);
   CheckLabelShape(images, labels);
   SetLabels(labels, &r);

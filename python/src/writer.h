@@ -15,7 +15,9 @@ namespace sluice::python {
 // storage/array_layout.h), stored as (H, W, C); labels: uint8/int32/int64 [N] (int64 must fit
 // in int32), each in [0, num_classes) (num_classes 0: the largest label + 1, recorded in the
 // manifest). Returns {"split", "records", "shards", "num_classes"}; raises ValueError on a bad
-// array or label.
+// array or label. The array is read in place through its strides, a frame at a time while the
+// frames are compressed (zero-stride broadcast arrays, slices, negative strides, Fortran order
+// and memmaps alike): the write holds its frames in flight, never a copy of the array.
 pybind11::dict WriteDatasetFromArrays(const std::string& out, const std::string& split,
                                       pybind11::array images, pybind11::array labels,
                                       uint64_t records_per_shard, uint32_t records_per_frame,

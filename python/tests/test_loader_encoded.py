@@ -173,7 +173,8 @@ def test_the_manifest_bounds_decoded_images_and_a_larger_one_is_a_data_error(tmp
     path = tmp_path / "train.manifest.json"
     manifest = json.loads(path.read_text())
     assert (manifest["sample"]["max_width"], manifest["sample"]["max_height"],
-            manifest["sample"]["max_pixels"]) == (30, 41, 600)
+            manifest["sample"]["max_pixels"], manifest["sample"]["max_pixels_record"]) == \
+        (30, 41, 600, 0)
     chain = [T.DecodeImage(), T.Resize((4, 4))]
     assert sum(x.shape[0] for x, _ in sluice.Loader(str(tmp_path), batch_size=2,
                                                     transforms=chain)) == 3
@@ -186,7 +187,7 @@ def test_the_manifest_bounds_decoded_images_and_a_larger_one_is_a_data_error(tmp
                              r"\(width x height\), over the bound of 30x40"):
         _batches(sluice.Loader(str(tmp_path), batch_size=2, transforms=chain, shuffle=False))
     # Without the fields (a manifest written before them), the default bound (4096) applies.
-    for key in ("max_width", "max_height", "max_pixels"):
+    for key in ("max_width", "max_height", "max_pixels", "max_pixels_record"):
         del manifest["sample"][key]
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     assert sum(x.shape[0] for x, _ in sluice.Loader(str(tmp_path), batch_size=2,

@@ -179,6 +179,32 @@ def test_measure_switch_predicts_from_sluice_alone_and_the_steps_cpu(fashion):
         p.measure_switch(loader, batches=1.5)
 
 
+def test_replay_reports_how_the_step_ran_and_notes_a_step_faulting_its_memory_in():
+    # A step that allocates and fills 64 MB each time: glibc maps it fresh from the kernel and
+    # returns it on free, so every step faults 16,384 pages in (the kernel's share is most of
+    # its time); a step that only computes on a small tensor has no such note.
+    p = sluice.probe(_sleepy_batches(5, size=50, load_s=0.001))
+    for _ in p:
+        pass
+    for _ in p.replay(steps=10):
+        torch.ones(16 * 1024 * 1024).sum()
+    f = p.report()["probe"]
+    assert 0 < f["replay_cores_busy"] and 0 <= f["replay_kernel_pct"] <= 100
+    assert f["replay_page_faults_per_step"] > 1000
+    assert f["replay_kernel_pct"] >= 15
+    assert any("of its CPU time in the kernel" in n for n in p.report()["notes"])
+    q = sluice.probe(_sleepy_batches(5, size=50, load_s=0.001))
+    for _ in q:
+        pass
+    w = torch.zeros(64, 64)
+    for _ in q.replay(steps=200):
+        for _ in range(20):
+            w = (w @ w).clamp_(-1, 1)
+    g = q.report()["probe"]
+    assert g["replay_kernel_pct"] < 15
+    assert not any("in the kernel" in n for n in q.report()["notes"])
+
+
 def _bench():
     spec = importlib.util.spec_from_file_location(
         "probe_dataloader", os.path.join(REPO, "bench", "probe_dataloader.py"))

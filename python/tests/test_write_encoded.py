@@ -66,7 +66,11 @@ def test_encoded_records_come_back_as_their_bytes_and_labels(tmp_path):
     assert manifest["sample"] == {"dtype": "u8", "encoding": "image",
                                   "max_width": max(w for w, _ in sizes),
                                   "max_height": max(h for _, h in sizes),
-                                  "max_pixels": max(w * h for w, h in sizes)}
+                                  "max_pixels": max(w * h for w, h in sizes),
+                                  # the first image of the largest area
+                                  "max_pixels_record": max(range(len(sizes)),
+                                                           key=lambda i: (sizes[i][0] * sizes[i][1],
+                                                                          -i))}
     assert "record_sources" not in manifest
     assert manifest["options"]["codec"] == "none"
 

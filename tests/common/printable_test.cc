@@ -24,8 +24,8 @@ TEST(Printable, NulNewlineAndBackslashAreEscapedNotCutOrSplit) {
 TEST(Printable, InvalidUtf8AndInvisibleCharactersAreShown) {
   EXPECT_EQ(Printable("\xff\xfe"), "\\xff\\xfe");
   EXPECT_EQ(Printable("\xef\xbb\xbfpath.jpg"), "\\u{feff}path.jpg");  // a UTF-8 BOM
-  EXPECT_EQ(Printable("\xc0\xaf"), "\\xc0\\xaf");                      // an overlong '/'
-  EXPECT_EQ(Printable("x\xe2\x80\xaey"), "x\\u{202e}y");               // right-to-left override
+  EXPECT_EQ(Printable("\xc0\xaf"), "\\xc0\\xaf");                     // an overlong '/'
+  EXPECT_EQ(Printable("x\xe2\x80\xaey"), "x\\u{202e}y");              // right-to-left override
 }
 
 TEST(Printable, LongTextIsCutAndItsLengthGiven) {
@@ -38,6 +38,27 @@ TEST(Printable, LongTextIsCutAndItsLengthGiven) {
 }
 
 TEST(Printable, QuotedAddsQuotes) { EXPECT_EQ(QuotedPrintable("a\tb"), "\"a\\x09b\""); }
+
+// The last guard on a whole error line: a file name a library did not escape is escaped,
+// while text that Printable escaped already is not escaped twice.
+TEST(TerminalSafe, EscapesControlsButNotBackslashesAndCutsOnlyVeryLongMessages) {
+  const std::string message = "/data/\x1b[31mred.jpg: cannot open; transform " + Printable(
+                                                                                     "a\x1b"
+                                                                                     "b");
+  EXPECT_EQ(TerminalSafe(message), "/data/\\x1b[31mred.jpg: cannot open; transform a\\x1bb");
+  EXPECT_EQ(TerminalSafe(std::string(3000, 'x')), std::string(3000, 'x'));
+  const std::string cut = TerminalSafe(std::string(1 << 20, 'x') + ": File name too long");
+  EXPECT_LT(cut.size(), kMaxMessageChars);
+  EXPECT_NE(cut.find("x ... (1048596 bytes) ... x"), std::string::npos) << cut;
+  EXPECT_NE(cut.find(": File name too long"), std::string::npos);
+  // Never inside a UTF-8 character.
+  const std::string accents = TerminalSafe(std::string(3000, 'e') + [] {
+    std::string s;
+    for (int i = 0; i < 3000; ++i) s += "\xe2\x82\xac";  // a euro sign: 3 bytes
+    return s;
+  }());
+  EXPECT_EQ(Printable(accents, accents.size() + 1), accents);
+}
 
 }  // namespace
 }  // namespace sluice

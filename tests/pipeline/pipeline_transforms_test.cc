@@ -2,6 +2,10 @@
 // on (seed, epoch, global position) only, so batches are the same for any thread count, world
 // size and start step; a random crop is a padded crop of its record; the batch format's rules
 // against the chain's output; errors at start.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <map>
 #include <memory>
@@ -9,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
 #include "common/testing/mem_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -355,6 +361,99 @@ TEST(PipelineTransforms, WhatIfTransformsWithoutAChainIsRefused) {
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(), HasSubstr("the run has no transforms"));
+}
+
+// A PNG's signature and IHDR declaring width x height: enough for the writer's header read
+// (the pipeline below fails or is checked before any record is decoded).
+std::string PngHeader(uint32_t width, uint32_t height) {
+  std::string s("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", 16);
+  for (uint32_t v : {width, height}) {
+    for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
+  }
+  s.append("\x08\x02\x00\x00\x00CRC!", 9);
+  return s;
+}
+
+// An encoded split of `samples` at /enc, each record's source "cls/<i>.png".
+struct EncodedDataset {
+  std::unique_ptr<Env> env = NewMemEnv();
+  std::unique_ptr<Dataset> dataset;
+
+  explicit EncodedDataset(std::vector<std::string> samples) {
+    EncodedRecords r;
+    for (size_t i = 0; i < samples.size(); ++i)
+      r.sources.push_back(absl::StrCat("cls/", i, ".png"));
+    r.samples = std::move(samples);
+    r.labels = std::string(r.samples.size(), '\0');
+    WriteDatasetOptions o;
+    o.threads = 1;
+    EXPECT_TRUE(WriteEncodedDataset(env.get(), "/enc", "train", r, o).ok());
+    auto d = Dataset::Open(env.get(), "/enc");
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (d.ok()) dataset = std::move(*d);
+  }
+};
+
+constexpr char kDecodeChain[] = "DecodeImage(), RandomResizedCrop(4)";
+
+// One 60000x1 and one 1x60000 image: the scratch used to be sized for the box of 60000x60000
+// (36 GB per preprocess thread, which could not be allocated); it is sized for 60000 pixels.
+TEST(PipelineTransforms, AWideAndATallImageNeedScratchForTheirAreaNotForTheirBox) {
+  EncodedDataset data({PngHeader(60000, 1), PngHeader(1, 60000)});
+  ASSERT_NE(data.dataset, nullptr);
+  const Manifest& m = data.dataset->manifest();
+  ASSERT_EQ(m.image_bound, (ImageSizeBound{60000, 60000, 60000}));
+  EXPECT_EQ(EncodedChainInput(m.image_bound).plane_values(), 60000u);
+  auto f = ResolveBatchFormat(m.spec, Options(kDecodeChain, H2DFormat::kF32).format,
+                              SettingNames::kFlags, m.image_bound);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_LT(f->chain->scratch_bytes(), size_t{2} << 20);
+}
+
+// When the scratch cannot be allocated, the error names the image that sets the bound (its
+// record and file), so the user knows which file to leave out: --on-corrupt=skip cannot help,
+// the scratch is sized before the run.
+TEST(PipelineTransforms, ScratchThatCannotBeAllocatedNamesTheImageThatSetsTheBound) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' own mappings do not fit an address-space limit";
+#endif
+  EncodedDataset data({PngHeader(8, 8), PngHeader(60000, 60000)});
+  ASSERT_NE(data.dataset, nullptr);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // the limit cannot be undone: a child of its own
+    ::close(fds[0]);
+    const uint64_t limit = AddressSpaceInUse() + (uint64_t{1} << 30);
+    struct rlimit rl = {limit, limit};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(10);
+    auto p = Pipeline::Create(data.dataset.get(), Options(kDecodeChain, H2DFormat::kF32));
+    const std::string text = p.ok() ? "created"
+                                    : absl::StrCat(absl::StatusCodeToString(p.status().code()), " ",
+                                                   p.status().message());
+    if (::write(fds[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      ::_exit(11);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;)
+    text.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_THAT(text, StartsWith("RESOURCE_EXHAUSTED the transforms' scratch of preprocess "
+                               "thread 1 ("))
+      << text;
+  EXPECT_THAT(text, HasSubstr("sized for the chain's largest sample: the split's largest image, "
+                              "record 1 (cls/1.png), declares 3600000000 pixels (sample.max_pixels "
+                              "of /enc/train.manifest.json; widest 60000, tallest 60000)) could "
+                              "not be allocated; leave such images out (sluice-shard create "
+                              "--max-image-pixels)"));
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -50,6 +52,43 @@ TEST(DatasetWriterTest, ThreadCountDoesNotChangeAnyByte) {
     EXPECT_EQ(ReadFileToString(one.get(), "/d/" + n).value(),
               ReadFileToString(two.get(), "/d/" + n).value())
         << n;
+  }
+}
+
+// A RecordSource (a NumPy array read in place, python/src/writer.cc) is read one frame at a
+// time, never whole, and gives the bytes the same records in memory give, for any thread count.
+TEST(DatasetWriterTest, RecordSourceIsReadFrameByFrameAndWritesTheBytesOfRecordArrays) {
+  const RecordArrays r = MakeRecords(U8Spec(28, 28), 3000);
+  RecordSource source;
+  source.spec = r.spec;
+  source.count = r.count;
+  source.labels = r.labels;
+  std::atomic<uint32_t> largest_read{0};
+  std::atomic<uint64_t> records_read{0};
+  source.read_samples = [&](uint64_t first, uint32_t n, char* out) {
+    std::memcpy(out, r.samples.data() + first * r.spec.sample_bytes(),
+                size_t{n} * r.spec.sample_bytes());
+    records_read += n;
+    uint32_t seen = largest_read.load();
+    while (n > seen && !largest_read.compare_exchange_weak(seen, n)) {
+    }
+  };
+  auto from_arrays = NewMemEnv();
+  ASSERT_TRUE(WriteDataset(from_arrays.get(), "/d", "train", r, Options(1000, 64, 1)).ok());
+  for (int threads : {1, 2}) {
+    records_read = 0;
+    auto from_source = NewMemEnv();
+    auto m = WriteDataset(from_source.get(), "/d", "train", source, Options(1000, 64, threads));
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(records_read.load(), 3000u);  // each record read once
+    EXPECT_LE(largest_read.load(), 64u);    // a frame at a time
+    const auto names = Children(from_arrays.get(), "/d");
+    ASSERT_EQ(names, Children(from_source.get(), "/d"));
+    for (const std::string& n : names) {
+      EXPECT_EQ(ReadFileToString(from_arrays.get(), "/d/" + n).value(),
+                ReadFileToString(from_source.get(), "/d/" + n).value())
+          << n << " with " << threads << " threads";
+    }
   }
 }
 

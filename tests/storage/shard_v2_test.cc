@@ -221,11 +221,14 @@ TEST(ShardV2Test, LargestImageAndRecordSourcesRoundTripThroughTheManifest) {
   EXPECT_EQ(m->image_bound, (ImageSizeBound{30, 41, 600}));
   EXPECT_EQ(m->record_sources, r.sources);
   const std::string json = m->ToJson();
+  EXPECT_EQ(m->max_pixels_record, 0u);  // 30 x 20: the first (and only) image of 600 pixels
   EXPECT_THAT(json, HasSubstr("\"encoding\": \"png\",\n    \"max_width\": 30,\n    "
-                              "\"max_height\": 41,\n    \"max_pixels\": 600\n  }"));
+                              "\"max_height\": 41,\n    \"max_pixels\": 600,\n    "
+                              "\"max_pixels_record\": 0\n  }"));
   auto ds = Dataset::Open(env.get(), kDir);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->manifest().image_bound, m->image_bound);
+  EXPECT_EQ((*ds)->manifest().max_pixels_record, 0u);
   EXPECT_EQ((*ds)->manifest().record_sources, r.sources);
   EXPECT_EQ((*ds)->manifest().ToJson(), json);
 
@@ -240,6 +243,47 @@ TEST(ShardV2Test, LargestImageAndRecordSourcesRoundTripThroughTheManifest) {
   big.replace(big.find("600"), 3, "1231");
   bad = Manifest::FromJson(big, "/ds/train.manifest.json");
   EXPECT_THAT(bad.status().message(), HasSubstr("sample.max_pixels: 1231, expected in [1,"));
+}
+
+TEST(ShardV2Test, TheRecordOfTheLargestAreaIsTheFirstOfItsSizeAndOptionalWhenRead) {
+  auto env = NewMemEnv();
+  EncodedRecords r;
+  // The widest (60000 x 1) and the tallest (1 x 60000) are not the largest by area (300 x 300).
+  r.samples = {PngHeader(60000, 1), PngHeader(300, 300), PngHeader(1, 60000), PngHeader(300, 300)};
+  r.labels = std::string(4, '\0');
+  auto m = WriteEncodedDataset(env.get(), kDir, "train", r, EncodedOptions(2, 8, 1 << 20));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->image_bound, (ImageSizeBound{60000, 60000, 90000}));
+  EXPECT_EQ(m->max_pixels_record, 1u);
+  const std::string json = m->ToJson();
+
+  // A manifest written before the field: read as before, naming no record.
+  std::string old = json;
+  const std::string field = ",\n    \"max_pixels_record\": 1";
+  ASSERT_NE(old.find(field), std::string::npos) << json;
+  old.replace(old.find(field), field.size(), "");
+  auto read = Manifest::FromJson(old, "/ds/train.manifest.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->image_bound, m->image_bound);
+  EXPECT_FALSE(read->max_pixels_record.has_value());
+
+  // A record past the split, or the field without the bound: kDataLoss naming it.
+  std::string past = json;
+  past.replace(past.find(field), field.size(), ",\n    \"max_pixels_record\": 4");
+  auto bad = Manifest::FromJson(past, "/ds/train.manifest.json");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("sample.max_pixels_record: 4, expected in [0, record_count 4)"));
+  std::string alone = json;
+  for (const char* key : {"max_width", "max_height", "max_pixels\""}) {
+    // ",\n    \"key\": N," loses "\n    \"key\": N,": the comma before it stays.
+    const size_t at = alone.find(std::string(",\n    \"") + key);
+    ASSERT_NE(at, std::string::npos) << key;
+    alone.erase(at + 1, alone.find('\n', at + 2) - (at + 1));
+  }
+  bad = Manifest::FromJson(alone, "/ds/train.manifest.json");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << alone;
+  EXPECT_THAT(bad.status().message(), HasSubstr("sample.max_pixels_record: expected only with"));
 }
 
 TEST(ShardV2Test, NoLargestImageWhenARecordsHeaderGivesNoSize) {

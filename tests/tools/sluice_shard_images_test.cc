@@ -422,14 +422,15 @@ TEST_F(SluiceShardImagesTest, HoldoutSplitIsChosenByPathHashAndAddingFilesMovesN
 }
 
 TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
-  // A sparse 1 GiB "image": its size, not its bytes, is what the check reads.
-  RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat && truncate -s 1G ", dir_,
-                        "/folder/cat/huge.png"));
+  // Four sparse 200 MiB "images" (each within the 2^28 bytes of one sample, refused alone
+  // from its size): their sizes, not their bytes, are what the check reads.
+  RunShell(absl::StrCat("mkdir -p ", dir_, "/folder/cat && cd ", dir_,
+                        "/folder/cat && truncate -s 200M a.png b.png c.png d.png"));
   Result r = RunShell(absl::StrCat("ulimit -v 1000000 && ", SLUICE_SHARD_BIN,
                                    " create --quiet --image-folder ", dir_, "/folder --out ", dir_,
                                    "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("1 image files of 1.0 GiB, held twice while sharding needs"));
+  EXPECT_THAT(r.text, HasSubstr("4 image files of 800.0 MiB, held twice while sharding needs"));
 }
 
 TEST_F(SluiceShardImagesTest, ClassFolderWithoutImagesIsNamed) {
@@ -443,7 +444,8 @@ TEST_F(SluiceShardImagesTest, ClassFolderWithoutImagesIsNamed) {
 TEST_F(SluiceShardImagesTest, ImageOptionsWithArrayInputAreUsageErrors) {
   Result r = RunShard(absl::StrCat("create --cifar10 x --codec zstd --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 2) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("--codec and --skip-bad-images apply to --image-folder"));
+  EXPECT_THAT(r.text, HasSubstr("--codec, --skip-bad-images and --max-image-pixels apply to "
+                                "--image-folder"));
   r = RunShard(absl::StrCat("create --image-folder a --image-list b --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 2) << r.text;
   EXPECT_THAT(r.text, HasSubstr("give one input"));

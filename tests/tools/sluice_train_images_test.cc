@@ -170,7 +170,8 @@ TEST_F(SluiceTrainImagesTest, AnAddressSpaceLimitCountsTheTransformsScratch) {
   for (const char* split : {"train", "test"}) {
     const Output strip = RunShell(absl::StrCat(
         "/usr/bin/python3 -c \"import json, sys; p = sys.argv[1]; m = json.load(open(p)); "
-        "[m['sample'].pop(k) for k in ('max_width', 'max_height', 'max_pixels')]; "
+        "[m['sample'].pop(k, None) for k in ('max_width', 'max_height', 'max_pixels', "
+        "'max_pixels_record')]; "
         "json.dump(m, open(p, 'w'))\" ",
         dir_, "/data/", split, ".manifest.json"));
     ASSERT_EQ(strip.exit_code, 0) << strip.text;

@@ -53,10 +53,7 @@ inline absl::Status BilinearArg(const TransformArgs& args) {
   for (char& ch : lower)
     ch = static_cast<char>(absl::ascii_tolower(static_cast<unsigned char>(ch)));
   if (lower == "bilinear" || lower == "interpolationmode.bilinear") return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(args.Where("interpolation"),
-                                                 ": expected bilinear (the only mode sluice "
-                                                 "implements), got '",
-                                                 *mode, "'"));
+  return args.Wrong("interpolation", "bilinear (the only mode sluice implements)");
 }
 
 // torchvision's `antialias` (None means False on tensors in 0.14): sluice matches

@@ -2,6 +2,7 @@
 // start-up check fails where the write would, without blocking on a FIFO.
 #include "engine/job/outputs.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,13 +59,23 @@ TEST_F(OutputsTest, TwoOutputsOnOneFileOrAnOutputOnTheResumedCheckpointAreRefuse
   EXPECT_THAT(std::string(s.message()), HasSubstr("is the --resume file the run reads"));
 }
 
-TEST_F(OutputsTest, TheProbeFailsWhereTheWriteWouldAndNeverOpensAFifo) {
+TEST_F(OutputsTest, TheProbeFailsWhereTheWriteWouldAndNeverWaitsOnAFifo) {
   ASSERT_EQ(::mkdir((dir_ + "/out.json.tmp").c_str(), 0755), 0);
   EXPECT_FALSE(ProbeWritable(Env::Default(), dir_ + "/out.json", "report-json").ok());
-  // A FIFO without a reader: opening it for writing would block; the probe must not.
+  // A FIFO without a reader: opening it for writing would block, and so would the write after
+  // training; the probe refuses it at once.
   const std::string fifo = dir_ + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  absl::Status s = ProbeWritable(Env::Default(), fifo, "report-html");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.message(), absl::StrCat("--report-html ", fifo,
+                                      ": a FIFO that no process is reading (start its reader "
+                                      "first)"));
+  // With a reader it is accepted, and nothing is created beside it.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
   EXPECT_TRUE(ProbeWritable(Env::Default(), fifo, "report-json").ok());
+  ::close(reader);
   EXPECT_FALSE(Env::Default()->FileExists(fifo + ".tmp"));
   // A name of 251 characters is legal, and so is its temporary (255).
   const std::string long_name = dir_ + "/" + std::string(251, 'a');

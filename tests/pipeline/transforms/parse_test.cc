@@ -1,11 +1,13 @@
 #include "pipeline/transforms/parse.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -99,6 +101,59 @@ TEST(ParseTransforms, SeparatorsBetweenOpsAreChecked) {
   EXPECT_THAT(ErrorOf("CenterCrop(4) CenterCrop(2)"),
               HasSubstr("at character 15 ('CenterCrop(2)'): expected ',' between transforms"));
   EXPECT_THAT(ErrorOf("CenterCrop(4),"), HasSubstr("expected a transform after ','"));
+}
+
+// A 4 MB list took 18 s and 3.3 GB and printed a 10 MB error line: it is refused before it is
+// parsed, in one short line naming the bound.
+TEST(ParseTransforms, AListOverTheByteBoundIsRefusedAtOnceInOneShortLine) {
+  std::string text;
+  while (text.size() < (4u << 20)) text += "RandomHorizontalFlip(), ";
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = ErrorOf(text);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 0.5);
+  EXPECT_THAT(error, HasSubstr(absl::StrCat("the transform list is ", text.size(),
+                                            " bytes, more than the maximum 65536")));
+  EXPECT_LT(error.size(), 300u) << error;
+  // At the bound itself the text is parsed (and refused here for its op count).
+  EXPECT_THAT(ErrorOf(std::string(kMaxTransformsTextBytes, ' ') + "X()"), HasSubstr("bytes"));
+  EXPECT_THAT(ErrorOf(std::string(kMaxTransformsTextBytes - 3, ' ') + "X()"),
+              HasSubstr("unknown transform 'X'"));
+}
+
+TEST(ParseTransforms, AChainOfMoreThanTheMostOpsIsRefusedNamingTheBound) {
+  std::vector<std::string> ops(kMaxTransformOps, "RandomHorizontalFlip()");
+  auto chain = ParseTransforms(absl::StrJoin(ops, ", "));
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(chain->size(), kMaxTransformOps);
+  ops.push_back("CenterCrop(4)");
+  EXPECT_THAT(ErrorOf(absl::StrJoin(ops, ", ")),
+              HasSubstr("('CenterCrop(4)'): more than 64 transforms, the most a chain may have"));
+}
+
+// A 1 MB argument name, a long mode= string and a bad number were echoed whole, and an ANSI
+// escape in them reached the terminal raw: each is escaped and cut at 200 characters.
+TEST(ParseTransforms, QuotedUserTextIsEscapedAndBounded) {
+  const std::string long_name(60000, 'k');
+  for (const std::string& text :
+       {absl::StrCat("RandomCrop(32, ", long_name, "=1)"),
+        absl::StrCat("DecodeImage(mode='", long_name, "')"),
+        absl::StrCat("RandomCrop(32, padding_mode='", long_name, "')"),
+        absl::StrCat("ToDtype(dtype=", long_name, ")"),
+        absl::StrCat("RandomCrop(", std::string(60000, '7'), "x)"), absl::StrCat(long_name, "()"),
+        absl::StrCat("CenterCrop(4),", std::string(60000, ' '))}) {
+    const std::string error = ErrorOf(text);
+    EXPECT_LT(error.size(), 600u) << error.substr(0, 600);
+    EXPECT_THAT(error, HasSubstr("... (60")) << error.substr(0, 600);
+  }
+  EXPECT_THAT(ErrorOf("RandomCrop(32, \x1b[31mred=1)"),
+              HasSubstr("expected a number, a name or a list, got '\\x1b[31mred=1'"));
+  EXPECT_THAT(ErrorOf("DecodeImage(mode='\x1b[2Jgone')"), HasSubstr("got '\\x1b[2Jgone'"));
+  const std::string with_escape = ErrorOf("DecodeImage(mode='\x1b[2J\x07')");
+  EXPECT_EQ(with_escape.find('\x1b'), std::string::npos) << with_escape;
+  EXPECT_THAT(with_escape, HasSubstr("got '\\x1b[2J\\x07'"));
+  EXPECT_THAT(ErrorOf("X\x1b[31m()"), HasSubstr("unknown transform 'X'"));
 }
 
 TEST(ParseTransforms, EveryRegisteredOpHasAUniqueNameAndParameters) {

@@ -1,0 +1,147 @@
+// sluice-shard create on image folders and lists that are not plain trees of files: a folder
+// with two links to ".", one file listed in three spellings with --holdout-fraction, a FIFO
+// with an image name, and names holding a terminal escape. Each run is under `timeout`, so a
+// walk that never ends fails the test instead of hanging it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "tests/tools/tool_runner.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::RunShell;
+using testing::ToolOutput;
+
+// The smallest JPEG the structure check accepts: SOI, a 1x1 frame header, a scan, EOI.
+constexpr char kTinyJpeg[] =
+    "\xff\xd8\xff\xc0\x00\x0b\x08\x00\x01\x00\x01\x01\x01\x11\x00"
+    "\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00\x00\xff\xd9";
+
+class SluiceShardImageWalkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "sluice_shard_image_walk_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  void Write(const std::string& relative,
+             const std::string& bytes = std::string(kTinyJpeg, sizeof(kTinyJpeg) - 1)) {
+    const fs::path p = fs::path(dir_) / relative;
+    fs::create_directories(p.parent_path());
+    ASSERT_TRUE(WriteFileAtomically(Env::Default(), p.string(), bytes).ok()) << p;
+  }
+  std::string Path(const std::string& relative) { return JoinPath(dir_, relative); }
+
+  // sluice-shard with `args`, ended after 60 s (exit 124) if it has not ended by itself.
+  ToolOutput Shard(const std::string& args) {
+    return RunShell(absl::StrCat("timeout 60 ", SLUICE_SHARD_BIN, " ", args));
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SluiceShardImageWalkTest, TwoLinksToTheSameFolderEndAtOnceNamingTheLoop) {
+  // This ran until killed, its memory growing by about 8 MB/s.
+  Write("img/cls/a/ok.jpg");
+  fs::create_symlink(".", Path("img/cls/a/x"));
+  fs::create_symlink(".", Path("img/cls/a/y"));
+  const ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_LT(r.seconds, 30) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(Path("img/cls/a/x"),
+                                             " (a symbolic link to \".\") leads back to ",
+                                             Path("img/cls/a"), ", a folder that contains it")));
+  EXPECT_FALSE(fs::exists(Path("ds/train.manifest.json")));
+}
+
+TEST_F(SluiceShardImageWalkTest, LinkToTheParentFolderIsRefusedNotListedFortyOneTimes) {
+  Write("img/cls/a/ok.jpg");
+  fs::create_symlink("..", Path("img/cls/a/root"));
+  const ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(Path("img/cls/a/root"),
+                                             " (a symbolic link to \"..\") leads back to ",
+                                             Path("img/cls"))));
+  EXPECT_THAT(r.text, Not(HasSubstr("no image extension")));
+}
+
+TEST_F(SluiceShardImageWalkTest, OneFileListedThreeWaysWithAHoldoutIsRefusedAndNoSplitWritten) {
+  // 21 of 30 such files landed in both the train and the test split.
+  std::string list;
+  for (int i = 0; i < 10; ++i) {
+    Write(absl::StrCat("leak/f", i, ".jpg"));
+    absl::StrAppend(&list, "leak/f", i, ".jpg,0\n./leak/f", i, ".jpg,0\nleak//f", i, ".jpg,0\n");
+  }
+  Write("list.txt", list);
+  const ToolOutput r = Shard(absl::StrCat("create --quiet --image-list ", Path("list.txt"),
+                                          " --holdout-fraction 0.3 --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text,
+              HasSubstr(absl::StrCat(Path("list.txt"), ":1: leak/f0.jpg and ", Path("list.txt"),
+                                     ":2: ./leak/f0.jpg are the same file")));
+  EXPECT_THAT(r.text, HasSubstr("remove one of them (20 entries in all repeat an earlier one)"));
+  EXPECT_FALSE(fs::exists(Path("ds/train.manifest.json")));
+  EXPECT_FALSE(fs::exists(Path("ds/test.manifest.json")));
+}
+
+TEST_F(SluiceShardImageWalkTest, FifoIsNamedOnceOrSkippedAndCountedNeverOpened) {
+  Write("img/cls/ok.jpg");
+  ASSERT_EQ(::mkfifo(Path("img/cls/pipe.jpg").c_str(), 0644), 0);
+  ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  // It read "<path>: <path>: is not a regular file", and --skip-bad-images did not skip it.
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(Path("img/cls/pipe.jpg"),
+                                             ": is not a regular file (a FIFO), expected a JPEG "
+                                             "or PNG file (1 file refused; --skip-bad-images")));
+  EXPECT_THAT(r.text, Not(HasSubstr("pipe.jpg: /")));
+  r = Shard(absl::StrCat("create --quiet --skip-bad-images --image-folder ", Path("img"), " --out ",
+                         Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("skipped 1 bad image files (--skip-bad-images):\n  ",
+                                             Path("img/cls/pipe.jpg"),
+                                             ": is not a regular file (a FIFO)")));
+}
+
+TEST_F(SluiceShardImageWalkTest, TerminalEscapesInFileAndClassNamesArePrintedAsText) {
+  const std::string red = "\x1b[31mred";
+  Write("img/" + red + "/ok.jpg");
+  Write("img/" + red + "/" + red + ".txt", "x");
+  ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("  \\x1b[31mred/\\x1b[31mred.txt: no image extension"));
+  EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
+  r = Shard(absl::StrCat("inspect ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("classes (label: name): 0: \\x1b[31mred"));
+  EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
+  Write("img/" + red + "/" + red + ".jpg", "not an image");
+  r = Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("/img/\\x1b[31mred/\\x1b[31mred.jpg: not a JPEG or PNG image"));
+  EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,82 @@
+#include "tools/stdout_output.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/printable.h"
+
+namespace sluice {
+namespace {
+
+// The /dev/fd/N path of the original stdout, once routed; empty before.
+std::string& RoutedPath() {
+  static std::string* path = new std::string;
+  return *path;
+}
+
+bool SpellsStdout(const std::string& path) {
+  return path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1";
+}
+
+// Whether `path` is the file stdout is: the same inode, and a file, a pipe or a terminal (not
+// /dev/null, which any number of outputs may share with stdout).
+bool IsStdoutFile(const std::string& path, const struct stat& out) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || st.st_dev != out.st_dev || st.st_ino != out.st_ino) {
+    return false;
+  }
+  return S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
+         (S_ISCHR(st.st_mode) && ::isatty(STDOUT_FILENO));
+}
+
+}  // namespace
+
+absl::Status RouteStdoutOutputs(const std::vector<OutputFlag>& outputs) {
+  struct stat out;
+  const bool stdout_open = ::fstat(STDOUT_FILENO, &out) == 0;
+  const OutputFlag* to_stdout = nullptr;
+  bool regular = false;  // a regular file that stdout is: keeps its path
+  for (const OutputFlag& o : outputs) {
+    const std::string& path = *o.path;
+    if (path.empty()) continue;
+    const bool spelled = SpellsStdout(path);
+    if (!spelled && !(stdout_open && IsStdoutFile(path, out))) continue;
+    if (!stdout_open) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", o.flag, " ", Printable(path), ": stdout is closed"));
+    }
+    if (to_stdout != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", to_stdout->flag, " and --", o.flag,
+                       " both write to stdout: one would corrupt the other (write one to a file)"));
+    }
+    to_stdout = &o;
+    regular = !spelled && S_ISREG(out.st_mode);
+  }
+  if (to_stdout == nullptr) return absl::OkStatus();
+  const int saved = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (saved < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", to_stdout->flag, " ", Printable(*to_stdout->path), ": stdout cannot be duplicated"));
+  }
+  std::fflush(stdout);
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  if (regular) {
+    ::close(saved);
+    return absl::OkStatus();
+  }
+  RoutedPath() = absl::StrCat("/dev/fd/", saved);
+  *to_stdout->path = RoutedPath();
+  return absl::OkStatus();
+}
+
+std::string ShownOutputPath(const std::string& path) {
+  if (!RoutedPath().empty() && path == RoutedPath()) return "stdout";
+  return Printable(path);
+}
+
+}  // namespace sluice
