@@ -26,13 +26,21 @@ inline constexpr size_t kCifar10PixelBytes = kCifar10Channels * kCifar10Side * k
 inline constexpr size_t kCifar10RecordBytes = 1 + kCifar10PixelBytes;  // 3,073
 inline constexpr uint32_t kCifar10Classes = 10;
 
-// Records of the files' contents, `files` as {path, bytes}, concatenated in the order given.
+// kDataLoss naming `path` and `bytes` when a batch file's size is not a positive multiple of
+// kCifar10RecordBytes (checked from its size, before it is read, and again on its bytes).
+absl::Status CheckCifar10Size(const std::string& path, uint64_t bytes);
+
+// Records of the files' contents, `files` as {path, bytes}, concatenated in the order given;
+// kResourceExhausted naming the first file when the records cannot be allocated.
 absl::StatusOr<RecordArrays> ParseCifar10(
     const std::vector<std::pair<std::string, absl::string_view>>& files);
 
 // The batch files `spec` names: a directory (its test_batch.bin for split "test", else its
 // data_batch_*.bin in batch-number order), or a comma-separated list of files.
-// kNotFound naming the directory and what was looked for when it holds none.
+// kNotFound naming the directory and what was looked for when it holds none. kInvalidArgument
+// naming both when two files are one batch number (data_batch_01.bin and data_batch_1.bin) or
+// one file (the same path spelled twice, a hard or symbolic link: storage/file_identity.h),
+// whose records would be in the split twice.
 absl::StatusOr<std::vector<std::string>> Cifar10Files(Env* env, const std::string& spec,
                                                       const std::string& split);
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "common/coding.h"
 #include "common/file_lock.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/frame_view.h"
 #include "storage/image_structure.h"
@@ -46,15 +48,28 @@ struct SplitPlan {
 // Writes a frame's raw bytes (the FrameView layout) of `job` into `raw` (cleared first).
 using AssembleFrame = std::function<void(const FrameJob& job, std::string* raw)>;
 
+}  // namespace
+
+absl::Status CheckSplitName(absl::string_view split) {
+  // TerminalSafe changes a name exactly when it holds a control character, a byte that is not
+  // valid UTF-8 or an invisible character.
+  if (split.empty() || absl::StrContains(split, '/') || TerminalSafe(split, SIZE_MAX) != split) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split name ", QuotedPrintable(split),
+                     ": expected a plain name such as train (no '/', control characters or "
+                     "invalid UTF-8)"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 // The checks of every write of fixed-size records: the split's name, the count, the shape, the
 // sizes of the samples (`sample_bytes` given) and labels, and the options.
 absl::Status ValidateRecords(const std::string& split, const RecordSpec& s, uint64_t count,
                              uint64_t sample_bytes, uint64_t label_bytes,
                              const ShardingOptions& o) {
-  if (split.empty() || absl::StrContains(split, '/')) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("split name \"", split, "\": expected a plain name such as train"));
-  }
+  RETURN_IF_ERROR(CheckSplitName(split));
   if (count == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("split ", split, ": zero records; a shard holds at least one"));
@@ -72,11 +87,6 @@ absl::Status ValidateRecords(const std::string& split, const RecordSpec& s, uint
   if (o.records_per_frame == 0 || o.records_per_shard == 0) {
     return absl::InvalidArgumentError("records per frame and per shard must be >= 1");
   }
-  if (uint64_t{o.records_per_frame} * s.record_bytes() > UINT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(o.records_per_frame, " records of ", s.record_bytes(),
-                     " bytes per frame exceed the 4 GiB frame limit; lower --records-per-frame"));
-  }
   if ((count + o.records_per_shard - 1) / o.records_per_shard > UINT32_MAX) {
     return absl::InvalidArgumentError("too many shards; raise --records-per-shard");
   }
@@ -85,6 +95,46 @@ absl::Status ValidateRecords(const std::string& split, const RecordSpec& s, uint
         absl::StrCat("zstd level ", o.zstd_level, ": expected 1..", ZSTD_maxCLevel()));
   }
   return absl::OkStatus();
+}
+
+// The most records one frame of a fixed-size split holds: M, but no more than a shard or the
+// whole split holds.
+uint64_t FrameRecordsAtMost(const ShardingOptions& o, uint64_t count) {
+  return std::min({uint64_t{o.records_per_frame}, o.records_per_shard, count});
+}
+
+// A frame's raw size is a u32 (docs/formats/shard.md): the largest frame must fit in 2^32 - 1
+// bytes. Counted from the records a frame really holds: 2 records of 20 MB were refused as
+// "256 records ... per frame".
+absl::Status CheckFrameBytes(const RecordSpec& s, uint64_t count, const ShardingOptions& o,
+                             const ShardingOptionNames& names) {
+  const uint64_t most = FrameRecordsAtMost(o, count);
+  const uint64_t record = s.record_bytes();
+  uint64_t bytes = 0;
+  if (!__builtin_mul_overflow(most, record, &bytes) && bytes <= UINT32_MAX) {
+    return absl::OkStatus();
+  }
+  if (record > UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "one record of ", record, " bytes (", s.height, "x", s.width, "x", s.channels,
+        " samples) exceeds the 4 GiB frame limit (a frame's raw size is at most 2^32 - 1 "
+        "bytes): such records cannot be stored"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      most, " records of ", record, " bytes per frame exceed the 4 GiB frame limit; lower ",
+      names.records_per_frame, " (at most ", UINT32_MAX / record, " records of this size)"));
+}
+
+// The sharding options a fixed-size split is stored with: M lowered to the most records a
+// frame holds when M records would exceed 2^32 - 1 bytes (every reader checks M x record size
+// from the shard header); else as given, so other splits are written byte for byte as before.
+ShardingOptions StoredShardingOptions(const RecordSpec& s, uint64_t count, ShardingOptions o) {
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(uint64_t{o.records_per_frame}, uint64_t{s.record_bytes()}, &bytes) ||
+      bytes > UINT32_MAX) {
+    o.records_per_frame = static_cast<uint32_t>(FrameRecordsAtMost(o, count));
+  }
+  return o;
 }
 
 absl::Status ValidateInput(const std::string& split, const RecordArrays& r,
@@ -523,8 +573,9 @@ absl::StatusOr<Manifest> WriteSplit(Env* env, const std::string& dir, SplitPlan 
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
                                       const RecordArrays& records,
                                       const WriteDatasetOptions& options) {
-  const ShardingOptions& o = options.sharding;
-  RETURN_IF_ERROR(ValidateInput(split, records, o));
+  RETURN_IF_ERROR(ValidateInput(split, records, options.sharding));
+  RETURN_IF_ERROR(CheckFrameBytes(records.spec, records.count, options.sharding, options.names));
+  const ShardingOptions o = StoredShardingOptions(records.spec, records.count, options.sharding);
   if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
   if (!options.class_names.empty()) {
     return absl::InvalidArgumentError("class names are recorded for encoded images only");
@@ -542,10 +593,11 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
                                       const RecordSource& records,
                                       const WriteDatasetOptions& options) {
-  const ShardingOptions& o = options.sharding;
   const RecordSpec& spec = records.spec;
   RETURN_IF_ERROR(ValidateRecords(split, spec, records.count, records.count * spec.sample_bytes(),
-                                  records.labels.size(), o));
+                                  records.labels.size(), options.sharding));
+  RETURN_IF_ERROR(CheckFrameBytes(spec, records.count, options.sharding, options.names));
+  const ShardingOptions o = StoredShardingOptions(spec, records.count, options.sharding);
   if (options.num_classes) RETURN_IF_ERROR(CheckLabels(records, *options.num_classes).status());
   if (!options.class_names.empty()) {
     return absl::InvalidArgumentError("class names are recorded for encoded images only");

@@ -51,8 +51,16 @@ struct EncodedRecords {
   std::vector<std::string> sources;
 };
 
+// How messages name the sharding options: sluice-shard create's flags by default;
+// sluice.write_dataset names its arguments (python/src/writer.cc).
+struct ShardingOptionNames {
+  std::string records_per_frame = "--records-per-frame";
+  std::string records_per_shard = "--records-per-shard";
+};
+
 struct WriteDatasetOptions {
   ShardingOptions sharding;
+  ShardingOptionNames names;
   int threads = 0;  // frame compression threads (0: all cores); output bytes do not depend on it
   std::vector<SourceEntry> sources;  // recorded in the manifest
   // Recorded in the manifest as label.num_classes; when set, a label outside [0, num_classes)
@@ -75,6 +83,18 @@ absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& records,
 absl::StatusOr<uint32_t> CheckLabels(const RecordSource& records,
                                      std::optional<uint64_t> requested);
 
+// A split name every write accepts (the first part of its manifest's and shards' file names):
+// not empty, no '/', no control character (an ANSI escape would reach every terminal that
+// prints it), nothing that is not valid UTF-8 and no invisible or direction-changing character
+// (what Printable, common/printable.h, would escape). kInvalidArgument quoting it escaped.
+absl::Status CheckSplitName(absl::string_view split);
+
+// A fixed-size frame holds at most min(records_per_frame, records_per_shard, records) records,
+// and its raw size is at most 2^32 - 1 bytes: a split whose largest frame would exceed that is
+// refused (kInvalidArgument naming options.names.records_per_frame). When records_per_frame
+// records alone would exceed it (2 records of 20 MB with the default 256), the shards and the
+// manifest record that smaller count as records_per_frame, so every reader accepts them.
+//
 // Writes split `split` of `records` into `dir` (created if needed), holding the directory's
 // lock (docs/formats/lock.md; kUnavailable naming the holder if another writer has it). Output
 // is byte-identical for the same input and options whatever `threads` is. An existing split is

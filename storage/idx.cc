@@ -1,7 +1,5 @@
 #include "storage/idx.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -9,45 +7,18 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "common/limits.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/internal/byte_stream.h"
+#include "storage/internal/input_buffer.h"
 
 namespace sluice {
 namespace {
 
 using storage_internal::ByteStream;
-
-// Reads one IDX file from `in`: validates magic and dimensions, then reads the values (still
-// big-endian) straight into *values, sized exactly.
-// Resizes *s to n bytes for bulk data. Big buffers ask for transparent huge pages before they
-// are first touched: on a VM a 4 KiB page fault is costly, and the 47 MB sample array plus the
-// 26 MB input made page faults about a third of `sluice-shard create` (measured with perf).
-void ResizeForBulk(std::string* s, size_t n) {
-  s->reserve(n);
-#ifdef MADV_HUGEPAGE
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  if (n >= 2 * kHuge) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(s->data());
-    const uintptr_t lo = (begin + kHuge - 1) & ~(kHuge - 1);
-    const uintptr_t hi = (begin + n) & ~(kHuge - 1);
-    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // a hint only
-  }
-#endif
-  s->resize(n);
-}
-
-// ReadFileToString, with ResizeForBulk's huge-page hint.
-absl::StatusOr<std::string> ReadWholeFile(Env* env, const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
-  std::string out;
-  ResizeForBulk(&out, file->Size());
-  ASSIGN_OR_RETURN(size_t n, file->Read(0, out.size(), out.data()));
-  if (n != out.size()) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": short read: expected ", out.size(), " bytes, got ", n));
-  }
-  return out;
-}
+using storage_internal::ReadWholeInputFile;
+using storage_internal::ResizeForInput;
 
 struct IdxHeader {
   uint8_t type = 0;
@@ -56,6 +27,8 @@ struct IdxHeader {
 
 size_t IdxTypeSize(uint8_t type) { return type == kIdxTypeU8 ? 1 : 4; }
 
+// Reads one IDX file from `in`: validates magic and dimensions, then reads the values (still
+// big-endian) straight into *values, sized exactly.
 absl::StatusOr<IdxHeader> ReadIdx(ByteStream& in, const std::string& path, absl::string_view role,
                                   std::initializer_list<uint8_t> types,
                                   std::initializer_list<uint8_t> ndims, uint32_t expected_magic,
@@ -116,7 +89,12 @@ absl::StatusOr<IdxHeader> ReadIdx(ByteStream& in, const std::string& path, absl:
                      overflow ? std::string("more than 2^64") : absl::StrCat(expected),
                      " data bytes, more than the file holds (truncated?)"));
   }
-  ResizeForBulk(values, expected);
+  // The values are copied out of the file (inflated, for .gz), so they need memory of their
+  // own: a header declaring 300000x100x100 asks for 3 GB.
+  RETURN_IF_ERROR(CheckMemory(absl::StrCat(Printable(path), ": IDX ", role, " of dimensions ", dims,
+                                           " (", expected, " bytes of values)"),
+                              expected));
+  RETURN_IF_ERROR(ResizeForInput(values, expected, path, absl::StrCat("IDX ", role, " ", dims)));
   ASSIGN_OR_RETURN(size_t got, in.Read(values->data(), expected));
   if (got < expected) {
     return absl::DataLossError(absl::StrCat(path, ": ", got, " data bytes, expected ", expected,
@@ -151,7 +129,8 @@ absl::StatusOr<std::string> MaybeGunzip(absl::string_view bytes, const std::stri
   std::string out;
   size_t size = 0;
   while (true) {
-    out.resize(std::max<size_t>(out.size() * 2, 1 << 16));
+    RETURN_IF_ERROR(ResizeForInput(&out, std::max<size_t>(out.size() * 2, 1 << 16), path,
+                                   "its decompressed bytes"));
     ASSIGN_OR_RETURN(size_t n, in.Read(out.data() + size, out.size() - size));
     size += n;
     if (size < out.size()) break;
@@ -191,8 +170,8 @@ absl::StatusOr<RecordArrays> ParseIdxPair(absl::string_view images, const std::s
 
 absl::StatusOr<IdxInput> ReadIdxPair(Env* env, const std::string& images_path,
                                      const std::string& labels_path) {
-  ASSIGN_OR_RETURN(std::string images, ReadWholeFile(env, images_path));
-  ASSIGN_OR_RETURN(std::string labels, ReadWholeFile(env, labels_path));
+  ASSIGN_OR_RETURN(std::string images, ReadWholeInputFile(env, images_path));
+  ASSIGN_OR_RETURN(std::string labels, ReadWholeInputFile(env, labels_path));
   IdxInput in;
   in.sources.push_back({"images", BaseName(images_path), images.size(), Xxh3(images)});
   in.sources.push_back({"labels", BaseName(labels_path), labels.size(), Xxh3(labels)});

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -27,6 +28,7 @@
 #include "common/limits.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
+#include "storage/file_identity.h"
 #include "storage/image_structure.h"
 
 namespace sluice {
@@ -97,7 +99,10 @@ absl::Status ListSorted(const fs::path& dir, std::vector<std::string>* folders,
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const std::string name = it->path().filename().string();
-    if (it->is_directory(ec)) {
+    // Its own error code: a broken symbolic link has no type (stat fails), and is listed as a
+    // file (a bad image, named later), not a failure to list the folder.
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) {
       if (folders != nullptr) folders->push_back(name);
     } else if (files != nullptr) {
       files->push_back(name);
@@ -191,33 +196,42 @@ absl::Status WalkFolders(FolderWalk* w, const std::string& relative,
   return absl::OkStatus();
 }
 
+// Why `path`, which stat(2) cannot follow (errno `err`), is not an image when it is a symbolic
+// link whose target is missing (or a link loop); "" when it is no link (a missing file, which
+// ReadImageFiles names as an error).
+std::string BrokenLinkReason(const std::string& path, int err) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return "";
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(path, ec);
+  return absl::StrCat("is a broken symbolic link to ", ec ? "?" : Printable(target.string()), " (",
+                      std::strerror(err), "), expected a JPEG or PNG file");
+}
+
 // Looks at every file of `list` with stat(2) (links followed, nothing opened, so a FIFO never
 // blocks): fills list->not_regular, and refuses two entries that are one file, which would be
-// read twice (and a held-out split could share it with the training split). A file stat
-// cannot find is left to ReadImageFiles, which names it.
+// read twice (and a held-out split could share it with the training split). A broken symbolic
+// link is a bad image; a file stat cannot find otherwise is left to ReadImageFiles, which names
+// it.
 absl::Status IdentifyFiles(ImageList* list) {
   const size_t n = list->paths.size();
   list->not_regular.assign(n, std::string());
-  std::map<FileId, size_t> first;  // a file -> the first entry that is it
-  size_t repeats = 0;
-  std::pair<size_t, size_t> example;
+  SameFileFinder same;
   for (size_t i = 0; i < n; ++i) {
     struct stat st;
-    if (::stat(list->paths[i].c_str(), &st) != 0) continue;
+    if (::stat(list->paths[i].c_str(), &st) != 0) {
+      list->not_regular[i] = BrokenLinkReason(list->paths[i], errno);
+      continue;
+    }
     if (!S_ISREG(st.st_mode)) {
       list->not_regular[i] = absl::StrCat("is not a regular file (", FileKind(st.st_mode),
                                           "), expected a JPEG or PNG file");
     }
-    const auto [at, inserted] = first.emplace(IdOf(st), i);
-    if (!inserted && repeats++ == 0) example = {at->second, i};
+    same.Add(i, st);
   }
-  if (repeats == 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      list->names[example.first], " and ", list->names[example.second],
-      " are the same file (one device and inode: the path spelled another way, a hard link or "
-      "a symbolic link); a dataset holds each file once (read twice, it would count double, "
-      "and a held-out split could share it with training): remove one of them",
-      repeats > 1 ? absl::StrCat(" (", repeats, " entries in all repeat an earlier one)") : ""));
+  return same.Check(list->names,
+                    "a dataset holds each file once (read twice, it would count double, and a "
+                    "held-out split could share it with training): remove one of them");
 }
 
 // Parses one line of an image list file: "<path><sep><label>".
@@ -237,15 +251,34 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
         absl::StrCat(where, ": label ", label, ": the largest label is ", kMaxLabel,
                      " (2^31 - 2: num_classes, the largest label + 1, is at most 2^31 - 1)"));
   }
-  absl::string_view path = absl::StripTrailingAsciiWhitespace(line.substr(0, sep));
-  absl::ConsumeSuffix(&path, ",");
-  path = absl::StripAsciiWhitespace(path);
-  if (path.empty()) {
+  // The separator: a ',' (spaces or tabs after it belong to it), or a run of spaces and tabs.
+  // Nothing else is trimmed: the path is used exactly as written, so "x.jpg ,0" names the file
+  // "x.jpg " (trimmed, it silently read another file, "x.jpg").
+  size_t end = sep;
+  if (line[sep] != ',') {
+    while (end > 0 && (line[end - 1] == ' ' || line[end - 1] == '\t')) --end;
+    if (end > 0 && line[end - 1] == ',') --end;
+  }
+  const absl::string_view path = line.substr(0, end);
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(path);
+  if (trimmed.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no path before the label"));
+  }
+  auto resolve = [&](absl::string_view p) {
+    return absl::StartsWith(p, "/") ? std::string(p) : JoinPath(list_dir, p);
+  };
+  if (trimmed.size() != path.size()) {
+    struct stat st;
+    if (::lstat(resolve(path).c_str(), &st) != 0 && ::stat(resolve(trimmed).c_str(), &st) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", QuotedPrintable(path), " does not exist, but ", QuotedPrintable(trimmed),
+          " does: a listed path is used exactly as written, spaces included (remove the spaces "
+          "around the path)"));
+    }
   }
   list->names.push_back(absl::StrCat(where, ": ", Printable(path)));
   list->sources.push_back(ManifestName(path));
-  list->paths.push_back(absl::StartsWith(path, "/") ? std::string(path) : JoinPath(list_dir, path));
+  list->paths.push_back(resolve(path));
   list->labels.push_back(label);
   return absl::OkStatus();
 }
@@ -256,6 +289,23 @@ absl::Status FileError(const ImageList& list, size_t i, const absl::Status& s) {
   absl::string_view message = s.message();
   absl::ConsumePrefix(&message, absl::StrCat(list.paths[i], ": "));
   return absl::Status(s.code(), absl::StrCat(list.names[i], ": ", message));
+}
+
+// Reads `path` whole. A read shorter than the size stat(2) gave is a bad image, its reason in
+// `*short_read`: a kernel file (/proc, /sys) says 4096 bytes and holds a line, and a file cut
+// while it is read ends early. Other errors (a file removed, no permission) are errors.
+absl::StatusOr<std::string> ReadImageBytes(Env* env, const std::string& path,
+                                           std::string* short_read) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  std::string out(file->Size(), '\0');
+  ASSIGN_OR_RETURN(const size_t n, file->Read(0, out.size(), out.data()));
+  if (n != out.size()) {
+    *short_read = absl::StrCat("read ", n, " bytes of the ", out.size(),
+                               " its size says (a kernel file, as in /proc or /sys, or a file cut "
+                               "while read), expected a JPEG or PNG file");
+    out.clear();
+  }
+  return out;
 }
 
 void NoteIgnored(ImageList* list, std::string what) {
@@ -394,7 +444,12 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
           bad[i] = list.not_regular[i];
         } else if (!bad[i].empty()) {
           // Refused from its size above: not read.
-        } else if (absl::StatusOr<std::string> b = ReadFileToString(env, list.paths[i]); b.ok()) {
+        } else if (absl::StatusOr<std::string> b = ReadImageBytes(env, list.paths[i], &bad[i]);
+                   !b.ok()) {
+          errors[i] = FileError(list, i, b.status());
+        } else if (!bad[i].empty()) {
+          // Shorter than its size: not an image file.
+        } else {
           bytes[i] = std::move(*b);
           absl::StatusOr<ImageStructure> checked = CheckImageStructure(bytes[i]);
           // The declared size before any decode: a 69-byte PNG may declare 60000x60000, and it
@@ -416,8 +471,6 @@ absl::StatusOr<ImageRecords> ReadImageFiles(Env* env, const ImageList& list,
               absl::StrAppend(&bad[i], " (a hidden file; \"._*\" files are macOS metadata)");
             }
           }
-        } else {
-          errors[i] = FileError(list, i, b.status());
         }
         const uint64_t total = done.fetch_add(1) + 1;
         if (options.on_progress) options.on_progress(total);

@@ -16,7 +16,8 @@
 // Both look at every file with stat(2) (links followed; nothing is opened, so a FIFO never
 // blocks): two entries that are one file (the same device and inode: the same path spelled
 // twice, a hard link, a symbolic link) are an error naming both, and a file that is not a
-// regular file (a FIFO, a socket, a device, a folder) is a bad image (ImageList::not_regular).
+// regular file (a FIFO, a socket, a device, a folder) or a broken symbolic link is a bad image
+// (ImageList::not_regular).
 // Names in messages go through Printable (common/printable.h).
 //
 // Errors: kNotFound / kInvalidArgument naming the folder, file or list line and what was
@@ -54,8 +55,9 @@ struct ImageList {
   std::vector<uint32_t> labels;      // one per path
   std::vector<std::string> class_names;  // ImageFolder only: index = label
   // One per path, from stat(2): why the file cannot be an image without opening it ("is not a
-  // regular file (a FIFO), ..."), else empty. ReadImageFiles counts such a file as a bad image
-  // and never opens it. Empty vector: nothing known (every file is opened).
+  // regular file (a FIFO), ...", "is a broken symbolic link to ..."), else empty. ReadImageFiles
+  // counts such a file as a bad image and never opens it. Empty vector: nothing known (every file
+  // is opened).
   std::vector<std::string> not_regular;
   // ImageFolder: files left out by name (no image extension, or not in a class folder); the
   // first kNamedExamples as "<path relative to DIR>: <why>".
@@ -66,7 +68,9 @@ struct ImageList {
 absl::StatusOr<ImageList> ListImageFolder(const std::string& dir);
 
 // One record per non-blank line: a path, then a separator (the last ',', space or tab on the
-// line), then a label: a decimal integer in [0, kMaxLabel = 2^31 - 2]. A relative path is relative
+// line; spaces and tabs after a ',' belong to it), then a label: a decimal integer in
+// [0, kMaxLabel = 2^31 - 2]. The path is used exactly as written (only the line end, "\n" or
+// "\r\n", is stripped): "x.jpg ,0" names "x.jpg ". A relative path is relative
 // to the list file's folder. A leading UTF-8 byte-order mark is skipped (as Python's "utf-8-sig");
 // a NUL byte on a line, or a UTF-16 byte-order mark, is an error. Errors name "<list>:<line>".
 absl::StatusOr<ImageList> ReadImageListFile(Env* env, const std::string& list_path);
@@ -74,7 +78,8 @@ absl::StatusOr<ImageList> ReadImageListFile(Env* env, const std::string& list_pa
 struct ReadImagesOptions {
   int threads = 0;  // 0: all cores; the records do not depend on it
   // Every file gets CheckImageStructure (storage/image_structure.h: zero bytes, not JPEG/PNG,
-  // truncated); a file that is not a regular file (ImageList::not_regular) fails unread. A
+  // truncated); a file that is not a regular file (ImageList::not_regular) fails unread, and
+  // one that reads shorter than its size (a /proc or /sys file) fails too. A
   // file that fails is an error naming it (kInvalidArgument, the first in list order), or,
   // with skip_bad_images, left out and counted in skipped.
   bool skip_bad_images = false;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/coding.h"
 #include "common/status_macros.h"
+#include "storage/internal/input_buffer.h"
 
 namespace sluice {
 namespace {
@@ -234,6 +235,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, const std::string& pa
 
 namespace {
 
+using storage_internal::ResizeForInput;
+
 // Labels as u8 (from u1) or i32 (from i4, or i8 whose values fit).
 absl::Status SetLabels(const NpyArray& a, const std::string& path, RecordArrays* r) {
   if (a.shape.size() != 1) {
@@ -246,17 +249,14 @@ absl::Status SetLabels(const NpyArray& a, const std::string& path, RecordArrays*
                                     "'; labels must be '|u1', "
                                     "'<i4' or '<i8'"));
   }
-  if (a.kind == 'u') {
-    r->spec.label_dtype = LabelDType::kU8;
-    r->labels.assign(a.data.data(), a.data.size());
+  if (a.kind == 'u' || a.item_bytes == 4) {
+    r->spec.label_dtype = a.kind == 'u' ? LabelDType::kU8 : LabelDType::kI32;
+    RETURN_IF_ERROR(ResizeForInput(&r->labels, a.data.size(), path, "the labels"));
+    std::memcpy(r->labels.data(), a.data.data(), a.data.size());
     return absl::OkStatus();
   }
   r->spec.label_dtype = LabelDType::kI32;
-  if (a.item_bytes == 4) {
-    r->labels.assign(a.data.data(), a.data.size());
-    return absl::OkStatus();
-  }
-  r->labels.resize(a.shape[0] * 4);
+  RETURN_IF_ERROR(ResizeForInput(&r->labels, a.shape[0] * 4, path, "the labels as int32"));
   for (uint64_t i = 0; i < a.shape[0]; ++i) {
     const int64_t v = static_cast<int64_t>(DecodeFixed64(a.data.data() + 8 * i));
     if (v < INT32_MIN || v > INT32_MAX) {
@@ -293,12 +293,12 @@ absl::StatusOr<RecordArrays> ParseNpyPair(absl::string_view images, const std::s
                                                    " labels, expected ", r.count,
                                                    " to match the images of ", images_path));
   }
+  RETURN_IF_ERROR(ResizeForInput(&r.samples, img.data.size(), images_path, "the samples"));
   if (s.transpose_chw) {
-    r.samples.resize(img.data.size());
     TransposeChwToHwc(img.data.data(), r.samples.data(), s.count, s.channels, s.height, s.width,
                       img.item_bytes);
   } else {
-    r.samples.assign(img.data.data(), img.data.size());
+    std::memcpy(r.samples.data(), img.data.data(), img.data.size());
   }
   return r;
 }

@@ -122,7 +122,8 @@ constexpr char kUsage[] =
       images) or CIFAR-10 batches (a directory: data_batch_*.bin, or test_batch.bin for
       --split test); or JPEG/PNG files stored as they are (shard version 2): class
       subfolders as torchvision's ImageFolder (classes sorted by name, recorded in the
-      manifest), or a list file of "<path>,<label>" lines; frames close at M records or
+      manifest), or a list file of "<path>,<label>" lines (each path used exactly as
+      written, spaces included); frames close at M records or
       --frame-bytes raw bytes (default 4 MiB), --codec none by default; an empty,
       non-JPEG/PNG or truncated file (a structure check, docs/formats/shard.md) is an error
       naming it, or skipped and named with --skip-bad-images (--verify-images=decode also

@@ -18,6 +18,7 @@
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/decode_check.h"
+#include "storage/dataset_writer.h"
 #include "storage/image_files.h"
 #include "storage/record_files.h"
 #include "storage/shard_format.h"
@@ -185,6 +186,16 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
   Progress::SetEnabled(!o.quiet);
   ImageList list;
   ASSIGN_OR_RETURN(ImageRecords images, ReadImageInput(env, o, &list));
+  if (images.records.samples.empty() && images.skipped > 0) {
+    // Said here, not as the writer's "zero records": every file was read, and every one bad.
+    PrintLeftOut(absl::StrCat("skipped ", images.skipped, " bad image files (--skip-bad-images)"),
+                 images.skipped, images.skipped_examples);
+    std::fflush(stdout);
+    return absl::InvalidArgumentError(absl::StrCat(
+        Printable(o.image_folder.empty() ? o.image_list : o.image_folder), ": all ", images.skipped,
+        images.skipped == 1 ? " file was" : " files were",
+        " skipped as bad images (see above); nothing to write to split ", Printable(o.split)));
+  }
   const std::string input = Printable(o.image_folder.empty() ? o.image_list : o.image_folder);
   std::optional<uint64_t> classes = o.num_classes;
   if (!list.class_names.empty()) {
@@ -226,8 +237,8 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   RETURN_IF_ERROR(InputFromFlags(&o));
   ASSIGN_OR_RETURN(o.out, RequiredFlag("create", FLAGS_out, "out"));
   o.split = absl::GetFlag(FLAGS_split);
-  if (o.split.empty() || absl::StrContains(o.split, '/')) {
-    return absl::InvalidArgumentError("create: --split: expected a plain name such as train");
+  if (absl::Status named = CheckSplitName(o.split); !named.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("create: --split: ", named.message()));
   }
 
   ShardingOptions& s = o.write.sharding;
@@ -243,9 +254,12 @@ absl::StatusOr<CreateOptions> CreateOptionsFromFlags() {
   s.zstd_level = static_cast<int>(level);
   o.write.threads = static_cast<int>(threads);
   RETURN_IF_ERROR(EncodedOptionsFromFlags(&o));
-  if (o.holdout_fraction > 0 &&
-      (o.holdout_split.empty() || absl::StrContains(o.holdout_split, '/') ||
-       o.holdout_split == o.split)) {
+  if (o.holdout_fraction > 0) {
+    if (absl::Status named = CheckSplitName(o.holdout_split); !named.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("create: --holdout-split: ", named.message()));
+    }
+  }
+  if (o.holdout_fraction > 0 && o.holdout_split == o.split) {
     return absl::InvalidArgumentError(
         "create: --holdout-split: expected a plain name other than --split's, such as test");
   }

@@ -128,7 +128,7 @@ std::string FramingString(const RecordSpec& spec, uint32_t per_frame, const Shar
 absl::Status InspectShard(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ShardReader::Open(env, path));
   const ShardHeader& h = r->header();
-  std::printf("shard %s: %llu bytes, format version %u\n", path.c_str(),
+  std::printf("shard %s: %llu bytes, format version %u\n", Printable(path).c_str(),
               static_cast<unsigned long long>(r->file_size()), h.version());
   std::printf("  %s\n", SpecString(h.spec).c_str());
   std::printf("  shard_index %u, records [%llu, %llu) of the split, %s%u per frame, %u frames\n",
@@ -170,8 +170,8 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds,
                    Dataset::Open(env, path, "train", ShardFiles::kOneAtATime));
   const Manifest& m = ds->manifest();
-  std::printf("manifest %s: split %s, %llu records\n", ds->manifest_path().c_str(), m.split.c_str(),
-              static_cast<unsigned long long>(m.record_count));
+  std::printf("manifest %s: split %s, %llu records\n", Printable(ds->manifest_path()).c_str(),
+              Printable(m.split).c_str(), static_cast<unsigned long long>(m.record_count));
   std::printf("  %s%s\n", SpecString(m.spec).c_str(),
               m.num_classes ? absl::StrCat(", ", *m.num_classes, " classes").c_str() : "");
   if (!m.class_names.empty()) {
@@ -201,7 +201,7 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   RecordStats stats;
   for (size_t i = 0; i < m.shards.size(); ++i) {
     const ShardEntry& e = m.shards[i];
-    rows.push_back({e.file, absl::StrCat(e.first_record), absl::StrCat(e.record_count),
+    rows.push_back({Printable(e.file), absl::StrCat(e.first_record), absl::StrCat(e.record_count),
                     absl::StrCat(e.frame_count), absl::StrCat(e.bytes), ChecksumToHex(e.xxh3)});
     stored += e.bytes;
     ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, ds->OpenShard(i));  // closed after
@@ -210,8 +210,9 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
   }
   PrintTable(rows, /*left_first=*/true);
   for (const SourceEntry& s : m.sources) {
-    std::printf("  source %s: %s, %llu bytes, xxh3 %s\n", s.role.c_str(), s.file.c_str(),
-                static_cast<unsigned long long>(s.bytes), ChecksumToHex(s.xxh3).c_str());
+    std::printf("  source %s: %s, %llu bytes, xxh3 %s\n", Printable(s.role).c_str(),
+                Printable(s.file).c_str(), static_cast<unsigned long long>(s.bytes),
+                ChecksumToHex(s.xxh3).c_str());
   }
   std::printf("compression: %llu raw bytes -> %llu bytes in shard files (ratio %.2f)\n",
               static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),

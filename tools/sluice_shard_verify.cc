@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/output_target.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/dataset.h"
 #include "storage/dataset_records.h"
@@ -40,7 +41,7 @@ absl::Status ReportExtraFiles(const std::string& dir, const std::vector<std::str
       std::fprintf(stderr,
                    "sluice-shard verify: warning: %s: leftover of an interrupted write (in no "
                    "manifest; safe to delete while no writer holds the directory)\n",
-                   p.c_str());
+                   Printable(p).c_str());
       continue;
     }
     const Dataset* owner = nullptr;
@@ -56,12 +57,13 @@ absl::Status ReportExtraFiles(const std::string& dir, const std::vector<std::str
                    "sluice-shard verify: warning: %s: looks like a shard of split \"%s\" but %s "
                    "does not list it (a leftover of an interrupted rewrite; the next write of "
                    "the split removes it)\n",
-                   p.c_str(), owner->manifest().split.c_str(), owner->manifest_path().c_str());
+                   Printable(p).c_str(), Printable(owner->manifest().split).c_str(),
+                   Printable(owner->manifest_path()).c_str());
       continue;
     }
     std::fprintf(stderr,
                  "sluice-shard verify: warning: %s: unexpected file, in no split's manifest\n",
-                 p.c_str());
+                 Printable(p).c_str());
   }
   return absl::OkStatus();
 }
@@ -96,7 +98,7 @@ absl::Status RunVerify(Env* env, const std::string& path) {
                      Dataset::Open(env, mp, "train", ShardFiles::kOneAtATime));
     RETURN_IF_ERROR(VerifyDataset(*ds));
     std::printf("OK %s: %llu records in %zu shards, every checksum and count verified\n",
-                mp.c_str(), static_cast<unsigned long long>(ds->record_count()),
+                Printable(mp).c_str(), static_cast<unsigned long long>(ds->record_count()),
                 ds->manifest().shards.size());
     datasets.push_back(std::move(ds));
   }
@@ -123,8 +125,8 @@ absl::Status RunExport(Env* env, const std::string& path, const std::string& pre
   ASSIGN_OR_RETURN(RecordArrays records, ReadAllRecords(*ds));
   RETURN_IF_ERROR(VerifyDataset(*ds));
   ASSIGN_OR_RETURN(IdxPaths paths, WriteIdxPair(env, prefix, records));
-  std::printf("%s -> %s, %s (%llu records, raw IDX)\n", ds->manifest_path().c_str(),
-              paths.images.c_str(), paths.labels.c_str(),
+  std::printf("%s -> %s, %s (%llu records, raw IDX)\n", Printable(ds->manifest_path()).c_str(),
+              Printable(paths.images).c_str(), Printable(paths.labels).c_str(),
               static_cast<unsigned long long>(records.count));
   return absl::OkStatus();
 }

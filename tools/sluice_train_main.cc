@@ -412,6 +412,14 @@ void AddMeasuredToJson(const std::vector<WhatIfRow>& what_if,
   }
 }
 
+// A failed write of output --`flag` after training, naming the flag ("/dev/full: write failed"
+// alone did not say which output it was).
+absl::Status AfterTraining(absl::string_view flag, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("--", flag, ": ", s.message(), " (written after training)"));
+}
+
 // Rank 0, after training: the summary, the report (text, JSON), the trace and the what-if table.
 absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
                                  const TrainJobResult& result, const JobReport& job_report,
@@ -437,10 +445,11 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
     nlohmann::ordered_json json = report.ToJson();
     AddMeasuredToJson(what_if_rows, checks, check_steps, &json);
-    RETURN_IF_ERROR(WriteFileAtomically(env, path, json.dump(2) + "\n"));
+    RETURN_IF_ERROR(
+        AfterTraining("report-json", WriteFileAtomically(env, path, json.dump(2) + "\n")));
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
-    RETURN_IF_ERROR(WriteJobTrace(env, path, result, job_report));
+    RETURN_IF_ERROR(AfterTraining("trace", WriteJobTrace(env, path, result, job_report)));
     std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n",
                 ShownOutputPath(path).c_str());
   }
@@ -450,7 +459,8 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   extras.what_if = what_if_rows;
   // Last: the page holds the what-if table.
   if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
-    RETURN_IF_ERROR(WriteFileAtomically(env, path, ReportToHtml(report, extras)));
+    RETURN_IF_ERROR(
+        AfterTraining("report-html", WriteFileAtomically(env, path, ReportToHtml(report, extras))));
     std::printf("report: %s (open in a browser)\n", ShownOutputPath(path).c_str());
   }
   return absl::OkStatus();

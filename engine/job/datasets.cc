@@ -115,7 +115,17 @@ absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model,
   ASSIGN_OR_RETURN(
       const ResolvedBatchFormat batch,
       ResolveBatchFormat(spec, format, SettingNames::kFlags, train.manifest().image_bound));
-  if (batch.chain != nullptr && model.layers.front() != static_cast<int>(batch.sample.values())) {
+  if (batch.chain != nullptr && batch.chain->output_spec().values() > kMaxLayerSize) {
+    // No --layers can take it: suggesting its size would name a layer --layers refuses.
+    const SampleSpec& s = batch.chain->output_spec();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--transforms: the samples after the transforms are %s %ux%ux%u (%u values), too large "
+        "for any model (a layer takes at most %u values, 2^30); make them smaller (a smaller "
+        "Resize or crop)",
+        ElementTypeName(s.dtype), s.channels, s.height, s.width, s.values(), kMaxLayerSize));
+  }
+  if (batch.chain != nullptr &&
+      static_cast<uint64_t>(model.layers.front()) != batch.sample.values()) {
     const SampleSpec& s = batch.chain->output_spec();
     return absl::InvalidArgumentError(absl::StrFormat(
         "--layers: the first layer takes %d values, the samples after --transforms are %s %ux%ux%u "

@@ -23,6 +23,7 @@
 #include "engine/job/resume.h"
 #include "engine/safetensors.h"
 #include "nlohmann/json.hpp"
+#include "storage/dataset_files.h"
 
 namespace sluice {
 
@@ -84,23 +85,6 @@ absl::Status WriteSpecial(int fd, const std::string& path, absl::string_view dat
       absl::StrCat("--metrics-out ", path, ": write failed: ", std::strerror(error)));
 }
 
-// The path with its directory resolved (links, "..", "."), so two spellings of one file compare
-// equal; the path as given when the directory does not exist yet.
-std::string Resolved(const std::string& path) {
-  char buf[PATH_MAX];
-  if (::realpath(DirName(path).c_str(), buf) == nullptr) return path;
-  return JoinPath(buf, BaseName(path));
-}
-
-// The resolved directory of the dataset `data` names (a directory, or a manifest in one).
-std::string DatasetDir(const std::string& data) {
-  char buf[PATH_MAX];
-  struct stat st;
-  const bool is_dir = ::stat(data.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  if (::realpath((is_dir ? data : DirName(data)).c_str(), buf) == nullptr) return "";
-  return buf;
-}
-
 }  // namespace
 
 absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
@@ -125,31 +109,26 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
   if (!options.checkpoint_dir.empty()) {
     inputs.push_back({"checkpoint-dir", CheckpointPath(options.checkpoint_dir)});
   }
-  const std::string data_dir = DatasetDir(options.data);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string out = Resolved(outputs[i].path);
+    const std::string out = ResolvedOutputPath(outputs[i].path);
     for (size_t j = 0; j < i; ++j) {
-      if (Resolved(outputs[j].path) == out) {
+      if (ResolvedOutputPath(outputs[j].path) == out) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", outputs[i].flag, " and --", outputs[j].flag, " name the same file ",
                          outputs[i].path, ": one would replace the other"));
       }
     }
     for (const OutputPath& in : inputs) {
-      if (Resolved(in.path) == out) {
+      if (ResolvedOutputPath(in.path) == out) {
         return absl::InvalidArgumentError(absl::StrCat("--", outputs[i].flag, " ", outputs[i].path,
                                                        " is the --", in.flag,
                                                        " file the run reads: it would replace it"));
       }
     }
-    const std::string name = BaseName(out);
-    if (!data_dir.empty() && DirName(out) == data_dir &&
-        (absl::EndsWith(name, ".shard") || absl::EndsWith(name, ".manifest.json") ||
-         name == ".sluice.lock")) {
-      return absl::InvalidArgumentError(absl::StrCat("--", outputs[i].flag, " ", outputs[i].path,
-                                                     " is a file of the dataset in ", data_dir,
-                                                     ": it would replace it"));
-    }
+    // A manifest, shard or lock of the dataset's directory, or another name of one
+    // (storage/dataset_files.h).
+    RETURN_IF_ERROR(
+        CheckNotADatasetFile(outputs[i].path, options.data, absl::StrCat("--", outputs[i].flag)));
   }
   return absl::OkStatus();
 }

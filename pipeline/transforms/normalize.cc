@@ -1,11 +1,13 @@
 #include "pipeline/transforms/normalize.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/internal/op_checks.h"
 
@@ -21,11 +23,40 @@ std::string ListText(const std::vector<float>& v) {
 std::vector<float> ToFloats(const std::vector<double>& v) {
   return std::vector<float>(v.begin(), v.end());
 }
+
+// A value float32 cannot hold would reach Create's message after the conversion, as "inf" or
+// "0", not as the user gave it: refused here, naming the value as given (ExactNumber). Beyond
+// float32's range (half an ulp past FLT_MAX, where rounding gives infinity) for either; a
+// non-zero std that rounds to 0 (it divides). A mean that rounds to 0 is the same mean.
+absl::Status CheckFloat32(const TransformArgs& args, absl::string_view name,
+                          const std::vector<double>& values, bool divides) {
+  constexpr double kFloat32Overflow = static_cast<double>(FLT_MAX) + 0x1p103;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    const std::string value =
+        absl::StrCat(ExactNumber(v), values.size() > 1 ? absl::StrCat(" (channel ", i, ")") : "");
+    if (std::isfinite(v) && std::fabs(v) >= kFloat32Overflow) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          args.Where(name), ": ", value,
+          " is outside float32's range (magnitudes up to about 3.4e+38); mean and std are "
+          "float32, as torchvision's"));
+    }
+    if (divides && v != 0 && static_cast<float>(v) == 0.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(args.Where(name), ": ", value,
+                       " rounds to 0 in float32 (the smallest positive float32 is about "
+                       "1.4e-45); the std divides, so it must be non-zero in float32"));
+    }
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transform>> Normalize::FromArgs(const TransformArgs& args) {
   ASSIGN_OR_RETURN(const std::vector<double> mean, args.Numbers("mean"));
   ASSIGN_OR_RETURN(const std::vector<double> std, args.Numbers("std"));
+  RETURN_IF_ERROR(CheckFloat32(args, "mean", mean, /*divides=*/false));
+  RETURN_IF_ERROR(CheckFloat32(args, "std", std, /*divides=*/true));
   absl::StatusOr<std::unique_ptr<Normalize>> op = Create(ToFloats(mean), ToFloats(std));
   if (!op.ok()) return op.status();
   return std::unique_ptr<Transform>(std::move(*op));

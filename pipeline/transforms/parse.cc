@@ -1,5 +1,6 @@
 #include "pipeline/transforms/parse.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <string>
@@ -80,8 +81,16 @@ class Parser {
     if (name.empty()) return Error(start, "expected a transform name");
     const TransformInfo* info = FindTransform(name);
     if (info == nullptr) {
-      return Error(start, absl::StrCat("unknown transform '", Printable(name),
-                                       "'; known: ", RegisteredTransformNames()));
+      // The whole name as written: a look-alike letter (a Cyrillic 'о' in "RandomCrоp") ends
+      // Name() early, and the message would show only "RandomCr".
+      size_t end = pos_;
+      while (end < text_.size() && (IsNameChar(text_[end]) || (text_[end] & 0x80) != 0)) ++end;
+      const absl::string_view written = text_.substr(start, end - start);
+      const bool ascii =
+          std::none_of(written.begin(), written.end(), [](char c) { return (c & 0x80) != 0; });
+      return Error(start, absl::StrCat("unknown transform '", Printable(written), "'",
+                                       ascii ? "" : " (it holds a character that is not ASCII)",
+                                       "; known: ", RegisteredTransformNames()));
     }
     SkipSpace();
     const size_t open = pos_;

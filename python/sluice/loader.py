@@ -275,7 +275,9 @@ class Loader:
         the rate of each pass this loader finished, and a timeline of your step against the
         wait for data (docs/bottleneck.md, "The picture"). Returns the path. `path` is a str
         or os.PathLike naming a file in an existing directory (TypeError, IsADirectoryError,
-        FileNotFoundError otherwise, before anything is written)."""
+        FileNotFoundError otherwise, before anything is written), never a file of the dataset
+        this loader reads: a manifest, shard or lock of its folder, or another name of one
+        (ValueError, as sluice-train refuses its outputs there)."""
         path = _output_path_arg("report_html: path", path)
         self._last_pass("report_html()").report_html(path, list(self._epoch_rates))
         return path

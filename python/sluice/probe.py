@@ -110,12 +110,20 @@ class _Clock:
 class Probe:
     """Wraps `iterable` (a DataLoader, or any iterable of batches). Iterate it as the iterable
     itself; each iteration is one pass over it. `batch_size`: the samples per batch when the
-    batch holds no tensor to count (default: the length of the batch's first tensor)."""
+    batch holds no tensor to count (default: the length of the batch's first tensor). `name`:
+    the loader's name in the report (a str; default: the iterable's class), printed bounded
+    and escaped."""
 
     def __init__(self, iterable, batch_size=None, name=None):
         self._iterable = iterable
         self._batch_size = _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE, none_ok=True)
-        self._name = name or _describe(iterable)
+        if name is not None and not isinstance(name, str):
+            raise TypeError("name: expected a str or None, got %s (%s)" % (_printable(name),
+                                                                         _type_name(name)))
+        # Printed by the report bounded and escaped (report/analysis/loader_probe.cc), as is
+        # the class's name that stands in for it.
+        # A lone surrogate cannot reach C++ as UTF-8: written as its escape.
+        self._name = (name or _describe(iterable)).encode("utf-8", "backslashreplace").decode()
         self._run = _Clock()
         self._replay = _Clock()
         self._replay_batch = ""

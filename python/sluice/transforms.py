@@ -28,6 +28,7 @@ import math
 import numbers
 
 from . import _sluice
+from ._args import _printable
 
 __all__ = ["CenterCrop", "Compose", "DecodeImage", "Normalize", "RandomCrop",
            "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToDtype", "chain_text",
@@ -53,6 +54,17 @@ def _ints(name, value):
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_int(name, v) for v in value) + "]"
     return _int(name, value)
+
+
+def _channel_numbers(name, value):
+    """A mean or std: a number for every channel, or a non-empty sequence of one per channel;
+    ValueError for an empty one (it held no channel's value)."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        value = value.tolist()  # a torch tensor or numpy array
+    if isinstance(value, (list, tuple)) and not value:
+        raise ValueError("%s: must have one value per channel (at least one), or one value for "
+                         "every channel; got an empty %s" % (name, type(value).__name__))
+    return _numbers(name, value)
 
 
 def _numbers(name, value):
@@ -147,12 +159,23 @@ class RandomResizedCrop(_Op):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation="bilinear", antialias=None):
         _bilinear(interpolation, antialias)
+        checked = {}
         for name, value in (("scale", scale), ("ratio", ratio)):
+            if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+                value = value.tolist()  # a torch tensor or numpy array
+            # Numbers first: '0.1' < 1 raised "'<' not supported between instances of 'int'
+            # and 'str'", naming neither the argument nor what it takes.
+            if not isinstance(value, (list, tuple)) or any(
+                    isinstance(v, bool) or not isinstance(v, numbers.Real) for v in value):
+                raise TypeError("%s: expected (lo, hi), two numbers, got %s" % (name,
+                                                                                _printable(value)))
             if len(value) != 2 or not 0 < value[0] <= value[1]:
-                raise ValueError("%s: expected (lo, hi) with 0 < lo <= hi, got %r" % (name, value))
+                raise ValueError("%s: expected (lo, hi) with 0 < lo <= hi, got %s"
+                                 % (name, _printable(value)))
+            checked[name] = list(value)
         super().__init__("RandomResizedCrop", [_ints("size", size),
-                                               "scale=" + _numbers("scale", list(scale)),
-                                               "ratio=" + _numbers("ratio", list(ratio))])
+                                               "scale=" + _numbers("scale", checked["scale"]),
+                                               "ratio=" + _numbers("ratio", checked["ratio"])])
 
 
 class RandomHorizontalFlip(_Op):
@@ -172,10 +195,11 @@ class Normalize(_Op):
         if inplace is not False:
             raise ValueError("inplace: sluice's Normalize writes a new buffer; only "
                              "inplace=False is meaningful, got %r" % (inplace,))
-        std_text = _numbers("std", std)
+        mean_text = _channel_numbers("mean", mean)
+        std_text = _channel_numbers("std", std)
         if any(float(v) == 0 for v in std_text.strip("[]").split(",")):
-            raise ValueError("std: must be non-zero (it divides), got %r" % (std,))
-        super().__init__("Normalize", ["mean=" + _numbers("mean", mean), "std=" + std_text])
+            raise ValueError("std: must be non-zero (it divides), got %s" % _printable(std))
+        super().__init__("Normalize", ["mean=" + mean_text, "std=" + std_text])
 
 
 _DTYPE_NAMES = {"uint8": "u8", "float16": "f16", "half": "f16", "bfloat16": "bf16",

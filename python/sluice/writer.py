@@ -30,6 +30,7 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     too large label is refused, naming the first such record and its value."""
     import numpy as np
     if isinstance(images, (list, tuple)):
+        _refuse_zero_records(len(images), "an empty %s" % type(images).__name__, labels)
         return _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
                               zstd_level, threads, layout, num_classes, frame_bytes, codec,
                               classes, sources)
@@ -43,9 +44,26 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
                            meaning=" (None: the largest label + 1)")
     out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
         out, split, records_per_shard, records_per_frame, zstd_level, threads)
-    return _sluice.write_dataset(out, split, np.asarray(images), np.asarray(labels),
+    images = np.asarray(images)
+    if images.ndim >= 1:
+        _refuse_zero_records(images.shape[0], "an array of shape %s" % (images.shape,), labels)
+    return _sluice.write_dataset(out, split, images, np.asarray(labels),
                                  records_per_shard, records_per_frame, zstd_level, threads,
                                  layout or "", num_classes or 0)
+
+
+def _refuse_zero_records(count, what, labels):
+    """ValueError for a split of zero records (`what` describes the empty images), or for no
+    labels for `count` images: an empty list of labels is a float64 array to NumPy, and used to
+    be refused for its dtype ("labels: dtype must be ..., got float64")."""
+    import numpy as np
+    if count == 0:
+        raise ValueError("images: zero records (%s); a split needs at least one image, and "
+                         "labels one label per image" % what)
+    labels = np.asarray(labels)
+    if labels.ndim == 1 and labels.shape[0] == 0:
+        raise ValueError("labels: zero labels for %d images; expected one label per image "
+                         "(an array of shape [%d])" % (count, count))
 
 
 def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_level, threads):

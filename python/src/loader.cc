@@ -1,5 +1,6 @@
 #include "python/src/loader.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/cpu_load.h"
 #include "common/env.h"
 #include "common/limits.h"
@@ -20,6 +22,7 @@
 #include "python/src/errors.h"
 #include "python/src/fork_guard.h"
 #include "report/render/html.h"
+#include "storage/dataset_files.h"
 #ifdef SLUICE_DEVICE_CUDA
 #include "device/cuda/cuda_device.h"
 #endif
@@ -164,6 +167,12 @@ void ConsumerClock::Entered(int64_t now) {
     stats_.busy_ns += now - last_return_ns_;
     stats_.step_latency.Add(now - last_return_ns_);
     stats_.enqueue_ns += now - last_return_ns_;
+    // The step's CPU time, not its wall time: a step whose thread waited for a core (the
+    // pipeline's threads on the same cores) is not that much work (docs/python.md, "Report").
+    stats_.cpu_ns +=
+        std::this_thread::get_id() == return_thread_
+            ? std::clamp<int64_t>(ThreadCpuNs() - return_thread_cpu_ns_, 1, now - last_return_ns_)
+            : now - last_return_ns_;
     stats_.steps += 1;
     stats_.samples += last_size_;
     stats_.last_end_ns = now;
@@ -175,6 +184,8 @@ void ConsumerClock::Returned(int64_t now, uint32_t size) {
   batch_out_ = true;
   last_return_ns_ = now;
   last_size_ = size;
+  return_thread_ = std::this_thread::get_id();
+  return_thread_cpu_ns_ = ThreadCpuNs();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,6 +326,7 @@ BottleneckReport Pass::Report() const {
   CheckNotForked("the report of a sluice.Loader");
   ComputeStats compute = clock_.stats();
   compute.device = Consumer();
+  compute.foreign_step = true;
   RunRecord r = RunRecordFromStats(run_->pipeline->Stats(), std::move(compute));
   // The advice names sluice.Loader's arguments, from the settings this pass ran with.
   r.consumer = sluice::Consumer::kPython;
@@ -334,6 +346,9 @@ BottleneckReport Pass::Report() const {
 py::object Pass::ReportJson() const { return JsonToPython(Report().ToJson()); }
 
 void Pass::WriteReportHtml(const std::string& path, std::vector<EpochRate> epochs) const {
+  // Never over a file of the dataset this loader reads (a manifest, a shard, the lock, or
+  // another name of one), as sluice-train's outputs (storage/dataset_files.h).
+  Check(CheckNotADatasetFile(path, core_->dataset().manifest_path(), "report_html: path"));
   HtmlExtras extras;
   extras.title = "sluice.Loader bottleneck report";
   extras.epochs = std::move(epochs);

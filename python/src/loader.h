@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cpu_load.h"
@@ -120,6 +121,10 @@ class ConsumerClock {
   bool batch_out_ = false;      // a batch was returned and its step has not ended
   int64_t last_return_ns_ = 0;  // when next() last returned a batch
   uint32_t last_size_ = 0;
+  // The returning thread and its CPU clock then: the step's CPU time is that thread's CPU
+  // time until it asks for the next batch (a step on another thread counts its wall time).
+  std::thread::id return_thread_;
+  int64_t return_thread_cpu_ns_ = 0;
   ComputeStats stats_;
 };
 

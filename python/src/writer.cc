@@ -215,6 +215,7 @@ py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& spli
   o.class_names = std::move(classes);
   o.sharding.records_per_shard = records_per_shard;
   o.sharding.records_per_frame = records_per_frame;
+  o.names = {.records_per_frame = "records_per_frame", .records_per_shard = "records_per_shard"};
   o.sharding.frame_bytes = frame_bytes;
   o.sharding.codec = Unwrap(ParseFrameCodec(codec));
   o.sharding.zstd_level = zstd_level;
@@ -243,6 +244,7 @@ py::dict WriteDatasetFromArrays(const std::string& out, const std::string& split
       CheckLabels(r, num_classes == 0 ? std::nullopt : std::optional<uint64_t>(num_classes)));
   o.sharding.records_per_shard = records_per_shard;
   o.sharding.records_per_frame = records_per_frame;
+  o.names = {.records_per_frame = "records_per_frame", .records_per_shard = "records_per_shard"};
   o.sharding.zstd_level = zstd_level;
   o.threads = threads;
   absl::StatusOr<Manifest> m;

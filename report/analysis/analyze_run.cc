@@ -485,6 +485,20 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
   for (const StageCost& c : model.stages()) {
     if (c.cpu_ns > 0) rep->starved_pct.emplace_back(c.stage, model.StarvedPct(c.stage));
   }
+  // A foreign step (the Python consumer) that ran a team of threads: its CPU time came from
+  // the process's, beyond its own thread's (AddForeignStepCpu).
+  const StageCost* step = model.Find(Stage::kCompute);
+  if (cs.foreign_step && !cs.on_device && step != nullptr && step->threads > 1 && cs.samples > 0) {
+    rep->notes.push_back(absl::StrFormat(
+        "your step ran on about %.1f cores: its thread's CPU time was %.0f us per sample and "
+        "the process's time no stage accounts for %.0f us, which the model gives to the step "
+        "(torch's intra-op threads, OpenBLAS's). A team of threads sharing the cores with the "
+        "pipeline's swings from step to step, and so may the rates predicted here; "
+        "torch.set_num_threads(1), and OPENBLAS_NUM_THREADS=1 where torch uses OpenBLAS, keep "
+        "the step on one core",
+        step->cpu_ns * cs.samples / std::max<double>(1.0, cs.busy_ns),
+        static_cast<double>(cs.cpu_ns) / cs.samples / 1e3, step->cpu_ns / 1e3));
+  }
 }
 
 // Work the pipeline did while the trainer was outside the span (evaluation, between epochs):

@@ -1,6 +1,7 @@
 #include "report/analysis/loader_probe.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/json_fields.h"
+#include "common/printable.h"
 #include "report/decide/decide.h"
 #include "report/format.h"
 #include "report/model/resource_model.h"
@@ -25,6 +27,16 @@ SLUICE_DEFINE_JSON_FIELDS(ProbeFigures, loader, passes, wait_ns, step_ns, span_n
 namespace {
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+// The loader's name is the caller's text (a name= argument, a class's __qualname__): at most
+// kMaxEchoChars bytes of it, cut at a character boundary, then "... (N bytes)". The JSON keeps
+// it so (its writer escapes it); the text and the verdict print it through Printable.
+std::string BoundedName(const std::string& name) {
+  if (name.size() <= kMaxEchoChars) return name;
+  size_t cut = kMaxEchoChars;
+  while (cut > 0 && (static_cast<uint8_t>(name[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(name.substr(0, cut), "... (", name.size(), " bytes)");
+}
 
 // A replay keeping this many cores busy is a team of threads (one thread's replay measures
 // 0.97-1.00 here, a two-thread OpenBLAS step 1.98).
@@ -130,7 +142,7 @@ StageRow ComputeRow(const LoaderProbeRecord& r, double span_ns) {
 
 ProbeFigures Figures(const LoaderProbeRecord& r, const BottleneckReport& rep) {
   ProbeFigures f;
-  f.loader = r.loader;
+  f.loader = BoundedName(r.loader);
   f.passes = r.passes;
   f.wait_ns = r.wait_ns;
   f.step_ns = r.step_ns;
@@ -201,7 +213,7 @@ absl::StatusOr<ProbeReport> AnalyzeLoaderProbe(const LoaderProbeRecord& record, 
   ProbeReport out;
   BottleneckReport& rep = out.report;
   rep.cores = std::max(1, cores);
-  rep.device = absl::StrCat("python step (probe of ", record.loader, ")");
+  rep.device = absl::StrCat("python step (probe of ", Printable(record.loader), ")");
   const double span_ns = static_cast<double>(record.wait_ns) + record.step_ns;
   rep.train_seconds = span_ns / 1e9;
   rep.samples = record.samples;
@@ -240,8 +252,8 @@ std::string ProbeReport::ToText() const {
   std::string out = absl::StrFormat(
       "probe report: %s, %d cores, %.3f s covered (first next() to the last step's end, %d "
       "%s), %d samples in %d steps\n",
-      probe.loader, r.cores, r.train_seconds, probe.passes, probe.passes == 1 ? "pass" : "passes",
-      r.samples, r.steps);
+      Printable(probe.loader, SIZE_MAX), r.cores, r.train_seconds, probe.passes,
+      probe.passes == 1 ? "pass" : "passes", r.samples, r.steps);
   absl::StrAppendFormat(&out, "%-8s %9s %18s %7s %18s\n", "stage", "items", "rate", "share%",
                         "capacity");
   for (const StageRow& row : r.stages) {

@@ -1,10 +1,12 @@
 // A probed loader's verdict (docs/bottleneck.md, "Any loader: sluice.probe"): the loader is the
 // limit when the step waited for it, unless the replay, an experiment, shows free data is no
 // faster.
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/printable.h"
 #include "report/decide/internal/verdicts.h"
 #include "report/decide/thresholds.h"
 #include "report/format.h"
@@ -61,7 +63,8 @@ Verdict ProbeVerdict(const BottleneckReport& a, const ProbeFigures& f) {
   }
   const double wait = a.input_bound_pct;
   const std::string waited =
-      absl::StrFormat("compute waited %.0f%% of the time in next() of %s", wait, f.loader);
+      absl::StrFormat("compute waited %.0f%% of the time in next() of %s", wait,
+                      Printable(f.loader, SIZE_MAX));  // bounded already (loader_probe.cc)
   // The replay is the experiment: when free data is not faster, the wait is not what limits
   // the run, however large it looks.
   const bool replay_shows_no_gain = f.replay_steps && f.speedup < kNoGainSpeedup;

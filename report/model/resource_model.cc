@@ -285,6 +285,31 @@ void AddDeviceHostCpu(double process_cpu_ns_per_sample, double cores,
   compute->threads = std::max(1, static_cast<int>(std::ceil(host / compute->device_ns - 1e-9)));
 }
 
+// The process's CPU time that no stage accounts for, given to a foreign step (the Python
+// consumer) when it is more than its thread's CPU time: the step's own threads (torch's
+// intra-op team, OpenBLAS's) work on other cores than the thread that called it. At most the
+// cores for the step's wall time; a step using more than one core runs as a team.
+void AddForeignStepCpu(double process_cpu_ns_per_sample, double cores,
+                       std::vector<StageCost>* stages) {
+  if (process_cpu_ns_per_sample <= 0) return;
+  StageCost* compute = nullptr;
+  double others = 0;
+  for (StageCost& c : *stages) {
+    if (c.stage == Stage::kCompute) {
+      compute = &c;
+    } else {
+      others += c.cpu_ns;
+    }
+  }
+  if (compute == nullptr || compute->wall_ns <= 0) return;
+  const double step = std::min(process_cpu_ns_per_sample - others, cores * compute->wall_ns);
+  if (step <= compute->cpu_ns) return;
+  compute->cpu_ns = step;
+  compute->gang = true;
+  compute->threads = std::max(1, static_cast<int>(std::ceil(step / compute->wall_ns - 1e-9)));
+  compute->wall_ns = compute->threads * compute->wall_ns;
+}
+
 }  // namespace
 
 ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const ComputeStats& cs,
@@ -343,6 +368,8 @@ ResourceModel BuildResourceModel(const std::vector<StageRow>& rows, const Comput
     stages.push_back(c);
   }
   AddDeviceHostCpu(process_cpu_ns_per_sample, cores, &stages);
+  if (cs.foreign_step && !cs.on_device)
+    AddForeignStepCpu(process_cpu_ns_per_sample, cores, &stages);
   return ResourceModel(std::move(stages), cores);
 }
 

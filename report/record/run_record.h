@@ -117,6 +117,11 @@ struct ComputeStats {
   // the backend's team (Backend::helper_cpu_ns): less than busy_ns x threads when a team
   // thread was not scheduled for part of a step. 0: not measured (busy_ns x threads is used).
   int64_t cpu_ns = 0;
+  // The steps are foreign code (the Python consumer): cpu_ns is its thread's CPU clock, and the
+  // step may run threads of its own (torch's intra-op threads, OpenBLAS's) that it misses. The
+  // resource model then takes the process's CPU time no stage accounts for as the step's when
+  // that is more (BuildResourceModel).
+  bool foreign_step = false;
   int64_t first_start_ns = 0;  // steady-clock ns (pipeline/stage_stats.h NowNs)
   int64_t last_end_ns = 0;
   std::string device;  // backend name

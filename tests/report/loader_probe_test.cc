@@ -192,6 +192,28 @@ TEST(LoaderProbeTest, NegativeTimeOrReplayWithoutSpanIsInvalidArgumentNamingTheF
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("replay_span_ns"));
 }
 
+// The loader's name is the caller's text: an ANSI escape and a megabyte of it used to reach
+// the text twice (its first line and the verdict), raw and whole (2 MB). The text escapes it
+// and both the text and the JSON bound it; the JSON's writer escapes it there.
+TEST(LoaderProbeTest, AHostileLoaderNameIsEscapedAndBoundedInTheTextAndTheJson) {
+  LoaderProbeRecord r = LoaderBound();
+  r.loader = "\x1b[2J" + std::string(1'000'000, 'N');
+  const ProbeReport p = *AnalyzeLoaderProbe(r, 2);
+  const ProbeReport plain = *AnalyzeLoaderProbe(LoaderBound(), 2);
+  const std::string text = p.ToText();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_LT(text.size(), plain.ToText().size() + 2000);
+  EXPECT_THAT(text, HasSubstr("probe report: \\x1b[2JNNN"));
+  EXPECT_THAT(text, HasSubstr("... (1000004 bytes)"));
+  EXPECT_THAT(p.report.sentence, HasSubstr("next() of \\x1b[2JNNN"));
+  const std::string json = p.ToJson().dump();
+  EXPECT_EQ(json.find('\x1b'), std::string::npos);
+  EXPECT_LT(json.size(), plain.ToJson().dump().size() + 5000);
+  const std::string loader = p.ToJson()["probe"]["loader"];
+  EXPECT_EQ(loader, "\x1b[2J" + std::string(196, 'N') + "... (1000004 bytes)");
+  EXPECT_THAT(json, HasSubstr("\\u001b[2JNNN"));
+}
+
 // The JSON: the single-process fields of docs/report-schema.md, in their order, with "probe"
 // (its own table, "Probe reports") before "notes", and the rows named loader and compute.
 TEST(LoaderProbeTest, JsonIsTheReportSchemaPlusTheDocumentedProbeObject) {

@@ -261,5 +261,47 @@ TEST(ResourceModel, CpuComputeTakesItsCeilingOnlyFromAQuietMeasurement) {
   EXPECT_NEAR(busy.Predict(busy.Current()).samples_per_s, 200'000, 1e-6);
 }
 
+// The Python consumer's step is foreign code: its thread's CPU clock misses the threads the
+// step runs itself (torch's intra-op team). The process's CPU time no stage accounts for is
+// then the step's when it is more, up to the cores for the step's wall time, as a team.
+TEST(ResourceModel, AForeignStepTakesTheProcessCpuNoStageAccountsFor) {
+  StageRow prep;
+  prep.stage = Stage::kPreprocess;
+  prep.present = true;
+  prep.concurrency = 2;
+  prep.samples = 1000;
+  prep.busy_ns = 100'000'000;  // 100 us per sample
+  prep.cpu_ns_per_sample = 100'000;
+  StageRow compute;
+  compute.stage = Stage::kCompute;
+  compute.present = true;
+  compute.concurrency = 1;
+  compute.samples = 1000;
+  compute.busy_ns = 50'000'000;        // 50 us of wall per sample
+  compute.cpu_ns_per_sample = 20'000;  // its thread: 20 us
+  const std::vector<StageRow> rows = {prep, compute};
+  ComputeStats cs;
+  cs.samples = 1000;
+  cs.busy_ns = 50'000'000;
+  cs.cpu_ns = 20'000'000;
+  // Not foreign (sluice's CPU backend, whose team clocks are read): the rows stand.
+  ResourceModel own = BuildResourceModel(rows, cs, 2, true, /*process_cpu_ns_per_sample=*/180'000);
+  EXPECT_NEAR(own.Find(Stage::kCompute)->cpu_ns, 20'000, 1e-9);
+  cs.foreign_step = true;
+  // 180 us per sample in the process, 100 in preprocess: the step's 80 us over 50 us of wall
+  // is a team of 2.
+  ResourceModel team = BuildResourceModel(rows, cs, 2, true, 180'000);
+  EXPECT_NEAR(team.Find(Stage::kCompute)->cpu_ns, 80'000, 1e-9);
+  EXPECT_EQ(team.Find(Stage::kCompute)->threads, 2);
+  EXPECT_TRUE(team.Find(Stage::kCompute)->gang);
+  // At most the cores for its wall time (2 x 50 us).
+  ResourceModel most = BuildResourceModel(rows, cs, 2, true, 400'000);
+  EXPECT_NEAR(most.Find(Stage::kCompute)->cpu_ns, 100'000, 1e-9);
+  // Less than its thread's own time: the thread's stands.
+  ResourceModel less = BuildResourceModel(rows, cs, 2, true, 110'000);
+  EXPECT_NEAR(less.Find(Stage::kCompute)->cpu_ns, 20'000, 1e-9);
+  EXPECT_EQ(less.Find(Stage::kCompute)->threads, 1);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -107,6 +109,25 @@ TEST(DatasetWriterTest, LastShardAndLastFrameMayBeShort) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->samples, r.samples);
   EXPECT_EQ(back->labels, r.labels);
+}
+
+TEST(DatasetWriterTest, SplitNamesWithControlCharactersOrInvalidUtf8AreRefused) {
+  // "a/b" and "../evil" were refused, but an ANSI escape was written into the file names and
+  // reached every terminal that printed the split.
+  auto env = NewMemEnv();
+  const RecordArrays r = MakeRecords(U8Spec(4, 3), 10);
+  const std::vector<std::string> names = {"a/b",        "../evil",   "x\x1b[31my",
+                                          {"n\0ul", 4}, "tab\there", "bad\xff"};
+  for (const std::string& bad : names) {
+    auto m = WriteDataset(env.get(), "/d", bad, r, Options(4, 3));
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(m.status().message(), ::testing::HasSubstr("expected a plain name such as train"));
+    EXPECT_EQ(m.status().message().find('\x1b'), absl::string_view::npos) << m.status();
+    EXPECT_FALSE(CheckSplitName(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(CheckSplitName("train").ok());
+  EXPECT_TRUE(CheckSplitName("v\xc3\xa1lido-2").ok());  // UTF-8 letters are plain
 }
 
 TEST(DatasetWriterTest, InjectedEnospcLeavesNoValidLookingDataset) {

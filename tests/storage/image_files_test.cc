@@ -14,7 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
@@ -221,16 +224,133 @@ TEST_F(ImageFilesTest, FifoAndSocketAreBadImagesSkippedAndCountedNeverOpened) {
 }
 
 TEST_F(ImageFilesTest, MissingFileIsNamedOnce) {
-  Write("img/cls/a.jpg");
-  Link("nowhere.jpg", "img/cls/dead.jpg");
-  absl::StatusOr<ImageList> list = ListImageFolder(Path("img"));
+  Write("a.jpg");
+  Write("list.txt", "a.jpg,0\ndead.jpg,0\n");
+  absl::StatusOr<ImageList> list = ReadImageListFile(Env::Default(), Path("list.txt"));
   ASSERT_TRUE(list.ok()) << list.status();
-  absl::StatusOr<ImageRecords> read = ReadImageFiles(Env::Default(), *list, {});
+  ReadImagesOptions skip;
+  skip.skip_bad_images = true;  // a missing file is an error, not a bad image
+  absl::StatusOr<ImageRecords> read = ReadImageFiles(Env::Default(), *list, skip);
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
   const std::string message(read.status().message());
-  EXPECT_THAT(message, HasSubstr(absl::StrCat(Path("img/cls/dead.jpg"), ": stat failed")));
+  EXPECT_THAT(message, HasSubstr(absl::StrCat(Path("list.txt"), ":2: dead.jpg: stat failed")));
   EXPECT_EQ(Count(message, "dead.jpg"), 1u) << message;
+}
+
+TEST_F(ImageFilesTest, BrokenSymbolicLinkIsABadImageNamingWhereItPoints) {
+  // It failed the run with "stat failed: No such file or directory", even with
+  // --skip-bad-images, and never said it was a link.
+  Write("img/cls/a.jpg");
+  Link("/nonexistent", "img/cls/dang.jpg");
+  absl::StatusOr<ImageList> list = ListImageFolder(Path("img"));
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->paths.size(), 2u);
+  absl::StatusOr<ImageRecords> read = ReadImageFiles(Env::Default(), *list, {});
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(),
+              HasSubstr(absl::StrCat(Path("img/cls/dang.jpg"),
+                                     ": is a broken symbolic link to /nonexistent (")));
+  ReadImagesOptions skip;
+  skip.skip_bad_images = true;
+  read = ReadImageFiles(Env::Default(), *list, skip);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->records.samples.size(), 1u);
+  EXPECT_EQ(read->skipped, 1u);
+}
+
+// Reports a size of 4096 bytes for every file, as /proc and /sys files do, and reads what the
+// file holds.
+class KernelFileSizeEnv : public Env {
+ public:
+  class File : public RandomAccessFile {
+   public:
+    explicit File(std::unique_ptr<RandomAccessFile> base) : base_(std::move(base)) {}
+    absl::StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const override {
+      return base_->Read(offset, n, scratch);
+    }
+    uint64_t Size() const override { return 4096; }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    std::unique_ptr<RandomAccessFile> base_;
+  };
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    auto base = base_->NewRandomAccessFile(path);
+    if (!base.ok()) return base.status();
+    return std::unique_ptr<RandomAccessFile>(new File(std::move(*base)));
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_->NewWritableFile(p);
+  }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  absl::StatusOr<uint64_t> GetFileSize(const std::string&) override { return 4096; }
+  absl::StatusOr<std::vector<std::string>> GetChildren(const std::string& d) override {
+    return base_->GetChildren(d);
+  }
+  absl::Status CreateDirs(const std::string& d) override { return base_->CreateDirs(d); }
+  absl::Status DeleteFile(const std::string& p) override { return base_->DeleteFile(p); }
+  absl::Status RenameFile(const std::string& f, const std::string& t) override {
+    return base_->RenameFile(f, t);
+  }
+  absl::Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+  absl::StatusOr<std::unique_ptr<LockedFile>> LockFile(const std::string& p) override {
+    return base_->LockFile(p);
+  }
+
+ private:
+  Env* base_ = Env::Default();
+};
+
+TEST_F(ImageFilesTest, FileReadingShorterThanItsSizeIsABadImage) {
+  // /sys/kernel/mm/transparent_hugepage/enabled in a list failed the whole run ("short read"),
+  // even with --skip-bad-images.
+  Write("a.jpg");
+  Write("list.txt", "a.jpg,0\n");
+  KernelFileSizeEnv env;
+  absl::StatusOr<ImageList> list = ReadImageListFile(Env::Default(), Path("list.txt"));
+  ASSERT_TRUE(list.ok()) << list.status();
+  absl::StatusOr<ImageRecords> read = ReadImageFiles(&env, *list, {});
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(read.status().message(),
+              HasSubstr(absl::StrCat(Path("list.txt"), ":1: a.jpg: read ", sizeof(kTinyJpeg) - 1,
+                                     " bytes of the 4096 its size says")));
+  ReadImagesOptions skip;
+  skip.skip_bad_images = true;
+  read = ReadImageFiles(&env, *list, skip);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->records.samples.size(), 0u);
+  EXPECT_EQ(read->skipped, 1u);
+}
+
+TEST_F(ImageFilesTest, ListedPathIsUsedExactlyAsWrittenSpacesIncluded) {
+  // "x.jpg ,0" was trimmed to "x.jpg": another file, read silently.
+  const std::string jpeg(kTinyJpeg, sizeof(kTinyJpeg) - 1);
+  Write("L2/x.jpg ", jpeg);
+  Write("L2/x.jpg", "\x89PNG other file");
+  Write("L2/list.txt", "x.jpg ,0\nx.jpg, 1\n");
+  absl::StatusOr<ImageList> list = ReadImageListFile(Env::Default(), Path("L2/list.txt"));
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->paths.size(), 2u);
+  EXPECT_EQ(list->paths[0], Path("L2/x.jpg "));
+  EXPECT_EQ(list->sources[0], "x.jpg ");
+  // Spaces after a ',' are part of the separator.
+  EXPECT_EQ(list->paths[1], Path("L2/x.jpg"));
+  EXPECT_EQ(list->labels[1], 1u);
+}
+
+TEST_F(ImageFilesTest, ListedPathWithSpacesThatExistsOnlyTrimmedSaysSo) {
+  Write("y.jpg");
+  Write("list.txt", " y.jpg,0\n");
+  absl::StatusOr<ImageList> list = ReadImageListFile(Env::Default(), Path("list.txt"));
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(list.status().message(),
+              HasSubstr(absl::StrCat(Path("list.txt"),
+                                     ":1: \" y.jpg\" does not exist, but \"y.jpg\" does")));
 }
 
 TEST_F(ImageFilesTest, LeadingByteOrderMarkOfAListIsSkipped) {

@@ -143,5 +143,89 @@ TEST_F(SluiceShardImageWalkTest, TerminalEscapesInFileAndClassNamesArePrintedAsT
   EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
 }
 
+TEST_F(SluiceShardImageWalkTest, InspectAndVerifyPrintEscapesInPathsAsText) {
+  // The success lines and verify's warnings printed these raw: the terminal was cleared.
+  Write("img/cls/ok.jpg");
+  const std::string out = Path("o/esc\x1b[2Jdir");
+  ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out '", out, "'"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  Write("o/esc\x1b[2Jdir/train-\x1b[31mevil.shard", "x");
+  Write("o/esc\x1b[2Jdir/\x1b[32mleft.tmp", "x");
+  Write("o/esc\x1b[2Jdir/\x1b[33mstray", "x");
+  for (const char* command : {"inspect", "verify"}) {
+    r = Shard(absl::StrCat(command, " '", out, "'"));
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.text;
+    EXPECT_THAT(r.text, HasSubstr("esc\\x1b[2Jdir")) << command;
+    EXPECT_THAT(r.text, Not(HasSubstr("\x1b"))) << command << "\n" << r.text;
+  }
+  EXPECT_THAT(r.text, HasSubstr("train-\\x1b[31mevil.shard: looks like a shard"));
+  EXPECT_THAT(r.text, HasSubstr("\\x1b[32mleft.tmp: leftover"));
+  EXPECT_THAT(r.text, HasSubstr("\\x1b[33mstray: unexpected file"));
+}
+
+TEST_F(SluiceShardImageWalkTest, SplitNamesWithControlCharactersAreRefusedAsSlashesAre) {
+  Write("img/cls/ok.jpg");
+  for (const char* split : {"x\x1b[31my", "bad\xff", "a/b"}) {
+    const ToolOutput r = Shard(absl::StrCat("create --quiet --image-folder ", Path("img"),
+                                            " --out ", Path("ds"), " '--split=", split, "'"));
+    EXPECT_NE(r.exit_code, 0) << r.text;
+    EXPECT_THAT(r.text, HasSubstr("--split: split name \"")) << r.text;
+    EXPECT_THAT(r.text, HasSubstr("expected a plain name such as train")) << r.text;
+    EXPECT_THAT(r.text, Not(HasSubstr("\x1b"))) << r.text;
+    EXPECT_FALSE(fs::exists(Path("ds"))) << split;
+  }
+  const ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds"),
+                         " --holdout-fraction 0.5 '--holdout-split=t\x1b[1m'"));
+  EXPECT_NE(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--holdout-split: split name \"t\\x1b[1m\"")) << r.text;
+}
+
+TEST_F(SluiceShardImageWalkTest, DanglingLinkIsABadImageAndAllSkippedIsSaid) {
+  // It failed the run with "stat failed: No such file or directory" even with
+  // --skip-bad-images; and a run whose files were all skipped said only "zero records".
+  fs::create_directories(Path("f/cat"));
+  fs::create_symlink("/nonexistent", Path("f/cat/dang.jpg"));
+  ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("f"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(Path("f/cat/dang.jpg"),
+                                             ": is a broken symbolic link to /nonexistent")));
+  r = Shard(absl::StrCat("create --quiet --skip-bad-images --image-folder ", Path("f"), " --out ",
+                         Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("skipped 1 bad image files (--skip-bad-images):\n  "));
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(
+                          Path("f"), ": all 1 file was skipped as bad images (see above)")));
+  EXPECT_THAT(r.text, Not(HasSubstr("zero records")));
+  EXPECT_FALSE(fs::exists(Path("ds/train.manifest.json")));
+
+  // With another file, the link is skipped and counted.
+  Write("f/cat/ok.jpg");
+  r = Shard(absl::StrCat("create --quiet --skip-bad-images --image-folder ", Path("f"), " --out ",
+                         Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("dang.jpg: is a broken symbolic link to /nonexistent"));
+}
+
+TEST_F(SluiceShardImageWalkTest, KernelFileShorterThanItsSizeIsABadImage) {
+  // stat says 4096 bytes; a read gives one line. It failed the run with "short read".
+  const std::string sys = "/sys/kernel/mm/transparent_hugepage/enabled";
+  std::error_code ec;
+  if (fs::file_size(sys, ec) != 4096 || ec) GTEST_SKIP() << sys << " is not a 4096-byte file";
+  Write("ok.jpg");
+  Write("list.txt", absl::StrCat("ok.jpg,0\n", sys, ",0\n"));
+  ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-list ", Path("list.txt"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(sys, ": read ")));
+  EXPECT_THAT(r.text, HasSubstr(" bytes of the 4096 its size says"));
+  r = Shard(absl::StrCat("create --quiet --skip-bad-images --image-list ", Path("list.txt"),
+                         " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("skipped 1 bad image files"));
+}
+
 }  // namespace
 }  // namespace sluice

@@ -223,10 +223,22 @@ TEST_F(SluiceShardCliTest, MissingInputFileIsDataErrorNamingIt) {
 }
 
 TEST_F(SluiceShardCliTest, LabelsGivenAsImagesIsDataErrorNamingTheMagic) {
+  // A copy: the labels file itself as both is refused as one file named twice.
+  const std::string copy = dir_ + "/labels-copy";
+  ASSERT_TRUE(WriteFileAtomically(env_, copy, ReadFileToString(env_, labels_).value()).ok());
+  Result r = RunShard(
+      absl::StrCat("create --images ", copy, " --labels ", labels_, " --out ", dir_, "/ds"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(copy + ": magic is 0x00000801, IDX images with 1 dimension"));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
+}
+
+TEST_F(SluiceShardCliTest, OneFileAsImagesAndLabelsIsRefusedNamingBoth) {
   Result r = RunShard(
       absl::StrCat("create --images ", labels_, " --labels ", labels_, " --out ", dir_, "/ds"));
   EXPECT_EQ(r.exit_code, 1) << r.text;
-  EXPECT_THAT(r.text, HasSubstr(labels_ + ": magic is 0x00000801, IDX images with 1 dimension"));
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat("images ", labels_, " and labels ", labels_,
+                                             " are the same file")));
   EXPECT_FALSE(env_->FileExists(dir_ + "/ds/train.manifest.json"));
 }
 

@@ -175,6 +175,19 @@ TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
 }
 
+// /dev/full passes the check at start (a device is written in place) and fails the write
+// after training: the error said "/dev/full: write failed" and never which flag it was.
+TEST_F(SluiceTrainTest, AReportWriteFailingAfterTrainingNamesItsFlag) {
+  for (const char* flag : {"report-json", "report-html", "trace"}) {
+    Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet --",
+                                       flag, "=/dev/full"));
+    EXPECT_EQ(out.exit_code, 1) << flag << "\n" << out.text;
+    EXPECT_NE(out.text.find(absl::StrCat("--", flag, ": /dev/full: ")), std::string::npos)
+        << flag << "\n"
+        << out.text;
+  }
+}
+
 bool IsLinkOrDevice(const char* path, bool link) {
   struct stat st;
   return ::lstat(path, &st) == 0 && (link ? S_ISLNK(st.st_mode) : S_ISCHR(st.st_mode));

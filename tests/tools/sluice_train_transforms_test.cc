@@ -111,6 +111,21 @@ TEST_F(SluiceTrainTransformsTest, AFirstLayerOfTheWrongWidthNamesTheSpecAfterThe
       << out.text;
 }
 
+TEST_F(SluiceTrainTransformsTest, ASampleLargerThanAnyLayerSaysSoInsteadOfALayerSize) {
+  // 3x100000x100000 values: the message said "start --layers with 30000000000", a size above
+  // the 2^30 values --layers accepts.
+  Output out = RunTrain(absl::StrCat("--data=", dir_,
+                                     "/colour --device=cpu --epochs=1 --layers=3072,10 "
+                                     "--transforms='Resize((100000,100000))'"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("too large for any model (a layer takes at most 1073741824 values"),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("smaller Resize or crop"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("start --layers with"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("step "), std::string::npos) << "trained before failing: " << out.text;
+}
+
 TEST_F(SluiceTrainTransformsTest, BadChainsFailAtStartWithOneLineNamingTheFlag) {
   // A string that does not parse is a usage error (exit 2); a chain that does not fit the
   // samples is found when the data is opened (exit 1, as other misfits of flags and data).

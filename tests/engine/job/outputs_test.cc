@@ -48,6 +48,16 @@ TEST_F(OutputsTest, AnOutputThatNamesADatasetFileIsRefused) {
   EXPECT_TRUE(CheckOutputsAreNotInputs({{"report-json", dir_ + "/r.json"}}, o).ok());
 }
 
+// Another name of the manifest (a hard link) used to pass the path comparison; the shared
+// check (storage/dataset_files.h) compares the device and inode too.
+TEST_F(OutputsTest, AnOutputThatIsAHardLinkToTheManifestIsRefused) {
+  ASSERT_EQ(::link((dir_ + "/ds/train.manifest.json").c_str(), (dir_ + "/r.json").c_str()), 0);
+  absl::Status s = CheckOutputsAreNotInputs({{"report-json", dir_ + "/r.json"}}, Job());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("--report-json " + dir_ + "/r.json is a file of the dataset in"));
+}
+
 TEST_F(OutputsTest, TwoOutputsOnOneFileOrAnOutputOnTheResumedCheckpointAreRefused) {
   absl::Status s = CheckOutputsAreNotInputs(
       {{"report-json", dir_ + "/same.out"}, {"trace", dir_ + "/./same.out"}}, Job());

@@ -54,6 +54,24 @@ TEST(Normalize, AZeroStdIsRefused) {
               HasSubstr("non-zero stds"));
 }
 
+// The values were named after their conversion to float32: "got mean [inf]" for a mean of
+// 1e39, "std [0]" for a std of 1e-320. They are named as given, with what float32 makes of them.
+TEST(Normalize, AValueThatFloat32CannotHoldIsNamedAsGiven) {
+  std::string m(ParseTransforms("Normalize(1e39, 1)").status().message());
+  EXPECT_THAT(m, HasSubstr("Normalize argument 'mean'"));
+  EXPECT_THAT(m, HasSubstr(": 1e+39 is outside float32's range"));
+  EXPECT_THAT(m, ::testing::Not(HasSubstr("inf")));
+  m = std::string(ParseTransforms("Normalize(mean=[0, 0], std=[1, -1e39])").status().message());
+  EXPECT_THAT(m, HasSubstr("Normalize argument 'std'"));
+  EXPECT_THAT(m, HasSubstr(": -1e+39 (channel 1) is outside float32's range"));
+  m = std::string(ParseTransforms("Normalize(0, 1e-320)").status().message());
+  EXPECT_THAT(m, HasSubstr("Normalize argument 'std'"));
+  EXPECT_THAT(m, HasSubstr(": 1e-320 rounds to 0 in float32"));
+  EXPECT_THAT(m, ::testing::Not(HasSubstr("[0]")));
+  // A mean that rounds to 0 is the same mean.
+  EXPECT_TRUE(ParseTransforms("Normalize(1e-320, 1)").ok());
+}
+
 TEST(Normalize, StatisticsOnThe0To255ScaleAreRefusedOnU8ButNotOnF32) {
   auto op = OneOp("Normalize(mean=[125.3, 123.0, 113.9], std=[63.0, 62.1, 66.7])");
   EXPECT_THAT(op->OutputSpec(Chw(ElementType::kU8, 3, 4, 4)).status().message(),

@@ -52,6 +52,14 @@ TEST(ParseTransforms, UnknownOpListsTheKnownOnesWithTheCharacter) {
                 absl::StrJoin(names, ", "));
 }
 
+TEST(ParseTransforms, UnknownNameWithALookAlikeLetterIsShownWhole) {
+  // A Cyrillic 'о' (U+043E) ended the name early: "unknown transform 'RandomCr'".
+  const std::string error = ErrorOf("RandomCr\xd0\xbep(32)");
+  EXPECT_THAT(error, HasSubstr("unknown transform 'RandomCr\xd0\xbep' (it holds a character "
+                               "that is not ASCII)"));
+  EXPECT_THAT(ErrorOf("RandomCr\xbep(32)"), HasSubstr("unknown transform 'RandomCr\\xbep'"));
+}
+
 TEST(ParseTransforms, UnknownArgumentListsTheOpsArguments) {
   EXPECT_THAT(ErrorOf("RandomCrop(32, pading=4)"),
               HasSubstr("character 16 ('pading=4)'): RandomCrop has no argument 'pading'; its "

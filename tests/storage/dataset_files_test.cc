@@ -1,0 +1,76 @@
+// An output never replaces a file of the dataset being read: a manifest of any split, a shard
+// or the lock in the dataset's directory, however its path is spelled, nor such a file under
+// another name (a hard link, a symbolic link).
+#include "storage/dataset_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sluice {
+namespace {
+
+using ::testing::HasSubstr;
+
+class DatasetFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice_dataset_files_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ds_ = dir_ + "/ds";
+    ASSERT_TRUE(Env::Default()->CreateDirs(ds_).ok());
+    for (const char* name : {"train.manifest.json", "test.manifest.json",
+                             "train-00000-0123456789abcdef.shard", ".sluice.lock"}) {
+      ASSERT_TRUE(WriteFileAtomically(Env::Default(), ds_ + "/" + name, "x").ok());
+    }
+  }
+  void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
+  std::string dir_, ds_;
+};
+
+TEST_F(DatasetFilesTest, AManifestOfAnySplitAShardOrTheLockInTheDatasetDirectoryIsRefused) {
+  const std::string manifest = ds_ + "/train.manifest.json";
+  for (const std::string& data : {ds_, manifest}) {
+    for (const std::string& out :
+         {manifest, ds_ + "/./../ds/test.manifest.json", ds_ + "/.sluice.lock",
+          ds_ + "/train-00000-0123456789abcdef.shard", ds_ + "/new-split.manifest.json"}) {
+      const absl::Status s = CheckNotADatasetFile(out, data, "report_html: path");
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << out;
+      EXPECT_THAT(std::string(s.message()),
+                  HasSubstr(absl::StrCat("report_html: path ", out, " is a file of the dataset in ",
+                                         ds_, ": it would replace it")));
+    }
+    EXPECT_TRUE(CheckNotADatasetFile(ds_ + "/report.html", data, "w").ok());
+    EXPECT_TRUE(CheckNotADatasetFile(dir_ + "/train.manifest.json", data, "w").ok());
+  }
+  // A linked directory is the same directory.
+  ASSERT_EQ(::symlink(ds_.c_str(), (dir_ + "/alias").c_str()), 0);
+  EXPECT_FALSE(CheckNotADatasetFile(dir_ + "/alias/train.manifest.json", ds_, "w").ok());
+}
+
+TEST_F(DatasetFilesTest, AHardOrSymbolicLinkToADatasetFileIsRefusedUnderAnyName) {
+  ASSERT_EQ(::link((ds_ + "/train.manifest.json").c_str(), (dir_ + "/hard.html").c_str()), 0);
+  absl::Status s = CheckNotADatasetFile(dir_ + "/hard.html", ds_, "--report-json");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(another name of train.manifest.json)"));
+  ASSERT_EQ(::symlink((ds_ + "/train-00000-0123456789abcdef.shard").c_str(),
+                      (ds_ + "/report.html").c_str()),
+            0);
+  s = CheckNotADatasetFile(ds_ + "/report.html", ds_ + "/train.manifest.json", "--report-html");
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("(another name of train-00000-0123456789abcdef.shard)"));
+  // A file of its own, beside the data, is fine; so is any output when the dataset is missing.
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/own.html", "x").ok());
+  EXPECT_TRUE(CheckNotADatasetFile(dir_ + "/own.html", ds_, "w").ok());
+  EXPECT_TRUE(CheckNotADatasetFile(ds_ + "/train.manifest.json", dir_ + "/missing/x", "w").ok());
+}
+
+}  // namespace
+}  // namespace sluice
