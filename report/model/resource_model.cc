@@ -256,6 +256,25 @@ double ResourceModel::CpuSharePct(Stage s) const {
 
 namespace {
 
+// Compute's cost, and the process's CPU time per sample that no other stage accounts for;
+// compute null when the model holds none.
+struct Unaccounted {
+  StageCost* compute = nullptr;
+  double cpu_ns = 0;
+};
+Unaccounted FindUnaccounted(double process_cpu_ns_per_sample, std::vector<StageCost>* stages) {
+  Unaccounted u;
+  u.cpu_ns = process_cpu_ns_per_sample;
+  for (StageCost& c : *stages) {
+    if (c.stage == Stage::kCompute) {
+      u.compute = &c;
+    } else {
+      u.cpu_ns -= c.cpu_ns;
+    }
+  }
+  return u;
+}
+
 // The process's CPU time that no stage accounts for, given to compute on a device (see
 // BuildResourceModel): its host CPU time per sample at least the enqueue's, and its threads
 // the cores that CPU time keeps busy while the device computes, rounded up (the simulated
@@ -263,19 +282,12 @@ namespace {
 void AddDeviceHostCpu(double process_cpu_ns_per_sample, double cores,
                       std::vector<StageCost>* stages) {
   if (process_cpu_ns_per_sample <= 0) return;
-  StageCost* compute = nullptr;
-  double others = 0;
-  for (StageCost& c : *stages) {
-    if (c.stage == Stage::kCompute) {
-      compute = &c;
-    } else {
-      others += c.cpu_ns;
-    }
-  }
+  const Unaccounted u = FindUnaccounted(process_cpu_ns_per_sample, stages);
+  StageCost* compute = u.compute;
   if (compute == nullptr || compute->device_ns <= 0) return;
   // At most the cores for the device's time: beyond that, the rest is time per second, not per
   // sample (a CPU team spinning while it waits for the next step).
-  const double host = std::min(process_cpu_ns_per_sample - others, cores * compute->device_ns);
+  const double host = std::min(u.cpu_ns, cores * compute->device_ns);
   if (host <= compute->cpu_ns) return;
   compute->cpu_ns = host;
   compute->wall_ns = host;
@@ -292,17 +304,10 @@ void AddDeviceHostCpu(double process_cpu_ns_per_sample, double cores,
 void AddForeignStepCpu(double process_cpu_ns_per_sample, double cores,
                        std::vector<StageCost>* stages) {
   if (process_cpu_ns_per_sample <= 0) return;
-  StageCost* compute = nullptr;
-  double others = 0;
-  for (StageCost& c : *stages) {
-    if (c.stage == Stage::kCompute) {
-      compute = &c;
-    } else {
-      others += c.cpu_ns;
-    }
-  }
+  const Unaccounted u = FindUnaccounted(process_cpu_ns_per_sample, stages);
+  StageCost* compute = u.compute;
   if (compute == nullptr || compute->wall_ns <= 0) return;
-  const double step = std::min(process_cpu_ns_per_sample - others, cores * compute->wall_ns);
+  const double step = std::min(u.cpu_ns, cores * compute->wall_ns);
   if (step <= compute->cpu_ns) return;
   compute->cpu_ns = step;
   compute->gang = true;
