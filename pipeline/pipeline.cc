@@ -91,6 +91,7 @@ std::vector<TraceSpan> Pipeline::Trace() const { return core_->Trace(); }
 uint64_t Pipeline::steps_per_epoch() const { return core_->steps_per_epoch(); }
 uint64_t Pipeline::total_batches() const { return core_->total_batches(); }
 bool Pipeline::uploads_to_device() const { return core_->uploads_to_device(); }
+bool Pipeline::built_all() const { return core_->built_all(); }
 const PipelineOptions& Pipeline::options() const { return core_->options(); }
 
 }  // namespace sluice

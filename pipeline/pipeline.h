@@ -268,6 +268,10 @@ class Pipeline {
   uint64_t steps_per_epoch() const;
   uint64_t total_batches() const;  // batches this run delivers (before skipped ones)
   bool uploads_to_device() const;
+  // Whether every batch of the run is built and queued for the consumer (it may not have taken
+  // them yet): the pipeline's threads have no more work. sluice.Loader starts the next pass's
+  // pipeline then (docs/python.md, "Work ahead"). Any thread.
+  bool built_all() const;
   const PipelineOptions& options() const;
 
  private:

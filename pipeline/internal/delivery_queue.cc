@@ -23,6 +23,11 @@ void DeliveryQueue::End() {
   if (consumer_waiting_ > 0) cv_.notify_all();
 }
 
+bool DeliveryQueue::ended() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return end_;
+}
+
 void DeliveryQueue::Fail(absl::Status status) {
   std::lock_guard<std::mutex> l(mu_);
   if (status_.ok()) status_ = std::move(status);

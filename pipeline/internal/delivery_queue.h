@@ -78,6 +78,9 @@ class DeliveryQueue {
 
   Counters counters() const;
   size_t leased() const;
+  // Whether the stream's end is queued: every batch of the run was pushed (some may still wait
+  // for the consumer).
+  bool ended() const;
 
  private:
   bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

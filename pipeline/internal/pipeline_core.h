@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   uint64_t steps_per_epoch() const { return steps_per_epoch_; }
   uint64_t total_batches() const { return total_batches_; }
   bool uploads_to_device() const { return uploader_ != nullptr; }
+  bool built_all() const { return delivery_.ended(); }
 
  private:
   using Graph = oneapi::tbb::flow::graph;
@@ -101,6 +103,10 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   // DeviceRing's enqueue callback (runs under the ring's lock).
   void EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t waited_ns);
   void Deliver(const BatchMsg& m);
+  // Host batches: delivers `m` and every batch built ahead of it that now follows in order,
+  // on the thread that built it (no sequencer and deliver tasks, which waited behind the
+  // next batches' assembly).
+  void DeliverInOrder(BatchMsg m);
   void OnFrameReady(const std::shared_ptr<EpochRun>& run, uint32_t slot);
   // BatchScheduler's dispatch callback (runs under the scheduler's lock).
   void DispatchBatch(const ReadyBatch& r, int64_t now_ns);
@@ -206,6 +212,11 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::optional<DeviceRing> ring_;           // only when uploading to a device
   UploadNode::gateway_type* gateway_ = nullptr;
   DeliveryQueue delivery_;
+  // DeliverInOrder: batches built before the next one to deliver, by id. Declared after the
+  // pool: they hold pinned buffers.
+  std::mutex in_order_mu_;
+  std::map<uint64_t, BatchMsg> built_ahead_ ABSL_GUARDED_BY(in_order_mu_);
+  uint64_t next_to_deliver_ ABSL_GUARDED_BY(in_order_mu_) = 0;
 
   // TBB. Declared last: destroyed first, so messages still buffered in nodes release their
   // pinned buffers into a live pool.

@@ -291,6 +291,22 @@ void PipelineCore::EnqueueUpload(const BatchMsg& m, uint32_t slot, int64_t /*wai
   }
 }
 
+void PipelineCore::DeliverInOrder(BatchMsg m) {
+  std::lock_guard<std::mutex> l(in_order_mu_);
+  if (m.id != next_to_deliver_) {
+    built_ahead_.emplace(m.id, std::move(m));
+    return;
+  }
+  // Under the lock: delivery stays serial and in id order.
+  Deliver(m);
+  ++next_to_deliver_;
+  for (auto it = built_ahead_.begin(); it != built_ahead_.end() && it->first == next_to_deliver_;
+       it = built_ahead_.erase(it)) {
+    Deliver(it->second);
+    ++next_to_deliver_;
+  }
+}
+
 void PipelineCore::Deliver(const BatchMsg& m) {
   StageRange nvtx_range("sluice deliver");
   if (cancelled() || m.payload == nullptr) return;

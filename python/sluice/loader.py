@@ -52,8 +52,11 @@ class Loader:
     a split of a dataset directory. transforms: ops each sample goes through before `dtype`
     and `normalize` (a list of sluice.transforms ops or torchvision's of the same names, a
     Compose, or a --transforms string; docs/transforms.md, "Using a chain"); the images are
-    then the chain's output shape. DataLoader's arguments are refused naming their sluice
-    equivalent (docs/python.md, "From DataLoader").
+    then the chain's output shape. work_ahead: once an epoch's batches are all built, the next
+    epoch's pipeline starts while your loop still takes them, so a pass does not begin with
+    the pipeline filling nor end with the cores idle (host batches; docs/python.md, "Work
+    ahead"). DataLoader's arguments are refused naming their sluice equivalent (docs/python.md,
+    "From DataLoader").
     """
     # Its public name, as when it was defined in sluice/__init__.py: repr, pickle and the
     # report of sluice.probe(loader) (probe.loader: "sluice.Loader") show the type's module.
@@ -64,7 +67,8 @@ class Loader:
                  on_corrupt="fail", shuffle_window_frames=64, pool_size=None,
                  device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
-                 max_corrupt_fraction=0.01, split=None, transforms=None, **other_arguments):
+                 max_corrupt_fraction=0.01, split=None, transforms=None, work_ahead=True,
+                 **other_arguments):
         _refuse_other_arguments(other_arguments, Loader.__init__)
         self._arguments = {k: v for k, v in locals().items()
                            if k not in ("self", "other_arguments")}  # check_advice
@@ -76,6 +80,7 @@ class Loader:
         shuffle = _bool_arg("shuffle", shuffle)
         drop_last = _bool_arg("drop_last", drop_last)
         device_zero_copy = _bool_arg("device_zero_copy", device_zero_copy)
+        work_ahead = _bool_arg("work_ahead", work_ahead)
         batch_size = _int_arg("batch_size", batch_size, 1, _MAX_BATCH_SIZE)
         seed = _int_arg("seed", seed, 0, 2**64 - 1)
         shuffle_window_frames = _int_arg("shuffle_window_frames", shuffle_window_frames, 0,
@@ -133,7 +138,7 @@ class Loader:
             bool(drop_last), self._device, _DTYPES[dtype], mean, std, threads or 0, rank,
             world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
             decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames),
-            transforms_text)
+            transforms_text, bool(work_ahead))
         self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
                        "window": int(shuffle_window_frames), "drop_last": bool(drop_last),
                        "transforms": self._core.transforms_identity()}

@@ -93,6 +93,53 @@ LoaderCore::~LoaderCore() {
   if (ForkedAfterThreadsStarted()) new std::shared_ptr<device::Device>(std::move(device_));
 }
 
+absl::StatusOr<std::shared_ptr<Run>> LoaderCore::StartRun(uint64_t epoch, uint64_t step) {
+  auto run = std::make_shared<Run>();
+  run->device = device_;
+  run->dataset = dataset_;
+  const PipelineOptions o = Options(epoch, step);
+  absl::StatusOr<std::unique_ptr<Pipeline>> p;
+  {
+    py::gil_scoped_release nogil;
+    p = Pipeline::Create(run->dataset.get(), o);
+  }
+  if (!p.ok()) return p.status();
+  run->pipeline = *std::move(p);
+  SkipTbbTeardownInForkChildren();
+  return run;
+}
+
+void LoaderCore::StartAhead(uint64_t epoch) {
+  if (!config_.work_ahead || on_device() || ahead_ != nullptr) return;
+  // The buffers of this pass are taken already: "available now" counts them.
+  if (!CheckPipelineMemory(Options(epoch, 0), dataset_->spec(), SettingNames::kPythonArguments)
+           .ok()) {
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<Run>> run = StartRun(epoch, 0);
+  if (!run.ok()) return;  // the pass over `epoch` starts it again, and raises then
+  ahead_ = *std::move(run);
+  ahead_epoch_ = epoch;
+}
+
+std::shared_ptr<Run> LoaderCore::TakeAhead(uint64_t epoch, uint64_t step) {
+  if (ahead_ == nullptr) return nullptr;
+  if (ahead_epoch_ == epoch && step == 0) return std::move(ahead_);
+  if (epoch < std::numeric_limits<uint64_t>::max() && ahead_epoch_ == epoch + 1) return nullptr;
+  ahead_->pipeline->Cancel();
+  ahead_.reset();
+  return nullptr;
+}
+
+void LoaderCore::PassEnded() {
+  if (ahead_ != nullptr) ahead_->pipeline->SetConsumerInSpan(false);
+}
+
+std::optional<uint64_t> LoaderCore::ahead_epoch() const {
+  if (ahead_ == nullptr) return std::nullopt;
+  return ahead_epoch_;
+}
+
 std::string LoaderCore::manifest_xxh3() const {
   return ChecksumToHex(Xxh3(dataset_->manifest().ToJson()));
 }
@@ -197,19 +244,16 @@ Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
   NoteThreadsStarted();
   clock_.Requested(NowNs());  // starting the pipeline is asking for its first batch
   load_start_ = TakeCpuLoadSnapshot();
-  run_ = std::make_shared<Run>();
-  run_->device = core_->device();
-  run_->dataset = core_->dataset_ptr();
-  const PipelineOptions o = core_->Options(epoch, step);
-  absl::StatusOr<std::unique_ptr<Pipeline>> p;
-  {
-    py::gil_scoped_release nogil;
-    p = Pipeline::Create(run_->dataset.get(), o);
+  epoch_ = epoch;
+  run_ = core_->TakeAhead(epoch, step);
+  if (run_ != nullptr) {
+    worked_ahead_ = true;
+    run_->pipeline->SetConsumerInSpan(true);
+  } else {
+    run_ = Unwrap(core_->StartRun(epoch, step));
   }
-  run_->pipeline = Unwrap(std::move(p));
-  SkipTbbTeardownInForkChildren();
-  limit_ = core_->on_device() ? o.resources.device_ring_depth
-                              : run_->pipeline->options().resources.pool_size;
+  const PipelineOptions& o = run_->pipeline->options();
+  limit_ = core_->on_device() ? o.resources.device_ring_depth : o.resources.pool_size;
 }
 
 py::object Pass::Next(uint64_t cuda_stream) {
@@ -222,6 +266,7 @@ py::object Pass::Next(uint64_t cuda_stream) {
   run_->zero_copy_live.fetch_add(1, std::memory_order_acq_rel);  // undone by ~LeaseHolder
   const int live_before = run_->zero_copy_live.load(std::memory_order_acquire) - 1;
   if (!WaitForBatch(&holder->lease)) return py::none();
+  WorkAhead();  // before the step's clock starts: its cost is the loader's, not the step's
   const BatchView& batch = holder->lease.view();
   NoteHandedOut(holder->lease.batch_id());
   const DLDevice where = BorrowConsumerStream(batch, cuda_stream, holder.get());
@@ -255,9 +300,17 @@ bool Pass::WaitForBatch(BatchLease* lease) {
     if (!*got) {
       done_ = true;
       load_end_ = TakeCpuLoadSnapshot();
+      core_->PassEnded();
     }
     return *got;
   }
+}
+
+void Pass::WorkAhead() {
+  if (asked_ahead_ || epoch_ >= std::numeric_limits<uint32_t>::max()) return;
+  if (!run_->pipeline->built_all()) return;
+  asked_ahead_ = true;
+  core_->StartAhead(epoch_ + 1);
 }
 
 void Pass::NoteHandedOut(uint64_t batch_id) {
@@ -327,7 +380,11 @@ BottleneckReport Pass::Report() const {
   ComputeStats compute = clock_.stats();
   compute.device = Consumer();
   compute.foreign_step = true;
-  RunRecord r = RunRecordFromStats(run_->pipeline->Stats(), std::move(compute));
+  PipelineStats stats = run_->pipeline->Stats();
+  // A run started ahead began before this pass: the span opens when the pass asked for its
+  // first batch, and the run's work before that is outside the span (outside_span_pct).
+  if (worked_ahead_) stats.start_ns = 0;
+  RunRecord r = RunRecordFromStats(std::move(stats), std::move(compute));
   // The advice names sluice.Loader's arguments, from the settings this pass ran with.
   r.consumer = sluice::Consumer::kPython;
   r.h2d_format = core_->config().format.h2d_format;

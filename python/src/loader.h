@@ -46,7 +46,11 @@ struct LoaderConfig {
   uint32_t device_ring_depth = kDefaultDeviceRingDepth;
   bool device_zero_copy = true;  // device batches: zero copy (false: the caller copies each)
   std::string device = "cpu";    // cpu | sim | cuda:N
+  // Start the next epoch's pipeline once this pass's is built (docs/python.md, "Work ahead").
+  bool work_ahead = true;
 };
+
+struct Run;
 
 class LoaderCore {
  public:
@@ -73,6 +77,28 @@ class LoaderCore {
   std::shared_ptr<device::Device> device() const { return device_; }
   std::shared_ptr<const Dataset> dataset_ptr() const { return dataset_; }
 
+  // A run over epoch `epoch` from step `step`: its pipeline created and started (the GIL
+  // released meanwhile).
+  absl::StatusOr<std::shared_ptr<Run>> StartRun(uint64_t epoch, uint64_t step);
+  // Work ahead (docs/python.md, "Work ahead"): starts the run of the pass over epoch `epoch`
+  // from its first step, while the consumer still takes the batches of the pass before. Its
+  // work in that pass's span counts as in a span (a steady loop spends each pass's span on its
+  // own steps and on the next epoch's first batches); between the passes (PassEnded) it is
+  // outside the span, as sluice-train's pipeline while it evaluates. Does nothing when a run is
+  // already ahead, or with device batches. A run that cannot start (an error; its batch
+  // buffers no longer fit in the memory available) is not kept: the pass that needs it
+  // starts it again and raises then.
+  void StartAhead(uint64_t epoch);
+  // The run ahead for a pass over `epoch` from `step`, or null. A run ahead for another pass
+  // is cancelled and dropped, except one for the epoch after `epoch` (this pass ends that
+  // epoch first).
+  std::shared_ptr<Run> TakeAhead(uint64_t epoch, uint64_t step);
+  // The pass before the run ahead has ended: its work until its own pass starts is outside
+  // the span.
+  void PassEnded();
+  // The epoch of the run ahead, if any (tests, docs/python.md).
+  std::optional<uint64_t> ahead_epoch() const;
+
  private:
   explicit LoaderCore(LoaderConfig c) : config_(std::move(c)) {}
   LoaderConfig config_;
@@ -82,6 +108,10 @@ class LoaderCore {
   // Declared after device_: destroyed first, as pinned pools borrow the device.
   std::shared_ptr<PoolCache> pool_cache_ = std::make_shared<PoolCache>();
   int cuda_ordinal_ = -1;
+  // The run started ahead (StartAhead) and its epoch. Declared after pool_cache_: destroyed
+  // first, so its pools go back to the cache.
+  uint64_t ahead_epoch_ = 0;
+  std::shared_ptr<Run> ahead_;
 };
 
 // One pass of the loader, shared by the Pass and by every batch handed out.
@@ -163,9 +193,14 @@ class Pass {
   // Makes the batch readable by the consumer; returns where its memory is.
   DLDevice BorrowConsumerStream(const BatchView& batch, uint64_t cuda_stream, LeaseHolder* holder);
   bool MustCopy(int live_before) const;
+  // Starts the next epoch's run once this one is built (LoaderCore::StartAhead), once.
+  void WorkAhead();
   std::string Consumer() const;
 
   std::shared_ptr<LoaderCore> core_;
+  uint64_t epoch_ = 0;         // the epoch this pass delivers
+  bool asked_ahead_ = false;   // WorkAhead has asked for the next epoch's run
+  bool worked_ahead_ = false;  // this pass's run was started ahead (LoaderCore::TakeAhead)
   std::shared_ptr<Run> run_;
   uint32_t limit_ = 0;
   uint64_t last_id_ = UINT64_MAX;  // the batch id last handed out

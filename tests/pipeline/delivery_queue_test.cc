@@ -163,5 +163,17 @@ TEST(DeliveryQueue, EndWithoutBatchesReturnsFalse) {
   EXPECT_EQ(q.Pop(8, &m, nullptr).value(), false);
 }
 
+TEST(DeliveryQueue, EndedOnceTheLastBatchIsQueuedBeforeItIsTaken) {
+  DeliveryQueue q;
+  EXPECT_FALSE(q.ended());
+  q.Push(Batch(0), true);
+  EXPECT_FALSE(q.ended());
+  q.Push(Batch(1, 1, /*is_last=*/true), true);
+  EXPECT_TRUE(q.ended());  // both batches still queued
+  BatchMsg m;
+  EXPECT_TRUE(q.Pop(8, &m, nullptr).value());
+  EXPECT_TRUE(q.ended());
+}
+
 }  // namespace
 }  // namespace sluice::pipeline_internal

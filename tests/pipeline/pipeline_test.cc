@@ -1,6 +1,7 @@
 #include "pipeline/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -210,6 +211,48 @@ TEST(Pipeline, SlowConsumerNeverHasMoreThanPoolSizeBuffersFilled) {
   EXPECT_LE(s[Stage::kPinnedWait].queue_high_water, 2u);
   EXPECT_LE(s[Stage::kRead].queue_high_water, s.frame_budget);
   EXPECT_LE(s[Stage::kDelivery].queue_high_water, 2u);
+}
+
+// sluice.Loader starts the next epoch's pipeline when this one has built every batch.
+TEST(Pipeline, BuiltAllOnceEveryBatchIsQueuedNotWhileBuffersAreShort) {
+  TestDataset data(64, 64, 16);
+  PipelineOptions o = SmallOptions();
+  o.order.batch_size = 8;  // 8 batches
+  o.resources.pool_size = 2;
+  auto small = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(small.ok()) << small.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE((*small)->built_all()) << "2 buffers cannot hold 8 batches";
+  o.resources.pool_size = 8;
+  auto whole = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (int i = 0; i < 2000 && !(*whole)->built_all(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE((*whole)->built_all());
+  BatchLease lease;
+  uint64_t n = 0;
+  while (*(*whole)->Next(&lease)) ++n;
+  EXPECT_EQ(n, 8u);
+}
+
+// A built batch goes to the consumer at once, not after the other batches of its frame (a
+// sequencer's deliver task used to wait until no assembly was queued: a pass's first batch
+// came after its whole first frame).
+TEST(Pipeline, ABatchIsDeliveredWhenBuiltNotAfterTheRestOfItsFrame) {
+  TestDataset data(128, 128, 128);  // one frame of 16 batches
+  PipelineOptions o = SmallOptions();
+  o.order.batch_size = 8;
+  o.order.shuffle = false;
+  o.resources.pool_size = 16;
+  o.diagnostics.inject_delay_us[static_cast<int>(Stage::kPreprocess)] = 40'000;
+  auto p = Pipeline::Create(data.dataset.get(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  BatchLease lease;
+  ASSERT_TRUE(*(*p)->Next(&lease));
+  // 2 threads, 40 ms a batch: the whole frame takes 320 ms, the first batch 40 ms.
+  EXPECT_LE((*p)->Stats()[Stage::kPreprocess].items, 8u);
+  (*p)->Cancel();
 }
 
 TEST(Pipeline, AskingForMoreThanPoolSizeLeasesFails) {
