@@ -197,7 +197,9 @@ class PosixEnv final : public Env {
     int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 && errno == ENXIO) {
       return absl::FailedPreconditionError(
-          absl::StrCat(path, ": a FIFO that no process is reading (its reader has gone)"));
+          absl::StrCat(path,
+                       ": a FIFO that no process is reading (no reader: a FIFO needs a reader "
+                       "started before the run, reading until the output is written)"));
     }
     if (fd < 0) return PosixError("open for writing", path, errno);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);

@@ -266,7 +266,10 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
   }
   const bool encoded = version == 2;
   ASSIGN_OR_RETURN(m.split, top.Str("split"));
-  if (!IsPlainFileName(m.split)) return top.Error("split", NotAPlainName(m.split));
+  // The writers' own check (shard_format.h): a name no writer writes is refused here too.
+  if (absl::Status named = CheckSplitName(m.split); !named.ok()) {
+    return top.Error("split", named.message());
+  }
   if (absl::EndsWith(path, kManifestSuffix) && BaseName(path) != ManifestFileName(m.split)) {
     return top.Error("split", absl::StrCat("\"", m.split, "\" does not match the file name"));
   }

@@ -12,6 +12,7 @@
 #include "common/env.h"
 #include "common/file_lock.h"
 #include "common/printable.h"
+#include "storage/file_identity.h"
 #include "storage/shard_format.h"
 
 namespace sluice {
@@ -74,6 +75,62 @@ absl::Status CheckNotADatasetFile(const std::string& path, const std::string& da
     if (IsDatasetFileName(name) && ::stat(JoinPath(dir, name).c_str(), &st) == 0 &&
         SameFile(st, target)) {
       return Refuse(path, what, dir, absl::StrCat(" (another name of ", Printable(name), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotAnInputFile(const std::string& path, const std::string& input,
+                                 absl::string_view what, absl::string_view input_what) {
+  struct stat in, out;
+  const bool same_identity = ::stat(input.c_str(), &in) == 0 && ::stat(path.c_str(), &out) == 0 &&
+                             S_ISREG(out.st_mode) && IdentityOf(out) == IdentityOf(in);
+  if (!same_identity && ResolvedOutputPath(path) != ResolvedOutputPath(input)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, " ", Printable(path), " is ", input_what,
+                                                 " the run reads (", Printable(input),
+                                                 "): it would replace it"));
+}
+
+absl::Status CheckNotACacheFile(const std::string& path, const std::string& cache_dir,
+                                absl::string_view what) {
+  char buf[PATH_MAX];
+  if (::realpath(cache_dir.c_str(), buf) == nullptr) return absl::OkStatus();
+  const std::string dir = buf;
+  std::unique_ptr<DIR, int (*)(DIR*)> entries(::opendir(dir.c_str()), &::closedir);
+  if (entries == nullptr) return absl::OkStatus();
+  const std::string out = ResolvedOutputPath(path);
+  struct stat target;
+  const bool exists = ::stat(path.c_str(), &target) == 0 && S_ISREG(target.st_mode);
+  while (const dirent* entry = ::readdir(entries.get())) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string sub = JoinPath(dir, name);
+    struct stat st;
+    if (::stat(sub.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (name != "ceilings") {
+      // A dataset sharded from IDX input: its manifest, shards and lock.
+      if (absl::Status s = CheckNotADatasetFile(path, sub, what); !s.ok()) return s;
+      continue;
+    }
+    // The measured ceilings: every <key>.json there, by name or by identity.
+    const bool named = DirName(out) == sub && absl::EndsWith(out, ".json");
+    bool linked = false;
+    if (exists && !named) {
+      std::unique_ptr<DIR, int (*)(DIR*)> files(::opendir(sub.c_str()), &::closedir);
+      while (files != nullptr && !linked) {
+        const dirent* f = ::readdir(files.get());
+        if (f == nullptr) break;
+        struct stat fs;
+        linked = ::stat(JoinPath(sub, f->d_name).c_str(), &fs) == 0 && S_ISREG(fs.st_mode) &&
+                 IdentityOf(fs) == IdentityOf(target);
+      }
+    }
+    if (named || linked) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", Printable(path), " is a measured-ceilings file of the cache in ",
+                       Printable(dir), ": it would replace it"));
     }
   }
   return absl::OkStatus();

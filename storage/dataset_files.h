@@ -39,6 +39,22 @@ std::string ResolvedOutputPath(const std::string& path);
 absl::Status CheckNotADatasetFile(const std::string& path, const std::string& data,
                                   absl::string_view what);
 
+// OK unless the output `path` is the input file `input`: the same resolved path (any spelling,
+// a linked directory) or the same device and inode (a hard or symbolic link;
+// storage/file_identity.h). Else kInvalidArgument "<what> <path> is <input_what> the run reads
+// (<input>): it would replace it", e.g. `input_what` "the --data IDX file". An `input` not
+// written yet (a checkpoint) is compared by its path alone.
+absl::Status CheckNotAnInputFile(const std::string& path, const std::string& input,
+                                 absl::string_view what, absl::string_view input_what);
+
+// OK unless the output `path` is a file the cache directory `cache_dir` holds: a manifest,
+// shard or lock of a dataset in one of its subdirectories (IDX input sharded there), or a
+// measured-ceilings file (cache_dir/ceilings/<key>.json), by any spelling or link as above.
+// Other files under `cache_dir` are not refused (--cache-dir=. keeps reports beside it). OK
+// when the directory does not exist.
+absl::Status CheckNotACacheFile(const std::string& path, const std::string& cache_dir,
+                                absl::string_view what);
+
 }  // namespace sluice
 
 #endif  // SLUICE_STORAGE_DATASET_FILES_H_

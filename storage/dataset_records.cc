@@ -18,10 +18,15 @@ absl::StatusOr<RecordArrays> ReadAllRecords(const Dataset& dataset, int threads)
   out.spec = dataset.spec();
   out.count = dataset.record_count();
   if (dataset.spec().encoded()) {
+    const SampleEncoding e = dataset.spec().encoding;
+    const char* files = e == SampleEncoding::kJpeg  ? "JPEG files"
+                        : e == SampleEncoding::kPng ? "PNG files"
+                                                    : "JPEG and PNG files";
     return absl::InvalidArgumentError(absl::StrCat(
-        dataset.manifest_path(), ": records are encoded ",
-        SampleEncodingName(dataset.spec().encoding),
-        " images of different sizes; reading them as fixed-size arrays needs a decoder"));
+        dataset.manifest_path(), ": records are ", files, " stored as given (sample.encoding \"",
+        SampleEncodingName(e),
+        "\"), whose sizes may differ; reading them as fixed-size arrays needs each one decoded "
+        "first (DecodeImage, in sluice.Loader or sluice-train --transforms)"));
   }
   // The manifest's shape is data: check its product before allocating it (a 65536x65536
   // split must fail with a message, not bad_alloc).

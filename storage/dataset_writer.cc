@@ -50,18 +50,6 @@ using AssembleFrame = std::function<void(const FrameJob& job, std::string* raw)>
 
 }  // namespace
 
-absl::Status CheckSplitName(absl::string_view split) {
-  // TerminalSafe changes a name exactly when it holds a control character, a byte that is not
-  // valid UTF-8 or an invisible character.
-  if (split.empty() || absl::StrContains(split, '/') || TerminalSafe(split, SIZE_MAX) != split) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("split name ", QuotedPrintable(split),
-                     ": expected a plain name such as train (no '/', control characters or "
-                     "invalid UTF-8)"));
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
 // The checks of every write of fixed-size records: the split's name, the count, the shape, the
@@ -202,9 +190,13 @@ absl::StatusOr<uint32_t> CheckLabelValues(LabelDType type, absl::string_view lab
                                           std::optional<uint64_t> requested) {
   const uint64_t most = type == LabelDType::kU8 ? 256 : INT32_MAX;
   if (requested && (*requested == 0 || *requested > most)) {
-    return absl::InvalidArgumentError(absl::StrCat("num_classes ", *requested, ": expected in [1, ",
-                                                   most, "] for ", LabelDTypeName(type),
-                                                   " labels"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_classes ", *requested, ": expected in [1, ", most, "] for ", LabelDTypeName(type),
+        " labels",
+        type == LabelDType::kU8 && *requested > most
+            ? " (u8 labels declare at most 256 classes: give the labels as int32, e.g. a .npy "
+              "of '<i4', for more)"
+            : ""));
   }
   if (labels.size() != count * LabelDTypeSize(type)) {
     return absl::InvalidArgumentError(

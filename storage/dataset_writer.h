@@ -83,11 +83,7 @@ absl::StatusOr<uint32_t> CheckLabels(const EncodedRecords& records,
 absl::StatusOr<uint32_t> CheckLabels(const RecordSource& records,
                                      std::optional<uint64_t> requested);
 
-// A split name every write accepts (the first part of its manifest's and shards' file names):
-// not empty, no '/', no control character (an ANSI escape would reach every terminal that
-// prints it), nothing that is not valid UTF-8 and no invisible or direction-changing character
-// (what Printable, common/printable.h, would escape). kInvalidArgument quoting it escaped.
-absl::Status CheckSplitName(absl::string_view split);
+// CheckSplitName, the split-name check of every write, is in storage/shard_format.h.
 
 // A fixed-size frame holds at most min(records_per_frame, records_per_shard, records) records,
 // and its raw size is at most 2^32 - 1 bytes: a split whose largest frame would exceed that is

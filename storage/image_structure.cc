@@ -1,9 +1,12 @@
 #include "storage/image_structure.h"
 
+#include <zlib.h>
+
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -47,6 +50,7 @@ absl::StatusOr<ImageStructure> WalkJpeg(absl::string_view b, bool header_only) {
   ImageStructure s;
   s.encoding = SampleEncoding::kJpeg;
   bool have_size = false;
+  int scans = 0;
   size_t pos = 2;  // after SOI
   while (true) {
     if (pos >= b.size()) {
@@ -104,11 +108,18 @@ absl::StatusOr<ImageStructure> WalkJpeg(absl::string_view b, bool header_only) {
                                 " pixels"));
       }
       have_size = true;
+      s.progressive = (marker & 0x03) == 0x02;  // C2, C6, CA, CE
       if (header_only) return s;
     }
     pos = end;
     if (marker == 0xDA) {  // SOS: entropy-coded data follows, up to the next real marker
       if (!have_size) return Bad("corrupt JPEG: a scan (SOS) before any frame header");
+      if (++scans > kMaxJpegScans) {
+        return Bad(absl::StrCat("JPEG of more than ", kMaxJpegScans, " scans (scan ", scans,
+                                " at offset ", pos - 2 - length,
+                                "); refused (a progressive-JPEG scan bomb?: each scan is a "
+                                "pass over the whole image)"));
+      }
       const size_t next = SkipEntropyData(b, pos);
       if (next == absl::string_view::npos) {
         return Bad(absl::StrCat("truncated JPEG: no EOI marker (FF D9) after the image data (",
@@ -120,11 +131,71 @@ absl::StatusOr<ImageStructure> WalkJpeg(absl::string_view b, bool header_only) {
   }
 }
 
+// The bytes zlib stream `z` inflates to, into a discarded 64 KiB buffer; stops once past
+// `limit` (so a bomb costs at most `limit` + 64 KiB of inflating). A damaged stream counts what
+// it gave before the damage (the decoder refuses it).
+uint64_t InflatedBytes(absl::string_view z, uint64_t limit) {
+  z_stream zs{};
+  if (inflateInit(&zs) != Z_OK) return 0;
+  unsigned char out[1 << 16];
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(z.data()));
+  zs.avail_in = static_cast<uInt>(z.size());
+  int ret = Z_OK;
+  while (ret == Z_OK && zs.total_out <= limit) {
+    zs.next_out = out;
+    zs.avail_out = sizeof(out);
+    ret = inflate(&zs, Z_NO_FLUSH);
+    if (ret == Z_BUF_ERROR && zs.avail_in == 0) break;  // the chunk ends inside the stream
+    if (ret == Z_BUF_ERROR) ret = Z_OK;
+  }
+  const uint64_t total = zs.total_out;
+  inflateEnd(&zs);
+  return total;
+}
+
+// The memory libspng keeps for metadata chunk `type` of `data` (a bound on it: libspng's own
+// accounting is a little less), or 0 for a chunk it does not keep. A compressed chunk inflating
+// to more than kMaxPngInflatedChunkBytes is refused.
+absl::StatusOr<uint64_t> MetadataBytes(const std::string& type, absl::string_view data,
+                                       size_t pos) {
+  constexpr uint64_t kPerChunk = 1024;  // libspng's per-chunk records and keyword copies
+  if (type == "eXIf" || type == "tEXt") return data.size() + kPerChunk;
+  if (type == "sPLT") return 3 * uint64_t{data.size()} + kPerChunk;  // the chunk and its entries
+  if (type != "zTXt" && type != "iTXt" && type != "iCCP") return 0;
+  // zTXt and iCCP: keyword NUL method stream; iTXt: keyword NUL flag method language NUL
+  // translated-keyword NUL text (a stream when flag is 1).
+  const size_t keyword_end = data.find('\0');
+  if (keyword_end == absl::string_view::npos) return data.size() + kPerChunk;
+  size_t stream = keyword_end + 2;
+  if (type == "iTXt") {
+    if (keyword_end + 1 >= data.size() || data[keyword_end + 1] != 1) {
+      return data.size() + kPerChunk;  // stored uncompressed
+    }
+    const size_t language_end = data.find('\0', keyword_end + 3);
+    const size_t translated_end = language_end == absl::string_view::npos
+                                      ? absl::string_view::npos
+                                      : data.find('\0', language_end + 1);
+    if (translated_end == absl::string_view::npos) return data.size() + kPerChunk;
+    stream = translated_end + 1;
+  }
+  if (stream >= data.size()) return data.size() + kPerChunk;
+  const uint64_t inflated = InflatedBytes(data.substr(stream), kMaxPngInflatedChunkBytes);
+  if (inflated > kMaxPngInflatedChunkBytes) {
+    return Bad(absl::StrCat("PNG chunk '", type, "' at offset ", pos, " (", data.size(),
+                            " bytes) inflates to more than ", kMaxPngInflatedChunkBytes,
+                            " bytes, the bound on one compressed metadata chunk (PIL's "
+                            "MAX_TEXT_CHUNK); refused (a decompression bomb?)"));
+  }
+  return inflated + kPerChunk;
+}
+
 absl::StatusOr<ImageStructure> WalkPng(absl::string_view b, bool header_only) {
   ImageStructure s;
   s.encoding = SampleEncoding::kPng;
   size_t pos = sizeof(kPngSignature);
   bool have_data = false;
+  uint64_t metadata_bytes = 0;
+  int metadata_chunks = 0;
   for (int chunk = 0;; ++chunk) {
     if (pos == b.size()) {
       return Bad(absl::StrCat("truncated PNG: ends at byte ", b.size(), " with no IEND chunk"));
@@ -161,6 +232,23 @@ absl::StatusOr<ImageStructure> WalkPng(absl::string_view b, bool header_only) {
     } else if (type == "IEND") {
       if (!have_data) return Bad("corrupt PNG: IEND before any IDAT chunk (no image data)");
       return s;  // bytes after IEND are allowed, as by PIL
+    } else {
+      absl::StatusOr<uint64_t> kept = MetadataBytes(type, b.substr(pos + 8, length), pos);
+      if (!kept.ok()) return kept.status();
+      if (*kept > 0) {
+        metadata_bytes += *kept;
+        if (++metadata_chunks > kMaxPngMetadataChunks) {
+          return Bad(absl::StrCat("PNG of more than ", kMaxPngMetadataChunks,
+                                  " metadata chunks (tEXt, zTXt, iTXt, iCCP, eXIf, sPLT): chunk '",
+                                  shown, "' at offset ", pos, " is one more; refused"));
+        }
+        if (metadata_bytes > kMaxPngMetadataBytes) {
+          return Bad(absl::StrCat(
+              "PNG metadata chunks (tEXt, zTXt, iTXt, iCCP, eXIf, sPLT) hold more than ",
+              kMaxPngMetadataBytes, " bytes (inflated), the bound on them all, with chunk '", shown,
+              "' at offset ", pos, " (", length, " bytes); refused"));
+        }
+      }
     }
     pos += 12 + size_t{length};
   }
@@ -204,6 +292,20 @@ absl::Status CheckImageFileSize(uint64_t bytes) {
 
 absl::StatusOr<ImageStructure> CheckImageStructure(absl::string_view bytes) {
   return Walk(bytes, /*header_only=*/false);
+}
+
+absl::Status CheckJpegScanCount(absl::string_view bytes) {
+  if (bytes.size() < 3 || Byte(bytes, 0) != 0xFF || Byte(bytes, 1) != 0xD8 ||
+      Byte(bytes, 2) != 0xFF) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ImageStructure> header = WalkJpeg(bytes, /*header_only=*/true);
+  if (!header.ok() || !header->progressive) return absl::OkStatus();
+  absl::StatusOr<ImageStructure> whole = WalkJpeg(bytes, /*header_only=*/false);
+  if (!whole.ok() && absl::StartsWith(whole.status().message(), "JPEG of more than")) {
+    return whole.status();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ImageStructure> ReadImageHeader(absl::string_view bytes) {

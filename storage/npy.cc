@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/coding.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/internal/input_buffer.h"
 
@@ -33,8 +34,13 @@ class HeaderParser {
     if (!Eat('{')) return Error("expected '{' opening the header dict");
     while (!Eat('}')) {
       ASSIGN_OR_RETURN(std::string key, String());
+      // numpy writes exactly these three keys (and refuses any other when it reads).
+      if (key != "descr" && key != "fortran_order" && key != "shape") {
+        return Error(absl::StrCat("unknown key ", QuotedPrintable(key, 40),
+                                  "; expected only 'descr', 'fortran_order' and 'shape'"));
+      }
       if (!Eat(':')) return Error(absl::StrCat("expected ':' after key '", key, "'"));
-      ASSIGN_OR_RETURN(Value v, ParseValue());
+      ASSIGN_OR_RETURN(Value v, ParseValue(key));
       if (!out.emplace(key, std::move(v)).second) {
         return Error(absl::StrCat("key '", key, "' appears twice"));
       }
@@ -89,7 +95,9 @@ class HeaderParser {
     if (pos_ < s_.size() && s_[pos_] == 'L') ++pos_;
     return v;
   }
-  absl::StatusOr<Value> ParseValue() {
+  // The value of `key`, one of the three keys numpy writes; an error names the key and what it
+  // expects.
+  absl::StatusOr<Value> ParseValue(absl::string_view key) {
     Value v;
     SkipSpace();
     if (Peek('\'') || Peek('"')) {
@@ -115,8 +123,16 @@ class HeaderParser {
         return v;
       }
     }
-    if (Peek('[')) return Error("descr is a list (a structured dtype); expected a plain dtype");
-    return Error("expected a string, True, False or a tuple");
+    const bool list = Peek('[');
+    if (key == "descr") {
+      return Error(list ? "descr is a list (a structured dtype); expected a plain dtype"
+                        : "descr: expected a quoted dtype such as '|u1'");
+    }
+    if (key == "shape") {
+      return Error(list ? "shape is a list; expected a tuple such as (5, 4, 4)"
+                        : "shape: expected a tuple such as (5, 4, 4)");
+    }
+    return Error("fortran_order: expected True or False");
   }
 
   absl::string_view s_;

@@ -1,11 +1,14 @@
 #include "storage/shard_format.h"
 
+#include <cstdint>
 #include <optional>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/enum_names.h"
+#include "common/printable.h"
 
 namespace sluice {
 
@@ -80,6 +83,26 @@ std::string ShardTempFileName(absl::string_view split, uint32_t shard_index) {
 
 std::string ManifestFileName(absl::string_view split) {
   return absl::StrCat(split, kManifestSuffix);
+}
+
+absl::Status CheckSplitName(absl::string_view split) {
+  if (split.size() > kMaxSplitNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split name \"", Printable(split.substr(0, 40)), "...\": ", split.size(),
+                     " bytes, expected at most ", kMaxSplitNameBytes, " (the shard file names add ",
+                     kLongestSplitFileSuffix, " bytes to it and a file name holds at most ",
+                     kMaxFileNameBytes, ")"));
+  }
+  // TerminalSafe changes a name exactly when it holds a control character, a byte that is not
+  // valid UTF-8 or an invisible character.
+  if (split.empty() || split == "." || split == ".." || absl::StrContains(split, '/') ||
+      TerminalSafe(split, SIZE_MAX) != split) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split name ", QuotedPrintable(split),
+                     ": expected a plain name such as train (not '.' or '..'; no '/', control "
+                     "characters or invalid UTF-8)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -3,10 +3,12 @@
 #ifndef SLUICE_STORAGE_SHARD_FORMAT_H_
 #define SLUICE_STORAGE_SHARD_FORMAT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -121,6 +123,24 @@ std::string ShardFileName(absl::string_view split, uint32_t shard_index, uint64_
 // "<split>-<5-digit index>.shard.tmp": where shard `shard_index` is written before its rename.
 std::string ShardTempFileName(absl::string_view split, uint32_t shard_index);
 std::string ManifestFileName(absl::string_view split);
+
+// The longest file name a split's name is part of: "<split>-<10-digit index>-<16 hex>.shard.tmp"
+// (an index past 99999 takes up to 10 digits) is the split plus 38 bytes; "<split>.manifest.json"
+// and its ".tmp" are shorter.
+inline constexpr size_t kLongestSplitFileSuffix = 1 + 10 + 1 + 16 + sizeof(kShardSuffix) - 1 + 4;
+// NAME_MAX (255 bytes on Linux, macOS and every common file system) bounds each of those names.
+inline constexpr size_t kMaxFileNameBytes = 255;
+// The longest split name (217 bytes), so every file named after it stays within NAME_MAX.
+inline constexpr size_t kMaxSplitNameBytes = kMaxFileNameBytes - kLongestSplitFileSuffix;
+
+// The one check of a split name, shared by every writer (WriteDataset, WriteEncodedDataset, so
+// sluice.write_dataset; sluice-shard create --split/--holdout-split, export --split) and by the
+// manifest reader, so nothing is written that no reader accepts: not empty, not "." or "..", no
+// '/', at most kMaxSplitNameBytes bytes, no control character (an ANSI escape would reach every
+// terminal that prints it), nothing that is not valid UTF-8 and no invisible or
+// direction-changing character (what TerminalSafe, common/printable.h, would change).
+// kInvalidArgument quoting it escaped and bounded.
+absl::Status CheckSplitName(absl::string_view split);
 
 }  // namespace sluice
 

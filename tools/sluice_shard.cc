@@ -32,17 +32,20 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/env.h"
 #include "common/output_target.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
+#include "storage/dataset_files.h"
 #include "storage/image_structure.h"
 #include "storage/shard_format.h"
 #include "tools/sluice_shard_create.h"
 #include "tools/sluice_shard_flags.h"
 #include "tools/sluice_shard_inspect.h"
 #include "tools/sluice_shard_verify.h"
+#include "tools/stdout_output.h"
 #include "tools/tool_flags.h"
 
 // The flags of every subcommand (declared in tools/sluice_shard_flags.h for the commands' files);
@@ -255,6 +258,23 @@ absl::Status RunCommand(const std::string& command, const std::vector<std::strin
   if (command == "create") {
     // Before any input is read: a file, a FIFO or a socket at --out fails now.
     RETURN_IF_ERROR(ProbeOutputDirectory(create_options.out, "out"));
+    // An input that is a manifest, shard or lock of --out (by any spelling or link) would be
+    // replaced, or removed as a leftover, by the write it feeds.
+    std::vector<std::pair<const char*, std::string>> inputs = {
+        {"images", create_options.images},
+        {"labels", create_options.labels},
+        {"image-list", create_options.image_list}};
+    for (absl::string_view f : absl::StrSplit(create_options.cifar10, ',', absl::SkipEmpty())) {
+      inputs.push_back({"cifar10", std::string(f)});
+    }
+    for (const auto& [flag, input] : inputs) {
+      if (input.empty()) continue;
+      if (absl::Status s = CheckNotADatasetFile(input, create_options.out, ""); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, " ", Printable(input), " is a file of the dataset --out ",
+                         Printable(create_options.out), " writes: the write would replace it"));
+      }
+    }
     return RunCreate(env, std::move(create_options));
   }
   if (command == "inspect") return RunInspect(env, positional[1]);
@@ -262,13 +282,22 @@ absl::Status RunCommand(const std::string& command, const std::vector<std::strin
   return RunExport(env, positional[1], absl::GetFlag(FLAGS_out), absl::GetFlag(FLAGS_split));
 }
 
+// `code`, or 1 with one line on stderr when what was printed on stdout did not all reach it
+// (`> /dev/full`). `reader_gone_ok`: stdout was progress, not the output asked for.
+int ExitAfterStdout(int code, bool reader_gone_ok) {
+  const absl::Status s = FinishStdout(reader_gone_ok);
+  if (s.ok() || code != 0) return code;
+  std::fprintf(stderr, "sluice-shard: error: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<ToolCommandLine> command_line = ParseToolCommandLine(ShardTool(), argc, argv);
   if (!command_line.ok()) return ReportUsageError(command_line.status());
-  if (command_line->help_printed) return 0;
+  if (command_line->help_printed) return ExitAfterStdout(0, /*reader_gone_ok=*/false);
   if (command_line->positional.size() == 1 && command_line->positional[0] == "help") {
     PrintToolHelp(ShardTool());
-    return 0;
+    return ExitAfterStdout(0, /*reader_gone_ok=*/false);
   }
   absl::StatusOr<const Command*> command = CheckCommand(*command_line);
   if (!command.ok()) return ReportUsageError(command.status());
@@ -290,7 +319,9 @@ int Main(int argc, char** argv) {
                  TerminalSafe(status.message()).c_str());
     return 1;
   }
-  return 0;
+  // What inspect prints is the output asked for; the other commands print progress and a
+  // summary, which a reader may stop reading (`| head`) without failing the command.
+  return ExitAfterStdout(0, /*reader_gone_ok=*/name != "inspect");
 }
 
 }  // namespace
@@ -299,6 +330,7 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // A last resort: every failure should already be a Status; an exception that still escapes
   // (bad_alloc, length_error) ends with one line and exit code 1, not std::terminate.
+  sluice::IgnoreBrokenPipes();  // a closed stdout is EPIPE, not the end before the outputs
   try {
     return sluice::Main(argc, argv);
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
+#include "common/coding.h"
 #include "common/limits.h"
 #include "common/printable.h"
 #include "common/progress.h"
@@ -123,6 +125,19 @@ std::function<void(uint64_t)> ProgressForwarder(Progress* progress, absl::Mutex*
   };
 }
 
+// u8 labels declare at most 256 classes: with more (--num-classes, or class folders), the labels
+// the reader picked as u8 are stored as i32, so --num-classes 1000 is not refused for u8 labels
+// the tool chose itself.
+void WidenLabelsFor(std::optional<uint64_t> classes, EncodedRecords* records) {
+  if (!classes || *classes <= 256 || records->label_dtype != LabelDType::kU8) return;
+  std::string wide(records->labels.size() * 4, '\0');
+  for (size_t i = 0; i < records->labels.size(); ++i) {
+    EncodeFixed32(&wide[4 * i], static_cast<uint8_t>(records->labels[i]));
+  }
+  records->labels = std::move(wide);
+  records->label_dtype = LabelDType::kI32;
+}
+
 // The records of --image-folder or --image-list, read in parallel.
 absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, ImageList* list) {
   if (!o.image_folder.empty()) {
@@ -205,6 +220,7 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
     }
     classes = list.class_names.size();
   }
+  WidenLabelsFor(classes, &images.records);
   absl::StatusOr<uint32_t> checked = CheckLabels(images.records, classes);
   if (!checked.ok()) {
     return absl::Status(checked.status().code(),

@@ -15,6 +15,7 @@
 #include "common/printable.h"
 #include "common/status_macros.h"
 #include "storage/dataset.h"
+#include "storage/dataset_files.h"
 #include "storage/dataset_records.h"
 #include "storage/idx.h"
 #include "storage/shard_format.h"
@@ -109,6 +110,10 @@ absl::Status RunVerify(Env* env, const std::string& path) {
 
 absl::Status RunExport(Env* env, const std::string& path, const std::string& prefix,
                        const std::string& split) {
+  // The writers' check: a name no writer writes names no split to export.
+  if (absl::Status named = CheckSplitName(split); !named.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("export: --split: ", named.message()));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path, split));
   // The two outputs are checked before anything is read: a FIFO without a reader, a directory
   // or a socket there fails now, not after the split is decoded (or never, waiting on a FIFO).
@@ -118,6 +123,9 @@ absl::Status RunExport(Env* env, const std::string& path, const std::string& pre
     const IdxPaths out = IdxPathsFor(prefix, ds->spec());
     RETURN_IF_ERROR(ProbeOutputFile(env, out.images, "out"));
     RETURN_IF_ERROR(ProbeOutputFile(env, out.labels, "out"));
+    // Never a file of the dataset read, under another name (a hard or a symbolic link).
+    RETURN_IF_ERROR(CheckNotADatasetFile(out.images, ds->manifest_path(), "--out"));
+    RETURN_IF_ERROR(CheckNotADatasetFile(out.labels, ds->manifest_path(), "--out"));
   }
   // ReadAllRecords checks each frame's checksum as it decodes; VerifyDataset adds what `verify`
   // checks beyond that (header fields, sizes, the manifest's whole-file xxh3 of every shard).

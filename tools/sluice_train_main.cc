@@ -121,6 +121,7 @@ class ProgressPrinter {
   }
   void Epoch(const EpochSummary& s) {
     if (tty_ && !quiet_) std::fprintf(stderr, "\r\033[K");
+    if (StdoutReaderGone()) return;  // `| head` has what it wanted; training goes on
     std::string line = absl::StrFormat(
         "epoch %d: train loss %.4f, train accuracy %.4f, %.0f samples/s, %.2fs", s.epoch + 1,
         s.train_loss, s.train_accuracy, s.samples_per_second, s.seconds);
@@ -442,16 +443,23 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
     std::fflush(stdout);
     ASSIGN_OR_RETURN(checks, RunAdviceChecks(env, options, result, report, &check_steps));
   }
+  // One output that cannot be written (stdout's reader gone, a full disk) does not cost the
+  // others: each is written, and the first failure is returned after the last.
+  absl::Status first_failure;
+  auto note = [&first_failure](const absl::Status& s) {
+    if (first_failure.ok()) first_failure = s;
+    return s.ok();
+  };
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
     nlohmann::ordered_json json = report.ToJson();
     AddMeasuredToJson(what_if_rows, checks, check_steps, &json);
-    RETURN_IF_ERROR(
-        AfterTraining("report-json", WriteFileAtomically(env, path, json.dump(2) + "\n")));
+    note(AfterTraining("report-json", WriteFileAtomically(env, path, json.dump(2) + "\n")));
   }
   if (const std::string path = absl::GetFlag(FLAGS_trace); !path.empty()) {
-    RETURN_IF_ERROR(AfterTraining("trace", WriteJobTrace(env, path, result, job_report)));
-    std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n",
-                ShownOutputPath(path).c_str());
+    if (note(AfterTraining("trace", WriteJobTrace(env, path, result, job_report)))) {
+      std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n",
+                  ShownOutputPath(path).c_str());
+    }
   }
   std::fflush(stdout);
   HtmlExtras extras = HtmlExtrasFromRun(result.run);
@@ -459,11 +467,12 @@ absl::Status PrintAndWriteReport(Env* env, const TrainJobOptions& options,
   extras.what_if = what_if_rows;
   // Last: the page holds the what-if table.
   if (const std::string path = absl::GetFlag(FLAGS_report_html); !path.empty()) {
-    RETURN_IF_ERROR(
-        AfterTraining("report-html", WriteFileAtomically(env, path, ReportToHtml(report, extras))));
-    std::printf("report: %s (open in a browser)\n", ShownOutputPath(path).c_str());
+    if (note(AfterTraining("report-html",
+                           WriteFileAtomically(env, path, ReportToHtml(report, extras))))) {
+      std::printf("report: %s (open in a browser)\n", ShownOutputPath(path).c_str());
+    }
   }
-  return absl::OkStatus();
+  return first_failure;
 }
 
 // Runs the job; the exit code is 0, or 128 + the signal that stopped it.
@@ -567,10 +576,18 @@ int ReportUsageError(absl::string_view message) {
   return 2;
 }
 
+// `code`, or 1 with one line on stderr when what was printed on stdout did not all reach it.
+int ExitAfterStdout(int code, bool reader_gone_ok) {
+  const absl::Status s = FinishStdout(reader_gone_ok);
+  if (s.ok() || code != 0) return code;
+  std::fprintf(stderr, "sluice-train: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<ToolCommandLine> command_line = ParseToolCommandLine(TrainTool(), argc, argv);
   if (!command_line.ok()) return ReportUsageError(command_line.status().message());
-  if (command_line->help_printed) return 0;
+  if (command_line->help_printed) return ExitAfterStdout(0, /*reader_gone_ok=*/false);
   if (!command_line->positional.empty()) {
     return ReportUsageError(absl::StrCat("unexpected argument ",
                                          QuotedPrintable(command_line->positional[0]),
@@ -628,7 +645,9 @@ int Main(int argc, char** argv) {
     return 1;
   }
   world->reset();  // MPI_Finalize after every rank is done
-  return *exit_code;
+  // Progress and the summary on stdout are not outputs the user asked for: a reader that left
+  // (`| head`) is no failure, a full disk (`> /dev/full`) is, said after every file was written.
+  return ExitAfterStdout(*exit_code, /*reader_gone_ok=*/true);
 }
 
 }  // namespace
@@ -637,6 +656,7 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // A last resort: every failure should already be a Status; an exception that still escapes
   // (bad_alloc, length_error) ends with one line and exit code 1, not std::terminate.
+  sluice::IgnoreBrokenPipes();  // a closed stdout is EPIPE, not the end before the outputs
   int code = 1;
   try {
     code = sluice::Main(argc, argv);

@@ -1,10 +1,14 @@
 #include "tools/stdout_output.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/printable.h"
@@ -77,6 +81,36 @@ absl::Status RouteStdoutOutputs(const std::vector<OutputFlag>& outputs) {
 std::string ShownOutputPath(const std::string& path) {
   if (!RoutedPath().empty() && path == RoutedPath()) return "stdout";
   return Printable(path);
+}
+
+void IgnoreBrokenPipes() { ::signal(SIGPIPE, SIG_IGN); }
+
+bool StdoutReaderGone() {
+  if (!std::ferror(stdout)) return false;
+  struct stat st;
+  if (::fstat(STDOUT_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    return false;
+  }
+  // A pipe whose reading end is closed polls as POLLERR; a closed socket as POLLHUP or POLLERR.
+  struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+absl::Status FinishStdout(bool reader_gone_ok) {
+  errno = 0;
+  const bool flush_failed = std::fflush(stdout) != 0;
+  const int flush_errno = errno;
+  if (!flush_failed && !std::ferror(stdout)) return absl::OkStatus();
+  if (StdoutReaderGone() || (flush_failed && flush_errno == EPIPE)) {
+    if (reader_gone_ok) return absl::OkStatus();
+    return absl::FailedPreconditionError("stdout: its reader has gone (broken pipe)");
+  }
+  // An earlier write failed (stdio keeps no errno): write nothing more, say what the flush says,
+  // else the device's usual failure.
+  return absl::InternalError(absl::StrCat(
+      "stdout: write failed: ",
+      flush_failed && flush_errno != 0 ? std::strerror(flush_errno) : "an earlier write failed",
+      " (the other outputs were written)"));
 }
 
 }  // namespace sluice

@@ -34,6 +34,21 @@ absl::Status RouteStdoutOutputs(const std::vector<OutputFlag>& outputs);
 // (common/printable.h) otherwise.
 std::string ShownOutputPath(const std::string& path);
 
+// Called first in main: SIGPIPE is ignored, so a reader of stdout that leaves early
+// (`sluice-train ... | head`) makes a write fail with EPIPE instead of killing the process
+// before its checkpoint and reports are written.
+void IgnoreBrokenPipes();
+
+// Whether stdout's reader has gone: a write to it failed, and it is a pipe or socket whose
+// reading end is closed. Printing to stdout after that is pointless.
+bool StdoutReaderGone();
+
+// Checked once, at exit, after every file output was written: OK when everything printed on
+// stdout reached it; else kInternal "stdout: write failed: <strerror>" (/dev/full, EIO), or
+// kFailedPrecondition "stdout: its reader has gone (broken pipe)" unless `reader_gone_ok`
+// (the tool's stdout was only progress and summary, not an output the user asked for).
+absl::Status FinishStdout(bool reader_gone_ok);
+
 }  // namespace sluice
 
 #endif  // SLUICE_TOOLS_STDOUT_OUTPUT_H_

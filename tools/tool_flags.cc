@@ -74,6 +74,15 @@ bool IsBuiltinFlag(absl::string_view name) {
   return false;
 }
 
+// Abseil's flags that read more arguments from a file or the environment. Refused before
+// Abseil parses (docs/limits.md, "Bounds on flags"): absl reads a --flagfile whole, with no bound
+// on its size or on nesting, so --flagfile=/dev/zero or a file that includes itself grew memory
+// until the process was killed; a missing one exited 1, not as a usage error. The docs never
+// offered them.
+bool IsRefusedBuiltinFlag(absl::string_view name) {
+  return name == "flagfile" || name == "fromenv" || name == "tryfromenv";
+}
+
 // Abseil's parse error quotes the value whole ("Illegal value '...' specified for flag ..."):
 // a value that is long or holds control characters is echoed escaped and cut instead.
 std::string ValueError(const std::string& error, absl::string_view value) {
@@ -94,6 +103,12 @@ absl::Status CheckFlagSyntax(const std::vector<std::string>& args,
     const absl::string_view body = absl::string_view(a).substr(a[1] == '-' ? 2 : 1);
     const size_t eq = body.find('=');
     const absl::string_view name = body.substr(0, eq);
+    if (IsRefusedBuiltinFlag(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name,
+                       " is not supported by the sluice tools: write the flags on the command "
+                       "line (a shell script or a shell array can hold them)"));
+    }
     if (IsBuiltinFlag(name)) continue;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr && absl::StartsWith(name, "no")) {
@@ -139,7 +154,7 @@ void PrintAllFlags(const ToolDescription& tool, absl::string_view source_filter)
   std::map<std::string, std::map<std::string, const absl::CommandLineFlag*>> by_file;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     const std::string file = NormalizeFilename(flag->Filename());
-    if (!absl::StrContains(file, source_filter)) continue;
+    if (!absl::StrContains(file, source_filter) || IsRefusedBuiltinFlag(name)) continue;
     by_file[file][std::string(name)] = flag;
   }
   std::printf("%s: %s\n", tool.name.c_str(), tool.usage.c_str());

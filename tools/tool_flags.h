@@ -10,7 +10,9 @@
 //   * an unknown flag, a missing value or a value that does not parse is a usage error: one line
 //     naming the flag as the user spells it with dashes (absl::ParseCommandLine alone would
 //     print its own lines and exit 1);
-//   * an argument that is not a flag, and every argument after "--", is positional.
+//   * an argument that is not a flag, and every argument after "--", is positional;
+//   * Abseil's --flagfile, --fromenv and --tryfromenv are usage errors (unbounded reads of a
+//     file or the environment: docs/limits.md, "Bounds on flags"), and --helpfull omits them.
 //
 // Exit codes of the tools: 0 ok, 1 data or runtime error, 2 usage error.
 //

@@ -64,6 +64,19 @@ absl::StatusOr<std::unique_ptr<Dataset>> ShardIdxIntoCache(Env* env, const std::
 
 }  // namespace
 
+std::vector<std::string> IdxInputFiles(Env* env, const std::string& dir) {
+  std::vector<std::string> files;  // none when `dir` is a file: no name under it exists
+  for (const char* prefix : {"train", "t10k", "test"}) {
+    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+      for (const char* suffix : {".gz", ""}) {
+        std::string file = JoinPath(dir, absl::StrCat(prefix, kind, suffix));
+        if (env->FileExists(file)) files.push_back(std::move(file));
+      }
+    }
+  }
+  return files;
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std::string& path,
                                                             const std::string& split,
                                                             const std::string& cache_dir) {

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
@@ -27,6 +28,11 @@ namespace sluice {
 absl::StatusOr<std::unique_ptr<Dataset>> OpenOrShardDataset(Env* env, const std::string& path,
                                                             const std::string& split,
                                                             const std::string& cache_dir);
+
+// The IDX files in directory `dir` that OpenOrShardDataset may read for either split (train,
+// t10k and test prefixes, raw or .gz), those that exist: a run's outputs must not replace them
+// (CheckOutputsAreNotInputs, engine/job/outputs.h). Empty when `dir` is not a directory.
+std::vector<std::string> IdxInputFiles(Env* env, const std::string& dir);
 
 // Where a run's splits come from (TrainJobOptions' data, test_data, evaluate, cache_dir).
 struct SplitSources {

@@ -20,6 +20,7 @@
 #include "common/printable.h"
 #include "common/status_macros.h"
 #include "engine/checkpoint.h"
+#include "engine/job/datasets.h"
 #include "engine/job/resume.h"
 #include "engine/safetensors.h"
 #include "nlohmann/json.hpp"
@@ -109,6 +110,13 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
   if (!options.checkpoint_dir.empty()) {
     inputs.push_back({"checkpoint-dir", CheckpointPath(options.checkpoint_dir)});
   }
+  for (const auto& [flag, data] : {std::pair<const char*, const std::string&>{"data", options.data},
+                                   {"test-data", options.test_data}}) {
+    if (data.empty()) continue;
+    for (std::string& file : IdxInputFiles(Env::Default(), data)) {
+      inputs.push_back({absl::StrCat(flag, " IDX"), std::move(file)});
+    }
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string out = ResolvedOutputPath(outputs[i].path);
     for (size_t j = 0; j < i; ++j) {
@@ -118,17 +126,20 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
                          outputs[i].path, ": one would replace the other"));
       }
     }
+    const std::string what = absl::StrCat("--", outputs[i].flag);
+    // The checkpoint read or written, and the raw IDX files of --data and --test-data: by any
+    // spelling, a hard or a symbolic link (storage/dataset_files.h).
     for (const OutputPath& in : inputs) {
-      if (ResolvedOutputPath(in.path) == out) {
-        return absl::InvalidArgumentError(absl::StrCat("--", outputs[i].flag, " ", outputs[i].path,
-                                                       " is the --", in.flag,
-                                                       " file the run reads: it would replace it"));
-      }
+      RETURN_IF_ERROR(CheckNotAnInputFile(outputs[i].path, in.path, what,
+                                          absl::StrCat("the --", in.flag, " file")));
     }
-    // A manifest, shard or lock of the dataset's directory, or another name of one
-    // (storage/dataset_files.h).
-    RETURN_IF_ERROR(
-        CheckNotADatasetFile(outputs[i].path, options.data, absl::StrCat("--", outputs[i].flag)));
+    // A manifest, shard or lock of a dataset read (--data, --test-data), or another name of one.
+    for (const std::string* data : {&options.data, &options.test_data}) {
+      if (!data->empty()) RETURN_IF_ERROR(CheckNotADatasetFile(outputs[i].path, *data, what));
+    }
+    // A dataset the IDX input was sharded into, or a measured-ceilings file, in the cache.
+    RETURN_IF_ERROR(CheckNotACacheFile(
+        outputs[i].path, options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir, what));
   }
   return absl::OkStatus();
 }

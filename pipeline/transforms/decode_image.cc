@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "storage/image_structure.h"
 
 namespace sluice {
 namespace {
@@ -107,11 +108,20 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeJpeg(const SampleS
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     return absl::DataLossError("CMYK JPEG; expected a grey or colour (YCbCr/RGB) JPEG");
   }
+  // A scan bomb is refused before decoding (counting a progressive JPEG's scans is cheap;
+  // TJFLAG_LIMITSCANS below stops one only after 500 passes over the image).
+  if (absl::Status scans =
+          CheckJpegScanCount(absl::string_view(static_cast<const char*>(io.src), io.src_bytes));
+      !scans.ok()) {
+    return absl::DataLossError(scans.message());
+  }
   const bool grey = colorspace == TJCS_GRAY;
   auto* target = static_cast<uint8_t*>(io.op_scratch);
-  // flags 0: accurate integer IDCT and fancy upsampling, libjpeg's (and PIL's) defaults.
+  // Accurate integer IDCT and fancy upsampling, libjpeg's (and PIL's) defaults; at most
+  // kMaxJpegScans scans (TJFLAG_LIMITSCANS: libjpeg-turbo's bound, 500), against scan bombs.
+  static_assert(kMaxJpegScans == 500, "TJFLAG_LIMITSCANS allows 500 scans");
   if (tjDecompress2(tj, src, io.src_bytes, target, width, 0, height, grey ? TJPF_GRAY : TJPF_RGB,
-                    0) != 0) {
+                    TJFLAG_LIMITSCANS) != 0) {
     const bool warning = tjGetErrorCode(tj) == TJERR_WARNING;
     return absl::DataLossError(absl::StrCat(
         warning ? "damaged or truncated JPEG: " : "corrupt JPEG: ", tjGetErrorStr2(tj)));
@@ -121,6 +131,12 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeJpeg(const SampleS
 }
 
 absl::Status SpngError(const char* what, int err) {
+  if (err == SPNG_ECHUNK_LIMITS) {
+    return absl::DataLossError(absl::StrCat(
+        "PNG metadata chunks (tEXt, zTXt, iTXt, iCCP, eXIf, sPLT) over the decoder's bound (",
+        kPngDecoderChunkLimit, " bytes inflated in one, ", kPngDecoderCacheLimit,
+        " in all, at most ", kMaxPngMetadataChunks, " chunks); refused (a decompression bomb?)"));
+  }
   return absl::DataLossError(absl::StrCat(what, ": ", spng_strerror(err)));
 }
 
@@ -129,7 +145,11 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePng(const SampleSp
   // libspng 0.7 has no way to reset a context: one per image.
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
   if (ctx == nullptr) return absl::InternalError("spng_ctx_new failed");
-  int err = spng_set_png_buffer(ctx.get(), io.src, io.src_bytes);
+  // Metadata chunks (zTXt, iTXt, iCCP are inflated by libspng as it reads them) are bounded:
+  // a decompression bomb in one stops at kPngDecoderChunkLimit (libspng's default is 4 GiB).
+  int err = spng_set_chunk_limits(ctx.get(), kPngDecoderChunkLimit, kPngDecoderCacheLimit);
+  if (err != 0) return SpngError("spng_set_chunk_limits", err);
+  err = spng_set_png_buffer(ctx.get(), io.src, io.src_bytes);
   if (err != 0) return SpngError("corrupt PNG", err);
   spng_ihdr ihdr{};
   err = spng_get_ihdr(ctx.get(), &ihdr);
@@ -150,6 +170,23 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePng(const SampleSp
     // libspng 0.7 expands grey+alpha only to RGBA8 (R = G = B = grey), whose luma is the grey.
     fmt = SPNG_FMT_RGBA8;
     stride = 4;
+  }
+  if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED) {
+    // PIL pads a short palette with a grey ramp: index i past the PLTE's entries is (i, i, i).
+    // libspng would give (0, 0, 0).
+    spng_plte plte{};
+    err = spng_get_plte(ctx.get(), &plte);
+    if (err != 0) return SpngError("corrupt PNG palette", err);
+    const uint32_t entries = uint32_t{1} << ihdr.bit_depth;
+    if (plte.n_entries < entries) {
+      for (uint32_t i = plte.n_entries; i < entries; ++i) {
+        const auto v = static_cast<uint8_t>(i);
+        plte.entries[i] = spng_plte_entry{v, v, v, 255};
+      }
+      plte.n_entries = entries;
+      err = spng_set_plte(ctx.get(), &plte);
+      if (err != 0) return SpngError("corrupt PNG palette", err);
+    }
   }
   err = spng_decode_image(ctx.get(), target, pixels * stride, fmt, 0);
   if (err != 0) return SpngError("corrupt or truncated PNG", err);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -177,7 +179,18 @@ class Parser {
     const size_t start = pos_;
     size_t digits = pos_ + (text_[pos_] == '+' ? 1 : 0);  // from_chars takes no '+'
     const char* end = text_.data() + text_.size();
-    const auto [ptr, ec] = std::from_chars(text_.data() + digits, end, v.number);
+    auto [ptr, ec] = std::from_chars(text_.data() + digits, end, v.number);
+    if (ec == std::errc::result_out_of_range) {
+      // A number too small for a double (1e-400) is read as Python's float() reads it: rounded
+      // to 0 (or the nearest subnormal), as sluice.transforms passes it; one too large (1e309)
+      // stays an error below.
+      const std::string written(text_.data() + digits, ptr);
+      const double rounded = std::strtod(written.c_str(), nullptr);
+      if (std::fabs(rounded) <= 1.0) {
+        v.number = rounded;
+        ec = std::errc();
+      }
+    }
     pos_ = ptr - text_.data();
     const bool delimited = pos_ == text_.size() || std::isspace(static_cast<unsigned char>(*ptr)) ||
                            *ptr == ',' || *ptr == ')' || *ptr == ']';

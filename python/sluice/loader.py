@@ -199,6 +199,8 @@ class Loader:
                                  % (key, order.get(key), value))
         mine = self._dataset_identity()
         theirs = {key: state["dataset"].get(key) for key in mine}
+        if theirs["records"] is not None:  # a str '100' read as "100 records" in the mismatch
+            _int_arg("load_state_dict: state['dataset']['records']", theirs["records"], 0)
         if theirs != mine:
             raise ValueError(
                 "load_state_dict: the state is of another dataset (manifest XXH3 %s, %s records) "
@@ -310,7 +312,15 @@ class _Iterator:
         stream = 0
         if self._cuda:
             stream = torch.cuda.current_stream(self._loader._torch_device).cuda_stream
-        item = self._pass.next(stream)
+        try:
+            item = self._pass.next(stream)
+        except RuntimeError as e:
+            if self._loader._pass is not self._pass and "cancelled" in str(e):
+                raise RuntimeError(
+                    "this iterator's pass was replaced by a newer iter() of the same Loader (a "
+                    "Loader has one live pass): use the new iterator, or a second Loader for "
+                    "two passes at once") from None
+            raise
         loader = self._loader
         if item is None:
             ended, self._ended = self._ended, True

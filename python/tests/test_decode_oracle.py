@@ -6,6 +6,8 @@ torch.nn.functional.interpolate(bilinear, align_corners=False) within the tolera
 """
 import gzip
 import io
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -160,3 +162,46 @@ def test_image_over_the_bound_is_refused_from_its_header():
     data = encoded(Image.fromarray(photo(40, 300)), "PNG")
     with pytest.raises(sluice.DataLossError, match="declares 300x40 pixels"):
         _sluice._decode_transforms("DecodeImage(), CenterCrop(8)", data, max_side=256)
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def indexed_png(depth, entries, w=19, h=13):
+    """A palette PNG of `depth` bits whose indices run over every value, past its `entries`."""
+    per = 8 // depth
+    idx = (np.arange(w * h) * 7 % (1 << depth)).reshape(h, w)
+    rows = b""
+    for y in range(h):
+        packed = bytearray()
+        for x in range(0, w, per):
+            byte = 0
+            for k in range(per):
+                byte = byte << depth | (int(idx[y, x + k]) if x + k < w else 0)
+            packed.append(byte)
+        rows += b"\0" + bytes(packed)
+    plte = bytes((37 * i + 11 * c) % 256 for i in range(entries) for c in range(3))
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, 3, 0, 0, 0)) +
+            png_chunk(b"PLTE", plte) + png_chunk(b"IDAT", zlib.compress(rows)) + png_chunk(b"IEND", b""))
+
+
+# Issue 35: indices past a short PLTE decoded to (0, 0, 0); PIL pads the palette with a grey ramp.
+@pytest.mark.parametrize("depth,entries", [(8, 10), (8, 1), (4, 3), (2, 1), (1, 1)])
+def test_palette_indices_past_the_plte_decode_as_pil(depth, entries):
+    data = indexed_png(depth, entries)
+    for out in ("RGB", "L"):
+        assert np.array_equal(decode(exact(out, 13, 19), data), pil_chw(data, out)), out
+
+
+# Issue 35: a zTXt chunk inflating to 1 GiB cost ~1 GB and seconds at each decode; PIL refuses it
+# ("Decompressed Data Too Large"), and so does the decoder, after at most 4 MiB inflated.
+def test_png_text_chunk_decompression_bomb_is_refused():
+    good = encoded(Image.fromarray(photo(13, 19)), "PNG")
+    co = zlib.compressobj(9)
+    bomb = b"".join(co.compress(bytes(1 << 20)) for _ in range(256)) + co.flush()
+    data = good[:33] + png_chunk(b"zTXt", b"Comment\0\0" + bomb) + good[33:]
+    with pytest.raises(ValueError, match="Decompressed Data Too Large"):
+        Image.open(io.BytesIO(data)).convert("RGB")
+    with pytest.raises(sluice.DataLossError, match="decompression bomb"):
+        decode("DecodeImage(), CenterCrop(8)", data)

@@ -41,6 +41,13 @@ std::string CloseCall(const BottleneckReport& a) {
   const Prediction& p = a.model;
   for (const Bound& b : p.close) {
     if (b.stage == p.binding.stage) continue;  // the same stage through another resource
+    if (b.constraint == Constraint::kSharedCpu && p.binding.constraint == Constraint::kSharedCpu) {
+      return absl::StrFormat(
+          "close call: the cores bind (%s), and %s and %s use them within %.0f%% of each "
+          "other by the resource model; ",
+          FormatRate(p.binding.samples_per_s), StageName(p.binding.stage), StageName(b.stage),
+          100 * kCloseCallFraction);
+    }
     return absl::StrFormat(
         "close call: %s (%s) or %s (%s), within %.0f%% of each other by the resource model; ",
         StageName(p.binding.stage), FormatRate(p.binding.samples_per_s), StageName(b.stage),

@@ -106,6 +106,22 @@ TEST(EnvTest, AtomicWriteNeverWritesThroughALinkAtItsTemporaryName) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// A FIFO that no process has opened for reading: the write is refused at once, and the message
+// said "(its reader has gone)" of a FIFO that never had one (report_html to a fresh FIFO).
+TEST(EnvTest, AFifoThatNeverHadAReaderIsNotSaidToHaveLostIt) {
+  const std::string fifo = JoinPath(TempDir(), "never-read.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const absl::Status s = WriteFileAtomically(Env::Default(), fifo, "<html>");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  const std::string message(s.message());
+  EXPECT_EQ(message.find("has gone"), std::string::npos) << message;
+  EXPECT_NE(message.find(": a FIFO that no process is reading (no reader: a FIFO needs a reader "
+                         "started before the run"),
+            std::string::npos)
+      << message;
+  ::unlink(fifo.c_str());
+}
+
 TEST(PathTest, DirAndBaseNames) {
   EXPECT_EQ(DirName("/a/b/c"), "/a/b");
   EXPECT_EQ(DirName("c"), ".");

@@ -54,6 +54,21 @@ TEST(DecodeReportTest, DecodeRowIsPartOfPreprocessAndNotCountedTwice) {
   EXPECT_DOUBLE_EQ(pre.attributed_wait_pct, plain.row(Stage::kPreprocess).attributed_wait_pct);
 }
 
+// Decode runs on preprocess's threads: its cores are its share of their CPU time. Threads that
+// waited for a core half their busy time (the step's thread on the same cores) made the decode
+// row's wall time read 1.14 cores against preprocess's 0.80 of CPU, which contains it.
+TEST(DecodeReportTest, DecodeCoresAreItsShareOfPreprocessCpuNeverMoreThanPreprocess) {
+  RunRecord run = MakeRun(DecodingRun(1800));
+  StageStats& pre_stats = run.pipeline.stages[static_cast<int>(Stage::kPreprocess)];
+  pre_stats.cpu_ns = pre_stats.busy_ns / 2;
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  const StageRow& d = rep.row(Stage::kDecode);
+  const StageRow& pre = rep.row(Stage::kPreprocess);
+  ASSERT_TRUE(d.present);
+  EXPECT_NEAR(d.cores_busy, pre.cores_busy * 1800 / 2400, 1e-6);
+  EXPECT_LT(d.cores_busy, pre.cores_busy);
+}
+
 TEST(DecodeReportTest, VerdictNamesDecodeWhenItIsMostOfPreprocess) {
   BottleneckReport rep = AnalyzeRun(MakeRun(DecodingRun(1800)), nullptr, 16);
   EXPECT_EQ(rep.verdict, VerdictClass::kInputBound);

@@ -303,5 +303,22 @@ TEST(ResourceModel, AForeignStepTakesTheProcessCpuNoStageAccountsFor) {
   EXPECT_EQ(less.Find(Stage::kCompute)->threads, 1);
 }
 
+// The cores bind and two stages use them nearly alike: the stage named for the cores is so by a
+// hair, and identical runs may name either (a quarter-side photo folder named decode and compute
+// in turn). A close call between them; none when one clearly leads.
+TEST(ResourceModel, TwoNearlyEqualUsersOfBoundCoresAreACloseCall) {
+  ResourceModel near({Cpu(Stage::kPreprocess, 2, 10'000), Cpu(Stage::kCompute, 2, 9'000)}, 2);
+  const Prediction p = near.Predict(near.Current());
+  ASSERT_EQ(p.binding.constraint, Constraint::kSharedCpu);
+  EXPECT_EQ(p.binding.stage, Stage::kPreprocess);
+  ASSERT_EQ(p.close.size(), 2u);
+  EXPECT_EQ(p.close[1].constraint, Constraint::kSharedCpu);
+  EXPECT_EQ(p.close[1].stage, Stage::kCompute);
+  ResourceModel apart({Cpu(Stage::kPreprocess, 2, 10'000), Cpu(Stage::kCompute, 2, 8'000)}, 2);
+  const Prediction q = apart.Predict(apart.Current());
+  ASSERT_EQ(q.binding.constraint, Constraint::kSharedCpu);
+  EXPECT_EQ(q.close.size(), 1u);
+}
+
 }  // namespace
 }  // namespace sluice

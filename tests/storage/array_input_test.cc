@@ -173,6 +173,27 @@ TEST(NpyErrorTest, MalformedHeadersAreDataLossNamingTheFile) {
   EXPECT_EQ(ParseImages(bad_version.substr(0, 9)).code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(NpyErrorTest, AWrongValueOrAnUnknownKeyIsNamedWithWhatWasExpected) {
+  // A list shape said "descr is a list (a structured dtype)"; an extra key said "expected a
+  // string, True, False or a tuple", naming neither the key nor what it should hold.
+  absl::Status list = ParseImages(Npy(Dict("|u1", "[2, 3, 3]"), Bytes(18)));
+  EXPECT_EQ(list.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(list.message(), HasSubstr("shape is a list; expected a tuple such as (5, 4, 4)"));
+  EXPECT_THAT(list.message(), ::testing::Not(HasSubstr("descr")));
+  absl::Status extra = ParseImages(
+      Npy("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 3), 'extra': 1, }", Bytes(18)));
+  EXPECT_EQ(extra.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(extra.message(), HasSubstr("unknown key \"extra\"; expected only 'descr', "
+                                         "'fortran_order' and 'shape'"));
+  EXPECT_THAT(
+      ParseImages(Npy("{'descr': '|u1', 'fortran_order': 0, 'shape': (2, 3, 3), }", Bytes(18)))
+          .message(),
+      HasSubstr("fortran_order: expected True or False"));
+  EXPECT_THAT(ParseImages(Npy(Dict("|u1", "[2, 3, 3]").replace(10, 5, "[('a', '|u1')]"), Bytes(18)))
+                  .message(),
+              HasSubstr("descr is a list (a structured dtype)"));
+}
+
 TEST(NpyErrorTest, CountsThatDisagreeNameBothFiles) {
   absl::Status s = ParseNpyPair(Npy(Dict("|u1", "(3, 2, 2)"), Bytes(12)), "/x.npy",
                                 Npy(Dict("|u1", "(2,)"), "\x01\x02"), "/y.npy", std::nullopt)

@@ -72,5 +72,41 @@ TEST_F(DatasetFilesTest, AHardOrSymbolicLinkToADatasetFileIsRefusedUnderAnyName)
   EXPECT_TRUE(CheckNotADatasetFile(ds_ + "/train.manifest.json", dir_ + "/missing/x", "w").ok());
 }
 
+// A raw input file (an IDX file the run reads outside any dataset's files) by its path spelled
+// another way, a hard link or a symbolic link; a checkpoint not written yet by its path alone.
+TEST_F(DatasetFilesTest, AnOutputThatIsAnInputFileUnderAnyNameIsRefused) {
+  const std::string input = dir_ + "/train-images-idx3-ubyte";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), input, "idx").ok());
+  ASSERT_EQ(::link(input.c_str(), (dir_ + "/hard.json").c_str()), 0);
+  ASSERT_EQ(::symlink(input.c_str(), (dir_ + "/soft.json").c_str()), 0);
+  for (const std::string& out :
+       {input, ds_ + "/../train-images-idx3-ubyte", dir_ + "/hard.json", dir_ + "/soft.json"}) {
+    const absl::Status s = CheckNotAnInputFile(out, input, "--report-json", "the --data IDX file");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << out;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("--report-json ", out,
+                                                                 " is the --data IDX file the run "
+                                                                 "reads (",
+                                                                 input, "): it would replace it")));
+  }
+  EXPECT_TRUE(CheckNotAnInputFile(dir_ + "/r.json", input, "w", "x").ok());
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir_ + "/ck").ok());
+  EXPECT_FALSE(CheckNotAnInputFile(dir_ + "/ck/x", dir_ + "/ck/./x", "w", "x").ok());
+}
+
+// The cache: a dataset sharded from IDX input (<cache>/<hash>/) and the measured ceilings are
+// refused; anything else under the cache directory is not.
+TEST_F(DatasetFilesTest, AnOutputThatIsAFileTheCacheHoldsIsRefused) {
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir_ + "/ceilings").ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/ceilings/k.json", "{}").ok());
+  EXPECT_FALSE(CheckNotACacheFile(ds_ + "/train.manifest.json", dir_, "w").ok());
+  EXPECT_FALSE(CheckNotACacheFile(ds_ + "/new.manifest.json", dir_, "w").ok());
+  EXPECT_FALSE(CheckNotACacheFile(dir_ + "/ceilings/k.json", dir_, "w").ok());
+  ASSERT_EQ(::link((dir_ + "/ceilings/k.json").c_str(), (dir_ + "/k.html").c_str()), 0);
+  EXPECT_FALSE(CheckNotACacheFile(dir_ + "/k.html", dir_, "w").ok());
+  EXPECT_TRUE(CheckNotACacheFile(dir_ + "/report.json", dir_, "w").ok());
+  EXPECT_TRUE(CheckNotACacheFile(ds_ + "/report.json", dir_, "w").ok());
+  EXPECT_TRUE(CheckNotACacheFile(ds_ + "/train.manifest.json", dir_ + "/missing", "w").ok());
+}
+
 }  // namespace
 }  // namespace sluice

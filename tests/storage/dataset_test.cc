@@ -130,6 +130,42 @@ TEST(DatasetWriterTest, SplitNamesWithControlCharactersOrInvalidUtf8AreRefused) 
   EXPECT_TRUE(CheckSplitName("v\xc3\xa1lido-2").ok());  // UTF-8 letters are plain
 }
 
+TEST(DatasetWriterTest, SplitNamesNoReaderAcceptsAreRefusedBeforeAnythingIsWritten) {
+  // "." and ".." were written (".manifest.json" beside "...manifest.json") and every reader
+  // then refused them; a 300-byte name failed half way with "File name too long".
+  auto env = NewMemEnv();
+  const RecordArrays r = MakeRecords(U8Spec(4, 3), 10);
+  const std::vector<std::string> names = {".", "..", std::string(kMaxSplitNameBytes + 1, 'a'),
+                                          std::string(300, 'a')};
+  for (const std::string& bad : names) {
+    auto m = WriteDataset(env.get(), "/d", bad, r, Options(4, 3));
+    ASSERT_FALSE(m.ok()) << bad.size();
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Children(env.get(), "/d").empty()) << bad.size() << " bytes: nothing is created";
+    EXPECT_FALSE(CheckSplitName(bad).ok()) << bad.size();
+  }
+  EXPECT_THAT(CheckSplitName("..").message(), HasSubstr("expected a plain name such as train"));
+  EXPECT_THAT(CheckSplitName(std::string(300, 'a')).message(),
+              HasSubstr("300 bytes, expected at most 217"));
+  // The longest name accepted keeps "<split>-<10 digits>-<16 hex>.shard.tmp" within 255 bytes.
+  EXPECT_EQ(kMaxSplitNameBytes + kLongestSplitFileSuffix, 255u);
+  EXPECT_EQ(kLongestSplitFileSuffix,
+            ShardFileName("", UINT32_MAX, UINT64_MAX).size() + std::string(".tmp").size());
+  const std::string longest(kMaxSplitNameBytes, 'b');
+  auto m = WriteDataset(env.get(), "/d", longest, r, Options(4, 3));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(Dataset::Open(env.get(), "/d", longest).ok());
+  // The reader refuses what the writers refuse, with the same check.
+  for (const char* bad : {".", ".."}) {
+    auto read = Manifest::FromJson(
+        absl::StrReplaceAll(m->ToJson(),
+                            {{absl::StrCat("\"", longest, "\""), absl::StrCat("\"", bad, "\"")}}),
+        "/m");
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_THAT(read.status().message(), HasSubstr("split: split name \"")) << bad;
+  }
+}
+
 TEST(DatasetWriterTest, InjectedEnospcLeavesNoValidLookingDataset) {
   const RecordArrays r = MakeRecords(U8Spec(8, 8), 500);
   // Total bytes of a good write, to sweep the failure point over all of it.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/transforms/encoded_images.h"
@@ -15,7 +16,10 @@ namespace {
 
 using ::sluice::testing::EncodeJpeg;
 using ::sluice::testing::EncodePng;
+using ::sluice::testing::ProgressiveJpegWithRepeatedScan;
 using ::sluice::testing::TestPixels;
+using ::sluice::testing::WithChunkAfterIhdr;
+using ::sluice::testing::ZlibOfZeros;
 using ::testing::HasSubstr;
 
 TEST(ImageStructureTest, WholeJpegAndPngPassWithTheirDeclaredSize) {
@@ -105,6 +109,68 @@ TEST(ImageStructureTest, HeaderReadsTheSizeOfATruncatedFile) {
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(j->width, 17u);
   EXPECT_EQ(j->height, 6u);
+}
+
+// Issue 35: a 1 MB PNG whose zTXt (or iTXt, iCCP) chunk inflates to 1 GiB passed, and each
+// decode then inflated it. Refused at ingestion, naming the chunk; the bound is PIL's 1 MiB.
+TEST(ImageStructureTest, PngMetadataChunkInflatingPastOneMibIsRefusedNamingTheChunk) {
+  const std::string png = EncodePng(19, 13, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(19, 13, 3));
+  const std::string bomb = ZlibOfZeros(64 << 20);
+  const std::string chunks[][2] = {
+      {"zTXt", std::string("Comment\0\0", 9) + bomb},
+      {"iTXt", std::string("Comment\0\1\0en\0\0", 14) + bomb},
+      {"iCCP", std::string("icc\0\0", 5) + bomb},
+  };
+  for (const auto& [type, data] : chunks) {
+    auto s = CheckImageStructure(WithChunkAfterIhdr(png, type, data));
+    EXPECT_THAT(s.status().message(),
+                HasSubstr(absl::StrCat("PNG chunk '", type, "' at offset 33 (")))
+        << type;
+    EXPECT_THAT(s.status().message(), HasSubstr("inflates to more than 1048576 bytes")) << type;
+  }
+}
+
+TEST(ImageStructureTest, PngMetadataWithinTheBoundsPasses) {
+  const std::string png = EncodePng(19, 13, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(19, 13, 3));
+  const std::string one_mib = ZlibOfZeros(1 << 20);
+  for (const std::string& file :
+       {WithChunkAfterIhdr(png, "zTXt", std::string("Comment\0\0", 9) + one_mib),
+        WithChunkAfterIhdr(png, "iCCP", std::string("icc\0\0", 5) + one_mib),
+        WithChunkAfterIhdr(png, "iTXt", std::string("Comment\0\0\0en\0\0", 14) + "plain"),
+        WithChunkAfterIhdr(png, "tEXt", std::string("Comment\0", 8) + std::string(4 << 20, 'x')),
+        WithChunkAfterIhdr(png, "prIv", std::string(20 << 20, 'x'))}) {  // not kept: any size
+    auto s = CheckImageStructure(file);
+    EXPECT_TRUE(s.ok()) << s.status();
+  }
+}
+
+// A 100 MB tEXt chunk took the Loader to 532 MB (libspng copies it at each decode).
+TEST(ImageStructureTest, PngMetadataOfMoreThanEightMibInAllIsRefused) {
+  const std::string png = EncodePng(19, 13, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(19, 13, 3));
+  const std::string text = std::string("Comment\0", 8) + std::string(5 << 20, 'x');
+  auto s =
+      CheckImageStructure(WithChunkAfterIhdr(WithChunkAfterIhdr(png, "tEXt", text), "tEXt", text));
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("hold more than 8388608 bytes (inflated), the bound on them all, with "
+                        "chunk 'tEXt' at offset "));
+  std::string many = png;
+  for (int i = 0; i < 1001; ++i) many = WithChunkAfterIhdr(many, "tEXt", std::string("k\0v", 3));
+  EXPECT_THAT(CheckImageStructure(many).status().message(),
+              HasSubstr("more than 1000 metadata chunks"));
+}
+
+// Issue 35: a 0.9 MB 9000x9000 progressive JPEG with its last scan repeated 3000 times passed
+// in 0.03 s and took 125 s to decode. More than 500 scans (libjpeg-turbo's bound) is refused.
+TEST(ImageStructureTest, JpegOfMoreThan500ScansIsRefused) {
+  auto bomb = CheckImageStructure(ProgressiveJpegWithRepeatedScan(32, 32, 600));
+  EXPECT_THAT(bomb.status().message(), HasSubstr("JPEG of more than 500 scans"));
+  auto fine = CheckImageStructure(ProgressiveJpegWithRepeatedScan(32, 32, 400));
+  EXPECT_TRUE(fine.ok()) << fine.status();
+  // What DecodeImage checks before decoding: progressive JPEGs only.
+  EXPECT_THAT(CheckJpegScanCount(ProgressiveJpegWithRepeatedScan(32, 32, 600)).message(),
+              HasSubstr("JPEG of more than 500 scans (scan 501 at offset "));
+  EXPECT_TRUE(CheckJpegScanCount(ProgressiveJpegWithRepeatedScan(32, 32, 400)).ok());
+  EXPECT_TRUE(CheckJpegScanCount(EncodeJpeg(8, 8, 3, TestPixels(8, 8, 3))).ok());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/testing/mem_env.h"
 #include "storage/dataset.h"
+#include "storage/dataset_records.h"
 #include "storage/dataset_writer.h"
 #include "storage/frame_view.h"
 #include "storage/shard_reader.h"
@@ -172,6 +173,23 @@ TEST(ShardV2Test, RecordsRoundTripThroughFrameViewForBothCodecs) {
       EXPECT_TRUE(VerifyDataset(**ds).ok());
     }
   }
+}
+
+TEST(ShardV2Test, ReadingEncodedRecordsAsArraysIsRefusedSayingWhatTheyAre) {
+  // export of a mixed split said "records are encoded image images of different sizes; ...
+  // needs a decoder".
+  auto env = NewMemEnv();
+  ASSERT_TRUE(WriteEncodedDataset(env.get(), kDir, "train", MakeEncoded(4, /*mixed=*/true),
+                                  EncodedOptions(64, 16, 8000))
+                  .ok());
+  auto ds = Dataset::Open(env.get(), kDir);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::Status s = ReadAllRecords(**ds).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("records are JPEG and PNG files stored as given "
+                                     "(sample.encoding \"image\"), whose sizes may differ"));
+  EXPECT_THAT(s.message(), HasSubstr("needs each one decoded first (DecodeImage"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("image images")));
 }
 
 TEST(ShardV2Test, SingleEncodingIsNamedAndManifestRoundTrips) {

@@ -182,6 +182,55 @@ TEST_F(SluiceShardImageWalkTest, SplitNamesWithControlCharactersAreRefusedAsSlas
   EXPECT_THAT(r.text, HasSubstr("--holdout-split: split name \"t\\x1b[1m\"")) << r.text;
 }
 
+TEST_F(SluiceShardImageWalkTest, SplitNamesNoReaderAcceptsAreRefusedBeforeAnythingIsCreated) {
+  // --split .. wrote "...manifest.json" with exit 0 and verify then refused it; a 300-byte
+  // --split failed with "unlink failed: File name too long" and left an empty --out folder.
+  Write("img/cls/ok.jpg");
+  Write("img/cls/ok2.jpg");
+  const std::string too_long(300, 'a');
+  for (const std::string& split : {std::string("."), std::string(".."), too_long}) {
+    for (const char* flag : {"--split", "--holdout-split"}) {
+      const ToolOutput r =
+          Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds"),
+                             " --holdout-fraction 0.5 '", flag, "=", split, "'"));
+      EXPECT_NE(r.exit_code, 0) << flag << "=" << split << "\n" << r.text;
+      EXPECT_THAT(r.text, HasSubstr(absl::StrCat(flag, ": split name \""))) << r.text;
+      EXPECT_THAT(r.text, HasSubstr(split == too_long ? "300 bytes, expected at most 217"
+                                                      : "expected a plain name such as train"))
+          << r.text;
+      EXPECT_FALSE(fs::exists(Path("ds"))) << flag << "=" << split;
+    }
+  }
+  // The longest accepted name is written, verified and exported.
+  const std::string longest(217, 'b');
+  ToolOutput r = Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ",
+                                    Path("ds"), " --split ", longest));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  r = Shard(absl::StrCat("verify ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  r = Shard(absl::StrCat("export ", Path("ds"), " --split .. --out ", Path("exp/x")));
+  EXPECT_NE(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("export: --split: split name \"..\": expected a plain name"))
+      << r.text;
+}
+
+TEST_F(SluiceShardImageWalkTest, NumClassesAbove256StoresTheListsLabelsAsI32) {
+  // --image-list picked u8 labels itself and then refused --num-classes 1000 with
+  // "num_classes 1000: expected in [1, 256] for u8 labels".
+  Write("img/a.jpg");
+  Write("img/b.jpg");
+  Write("list.txt", "img/a.jpg,3\nimg/b.jpg,7\n");
+  ToolOutput r = Shard(absl::StrCat("create --quiet --image-list ", Path("list.txt"), " --out ",
+                                    Path("ds"), " --num-classes 1000"));
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  absl::StatusOr<std::string> manifest =
+      ReadFileToString(Env::Default(), Path("ds/train.manifest.json"));
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_THAT(*manifest, HasSubstr("\"dtype\": \"i32\",\n    \"num_classes\": 1000\n"));
+  r = Shard(absl::StrCat("verify ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+}
+
 TEST_F(SluiceShardImageWalkTest, DanglingLinkIsABadImageAndAllSkippedIsSaid) {
   // It failed the run with "stat failed: No such file or directory" even with
   // --skip-bad-images; and a run whose files were all skipped said only "zero records".

@@ -10,13 +10,17 @@
 #include "gtest/gtest.h"
 #include "pipeline/transforms/parse.h"
 #include "pipeline/transforms/transform_chain.h"
+#include "storage/image_structure.h"
 #include "tests/pipeline/transforms/encoded_images.h"
 
 namespace sluice {
 namespace {
 using ::sluice::testing::EncodeJpeg;
 using ::sluice::testing::EncodePng;
+using ::sluice::testing::ProgressiveJpegWithRepeatedScan;
 using ::sluice::testing::TestPixels;
+using ::sluice::testing::WithChunkAfterIhdr;
+using ::sluice::testing::ZlibOfZeros;
 using ::testing::HasSubstr;
 
 // Runs `chain` on one record with images bounded by `bound` x `bound`.
@@ -190,6 +194,62 @@ TEST(DecodeImageTest, ImageOverTheBoundIsRefusedFromItsHeader) {
   auto j = RunChain("DecodeImage(), CenterCrop(4)", jpeg, 256);
   EXPECT_EQ(j.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(j.status().message(), HasSubstr("JPEG declares 60000x60000 pixels"));
+}
+
+// Issue 35: indices past a short PLTE decoded to (0, 0, 0); PIL pads the palette with a grey
+// ramp, index i giving (i, i, i) (and L = i).
+TEST(DecodeImageTest, PaletteIndicesPastThePlteArePilsGreyRamp) {
+  const std::vector<uint8_t> palette = {10, 20, 30, 200, 100, 0};
+  const std::string png = EncodePng(4, 1, SPNG_COLOR_TYPE_INDEXED, {1, 2, 0, 255}, palette);
+  ASSERT_FALSE(png.empty());
+  auto rgb = RunChain("DecodeImage(), CenterCrop((1, 4))", png);
+  ASSERT_TRUE(rgb.ok()) << rgb.status();
+  EXPECT_EQ(*rgb, (std::vector<uint8_t>{200, 2, 10, 255, 100, 2, 20, 255, 0, 2, 30, 255}));
+  auto grey = RunChain("DecodeImage(mode=L), CenterCrop((1, 4))", png);
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(*grey, (std::vector<uint8_t>{118, 2, 18, 255}));
+}
+
+// Issue 35: a zTXt (iTXt, iCCP) chunk inflating to 1 GiB cost ~1 GB and seconds at each
+// decode. libspng now stops inflating at 4 MiB and the record is refused.
+TEST(DecodeImageTest, PngMetadataDecompressionBombIsRefused) {
+  const std::string png = EncodePng(19, 13, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(19, 13, 3));
+  const std::string bomb = ZlibOfZeros(64 << 20);
+  const std::string chunks[][2] = {
+      {"zTXt", std::string("Comment\0\0", 9) + bomb},
+      {"iTXt", std::string("Comment\0\1\0en\0\0", 14) + bomb},
+      {"iCCP", std::string("icc\0\0", 5) + bomb},
+      {"tEXt", std::string("Comment\0", 8) + std::string(20 << 20, 'x')},
+  };
+  for (const auto& [type, data] : chunks) {
+    auto p = RunChain("DecodeImage(), CenterCrop(4)", WithChunkAfterIhdr(png, type, data));
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kDataLoss) << type;
+    EXPECT_THAT(p.status().message(), HasSubstr("over the decoder's bound")) << type;
+  }
+  // What ingestion passes (1 MiB inflated per chunk, 8 MiB in all) decodes.
+  const std::string one_mib = ZlibOfZeros(1 << 20);
+  std::string fine = png;
+  for (int i = 0; i < 3; ++i) {
+    fine = WithChunkAfterIhdr(fine, "zTXt", std::string("Comment\0\0", 9) + one_mib);
+    fine = WithChunkAfterIhdr(fine, "tEXt",
+                              std::string("Comment\0", 8) + std::string(1000 << 10, 'x'));
+  }
+  fine = WithChunkAfterIhdr(fine, "iCCP", std::string("icc\0\0", 5) + one_mib);
+  ASSERT_TRUE(CheckImageStructure(fine).ok()) << CheckImageStructure(fine).status();
+  auto ok = RunChain("DecodeImage(), CenterCrop((13, 19))", fine, 64);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, Planar(TestPixels(19, 13, 3), 19 * 13, 3, 3));
+}
+
+// Issue 35: a progressive JPEG with one scan repeated 3000 times decoded for minutes. More than
+// 500 scans (TJFLAG_LIMITSCANS) is refused.
+TEST(DecodeImageTest, JpegOfMoreThan500ScansIsRefused) {
+  auto bomb =
+      RunChain("DecodeImage(), CenterCrop(4)", ProgressiveJpegWithRepeatedScan(32, 32, 600));
+  EXPECT_EQ(bomb.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bomb.status().message(), HasSubstr("more than 500 scans"));
+  auto fine = RunChain("DecodeImage(), CenterCrop(4)", ProgressiveJpegWithRepeatedScan(32, 32, 0));
+  EXPECT_TRUE(fine.ok()) << fine.status();
 }
 
 TEST(DecodeImageTest, OnlyTakesEncodedInput) {

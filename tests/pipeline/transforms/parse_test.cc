@@ -73,6 +73,17 @@ TEST(ParseTransforms, BadNumberIsShownAsWritten) {
   EXPECT_THAT(ErrorOf("Normalize(mean=[0.5, 0..4], std=1)"), HasSubstr("got '0..4'"));
 }
 
+TEST(ParseTransforms, ANumberThatUnderflowsIsZeroAsPythonReadsIt) {
+  // "RandomHorizontalFlip(p=1e-400)" said "expected a number" while sluice.transforms, reading
+  // the float 1e-400 as 0.0, passed "p=0.0" and was accepted.
+  auto ops = ParseTransforms("RandomHorizontalFlip(p=1e-400)");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ((*ops)[0]->Identity(), "RandomHorizontalFlip(p=0)");
+  auto negative = ParseTransforms("RandomHorizontalFlip(p=-1e-400)");
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_THAT(ErrorOf("RandomCrop(32, padding=1e309)"), HasSubstr("got '1e309'"));
+}
+
 TEST(ParseTransforms, MissingBracketsPointAtTheOpening) {
   EXPECT_THAT(ErrorOf("Normalize(mean=[0.5, 0.4, std=[1])"),
               HasSubstr("at character 30 ('=[1])'): expected ',' or ']' in the list opened at "
