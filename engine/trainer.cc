@@ -190,6 +190,17 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
 absl::StatusOr<bool> Trainer::TrainEpoch(EpochState& epoch, RunState& run) {
   while (true) {
+    // Checked before the next batch is asked for, except after an epoch's last step: that
+    // epoch ends first (its metrics line was dropped when the stop came before its end).
+    if (options_.stop_after_steps >= 0 && run.steps_this_process >= options_.stop_after_steps &&
+        (train_->batches_per_epoch() == 0 || epoch.step < train_->batches_per_epoch())) {
+      // Every rank stops after the same step, so the sum over the ranks is agreed here too.
+      RETURN_IF_ERROR(TakeLoss(epoch).status());  // also synchronizes with the device
+      run.result.job_samples += epoch.summary.train_samples;
+      run.result.train_seconds += epoch.TrainSeconds();
+      run.result.stopped_early = true;
+      return true;
+    }
     ASSIGN_OR_RETURN(std::optional<BatchView> batch, train_->Next());
     if (!batch) return false;
     const float lr = LearningRateAt(options_.optimizer, optimizer_steps_);
@@ -202,14 +213,6 @@ absl::StatusOr<bool> Trainer::TrainEpoch(EpochState& epoch, RunState& run) {
     ASSIGN_OR_RETURN(const bool stop, StopAgreed(run.steps_this_process));
     if (stop) {
       RETURN_IF_ERROR(StopOnRequest(epoch, run));
-      return true;
-    }
-    if (options_.stop_after_steps >= 0 && run.steps_this_process >= options_.stop_after_steps) {
-      // Every rank stops after the same step, so the sum over the ranks is agreed here too.
-      RETURN_IF_ERROR(TakeLoss(epoch).status());  // also synchronizes with the device
-      run.result.job_samples += epoch.summary.train_samples;
-      run.result.train_seconds += epoch.TrainSeconds();
-      run.result.stopped_early = true;
       return true;
     }
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/json_depth.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -252,6 +253,7 @@ std::string Manifest::ToJson() const {
 }
 
 absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::string& path) {
+  RETURN_IF_ERROR(CheckJsonNesting(json, path));
   Json j = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::DataLossError(absl::StrCat(path, ": not valid JSON (truncated or corrupt?)"));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/env.h"
 #include "common/file_lock.h"
 #include "common/printable.h"
@@ -32,6 +33,9 @@ absl::Status Refuse(const std::string& path, absl::string_view what, const std::
 }  // namespace
 
 bool IsDatasetFileName(absl::string_view name) {
+  // A writer's temporaries ("<file>.tmp", renamed over the file; a leftover one is removed)
+  // are the dataset's too: an input of that name would be consumed by the write it feeds.
+  absl::ConsumeSuffix(&name, ".tmp");
   return absl::EndsWith(name, kShardSuffix) || absl::EndsWith(name, kManifestSuffix) ||
          name == FileLock::kFileName;
 }

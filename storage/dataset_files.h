@@ -23,7 +23,7 @@
 namespace sluice {
 
 // Whether `name` (a base name) is one of a dataset directory's files: a manifest, a shard or
-// the lock.
+// the lock, or a writer's temporary of one ("<file>.tmp").
 bool IsDatasetFileName(absl::string_view name);
 
 // The directory of the dataset `data` names (a directory, or a manifest in one), resolved

@@ -332,6 +332,22 @@ absl::StatusOr<ImageList> ListImageFolder(const std::string& dir) {
   // The manifest holds the names as UTF-8 (label.classes).
   std::vector<std::string> class_folders = list.class_names;
   for (std::string& name : list.class_names) name = ManifestName(name);
+  // A valid UTF-8 name is kept as it is and another one escaped: a folder literally named
+  // "caf\xe9" and a Latin-1 "caf<E9>" would be recorded as one class (and their files under
+  // one source name). Refused, naming both.
+  {
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < list.class_names.size(); ++i) {
+      const auto [it, inserted] = seen.emplace(list.class_names[i], i);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Printable(dir), ": class folders ", Printable(class_folders[it->second]), " and ",
+            Printable(class_folders[i]), " would both be recorded as class \"",
+            Printable(list.class_names[i]),
+            "\" (a name that is not UTF-8 is written with \\xNN escapes): rename one"));
+      }
+    }
+  }
   for (const std::string& f : top_files) {
     NoteIgnored(&list, absl::StrCat(Printable(f), ": not in a class folder (DIR/<class>/...)"));
   }

@@ -96,6 +96,17 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
         {"record-order", options.record_order_path}}) {
     if (!path.empty()) outputs.push_back({flag, path});
   }
+  // A special target that is a regular file in the end (`--report-json=- >> ds/x.manifest.json`:
+  // stdout redirected into a file the run reads) is checked by identity against the inputs.
+  std::vector<OutputPath> redirected;
+  for (const OutputPath& o : outputs) {
+    const std::string path = o.path == "-" ? "/dev/stdout" : o.path;
+    struct stat st;
+    if (!o.path.empty() && (o.path == "-" || Env::Default()->IsSpecialFile(o.path)) &&
+        ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      redirected.push_back({o.flag, path});
+    }
+  }
   // Special targets (/dev/null for several outputs, /dev/stdout) are appended to, never
   // replaced: they may be named more than once.
   outputs.erase(std::remove_if(outputs.begin(), outputs.end(),
@@ -117,14 +128,40 @@ absl::Status CheckOutputsAreNotInputs(std::vector<OutputPath> outputs,
       inputs.push_back({absl::StrCat(flag, " IDX"), std::move(file)});
     }
   }
+  for (const OutputPath& o : redirected) {
+    const std::string what = absl::StrCat("--", o.flag, " (", Printable(o.path), ")");
+    for (const OutputPath& in : inputs) {
+      RETURN_IF_ERROR(
+          CheckNotAnInputFile(o.path, in.path, what, absl::StrCat("the --", in.flag, " file")));
+    }
+    for (const std::string* data : {&options.data, &options.test_data}) {
+      if (!data->empty()) RETURN_IF_ERROR(CheckNotADatasetFile(o.path, *data, what));
+    }
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string out = ResolvedOutputPath(outputs[i].path);
     for (size_t j = 0; j < i; ++j) {
       if (ResolvedOutputPath(outputs[j].path) == out) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", outputs[i].flag, " and --", outputs[j].flag, " name the same file ",
-                         outputs[i].path, ": one would replace the other"));
+                         Printable(outputs[i].path), ": one would replace the other"));
       }
+    }
+    // Each output is written to "<path>.tmp" and renamed over its path (Env::WriteFile): an
+    // output or an input of that name would be replaced, or removed by the check at start.
+    const std::string tmp = outputs[i].path + ".tmp";
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      if (j != i && ResolvedOutputPath(outputs[j].path) == ResolvedOutputPath(tmp)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", outputs[j].flag, " ", Printable(outputs[j].path), " is the temporary file of --",
+            outputs[i].flag, " (written as ", Printable(tmp),
+            ", then renamed): one would replace the other; name it otherwise"));
+      }
+    }
+    for (const OutputPath& in : inputs) {
+      RETURN_IF_ERROR(CheckNotAnInputFile(tmp, in.path,
+                                          absl::StrCat("the temporary file of --", outputs[i].flag),
+                                          absl::StrCat("the --", in.flag, " file")));
     }
     const std::string what = absl::StrCat("--", outputs[i].flag);
     // The checkpoint read or written, and the raw IDX files of --data and --test-data: by any

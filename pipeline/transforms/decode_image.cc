@@ -22,23 +22,20 @@ bool StartsWith(const SampleBuffers& io, const unsigned char* magic, size_t n) {
   return io.src_bytes >= n && std::memcmp(io.src, magic, n) == 0;
 }
 
-// One TurboJPEG decompressor per thread, made on the thread's first JPEG and kept. After a
-// failure libjpeg's state may be mid-stream (the next header would be refused as "improper
-// call"), so a failed decode replaces the handle.
-struct ThreadJpeg {
+// A TurboJPEG decompressor of its own for each JPEG. A kept one keeps the last image's
+// quantization and Huffman tables, and libjpeg uses them for a JPEG that defines none (an
+// abbreviated stream): a JPEG without DQT, refused alone (and by PIL), decoded with the
+// previous image's tables; a Motion-JPEG frame without DHT, which libjpeg-turbo decodes with
+// the standard tables, was refused after a JPEG with optimized ones (a hostile-input trial).
+struct JpegDecompressor {
   tjhandle h = tjInitDecompress();
-  ~ThreadJpeg() {
+  JpegDecompressor() = default;
+  JpegDecompressor(const JpegDecompressor&) = delete;
+  JpegDecompressor& operator=(const JpegDecompressor&) = delete;
+  ~JpegDecompressor() {
     if (h != nullptr) tjDestroy(h);
-  }
-  void Reset() {
-    if (h != nullptr) tjDestroy(h);
-    h = tjInitDecompress();
   }
 };
-ThreadJpeg& ThreadJpegHandle() {
-  thread_local ThreadJpeg handle;
-  return handle;
-}
 
 absl::Status CheckBound(const char* format, int64_t width, int64_t height, const SampleSpec& in) {
   if (width < 1 || height < 1) {
@@ -93,15 +90,14 @@ transforms_internal::InterleavedU8Image Interleaved(const uint8_t* px, uint32_t 
 
 absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeJpeg(const SampleSpec& in,
                                                                    const SampleBuffers& io) {
-  ThreadJpeg& thread_jpeg = ThreadJpegHandle();
-  tjhandle tj = thread_jpeg.h;
+  const JpegDecompressor decompressor;
+  tjhandle tj = decompressor.h;
   if (tj == nullptr) return absl::InternalError("tjInitDecompress failed");
   const auto* src = static_cast<const unsigned char*>(io.src);
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, src, io.src_bytes, &width, &height, &subsamp, &colorspace) != 0) {
     absl::Status corrupt =
         absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
-    thread_jpeg.Reset();
     return corrupt;
   }
   RETURN_IF_ERROR(CheckBound("JPEG", width, height, in));

@@ -150,6 +150,9 @@ class Loader:
         # not the loop saw StopIteration), and its end was accounted for (_end_pass).
         self._pass_complete = False
         self._pass_ended = False
+        # set_epoch or load_state_dict since the latest iter(): the running pass's batches no
+        # longer move the position (the next iteration starts where they set it).
+        self._position_set = False
         self._epoch_rates = []  # (epoch, samples, seconds, samples/s) of each finished pass
 
     def __len__(self):
@@ -162,6 +165,7 @@ class Loader:
         step (as on DistributedSampler). Without it, each iteration delivers the epoch after
         the last."""
         self._epoch, self._step = _int_arg("set_epoch: epoch", epoch, 0, _MAX_EPOCH), 0
+        self._position_set = True  # a pass still running leaves it as set
 
     def state_dict(self):
         """Where the next batch comes from: {"order": {...}, "dataset": {"manifest_xxh3",
@@ -216,6 +220,7 @@ class Loader:
                                  % _MAX_EPOCH)
             epoch, step = epoch + 1, 0
         self._epoch, self._step = epoch, step
+        self._position_set = True  # a pass still running leaves it as set
 
     def __iter__(self):
         if self._pass is not None and self._pass_complete:
@@ -232,6 +237,7 @@ class Loader:
         # its own.
         del previous
         self._pass = self._core.start(self._epoch, self._step)
+        self._position_set = False
         self._pass_epoch = self._epoch
         self._pass_complete = self._pass_ended = False
         return _Iterator(self, self._pass)
@@ -325,7 +331,7 @@ class _Iterator:
         if item is None:
             ended, self._ended = self._ended, True
             if loader._pass is self._pass:
-                if not loader._pass_complete:
+                if not loader._pass_complete and not loader._position_set:
                     # The pass ended before the epoch's last step (with one rank, batches that
                     # on_corrupt='skip' emptied are not delivered): the next epoch is next.
                     loader._epoch, loader._step = self._epoch + 1, 0
@@ -347,8 +353,9 @@ class _Iterator:
             if step + 1 >= self._steps:
                 # The epoch's last batch: the epoch is complete, whether or not the loop asks
                 # for more (docs/python.md, "Epochs"); the next iteration starts the next one.
-                loader._epoch, loader._step = epoch + 1, 0
+                if not loader._position_set:
+                    loader._epoch, loader._step = epoch + 1, 0
                 loader._pass_complete = True
-            else:
+            elif not loader._position_set:
                 loader._epoch, loader._step = epoch, step + 1
         return images, labels

@@ -132,3 +132,31 @@ def test_the_report_of_a_pass_worked_ahead_stays_true(photos):
 def test_work_ahead_must_be_a_bool(fashion):
     with pytest.raises(TypeError, match="work_ahead"):
         sluice.Loader(fashion["dir"], batch_size=10, work_ahead="no")
+
+
+@pytest.mark.parametrize("work_ahead", [True, False])
+def test_set_epoch_or_load_state_dict_mid_pass_holds_after_that_pass_ends(fashion, work_ahead):
+    path = fashion["dir"] + "/test.manifest.json"
+
+    def make():
+        return sluice.Loader(path, batch_size=1000, shuffle=True, seed=8, work_ahead=work_ahead)
+
+    reference = make()
+    reference.set_epoch(7)
+    epoch7 = _batches(reference)
+    reference.set_epoch(5)
+    epoch5 = _batches(reference)
+    loader = make()
+    it = iter(loader)
+    next(it)
+    loader.set_epoch(7)
+    assert sum(1 for _ in it) == len(loader) - 1  # the old pass runs to its end
+    assert (loader.state_dict()["epoch"], loader.state_dict()["step"]) == (7, 0)
+    _same(_batches(loader), epoch7)
+    state = loader.state_dict()
+    state.update(epoch=5, step=3)
+    it = iter(loader)
+    next(it)
+    loader.load_state_dict(state)
+    list(it)
+    _same(_batches(loader), epoch5[3:])

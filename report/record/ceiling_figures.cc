@@ -1,8 +1,11 @@
 #include "report/record/ceiling_figures.h"
 
+#include <cmath>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
 #include "common/json_fields.h"
 #include "common/status_macros.h"
 
@@ -32,7 +35,33 @@ absl::StatusOr<Ceilings> Ceilings::FromJson(const nlohmann::ordered_json& j) {
     if (j.at("schema").get<std::string>() != kCeilingsSchema) {
       return absl::DataLossError(absl::StrCat("ceilings: schema is not ", kCeilingsSchema));
     }
-    return j.get<Ceilings>();
+    Ceilings c = j.get<Ceilings>();
+    // Each rate a stage could have: finite and between 1e-3 and 1e12 a second (a cache file
+    // edited to 1e-308 made the report say "inf% of its ceiling"). A file out of range is not
+    // used; the next run measures again.
+    for (const auto& [name, ceiling] : {std::pair<const char*, const Ceiling*>{"read", &c.read},
+                                        {"decompress", &c.decompress},
+                                        {"decode", &c.decode},
+                                        {"preprocess", &c.preprocess},
+                                        {"pinned_memcpy", &c.pinned_memcpy},
+                                        {"h2d_pinned", &c.h2d_pinned},
+                                        {"h2d_pageable", &c.h2d_pageable},
+                                        {"compute", &c.compute}}) {
+      for (const auto& [field, v] : {std::pair<const char*, double>{"mb_per_s", ceiling->mb_per_s},
+                                     {"samples_per_s", ceiling->samples_per_s},
+                                     {"items_per_s", ceiling->items_per_s},
+                                     {"fixed_us_per_item", ceiling->fixed_us_per_item}}) {
+        if (!std::isfinite(v) || v < 0 || v > 1e12 || (v > 0 && v < 1e-3)) {
+          return absl::DataLossError(absl::StrCat("ceilings: ", name, ".", field, " ", v,
+                                                  ": expected 0 or a rate in [1e-3, 1e12]"));
+        }
+      }
+    }
+    if (!std::isfinite(c.other_cores_busy) || c.other_cores_busy < 0 || c.other_cores_busy > 1e6) {
+      return absl::DataLossError(
+          absl::StrCat("ceilings: other_cores_busy ", c.other_cores_busy, ": expected >= 0"));
+    }
+    return c;
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat("ceilings: ", e.what()));
   }
@@ -45,6 +74,7 @@ absl::Status Ceilings::Save(Env* env, const std::string& path) const {
 
 absl::StatusOr<Ceilings> Ceilings::Load(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
+  RETURN_IF_ERROR(CheckJsonNesting(text, path));
   nlohmann::ordered_json j =
       nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::DataLossError(absl::StrCat(path, ": not JSON"));

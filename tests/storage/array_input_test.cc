@@ -285,5 +285,12 @@ TEST(ManifestNumClassesTest, RoundTripsAndIsOptionalAndBounded) {
   EXPECT_THAT(s.message(), HasSubstr("/m: label.num_classes: 300, expected in [1, 256]"));
 }
 
+// A manifest of nothing but "[" cost 0.79 GB (10 MB) to refuse, or ended in std::bad_alloc.
+TEST(ManifestTest, AManifestNestedDeeperThanAnySluiceWritesIsRefusedBeforeParsing) {
+  const absl::Status s = Manifest::FromJson(std::string(10'000'000, '['), "/m").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("/m: JSON nested deeper than 64 levels"));
+}
+
 }  // namespace
 }  // namespace sluice

@@ -143,6 +143,18 @@ TEST_F(SluiceShardImageWalkTest, TerminalEscapesInFileAndClassNamesArePrintedAsT
   EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
 }
 
+// A folder literally named "caf\xe9" and a Latin-1 "caf<E9>": the second is recorded escaped,
+// the first as it is, and both became class "caf\xe9" with the same record sources.
+TEST_F(SluiceShardImageWalkTest, TwoClassFoldersRecordedUnderOneNameAreRefusedNamingBoth) {
+  Write("img/caf\\xe9/1.jpg");
+  Write("img/caf\xe9/1.jpg");
+  const ToolOutput r =
+      Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("would both be recorded as class"));
+  EXPECT_FALSE(fs::exists(Path("ds/train.manifest.json")));
+}
+
 TEST_F(SluiceShardImageWalkTest, InspectAndVerifyPrintEscapesInPathsAsText) {
   // The success lines and verify's warnings printed these raw: the terminal was cleared.
   Write("img/cls/ok.jpg");

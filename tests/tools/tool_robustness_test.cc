@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -158,6 +159,62 @@ TEST_F(ToolRobustnessTest, ShardCreateRefusesAnInputThatIsAFileOfTheOutDataset) 
   EXPECT_EQ(out.exit_code, 1) << out.text;
   EXPECT_NE(out.text.find("is a file of the dataset --out"), std::string::npos) << out.text;
   EXPECT_EQ(Read(list), before);
+}
+
+// Each output is written as "<path>.tmp" and renamed: --metrics-out o/r.json.tmp beside
+// --report-json o/r.json was lost with exit 0, and a --resume checkpoint named <output>.tmp was
+// removed by the check at start. Both are refused at start now, before anything is written.
+TEST_F(ToolRobustnessTest, AnOutputOrInputNamedAsAnotherOutputsTemporaryIsRefused) {
+  const Output lost = Train(absl::StrCat("--data=", dir_, "/data --report-json=", dir_,
+                                         "/r.json --metrics-out=", dir_, "/r.json.tmp"));
+  EXPECT_EQ(lost.exit_code, 1) << lost.text;
+  EXPECT_NE(lost.text.find("is the temporary file of --report-json"), std::string::npos)
+      << lost.text;
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/r.json"));
+  const std::string checkpoint = dir_ + "/run1.tmp";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), checkpoint, "not really a checkpoint").ok());
+  const Output kept = Train(absl::StrCat("--data=", dir_, "/data --resume=", checkpoint,
+                                         " --report-json=", dir_, "/run1"));
+  EXPECT_EQ(kept.exit_code, 1) << kept.text;
+  EXPECT_NE(kept.text.find("the temporary file of --report-json"), std::string::npos) << kept.text;
+  EXPECT_EQ(Read(checkpoint), "not really a checkpoint");
+}
+
+// `--report-json=-` with stdout appended to the dataset's own manifest: the JSON went into the
+// manifest with exit 0, and the dataset could no longer be read.
+TEST_F(ToolRobustnessTest, AnOutputOnStdoutRedirectedIntoAFileOfTheDataIsRefused) {
+  const std::string manifest = dir_ + "/data/train.manifest.json";
+  const std::string before = Read(manifest);
+  const Output out =
+      Train(absl::StrCat("--data=", dir_, "/data --report-json=-"), ">> " + manifest);
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_EQ(Read(manifest), before);
+}
+
+// --stop-after-steps on an epoch's last step: that epoch's metrics line was dropped (1 epoch of
+// 10 steps and --stop-after-steps=10 wrote no metrics file at all).
+TEST_F(ToolRobustnessTest, AStopOnAnEpochsLastStepKeepsThatEpochsMetricsLine) {
+  for (const int steps : {10, 20}) {
+    const std::string metrics = absl::StrCat(dir_, "/m", steps, ".jsonl");
+    const Output out =
+        Train(absl::StrCat("--data=", dir_, "/data --batch-size=100 --epochs=3 ",
+                           "--stop-after-steps=", steps, " --metrics-out=", metrics));
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    const std::string text = Read(metrics);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), steps / 10) << text;
+  }
+}
+
+// sluice-shard create: an input named as a temporary of a --out dataset file is consumed by the
+// write (the writer's temporary replaces it, or its leftover is removed).
+TEST_F(ToolRobustnessTest, ShardCreateRefusesAnInputNamedAsATemporaryOfTheOutDataset) {
+  const std::string list = dir_ + "/data/train.manifest.json.tmp";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), list, "a.jpg 0\n").ok());
+  const Output out = testing::RunShell(absl::StrCat(
+      "timeout 60 ", SLUICE_SHARD_BIN, " create --image-list=", list, " --out=", dir_, "/data"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("is a file of the dataset --out"), std::string::npos) << out.text;
+  EXPECT_EQ(Read(list), "a.jpg 0\n");
 }
 
 // `sluice-train ... | head -c 20`: the first write after head left killed the process with

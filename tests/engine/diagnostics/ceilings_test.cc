@@ -164,6 +164,26 @@ TEST_F(CeilingsTest, CacheRoundTripsAndRefreshReMeasures) {
   EXPECT_NE(Ceilings::Load(Env::Default(), path)->hostname, "cached-marker");
 }
 
+// A cached rate out of range (a file edited to 1e-308 samples/s made the report say "inf% of its
+// ceiling") is not used: the file is refused and the next run measures again.
+TEST_F(CeilingsTest, ACachedRateOutOfRangeIsRefusedAndMeasuredAgain) {
+  auto first = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string path =
+      Ceilings::CachePath(options_.cache_dir, Ceilings::CacheKey(*dataset_, options_));
+  Ceilings edited = *first;
+  edited.hostname = "edited";
+  edited.other_cores_busy = 0;
+  edited.decompress.samples_per_s = 1e-308;
+  ASSERT_TRUE(edited.Save(Env::Default(), path).ok());
+  const absl::Status s = Ceilings::Load(Env::Default(), path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("decompress.samples_per_s"), std::string::npos) << s;
+  auto again = Ceilings::LoadOrMeasure(Env::Default(), *dataset_, options_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->hostname, "edited");
+}
+
 // Ceilings cached by another build of sluice (a slower compute step, an older kernel) are not
 // this build's: they are measured again, and the file then names this build.
 TEST_F(CeilingsTest, CacheFromAnotherBuildIsReMeasured) {

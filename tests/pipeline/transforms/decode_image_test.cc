@@ -179,6 +179,62 @@ TEST(DecodeImageTest, GoodJpegDecodesAfterACorruptOneOnTheSameThread) {
   EXPECT_TRUE(RunChain("DecodeImage(), CenterCrop(4)", good).ok());
 }
 
+// `jpeg` without its marker segments FF `marker` before the first scan.
+std::string WithoutSegments(const std::string& jpeg, unsigned char marker) {
+  std::string out = jpeg.substr(0, 2);
+  size_t i = 2;
+  while (i + 4 <= jpeg.size() && static_cast<unsigned char>(jpeg[i]) == 0xFF &&
+         static_cast<unsigned char>(jpeg[i + 1]) != 0xDA) {
+    const size_t len =
+        (static_cast<unsigned char>(jpeg[i + 2]) << 8) | static_cast<unsigned char>(jpeg[i + 3]);
+    if (static_cast<unsigned char>(jpeg[i + 1]) != marker) out += jpeg.substr(i, 2 + len);
+    i += 2 + len;
+  }
+  return out + jpeg.substr(i);
+}
+
+std::string ProgressiveJpeg(uint32_t width, uint32_t height, int quality) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long len = 0;
+  std::string out;
+  const std::vector<uint8_t> px = TestPixels(width, height, 3);
+  if (tjCompress2(tj, px.data(), static_cast<int>(width), 0, static_cast<int>(height), TJPF_RGB,
+                  &buf, &len, TJSAMP_444, quality, TJFLAG_PROGRESSIVE) == 0) {
+    out.assign(reinterpret_cast<char*>(buf), len);
+  }
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
+// Each JPEG is decoded with its own tables, never the previous image's on the same thread.
+TEST(DecodeImageTest, AJpegWithoutQuantizationTablesIsRefusedAfterAnotherJpegAsAlone) {
+  const std::string no_dqt = WithoutSegments(EncodeJpeg(16, 16, 3, TestPixels(16, 16, 3)), 0xDB);
+  ASSERT_FALSE(RunChain("DecodeImage(), CenterCrop(16)", no_dqt).ok());
+  ASSERT_TRUE(
+      RunChain("DecodeImage(), CenterCrop(16)", EncodeJpeg(16, 16, 3, TestPixels(16, 16, 3), 40))
+          .ok());
+  EXPECT_FALSE(RunChain("DecodeImage(), CenterCrop(16)", no_dqt).ok());
+}
+
+TEST(DecodeImageTest, AJpegWithoutHuffmanTablesUsesTheStandardOnesAfterAnOptimizedJpeg) {
+  // TurboJPEG's baseline encoder uses the standard Huffman tables: without its DHT a frame
+  // decodes to the same pixels (a Motion-JPEG frame); a progressive JPEG's tables are its own.
+  const std::string jpeg = EncodeJpeg(24, 16, 3, TestPixels(24, 16, 3));
+  const std::string no_dht = WithoutSegments(jpeg, 0xC4);
+  ASSERT_LT(no_dht.size(), jpeg.size());
+  const absl::StatusOr<std::vector<uint8_t>> alone =
+      RunChain("DecodeImage(), CenterCrop(16)", no_dht);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(*alone, *RunChain("DecodeImage(), CenterCrop(16)", jpeg));
+  ASSERT_TRUE(RunChain("DecodeImage(), CenterCrop(16)", ProgressiveJpeg(24, 16, 95)).ok());
+  const absl::StatusOr<std::vector<uint8_t>> after =
+      RunChain("DecodeImage(), CenterCrop(16)", no_dht);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(*after, *alone);
+}
+
 TEST(DecodeImageTest, ImageOverTheBoundIsRefusedFromItsHeader) {
   const std::string png = EncodePng(65, 2, 2, TestPixels(65, 2, 3));
   auto p = RunChain("DecodeImage(), CenterCrop(4)", png, 64);
