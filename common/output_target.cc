@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +93,16 @@ absl::Status ProbeOutputFile(Env* env, const std::string& path, absl::string_vie
     if (status.ok()) status = removed;
   }
   if (!status.ok()) {
+    // A missing directory named as such, not by the temporary's failure.
+    const size_t slash = path.find_last_of('/');
+    const std::string dir =
+        slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+    struct stat dir_st;
+    if (::stat(dir.c_str(), &dir_st) != 0 && errno == ENOENT) {
+      return absl::InvalidArgumentError(absl::StrCat(Named(flag, path), "its directory ",
+                                                     Printable(dir),
+                                                     " does not exist (create it first)"));
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(Named(flag, path), "cannot be written: ", status.message()));
   }

@@ -4,11 +4,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/printable.h"
@@ -96,6 +98,22 @@ bool StdoutReaderGone() {
   return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
 }
 
+// Why an earlier write to stdout failed, where stdio kept no errno: a full file system, or the
+// full device (/dev/full) behind stdout; empty when neither explains it.
+std::string EarlierWriteFailure() {
+  struct stat st;
+  if (::fstat(STDOUT_FILENO, &st) != 0) return "";
+  struct stat full;
+  if (S_ISCHR(st.st_mode) && ::stat("/dev/full", &full) == 0 && st.st_rdev == full.st_rdev) {
+    return std::strerror(ENOSPC);
+  }
+  struct statvfs fs;
+  if (S_ISREG(st.st_mode) && ::fstatvfs(STDOUT_FILENO, &fs) == 0 && fs.f_bavail == 0) {
+    return std::strerror(ENOSPC);
+  }
+  return "";
+}
+
 absl::Status FinishStdout(bool reader_gone_ok) {
   errno = 0;
   const bool flush_failed = std::fflush(stdout) != 0;
@@ -106,11 +124,12 @@ absl::Status FinishStdout(bool reader_gone_ok) {
     return absl::FailedPreconditionError("stdout: its reader has gone (broken pipe)");
   }
   // An earlier write failed (stdio keeps no errno): write nothing more, say what the flush says,
-  // else the device's usual failure.
-  return absl::InternalError(absl::StrCat(
-      "stdout: write failed: ",
-      flush_failed && flush_errno != 0 ? std::strerror(flush_errno) : "an earlier write failed",
-      " (the other outputs were written)"));
+  // else what the file behind stdout shows (a full disk), else that a write failed.
+  std::string why = flush_failed && flush_errno != 0 ? std::strerror(flush_errno) : "";
+  if (why.empty()) why = EarlierWriteFailure();
+  if (why.empty()) why = "an earlier write failed";
+  return absl::InternalError(
+      absl::StrCat("stdout: write failed: ", why, " (the other outputs were written)"));
 }
 
 }  // namespace sluice

@@ -93,7 +93,64 @@ def _path_arg(name, value):
                         % (name, _printable(value), _type_name(value)))
     if "\0" in path:
         raise ValueError("%s: the path %s contains a NUL character" % (name, _printable(path)))
+    _native_path(name, path)  # a lone surrogate no file name gives: ValueError now
     return path
+
+
+def _native_path(name, path):
+    """`path` (a str) as the C++ side takes it: unchanged when it is text UTF-8 can hold; when
+    it holds surrogate escapes (PEP 383: os.listdir's and sys.argv's spelling of a file name
+    that is not UTF-8, such as a Latin-1 "caf\\xe9"), its bytes as os.fsencode gives them, so
+    that the file the user named is the one opened. ValueError for a lone surrogate that no
+    file name's bytes give."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        return os.fsencode(path)
+    except UnicodeEncodeError as e:
+        raise ValueError("%s: %s holds the lone surrogate %r at index %d, which no file "
+                         "name's bytes give; expected a path as os.listdir or the shell spells "
+                         "it" % (name, _printable(path), path[e.start], e.start)) from None
+
+
+def _text_arg(name, value):
+    """`value` (a str) when UTF-8 can hold it, as the C++ side needs; ValueError naming the
+    argument for text with a lone surrogate (a file name that is not UTF-8, decoded by
+    os.listdir with surrogate escapes, used as a split or an op's name)."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError as e:
+        raise ValueError("%s: %s holds the lone surrogate %r at index %d (os.listdir's spelling "
+                         "of a byte that is not UTF-8); expected UTF-8 text"
+                         % (name, _printable(value), value[e.start], e.start)) from None
+
+
+def _manifest_name(name, value):
+    """A class name or a source name as the manifest (UTF-8 JSON) holds it, as sluice-shard
+    create writes a folder's or a file's name: unchanged when it is UTF-8 text; otherwise each
+    byte that is not UTF-8 (a surrogate escape, PEP 383) written "\\xNN" and each backslash
+    doubled (storage/image_files.cc, ManifestName). ValueError for a lone surrogate that no
+    byte gives."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        pass
+    out = []
+    for i, ch in enumerate(value):
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append("\\x%02x" % (code - 0xDC00))
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError("%s: %s holds the lone surrogate %r at index %d, which no file "
+                             "name's bytes give; expected text" % (name, _printable(value), ch, i))
+        else:
+            out.append("\\\\" if ch == "\\" else ch)
+    return "".join(out)
 
 
 def _output_path_arg(name, value):

@@ -2,9 +2,11 @@
 the records it read were skipped as corrupt. The check and its message are C++'s, shared with
 sluice-train's --max-corrupt-fraction (engine/job/corrupt_fraction.h, bound as
 _Pass.check_corrupt_fraction)."""
+from ._args import _native_path
 
 
 def _check_corrupt_budget(loader, run, epoch):
     """on_corrupt='skip': DataLossError when more than max_corrupt_fraction of the records the
     finished pass `run` (of epoch `epoch`) read were skipped as corrupt."""
-    run.check_corrupt_fraction(loader._core.manifest_path(), epoch, loader._max_corrupt_fraction)
+    run.check_corrupt_fraction(_native_path("path", loader._core.manifest_path()), epoch,
+                               loader._max_corrupt_fraction)

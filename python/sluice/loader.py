@@ -10,8 +10,9 @@ import torch.utils.dlpack
 
 from . import _sluice
 from . import transforms as _transforms
-from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _normalize_arg, _output_path_arg,
-                    _path_arg, _printable, _refuse_other_arguments, _resource_arg, _type_name)
+from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _native_path, _normalize_arg,
+                    _output_path_arg, _path_arg, _printable, _refuse_other_arguments,
+                    _resource_arg, _text_arg, _type_name)
 from .advice_check import _advice_check_text, _check_advice
 from .corruption_budget import _check_corrupt_budget
 
@@ -34,7 +35,7 @@ def _device_name(device):
     """The device as sluice names it (--device's grammar, device/device_spec.h): 'cpu',
     'sim[:N]' or 'cuda:N'; 'cuda' is torch's current CUDA device, 'auto' a CUDA device when
     there is one, else the CPU."""
-    platform, ordinal = _sluice.parse_device(str(device))
+    platform, ordinal = _sluice.parse_device(_text_arg("device", str(device)))
     if platform == "cuda" and ordinal < 0:
         ordinal = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return platform if ordinal < 0 else "%s:%d" % (platform, ordinal)
@@ -76,7 +77,9 @@ class Loader:
         if split is not None and not isinstance(split, str):
             raise TypeError("split: expected a str or None, got %s (%s)"
                             % (_printable(split), _type_name(split)))
-        path = _sluice._split_manifest(path, split)
+        if split is not None:
+            split = _text_arg("split", split)
+        path = _sluice._split_manifest(_native_path("path", path), split)
         shuffle = _bool_arg("shuffle", shuffle)
         drop_last = _bool_arg("drop_last", drop_last)
         device_zero_copy = _bool_arg("device_zero_copy", device_zero_copy)
@@ -134,11 +137,12 @@ class Loader:
                              "delivers raw pixels; drop ToTensor or use dtype=torch.float32")
         self.rank, self.world_size = rank, world_size
         self._core = _sluice._LoaderCore(
-            str(path), batch_size, bool(shuffle), int(seed), int(shuffle_window_frames),
+            _native_path("path", path), batch_size, bool(shuffle), int(seed),
+            int(shuffle_window_frames),
             bool(drop_last), self._device, _DTYPES[dtype], mean, std, threads or 0, rank,
             world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
             decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames),
-            transforms_text, bool(work_ahead))
+            _text_arg("transforms", transforms_text), bool(work_ahead))
         self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
                        "window": int(shuffle_window_frames), "drop_last": bool(drop_last),
                        "transforms": self._core.transforms_identity()}
@@ -291,8 +295,13 @@ class Loader:
         FileNotFoundError otherwise, before anything is written), never a file of the dataset
         this loader reads: a manifest, shard or lock of its folder, or another name of one
         (ValueError, as sluice-train refuses its outputs there)."""
+        if isinstance(path, str) and path == "-":
+            raise ValueError("report_html: path '-' is stdout on sluice-train's command line, "
+                             "not a file here; expected the path of a file to write (./- for "
+                             "a file named '-')")
         path = _output_path_arg("report_html: path", path)
-        self._last_pass("report_html()").report_html(path, list(self._epoch_rates))
+        self._last_pass("report_html()").report_html(_native_path("report_html: path", path),
+                                                     list(self._epoch_rates))
         return path
 
     def skipped(self):

@@ -3,7 +3,8 @@ written by the code of `sluice-shard create` (docs/python.md, "Datasets"). The a
 and ranges (those of its flags) are checked here; the arrays' shapes, the labels and the images'
 signatures in C++ (python/src/writer.cc)."""
 from . import _sluice
-from ._args import _int_arg, _output_dir_arg, _printable, _type_name
+from ._args import (_int_arg, _manifest_name, _native_path, _output_dir_arg, _printable,
+                    _text_arg, _type_name)
 
 
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
@@ -45,9 +46,13 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
         out, split, records_per_shard, records_per_frame, zstd_level, threads)
     images = np.asarray(images)
+    if images.dtype == object:
+        raise ValueError("images: dtype must be uint8 or float32, got object (an array of Python "
+                         "objects); pass encoded JPEG/PNG files as a list of bytes, pixels as a "
+                         "uint8 or float32 array")
     if images.ndim >= 1:
         _refuse_zero_records(images.shape[0], "an array of shape %s" % (images.shape,), labels)
-    return _sluice.write_dataset(out, split, images, np.asarray(labels),
+    return _sluice.write_dataset(_native_path("out", out), split, images, np.asarray(labels),
                                  records_per_shard, records_per_frame, zstd_level, threads,
                                  layout or "", num_classes or 0)
 
@@ -78,6 +83,7 @@ def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_le
     if not isinstance(split, str):
         raise TypeError("split: expected a str, got %s (%s)" % (_printable(split),
                                                              _type_name(split)))
+    split = _text_arg("split", split)
     return out, split, records_per_shard, records_per_frame, zstd_level, threads
 
 
@@ -95,6 +101,15 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
         classes = list(classes)
         if not all(isinstance(c, str) for c in classes):
             raise TypeError("classes: expected a list of str (class names, index = label)")
+        # As sluice-shard create records a folder's name: a byte that is not UTF-8 as \xNN.
+        classes = [_manifest_name("classes[%d]" % i, c) for i, c in enumerate(classes)]
+        first = {}
+        for i, c in enumerate(classes):
+            j = first.setdefault(c, i)
+            if j != i:
+                raise ValueError("classes: classes[%d] and classes[%d] would both be recorded as "
+                                 "class %s (a byte that is not UTF-8 is written \\xNN); class "
+                                 "names must differ" % (j, i, _printable(c)))
         if num_classes is not None and num_classes != len(classes):
             raise ValueError("classes: %d names for num_classes=%d" % (len(classes), num_classes))
         num_classes = len(classes)
@@ -102,12 +117,14 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
         sources = list(sources)
         if not all(isinstance(x, str) for x in sources) or len(sources) != len(images):
             raise TypeError("sources: expected a list of %d str (one per image)" % len(images))
+        sources = [_manifest_name("sources[%d]" % i, x) for i, x in enumerate(sources)]
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
                            meaning=" (None: the largest label + 1)")
     out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
         out, split, records_per_shard, records_per_frame, zstd_level, threads)
     frame_bytes = _int_arg("frame_bytes", frame_bytes, 1, 2**31)
-    return _sluice.write_encoded_dataset(out, split, list(images), np.asarray(labels),
+    return _sluice.write_encoded_dataset(_native_path("out", out), split, list(images),
+                                         np.asarray(labels),
                                          records_per_shard, records_per_frame, frame_bytes,
                                          codec, zstd_level, threads, num_classes or 0,
                                          classes or [], sources or [])

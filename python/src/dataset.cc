@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
+#include "common/printable.h"
 #include "pybind11/numpy.h"
 #include "python/src/errors.h"
 #include "storage/frame_view.h"
@@ -85,7 +86,8 @@ std::string TypeName(const py::handle& value) {
   return py::str(value.get_type().attr("__name__")).cast<std::string>();
 }
 
-// `value` as a path: a str, or an os.PathLike giving one; TypeError naming `name` otherwise.
+// `value` as a path: a str, or an os.PathLike giving one; TypeError naming `name` otherwise,
+// UnicodeEncodeError for a lone surrogate that no file name's bytes give.
 std::string PathArgument(const char* name, const py::object& value) {
   py::object path = value;
   if (!py::isinstance<py::str>(value) && py::hasattr(value, "__fspath__")) {
@@ -97,7 +99,26 @@ std::string PathArgument(const char* name, const py::object& value) {
                                       py::repr(value).cast<std::string>(), " (", TypeName(value),
                                       ")"));
   }
-  return path.cast<std::string>();
+  // Its bytes as os.fsencode gives them: a file name that is not UTF-8 (a surrogate escape,
+  // PEP 383) opens that file.
+  const py::object bytes = py::reinterpret_steal<py::object>(PyUnicode_EncodeFSDefault(path.ptr()));
+  if (!bytes) throw py::error_already_set();
+  return bytes.cast<std::string>();
+}
+
+// `value` (a str) as UTF-8; ValueError naming `name` for a lone surrogate (os.listdir's spelling
+// of a byte that is not UTF-8), which UTF-8 cannot hold.
+std::string TextArgument(const char* name, const py::handle& value) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    throw py::value_error(absl::StrCat(
+        name, ": ", Printable(py::repr(value).cast<std::string>()),
+        " holds a lone surrogate (os.listdir's spelling of a byte that is not UTF-8); expected "
+        "UTF-8 text"));
+  }
+  return std::string(data, static_cast<size_t>(size));
 }
 
 }  // namespace
@@ -110,7 +131,8 @@ PyDataset::PyDataset(const py::object& path, const py::object& split) {
                                       ")"));
   }
   const std::optional<std::string> split_name =
-      split.is_none() ? std::nullopt : std::optional<std::string>(split.cast<std::string>());
+      split.is_none() ? std::nullopt
+                      : std::optional<std::string>(TextArgument("sluice.Dataset: split", split));
   const std::string manifest = Unwrap(SplitManifestPath(dataset_path, split_name));
   absl::StatusOr<std::unique_ptr<Dataset>> ds;
   {

@@ -36,14 +36,27 @@ PyObject* ExceptionType(absl::StatusCode code) {
 
 }  // namespace
 
+py::str FsPathToPython(const std::string& path) {
+  PyObject* text =
+      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size()));
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
 void RegisterExceptions(py::module_& m) {
   static py::exception<void> data_loss(m, "DataLossError", PyExc_OSError);
   g_data_loss_error = data_loss.ptr();
 }
 
 [[noreturn]] void RaiseStatus(const absl::Status& s) {
-  const std::string msg(s.message());
-  PyErr_SetString(ExceptionType(s.code()), msg.c_str());
+  // Decoded with backslash escapes: a message naming a file whose name is not UTF-8 (a Latin-1
+  // "caf\xe9") must reach Python whole; PyErr_SetString would lose it to a UnicodeDecodeError.
+  const absl::string_view msg = s.message();
+  PyObject* text =
+      PyUnicode_DecodeUTF8(msg.data(), static_cast<Py_ssize_t>(msg.size()), "backslashreplace");
+  if (text == nullptr) throw py::error_already_set();
+  PyErr_SetObject(ExceptionType(s.code()), text);
+  Py_DECREF(text);
   throw py::error_already_set();
 }
 

@@ -6,6 +6,7 @@
 #ifndef SLUICE_PYTHON_SRC_ERRORS_H_
 #define SLUICE_PYTHON_SRC_ERRORS_H_
 
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -21,7 +22,14 @@ void RegisterExceptions(pybind11::module_& m);
 // FileNotFoundError; kPermissionDenied: PermissionError; kAlreadyExists: FileExistsError;
 // kUnavailable, kResourceExhausted, kAborted: OSError; kDataLoss: DataLossError;
 // kDeadlineExceeded: TimeoutError; anything else: RuntimeError.
+// The message is decoded as UTF-8, a byte that is not UTF-8 as a backslash escape.
 [[noreturn]] void RaiseStatus(const absl::Status& s);
+
+// A path C++ found or built, as Python spells a file name (os.fsdecode: a byte that is not
+// UTF-8 as a surrogate escape, PEP 383), so that Python can pass it back and open that file.
+// Python hands such a path to C++ as the bytes os.fsencode gives (sluice/_args.py,
+// _native_path): pybind11 takes bytes for a std::string.
+pybind11::str FsPathToPython(const std::string& path);
 
 inline void Check(const absl::Status& s) {
   if (!s.ok()) RaiseStatus(s);

@@ -128,7 +128,8 @@ void BindLoader(py::module_& m) {
         return LoaderCore::Create(c);
       }))
       .def("steps_per_epoch", &LoaderCore::steps_per_epoch)
-      .def("manifest_path", [](const LoaderCore& c) { return c.dataset().manifest_path(); })
+      .def("manifest_path",
+           [](const LoaderCore& c) { return FsPathToPython(c.dataset().manifest_path()); })
       .def("manifest_xxh3", &LoaderCore::manifest_xxh3)
       .def("transforms_identity", &LoaderCore::transforms_identity)
       .def("record_count", [](const LoaderCore& c) { return c.dataset().record_count(); })
@@ -227,7 +228,7 @@ void BindFunctions(py::module_& m) {
         py::arg("sources"));
   // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
   m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
-    return Unwrap(SplitManifestPath(path, split));
+    return FsPathToPython(Unwrap(SplitManifestPath(path, split)));
   });
   // The stages of the bottleneck report's rows, in flow order (report/stages.h's table): the
   // tests read them rather than keep a list of their own.

@@ -162,7 +162,9 @@ TEST_F(SluiceTrainTest, UnwritableReportJsonFailsBeforeTraining) {
                                      "--checkpoint-dir=",
                                      dir_, "/ckpt --report-json=", dir_, "/no/such/dir/r.json"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
-  EXPECT_NE(out.text.find("--report-json " + dir_ + "/no/such/dir/r.json: cannot be written"),
+  // The missing directory is named, not the temporary (r.json.tmp) whose creation failed.
+  EXPECT_NE(out.text.find("--report-json " + dir_ + "/no/such/dir/r.json: its directory " + dir_ +
+                          "/no/such/dir does not exist (create it first)"),
             std::string::npos)
       << out.text;
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));
@@ -217,7 +219,9 @@ TEST_F(SluiceTrainTest, UnwritableReportHtmlFailsBeforeTraining) {
                                      "--checkpoint-dir=",
                                      dir_, "/ckpt --report-html=", dir_, "/no/such/dir/r.html"));
   EXPECT_EQ(out.exit_code, 1) << out.text;
-  EXPECT_NE(out.text.find("--report-html " + dir_ + "/no/such/dir/r.html: cannot be written"),
+  // The missing directory is named, not the temporary (r.html.tmp) whose creation failed.
+  EXPECT_NE(out.text.find("--report-html " + dir_ + "/no/such/dir/r.html: its directory " + dir_ +
+                          "/no/such/dir does not exist (create it first)"),
             std::string::npos)
       << out.text;
   EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ckpt/checkpoint.sluice"));

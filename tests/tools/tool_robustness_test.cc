@@ -237,7 +237,9 @@ TEST_F(ToolRobustnessTest, AStdoutThatCannotBeWrittenIsAnErrorNamingStdout) {
       Train(absl::StrCat("--data=", dir_, "/data --evaluate=false --report-json=", dir_, "/r.json"),
             ">/dev/full");
   EXPECT_EQ(train.exit_code, 1) << train.text;
-  EXPECT_NE(train.text.find("sluice-train: stdout: write failed"), std::string::npos) << train.text;
+  EXPECT_NE(train.text.find("sluice-train: stdout: write failed: No space left on device"),
+            std::string::npos)
+      << "the cause, as for a file output: " << train.text;
   EXPECT_TRUE(Env::Default()->FileExists(dir_ + "/r.json")) << "the file output comes first";
   const Output inspect = testing::RunShell(
       absl::StrCat("(timeout 60 ", SLUICE_SHARD_BIN, " inspect ", dir_, "/data >/dev/full)"));
