@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/batch.h"
 #include "pipeline/resource_limits.h"
 
 namespace sluice {
@@ -93,6 +94,19 @@ bool FramesAreCompressed(const PipelineStats& p) {
   return stored > 0 && static_cast<double>(raw) >= 1.1 * static_cast<double>(stored);
 }
 
+// Whether images stored at half their side would still hold at least a sample's pixels: the
+// decoded elements per image (u8) over a batch sample's elements (its bytes over the batch
+// dtype's size), at least 4. True when either is unknown.
+bool HalvedImagesHoldASample(const RunRecord& run) {
+  const StageStats& decode = run.pipeline[Stage::kDecode];
+  const StageStats& pre = run.pipeline[Stage::kPreprocess];
+  if (decode.items == 0 || decode.bytes == 0 || pre.samples == 0 || pre.bytes == 0) return true;
+  const double decoded = static_cast<double>(decode.bytes) / static_cast<double>(decode.items);
+  const double sample = static_cast<double>(pre.bytes) / static_cast<double>(pre.samples) /
+                        static_cast<double>(H2DFormatSize(run.h2d_format));
+  return decoded >= 4 * sample;
+}
+
 std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunRecord& run,
                               bool on_device, bool is_cuda) {
   std::vector<Advice> out;
@@ -131,8 +145,12 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
         out.push_back({AdviceSetting::kPreprocessThreads, Doubled(threads, max_threads),
                        "more images decoded at once"});
       }
-      // Decoding's cost follows the pixels: half the side, a quarter of them.
-      out.push_back({AdviceSetting::kImageSide, "0.5", "a quarter of the pixels to decode"});
+      // Decoding's cost follows the pixels: half the side, a quarter of them. Not where the
+      // halved images would hold fewer pixels than a sample (the advice, taken again and again,
+      // would end below the transforms' output size).
+      if (HalvedImagesHoldASample(run)) {
+        out.push_back({AdviceSetting::kImageSide, "0.5", "a quarter of the pixels to decode"});
+      }
       break;
     case Stage::kPinnedWait:
       // No setting: twice the buffers did not pay where the pool was full (measured 0.78-1.08x

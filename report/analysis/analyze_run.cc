@@ -16,6 +16,8 @@ namespace {
 constexpr double kCpuSaturated = 0.9;  // of the cores
 // Other processes' use of the cores from which a note names it.
 constexpr double kOtherCoresNoted = 0.2;
+// A span shorter than this is noted as one whose figures swing between identical passes.
+constexpr double kShortSpanSeconds = 1.0;
 // A stage that built this share of its samples outside the span gets the work-ahead note.
 constexpr double kWorkAheadNotedPct = 5;
 
@@ -558,6 +560,13 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
     rep->notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
   AddWorkAheadNote(rep);
+  if (rep->train_seconds > 0 && rep->train_seconds < kShortSpanSeconds && rep->steps > 0) {
+    rep->notes.push_back(absl::StrFormat(
+        "a short span: %.2f s (%d steps). Identical passes this short differed by up to 30%% in "
+        "rate on a 2-core machine, and this report's predictions with them: act on advice "
+        "that the reports of several passes agree on (docs/bottleneck.md, \"Short passes\")",
+        rep->train_seconds, rep->steps));
+  }
   if (rep->other_cores_busy && *rep->other_cores_busy >= kOtherCoresNoted) {
     rep->notes.push_back(absl::StrFormat(
         "other processes kept %.1f of this run's %d cores busy on average while it trained; the "

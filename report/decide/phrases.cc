@@ -63,10 +63,17 @@ namespace {
 // model predicts 2.10x: a change to the data, which a rerun cannot check: re-ingest and
 // measure)".
 std::string AdvicePhrase(const Advice& x, Consumer consumer) {
+  if (x.setting == AdviceSetting::kImageSide) {
+    return absl::StrFormat(
+        "%s (%s; the model predicts %.2fx; a change to the data, which a rerun cannot check: "
+        "resize the files in their format and quality (decoding's cost follows the pixels and "
+        "the bytes), ingest them again and measure, with the machine as busy as in this run)",
+        AdviceText(x, consumer), x.why, x.predicted_speedup);
+  }
   if (IsDataChange(x.setting)) {
     return absl::StrFormat(
         "%s (%s; the model predicts %.2fx; a change to the data, which a rerun cannot check: "
-        "resize the files, ingest them again with sluice-shard create and measure)",
+        "write the dataset again and measure)",
         AdviceText(x, consumer), x.why, x.predicted_speedup);
   }
   return absl::StrFormat("use %s (%s; the model predicts %.2fx)", AdviceText(x, consumer), x.why,

@@ -113,6 +113,28 @@ TEST(DecodeReportTest, APlantedDecodeDelayIsNotPricedAsPixels) {
   EXPECT_EQ(image_side(rep), 0.0) << rep.sentence;
 }
 
+// A new user halved their photos as advised, and the report advised halving again. Taken again
+// and again, that ends below the transforms' output: not advised where the halved images
+// would hold fewer pixels than a sample.
+TEST(DecodeReportTest, SmallerImagesAreNotAdvisedBelowASamplesPixels) {
+  auto advises_image_side = [](uint64_t decoded_bytes_per_image) {
+    RunRecord run = MakeRun(DecodingRun(1800));
+    run.h2d_format = H2DFormat::kF32;  // a sample: 784 bytes, 196 elements
+    run.pipeline.stages[static_cast<int>(Stage::kDecode)].bytes =
+        synthetic_run::kSamples * decoded_bytes_per_image;
+    const BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+    EXPECT_EQ(rep.limiting_stage, Stage::kDecode) << rep.sentence;
+    for (const Advice& a : rep.advice) {
+      if (a.setting == AdviceSetting::kImageSide) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(advises_image_side(150000));
+  EXPECT_TRUE(advises_image_side(4 * 196));  // halved: a sample's pixels
+  EXPECT_FALSE(advises_image_side(4 * 196 - 1));
+  EXPECT_FALSE(advises_image_side(196));
+}
+
 TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
   Synth s = DecodingRun(1800);
   s.compute_ns = 300;
