@@ -15,6 +15,8 @@ from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _native_path, _normali
                     _resource_arg, _text_arg, _type_name)
 from .advice_check import _advice_check_text, _check_advice
 from .corruption_budget import _check_corrupt_budget
+from .recent_passes import RecentPasses
+from .recent_passes import summary_text as _recent_passes_text
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
 _MAX_SHUFFLE_WINDOW = 2**20   # as --shuffle-window (frames; 0 means the whole split)
@@ -158,6 +160,7 @@ class Loader:
         # longer move the position (the next iteration starts where they set it).
         self._position_set = False
         self._epoch_rates = []  # (epoch, samples, seconds, samples/s) of each finished pass
+        self._recent = RecentPasses()  # what the recent finished passes measured
 
     def __len__(self):
         """Batches per epoch: global steps (every rank gets every step when world_size > 1;
@@ -255,6 +258,7 @@ class Loader:
         samples, seconds, rate = self._pass.epoch_rate()
         if samples > 0:
             self._epoch_rates.append((self._pass_epoch, samples, seconds, rate))
+            self._recent.add(self._pass_epoch, self._pass.record())
         _check_corrupt_budget(self, self._pass, self._pass_epoch)
 
     def _last_pass(self, what):
@@ -272,6 +276,9 @@ class Loader:
         step's measured mean time simulated as a sleep, as the loader was and with the advised
         argument changed, `rounds` times each in turn; the better rate of each is kept."""
         report = self._last_pass("report()").report_json()
+        recent = self._recent.summary()
+        if recent is not None:
+            report["recent_passes"] = recent
         if check_advice:
             report["advice_check"] = _check_advice(self._arguments, report, steps, rounds)
         return report
@@ -280,6 +287,9 @@ class Loader:
         """The report's table, verdict and figures, as text; with check_advice=True, followed
         by the measured before and after of each piece of advice (see report())."""
         text = self._last_pass("report_text()").report_text()
+        recent = self._recent.summary()
+        if recent is not None:
+            text += _recent_passes_text(recent)
         if check_advice:
             report = self._last_pass("report_text()").report_json()
             text += _advice_check_text(_check_advice(self._arguments, report, steps, rounds),

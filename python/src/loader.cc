@@ -375,7 +375,13 @@ void Pass::CheckRingNotBlocked() {
                    "device_zero_copy=False")));
 }
 
-BottleneckReport Pass::Report() const {
+py::object PassRecord::ReportJson() const {
+  return JsonToPython(AnalyzeRun(run_, nullptr, cores_).ToJson());
+}
+
+BottleneckReport Pass::Report() const { return AnalyzeRun(Record(), nullptr, UsableCores()); }
+
+RunRecord Pass::Record() const {
   CheckNotForked("the report of a sluice.Loader");
   ComputeStats compute = clock_.stats();
   compute.device = Consumer();
@@ -397,7 +403,7 @@ BottleneckReport Pass::Report() const {
   const CpuLoadSnapshot end = load_end_ ? *load_end_ : TakeCpuLoadSnapshot();
   r.other_cores_busy = OtherCoresBusy(load_start_, end);
   r.process_cores_busy = ProcessCoresBusy(load_start_, end);
-  return AnalyzeRun(r, nullptr, UsableCores());
+  return r;
 }
 
 py::object Pass::ReportJson() const { return JsonToPython(Report().ToJson()); }

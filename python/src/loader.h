@@ -158,6 +158,19 @@ class ConsumerClock {
   ComputeStats stats_;
 };
 
+// What one finished pass measured (Pass::Record), kept by the Loader after the pass and its
+// pipeline are gone: the report of each of its recent passes, which it sets beside the latest
+// one's (docs/bottleneck.md, "Short passes").
+class PassRecord {
+ public:
+  PassRecord(RunRecord run, int cores) : run_(std::move(run)), cores_(cores) {}
+  pybind11::object ReportJson() const;
+
+ private:
+  RunRecord run_;
+  int cores_ = 1;
+};
+
 // One pass over an epoch (or its tail). Iterated by the Python Loader; next() releases the GIL
 // while it waits, in slices of 50 ms, checking for signals (Ctrl-C) between slices.
 class Pass {
@@ -172,7 +185,10 @@ class Pass {
   pybind11::object Next(uint64_t cuda_stream);
   void Cancel();
 
-  // The report of this pass so far, with the Python consumer as the compute stage.
+  // What this pass measured so far, as the report reads it (the Python consumer as the
+  // compute stage): a copy, which outlives the pass and its pipeline.
+  RunRecord Record() const;
+  // The report of this pass so far: AnalyzeRun of Record() on the usable cores.
   BottleneckReport Report() const;
   pybind11::object ReportJson() const;
   // The report as one HTML page at `path` (report/render/html.h), with `epochs`

@@ -144,12 +144,14 @@ void BindLoader(py::module_& m) {
       // The epoch whose pipeline works ahead, or None (docs/python.md, "Work ahead").
       .def("ahead_epoch", &LoaderCore::ahead_epoch);
 
+  py::class_<PassRecord>(m, "_PassRecord").def("report_json", &PassRecord::ReportJson);
   py::class_<Pass>(m, "_Pass")
       .def("next", &Pass::Next, py::arg("cuda_stream") = 0)
       .def("cancel", &Pass::Cancel)
       .def("zero_copy_live", &Pass::zero_copy_live)
       .def("limit", &Pass::limit)
       .def("report_json", &Pass::ReportJson)
+      .def("record", [](const Pass& p) { return PassRecord(p.Record(), UsableCores()); })
       .def("report_text", [](const Pass& p) { return p.Report().ToText(); })
       // (samples, seconds, samples/s) of the pass so far, as the report counts them.
       .def("epoch_rate",
