@@ -18,6 +18,10 @@ of its passes after the first. Printed per step-thread setting:
 Step threads: "one" runs the step on one core (OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1);
 "default" leaves torch's intra-op team and OpenBLAS's threads as they come.
 
+The report's price of the advice is given twice: the latest pass's, and the median over the
+recent passes (report()["recent_passes"], from the fourth pass on). The second new user's loop
+(MLP 3072-256-8 at batch 64, shuffled): --batch-size 64 --hidden 256 --shuffle.
+
   /usr/bin/python3 bench/loader_advice.py --build build [--rounds 5] [--epochs 6]
 """
 import argparse
@@ -36,12 +40,13 @@ import json, sys, time
 import torch, sluice
 import sluice.transforms as T
 data, epochs, classes, work_ahead = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+batch, hidden, shuffle = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] == "1"
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3072, 128), torch.nn.ReLU(),
-                            torch.nn.Linear(128, classes))
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3072, hidden), torch.nn.ReLU(),
+                            torch.nn.Linear(hidden, classes))
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 loss_fn = torch.nn.CrossEntropyLoss()
-loader = sluice.Loader(data, batch_size=32, work_ahead=work_ahead,
+loader = sluice.Loader(data, batch_size=batch, work_ahead=work_ahead, shuffle=shuffle,
                        transforms=[T.DecodeImage(), T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
                                    T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
 rates, firsts = [], []
@@ -59,7 +64,8 @@ r = loader.report()
 v = r["verdict"]
 print(json.dumps({"rates": rates, "firsts": firsts, "class": v["class"], "stage": v["limiting_stage"],
                   "advice": [[a["setting"], a["value"], a["predicted_speedup"]] for a in v["advice"]],
-                  "predicted": r["predicted_samples_per_s"], "measured": r["measured_samples_per_s"]}))
+                  "predicted": r["predicted_samples_per_s"], "measured": r["measured_samples_per_s"],
+                  "recent": r.get("recent_passes")}))
 """
 
 
@@ -81,7 +87,8 @@ def run(args, data, threads, work_ahead):
     if threads == "one":
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", CHILD, data, str(args.epochs), str(args.classes),
-                           "1" if work_ahead else "0"], env=env, capture_output=True, text=True)
+                           "1" if work_ahead else "0", str(args.batch_size), str(args.hidden),
+                           "1" if args.shuffle else "0"], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit("the training loop failed on %s: %s" % (data, done.stderr.strip()[-2000:]))
     r = json.loads(done.stdout.strip().splitlines()[-1])
@@ -97,6 +104,16 @@ def half_side_gain(report):
     return None
 
 
+def recent_half_side_gain(report):
+    """The median price of the half-side advice over the recent passes (recent_passes), or
+    None; with how many of them gave it."""
+    recent = report.get("recent") or {}
+    for a in recent.get("advice", []):
+        if a["setting"] == "image-side":
+            return a["predicted_speedup_median"], "%d of %d" % (a["passes"], recent["passes"])
+    return None, "0 of %d" % recent.get("passes", 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     photo_folder.add_arguments(ap)
@@ -110,6 +127,9 @@ def main():
     ap.add_argument("--work-ahead-too", action="store_true",
                     help="also run every loop with work_ahead=False")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=128, help="the MLP's hidden width")
+    ap.add_argument("--shuffle", action="store_true")
     args = ap.parse_args()
     args.sluice_shard = os.path.join(args.build, "tools", "sluice-shard")
     work = args.workdir or tempfile.mkdtemp(prefix="sluice-loader-advice-")
@@ -131,7 +151,7 @@ def main():
     modes = [True, False] if args.work_ahead_too else [True]
     for threads in args.threads.split(","):
         for work_ahead in modes:
-            predicted, measured = [], []
+            predicted, measured, recent = [], [], []
             print("\nstep threads: %s, work_ahead=%s" % (threads, work_ahead))
             for i in range(args.rounds):
                 base = run(args, datasets["original"], threads, work_ahead)
@@ -140,13 +160,18 @@ def main():
                 measured.append(other["rate"] / base["rate"])
                 if gain:
                     predicted.append(gain)
+                median_gain, given = recent_half_side_gain(base)
+                if median_gain:
+                    recent.append(median_gain)
                 print("  round %d: original %.0f samples/s (report: %s, %s; predicted %.0f, "
                       "measured %.0f), first batch %.1f ms; half side %.0f samples/s, first batch "
-                      "%.1f ms; advice %s: predicted %s, measured %.2fx"
+                      "%.1f ms; advice %s: predicted %s (recent passes: %s, median %s), "
+                      "measured %.2fx"
                       % (i + 1, base["rate"], base["class"], base["stage"], base["predicted"],
                          base["measured"], base["first_ms"], other["rate"], other["first_ms"],
                          [(s, v) for s, v, _ in base["advice"]] or "none",
-                         "%.2fx" % gain if gain else "-", measured[-1]))
+                         "%.2fx" % gain if gain else "-", given,
+                         "%.2fx" % median_gain if median_gain else "-", measured[-1]))
             if predicted:
                 p, m = statistics.median(predicted), statistics.median(measured)
                 print("  half-side advice: predicted %.2fx (%.2f-%.2f), measured %.2fx (%.2f-%.2f): "
@@ -154,6 +179,12 @@ def main():
                                         max(measured), 100 * abs(p / m - 1)))
             else:
                 print("  no half-side advice in any round; measured %.2fx" % statistics.median(measured))
+            if recent:
+                m = statistics.median(measured)
+                print("  each round's price as the recent passes' median: %s against %.2fx "
+                      "measured; errors %s"
+                      % (", ".join("%.2fx" % g for g in recent), m,
+                         ", ".join("%.0f%%" % (100 * abs(g / m - 1)) for g in recent)))
 
 
 if __name__ == "__main__":
