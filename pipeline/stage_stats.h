@@ -124,6 +124,10 @@ struct PipelineStats {
   // Frames decoded by this pipeline (corrupt ones not counted). Data parallel: the sum over
   // ranks, divided by what one process decodes, is the share of decoding done twice.
   uint64_t frames_decoded = 0;
+  // The images the decode stage decoded, at their whole size (width x height x the output's
+  // channels), summed: its bytes are those it decoded, fewer where a crop-window decode covered
+  // only the window.
+  uint64_t decode_stored_bytes = 0;
   uint64_t skipped_frames = 0;   // --on-corrupt=skip: corrupt frames met (per epoch read)
   uint64_t skipped_records = 0;  // records of those frames that a batch would have held
   uint64_t empty_batches = 0;    // batches all of whose samples were skipped (not delivered)

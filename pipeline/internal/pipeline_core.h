@@ -197,6 +197,8 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::atomic<bool> consumer_in_span_{true};  // SetConsumerInSpan
   std::atomic<int64_t> frames_resident_{0};
   std::atomic<int64_t> frames_queued_{0};
+  // The decoded images' whole sizes (PipelineStats::decode_stored_bytes).
+  std::atomic<uint64_t> decode_stored_bytes_{0};
   std::atomic<uint64_t> frames_read_{0}, frames_decoded_{0}, skipped_frames_{0},
       skipped_records_{0}, empty_batches_{0};
   int64_t start_ns_ = 0;

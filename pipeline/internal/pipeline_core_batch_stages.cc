@@ -132,6 +132,7 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
                                  samples + size_t{k} * out_bytes, key, scratch, op_ns, &decode);
       if (decode.start_ns != 0) {
         Record(Stage::kDecode, decode.start_ns, decode.end_ns, plan.order[i], 1, decode.bytes);
+        decode_stored_bytes_.fetch_add(decode.stored_bytes, std::memory_order_relaxed);
       }
     }
     // A refused record's ops are not all timed: it is not one of the timed samples, and its

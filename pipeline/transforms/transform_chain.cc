@@ -176,8 +176,8 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     }
     if (decode != nullptr) {
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
-      *decode = DecodeTiming{decode->delay_us, start, NowNs(),
-                             uint64_t{image->height} * image->width * specs_[1].channels};
+      const uint64_t bytes = uint64_t{image->height} * image->width * specs_[1].channels;
+      *decode = DecodeTiming{decode->delay_us, start, NowNs(), bytes, bytes};
     }
     const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
     bool mirror = false;
@@ -219,7 +219,7 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     }
     if (decoding) {
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
-      *decode = DecodeTiming{decode->delay_us, start, NowNs(), actual.bytes()};
+      *decode = DecodeTiming{decode->delay_us, start, NowNs(), actual.bytes(), actual.bytes()};
       if (timed) op_ns[i] += decode->end_ns - start;
     } else if (timed) {
       op_ns[i] += NowNs() - start;

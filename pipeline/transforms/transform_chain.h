@@ -61,7 +61,8 @@ struct DecodeTiming {
   int64_t delay_us = 0;
   int64_t start_ns = 0;  // 0: nothing was decoded (the record was refused before or by decode)
   int64_t end_ns = 0;
-  uint64_t bytes = 0;  // the decoded image's bytes
+  uint64_t bytes = 0;  // the bytes decoded (the region a crop-window decode covered)
+  uint64_t stored_bytes = 0;  // the whole image's bytes at the output's channels
 };
 
 class TransformChain {

@@ -64,6 +64,9 @@ struct StageRow {
   uint64_t items = 0;     // frames (read, decompress), batches (others)
   uint64_t samples = 0;
   uint64_t bytes = 0;
+  // decode: the images' whole sizes at the output's channels (PipelineStats::
+  // decode_stored_bytes), against `bytes`, the part decoded; 0 for the other rows.
+  uint64_t stored_bytes = 0;
   double items_per_s = 0;    // over the training time
   double samples_per_s = 0;  // over the training time
   // The share of `samples` in items that ended while the trainer was outside the span (its

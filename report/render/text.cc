@@ -36,12 +36,20 @@ std::string FormatPartLine(const BottleneckReport& rep, const StageRow& part) {
   const Stage whole_stage = *PartOf(part.stage);
   const StageRow& whole = rep.row(whole_stage);
   const StageInfo& info = *FindReportStage(part.stage);
+  // Crop-window decoding decodes part of each image: the part against the whole.
+  const double per_item = part.items > 0 ? 1e3 * static_cast<double>(part.items) : 1.0;
+  const std::string out_bytes =
+      part.stored_bytes > part.bytes
+          ? absl::StrFormat("%.0f KB decoded of %.0f KB stored on average (%.0f%%)",
+                            part.bytes / per_item, part.stored_bytes / per_item,
+                            100.0 * part.bytes / part.stored_bytes)
+          : absl::StrFormat("%.0f KB out on average", part.bytes / per_item);
   std::string out = absl::StrFormat(
       "  %s runs inside %s, on its %d threads: %.1f%% of their time on %d %ss (%.1f us each, "
-      "%.0f KB out on average); %s's %.1f%% busy includes it",
+      "%s); %s's %.1f%% busy includes it",
       StageName(part.stage), StageName(whole_stage), part.concurrency, part.busy_pct, part.items,
-      info.unit, part.items > 0 ? part.busy_ns / 1e3 / part.items : 0.0,
-      part.items > 0 ? part.bytes / 1e3 / part.items : 0.0, StageName(whole_stage), whole.busy_pct);
+      info.unit, part.items > 0 ? part.busy_ns / 1e3 / part.items : 0.0, out_bytes,
+      StageName(whole_stage), whole.busy_pct);
   if (part.ceiling_samples_per_s) {
     absl::StrAppendFormat(&out, "; ceiling: %s per core alone",
                           FormatRate(*part.ceiling_samples_per_s /
