@@ -16,6 +16,7 @@ PACKAGES=(
   zlib1g-dev        # reading .gz IDX files
   libopenblas-dev   # CPU backend sgemm
   libturbojpeg0-dev libspng-dev  # DecodeImage: JPEG (libjpeg-turbo's TurboJPEG) and PNG
+  libjpeg62-turbo-dev  # JPEG window decoding: libjpeg-turbo's libjpeg API (jpeg_window.h)
   nlohmann-json3-dev  # manifest, report and trace JSON
   openmpi-bin libopenmpi-dev  # data-parallel runs: mpirun, MPI collectives (engine/dist)
   # tests and benchmarks
