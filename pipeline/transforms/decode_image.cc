@@ -251,6 +251,28 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeImage::DecodeInter
   return image;
 }
 
+absl::StatusOr<std::optional<DecodeImage::Window>> DecodeImage::DecodeJpegWindow(
+    const SampleSpec& in, const SampleBuffers& io,
+    absl::FunctionRef<transforms_internal::PixelWindow(uint32_t height, uint32_t width)> choose)
+    const {
+  if (!StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) return std::nullopt;
+  const absl::string_view jpeg(static_cast<const char*>(io.src), io.src_bytes);
+  ASSIGN_OR_RETURN(const transforms_internal::JpegHeader header,
+                   transforms_internal::ReadJpegHeader(jpeg));
+  RETURN_IF_ERROR(CheckBound("JPEG", header.width, header.height, in));
+  const transforms_internal::PixelWindow window = choose(header.height, header.width);
+  Window w;
+  auto* px = static_cast<uint8_t*>(io.op_scratch);
+  ASSIGN_OR_RETURN(w.image, transforms_internal::DecodeJpegWindow(
+                                jpeg, window, px, ScratchBytes(in), &w.decoded_pixels));
+  w.stored_pixels = uint64_t{header.width} * header.height;
+  if (channels_ == 1 && w.image.pixel_bytes != 1) {
+    LumaInPlace(px, size_t{w.image.height} * w.image.width, w.image.pixel_bytes);
+    w.image = Interleaved(px, w.image.height, w.image.width, 1);
+  }
+  return w;
+}
+
 absl::StatusOr<SampleSpec> DecodeImage::ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
                                                       SampleRandom&) const {
   ASSIGN_OR_RETURN(const transforms_internal::InterleavedU8Image image, DecodeInterleaved(in, io));

@@ -26,11 +26,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "pipeline/transforms/internal/bilinear_interleaved.h"
+#include "pipeline/transforms/internal/jpeg_window.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -62,6 +65,22 @@ class DecodeImage final : public Transform {
   absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeInterleaved(
       const SampleSpec& in, const SampleBuffers& io) const;
   uint32_t channels() const { return channels_; }
+
+  // A window of a JPEG, decoded from only the iMCU rows and columns that cover it (issue 36;
+  // transforms_internal::DecodeJpegWindow): the pixels DecodeInterleaved would give, cut to the
+  // window `choose` picks from the image's declared height and width, bitwise. The header is
+  // checked against `in`'s bound first, as DecodeInterleaved does. Not a JPEG: nullopt (decode
+  // it whole). `decoded_pixels` receives the area the decoder worked on, `stored_pixels` the
+  // image's width x height.
+  struct Window {
+    transforms_internal::InterleavedU8Image image;
+    uint64_t decoded_pixels = 0;
+    uint64_t stored_pixels = 0;
+  };
+  absl::StatusOr<std::optional<Window>> DecodeJpegWindow(
+      const SampleSpec& in, const SampleBuffers& io,
+      absl::FunctionRef<transforms_internal::PixelWindow(uint32_t height, uint32_t width)> choose)
+      const;
 
  private:
   uint32_t channels_;  // 3 (RGB) or 1 (L)

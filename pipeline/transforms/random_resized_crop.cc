@@ -127,4 +127,10 @@ void RandomResizedCrop::ApplyInterleaved(const transforms_internal::InterleavedU
                                            win.width, height_, width_, mirror, dst);
 }
 
+void RandomResizedCrop::ResizeWindow(const transforms_internal::InterleavedU8Image& window,
+                                     uint32_t channels, bool mirror, uint8_t* dst) const {
+  transforms_internal::ResizeInterleavedU8(window, channels, 0, 0, window.height, window.width,
+                                           height_, width_, mirror, dst);
+}
+
 }  // namespace sluice

@@ -54,6 +54,10 @@ class RandomResizedCrop final : public Transform {
   // reversed, as a RandomHorizontalFlip after this op does.
   void ApplyInterleaved(const transforms_internal::InterleavedU8Image& image, uint32_t channels,
                         bool mirror, SampleRandom& rng, uint8_t* dst) const;
+  // The same resize of `window`, the pixels of a window already drawn (Window) and decoded
+  // alone (DecodeImage::DecodeJpegWindow): the whole of it is the crop.
+  void ResizeWindow(const transforms_internal::InterleavedU8Image& window, uint32_t channels,
+                    bool mirror, uint8_t* dst) const;
 
  private:
   RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2], const double ratio[2]);

@@ -1,7 +1,10 @@
 #include "pipeline/transforms/transform_chain.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -85,6 +88,7 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
     chain.crop_ = dynamic_cast<const RandomResizedCrop*>(&spec.op(1));
     if (chain.decode_ != nullptr && chain.crop_ != nullptr) {
       chain.fused_ops_ = 2;
+      chain.window_decode_ = WindowDecodeEnabled();
       chain.flip_ =
           spec.size() >= 3 ? dynamic_cast<const RandomHorizontalFlip*>(&spec.op(2)) : nullptr;
       if (chain.flip_ != nullptr) chain.fused_ops_ = 3;
@@ -148,6 +152,16 @@ absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t 
   return out;
 }
 
+bool WindowDecodeEnabled() {
+  // SLUICE_WINDOW_DECODE=0 decodes every JPEG whole: the benchmarks' side-by-side switch
+  // (docs/transforms.md, "Decoding only the window"). Read once.
+  static const bool enabled = [] {
+    const char* v = std::getenv("SLUICE_WINDOW_DECODE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
+
 absl::Status TransformChain::ApplyDecoded(const SampleSpec& decoded, const void* pixels, void* dst,
                                           const SampleKey& key, void* scratch,
                                           int64_t* op_ns) const {
@@ -168,16 +182,32 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     // ops"): the same draws, the same bits, no planes of the whole decoded image.
     const int64_t start = timed || decode != nullptr ? NowNs() : 0;
     const SampleBuffers io{in, in_bytes, nullptr, 0, base + 2 * scratch_half_};
+    // The crop's window is drawn from the image's declared size, and a JPEG decodes only the
+    // window (DecodeImage::DecodeJpegWindow); a PNG decodes whole and the crop reads its window.
+    SampleRandom crop_rng(key, 1);
+    absl::StatusOr<std::optional<DecodeImage::Window>> window = std::nullopt;
+    if (window_decode_) {
+      window = decode_->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
+        const CropWindow c = crop_->Window(height, width, crop_rng);
+        return transforms_internal::PixelWindow{c.left, c.top, c.width, c.height};
+      });
+    }
     absl::StatusOr<transforms_internal::InterleavedU8Image> image =
-        decode_->DecodeInterleaved(specs_[0], io);
+        !window.ok() ? absl::StatusOr<transforms_internal::InterleavedU8Image>(window.status())
+        : window->has_value() ? (*window)->image
+                              : decode_->DecodeInterleaved(specs_[0], io);
     if (!image.ok()) {
       return absl::DataLossError(
           absl::StrCat(spec_.op(0).Identity(), ": ", image.status().message()));
     }
     if (decode != nullptr) {
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
-      const uint64_t bytes = uint64_t{image->height} * image->width * specs_[1].channels;
-      *decode = DecodeTiming{decode->delay_us, start, NowNs(), bytes, bytes};
+      const uint64_t channels = specs_[1].channels;
+      const uint64_t whole = uint64_t{image->height} * image->width * channels;
+      *decode = window->has_value() ? DecodeTiming{decode->delay_us, start, NowNs(),
+                                                   (*window)->decoded_pixels * channels,
+                                                   (*window)->stored_pixels * channels}
+                                    : DecodeTiming{decode->delay_us, start, NowNs(), whole, whole};
     }
     const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
     bool mirror = false;
@@ -185,10 +215,13 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
       SampleRandom flip_rng(key, 2);
       mirror = flip_->Flips(flip_rng);
     }
-    SampleRandom crop_rng(key, 1);
     void* out = fused_ops_ == spec_.size() ? dst : halves[(fused_ops_ - 1) % 2];
-    crop_->ApplyInterleaved(*image, specs_[2].channels, mirror, crop_rng,
-                            static_cast<uint8_t*>(out));
+    if (window->has_value()) {
+      crop_->ResizeWindow(*image, specs_[2].channels, mirror, static_cast<uint8_t*>(out));
+    } else {
+      crop_->ApplyInterleaved(*image, specs_[2].channels, mirror, crop_rng,
+                              static_cast<uint8_t*>(out));
+    }
     if (timed) {
       op_ns[0] += decoded - start;
       op_ns[1] += NowNs() - decoded;

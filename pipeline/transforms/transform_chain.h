@@ -61,9 +61,14 @@ struct DecodeTiming {
   int64_t delay_us = 0;
   int64_t start_ns = 0;  // 0: nothing was decoded (the record was refused before or by decode)
   int64_t end_ns = 0;
-  uint64_t bytes = 0;  // the bytes decoded (the region a crop-window decode covered)
+  uint64_t bytes = 0;         // the bytes decoded (the region a crop-window decode covered)
   uint64_t stored_bytes = 0;  // the whole image's bytes at the output's channels
 };
+
+// Whether a fused DecodeImage + RandomResizedCrop decodes only the crop's window of a JPEG
+// (DecodeImage::DecodeJpegWindow): yes unless the environment sets SLUICE_WINDOW_DECODE=0, the
+// benchmarks' switch to compare it with the whole decode. The output is bitwise the same.
+bool WindowDecodeEnabled();
 
 class TransformChain {
  public:
@@ -141,6 +146,8 @@ class TransformChain {
   size_t variable_ops_ = 0;  // the leading ops whose input size varies per sample
   // The fused path's ops (fused_ops_ > 0), pointing into spec_'s.
   size_t fused_ops_ = 0;
+  // The fused path decodes only the crop's window of a JPEG (WindowDecodeEnabled).
+  bool window_decode_ = false;
   const DecodeImage* decode_ = nullptr;
   const RandomResizedCrop* crop_ = nullptr;
   const RandomHorizontalFlip* flip_ = nullptr;
