@@ -1,5 +1,7 @@
 #include "pipeline/transforms/center_crop.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/internal/op_checks.h"
@@ -52,6 +54,14 @@ void CenterCrop::Apply(const SampleSpec& in, const void* src, void* dst, SampleR
   transforms_internal::CopyPaddedWindow(in, src, rows, cols,
                                         transforms_internal::PaddingMode::kConstant, zero, top,
                                         left, height_, width_, dst);
+}
+
+transforms_internal::PixelWindow CenterCrop::SourceWindow(uint32_t height, uint32_t width) const {
+  int64_t top = 0, left = 0;
+  CenterAxis(height, height_, top);
+  CenterAxis(width, width_, left);
+  return transforms_internal::PixelWindow{static_cast<uint32_t>(left), static_cast<uint32_t>(top),
+                                          std::min(width, width_), std::min(height, height_)};
 }
 
 }  // namespace sluice

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/transforms/internal/jpeg_window.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -26,6 +27,12 @@ class CenterCrop final : public Transform {
   std::string Identity() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+
+  // The part of a height x width image the crop keeps: the centred crop where the crop is
+  // shorter than the side, the whole side where it is longer (that side is padded). Cropping
+  // that part alone gives the same pixels as cropping the whole image (the chain decodes only
+  // it, transform_chain.h).
+  transforms_internal::PixelWindow SourceWindow(uint32_t height, uint32_t width) const;
 
  private:
   uint32_t height_;

@@ -276,8 +276,13 @@ absl::StatusOr<std::optional<DecodeImage::Window>> DecodeImage::DecodeJpegWindow
 absl::StatusOr<SampleSpec> DecodeImage::ApplyVariable(const SampleSpec& in, const SampleBuffers& io,
                                                       SampleRandom&) const {
   ASSIGN_OR_RETURN(const transforms_internal::InterleavedU8Image image, DecodeInterleaved(in, io));
+  return SplitPlanes(image, io.dst);
+}
+
+SampleSpec DecodeImage::SplitPlanes(const transforms_internal::InterleavedU8Image& image,
+                                    void* dst) const {
   const size_t pixels = size_t{image.height} * image.width;
-  auto* out = static_cast<uint8_t*>(io.dst);
+  auto* out = static_cast<uint8_t*>(dst);
   if (image.pixel_bytes == 1) {
     for (uint32_t c = 0; c < channels_; ++c) std::memcpy(out + c * pixels, image.pixels, pixels);
   } else {

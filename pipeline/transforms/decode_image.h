@@ -77,6 +77,9 @@ class DecodeImage final : public Transform {
     uint64_t decoded_pixels = 0;
     uint64_t stored_pixels = 0;
   };
+  // `window`'s pixels as this op's output: `channels()` u8 CHW planes at `dst` (a grey image's
+  // plane repeated, alpha dropped), as ApplyVariable writes a whole image.
+  SampleSpec SplitPlanes(const transforms_internal::InterleavedU8Image& window, void* dst) const;
   absl::StatusOr<std::optional<Window>> DecodeJpegWindow(
       const SampleSpec& in, const SampleBuffers& io,
       absl::FunctionRef<transforms_internal::PixelWindow(uint32_t height, uint32_t width)> choose)

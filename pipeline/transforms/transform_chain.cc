@@ -97,6 +97,15 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
       chain.crop_ = nullptr;
     }
   }
+  // DecodeImage, CenterCrop: the decoder decodes only the part the crop keeps.
+  if (spec.size() >= 2 && chain.fused_ops_ == 0 && WindowDecodeEnabled()) {
+    chain.center_decode_ = dynamic_cast<const DecodeImage*>(&spec.op(0));
+    chain.center_ = dynamic_cast<const CenterCrop*>(&spec.op(1));
+    if (chain.center_decode_ == nullptr || chain.center_ == nullptr) {
+      chain.center_decode_ = nullptr;
+      chain.center_ = nullptr;
+    }
+  }
   chain.spec_ = spec;
   return chain;
 }
@@ -230,6 +239,34 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     actual = specs_[first];
     in = out;
     in_bytes = actual.bytes();
+  }
+  if (first == 0 && center_ != nullptr) {
+    // DecodeImage, CenterCrop: a JPEG decodes only the part the crop keeps, split into planes
+    // as the decoder's output; the crop then runs on it as on the whole image, with the same
+    // pixels out (CenterCrop::SourceWindow). A PNG goes the usual way below.
+    const int64_t start = timed || decode != nullptr ? NowNs() : 0;
+    const SampleBuffers io{in, in_bytes, nullptr, 0, base + 2 * scratch_half_};
+    absl::StatusOr<std::optional<DecodeImage::Window>> window = center_decode_->DecodeJpegWindow(
+        specs_[0], io,
+        [&](uint32_t height, uint32_t width) { return center_->SourceWindow(height, width); });
+    if (!window.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
+    }
+    if (window->has_value()) {
+      actual = center_decode_->SplitPlanes((*window)->image, halves[0]);
+      if (decode != nullptr) {
+        SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
+        const uint64_t channels = actual.channels;
+        *decode =
+            DecodeTiming{decode->delay_us, start, NowNs(), (*window)->decoded_pixels * channels,
+                         (*window)->stored_pixels * channels};
+      }
+      if (timed) op_ns[0] += (decode != nullptr ? decode->end_ns : NowNs()) - start;
+      first = 1;
+      in = halves[0];
+      in_bytes = actual.bytes();
+    }
   }
   for (size_t i = first; i < spec_.size(); ++i) {
     const bool last = i + 1 == spec_.size();

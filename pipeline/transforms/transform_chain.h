@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pipeline/sample_spec.h"
+#include "pipeline/transforms/center_crop.h"
 #include "pipeline/transforms/decode_image.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
 #include "pipeline/transforms/random_resized_crop.h"
@@ -148,6 +149,10 @@ class TransformChain {
   size_t fused_ops_ = 0;
   // The fused path decodes only the crop's window of a JPEG (WindowDecodeEnabled).
   bool window_decode_ = false;
+  // A chain starting DecodeImage, CenterCrop (when WindowDecodeEnabled): its ops, pointing into
+  // spec_'s; a JPEG decodes only the part the crop keeps.
+  const DecodeImage* center_decode_ = nullptr;
+  const CenterCrop* center_ = nullptr;
   const DecodeImage* decode_ = nullptr;
   const RandomResizedCrop* crop_ = nullptr;
   const RandomHorizontalFlip* flip_ = nullptr;

@@ -246,6 +246,55 @@ TEST(FusedChainTest, DecodesOnlyTheCropsWindowOfAJpegWithTheUnfusedBytes) {
   }
 }
 
+// DecodeImage, CenterCrop decodes only the part of a JPEG the crop keeps (issue 36): the same
+// bytes as the crop of the whole decoded image (DecodeRecord, then ApplyDecoded), for crops
+// smaller than, equal to and larger than (padded) each side, odd and even margins, every
+// subsampling, progressive and grey JPEGs, modes RGB and L.
+TEST(FusedChainTest, CenterCropDecodesOnlyTheKeptPartOfAJpegWithTheSameBytes) {
+  ASSERT_TRUE(WindowDecodeEnabled()) << "SLUICE_WINDOW_DECODE=0 is set";
+  std::vector<std::string> records;
+  for (int subsamp : {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440, TJSAMP_411}) {
+    for (bool progressive : {false, true}) {
+      records.push_back(SubsampledJpeg(333, 250, subsamp, progressive));
+      records.push_back(SubsampledJpeg(37, 30, subsamp, progressive));
+    }
+  }
+  records.push_back(EncodeJpeg(211, 157, 1, TestPixels(211, 157, 1)));
+  for (const char* text :
+       {"DecodeImage(), CenterCrop(64)", "DecodeImage(), CenterCrop((31, 200))",
+        "DecodeImage(mode=L), CenterCrop(37)",
+        "DecodeImage(), CenterCrop(300), Normalize(0.5, 0.2)", "DecodeImage(), CenterCrop(1)"}) {
+    auto chain = Chain(text, EncodedSampleSpec(400, 400), true);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    uint64_t decoded = 0, stored = 0;
+    for (size_t r = 0; r < records.size(); ++r) {
+      std::vector<char> scratch(chain->scratch_bytes() + 64);
+      char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+      std::vector<char> whole(chain->scratch_bytes());
+      absl::StatusOr<SampleSpec> spec =
+          chain->DecodeRecord(records[r].data(), records[r].size(), whole.data(), aligned);
+      ASSERT_TRUE(spec.ok()) << spec.status();
+      std::string want(chain->output_spec().bytes(), '\0');
+      ASSERT_TRUE(
+          chain->ApplyDecoded(*spec, whole.data(), want.data(), SampleKey{7, 1, 0}, aligned).ok());
+      std::string got(chain->output_spec().bytes(), '\0');
+      DecodeTiming timing;
+      ASSERT_TRUE(chain
+                      ->ApplyRecord(records[r].data(), records[r].size(), got.data(),
+                                    SampleKey{7, 1, 0}, aligned, nullptr, &timing)
+                      .ok());
+      ASSERT_EQ(got, want) << text << " record " << r;
+      EXPECT_LE(timing.bytes, timing.stored_bytes);
+      EXPECT_EQ(timing.stored_bytes, uint64_t{spec->height} * spec->width * spec->channels);
+      decoded += timing.bytes;
+      stored += timing.stored_bytes;
+    }
+    if (std::string(text).find("300") == std::string::npos) {
+      EXPECT_LT(decoded, stored) << text << ": no pixel saved";
+    }
+  }
+}
+
 TEST(FusedChainTest, RefusedRecordNamesTheDecodeAsUnfused) {
   auto fused = Chain("DecodeImage(), RandomResizedCrop(8), RandomHorizontalFlip()",
                      EncodedSampleSpec(64, 64), true);
