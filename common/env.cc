@@ -196,10 +196,15 @@ class PosixEnv final : public Env {
     // next reader; the writes then block as usual.
     int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 && errno == ENXIO) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path,
-                       ": a FIFO that no process is reading (no reader: a FIFO needs a reader "
-                       "started before the run, reading until the output is written)"));
+      struct stat st;
+      if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path,
+                         ": a FIFO that no process is reading (no reader: a FIFO needs a reader "
+                         "started before the run, reading until the output is written)"));
+      }
+      // ENXIO from a device: /dev/tty in a process without a controlling terminal.
+      return absl::FailedPreconditionError(absl::StrCat(path, ": ", kNoDeviceBehind));
     }
     if (fd < 0) return PosixError("open for writing", path, errno);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);

@@ -104,6 +104,12 @@ class Env {
 
 // Reads a whole file.
 absl::StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);
+// Why a device could not be opened for writing with ENXIO ("No such device or address"): the
+// text after "<path>: " in the messages of Env::NewAppendableFile and the output checks.
+inline constexpr char kNoDeviceBehind[] =
+    "cannot be opened: no such device or address (a device with nothing behind it, such as "
+    "/dev/tty in a process without a controlling terminal)";
+
 // Writes `data` to `path` atomically: `path`.tmp (Env::NewTemporaryFile), fsync, rename,
 // fsync of the directory. On failure the temporary is removed and `path` is untouched. A
 // special file (Env::IsSpecialFile: /dev/null, a FIFO, /dev/stdout) is appended to in place

@@ -57,7 +57,8 @@ const char* Unwritable(mode_t mode) {
 
 absl::Status ProbeOutputFile(Env* env, const std::string& path, absl::string_view flag) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists) {
     if (S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat(Named(flag, path), "is a directory (expected a file path)"));
@@ -77,9 +78,25 @@ absl::Status ProbeOutputFile(Env* env, const std::string& path, absl::string_vie
   if (env->IsSpecialFile(path)) {
     // /dev/null, a terminal, /dev/stdout naming a file: checked, not opened, and nothing is
     // created beside it.
-    if (::access(path.c_str(), W_OK) == 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(Named(flag, path), "cannot be written: ", std::strerror(errno)));
+    if (::access(path.c_str(), W_OK) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Named(flag, path), "cannot be written: ", std::strerror(errno)));
+    }
+    if (exists && S_ISCHR(st.st_mode)) {
+      // A device may refuse the open that access(2) allowed: /dev/tty in a process without a
+      // controlling terminal (ENXIO) failed only when the output was written, after the work.
+      // Opened and closed at once: without waiting, never becoming the controlling terminal.
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0) {
+        const int err = errno;
+        return absl::InvalidArgumentError(
+            err == ENXIO
+                ? absl::StrCat(Named(flag, path), kNoDeviceBehind)
+                : absl::StrCat(Named(flag, path), "cannot be written: ", std::strerror(err)));
+      }
+      ::close(fd);
+    }
+    return absl::OkStatus();
   }
   // The temporary the write will use: a missing directory or an overlong name there fails
   // now, not after the work.

@@ -10,9 +10,12 @@
 //   FIFO                          opened without waiting: no      refused
 //                                 reader is refused; with one,
 //                                 held open until exit
-//   character device (/dev/null,  access(W_OK), never opened      refused
-//   a terminal), a link under
-//   /dev/ or /proc/ (/dev/stdout)
+//   character device (/dev/null,  access(W_OK), then opened       refused
+//   a terminal)                   without waiting and closed
+//                                 (/dev/tty without a controlling
+//                                 terminal is refused)
+//   a link under /dev/ or /proc/  access(W_OK), never opened      refused
+//   (/dev/stdout)
 //   socket, block device          refused                         refused
 //
 // A FIFO probe keeps its descriptor open for the rest of the process: closing it would end a

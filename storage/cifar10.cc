@@ -80,11 +80,26 @@ absl::StatusOr<std::vector<std::string>> Cifar10Files(Env* env, const std::strin
       if (name == "test_batch.bin") batches.emplace_back(0, std::string(name));
       continue;
     }
-    int number = 0;
-    if (absl::ConsumePrefix(&name, "data_batch_") && absl::ConsumeSuffix(&name, ".bin") &&
-        absl::SimpleAtoi(name, &number)) {
-      batches.emplace_back(number, absl::StrCat("data_batch_", name, ".bin"));
+    const std::string file(name);
+    if (!absl::ConsumePrefix(&name, "data_batch_") || !absl::ConsumeSuffix(&name, ".bin")) {
+      continue;
     }
+    // CIFAR-10 ships data_batch_1.bin ... data_batch_5.bin: a number of plain digits in
+    // [1, kCifar10TrainBatches]. Another data_batch_*.bin ("-1", "+3", a number past int) was
+    // read as a batch it is not, or left out without a word: refused, naming it.
+    const bool digits = !name.empty() && std::all_of(name.begin(), name.end(),
+                                                     [](char c) { return c >= '0' && c <= '9'; });
+    int number = 0;
+    if (!digits || !absl::SimpleAtoi(name, &number) || number < 1 ||
+        number > static_cast<int>(kCifar10TrainBatches)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Printable(JoinPath(spec, file)),
+          ": not a CIFAR-10 batch name (expected data_batch_1.bin ", "... data_batch_",
+          kCifar10TrainBatches,
+          ".bin, as CIFAR-10 ships); rename or move it, or list the files to read with "
+          "--cifar10 F1,F2,..."));
+    }
+    batches.emplace_back(number, file);
   }
   if (batches.empty()) {
     return absl::NotFoundError(absl::StrCat(

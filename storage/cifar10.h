@@ -25,6 +25,8 @@ inline constexpr size_t kCifar10Channels = 3;
 inline constexpr size_t kCifar10PixelBytes = kCifar10Channels * kCifar10Side * kCifar10Side;
 inline constexpr size_t kCifar10RecordBytes = 1 + kCifar10PixelBytes;  // 3,073
 inline constexpr uint32_t kCifar10Classes = 10;
+// The training batches of a CIFAR-10 directory: data_batch_1.bin ... data_batch_5.bin.
+inline constexpr uint32_t kCifar10TrainBatches = 5;
 
 // kDataLoss naming `path` and `bytes` when a batch file's size is not a positive multiple of
 // kCifar10RecordBytes (checked from its size, before it is read, and again on its bytes).
@@ -37,6 +39,8 @@ absl::StatusOr<RecordArrays> ParseCifar10(
 
 // The batch files `spec` names: a directory (its test_batch.bin for split "test", else its
 // data_batch_*.bin in batch-number order), or a comma-separated list of files.
+// A directory's other data_batch_*.bin (a number outside 1..5, a sign, not digits: "-1", "+3",
+// "6", "99999999999999999999") is kInvalidArgument naming the file; other names are ignored.
 // kNotFound naming the directory and what was looked for when it holds none. kInvalidArgument
 // naming both when two files are one batch number (data_batch_01.bin and data_batch_1.bin) or
 // one file (the same path spelled twice, a hard or symbolic link: storage/file_identity.h),

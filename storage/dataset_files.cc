@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <memory>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,45 @@ absl::Status CheckNotADatasetFile(const std::string& path, const std::string& da
     }
   }
   return absl::OkStatus();
+}
+
+size_t FirstDatasetFile(const std::vector<std::string>& paths, const std::string& data) {
+  const std::string dir = ResolvedDatasetDir(data);
+  if (dir.empty()) return paths.size();
+  struct stat data_dir;
+  if (::stat(dir.c_str(), &data_dir) != 0) return paths.size();
+  // The identities of the directory's dataset files, read once.
+  std::set<FileIdentity> files;
+  std::unique_ptr<DIR, int (*)(DIR*)> entries(::opendir(dir.c_str()), &::closedir);
+  while (entries != nullptr) {
+    const dirent* entry = ::readdir(entries.get());
+    if (entry == nullptr) break;
+    struct stat st;
+    if (IsDatasetFileName(entry->d_name) &&
+        ::stat(JoinPath(dir, entry->d_name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      files.insert(IdentityOf(st));
+    }
+  }
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
+    // By name: a dataset file's name in the dataset's directory, however the path spells it
+    // (resolved only for such names).
+    if (IsDatasetFileName(BaseName(path))) {
+      const std::string out = ResolvedOutputPath(path);
+      struct stat out_dir;
+      if (DirName(out) == dir ||
+          (::stat(DirName(out).c_str(), &out_dir) == 0 && SameFile(out_dir, data_dir))) {
+        return i;
+      }
+    }
+    // By identity: another name (a hard or symbolic link) of one of its files.
+    struct stat target;
+    if (!files.empty() && ::stat(path.c_str(), &target) == 0 && S_ISREG(target.st_mode) &&
+        files.count(IdentityOf(target)) > 0) {
+      return i;
+    }
+  }
+  return paths.size();
 }
 
 absl::Status CheckNotAnInputFile(const std::string& path, const std::string& input,

@@ -15,7 +15,9 @@
 #ifndef SLUICE_STORAGE_DATASET_FILES_H_
 #define SLUICE_STORAGE_DATASET_FILES_H_
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -38,6 +40,13 @@ std::string ResolvedOutputPath(const std::string& path);
 // in one): see above. OK too when the dataset's directory does not exist.
 absl::Status CheckNotADatasetFile(const std::string& path, const std::string& data,
                                   absl::string_view what);
+
+// The index of the first of `paths` that CheckNotADatasetFile(path, data, ...) refuses, or
+// paths.size() when none is a file of the dataset: the same test, with the dataset's directory
+// resolved and its files' identities read once, so the N files of an image list or folder
+// cost N stat(2) calls (none when the directory holds no dataset file), not N times the
+// directory's files.
+size_t FirstDatasetFile(const std::vector<std::string>& paths, const std::string& data);
 
 // OK unless the output `path` is the input file `input`: the same resolved path (any spelling,
 // a linked directory) or the same device and inode (a hard or symbolic link;

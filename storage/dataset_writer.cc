@@ -465,6 +465,33 @@ ShardHeader HeaderOfShard(const SplitPlan& plan, uint32_t s) {
   return h;
 }
 
+// Removes split `other` of `dir` (WriteDatasetOptions::remove_split_first), the caller holding
+// the lock: its manifest first, durably (the split is gone once the directory fsync returns),
+// then its shards and temporaries, best effort (what stays is a leftover the next write of
+// `other` removes). OK when `other` has no manifest.
+absl::Status RemoveOtherSplit(Env* env, const std::string& dir, const std::string& other,
+                              const std::string& split) {
+  const std::string manifest = JoinPath(dir, ManifestFileName(other));
+  if (!env->FileExists(manifest)) return absl::OkStatus();
+  absl::Status removed = env->DeleteFile(manifest);
+  if (removed.ok()) removed = env->SyncDir(dir);
+  if (!removed.ok()) {
+    return absl::Status(
+        removed.code(),
+        absl::StrCat("split \"", Printable(other), "\" must be removed before split \"",
+                     Printable(split),
+                     "\" is written (the two are written as a pair, and the new \"",
+                     Printable(split), "\" beside the old \"", Printable(other),
+                     "\" would share records with it); nothing was written: ", removed.message()));
+  }
+  if (auto children = env->GetChildren(dir); children.ok()) {
+    for (const std::string& c : *children) {
+      if (IsShardOrTempOfSplit(c, other)) env->DeleteFile(JoinPath(dir, c)).IgnoreError();
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Writes the planned split under the directory lock: frames, shards, the manifest switch and
 // the cleanup (docs/formats/shard.md, "Atomicity and rewriting a split").
 absl::StatusOr<Manifest> WriteSplit(Env* env, const std::string& dir, SplitPlan plan,
@@ -474,6 +501,14 @@ absl::StatusOr<Manifest> WriteSplit(Env* env, const std::string& dir, SplitPlan 
   // One writer per directory, for the whole write (docs/formats/lock.md); creates `dir`.
   ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
                    FileLock::Acquire(env, dir, absl::StrCat("writing split \"", split, "\"")));
+  if (!options.remove_split_first.empty()) {
+    RETURN_IF_ERROR(CheckSplitName(options.remove_split_first));
+    if (options.remove_split_first == split) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("split \"", split, "\": the split to remove first is the split written"));
+    }
+    RETURN_IF_ERROR(RemoveOtherSplit(env, dir, options.remove_split_first, split));
+  }
   Manifest& m = plan.manifest;
   m.sources = options.sources;
   m.num_classes = options.num_classes;

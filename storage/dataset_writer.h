@@ -71,6 +71,14 @@ struct WriteDatasetOptions {
   std::vector<std::string> class_names;
   // Called with the number of records finished so far (from any thread); may be empty.
   std::function<void(uint64_t)> on_progress;
+  // Another split of `dir` to remove before this one is written, when it exists: under the
+  // lock, once the input is checked, its manifest is deleted and the deletion made durable
+  // (then its shards, best effort), before any byte of this split is written. Splits written
+  // as a pair one after the other (sluice-shard create --holdout-fraction: train, then test)
+  // set it on the first write, so an interruption or a failure between the two leaves the new
+  // first split and no second one, never the new first split beside the old second one, which
+  // shares records with it (docs/formats/shard.md, "Held-out split"). Empty: none.
+  std::string remove_split_first;
 };
 
 // The class count of `records`: `requested` if given, else the largest label + 1. Refuses

@@ -21,6 +21,7 @@
 // This file is the command line: every flag, the usage text, the command table and main. Each
 // command's work has its own file pair: sluice_shard_create (the create options and the write),
 // sluice_shard_inspect, sluice_shard_verify (verify and export).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -147,7 +148,9 @@ constexpr char kUsage[] =
                         leftovers of an interrupted write, removed by the next write)
   export DIR --out PREFIX [--split NAME]
       a split back to raw IDX: PREFIX-images-idx3-ubyte, PREFIX-labels-idx1-ubyte, after
-      the checks verify makes of that split (nothing is written if one fails)
+      the checks verify makes of that split (nothing is written if one fails); DIR may
+      be a manifest; without --split, DIR's train split or its only split; a --split
+      that DIR does not hold is an error listing the splits there
 exit codes: 0 ok, 1 data error, 2 usage error
 )";
 
@@ -252,8 +255,9 @@ int ReportUsageError(const absl::Status& error) {
 }
 
 // Runs one subcommand whose command line is checked; a Status from the libraries is a data error.
+// `split_given`: --split was on the command line (export: a split asked for by name).
 absl::Status RunCommand(const std::string& command, const std::vector<std::string>& positional,
-                        CreateOptions create_options) {
+                        CreateOptions create_options, bool split_given) {
   Env* env = Env::Default();
   if (command == "create") {
     // Before any input is read: a file, a FIFO or a socket at --out fails now.
@@ -279,7 +283,8 @@ absl::Status RunCommand(const std::string& command, const std::vector<std::strin
   }
   if (command == "inspect") return RunInspect(env, positional[1]);
   if (command == "verify") return RunVerify(env, positional[1]);
-  return RunExport(env, positional[1], absl::GetFlag(FLAGS_out), absl::GetFlag(FLAGS_split));
+  return RunExport(env, positional[1], absl::GetFlag(FLAGS_out),
+                   split_given ? absl::GetFlag(FLAGS_split) : "");
 }
 
 // `code`, or 1 with one line on stderr when what was printed on stdout did not all reach it
@@ -311,7 +316,10 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::string> out = RequiredFlag(name, FLAGS_out, "out");
     if (!out.ok()) return ReportUsageError(out.status());
   }
-  if (absl::Status status = RunCommand(name, command_line->positional, std::move(create_options));
+  const bool split_given = std::find(command_line->flags.begin(), command_line->flags.end(),
+                                     "split") != command_line->flags.end();
+  if (absl::Status status =
+          RunCommand(name, command_line->positional, std::move(create_options), split_given);
       !status.ok()) {
     std::fflush(stdout);
     // TerminalSafe: a path a library quoted unescaped cannot reach the terminal raw.

@@ -20,6 +20,7 @@
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "pipeline/transforms/decode_check.h"
+#include "storage/dataset_files.h"
 #include "storage/dataset_writer.h"
 #include "storage/image_files.h"
 #include "storage/record_files.h"
@@ -145,6 +146,14 @@ absl::StatusOr<ImageRecords> ReadImageInput(Env* env, const CreateOptions& o, Im
   } else {
     ASSIGN_OR_RETURN(*list, ReadImageListFile(env, o.image_list));
   }
+  // A file of the dataset --out holds (a shard, a manifest, a temporary, by any spelling or
+  // link) would be replaced, or removed as a leftover, by the write it feeds: refused as the
+  // --images and --cifar10 inputs are (tools/sluice_shard.cc), before any file is read.
+  if (const size_t i = FirstDatasetFile(list->paths, o.out); i < list->paths.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        list->names[i], " is a file of the dataset --out ", Printable(o.out),
+        " writes: the write would replace or remove it (move it out of ", Printable(o.out), ")"));
+  }
   Progress progress(absl::StrCat("read ", o.split), list->paths.size(), "files");
   uint64_t shown = 0;
   absl::Mutex mu;
@@ -234,7 +243,12 @@ absl::Status RunCreateImages(Env* env, CreateOptions o) {
   }
   if (o.holdout_fraction > 0) {
     ASSIGN_OR_RETURN(HeldOutRecords parts, HoldOut(std::move(images.records), o.holdout_fraction));
-    RETURN_IF_ERROR(WriteImageSplit(env, o, o.split, parts.kept, start));
+    // A pair: the old held-out split goes before the new --split is written, so an
+    // interruption between the two writes leaves no held-out split rather than the old one,
+    // which shares files with the new --split (docs/formats/shard.md, "Held-out split").
+    CreateOptions first = o;
+    first.write.remove_split_first = o.holdout_split;
+    RETURN_IF_ERROR(WriteImageSplit(env, std::move(first), o.split, parts.kept, start));
     RETURN_IF_ERROR(WriteImageSplit(env, o, o.holdout_split, parts.held_out, start));
   } else {
     RETURN_IF_ERROR(WriteImageSplit(env, o, o.split, images.records, start));

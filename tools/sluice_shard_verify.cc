@@ -11,6 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/output_target.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
@@ -69,6 +71,25 @@ absl::Status ReportExtraFiles(const std::string& dir, const std::vector<std::str
   return absl::OkStatus();
 }
 
+// OK when directory `dir` holds a manifest of `split`. Else kNotFound naming the split and
+// listing the splits there: export --split test of a folder whose only split is train wrote
+// the train split, exit 0, as if it were the test split.
+absl::Status CheckSplitThere(Env* env, const std::string& dir, const std::string& split) {
+  absl::StatusOr<std::vector<std::string>> children = env->GetChildren(dir);
+  if (!children.ok()) return absl::OkStatus();  // Dataset::Open names the directory
+  std::vector<std::string> splits;
+  for (absl::string_view c : *children) {
+    if (c == ManifestFileName(split)) return absl::OkStatus();
+    if (absl::ConsumeSuffix(&c, kManifestSuffix)) splits.push_back(Printable(c));
+  }
+  if (splits.empty()) return absl::OkStatus();  // Dataset::Open: not a dataset
+  std::sort(splits.begin(), splits.end());
+  return absl::NotFoundError(absl::StrCat(Printable(dir), ": no split \"", Printable(split),
+                                          "\" (expected ",
+                                          Printable(JoinPath(dir, ManifestFileName(split))),
+                                          "); the splits there: ", absl::StrJoin(splits, ", ")));
+}
+
 }  // namespace
 
 absl::Status RunVerify(Env* env, const std::string& path) {
@@ -111,10 +132,20 @@ absl::Status RunVerify(Env* env, const std::string& path) {
 absl::Status RunExport(Env* env, const std::string& path, const std::string& prefix,
                        const std::string& split) {
   // The writers' check: a name no writer writes names no split to export.
-  if (absl::Status named = CheckSplitName(split); !named.ok()) {
+  if (absl::Status named = CheckSplitName(split.empty() ? "train" : split); !named.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("export: --split: ", named.message()));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds, Dataset::Open(env, path, split));
+  const bool is_dir = !absl::EndsWith(path, kManifestSuffix);
+  if (!split.empty() && is_dir) RETURN_IF_ERROR(CheckSplitThere(env, path, split));
+  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> ds,
+                   Dataset::Open(env, path, split.empty() ? "train" : split));
+  if (!split.empty() && !is_dir && ds->manifest().split != split) {
+    // A manifest of another split: --split does not pick a sibling of the manifest named.
+    return absl::InvalidArgumentError(
+        absl::StrCat(Printable(ds->manifest_path()), " is split \"",
+                     Printable(ds->manifest().split), "\", not --split ", Printable(split),
+                     " (name the split's manifest, or give the directory ", "with --split)"));
+  }
   // The two outputs are checked before anything is read: a FIFO without a reader, a directory
   // or a socket there fails now, not after the split is decoded (or never, waiting on a FIFO).
   const std::string dir = DirName(prefix);

@@ -17,7 +17,10 @@ namespace sluice {
 absl::Status RunVerify(Env* env, const std::string& path);
 
 // Split `split` of the dataset at `path` as PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte;
-// nothing is written when a check fails.
+// nothing is written when a check fails. `split` empty (no --split): the manifest `path` names,
+// or a directory's train split, or its only split. A split named is that split or an error:
+// a directory without it is kNotFound naming the split and listing those there, and a manifest
+// of another split is kInvalidArgument naming both.
 absl::Status RunExport(Env* env, const std::string& path, const std::string& prefix,
                        const std::string& split);
 

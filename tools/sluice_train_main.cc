@@ -217,6 +217,11 @@ void AddPrinters(TrainJobOptions& options, ProgressPrinter& printer, bool rank_z
   options.progress_every_steps = every;
   options.on_progress = [&printer](const TrainProgress& p) { printer.Step(p); };
   if (rank_zero) options.on_epoch_end = [&printer](const EpochSummary& s) { printer.Epoch(s); };
+  if (rank_zero) {
+    options.on_notice = [](const std::string& line) {
+      std::fprintf(stderr, "sluice-train: warning: %s\n", TerminalSafe(line).c_str());
+    };
+  }
   options.on_autotune = [](const std::vector<std::string>& reasons) {
     for (const std::string& r : reasons) std::printf("autotune: %s\n", r.c_str());
     std::fflush(stdout);

@@ -1,5 +1,7 @@
 #include "engine/job/datasets.h"
 
+#include <sys/stat.h>
+
 #include <utility>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "common/status_macros.h"
 #include "pipeline/batch_format.h"
 #include "storage/dataset_writer.h"
+#include "storage/file_identity.h"
 #include "storage/idx.h"
 
 namespace sluice {
@@ -156,6 +159,24 @@ absl::Status CheckTrainable(const Dataset& train, const ModelConfig& model,
   return CheckClassCount(train, model);
 }
 
+// A split's records for messages: "u8 samples 8x8x3 (H x W x C), u8 labels", or "jpeg
+// images, u8 labels" for an encoded split.
+std::string RecordsText(const RecordSpec& s) {
+  if (s.encoded()) {
+    return absl::StrCat(SampleEncodingName(s.encoding), " images, ", LabelDTypeName(s.label_dtype),
+                        " labels");
+  }
+  return absl::StrCat(SampleDTypeName(s.sample_dtype), " samples ", s.height, "x", s.width, "x",
+                      s.channels, " (H x W x C), ", LabelDTypeName(s.label_dtype), " labels");
+}
+
+// Whether two splits are one manifest file (any spelling, a link: the same device and inode).
+bool SameManifest(const Dataset& a, const Dataset& b) {
+  struct stat sa, sb;
+  return ::stat(a.manifest_path().c_str(), &sa) == 0 &&
+         ::stat(b.manifest_path().c_str(), &sb) == 0 && IdentityOf(sa) == IdentityOf(sb);
+}
+
 // The test split: --test-data, else the train split's "test" sibling, else (IDX input) the
 // directory's t10k files; null when there is none.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSources& options,
@@ -181,7 +202,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSour
   }
   if (test != nullptr && !(test->spec() == train.spec())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        test->manifest_path(), ": records differ in shape or type from ", train.manifest_path()));
+        test->manifest_path(), ": records differ in shape or type from ", train.manifest_path(),
+        " (test: ", RecordsText(test->spec()), "; train: ", RecordsText(train.spec()), ")"));
   }
   return test;
 }
@@ -195,6 +217,15 @@ absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& options, const M
   RETURN_IF_ERROR(CheckTrainable(*splits.train, model, format));
   if (options.evaluate) {
     ASSIGN_OR_RETURN(splits.test, OpenTestSplit(env, options, *splits.train));
+    if (splits.test != nullptr && SameManifest(*splits.test, *splits.train)) {
+      // --data ds/test.manifest.json: its "test sibling" is itself, and the accuracy printed
+      // as the test accuracy was that of the training records.
+      splits.not_evaluated = absl::StrCat(
+          "the test split is the split trained on (", splits.test->manifest_path(),
+          "): evaluating on it would only measure the training records; give another split "
+          "with --test-data");
+      splits.test = nullptr;
+    }
     if (splits.test != nullptr) RETURN_IF_ERROR(CheckClassCount(*splits.test, model));
   }
   return splits;

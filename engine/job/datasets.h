@@ -45,10 +45,16 @@ struct SplitSources {
 struct Splits {
   std::unique_ptr<Dataset> train;
   std::unique_ptr<Dataset> test;  // null: no evaluation
+  // Why `test` is null although evaluation was asked for, when a test split was found but is
+  // the train split itself (the same manifest file: --data names a test split, or a folder
+  // whose only split is test, and its "test sibling" is itself); else empty.
+  std::string not_evaluated;
 };
 
 // Opens the train split, checks that `model` can train on it (u8 samples of the model's input
-// size), and, when evaluating, the test split (null when there is none).
+// size), and, when evaluating, the test split (null when there is none, or when it is the
+// train split's manifest file: Splits::not_evaluated says so; accuracy measured on the
+// training records is not a test accuracy).
 // `format`: the train pipeline's batch format; the model's first layer must take its samples
 // (the transforms' output, C*H*W values).
 absl::StatusOr<Splits> OpenSplits(Env* env, const SplitSources& sources, const ModelConfig& model,

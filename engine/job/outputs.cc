@@ -35,6 +35,11 @@ namespace {
 absl::StatusOr<std::shared_ptr<const int>> OpenSpecialForWriting(const std::string& path,
                                                                  absl::string_view flag) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 && errno == ENXIO && ::stat(path.c_str(), &st) == 0 && !S_ISFIFO(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--", flag, " ", path, ": ", kNoDeviceBehind));
+  }
   if (fd < 0 && errno == ENXIO) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--", flag, " ", path, ": a FIFO that no process is reading (start its reader first)"));

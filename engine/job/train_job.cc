@@ -229,6 +229,11 @@ absl::Status TrainJob::OpenData() {
   }
   if (!o_.evaluate) {
     result_.not_evaluated = "evaluation is off (--evaluate=false)";
+  } else if (!splits_.not_evaluated.empty()) {
+    result_.not_evaluated = splits_.not_evaluated;
+    // Said now, not only in the summary: a run of many epochs prints no test figure at all.
+    if (o_.on_notice)
+      o_.on_notice(absl::StrCat("nothing will be evaluated: ", result_.not_evaluated));
   } else if (splits_.test == nullptr) {
     result_.not_evaluated = absl::StrCat("no test split beside ", result_.train_manifest,
                                          " (give one with --test-data)");

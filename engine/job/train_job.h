@@ -88,6 +88,10 @@ struct TrainJobOptions {
   bool autotune = false;
   uint64_t autotune_memory_bytes = 256 << 20;
   std::function<void(const std::vector<std::string>&)> on_autotune;
+  // Called before training with a line the user should read at start, e.g. that nothing will
+  // be evaluated because the test split is the split trained on (sluice-train prints it on
+  // stderr). May be empty.
+  std::function<void(const std::string&)> on_notice;
   int64_t progress_every_steps = 200;
   // Called every `report_every_steps` optimizer steps (0: never) with the statistics so far
   // (train totals are not filled in yet), for --report-every.

@@ -10,6 +10,9 @@ step as time.sleep), which is what the check measures and which C++ cannot run i
 import time
 
 from . import _sluice
+from ._args import _INT64_MAX, _int_arg
+
+_MAX_ROUNDS = 2**31 - 1  # C++'s int (engine/job/advice_rerun.h)
 
 
 def _step_seconds(report):
@@ -37,11 +40,10 @@ def _span_rate(arguments, steps, step_seconds):
 
 def _check_advice(arguments, report, steps, rounds):
     """Each piece of report's advice rerun as an experiment (Loader.report(check_advice=True))."""
-    # An argument check, in Python as the package's others are (a value of another type
-    # fails here as it always did, not in pybind11's conversion).
-    if steps < 1 or rounds < 1:
-        raise ValueError("check_advice: steps and rounds must be >= 1, got %r and %r"
-                         % (steps, rounds))
+    # An argument check, in Python as the package's others are: TypeError or ValueError naming
+    # the argument, never pybind11's conversion error (which echoed the whole report).
+    steps = _int_arg("steps", steps, 1, _INT64_MAX, meaning=" (batches of each rerun)")
+    rounds = _int_arg("rounds", rounds, 1, _MAX_ROUNDS, meaning=" (reruns of each advice)")
     step_seconds = _step_seconds(report)
 
     def run_span(change):

@@ -20,7 +20,7 @@ from .recent_passes import summary_text as _recent_passes_text
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
 _MAX_SHUFFLE_WINDOW = 2**20   # as --shuffle-window (frames; 0 means the whole split)
-_MAX_EPOCH = 2**32 - 1        # set_epoch, load_state_dict
+_MAX_EPOCH = 2**32 - 1        # set_epoch, load_state_dict; the last epoch a loader delivers
 
 
 def _distributed_default(rank, world_size):
@@ -156,6 +156,13 @@ class Loader:
         # not the loop saw StopIteration), and its end was accounted for (_end_pass).
         self._pass_complete = False
         self._pass_ended = False
+        self._pass_delivered = False  # the latest pass handed out a batch
+        # max_corrupt_fraction counts an epoch, not a pass: (skipped, read, messages) of the
+        # passes of the latest pass's epoch that a break left before it (_epoch_counts_before).
+        self._pass_prior = (0, 0, [])
+        # What a pass left at a break carries to the pass that continues its epoch: ((epoch,
+        # step) where that pass starts, (skipped, read, messages) so far), or None.
+        self._carry = None
         # set_epoch or load_state_dict since the latest iter(): the running pass's batches no
         # longer move the position (the next iteration starts where they set it).
         self._position_set = False
@@ -176,7 +183,8 @@ class Loader:
 
     def state_dict(self):
         """Where the next batch comes from: {"order": {...}, "dataset": {"manifest_xxh3",
-        "records"}, "epoch": e, "step": s}."""
+        "records"}, "epoch": e, "step": s}. After the last epoch (2**32 - 1), epoch 2**32 at
+        step 0: load_state_dict takes it, and iterating from it raises ValueError."""
         epoch, step = self._epoch, self._step
         if step >= len(self):  # the epoch's last batch was delivered
             epoch, step = epoch + 1, 0
@@ -190,7 +198,8 @@ class Loader:
     def load_state_dict(self, state):
         """Resumes at state["epoch"], state["step"]: the next iteration continues the epoch
         exactly where the saved loader stopped. The state must be of this dataset and this
-        order (as sluice-train's checkpoints), with the step within the epoch."""
+        order (as sluice-train's checkpoints), with the step within the epoch; epoch 2**32 at
+        step 0 is the state after the last epoch (state_dict() gives it; iterating raises)."""
         if not isinstance(state, Mapping):
             raise TypeError("load_state_dict: expected the dict of state_dict(), got %r"
                             % (type(state).__name__,))
@@ -218,35 +227,62 @@ class Loader:
                 "than this loader's %s (%s, %d records); resuming needs the same dataset"
                 % (theirs["manifest_xxh3"], theirs["records"], self._core.manifest_path(),
                    mine["manifest_xxh3"], mine["records"]))
-        epoch = _int_arg("load_state_dict: epoch", state["epoch"], 0, _MAX_EPOCH)
+        epoch = _int_arg("load_state_dict: epoch", state["epoch"], 0, _MAX_EPOCH + 1,
+                         meaning=" (%d: after the last epoch, at step 0)" % (_MAX_EPOCH + 1))
         step = _int_arg("load_state_dict: step", state["step"], 0, len(self),
                         meaning=" (the steps of an epoch)")
+        if epoch > _MAX_EPOCH and step != 0:
+            raise ValueError("load_state_dict: epoch %d is after the last epoch %d: its state "
+                             "has step 0, got step %d" % (epoch, _MAX_EPOCH, step))
         if step == len(self):
-            if epoch == _MAX_EPOCH:
-                raise ValueError("load_state_dict: the state is past the last epoch %d"
-                                 % _MAX_EPOCH)
             epoch, step = epoch + 1, 0
         self._epoch, self._step = epoch, step
         self._position_set = True  # a pass still running leaves it as set
 
     def __iter__(self):
+        if (self._pass is not None and not self._pass_complete and not self._pass_ended
+                and self._pass_delivered and self._pass.exhausted()):
+            # The loop stopped before the epoch's last step but the pass had no batch left
+            # (with on_corrupt='skip', the steps after the last delivered batch were emptied:
+            # zip(range(batches delivered), L)): the epoch is complete (docs/python.md,
+            # "Epochs"). exhausted() waits, the GIL released, for the pass's next batch or its
+            # end; a batch ready means a real break, cancelled below.
+            if not self._position_set:
+                self._epoch, self._step = self._pass_epoch + 1, 0
+            self._pass_complete = True
         if self._pass is not None and self._pass_complete:
             # The last pass delivered its epoch's last batch but its loop never saw
             # StopIteration (zip(range(len(L)), L), islice(L, len(L)), a break on the last
             # step): the epoch is complete all the same. Its end is accounted for here (may
             # raise DataLossError, once; the position is the next epoch's start already).
             self._end_pass()
+        if self._epoch > _MAX_EPOCH:  # state_dict() after the last epoch, loaded or not
+            raise ValueError("the loader is past its last epoch %d (epochs are in [0, 2**32 - "
+                             "1]): set_epoch() or load_state_dict() a position to iterate again"
+                             % _MAX_EPOCH)
         previous, self._pass = self._pass, None
+        if previous is not None and not self._pass_ended and not self._position_set:
+            # A break: the next pass continues the epoch, whose budget counts both (what the
+            # delivered batches skipped; the pipeline's work ahead is read again).
+            skipped, read, messages = previous.corrupt_counts()
+            before = self._pass_prior
+            self._carry = ((self._epoch, self._step),
+                           (before[0] + skipped, before[1] + read, before[2] + list(messages)))
+        elif previous is not None:
+            self._carry = None
         if previous is not None:
             previous.cancel()
         # Dropped before the next pass starts: once no batch of it is alive, its pipeline gives
         # its buffers back for the next one to reuse instead of allocating (and page-faulting)
         # its own.
         del previous
+        carry, self._carry = self._carry, None
+        self._pass_prior = (carry[1] if carry is not None and self._step > 0
+                            and carry[0] == (self._epoch, self._step) else (0, 0, []))
         self._pass = self._core.start(self._epoch, self._step)
         self._position_set = False
         self._pass_epoch = self._epoch
-        self._pass_complete = self._pass_ended = False
+        self._pass_complete = self._pass_ended = self._pass_delivered = False
         return _Iterator(self, self._pass)
 
     def _end_pass(self):
@@ -259,7 +295,7 @@ class Loader:
         if samples > 0:
             self._epoch_rates.append((self._pass_epoch, samples, seconds, rate))
             self._recent.add(self._pass_epoch, self._pass.record())
-        _check_corrupt_budget(self, self._pass, self._pass_epoch)
+        _check_corrupt_budget(self, self._pass, self._pass_epoch, self._pass_prior)
 
     def _last_pass(self, what):
         if self._pass is None:
@@ -315,7 +351,12 @@ class Loader:
         return path
 
     def skipped(self):
-        """on_corrupt='skip': {"frames", "records", "messages"} skipped in the latest pass."""
+        """on_corrupt='skip': what the latest pass skipped as corrupt. "records": the records
+        of the steps it delivered (after a break, those of the batches the loop took, and of
+        the emptied steps before them; once the pass ended, all of its epoch's tail).
+        "frames" and "messages": the corrupt frames and the distinct messages (first 16) the
+        pipeline met, which after a break may include some past the last batch delivered
+        (the pipeline works ahead); docs/python.md, "Corrupt records"."""
         s = self._last_pass("skipped()").stats_json()
         return {"frames": s["skipped_frames"], "records": s["skipped_records"],
                 "messages": list(s["corrupt_frames"])}
@@ -359,6 +400,8 @@ class _Iterator:
                 _check_corrupt_budget(loader, self._pass, self._epoch)
             raise StopIteration
         images_capsule, labels_capsule, copy, epoch, step = item
+        if loader._pass is self._pass:
+            loader._pass_delivered = True
         images = torch.utils.dlpack.from_dlpack(images_capsule)
         labels = torch.utils.dlpack.from_dlpack(labels_capsule)
         if labels.dtype != torch.int64:  # device batches: the buffer's int32, converted there

@@ -2,6 +2,8 @@
 written by the code of `sluice-shard create` (docs/python.md, "Datasets"). The arguments' types
 and ranges (those of its flags) are checked here; the arrays' shapes, the labels and the images'
 signatures in C++ (python/src/writer.cc)."""
+from collections.abc import Iterator
+
 from . import _sluice
 from ._args import (_int_arg, _manifest_name, _native_path, _output_dir_arg, _printable,
                     _text_arg, _type_name)
@@ -9,7 +11,8 @@ from ._args import (_int_arg, _manifest_name, _native_path, _output_dir_arg, _pr
 
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
                   zstd_level=3, threads=0, layout=None, num_classes=None,
-                  frame_bytes=4 << 20, codec=None, classes=None, sources=None):
+                  frame_bytes=4 << 20, codec=None, classes=None, sources=None,
+                  max_image_pixels=_sluice.DEFAULT_MAX_IMAGE_PIXELS):
     """Writes split `split` of a shard dataset into directory `out` (the code of
     `sluice-shard create`). Atomic; returns {"split", "records", "shards", "num_classes"}.
 
@@ -18,7 +21,10 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     "none" (the default for them) or "zstd"; classes: optional class names, index = label,
     recorded in the manifest; sources: optional, one str per image, e.g. its file path,
     recorded in the manifest to name a record that fails to decode); an empty or non-JPEG/PNG
-    item is refused naming its index.
+    item is refused naming its index, and so is one whose header declares more than
+    max_image_pixels pixels (width x height; default 89478485, PIL's Image.MAX_IMAGE_PIXELS,
+    as `sluice-shard create --max-image-pixels`; None or 0: no bound), before anything is
+    written (ValueError). A generator or other iterator is refused: pass list(images).
     Or an array, uint8 or float32, one of
       [N, D]        feature vectors, stored as 1 channel of 1 x D (batches: [B, 1, 1, D]);
       [N, H, W]     one channel;
@@ -30,15 +36,20 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     num_classes (None: the largest label + 1) is recorded in the manifest, and a negative or
     too large label is refused, naming the first such record and its value."""
     import numpy as np
+    if isinstance(images, Iterator):  # NumPy would read it as one object, or consume it
+        raise TypeError("images: got a %s; pass a list (list(images)): of bytes, each an "
+                        "encoded JPEG or PNG file, or a uint8 or float32 array"
+                        % _type_name(images))
     if isinstance(images, (list, tuple)):
         _refuse_zero_records(len(images), "an empty %s" % type(images).__name__, labels)
         return _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
                               zstd_level, threads, layout, num_classes, frame_bytes, codec,
-                              classes, sources)
-    if frame_bytes != 4 << 20 or codec is not None or classes is not None or sources is not None:
-        raise ValueError("frame_bytes, codec, classes and sources apply to encoded images (a "
-                         "list of bytes); arrays are stored as zstd frames of records_per_frame "
-                         "records")
+                              classes, sources, max_image_pixels)
+    if (frame_bytes != 4 << 20 or codec is not None or classes is not None or sources is not None
+            or max_image_pixels != _sluice.DEFAULT_MAX_IMAGE_PIXELS):
+        raise ValueError("frame_bytes, codec, classes, sources and max_image_pixels apply to "
+                         "encoded images (a list of bytes); arrays are stored as zstd frames of "
+                         "records_per_frame records")
     if layout is not None and layout not in ("NHWC", "NCHW"):
         raise ValueError("layout: expected None, 'NHWC' or 'NCHW', got %s" % _printable(layout))
     num_classes = _int_arg("num_classes", num_classes, 1, 2**31 - 1, none_ok=True,
@@ -89,7 +100,7 @@ def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_le
 
 def _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
                    zstd_level, threads, layout, num_classes, frame_bytes, codec, classes,
-                   sources):
+                   sources, max_image_pixels):
     """write_dataset for a list of encoded images (arguments as write_dataset's)."""
     import numpy as np
     if layout is not None:
@@ -123,8 +134,10 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
     out, split, records_per_shard, records_per_frame, zstd_level, threads = _common_write_args(
         out, split, records_per_shard, records_per_frame, zstd_level, threads)
     frame_bytes = _int_arg("frame_bytes", frame_bytes, 1, 2**31)
+    max_image_pixels = _int_arg("max_image_pixels", max_image_pixels, 0, 2**63 - 1,
+                                none_ok=True, meaning=" (None or 0: no bound)")
     return _sluice.write_encoded_dataset(_native_path("out", out), split, list(images),
                                          np.asarray(labels),
                                          records_per_shard, records_per_frame, frame_bytes,
                                          codec, zstd_level, threads, num_classes or 0,
-                                         classes or [], sources or [])
+                                         classes or [], sources or [], max_image_pixels or 0)

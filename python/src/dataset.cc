@@ -144,13 +144,30 @@ PyDataset::PyDataset(const py::object& path, const py::object& split) {
 
 py::tuple PyDataset::GetItem(const py::object& key) {
   if (py::isinstance<py::slice>(key)) return GetSlice(key.cast<py::slice>());
-  if (!PyIndex_Check(key.ptr()) || py::isinstance<py::bool_>(key)) {
-    throw py::type_error(absl::StrCat("sluice.Dataset indices must be an int or a slice, got ",
-                                      py::repr(key).cast<std::string>(), " (",
-                                      key.get_type().attr("__name__").cast<std::string>(), ")"));
+  // A bool, NumPy's too (np.bool_, a 0-d bool array), is refused as a slip, not read as 0 or 1;
+  // an array of indices (NumPy's fancy indexing) is not an index: one record at a time.
+  const bool numpy_bool = py::hasattr(key, "dtype") && py::hasattr(key.attr("dtype"), "kind") &&
+                          py::str(key.attr("dtype").attr("kind")).cast<std::string>() == "b";
+  py::object index;
+  if (PyIndex_Check(key.ptr()) && !py::isinstance<py::bool_>(key) && !numpy_bool) {
+    index = py::reinterpret_steal<py::object>(PyNumber_Index(key.ptr()));
+    if (!index) PyErr_Clear();  // an array of more than one element: refused below
   }
-  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(key.ptr()));
-  if (!index) throw py::error_already_set();
+  if (!index) {
+    std::string shown;  // one line, at most 80 characters (NumPy's repr spans lines)
+    for (const char c : py::repr(key).cast<std::string>()) {
+      if (c == '\n' || (c == ' ' && !shown.empty() && shown.back() == ' ')) continue;
+      shown.push_back(c);
+    }
+    if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+    throw py::type_error(absl::StrCat(
+        "sluice.Dataset indices must be an int or a slice, got ", shown, " (",
+        key.get_type().attr("__name__").cast<std::string>(), ")",
+        numpy_bool || py::isinstance<py::bool_>(key) ? "; a bool is not an index"
+        : py::hasattr(key, "shape")
+            ? "; an array of indices is not an index: take records one at a time or by a slice"
+            : ""));
+  }
   int overflow = 0;
   const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow != 0) {

@@ -245,6 +245,7 @@ Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
   clock_.Requested(NowNs());  // starting the pipeline is asking for its first batch
   load_start_ = TakeCpuLoadSnapshot();
   epoch_ = epoch;
+  next_step_ = step;
   run_ = core_->TakeAhead(epoch, step);
   if (run_ != nullptr) {
     worked_ahead_ = true;
@@ -265,10 +266,15 @@ py::object Pass::Next(uint64_t cuda_stream) {
   holder->run = run_;
   run_->zero_copy_live.fetch_add(1, std::memory_order_acq_rel);  // undone by ~LeaseHolder
   const int live_before = run_->zero_copy_live.load(std::memory_order_acquire) - 1;
-  if (!WaitForBatch(&holder->lease)) return py::none();
+  if (pending_.valid()) {
+    holder->lease = std::move(pending_);  // the batch Exhausted() found
+  } else if (!WaitForBatch(&holder->lease)) {
+    return py::none();
+  }
   WorkAhead();  // before the step's clock starts: its cost is the loader's, not the step's
   const BatchView& batch = holder->lease.view();
   NoteHandedOut(holder->lease.batch_id());
+  CountDelivered(batch);
   const DLDevice where = BorrowConsumerStream(batch, cuda_stream, holder.get());
   BatchCapsules tensors = WrapBatch(holder, batch, where);
   const bool copy = MustCopy(live_before);
@@ -298,12 +304,72 @@ bool Pass::WaitForBatch(BatchLease* lease) {
       RaiseStatus(got.status());
     }
     if (!*got) {
-      done_ = true;
+      done_ = ended_ = true;
       load_end_ = TakeCpuLoadSnapshot();
       core_->PassEnded();
     }
     return *got;
   }
+}
+
+bool Pass::Exhausted() {
+  // In a fork() child the pipeline's threads are the parent's: nothing would come. Not ended;
+  // the next start refuses the child with its message.
+  if (ForkedAfterThreadsStarted()) return false;
+  if (done_) return ended_;
+  if (pending_.valid()) return false;
+  // A wait that could never end: a real break (the caller keeps batches), not an ended pass.
+  if (core_->on_device() && core_->config().device_zero_copy && RingBlockedBy()) return false;
+  while (true) {
+    absl::StatusOr<bool> got;
+    {
+      py::gil_scoped_release nogil;
+      got = run_->pipeline->NextFor(&pending_, kSignalCheckInterval);
+    }
+    if (absl::IsDeadlineExceeded(got.status())) {
+      if (PyErr_CheckSignals() != 0) {
+        Cancel();
+        throw py::error_already_set();
+      }
+      continue;
+    }
+    // An error (a corrupt record with on_corrupt=fail, every buffer held) lies past the last
+    // batch delivered: the pass did not end; the next Next() meets it again.
+    if (!got.ok()) return false;
+    if (!*got) {
+      done_ = ended_ = true;
+      load_end_ = TakeCpuLoadSnapshot();
+      core_->PassEnded();
+    }
+    return *got == false;
+  }
+}
+
+uint64_t Pass::PlannedRecords(uint64_t step) const {
+  const OrderSpec& o = core_->config().order;
+  const uint64_t b = o.batch_size;
+  const uint64_t records = core_->dataset().record_count();
+  const uint64_t end = std::min(records, core_->steps_per_epoch() * b);
+  const uint64_t first = step * b;
+  const uint64_t global = first >= end ? 0 : std::min(end, first + b) - first;
+  const DataParallelSlice& slice = core_->config().slice;
+  return global / slice.world_size + (slice.rank < global % slice.world_size ? 1 : 0);
+}
+
+void Pass::CountDelivered(const BatchView& batch) {
+  const DataParallelSlice& slice = core_->config().slice;
+  // Steps before this one that skipping emptied (one rank: they are not delivered).
+  for (uint64_t g = next_step_; g < batch.step; ++g) delivered_skipped_ += PlannedRecords(g);
+  const uint64_t planned = batch.global_size / slice.world_size +
+                           (slice.rank < batch.global_size % slice.world_size ? 1 : 0);
+  if (planned > batch.size) delivered_skipped_ += planned - batch.size;
+  delivered_samples_ += batch.size;
+  next_step_ = std::max(next_step_, batch.step + 1);
+}
+
+uint64_t Pass::skipped_records() const {
+  if (ended_) return run_->pipeline->Stats().skipped_records;
+  return delivered_skipped_;
 }
 
 void Pass::WorkAhead() {
@@ -358,13 +424,22 @@ void Pass::Cancel() {
 
 // Device batch `id` uploads into the slot of batch id - depth once that lease is released: a
 // caller still holding it would wait forever. Say so instead.
-void Pass::CheckRingNotBlocked() {
-  if (last_id_ == UINT64_MAX) return;
+std::optional<uint64_t> Pass::RingBlockedBy() const {
+  if (last_id_ == UINT64_MAX) return std::nullopt;
   const uint64_t next = last_id_ + 1, depth = limit_;
   std::lock_guard<std::mutex> l(run_->mu);
-  if (run_->live_ids.empty() || next < depth || *run_->live_ids.begin() > next - depth) return;
+  if (run_->live_ids.empty() || next < depth || *run_->live_ids.begin() > next - depth) {
+    return std::nullopt;
+  }
+  return *run_->live_ids.begin();
+}
+
+void Pass::CheckRingNotBlocked() {
+  const std::optional<uint64_t> held = RingBlockedBy();
+  if (!held) return;
+  const uint64_t depth = limit_;
   RaiseStatus(absl::FailedPreconditionError(
-      absl::StrCat("the caller still holds device batch ", *run_->live_ids.begin(),
+      absl::StrCat("the caller still holds device batch ", *held,
                    " of this pass, whose "
                    "slot the next batch needs (a ring of device_ring_depth=",
                    depth,
@@ -429,8 +504,8 @@ py::dict Pass::CorruptionStats() const {
   const BottleneckReport r = Report();
   py::dict d;
   d["skipped_frames"] = r.pipeline.skipped_frames;
-  d["skipped_records"] = r.pipeline.skipped_records;
-  d["samples_delivered"] = r.pipeline.samples_delivered;
+  d["skipped_records"] = skipped_records();
+  d["samples_delivered"] = delivered_samples_;
   d["corrupt_frames"] = r.pipeline.corrupt_frames;
   return d;
 }

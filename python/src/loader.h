@@ -194,14 +194,36 @@ class Pass {
   // The report as one HTML page at `path` (report/render/html.h), with `epochs`
   // (the loader's finished passes) and this pass's timeline. Raises on I/O errors.
   void WriteReportHtml(const std::string& path, std::vector<EpochRate> epochs) const;
-  // The corruption counts of the report: skipped_frames, skipped_records, corrupt_frames.
+  // The corruption counts of sluice.Loader.skipped(): skipped_frames and corrupt_frames as the
+  // pipeline met them (it works ahead: after a break, some may lie past the last batch
+  // delivered), skipped_records and samples_delivered as counted below.
   pybind11::dict CorruptionStats() const;
+
+  // Whether the pass has no batch left to deliver (docs/python.md, "Epochs"): waits, the GIL
+  // released, until its next batch is ready (kept for Next(): false) or it ends with none
+  // (true). false too, without waiting for ever, when the pipeline failed or the next batch
+  // could never come (the caller holds every host buffer, or the device batch whose ring slot
+  // it needs). Ctrl-C while it waits cancels the pass and raises KeyboardInterrupt.
+  bool Exhausted();
+  // Records skipped as corrupt (on_corrupt=skip) in the steps this pass delivered: in each
+  // delivered batch, this rank's share of the step's planned records less the batch's size,
+  // plus the whole of the steps before it that skipping emptied (not delivered). Once the pass
+  // has ended, every record it skipped (its trailing emptied steps too).
+  uint64_t skipped_records() const;
+  uint64_t delivered_samples() const { return delivered_samples_; }
 
   int zero_copy_live() const { return run_->zero_copy_live.load(); }
   uint32_t limit() const { return limit_; }
 
  private:
   void CheckRingNotBlocked();
+  // The batch id of the oldest batch the caller still holds whose ring slot the next device
+  // batch needs, or nullopt (CheckRingNotBlocked).
+  std::optional<uint64_t> RingBlockedBy() const;
+  // This rank's share of global step `step`'s planned records (before skips).
+  uint64_t PlannedRecords(uint64_t step) const;
+  // Counts the batch handed out now (skipped_records, delivered_samples).
+  void CountDelivered(const BatchView& batch);
   // Waits for the next batch into `*lease` in slices, checking for Ctrl-C between them.
   // false: the pass is over.
   bool WaitForBatch(BatchLease* lease);
@@ -218,6 +240,13 @@ class Pass {
   bool asked_ahead_ = false;   // WorkAhead has asked for the next epoch's run
   bool worked_ahead_ = false;  // this pass's run was started ahead (LoaderCore::TakeAhead)
   std::shared_ptr<Run> run_;
+  // The batch Exhausted() found ready, handed out by the next Next(). Declared after run_:
+  // released before the run goes.
+  BatchLease pending_;
+  bool ended_ = false;              // the pipeline ended with no batch left (not an error)
+  uint64_t next_step_ = 0;          // the step after the last one counted (CountDelivered)
+  uint64_t delivered_samples_ = 0;  // samples handed out
+  uint64_t delivered_skipped_ = 0;  // records skipped in the steps counted
   uint32_t limit_ = 0;
   uint64_t last_id_ = UINT64_MAX;  // the batch id last handed out
   bool done_ = false;

@@ -41,6 +41,7 @@
 #include "python/src/transforms_binding.h"
 #include "python/src/writer.h"
 #include "report/stages.h"
+#include "storage/image_structure.h"
 
 namespace py = pybind11;
 
@@ -170,15 +171,33 @@ void BindLoader(py::module_& m) {
              p.WriteReportHtml(path, std::move(rates));
            })
       .def("stats_json", &Pass::CorruptionStats)
-      // max_corrupt_fraction at the end of the pass: DataLossError when more than `limit` of
-      // the records it read were skipped as corrupt, worded as engine/job/corrupt_fraction.h
-      // words it for the Loader (sluice-train's --max-corrupt-fraction is the same check).
-      .def("check_corrupt_fraction", [](const Pass& p, const std::string& manifest, uint64_t epoch,
-                                        double limit) {
-        const PipelineStats s = p.Report().pipeline;
-        Check(CheckPassCorruptFraction(
-            epoch, {manifest, s.skipped_records, s.samples_delivered, &s.corrupt_frames}, limit));
-      });
+      // Whether the pass has no batch left (Pass::Exhausted; waits, the GIL released).
+      .def("exhausted", &Pass::Exhausted)
+      // (records skipped, samples delivered, corrupt messages) of the steps this pass delivered
+      // (Pass::skipped_records): what an epoch's budget carries from a pass left at a break.
+      .def("corrupt_counts",
+           [](const Pass& p) {
+             return py::make_tuple(p.skipped_records(), p.delivered_samples(),
+                                   p.Report().pipeline.corrupt_frames);
+           })
+      // max_corrupt_fraction at the end of an epoch: DataLossError when more than `limit` of
+      // the records read were skipped as corrupt, worded as engine/job/corrupt_fraction.h
+      // words it for the Loader (sluice-train's --max-corrupt-fraction is the same check). The
+      // epoch is this pass and the passes before it that a break left (prior_*: their counts,
+      // Loader.__iter__), so a break and a continuing pass are one epoch, each record once.
+      .def(
+          "check_corrupt_fraction",
+          [](const Pass& p, const std::string& manifest, uint64_t epoch, double limit,
+             uint64_t prior_skipped, uint64_t prior_read, std::vector<std::string> messages) {
+            const std::vector<std::string> mine = p.Report().pipeline.corrupt_frames;
+            messages.insert(messages.end(), mine.begin(), mine.end());
+            Check(CheckPassCorruptFraction(epoch,
+                                           {manifest, prior_skipped + p.skipped_records(),
+                                            prior_read + p.delivered_samples(), &messages},
+                                           limit));
+          },
+          py::arg("manifest"), py::arg("epoch"), py::arg("limit"), py::arg("prior_skipped") = 0,
+          py::arg("prior_read") = 0, py::arg("prior_messages") = std::vector<std::string>());
 }
 
 void BindDataset(py::module_& m) {
@@ -227,7 +246,7 @@ void BindFunctions(py::module_& m) {
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard"),
         py::arg("records_per_frame"), py::arg("frame_bytes"), py::arg("codec"),
         py::arg("zstd_level"), py::arg("threads"), py::arg("num_classes"), py::arg("classes"),
-        py::arg("sources"));
+        py::arg("sources"), py::arg("max_image_pixels"));
   // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
   m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
     return FsPathToPython(Unwrap(SplitManifestPath(path, split)));
@@ -262,6 +281,8 @@ void BindFunctions(py::module_& m) {
 PYBIND11_MODULE(_sluice, m) {
   // sluice.Loader's default, the same as sluice-train's --device-ring-depth.
   m.attr("DEFAULT_DEVICE_RING_DEPTH") = sluice::kDefaultDeviceRingDepth;
+  // write_dataset's max_image_pixels, the same as sluice-shard create's --max-image-pixels.
+  m.attr("DEFAULT_MAX_IMAGE_PIXELS") = sluice::kDefaultMaxImagePixels;
   // [min, max] of the Loader's resource arguments (pipeline/resource_limits.h), for the message
   // of a value that int64 cannot carry to CheckResourceSettings.
   const auto range = [](int64_t min, int64_t max) { return pybind11::make_tuple(min, max); };

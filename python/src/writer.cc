@@ -12,6 +12,7 @@
 #include "python/src/fork_guard.h"
 #include "storage/array_layout.h"
 #include "storage/dataset_writer.h"
+#include "storage/image_structure.h"
 
 namespace py = pybind11;
 
@@ -186,6 +187,26 @@ std::vector<std::string> EncodedSamples(const py::list& images) {
   return samples;
 }
 
+// The bound of sluice-shard create --max-image-pixels (storage/image_structure.h), in
+// write_dataset's words: the first image whose header declares more than `max_pixels` pixels
+// (0: no bound), by its index and source. An image whose header does not parse is left to the
+// writer's checks (which name it as such).
+absl::Status CheckImagePixels(const EncodedRecords& r, uint64_t max_pixels) {
+  if (max_pixels == 0) return absl::OkStatus();
+  for (size_t i = 0; i < r.samples.size(); ++i) {
+    absl::StatusOr<ImageStructure> header = ReadImageHeader(r.samples[i]);
+    if (!header.ok() || CheckDeclaredPixels(*header, max_pixels).ok()) continue;
+    const std::string source = i < r.sources.size() ? absl::StrCat(" (", r.sources[i], ")") : "";
+    return absl::InvalidArgumentError(
+        absl::StrCat("images[", i, "]", source, ": declares ", header->width, "x", header->height,
+                     " = ", uint64_t{header->width} * header->height,
+                     " pixels (width x height), more than the bound of ", max_pixels,
+                     " (max_image_pixels; the default is PIL's Image.MAX_IMAGE_PIXELS, ",
+                     kDefaultMaxImagePixels, ", and None means no bound); nothing was written"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& split, py::list images,
@@ -193,7 +214,7 @@ py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& spli
                                  uint32_t records_per_frame, uint32_t frame_bytes,
                                  const std::string& codec, int zstd_level, int threads,
                                  uint64_t num_classes, std::vector<std::string> classes,
-                                 std::vector<std::string> sources) {
+                                 std::vector<std::string> sources, uint64_t max_image_pixels) {
   CheckNotForked("sluice.write_dataset");
   NoteThreadsStarted();  // its TBB workers
   EncodedRecords r;
@@ -223,7 +244,9 @@ py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& spli
   absl::StatusOr<Manifest> m;
   {
     py::gil_scoped_release nogil;
-    m = WriteEncodedDataset(Env::Default(), out, split, r, o);
+    absl::Status pixels = CheckImagePixels(r, max_image_pixels);
+    m = pixels.ok() ? WriteEncodedDataset(Env::Default(), out, split, r, o)
+                    : absl::StatusOr<Manifest>(pixels);
   }
   SkipTbbTeardownInForkChildren();
   return Summary(Unwrap(std::move(m)));

@@ -191,8 +191,10 @@ def test_load_state_dict_refuses_a_state_of_another_dataset(small, fashion):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"epoch": 2**63}, r"epoch: must be an int in \[0, 4294967295\], got 9223372036854775808"),
-    ({"epoch": -1}, r"epoch: must be an int in \[0, 4294967295\], got -1"),
+    # 2**32: the state after the last epoch (at step 0; test_fail_safe_round5.py).
+    ({"epoch": 2**63}, r"epoch: must be an int in \[0, 4294967296\] \(4294967296: after the "
+                       r"last epoch, at step 0\), got 9223372036854775808"),
+    ({"epoch": -1}, r"epoch: must be an int in \[0, 4294967296\] .*, got -1"),
     ({"step": 1000}, r"step: must be an int in \[0, 100\]"),
     ({"order": None}, r"state\['order'\] must be a dict as state_dict\(\) gives, got None"),
     ({"epoch": "1"}, r"epoch: expected an int, got '1' \(str\)"),

@@ -103,7 +103,8 @@ def test_bad_encoded_items_are_refused_naming_the_record(tmp_path):
     with pytest.raises(ValueError, match=r"codec: expected None, 'none' or 'zstd'"):
         sluice.write_dataset(tmp_path, "train", data, [0, 1, 2], codec="lz4")
     with pytest.raises(ValueError,
-                       match=r"frame_bytes, codec, classes and sources apply to encoded"):
+                       match=r"frame_bytes, codec, classes, sources and max_image_pixels "
+                             r"apply to encoded"):
         sluice.write_dataset(tmp_path, "train", np.zeros((3, 2, 2), np.uint8), [0, 1, 2],
                              codec="zstd")
     assert not os.path.exists(tmp_path / "train.manifest.json")

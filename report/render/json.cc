@@ -16,11 +16,12 @@ SLUICE_DEFINE_JSON_FIELDS(EpochSplit, first_epoch, later_epochs, first_samples_p
 
 // The rows of "stages", each key the field's name (docs/report-schema.md, "stages").
 SLUICE_DEFINE_JSON_FIELDS(StageRow, stage, present, cpu_work, concurrency, items, samples, bytes,
-                          stored_bytes, items_per_s, samples_per_s, outside_span_pct, busy_ns, busy_pct,
-                          wait_input_pct, wait_output_pct, queue_high_water, capacity_samples_per_s,
-                          cpu_ns_per_sample, cores_busy, ceiling_samples_per_s, pct_of_ceiling,
-                          attributed_wait_pct, batches_waiting_avg, ops, outside_chain_pct,
-                          latency_p50_ns, latency_p99_ns, latency_max_ns)
+                          stored_bytes, items_per_s, samples_per_s, outside_span_pct, busy_ns,
+                          busy_pct, wait_input_pct, wait_output_pct, queue_high_water,
+                          capacity_samples_per_s, cpu_ns_per_sample, cores_busy,
+                          ceiling_samples_per_s, pct_of_ceiling, attributed_wait_pct,
+                          batches_waiting_avg, ops, outside_chain_pct, latency_p50_ns,
+                          latency_p99_ns, latency_max_ns)
 
 namespace {
 

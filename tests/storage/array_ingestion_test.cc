@@ -84,6 +84,29 @@ TEST_F(ArrayInputFilesTest, TwoCifarFilesOfOneBatchNumberAreRefusedNamingBoth) {
   EXPECT_THAT(files.status().message(), HasSubstr(Path("d/data_batch_1.bin")));
 }
 
+// data_batch_99999999999999999999.bin was left out without a word, and data_batch_-1.bin and
+// data_batch_+3.bin were read as batches -1 and 3: a data_batch_*.bin that is not one of the
+// five CIFAR-10 ships is refused, naming it.
+TEST_F(ArrayInputFilesTest, ACifarBatchNameOutsideOneToFiveIsRefusedNamingTheFile) {
+  for (const char* name : {"data_batch_99999999999999999999.bin", "data_batch_-1.bin",
+                           "data_batch_+3.bin", "data_batch_6.bin", "data_batch_0.bin",
+                           "data_batch_ 2.bin", "data_batch_.bin", "data_batch_x.bin"}) {
+    fs::remove_all(Path("d"));
+    WriteBatch("d/data_batch_1.bin");
+    WriteBatch(absl::StrCat("d/", name));
+    auto files = Cifar10Files(Env::Default(), Path("d"), "train");
+    ASSERT_FALSE(files.ok()) << name;
+    EXPECT_EQ(files.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(files.status().message(),
+                HasSubstr(absl::StrCat(Path(absl::StrCat("d/", name)),
+                                       ": not a CIFAR-10 batch name (expected data_batch_1.bin "
+                                       "... data_batch_5.bin")));
+  }
+  // The test split reads test_batch.bin alone: other names are not its concern.
+  WriteBatch("d/test_batch.bin");
+  EXPECT_TRUE(Cifar10Files(Env::Default(), Path("d"), "test").ok());
+}
+
 TEST_F(ArrayInputFilesTest, DistinctCifarBatchesAreAllRead) {
   WriteBatch("d/data_batch_1.bin");
   WriteBatch("d/data_batch_2.bin");

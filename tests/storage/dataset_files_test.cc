@@ -55,6 +55,23 @@ TEST_F(DatasetFilesTest, AManifestOfAnySplitAShardOrTheLockInTheDatasetDirectory
   EXPECT_FALSE(CheckNotADatasetFile(dir_ + "/alias/train.manifest.json", ds_, "w").ok());
 }
 
+// The files of an image list or folder are checked as one input is: by name in the dataset's
+// directory (any spelling), and by identity (a hard or symbolic link to a dataset file).
+TEST_F(DatasetFilesTest, FirstDatasetFileFindsAListedShardOrALinkToOneAndNothingElse) {
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/a.jpg", "a").ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), ds_ + "/photo.jpg", "p").ok());
+  ASSERT_EQ(::symlink((ds_ + "/train-00000-0123456789abcdef.shard").c_str(),
+                      (dir_ + "/link.jpg").c_str()),
+            0);
+  const std::string a = dir_ + "/a.jpg", photo = ds_ + "/photo.jpg";
+  EXPECT_EQ(FirstDatasetFile({a, photo}, ds_), 2u);
+  EXPECT_EQ(FirstDatasetFile({a, ds_ + "/../ds/train-00007-0123456789abcdef.shard"}, ds_), 1u);
+  EXPECT_EQ(FirstDatasetFile({a, photo, dir_ + "/link.jpg"}, ds_), 2u);
+  EXPECT_EQ(FirstDatasetFile({ds_ + "/test.manifest.json.tmp", a}, ds_), 0u);
+  // No dataset directory: nothing is one of its files.
+  EXPECT_EQ(FirstDatasetFile({dir_ + "/link.jpg"}, dir_ + "/missing"), 1u);
+}
+
 TEST_F(DatasetFilesTest, AHardOrSymbolicLinkToADatasetFileIsRefusedUnderAnyName) {
   ASSERT_EQ(::link((ds_ + "/train.manifest.json").c_str(), (dir_ + "/hard.html").c_str()), 0);
   absl::Status s = CheckNotADatasetFile(dir_ + "/hard.html", ds_, "--report-json");

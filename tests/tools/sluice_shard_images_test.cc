@@ -421,6 +421,73 @@ TEST_F(SluiceShardImagesTest, HoldoutSplitIsChosenByPathHashAndAddingFilesMovesN
   EXPECT_THAT(r.text, HasSubstr("--holdout-fraction \"1.5\": expected a number in (0, 1)"));
 }
 
+// A holdout rewrite wrote the new train split, then the new test split: an interruption or a
+// failure between the two (here a directory where the test manifest's temporary goes) left
+// the new train beside the old test, sharing files with it, and nothing said so. The old
+// held-out split is now removed before the new train split is written.
+TEST_F(SluiceShardImagesTest, AHoldoutRewriteFailingAtItsSecondSplitLeavesNoOldHeldOutSplit) {
+  const std::string root = dir_ + "/folder";
+  WriteFolder(root);
+  const std::string out = dir_ + "/ds";
+  auto sources = [&](const std::string& split) {
+    auto ds = Dataset::Open(Env::Default(), JoinPath(out, split + ".manifest.json"));
+    return ds.ok() ? (*ds)->manifest().record_sources : std::vector<std::string>{};
+  };
+  const std::string create =
+      absl::StrCat("create --image-folder ", root, " --out ", out, " --quiet --holdout-fraction ");
+  Result r = RunShard(create + "0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  ASSERT_FALSE(sources("test").empty());
+  ASSERT_EQ(RunShell(absl::StrCat("mkdir -p ", out, "/test.manifest.json.tmp/x")).exit_code, 0);
+  r = RunShard(create + "0.2");
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  // The new train split and no test split: never the old test split beside the new train.
+  EXPECT_FALSE(Env::Default()->FileExists(out + "/test.manifest.json")) << r.text;
+  const std::vector<std::string> train = sources("train");
+  EXPECT_GT(train.size(), 33u / 2) << "not the F = 0.2 train split";
+  for (const std::string& p : train) {
+    EXPECT_GE(static_cast<double>(Xxh3(p)) * 0x1p-64, 0.2) << p;
+  }
+  // The names swapped (--split test --holdout-split train) remove the old train first alike.
+  ASSERT_EQ(RunShell(absl::StrCat("rm -rf ", out, "/test.manifest.json.tmp")).exit_code, 0);
+  ASSERT_EQ(RunShell(absl::StrCat("mkdir -p ", out, "/train.manifest.json.tmp/x")).exit_code, 0);
+  r = RunShard(create + "0.3 --split test --holdout-split train");
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_FALSE(Env::Default()->FileExists(out + "/train.manifest.json")) << r.text;
+  EXPECT_FALSE(sources("test").empty());
+}
+
+// A list line naming a file inside --out that looks like a shard (train-00007-<16 hex>.shard)
+// was read, then removed by the write as a leftover: the user's image was lost. Such a file
+// (by name, or by a link from the folder) is refused before anything is read, and kept.
+TEST_F(SluiceShardImagesTest, AListedOrLinkedFileOfTheOutputDatasetIsRefusedAndKept) {
+  ASSERT_EQ(RunShell(absl::StrCat("mkdir -p ", dir_, "/ds ", dir_, "/f/a && cd ", dir_,
+                                  " && /usr/bin/python3 -c \"from PIL import Image; "
+                                  "Image.new('RGB', (4, 4)).save('img.png')\" && cp img.png "
+                                  "ds/train-00007-0123456789abcdef.shard && cp img.png f/a/0.png"))
+                .exit_code,
+            0);
+  const std::string shard = dir_ + "/ds/train-00007-0123456789abcdef.shard";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/list.txt",
+                                  "img.png,0\nds/train-00007-0123456789abcdef.shard,1\n")
+                  .ok());
+  Result r =
+      RunShard(absl::StrCat("create --image-list ", dir_, "/list.txt --out ", dir_, "/ds --quiet"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr(absl::StrCat(
+                          "list.txt:2: ds/train-00007-0123456789abcdef.shard is a file of the "
+                          "dataset --out ",
+                          dir_, "/ds writes")));
+  EXPECT_TRUE(Env::Default()->FileExists(shard));
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ + "/ds/train.manifest.json"));
+  // A folder's file that is a link to it.
+  ASSERT_EQ(::symlink(shard.c_str(), (dir_ + "/f/a/1.png").c_str()), 0);
+  r = RunShard(absl::StrCat("create --image-folder ", dir_, "/f --out ", dir_, "/ds --quiet"));
+  EXPECT_EQ(r.exit_code, 1) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("f/a/1.png is a file of the dataset --out "));
+  EXPECT_TRUE(Env::Default()->FileExists(shard));
+}
+
 TEST_F(SluiceShardImagesTest, FilesLargerThanTheMemoryAreRefusedBeforeReading) {
   // Four sparse 200 MiB "images" (each within the 2^28 bytes of one sample, refused alone
   // from its size): their sizes, not their bytes, are what the check reads.

@@ -104,6 +104,47 @@ TEST_F(SluiceShardCliTest, CreateVerifyExportRoundTripIsByteIdentical) {
             ReadFileToString(env_, labels_).value());
 }
 
+// export --split test of a folder whose only split is train wrote the train split, exit 0,
+// as if it were the test split (and so did a train manifest with --split test). A split named
+// is that split or an error naming it and the splits there; without --split, a folder's only
+// split is still exported.
+TEST_F(SluiceShardCliTest, ExportOfASplitTheDatasetDoesNotHoldIsAnErrorListingItsSplits) {
+  ASSERT_EQ(RunShard(CreateArgs()).exit_code, 0);
+  for (const char* split : {"test", "val"}) {
+    Result e =
+        RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/x --split ", split));
+    EXPECT_EQ(e.exit_code, 1) << e.text;
+    EXPECT_THAT(e.text,
+                HasSubstr(absl::StrCat(dir_, "/ds: no split \"", split, "\" (expected ", dir_,
+                                       "/ds/", split, ".manifest.json); the splits there: train")));
+    EXPECT_FALSE(env_->FileExists(dir_ + "/out/x-images-idx3-ubyte"));
+  }
+  Result e = RunShard(
+      absl::StrCat("export ", dir_, "/ds/train.manifest.json --out ", dir_, "/out/x --split test"));
+  EXPECT_EQ(e.exit_code, 1) << e.text;
+  EXPECT_THAT(e.text, HasSubstr(absl::StrCat(dir_,
+                                             "/ds/train.manifest.json is split \"train\", "
+                                             "not --split test")));
+  EXPECT_FALSE(env_->FileExists(dir_ + "/out/x-images-idx3-ubyte"));
+  // Named as it is, or not named: exported.
+  EXPECT_EQ(
+      RunShard(absl::StrCat("export ", dir_, "/ds --out ", dir_, "/out/t --split train")).exit_code,
+      0);
+  EXPECT_EQ(RunShard(absl::StrCat("export ", dir_, "/ds/train.manifest.json --out ", dir_,
+                                  "/out/m --split train"))
+                .exit_code,
+            0);
+  ASSERT_EQ(RunShard(absl::StrCat("create --images ", images_, " --labels ", labels_, " --out ",
+                                  dir_, "/only_test --split test --quiet"))
+                .exit_code,
+            0);
+  e = RunShard(absl::StrCat("export ", dir_, "/only_test --out ", dir_, "/out/only"));
+  EXPECT_EQ(e.exit_code, 0) << e.text;
+  e = RunShard(absl::StrCat("export ", dir_, "/only_test --out ", dir_, "/out/foo --split foo"));
+  EXPECT_EQ(e.exit_code, 1) << e.text;
+  EXPECT_THAT(e.text, HasSubstr("the splits there: test"));
+}
+
 TEST_F(SluiceShardCliTest, ThreadCountDoesNotChangeTheOutput) {
   ASSERT_EQ(RunShard(CreateArgs() + " --threads 1").exit_code, 0);
   ASSERT_EQ(std::system(absl::StrCat("mv ", dir_, "/ds ", dir_, "/ds1").c_str()), 0);

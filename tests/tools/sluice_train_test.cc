@@ -238,6 +238,47 @@ TEST_F(SluiceTrainTest, NoTestSplitSaysNothingWasEvaluated) {
       << out.text;
 }
 
+// --data DS/test.manifest.json (or a folder whose only split is test) trained on the test
+// split and then evaluated on its "test sibling", itself: "final test accuracy" was that of
+// the training records. Nothing is evaluated, said at start and in the summary; exit 0.
+TEST_F(SluiceTrainTest, TrainingOnTheTestSplitDoesNotEvaluateOnItself) {
+  WriteDatasetOptions options;
+  options.sharding.records_per_shard = 1500;
+  ASSERT_TRUE(
+      WriteDataset(Env::Default(), dir_ + "/only_test", "test", MakeRecords(300, 3), options).ok());
+  for (const std::string& data : {dir_ + "/data/test.manifest.json", dir_ + "/only_test"}) {
+    Output out = RunTrain(absl::StrCat("--data=", data, " --device=cpu --epochs=1 --quiet"));
+    ASSERT_EQ(out.exit_code, 0) << data << "\n" << out.text;
+    EXPECT_NE(out.text.find("sluice-train: warning: nothing will be evaluated: the test split is "
+                            "the split trained on"),
+              std::string::npos)
+        << data << "\n"
+        << out.text;
+    EXPECT_NE(out.text.find("nothing was evaluated: the test split is the split trained on"),
+              std::string::npos)
+        << data << "\n"
+        << out.text;
+    EXPECT_EQ(out.text.find("final test accuracy"), std::string::npos) << data << "\n" << out.text;
+  }
+}
+
+// "records differ in shape or type from ..." named the two manifests but neither shape.
+TEST_F(SluiceTrainTest, ATestSplitOfAnotherShapeIsRefusedGivingBothShapes) {
+  RecordArrays small;
+  small.spec = {SampleDType::kU8, LabelDType::kU8, 14, 14, 3};
+  small.count = 10;
+  small.samples.assign(10 * 14 * 14 * 3, '\x07');
+  small.labels.assign(10, '\x01');
+  ASSERT_TRUE(WriteDataset(Env::Default(), dir_ + "/data", "test", small, {}).ok());
+  Output out = RunTrain(absl::StrCat("--data=", dir_, "/data --device=cpu --epochs=1 --quiet"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("records differ in shape or type from"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("(test: u8 samples 14x14x3 (H x W x C), u8 labels; train: u8 samples "
+                          "28x28x1 (H x W x C), u8 labels)"),
+            std::string::npos)
+      << out.text;
+}
+
 TEST_F(SluiceTrainTest, MissingDataIsRuntimeErrorNamingThePath) {
   Output out = RunTrain(absl::StrCat("--data=", dir_, "/nowhere --device=cpu"));
   EXPECT_EQ(out.exit_code, 1) << out.text;

@@ -113,6 +113,28 @@ TEST_F(ToolOutputsTest, AFifoWithAReaderGetsTheWholeReport) {
   EXPECT_TRUE(nlohmann::json::accept(received)) << received.substr(0, 400);
 }
 
+// --report-html /dev/tty in a process without a controlling terminal passed the start check
+// (access(2) allows it), trained, and then failed calling /dev/tty "a FIFO that no process is
+// reading". A character device is now opened at start, and the refusal names the real cause.
+TEST_F(ToolOutputsTest, DevTtyWithoutAControllingTerminalIsRefusedAtStartNamingTheCause) {
+  if (testing::RunShell("command -v setsid").exit_code != 0) GTEST_SKIP() << "needs setsid";
+  // setsid -w: a new session, without a controlling terminal, waited for.
+  const Output detached = testing::RunShell(absl::StrCat(
+      "(SLUICE_CACHE_DIR=", dir_, "/cache setsid -w timeout 60 ", SLUICE_TRAIN_BIN,
+      " --data=", dir_,
+      "/data --evaluate=false --device=cpu --epochs=1 --ceilings=false --report-html=/dev/tty "
+      "< /dev/null)"));
+  EXPECT_EQ(detached.exit_code, 1) << detached.text;
+  EXPECT_NE(detached.text.find("--report-html /dev/tty: cannot be opened: no such device or "
+                               "address (a device with nothing behind it, such as /dev/tty in a "
+                               "process without a controlling terminal)"),
+            std::string::npos)
+      << detached.text;
+  EXPECT_EQ(detached.text.find("FIFO"), std::string::npos) << detached.text;
+  EXPECT_EQ(detached.text.find("epoch 1:"), std::string::npos) << "trained first:\n"
+                                                               << detached.text;
+}
+
 TEST_F(ToolOutputsTest, ACheckpointDirThatIsNotADirectoryOrHoldsAFifoIsRefusedAtStart) {
   const std::string fifo = Fifo("ckpt.fifo");
   Output out = Train(absl::StrCat("--checkpoint-dir=", fifo));
