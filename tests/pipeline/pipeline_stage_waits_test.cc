@@ -101,13 +101,16 @@ TEST(PipelineStageWaits, WorkOutsideTheConsumersSpanIsCounted) {
   auto p = Pipeline::Create(data.dataset.get(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   (*p)->SetConsumerInSpan(false);
-  // Outside the span until every stage has recorded all its items as built outside (a stage
-  // records an item after handing it on, so the reader's last frame may be recorded after the
-  // last batch). An item counted in the span would keep the wait going to the deadline.
+  // The pipeline starts building at Create: an item recorded before the span closed counts in
+  // it (a slow main thread, under TSan, let a few through). Everything recorded after counts
+  // outside, so at least what was not yet recorded here.
+  const PipelineStats closed = (*p)->Stats();
+  // Outside the span until every stage has recorded all its items (a stage records an item
+  // after handing it on, so the reader's last frame may be recorded after the last batch).
   const auto all_recorded = [&p] {
     const PipelineStats s = (*p)->Stats();
     for (Stage st : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
-      if (s[st].samples != 1024 || s[st].samples_outside_span != 1024) return false;
+      if (s[st].samples != 1024) return false;
     }
     return true;
   };
@@ -115,8 +118,8 @@ TEST(PipelineStageWaits, WorkOutsideTheConsumersSpanIsCounted) {
   while (!all_recorded() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_TRUE(all_recorded())
-      << "within 60 s, not every sample was built and counted outside the span";
+  ASSERT_TRUE(all_recorded()) << "within 60 s, not every sample was built: "
+                              << (*p)->Stats().ToString();
   (*p)->SetConsumerInSpan(true);
   BatchLease lease;
   uint64_t batches = 0;
@@ -126,7 +129,8 @@ TEST(PipelineStageWaits, WorkOutsideTheConsumersSpanIsCounted) {
   const PipelineStats s = (*p)->Stats();
   for (Stage st : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
     EXPECT_EQ(s[st].samples, 1024u) << StageName(st);
-    EXPECT_EQ(s[st].samples_outside_span, 1024u) << StageName(st);
+    EXPECT_GE(s[st].samples_outside_span, 1024u - closed[st].samples) << StageName(st);
+    EXPECT_LE(s[st].samples_outside_span, 1024u) << StageName(st);
   }
   // A consumer that never leaves its span (Python's pass) counts nothing outside.
   auto q = Pipeline::Create(data.dataset.get(), o);
