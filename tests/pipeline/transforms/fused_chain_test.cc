@@ -114,10 +114,16 @@ absl::StatusOr<TransformChain> Chain(const std::string& text, const SampleSpec& 
   return TransformChain::Create(std::move(*ops), input, fuse);
 }
 
+// `chain`'s scratch, 64-byte aligned inside `*buffer` (sized here).
+char* AlignedScratch(const TransformChain& chain, std::vector<char>* buffer) {
+  buffer->assign(chain.scratch_bytes() + 64, 0);
+  return buffer->data() + (64 - reinterpret_cast<uintptr_t>(buffer->data()) % 64) % 64;
+}
+
 // One record through a chain; the output bytes, or the status's message.
 std::string RunRecord(const TransformChain& chain, const std::string& record, uint64_t index) {
-  std::vector<char> scratch(chain.scratch_bytes() + 64);
-  char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  std::vector<char> scratch;
+  char* aligned = AlignedScratch(chain, &scratch);
   std::vector<float> out((chain.output_spec().bytes() + 3) / 4);
   const absl::Status s =
       chain.ApplyRecord(record.data(), record.size(), out.data(), SampleKey{7, 1, index}, aligned);
@@ -227,9 +233,8 @@ TEST(FusedChainTest, DecodesOnlyTheCropsWindowOfAJpegWithTheUnfusedBytes) {
       for (uint64_t index = 0; index < 12; ++index) {
         const std::string want = RunRecord(*unfused, records[r], index);
         ASSERT_EQ(want.size(), unfused->output_spec().bytes()) << text << " record " << r;
-        std::vector<char> scratch(fused->scratch_bytes() + 64);
-        char* aligned =
-            scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+        std::vector<char> scratch;
+        char* aligned = AlignedScratch(*fused, &scratch);
         std::string got(fused->output_spec().bytes(), '\0');
         DecodeTiming timing;
         ASSERT_TRUE(fused
@@ -268,8 +273,8 @@ TEST(FusedChainTest, CenterCropDecodesOnlyTheKeptPartOfAJpegWithTheSameBytes) {
     ASSERT_TRUE(chain.ok()) << chain.status();
     uint64_t decoded = 0, stored = 0;
     for (size_t r = 0; r < records.size(); ++r) {
-      std::vector<char> scratch(chain->scratch_bytes() + 64);
-      char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+      std::vector<char> scratch;
+      char* aligned = AlignedScratch(*chain, &scratch);
       std::vector<char> whole(chain->scratch_bytes());
       absl::StatusOr<SampleSpec> spec =
           chain->DecodeRecord(records[r].data(), records[r].size(), whole.data(), aligned);
