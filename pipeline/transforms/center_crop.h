@@ -27,6 +27,9 @@ class CenterCrop final : public Transform {
   std::string Identity() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const override {
+    return std::make_pair(height_, width_);
+  }
 
   // The part of a height x width image the crop keeps: the centred crop where the crop is
   // shorter than the side, the whole side where it is longer (that side is padded). Cropping

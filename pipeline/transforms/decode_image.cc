@@ -194,13 +194,39 @@ absl::StatusOr<std::unique_ptr<Transform>> DecodeImage::FromArgs(const Transform
   ASSIGN_OR_RETURN(const std::string mode, args.Name("mode", "RGB"));
   std::string upper = absl::AsciiStrToUpper(mode);
   if (absl::StartsWith(upper, "IMAGEREADMODE.")) upper = upper.substr(14);
-  if (upper == "RGB") return std::make_unique<DecodeImage>(3);
-  if (upper == "L" || upper == "GRAY") return std::make_unique<DecodeImage>(1);
-  return args.Wrong("mode", "RGB or L (grey)");
+  uint32_t channels = 0;
+  if (upper == "RGB") channels = 3;
+  if (upper == "L" || upper == "GRAY") channels = 1;
+  if (channels == 0) return args.Wrong("mode", "RGB or L (grey)");
+  if (!args.Has("draft")) return std::make_unique<DecodeImage>(channels);
+  constexpr char kDraftValues[] =
+      "False, True (the size of the Resize, RandomResizedCrop or CenterCrop after it), or a "
+      "requested size: an int or (h, w), positive";
+  if (absl::StatusOr<bool> on = args.Bool("draft", std::nullopt); on.ok()) {
+    auto op = std::make_unique<DecodeImage>(channels);
+    op->draft_pending_ = *on;
+    return op;
+  }
+  absl::StatusOr<std::vector<int64_t>> size = args.Ints("draft", {1, 2}, std::nullopt);
+  if (!size.ok()) return args.Wrong("draft", kDraftValues);
+  const int64_t h = (*size)[0], w = size->back();
+  if (h < 1 || w < 1 || h > UINT32_MAX || w > UINT32_MAX) return args.Wrong("draft", kDraftValues);
+  return std::make_unique<DecodeImage>(channels, static_cast<uint32_t>(h),
+                                       static_cast<uint32_t>(w));
 }
 
 std::string DecodeImage::Identity() const {
-  return absl::StrCat(kName, "(mode=", channels_ == 3 ? "RGB" : "L", ")");
+  std::string draft;
+  if (draft_pending_) draft = ", draft=True";
+  if (draft_height_ > 0) {
+    draft = absl::StrCat(", draft=(", draft_height_, ", ", draft_width_, ")");
+  }
+  return absl::StrCat(kName, "(mode=", channels_ == 3 ? "RGB" : "L", draft, ")");
+}
+
+uint32_t DecodeImage::JpegScale(const transforms_internal::JpegHeader& header) const {
+  if (draft_height_ == 0) return 1;
+  return transforms_internal::DraftScale(header, draft_height_, draft_width_);
 }
 
 absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
@@ -212,6 +238,11 @@ absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
   }
   if (in.height == 0 || in.width == 0) {
     return absl::InvalidArgumentError("DecodeImage: expected a positive bound on image sizes");
+  }
+  if (draft_pending_) {
+    return absl::InvalidArgumentError(
+        "DecodeImage(draft=True): no size to draft to; expected a Resize, RandomResizedCrop or "
+        "CenterCrop after it, or draft=size");
   }
   SampleSpec out{ElementType::kU8, channels_,          in.height,
                  in.width,         SampleLayout::kCHW, SampleExtent::kVariable};
@@ -231,6 +262,15 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeImage::DecodeInter
     return absl::DataLossError("empty record (0 bytes); expected a JPEG or PNG image");
   }
   absl::StatusOr<transforms_internal::InterleavedU8Image> image;
+  if (draft_height_ > 0 && StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) {
+    // A draft: the whole image at its reduced scale, through libjpeg's API as PIL decodes it
+    // (DecodeJpegWindow does the luma for mode=L).
+    const auto everything = [](uint32_t height, uint32_t width) {
+      return transforms_internal::PixelWindow{0, 0, width, height};
+    };
+    ASSIGN_OR_RETURN(std::optional<Window> whole, DecodeJpegWindow(in, io, everything));
+    return whole->image;
+  }
   if (StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) {
     image = DecodeJpeg(in, io);
   } else if (StartsWith(io, kPngMagic, sizeof(kPngMagic))) {
@@ -260,11 +300,13 @@ absl::StatusOr<std::optional<DecodeImage::Window>> DecodeImage::DecodeJpegWindow
   ASSIGN_OR_RETURN(const transforms_internal::JpegHeader header,
                    transforms_internal::ReadJpegHeader(jpeg));
   RETURN_IF_ERROR(CheckBound("JPEG", header.width, header.height, in));
-  const transforms_internal::PixelWindow window = choose(header.height, header.width);
+  const uint32_t scale = JpegScale(header);
+  const transforms_internal::JpegHeader decoded = transforms_internal::ScaledHeader(header, scale);
+  const transforms_internal::PixelWindow window = choose(decoded.height, decoded.width);
   Window w;
   auto* px = static_cast<uint8_t*>(io.op_scratch);
   ASSIGN_OR_RETURN(w.image, transforms_internal::DecodeJpegWindow(
-                                jpeg, window, px, ScratchBytes(in), &w.decoded_pixels));
+                                jpeg, window, px, ScratchBytes(in), &w.decoded_pixels, scale));
   w.stored_pixels = uint64_t{header.width} * header.height;
   if (channels_ == 1 && w.image.pixel_bytes != 1) {
     LumaInPlace(px, size_t{w.image.height} * w.image.width, w.image.pixel_bytes);

@@ -14,6 +14,13 @@
 //   (when set) the image's width x height: a larger declared size is refused from the header,
 //   before any decoding (a decompression bomb). 1x1 decodes. The scratch is sized from the
 //   area bound (SampleSpec::plane_values()), not from the box of the two sides.
+// - draft (opt in, issue 36): a JPEG decodes at 1/2, 1/4 or 1/8 of its size through libjpeg's
+//   scaled accurate IDCT, as PIL's Image.draft("RGB", (width, height)) does for a requested
+//   size: the scale is the largest of 8, 4, 2, 1 not over min(W // width, H // height), so both
+//   sides stay at least the requested ones, and the image is each side / scale rounded up. The
+//   pixels are bitwise PIL's `im.draft("RGB", (w, h)); im.convert(mode)`. draft=True takes the
+//   size from the first Resize, RandomResizedCrop or CenterCrop after DecodeImage (resolved when
+//   the chain is parsed, parse.cc; the identity names the size). PNGs decode whole, as in PIL.
 // Per-sample failures are kDataLoss with the reason (empty, not a JPEG or PNG, corrupt,
 // truncated, over the bound). The codecs' own working memory is theirs (libjpeg's per-image
 // pools, a libspng context per image); the pixels go to the chain's buffers: the codec writes
@@ -42,10 +49,15 @@ namespace sluice {
 class DecodeImage final : public Transform {
  public:
   static constexpr absl::string_view kName = "DecodeImage";
-  static constexpr absl::string_view kParams[] = {"mode"};
-  // mode: RGB or L (also GRAY, ImageReadMode.RGB, ImageReadMode.GRAY).
+  static constexpr absl::string_view kParams[] = {"mode", "draft"};
+  // mode: RGB or L (also GRAY, ImageReadMode.RGB, ImageReadMode.GRAY). draft: False (the
+  // default), True (the size of the next op that makes one; ParseTransforms resolves it), or a
+  // requested size, an int (a square) or (h, w).
   static absl::StatusOr<std::unique_ptr<Transform>> FromArgs(const TransformArgs& args);
   explicit DecodeImage(uint32_t channels) : channels_(channels) {}
+  // draft_height x draft_width: PIL's draft size (0 x 0: none).
+  DecodeImage(uint32_t channels, uint32_t draft_height, uint32_t draft_width)
+      : channels_(channels), draft_height_(draft_height), draft_width_(draft_width) {}
 
   std::string Identity() const override;
   // Takes EncodedSampleSpec only; gives u8 CxHxW CHW varying, bounded by the input's size.
@@ -65,6 +77,15 @@ class DecodeImage final : public Transform {
   absl::StatusOr<transforms_internal::InterleavedU8Image> DecodeInterleaved(
       const SampleSpec& in, const SampleBuffers& io) const;
   uint32_t channels() const { return channels_; }
+  // draft=True, not yet given its size (ParseTransforms replaces such an op before any chain
+  // uses it; OutputSpec refuses one).
+  bool draft_pending() const { return draft_pending_; }
+  // The same op with a draft of height x width.
+  std::unique_ptr<DecodeImage> WithDraft(uint32_t height, uint32_t width) const {
+    return std::make_unique<DecodeImage>(channels_, height, width);
+  }
+  // The scale a JPEG of header's size decodes at: 1 without a draft.
+  uint32_t JpegScale(const transforms_internal::JpegHeader& header) const;
 
   // A window of a JPEG, decoded from only the iMCU rows and columns that cover it (issue 36;
   // transforms_internal::DecodeJpegWindow): the pixels DecodeInterleaved would give, cut to the
@@ -86,7 +107,10 @@ class DecodeImage final : public Transform {
       const;
 
  private:
-  uint32_t channels_;  // 3 (RGB) or 1 (L)
+  uint32_t channels_;          // 3 (RGB) or 1 (L)
+  uint32_t draft_height_ = 0;  // PIL's draft size; 0 x 0: none
+  uint32_t draft_width_ = 0;
+  bool draft_pending_ = false;
 };
 
 }  // namespace sluice

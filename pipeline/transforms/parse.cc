@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
+#include "pipeline/transforms/decode_image.h"
 #include "pipeline/transforms/registry.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -251,7 +253,23 @@ absl::StatusOr<std::vector<std::unique_ptr<Transform>>> ParseTransforms(absl::st
         "the transform list is ", text.size(), " bytes, more than the maximum ",
         kMaxTransformsTextBytes, " (a chain of ", kMaxTransformOps, " ops takes a few kilobytes)"));
   }
-  return Parser(text).Chain();
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Transform>> ops, Parser(text).Chain());
+  // DecodeImage(draft=True) drafts to the size of the first op after it that makes one.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto* decode = dynamic_cast<const DecodeImage*>(ops[i].get());
+    if (decode == nullptr || !decode->draft_pending()) continue;
+    std::optional<std::pair<uint32_t, uint32_t>> size;
+    for (size_t j = i + 1; j < ops.size() && !size.has_value(); ++j) size = ops[j]->SizeItMakes();
+    if (!size.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transform ", i + 1,
+          ", DecodeImage(draft=True): no Resize, RandomResizedCrop or "
+          "CenterCrop after it to take the draft's size from; expected one, or draft=size (an "
+          "int or (h, w))"));
+    }
+    ops[i] = decode->WithDraft(size->first, size->second);
+  }
+  return ops;
 }
 
 }  // namespace sluice

@@ -17,7 +17,8 @@
 // its arguments), a bad number, a missing bracket, a value of the wrong form. Every piece of
 // the text an error quotes is escaped and cut (common/printable.h), so a 10 MB argument is
 // echoed as 200 characters and its length. The ops are built but not checked against a sample
-// spec: TransformChain::Create does that.
+// spec: TransformChain::Create does that. DecodeImage(draft=True) is given its size here, the
+// size of the first op after it that makes one (Transform::SizeItMakes).
 //
 // Bounds (docs/limits.md, "Echoed input"): the text is at most kMaxTransformsTextBytes and
 // // the chain at most kMaxTransformOps ops: a longer text is refused before it is parsed, a

@@ -47,6 +47,9 @@ class RandomResizedCrop final : public Transform {
   std::string Identity() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const override {
+    return std::make_pair(height_, width_);
+  }
 
   // The chain's fused path after DecodeImage (transform_chain.h, "Fused ops"): the same window
   // (the same draws from rng) and the same resize, bit for bit, read from the decoder's

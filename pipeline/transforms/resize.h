@@ -35,6 +35,9 @@ class Resize final : public Transform {
   std::string Identity() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const override {
+    return std::make_pair(height_, width_);
+  }
 
  private:
   Resize(uint32_t height, uint32_t width, bool smaller_edge, uint32_t max_size)

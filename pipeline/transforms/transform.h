@@ -17,7 +17,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "pipeline/sample_spec.h"
@@ -92,6 +94,12 @@ class Transform {
   // Bytes of per-thread working memory ApplyVariable needs beside src and dst for any input
   // within `bound` (the op's input spec in the chain); TransformChain sizes it before the run.
   virtual size_t ScratchBytes(const SampleSpec& bound) const { return 0; }
+
+  // The output size (height, width) this op makes of any input from its own arguments, where it
+  // resizes or crops to one (Resize, its smaller edge as a square; RandomResizedCrop;
+  // CenterCrop); nullopt for the others. DecodeImage(draft=True) takes its requested size from
+  // the first op after it that has one (parse.cc).
+  virtual std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const { return std::nullopt; }
 };
 
 }  // namespace sluice

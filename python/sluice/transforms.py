@@ -131,13 +131,29 @@ def _bilinear(interpolation, antialias):
 
 class DecodeImage(_Op):
     """The first op on a dataset of encoded images (JPEG or PNG records): the pixels PIL's
-    Image.open(f).convert(mode) gives, mode "RGB" (3 channels) or "L" (grey)."""
+    Image.open(f).convert(mode) gives, mode "RGB" (3 channels) or "L" (grey).
 
-    def __init__(self, mode="RGB"):
+    draft (opt in): decode a JPEG at 1/2, 1/4 or 1/8 of its size, bitwise as PIL's
+    ``im.draft("RGB", (w, h)); im.convert(mode)`` for a requested size (h, w): True takes the
+    size of the first Resize, RandomResizedCrop or CenterCrop after it; an int is a square; a
+    pair is (h, w), torchvision's order (PIL's draft takes (w, h)). PNGs decode whole."""
+
+    def __init__(self, mode="RGB", draft=False):
         name = str(mode).replace("ImageReadMode.", "").upper()
         if name not in ("RGB", "L", "GRAY"):
             raise ValueError("mode: expected 'RGB' or 'L', got %r" % (mode,))
-        super().__init__("DecodeImage", ["mode=" + ("RGB" if name == "RGB" else "L")])
+        arguments = ["mode=" + ("RGB" if name == "RGB" else "L")]
+        if draft is True:
+            arguments.append("draft=True")
+        elif draft is not False and draft is not None:
+            sizes = list(draft) if isinstance(draft, (list, tuple)) else [draft]
+            if not 1 <= len(sizes) <= 2 or any(
+                    isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
+                    for v in sizes):
+                raise ValueError("draft: expected False, True, a positive int or (h, w) of "
+                                 "positive ints, got %s" % (_printable(draft),))
+            arguments.append("draft=" + _ints("draft", draft))
+        super().__init__("DecodeImage", arguments)
 
 
 class Resize(_Op):

@@ -85,6 +85,65 @@ def test_jpeg_decodes_bitwise_as_pil(options):
             assert np.array_equal(decode(exact(out, h, w), data), pil_chw(data, out)), (h, w, out)
 
 
+def pil_draft_chw(data, mode, h, w):
+    """PIL's reduced decode for a requested (h, w): im.draft("RGB", (w, h)); im.convert(mode)."""
+    image = Image.open(io.BytesIO(data))
+    image.draft("RGB", (w, h))
+    a = np.asarray(image.convert(mode))
+    return a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
+
+
+@pytest.mark.parametrize("options", [dict(quality=90, subsampling=0), dict(quality=90, subsampling=1),
+                                     dict(quality=90, subsampling=2),
+                                     dict(quality=85, progressive=True), "grey"])
+def test_jpeg_draft_decodes_bitwise_as_pils_draft(options):
+    # Requests from 1/8 to no reduction; the image whole through the window path (CenterCrop to
+    # its own reduced size) and through the plain decode (Resize to its own size, which copies).
+    compared = set()
+    for seed, (h, w) in enumerate([(375, 500), (481, 203), (128, 128), (600, 599), (17, 9)]):
+        image = Image.fromarray(photo(h, w, seed))
+        if options == "grey":
+            data = encoded(image.convert("L"), "JPEG", quality=80)
+        else:
+            data = encoded(image, "JPEG", **options)
+        for req in [(112, 112), (64, 64), (32, 40), (200, 100), (224, 224), (8, 8)]:
+            for out in ("RGB", "L"):
+                theirs = pil_draft_chw(data, out, *req)
+                th, tw = theirs.shape[1:]
+                compared.add((w + th - 1) // th)
+                for chain in ("DecodeImage(mode=%s, draft=(%d, %d)), CenterCrop((%d, %d))",
+                              "DecodeImage(mode=%s, draft=(%d, %d)), Resize((%d, %d))"):
+                    ours = decode(chain % ((out,) + req + (th, tw)), data)
+                    assert np.array_equal(ours, theirs), (h, w, req, out, chain)
+    assert {1, 2, 4, 8} <= compared  # every scale was compared
+
+
+def test_draft_true_takes_the_size_of_the_op_that_makes_one():
+    data = encoded(Image.fromarray(photo(375, 500, 1)), "JPEG", quality=90)
+    # Resize(64): a request of (64, 64), min(500 // 64, 375 // 64) = 5: PIL drafts at 1/4.
+    drafted = decode("DecodeImage(draft=True), RandomHorizontalFlip(p=0), Resize(64), "
+                     "CenterCrop(64)", data)
+    assert np.array_equal(drafted, decode("DecodeImage(draft=(64, 64)), Resize(64), CenterCrop(64)",
+                                          data))
+    assert not np.array_equal(drafted, decode("DecodeImage(), Resize(64), CenterCrop(64)", data))
+    # RandomResizedCrop((96, 112)): 375 // 96 = 3, 500 // 112 = 4: 1/2.
+    chain = "DecodeImage(draft=%s), RandomResizedCrop((96, 112)), RandomHorizontalFlip()"
+    for index in range(5):
+        assert np.array_equal(decode(chain % "True", data, index),
+                              decode(chain % "(96, 112)", data, index))
+    python_chain = sluice.transforms.Compose([sluice.transforms.DecodeImage(draft=True),
+                                              sluice.transforms.CenterCrop(64)])
+    assert "draft=True" in str(python_chain)
+    with pytest.raises(ValueError, match="draft"):
+        sluice.transforms.DecodeImage(draft=0)
+    with pytest.raises(ValueError, match="draft"):
+        sluice.transforms.DecodeImage(draft=(1, 2, 3))
+    with pytest.raises(ValueError, match="draft"):
+        sluice.transforms.DecodeImage(draft="yes")
+    with pytest.raises(Exception, match=r"draft=True.*no Resize, RandomResizedCrop or CenterCrop"):
+        decode("DecodeImage(draft=True), RandomCrop(32)", data)
+
+
 def test_grey_jpeg_decodes_bitwise_as_pil():
     data = encoded(Image.fromarray(photo(64, 96)).convert("L"), "JPEG", quality=80)
     for out in ("RGB", "L"):

@@ -71,7 +71,7 @@ enum class RawResult { kOk, kError, kWarning, kInternal };
 // libjpeg's handlers can longjmp across): the longjmp to the setjmp below would skip it.
 // `window` is inside the image and `out` holds its pixels (checked by the caller).
 RawResult DecodeRaw(const unsigned char* data, size_t size, const PixelWindow& window,
-                    uint32_t pixel_bytes, uint8_t* out, uint64_t* pixels_decoded,
+                    uint32_t pixel_bytes, uint32_t scale, uint8_t* out, uint64_t* pixels_decoded,
                     WindowErrorManager* err) {
   jpeg_decompress_struct cinfo{};  // zeroed: jpeg_destroy_decompress is safe at any jump
   jpeg_progress_mgr progress{};
@@ -94,7 +94,13 @@ RawResult DecodeRaw(const unsigned char* data, size_t size, const PixelWindow& w
   cinfo.out_color_space = pixel_bytes == 1 ? JCS_GRAYSCALE : JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
-  jpeg_start_decompress(&cinfo);  // a multi-scan JPEG is read whole here
+  // PIL's draft (JpegDecode.c): scale_num 1, scale_denom its scale, the rest as above; libjpeg
+  // then uses its scaled accurate IDCTs (and may decode chroma at a larger scale instead of
+  // upsampling it), as it does for PIL.
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = scale;
+  jpeg_start_decompress(&cinfo);                     // a multi-scan JPEG is read whole here
+  const JDIMENSION full_width = cinfo.output_width;  // (scaled; the crop changes output_width)
   if (static_cast<uint32_t>(cinfo.output_components) != pixel_bytes) {
     jpeg_destroy_decompress(&cinfo);
     return RawResult::kInternal;
@@ -126,8 +132,7 @@ RawResult DecodeRaw(const unsigned char* data, size_t size, const PixelWindow& w
   uint64_t right = window_right;
   if (chroma_width > 1) {
     left = window.x / chroma_width >= 1 ? (window.x / chroma_width - 1) * chroma_width : 0;
-    right = std::min<uint64_t>(((window_right - 1) / chroma_width + 2) * chroma_width,
-                               cinfo.output_width);
+    right = std::min<uint64_t>(((window_right - 1) / chroma_width + 2) * chroma_width, full_width);
   }
   auto crop_x = static_cast<JDIMENSION>(left);
   auto crop_width = static_cast<JDIMENSION>(right - left);
@@ -164,10 +169,9 @@ RawResult DecodeRaw(const unsigned char* data, size_t size, const PixelWindow& w
         static_cast<uint32_t>(cinfo.max_h_samp_factor * cinfo.min_DCT_scaled_size);
     const auto imcu_height =
         static_cast<uint32_t>(cinfo.max_v_samp_factor * cinfo.min_DCT_scaled_size);
-    // (image_width: since jpeg_crop_scanline, output_width is the crop's.)
+    // (full_width: since jpeg_crop_scanline, output_width is the crop's.)
     const uint64_t crop_right = std::min<uint64_t>(
-        (uint64_t{crop_x} + crop_width + imcu_width - 1) / imcu_width * imcu_width,
-        cinfo.image_width);
+        (uint64_t{crop_x} + crop_width + imcu_width - 1) / imcu_width * imcu_width, full_width);
     const uint32_t context = v_subsampled ? imcu_height : 0;
     const uint32_t top_aligned = window.y / imcu_height * imcu_height;
     const uint32_t top = top_aligned > context ? top_aligned - context : 0;
@@ -208,20 +212,42 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view jpeg) {
                     colorspace == TJCS_GRAY ? 1u : 3u};
 }
 
+uint32_t DraftScale(const JpegHeader& header, uint32_t height, uint32_t width) {
+  if (height == 0 || width == 0) return 1;
+  const uint32_t fit = std::min(header.width / width, header.height / height);
+  for (const uint32_t s : {8u, 4u, 2u}) {
+    if (fit >= s) return s;
+  }
+  return 1;
+}
+
+JpegHeader ScaledHeader(const JpegHeader& header, uint32_t scale) {
+  // libjpeg's jdiv_round_up(image_width * scale_num, scale_denom), PIL's (size + s - 1) // s.
+  return JpegHeader{(header.width + scale - 1) / scale, (header.height + scale - 1) / scale,
+                    header.pixel_bytes};
+}
+
 size_t JpegWindowBytes(const PixelWindow& window, uint32_t pixel_bytes) {
   return size_t{window.width} * window.height * pixel_bytes + kInterleavedReadPadding;
 }
 
 absl::StatusOr<InterleavedU8Image> DecodeJpegWindow(absl::string_view jpeg,
                                                     const PixelWindow& window, uint8_t* out,
-                                                    size_t out_capacity, uint64_t* pixels_decoded) {
-  ASSIGN_OR_RETURN(const JpegHeader header, ReadJpegHeader(jpeg));
+                                                    size_t out_capacity, uint64_t* pixels_decoded,
+                                                    uint32_t scale) {
+  if (scale != 1 && scale != 2 && scale != 4 && scale != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JPEG decode scale 1/", scale, "; expected 1/1, 1/2, 1/4 or 1/8"));
+  }
+  ASSIGN_OR_RETURN(const JpegHeader stored, ReadJpegHeader(jpeg));
+  const JpegHeader header = ScaledHeader(stored, scale);
   if (window.width == 0 || window.height == 0 || uint64_t{window.x} + window.width > header.width ||
       uint64_t{window.y} + window.height > header.height) {
     return absl::InvalidArgumentError(absl::StrCat(
         "JPEG window of ", window.width, "x", window.height, " pixels at column ", window.x,
         ", row ", window.y, " is not inside the ", header.width, "x", header.height,
-        " image (width x height); expected a non-empty window inside it"));
+        " image (width x height", scale == 1 ? "" : absl::StrCat(", decoded at 1/", scale),
+        "); expected a non-empty window inside it"));
   }
   const size_t needed = JpegWindowBytes(window, header.pixel_bytes);
   if (out == nullptr || out_capacity < needed) {
@@ -234,7 +260,7 @@ absl::StatusOr<InterleavedU8Image> DecodeJpegWindow(absl::string_view jpeg,
   }
   WindowErrorManager err;
   switch (DecodeRaw(reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size(), window,
-                    header.pixel_bytes, out, pixels_decoded, &err)) {
+                    header.pixel_bytes, scale, out, pixels_decoded, &err)) {
     case RawResult::kOk:
       return InterleavedU8Image{out, window.height, window.width, header.pixel_bytes,
                                 size_t{window.width} * header.pixel_bytes};

@@ -59,12 +59,23 @@ struct JpegHeader {
 // same JPEGs pass, with the same errors): kDataLoss "corrupt JPEG header: ..." or for CMYK/YCCK.
 absl::StatusOr<JpegHeader> ReadJpegHeader(absl::string_view jpeg);
 
+// PIL's Image.draft("RGB", (width, height)) for a JPEG of header.width x header.height: the
+// reduced scale 1/s it decodes at, s the largest of 8, 4, 2, 1 with s <= min(header.width /
+// width, header.height / height) (integer division), so that both sides stay at least the
+// requested ones where they can. 1 where the image is smaller than twice the request.
+uint32_t DraftScale(const JpegHeader& header, uint32_t height, uint32_t width);
+
+// The image's size decoded at 1/scale (libjpeg's and PIL's: each side rounded up).
+JpegHeader ScaledHeader(const JpegHeader& header, uint32_t scale);
+
 // Bytes DecodeJpegWindow needs at `out` for `window` of a JPEG with `pixel_bytes` (its
 // JpegHeader): the window's pixels and kInterleavedReadPadding after them, so that the result
 // can go to ResizeInterleavedU8.
 size_t JpegWindowBytes(const PixelWindow& window, uint32_t pixel_bytes);
 
-// Decodes `window` of `jpeg` into `out` (out_capacity bytes, at least JpegWindowBytes): the
+// Decodes `window` of `jpeg` (at 1/scale, scale 1, 2, 4 or 8: the window is then in the
+// reduced image's pixels, ScaledHeader, decoded through libjpeg's scaled accurate IDCT as PIL's
+// draft does) into `out` (out_capacity bytes, at least JpegWindowBytes): the
 // window's rows, interleaved RGB (3 bytes a pixel) for a colour JPEG or grey (1 byte) for a grey
 // one, rows width * pixel_bytes apart. Returns the image at `out` (not owned). Where
 // `pixels_decoded` is not null, it receives the area that went through the IDCT (the crop's iMCU
@@ -75,7 +86,8 @@ size_t JpegWindowBytes(const PixelWindow& window, uint32_t pixel_bytes);
 absl::StatusOr<InterleavedU8Image> DecodeJpegWindow(absl::string_view jpeg,
                                                     const PixelWindow& window, uint8_t* out,
                                                     size_t out_capacity,
-                                                    uint64_t* pixels_decoded = nullptr);
+                                                    uint64_t* pixels_decoded = nullptr,
+                                                    uint32_t scale = 1);
 
 }  // namespace sluice::transforms_internal
 

@@ -222,7 +222,10 @@ TEST(FusedChainTest, DecodesOnlyTheCropsWindowOfAJpegWithTheUnfusedBytes) {
   for (const char* text :
        {"DecodeImage(), RandomResizedCrop(24, scale=(0.02, 0.3)), RandomHorizontalFlip()",
         "DecodeImage(mode=L), RandomResizedCrop(40, scale=(0.08, 1))",
-        "DecodeImage(), RandomResizedCrop((50, 20), ratio=(0.2, 5))"}) {
+        "DecodeImage(), RandomResizedCrop((50, 20), ratio=(0.2, 5))",
+        // draft (1/4 and 1/2 of the 333x250 JPEGs): the window of the reduced image
+        "DecodeImage(draft=True), RandomResizedCrop(40), RandomHorizontalFlip()",
+        "DecodeImage(mode=L, draft=(100, 80)), RandomResizedCrop(24)"}) {
     auto fused = Chain(text, EncodedSampleSpec(400, 400), true);
     auto unfused = Chain(text, EncodedSampleSpec(400, 400), false);
     ASSERT_TRUE(fused.ok()) << fused.status();

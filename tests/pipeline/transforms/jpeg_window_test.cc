@@ -213,10 +213,102 @@ TEST_P(JpegWindowKindTest, EveryWindowEqualsTheFullDecodeCutToIt) {
   EXPECT_GT(compared, 400);
 }
 
+// A JPEG decoded whole at 1/scale through libjpeg's API, as PIL's draft decodes it (scale_num
+// 1, scale_denom `scale`, accurate IDCT, fancy upsampling, every row read in order): the
+// reference the scaled windows are cut from. Empty on failure.
+std::vector<uint8_t> ScaledFullDecode(const std::string& jpeg, int channels, uint32_t scale,
+                                      uint32_t* width, uint32_t* height) {
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr jerr{};
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(jpeg.data()), jpeg.size());
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = scale;
+  jpeg_start_decompress(&cinfo);
+  *width = cinfo.output_width;
+  *height = cinfo.output_height;
+  std::vector<uint8_t> out(size_t{*width} * *height * channels);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = &out[size_t{cinfo.output_scanline} * *width * channels];
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return out;
+}
+
+// DecodeImage(draft=...)'s decode: at 1/2, 1/4 and 1/8 every window of the reduced image is
+// the whole reduced decode cut to it, byte for byte (python/tests/test_decode_oracle.py checks
+// the whole reduced image against PIL's draft).
+TEST_P(JpegWindowKindTest, ScaledWindowsEqualTheScaledFullDecodeCutToThem) {
+  const JpegKind kind = GetParam();
+  std::mt19937 rng(362);
+  int compared = 0;
+  constexpr uint32_t kScaledSizes[][2] = {{333, 250}, {37, 29}, {1, 1},
+                                          {17, 1},    {100, 3}, {401, 203}};
+  for (const auto& size : kScaledSizes) {
+    const std::string jpeg = EncodeWithLibjpeg(
+        size[0], size[1], kind, SmoothAndNoisyPixels(size[0], size[1], kind.channels, rng));
+    ASSERT_FALSE(jpeg.empty());
+    for (const uint32_t scale : {2u, 4u, 8u}) {
+      uint32_t width = 0, height = 0;
+      const std::vector<uint8_t> full =
+          ScaledFullDecode(jpeg, kind.channels, scale, &width, &height);
+      const JpegHeader expected = ScaledHeader(JpegHeader{size[0], size[1], 3}, scale);
+      ASSERT_EQ(width, expected.width) << kind.name << " 1/" << scale;
+      ASSERT_EQ(height, expected.height) << kind.name << " 1/" << scale;
+      std::vector<PixelWindow> windows = {{0, 0, width, height},
+                                          {0, 0, 1, 1},
+                                          {width - 1, height - 1, 1, 1},
+                                          {0, height / 2, width, height - height / 2}};
+      for (int i = 0; i < 30; ++i) {
+        const uint32_t w = 1 + rng() % width, h = 1 + rng() % height;
+        windows.push_back({static_cast<uint32_t>(rng() % (width - w + 1)),
+                           static_cast<uint32_t>(rng() % (height - h + 1)), w, h});
+      }
+      for (const PixelWindow& w : windows) {
+        std::vector<uint8_t> out(JpegWindowBytes(w, kind.channels));
+        auto image = DecodeJpegWindow(jpeg, w, out.data(), out.size(), nullptr, scale);
+        ASSERT_TRUE(image.ok()) << kind.name << " 1/" << scale << ": " << image.status();
+        const size_t row_bytes = size_t{w.width} * kind.channels;
+        for (uint32_t r = 0; r < w.height; ++r) {
+          const uint8_t* want = &full[(size_t{w.y + r} * width + w.x) * kind.channels];
+          ASSERT_TRUE(std::equal(want, want + row_bytes, image->pixels + r * image->row_bytes))
+              << kind.name << " 1/" << scale << " window " << w.width << "x" << w.height << " at ("
+              << w.x << ", " << w.y << ") row " << r;
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 500);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, JpegWindowKindTest, ::testing::ValuesIn(kKinds),
                          [](const ::testing::TestParamInfo<JpegKind>& param_info) {
                            return std::string(param_info.param.name);
                          });
+
+// PIL's draft scale (JpegImagePlugin.draft): the largest of 8, 4, 2, 1 not over
+// min(W // w, H // h); sides rounded up.
+TEST(JpegWindowTest, DraftScaleIsPilsChoice) {
+  const JpegHeader photo{500, 375, 3};
+  EXPECT_EQ(DraftScale(photo, 112, 112), 2u);  // min(4, 3) = 3 -> 2
+  EXPECT_EQ(DraftScale(photo, 64, 64), 4u);    // min(7, 5) = 5 -> 4
+  EXPECT_EQ(DraftScale(photo, 32, 32), 8u);    // min(15, 11) -> 8
+  EXPECT_EQ(DraftScale(photo, 224, 224), 1u);  // min(2, 1) = 1
+  EXPECT_EQ(DraftScale(photo, 187, 250), 2u);  // (h, w): min(500 // 250, 375 // 187) = 2
+  EXPECT_EQ(DraftScale(photo, 188, 250), 1u);  // 375 // 188 = 1
+  EXPECT_EQ(DraftScale(photo, 600, 600), 1u);  // larger than the image: 0 -> 1
+  const JpegHeader half = ScaledHeader(photo, 2);
+  EXPECT_EQ(half.width, 250u);
+  EXPECT_EQ(half.height, 188u);  // 375 / 2 rounded up
+  EXPECT_EQ(ScaledHeader(JpegHeader{1, 17, 1}, 8).height, 3u);
+  EXPECT_EQ(ScaledHeader(JpegHeader{1, 17, 1}, 8).width, 1u);
+}
 
 TEST(JpegWindowTest, HeaderGivesSizeAndColourKindWithoutDecoding) {
   std::mt19937 rng(1);
