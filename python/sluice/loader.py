@@ -16,6 +16,8 @@ from ._args import (_MAX_BATCH_SIZE, _bool_arg, _int_arg, _native_path, _normali
 from .advice_check import _advice_check_text, _check_advice
 from .corruption_budget import _check_corrupt_budget
 from .recent_passes import RecentPasses
+from .recent_passes import annotate_advice as _annotate_recent_advice
+from .recent_passes import headline_text as _recent_passes_headline
 from .recent_passes import summary_text as _recent_passes_text
 
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
@@ -315,6 +317,7 @@ class Loader:
         recent = self._recent.summary()
         if recent is not None:
             report["recent_passes"] = recent
+            _annotate_recent_advice(report, recent)
         if check_advice:
             report["advice_check"] = _check_advice(self._arguments, report, steps, rounds)
         return report
@@ -325,7 +328,7 @@ class Loader:
         text = self._last_pass("report_text()").report_text()
         recent = self._recent.summary()
         if recent is not None:
-            text += _recent_passes_text(recent)
+            text = _recent_passes_headline(recent) + text + _recent_passes_text(recent)
         if check_advice:
             report = self._last_pass("report_text()").report_json()
             text += _advice_check_text(_check_advice(self._arguments, report, steps, rounds),

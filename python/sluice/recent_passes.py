@@ -84,6 +84,35 @@ def _rate_range(lo, hi):
     return "%s-%s" % (_rate(lo), _rate(hi))
 
 
+def annotate_advice(report, s):
+    """Each advice entry of report["verdict"] that the recent passes also gave gets their
+    median price, "predicted_speedup_recent_median", and in how many of them it came,
+    "recent_passes": one pass's price swings where passes are short, the median does less."""
+    by_key = {(a["setting"], a["value"]): a for a in s["advice"]}
+    for a in report.get("verdict", {}).get("advice", []):
+        recent = by_key.get((a.get("setting"), a.get("value")))
+        if recent is not None:
+            a["predicted_speedup_recent_median"] = recent["predicted_speedup_median"]
+            a["recent_passes"] = recent["passes"]
+
+
+def headline_text(s):
+    """The lines report_text() starts with once passes are summarized: what most recent passes
+    said, and each advice entry's median price, before the latest pass's own report."""
+    top = s["verdicts"][0]
+    lines = ["over the last %d passes: %s (%s) in %d of them"
+             % (s["passes"], top["class"], top["limiting_stage"] or "-", top["passes"])]
+    for a in s["advice"]:
+        lines.append("  advice %s in %d of them, median price %.2fx (%.2fx-%.2fx): act on "
+                     "the median, not on one pass's price below"
+                     % (a["text"], a["passes"], a["predicted_speedup_median"],
+                        a["predicted_speedup_min"], a["predicted_speedup_max"]))
+    if not s["advice"]:
+        lines.append("  no advice in any of them")
+    lines.append("the latest pass's report follows; the summary of the passes is at the end")
+    return "\n".join(lines) + "\n\n"
+
+
 def summary_text(s):
     """The summary as the report_text() lines that follow the latest pass's report."""
     epochs = s["epochs"]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import sluice
-from sluice.recent_passes import RecentPasses, summary_text
+from sluice.recent_passes import RecentPasses, annotate_advice, headline_text, summary_text
 
 
 class _FakeRecord:
@@ -45,6 +45,19 @@ def test_the_summary_leaves_the_first_pass_out_and_gives_counts_and_spreads():
     assert "measured 2.8-4.0 k samples/s, median 3.2 k" in text
     assert "cpu-bound (decode) in 3, compute-bound (compute) in 1" in text
     assert "in 3 of 4, priced 1.60x-2.50x, median 2.00x" in text
+    # The headline report_text() starts with, and the latest pass's entry annotated.
+    head = headline_text(s)
+    assert head.startswith("over the last 4 passes: cpu-bound (decode) in 3 of them\n")
+    assert ("advice store the images at 0.5 of their side in 3 of them, median price 2.00x "
+            "(1.60x-2.50x)") in head
+    latest = {"verdict": {"advice": [{"setting": "image-side", "value": "0.5",
+                                      "predicted_speedup": 1.6},
+                                     {"setting": "preprocess-threads", "value": "4",
+                                      "predicted_speedup": 1.3}]}}
+    annotate_advice(latest, s)
+    first, second = latest["verdict"]["advice"]
+    assert first["predicted_speedup_recent_median"] == 2.0 and first["recent_passes"] == 3
+    assert "predicted_speedup_recent_median" not in second
 
 
 def test_the_summary_keeps_the_last_eight_passes_and_analyzes_each_once():
@@ -82,7 +95,9 @@ def test_a_loader_reports_its_recent_passes_from_the_third_finished_one(small_da
     assert 0 < rates["min"] <= rates["median"] <= rates["max"]
     # The latest pass is one of them, measured alike.
     assert rates["min"] <= report["measured_samples_per_s"] <= rates["max"]
-    assert "recent passes: the last 4 finished (epochs 1-4" in loader.report_text()
+    text = loader.report_text()
+    assert "recent passes: the last 4 finished (epochs 1-4" in text
+    assert text.startswith("over the last 4 passes: ")
 
 
 def test_a_pass_left_early_is_not_a_recent_pass(small_dataset):

@@ -212,7 +212,28 @@ std::string ComputeBoundHint(const BottleneckReport& a) {
                          "or a GPU)";
 }
 
-Verdict ComputeBound(const BottleneckReport& a, const StageRow* slow) {
+// Compute binds through the cores it shares with the pipeline (the resource model's shared-CPU
+// bound, compute its largest consumer): the pipeline's own largest consumer of the cores (the
+// decode inside preprocess where it takes most of it) gives cores back to compute when it gets
+// cheaper, so its advice is priced by the model like any other (a new user's tiny CNN on 2
+// cores, decode about half the CPU: "compute-bound" with no advice, while half-side images
+// measured 1.4x). Null when the cores do not bind or no pipeline stage uses them.
+const StageRow* LargestPipelineCpuUser(const BottleneckReport& a) {
+  if (a.on_device || !a.resource_model || a.model.binding.constraint != Constraint::kSharedCpu) {
+    return nullptr;
+  }
+  const StageRow* best = nullptr;
+  for (const Stage s : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
+    const StageRow& r = a.row(s);
+    if (!r.present || !r.cpu_work || CpuSharePct(a, s) <= 0) continue;
+    if (best == nullptr || CpuSharePct(a, s) > CpuSharePct(a, best->stage)) best = &r;
+  }
+  if (best == nullptr) return nullptr;
+  const StageRow* part = PartWithin(a, best);
+  return part != nullptr ? part : best;
+}
+
+Verdict ComputeBound(const BottleneckReport& a, const RunRecord* run, const StageRow* slow) {
   Verdict v;
   v.limiting_stage = Stage::kCompute;
   v.verdict = VerdictClass::kComputeBound;
@@ -224,6 +245,19 @@ Verdict ComputeBound(const BottleneckReport& a, const StageRow* slow) {
                     ")");
   }
   absl::StrAppend(&v.sentence, ComputeBoundHint(a));
+  if (const StageRow* user = LargestPipelineCpuUser(a); user != nullptr) {
+    const Stage whole = PartOf(user->stage).value_or(user->stage);
+    const Suggestion suggestion = Suggest(*user, a, run, &v);
+    if (!v.advice.empty()) {
+      absl::StrAppendFormat(
+          &v.sentence,
+          "; and as the %d cores bind (the resource model), a cheaper %s gives compute cores "
+          "(%s takes %.0f%% of the CPU time per sample%s): %s",
+          a.cores, StageName(user->stage), StageName(whole), CpuSharePct(a, whole),
+          whole == user->stage ? "" : absl::StrCat(", most of it in ", StageName(user->stage)),
+          suggestion.text);
+    }
+  }
   return v;
 }
 
@@ -320,12 +354,12 @@ Verdict RunVerdict(const BottleneckReport& a, const RunRecord* run) {
         a.model.binding.constraint != Constraint::kSharedCpu) {
       return HandOffs(a, *slow);
     }
-    return ComputeBound(a, slow);
+    return ComputeBound(a, run, slow);
   }
   // A pipeline stage binds, yet compute neither waited nor was kept from its cores: the run's
   // own measurement disagrees with the model, and the measurement wins.
   const bool compute_starved = compute.cpu_work && StarvedPct(a, Stage::kCompute) >= kStarvedPct;
-  if (wait < kPartlyInputPct && !compute_starved) return ComputeBound(a, slow);
+  if (wait < kPartlyInputPct && !compute_starved) return ComputeBound(a, run, slow);
   return StageLimits(a, run, *limiting, a.model.binding.constraint == Constraint::kSharedCpu);
 }
 

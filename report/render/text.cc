@@ -40,9 +40,10 @@ std::string FormatPartLine(const BottleneckReport& rep, const StageRow& part) {
   const double per_item = part.items > 0 ? 1e3 * static_cast<double>(part.items) : 1.0;
   const std::string out_bytes =
       part.stored_bytes > part.bytes
-          ? absl::StrFormat("%.0f KB decoded of %.0f KB stored on average (%.0f%%)",
-                            part.bytes / per_item, part.stored_bytes / per_item,
-                            100.0 * part.bytes / part.stored_bytes)
+          ? absl::StrFormat(
+                "%.0f KB of pixels decoded of the whole image's %.0f KB on average (%.0f%%)",
+                part.bytes / per_item, part.stored_bytes / per_item,
+                100.0 * part.bytes / part.stored_bytes)
           : absl::StrFormat("%.0f KB out on average", part.bytes / per_item);
   std::string out = absl::StrFormat(
       "  %s runs inside %s, on its %d threads: %.1f%% of their time on %d %ss (%.1f us each, "

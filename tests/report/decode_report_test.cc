@@ -153,6 +153,39 @@ TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
   EXPECT_THAT(rep.sentence, Not(HasSubstr("--preprocess-threads")));
 }
 
+// A new user's tiny CNN on 2 cores: their step (2 threads) is the largest consumer of the
+// cores, decode most of the rest. The cores bind, so compute is named, and decoding cheaper
+// gives compute cores back: the model prices half-side images (they measured 1.4x where the
+// report had said only "compute-bound").
+TEST(DecodeReportTest, ComputeBoundOnSharedCoresPricesCheaperDecoding) {
+  Synth s = DecodingRun(1000);
+  s.preprocess_ns = 1200;
+  s.compute_ns = 1400;
+  s.compute_threads = 2;
+  s.wait_pct = 0;
+  const BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
+  ASSERT_EQ(rep.verdict, VerdictClass::kComputeBound) << rep.sentence;
+  EXPECT_EQ(rep.limiting_stage, Stage::kCompute);
+  ASSERT_EQ(rep.advice.size(), 1u) << rep.sentence;
+  EXPECT_EQ(rep.advice[0].setting, AdviceSetting::kImageSide);
+  // CPU per sample: read 100 + decompress 200 + preprocess 1200 + compute 2 x 1400 = 4300 ns
+  // on 2 cores; half-side images make decode's 1000 ns 250: 3550 ns (compute's own threads
+  // would do 2 / 2800 ns, more). So 4300 / 3550.
+  EXPECT_NEAR(rep.advice[0].predicted_speedup, 4300.0 / 3550.0, 0.01) << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("as the 2 cores bind (the resource model), a cheaper decode "
+                                      "gives compute cores"));
+  EXPECT_THAT(rep.sentence, HasSubstr("most of it in decode"));
+  EXPECT_THAT(rep.sentence, HasSubstr("store the images at 0.5 of their side"));
+
+  // Compute alone on one thread binds by itself: cheaper decoding gives it nothing it could
+  // use, and nothing is advised.
+  s.compute_threads = 1;
+  const BottleneckReport own = AnalyzeRun(MakeRun(s), nullptr, 2);
+  EXPECT_EQ(own.verdict, VerdictClass::kComputeBound) << own.sentence;
+  EXPECT_TRUE(own.advice.empty()) << own.sentence;
+  EXPECT_THAT(own.sentence, Not(HasSubstr("store the images")));
+}
+
 TEST(DecodeReportTest, DecodeCeilingIsPerThreadUpToCores) {
   Ceilings c;
   c.decode.measured = true;
