@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "pipeline/stage_stats.h"
 
 namespace sluice {
@@ -159,6 +160,29 @@ absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t 
     return absl::DataLossError(absl::StrCat(spec_.op(0).Identity(), ": ", out.status().message()));
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> TransformChain::DecodeAsRun(const void* src, size_t src_bytes, void* dst,
+                                                     const SampleKey& key, void* scratch) const {
+  if (decodes_windows()) {
+    const DecodeImage* decoder = window_decode_ ? decode_ : center_decode_;
+    char* base = static_cast<char*>(scratch);
+    const SampleBuffers io{src, src_bytes, nullptr, 0, base + 2 * scratch_half_};
+    SampleRandom crop_rng(key, 1);  // RunFrom's draws
+    absl::StatusOr<std::optional<DecodeImage::Window>> window =
+        decoder->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
+          if (!window_decode_) return center_->SourceWindow(height, width);
+          const CropWindow c = crop_->Window(height, width, crop_rng);
+          return transforms_internal::PixelWindow{c.left, c.top, c.width, c.height};
+        });
+    if (!window.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
+    }
+    if (window->has_value()) return (*window)->decoded_pixels * specs_[1].channels;
+  }
+  ASSIGN_OR_RETURN(const SampleSpec decoded, DecodeRecord(src, src_bytes, dst, scratch));
+  return decoded.bytes();
 }
 
 bool WindowDecodeEnabled() {

@@ -127,6 +127,16 @@ class TransformChain {
   // ApplyDecoded, a run can replay cached decoded images (what-if decode).
   absl::StatusOr<SampleSpec> DecodeRecord(const void* src, size_t src_bytes, void* dst,
                                           void* scratch) const;
+  // The decode alone as ApplyRecord decodes `src` for `key`: only the crop's window of a JPEG
+  // where the chain decodes windows (the fused RandomResizedCrop path, DecodeImage then
+  // CenterCrop), else the whole image into `dst` (room for spec(1).bytes()). Returns the bytes
+  // the decode row counts for it (DecodeTiming::bytes); kDataLoss as ApplyRecord. The decode
+  // ceiling measures this, so that it and the run decode alike.
+  absl::StatusOr<uint64_t> DecodeAsRun(const void* src, size_t src_bytes, void* dst,
+                                       const SampleKey& key, void* scratch) const;
+  // Whether DecodeAsRun decodes JPEG windows (else it is DecodeRecord).
+  bool decodes_windows() const { return window_decode_ || center_ != nullptr; }
+
   // The ops after the decoder on an image DecodeRecord produced (`decoded` its spec, `pixels`
   // its decoded.bytes() bytes), into dst, as ApplyRecord would have; `op_ns[0]` is untouched.
   absl::Status ApplyDecoded(const SampleSpec& decoded, const void* pixels, void* dst,

@@ -9,7 +9,10 @@
 #include "common/build_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pipeline/transforms/transform_chain.h"
+#include "pipeline/transforms/transform_spec.h"
 #include "storage/dataset_writer.h"
+#include "tests/pipeline/transforms/encoded_images.h"
 
 namespace sluice {
 namespace {
@@ -85,6 +88,48 @@ TEST_F(CeilingsTest, MeasuresPositiveFiniteFigures) {
   }
   EXPECT_FALSE(c->hostname.empty());
   EXPECT_EQ(c->key, Ceilings::CacheKey(*dataset_, options_));
+}
+
+// The decode ceiling decodes as the run does: only the crops' windows of JPEGs where the chain
+// decodes windows (CenterCrop after DecodeImage), its note then giving the whole decode as the
+// reference; whole images where it does not (a Resize).
+TEST(CeilingsDecodeTest, AWindowDecodingChainHasAWindowCeilingAndTheWholeDecodeAsReference) {
+  ASSERT_TRUE(WindowDecodeEnabled()) << "SLUICE_WINDOW_DECODE=0 is set";
+  const std::string dir = MakeTempDir();
+  EncodedRecords r;
+  for (int i = 0; i < 12; ++i) {
+    r.samples.push_back(testing::EncodeJpeg(320, 240, 3, testing::TestPixels(320, 240, 3)));
+    r.sources.push_back(absl::StrCat("cls/", i, ".jpg"));
+  }
+  r.labels = std::string(r.samples.size(), '\0');
+  WriteDatasetOptions w;
+  w.threads = 1;
+  ASSERT_TRUE(WriteEncodedDataset(Env::Default(), dir + "/enc", "train", r, w).ok());
+  auto ds = Dataset::Open(Env::Default(), dir + "/enc");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const double whole_mb = 320 * 240 * 3 / 1e6;  // one decoded image
+  for (const char* chain : {"DecodeImage(), CenterCrop(32)", "DecodeImage(), Resize((32, 32))"}) {
+    SCOPED_TRACE(chain);
+    CeilingOptions options;
+    options.seconds_per_measurement = 0.02;
+    options.measure_compute = false;
+    options.model.layers = {3072, 16, 10};
+    auto spec = TransformSpec::Parse(chain);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    options.format.transforms = *spec;
+    auto c = Ceilings::Measure(**ds, options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ExpectMeasured(c->decode, "decode");
+    const double mb_per_image = c->decode.mb_per_s / c->decode.items_per_s;
+    if (std::string(chain).find("CenterCrop") != std::string::npos) {
+      EXPECT_LT(mb_per_image, 0.5 * whole_mb);  // the 32x32 centre's iMCU rows and columns
+      EXPECT_THAT(c->decode.note, HasSubstr("only the windows the crop keeps"));
+      EXPECT_THAT(c->decode.note, HasSubstr("The whole decode of the same images: "));
+    } else {
+      EXPECT_NEAR(mb_per_image, whole_mb, 1e-9);
+      EXPECT_THAT(c->decode.note, ::testing::Not(HasSubstr("whole decode")));
+    }
+  }
 }
 
 // On the simulated device the H2D ceilings follow its link model and the compute ceiling is

@@ -246,6 +246,12 @@ TEST(FusedChainTest, DecodesOnlyTheCropsWindowOfAJpegWithTheUnfusedBytes) {
                         .ok());
         ASSERT_EQ(got, want) << text << " record " << r << " index " << index;
         EXPECT_LE(timing.bytes, timing.stored_bytes);
+        // The decode ceiling's decode (DecodeAsRun): the same window, the same bytes counted.
+        std::vector<char> whole(fused->spec(1).bytes());
+        absl::StatusOr<uint64_t> alone = fused->DecodeAsRun(
+            records[r].data(), records[r].size(), whole.data(), SampleKey{7, 1, index}, aligned);
+        ASSERT_TRUE(alone.ok()) << alone.status();
+        EXPECT_EQ(*alone, timing.bytes) << text << " record " << r << " index " << index;
         decoded += timing.bytes;
         stored += timing.stored_bytes;
       }
