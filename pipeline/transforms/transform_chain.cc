@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "pipeline/stage_stats.h"
+#include "pipeline/transforms/internal/bilinear.h"
 
 namespace sluice {
 namespace {
@@ -107,8 +108,49 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
       chain.center_ = nullptr;
     }
   }
+  // DecodeImage, Resize, CenterCrop: the decoder decodes only what the crop's part reads.
+  if (spec.size() >= 3 && chain.fused_ops_ == 0 && WindowDecodeEnabled()) {
+    chain.resize_decode_ = dynamic_cast<const DecodeImage*>(&spec.op(0));
+    chain.resize_ = dynamic_cast<const Resize*>(&spec.op(1));
+    chain.resize_crop_ = dynamic_cast<const CenterCrop*>(&spec.op(2));
+    if (chain.resize_decode_ == nullptr || chain.resize_ == nullptr ||
+        chain.resize_crop_ == nullptr) {
+      chain.resize_decode_ = nullptr;
+      chain.resize_ = nullptr;
+      chain.resize_crop_ = nullptr;
+    }
+  }
   chain.spec_ = spec;
   return chain;
+}
+
+std::optional<TransformChain::ResizeCropPlan> TransformChain::PlanResizeCrop(uint32_t height,
+                                                                             uint32_t width) const {
+  const SampleSpec image{ElementType::kU8, specs_[1].channels, height, width, SampleLayout::kCHW};
+  const absl::StatusOr<SampleSpec> resized = resize_->OutputSpec(image);
+  if (!resized.ok()) return std::nullopt;
+  ResizeCropPlan plan;
+  plan.height = height;
+  plan.width = width;
+  plan.resized_h = resized->height;
+  plan.resized_w = resized->width;
+  const std::optional<std::pair<uint32_t, uint32_t>> crop = resize_crop_->SizeItMakes();
+  if (!crop || crop->first > plan.resized_h || crop->second > plan.resized_w) return std::nullopt;
+  plan.part = resize_crop_->SourceWindow(plan.resized_h, plan.resized_w);
+  // The source rows and columns the part's taps read (bilinear.h: the same taps as the resize).
+  const float scale_y = static_cast<float>(height) / static_cast<float>(plan.resized_h);
+  const float scale_x = static_cast<float>(width) / static_cast<float>(plan.resized_w);
+  const int64_t r0 = transforms_internal::BilinearTapOf(plan.part.y, scale_y, height).i0;
+  const int64_t r1 =
+      transforms_internal::BilinearTapOf(plan.part.y + plan.part.height - 1, scale_y, height).i1;
+  const int64_t c0 = transforms_internal::BilinearTapOf(plan.part.x, scale_x, width).i0;
+  const int64_t c1 =
+      transforms_internal::BilinearTapOf(plan.part.x + plan.part.width - 1, scale_x, width).i1;
+  if (r0 < 0 || c0 < 0 || r1 < r0 || c1 < c0 || r1 >= height || c1 >= width) return std::nullopt;
+  plan.source = transforms_internal::PixelWindow{
+      static_cast<uint32_t>(c0), static_cast<uint32_t>(r0), static_cast<uint32_t>(c1 - c0 + 1),
+      static_cast<uint32_t>(r1 - r0 + 1)};
+  return plan;
 }
 
 void TransformChain::Apply(const void* src, void* dst, const SampleKey& key, void* scratch,
@@ -164,7 +206,20 @@ absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t 
 
 absl::StatusOr<uint64_t> TransformChain::DecodeAsRun(const void* src, size_t src_bytes, void* dst,
                                                      const SampleKey& key, void* scratch) const {
-  if (decodes_windows()) {
+  if (resize_crop_ != nullptr) {
+    char* base = static_cast<char*>(scratch);
+    const SampleBuffers io{src, src_bytes, nullptr, 0, base + 2 * scratch_half_};
+    absl::StatusOr<std::optional<DecodeImage::Window>> window =
+        resize_decode_->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
+          const std::optional<ResizeCropPlan> plan = PlanResizeCrop(height, width);
+          return plan ? plan->source : transforms_internal::PixelWindow{0, 0, width, height};
+        });
+    if (!window.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
+    }
+    if (window->has_value()) return (*window)->decoded_pixels * specs_[1].channels;
+  } else if (decodes_windows()) {
     const DecodeImage* decoder = window_decode_ ? decode_ : center_decode_;
     char* base = static_cast<char*>(scratch);
     const SampleBuffers io{src, src_bytes, nullptr, 0, base + 2 * scratch_half_};
@@ -263,6 +318,53 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     actual = specs_[first];
     in = out;
     in_bytes = actual.bytes();
+  }
+  if (first == 0 && resize_crop_ != nullptr) {
+    // DecodeImage, Resize, CenterCrop: a JPEG decodes only the source window the crop's part of
+    // the resize reads, and only that part is resized, into the crop's output (the header's
+    // "Resize then CenterCrop"). A PNG, or a crop that pads, goes the usual way below; such a
+    // JPEG's window is the whole image, split into planes as the decoder's output.
+    const int64_t start = timed || decode != nullptr ? NowNs() : 0;
+    const SampleBuffers io{in, in_bytes, nullptr, 0, base + 2 * scratch_half_};
+    std::optional<ResizeCropPlan> plan;
+    absl::StatusOr<std::optional<DecodeImage::Window>> window =
+        resize_decode_->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
+          plan = PlanResizeCrop(height, width);
+          return plan ? plan->source : transforms_internal::PixelWindow{0, 0, width, height};
+        });
+    if (!window.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
+    }
+    if (window->has_value()) {
+      if (decode != nullptr) {
+        SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
+        const uint64_t channels = specs_[1].channels;
+        *decode =
+            DecodeTiming{decode->delay_us, start, NowNs(), (*window)->decoded_pixels * channels,
+                         (*window)->stored_pixels * channels};
+      }
+      const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
+      if (timed) op_ns[0] += decoded - start;
+      if (plan) {
+        void* out = spec_.size() == 3 ? dst : halves[0];
+        transforms_internal::ResizeInterleavedU8Region(
+            (*window)->image, specs_[3].channels, -int64_t{plan->source.y},
+            -int64_t{plan->source.x}, plan->height, plan->width, plan->resized_h, plan->resized_w,
+            plan->part.y, plan->part.x, plan->part.height, plan->part.width,
+            static_cast<uint8_t*>(out));
+        if (timed) op_ns[1] += NowNs() - decoded;
+        first = 3;
+        actual = specs_[3];
+        in = out;
+        in_bytes = actual.bytes();
+      } else {
+        actual = resize_decode_->SplitPlanes((*window)->image, halves[0]);
+        first = 1;
+        in = halves[0];
+        in_bytes = actual.bytes();
+      }
+    }
   }
   if (first == 0 && center_ != nullptr) {
     // DecodeImage, CenterCrop: a JPEG decodes only the part the crop keeps, split into planes

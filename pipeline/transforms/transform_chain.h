@@ -25,6 +25,14 @@
 // record ApplyRecord is given a DecodeTiming for (decoding is milliseconds, the clock tens of
 // nanoseconds): the pipeline's decode stage (Stage::kDecode) is built from these.
 //
+// Resize then CenterCrop: where a chain starts DecodeImage, Resize, CenterCrop (the evaluation
+// transform, Resize(256), CenterCrop(224)) and the crop is no larger than the resized image,
+// a JPEG decodes only the source rows and columns the crop's part of the resize reads, and
+// only that part is resized (transforms_internal::ResizeInterleavedU8Region): the same bits
+// as the three ops one by one (fused_chain_test.cc). With op_ns, the decode's time goes to
+// DecodeImage and the resize's to Resize (CenterCrop's line reads 0). A PNG, or a crop larger
+// than the resized image (padded), goes the usual way.
+//
 // Fused ops: where a chain starts DecodeImage, RandomResizedCrop (optionally followed by
 // RandomHorizontalFlip), ApplyRecord runs those ops as one internal fast path: the crop's
 // resize reads the decoder's interleaved pixels (no split of the whole image into planes) and
@@ -41,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +60,7 @@
 #include "pipeline/transforms/decode_image.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
 #include "pipeline/transforms/random_resized_crop.h"
+#include "pipeline/transforms/resize.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_spec.h"
 
@@ -135,7 +145,9 @@ class TransformChain {
   absl::StatusOr<uint64_t> DecodeAsRun(const void* src, size_t src_bytes, void* dst,
                                        const SampleKey& key, void* scratch) const;
   // Whether DecodeAsRun decodes JPEG windows (else it is DecodeRecord).
-  bool decodes_windows() const { return window_decode_ || center_ != nullptr; }
+  bool decodes_windows() const {
+    return window_decode_ || center_ != nullptr || resize_crop_ != nullptr;
+  }
 
   // The ops after the decoder on an image DecodeRecord produced (`decoded` its spec, `pixels`
   // its decoded.bytes() bytes), into dst, as ApplyRecord would have; `op_ns[0]` is untouched.
@@ -144,6 +156,16 @@ class TransformChain {
 
  private:
   TransformChain() = default;
+
+  // Resize then CenterCrop of a height x width image (resize_crop_): the source window the
+  // crop's part of the resize reads, and that part; nullopt where the crop pads (the usual way).
+  struct ResizeCropPlan {
+    transforms_internal::PixelWindow source;  // in the image's pixels
+    uint32_t height = 0, width = 0;           // the image's size
+    uint32_t resized_h = 0, resized_w = 0;    // Resize's output
+    transforms_internal::PixelWindow part;    // the crop's part of it
+  };
+  std::optional<ResizeCropPlan> PlanResizeCrop(uint32_t height, uint32_t width) const;
 
   // Ops [first, size()) on `in` (`actual` its spec, in_bytes its size), the rest as ApplyRecord.
   absl::Status RunFrom(size_t first, SampleSpec actual, const void* in, size_t in_bytes, void* dst,
@@ -163,6 +185,10 @@ class TransformChain {
   // spec_'s; a JPEG decodes only the part the crop keeps.
   const DecodeImage* center_decode_ = nullptr;
   const CenterCrop* center_ = nullptr;
+  // A chain starting DecodeImage, Resize, CenterCrop (when WindowDecodeEnabled): its ops.
+  const DecodeImage* resize_decode_ = nullptr;
+  const Resize* resize_ = nullptr;
+  const CenterCrop* resize_crop_ = nullptr;
   const DecodeImage* decode_ = nullptr;
   const RandomResizedCrop* crop_ = nullptr;
   const RandomHorizontalFlip* flip_ = nullptr;

@@ -33,7 +33,7 @@ struct ColumnTaps {
 };
 
 void BuildColumnTaps(uint32_t x0, uint32_t count, uint32_t out_w, bool mirror, float scale_x,
-                     uint32_t win_w, uint32_t left, uint32_t pixel_bytes, ColumnTaps& taps) {
+                     uint32_t win_w, int64_t left, uint32_t pixel_bytes, ColumnTaps& taps) {
   taps.count = count;
   for (uint32_t j = 0; j < count; ++j) {
     const uint32_t x = mirror ? out_w - 1 - (x0 + j) : x0 + j;
@@ -73,35 +73,43 @@ void BlendRowsPortable(const float* top, const float* bottom, float l0, float l1
 // The resize of one tile of columns, with the row cache of bilinear.cc: source row r is
 // interpolated into slot r % 2 once, and consecutive source rows differ in parity. `Kernel`
 // provides InterpolateRow and BlendRows.
+// With `region`, only the part [out_top, out_top + out_h) x [out_left, out_left + out_w) of a
+// resize to full_out_h x full_out_w is written (ResizeInterleavedU8Region); top and left may
+// then be negative (the image holds only the rows and columns that part reads).
+struct OutputRegion {
+  uint32_t full_out_h, full_out_w, out_top, out_left, out_h, out_w;
+};
+
 template <typename Kernel>
-void ResizeTiles(const InterleavedU8Image& image, uint32_t channels, uint32_t top, uint32_t left,
-                 uint32_t win_h, uint32_t win_w, uint32_t out_h, uint32_t out_w, bool mirror,
+void ResizeTiles(const InterleavedU8Image& image, uint32_t channels, int64_t top, int64_t left,
+                 uint32_t win_h, uint32_t win_w, const OutputRegion& region, bool mirror,
                  uint8_t* dst) {
-  const float scale_y = static_cast<float>(win_h) / static_cast<float>(out_h);
-  const float scale_x = static_cast<float>(win_w) / static_cast<float>(out_w);
-  const size_t plane = size_t{out_h} * out_w;
-  const uint8_t* window = image.pixels + size_t{top} * image.row_bytes;
+  const float scale_y = static_cast<float>(win_h) / static_cast<float>(region.full_out_h);
+  const float scale_x = static_cast<float>(win_w) / static_cast<float>(region.full_out_w);
+  const size_t plane = size_t{region.out_h} * region.out_w;
   ColumnTaps taps;
   alignas(32) float rows[2][4 * kTile];
-  for (uint32_t x0 = 0; x0 < out_w; x0 += kTile) {
-    const uint32_t count = std::min(out_w - x0, kTile);
-    BuildColumnTaps(x0, count, out_w, mirror, scale_x, win_w, left, image.pixel_bytes, taps);
+  for (uint32_t x0 = 0; x0 < region.out_w; x0 += kTile) {
+    const uint32_t count = std::min(region.out_w - x0, kTile);
+    BuildColumnTaps(region.out_left + x0, count, region.full_out_w, mirror, scale_x, win_w, left,
+                    image.pixel_bytes, taps);
     Kernel kernel(taps);
     int64_t row_in_slot[2] = {-1, -1};
-    auto row = [&](int64_t r) -> const float* {
+    auto row = [&](int64_t r) -> const float* {  // r: a row of the window
       float* slot = rows[r & 1];
       if (row_in_slot[r & 1] != r) {
-        kernel.InterpolateRow(window + r * image.row_bytes, channels, slot);
+        kernel.InterpolateRow(image.pixels + static_cast<size_t>(top + r) * image.row_bytes,
+                              channels, slot);
         row_in_slot[r & 1] = r;
       }
       return slot;
     };
-    for (uint32_t y = 0; y < out_h; ++y) {
-      const BilinearTap ty = BilinearTapOf(y, scale_y, win_h);
+    for (uint32_t y = 0; y < region.out_h; ++y) {
+      const BilinearTap ty = BilinearTapOf(region.out_top + y, scale_y, win_h);
       const float* top_row = row(ty.i0);
       const float* bottom_row = row(ty.i1);
-      kernel.BlendRows(top_row, bottom_row, ty.l0, ty.l1, channels, dst + size_t{y} * out_w + x0,
-                       plane);
+      kernel.BlendRows(top_row, bottom_row, ty.l0, ty.l1, channels,
+                       dst + size_t{y} * region.out_w + x0, plane);
     }
   }
 }
@@ -289,26 +297,43 @@ bool CpuHasAvx2() { return UsableCpuIsa() >= CpuIsa::kAvx2; }
 #endif
 }  // namespace
 
-void ResizeInterleavedU8(const InterleavedU8Image& image, uint32_t channels, uint32_t top,
-                         uint32_t left, uint32_t win_h, uint32_t win_w, uint32_t out_h,
-                         uint32_t out_w, bool mirror, uint8_t* dst, InterleavedKernel kernel) {
+namespace {
+void ResizeAny(const InterleavedU8Image& image, uint32_t channels, int64_t top, int64_t left,
+               uint32_t win_h, uint32_t win_w, const OutputRegion& region, bool mirror,
+               uint8_t* dst, InterleavedKernel kernel) {
   const bool grey = image.pixel_bytes == 1;
 #if defined(SLUICE_INTERLEAVED_AVX2)
   static const bool avx2 = CpuHasAvx2();
   if (kernel == InterleavedKernel::kAuto && avx2 && !grey) {
     if (image.pixel_bytes == 3) {
-      return ResizeTiles<Avx2Kernel<3>>(image, 3, top, left, win_h, win_w, out_h, out_w, mirror,
-                                        dst);
+      return ResizeTiles<Avx2Kernel<3>>(image, 3, top, left, win_h, win_w, region, mirror, dst);
     }
-    return ResizeTiles<Avx2Kernel<4>>(image, 3, top, left, win_h, win_w, out_h, out_w, mirror, dst);
+    return ResizeTiles<Avx2Kernel<4>>(image, 3, top, left, win_h, win_w, region, mirror, dst);
   }
 #endif
-  ResizeTiles<PortableKernel>(image, grey ? 1 : 3, top, left, win_h, win_w, out_h, out_w, mirror,
-                              dst);
+  ResizeTiles<PortableKernel>(image, grey ? 1 : 3, top, left, win_h, win_w, region, mirror, dst);
   if (grey) {
-    const size_t plane = size_t{out_h} * out_w;
+    const size_t plane = size_t{region.out_h} * region.out_w;
     for (uint32_t c = 1; c < channels; ++c) std::memcpy(dst + c * plane, dst, plane);
   }
+}
+}  // namespace
+
+void ResizeInterleavedU8(const InterleavedU8Image& image, uint32_t channels, uint32_t top,
+                         uint32_t left, uint32_t win_h, uint32_t win_w, uint32_t out_h,
+                         uint32_t out_w, bool mirror, uint8_t* dst, InterleavedKernel kernel) {
+  ResizeAny(image, channels, top, left, win_h, win_w,
+            OutputRegion{out_h, out_w, 0, 0, out_h, out_w}, mirror, dst, kernel);
+}
+
+void ResizeInterleavedU8Region(const InterleavedU8Image& image, uint32_t channels, int64_t top,
+                               int64_t left, uint32_t win_h, uint32_t win_w, uint32_t full_out_h,
+                               uint32_t full_out_w, uint32_t out_top, uint32_t out_left,
+                               uint32_t out_h, uint32_t out_w, uint8_t* dst,
+                               InterleavedKernel kernel) {
+  ResizeAny(image, channels, top, left, win_h, win_w,
+            OutputRegion{full_out_h, full_out_w, out_top, out_left, out_h, out_w}, false, dst,
+            kernel);
 }
 
 }  // namespace sluice::transforms_internal

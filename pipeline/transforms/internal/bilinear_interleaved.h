@@ -51,6 +51,19 @@ void ResizeInterleavedU8(const InterleavedU8Image& image, uint32_t channels, uin
                          uint32_t out_w, bool mirror, uint8_t* dst,
                          InterleavedKernel kernel = InterleavedKernel::kAuto);
 
+// Part of a resize: the window of rows [top, top + win_h) and columns [left, left + win_w)
+// resized to full_out_h x full_out_w, of which only rows [out_top, out_top + out_h) and columns
+// [out_left, out_left + out_w) are computed, into `channels` planes of out_h x out_w: the same
+// bits as that part of ResizeInterleavedU8's (and ResizeBilinear's) whole output. `image` may
+// hold only the source rows and columns the part reads: top and left are then negative or
+// smaller (image row 0 is window row -top). Resize then CenterCrop after DecodeImage, with only
+// the JPEG window that part reads decoded (transform_chain.h).
+void ResizeInterleavedU8Region(const InterleavedU8Image& image, uint32_t channels, int64_t top,
+                               int64_t left, uint32_t win_h, uint32_t win_w, uint32_t full_out_h,
+                               uint32_t full_out_w, uint32_t out_top, uint32_t out_left,
+                               uint32_t out_h, uint32_t out_w, uint8_t* dst,
+                               InterleavedKernel kernel = InterleavedKernel::kAuto);
+
 }  // namespace sluice::transforms_internal
 
 #endif  // SLUICE_PIPELINE_TRANSFORMS_INTERNAL_BILINEAR_INTERLEAVED_H_
