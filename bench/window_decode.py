@@ -20,6 +20,7 @@ the usable cores (one thread's tjDecompress2 rate times the cores, as
 bench/images_vs_decode_limit.py measures it):
 - CenterCrop(64), uint8 batches;
 - RandomResizedCrop(224) + flip, uint8 batches;
+- Resize(256), CenterCrop(224) (the evaluation transform), uint8 batches;
 - RandomResizedCrop(224) + flip + Normalize, float32 batches.
 The output is the same bits either way (tests/pipeline/transforms/fused_chain_test.cc); only
 the time differs.
@@ -47,6 +48,8 @@ CHAINS = {
     "CenterCrop(64), u8": ("[T.DecodeImage(), T.CenterCrop(64)]", "uint8"),
     "RandomResizedCrop(224) + flip, u8": (
         "[T.DecodeImage(), T.RandomResizedCrop(224), T.RandomHorizontalFlip()]", "uint8"),
+    "Resize(256), CenterCrop(224), u8": ("[T.DecodeImage(), T.Resize(256), T.CenterCrop(224)]",
+                                         "uint8"),
     "RandomResizedCrop(224) + flip + Normalize, f32": (
         "[T.DecodeImage(), T.RandomResizedCrop(224), T.RandomHorizontalFlip(), "
         "T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])]", "float32"),
