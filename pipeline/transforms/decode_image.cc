@@ -4,6 +4,7 @@
 #include <turbojpeg.h>
 
 #include <cstring>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -136,8 +137,14 @@ absl::Status SpngError(const char* what, int err) {
   return absl::DataLossError(absl::StrCat(what, ": ", spng_strerror(err)));
 }
 
-absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePng(const SampleSpec& in,
-                                                                  const SampleBuffers& io) {
+// Decodes the PNG at io.src into io.op_scratch: every row, or with `choose` (called with the
+// header's height and width), only the rows down to the last of the window it returns (a
+// non-interlaced PNG's rows come in order; an interlaced one decodes whole), and `window` gets
+// that window. `rows_decoded` receives the rows decoded.
+absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePngRows(
+    const SampleSpec& in, const SampleBuffers& io,
+    const std::function<transforms_internal::PixelWindow(uint32_t, uint32_t)>* choose,
+    transforms_internal::PixelWindow* window, uint32_t* rows_decoded) {
   // libspng 0.7 has no way to reset a context: one per image.
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
   if (ctx == nullptr) return absl::InternalError("spng_ctx_new failed");
@@ -184,9 +191,36 @@ absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePng(const SampleSp
       if (err != 0) return SpngError("corrupt PNG palette", err);
     }
   }
-  err = spng_decode_image(ctx.get(), target, pixels * stride, fmt, 0);
-  if (err != 0) return SpngError("corrupt or truncated PNG", err);
+  uint32_t rows = ihdr.height;
+  if (choose != nullptr) {
+    *window = (*choose)(ihdr.height, ihdr.width);
+    if (ihdr.interlace_method == SPNG_INTERLACE_NONE) rows = window->y + window->height;
+  }
+  *rows_decoded = rows;
+  if (rows == ihdr.height) {
+    err = spng_decode_image(ctx.get(), target, pixels * stride, fmt, 0);
+    if (err != 0) return SpngError("corrupt or truncated PNG", err);
+  } else {
+    // Row by row, stopping after the window's last: the rows below it are not read (nor is
+    // damage there seen; ingestion's structure check reads the whole file).
+    err = spng_decode_image(ctx.get(), nullptr, 0, fmt, SPNG_DECODE_PROGRESSIVE);
+    if (err != 0) return SpngError("corrupt or truncated PNG", err);
+    const size_t row_bytes = size_t{ihdr.width} * stride;
+    for (uint32_t r = 0; r < rows; ++r) {
+      err = spng_decode_row(ctx.get(), target + r * row_bytes, row_bytes);
+      if (err != 0 && !(err == SPNG_EOI && r + 1 == ihdr.height)) {
+        return SpngError("corrupt or truncated PNG", err);
+      }
+    }
+  }
   return Interleaved(target, ihdr.height, ihdr.width, stride);  // alpha, if any, is ignored
+}
+
+absl::StatusOr<transforms_internal::InterleavedU8Image> DecodePng(const SampleSpec& in,
+                                                                  const SampleBuffers& io) {
+  transforms_internal::PixelWindow unused;
+  uint32_t rows = 0;
+  return DecodePngRows(in, io, nullptr, &unused, &rows);
 }
 }  // namespace
 
@@ -295,6 +329,36 @@ absl::StatusOr<std::optional<DecodeImage::Window>> DecodeImage::DecodeJpegWindow
     const SampleSpec& in, const SampleBuffers& io,
     absl::FunctionRef<transforms_internal::PixelWindow(uint32_t height, uint32_t width)> choose)
     const {
+  if (StartsWith(io, kPngMagic, sizeof(kPngMagic))) {
+    // A PNG decodes whole rows, from the first down to the window's last; the window is a view
+    // into them (rows the image's width apart).
+    const std::function<transforms_internal::PixelWindow(uint32_t, uint32_t)> pick =
+        [&](uint32_t height, uint32_t width) { return choose(height, width); };
+    transforms_internal::PixelWindow window;
+    uint32_t rows = 0;
+    ASSIGN_OR_RETURN(const transforms_internal::InterleavedU8Image image,
+                     DecodePngRows(in, io, &pick, &window, &rows));
+    if (window.width == 0 || window.height == 0 ||
+        uint64_t{window.x} + window.width > image.width ||
+        uint64_t{window.y} + window.height > image.height) {
+      return absl::InvalidArgumentError("PNG window not inside the image");
+    }
+    Window w;
+    w.decoded_pixels = uint64_t{rows} * image.width;
+    w.stored_pixels = uint64_t{image.width} * image.height;
+    auto* first = const_cast<uint8_t*>(image.pixels) + size_t{window.y} * image.row_bytes +
+                  size_t{window.x} * image.pixel_bytes;
+    w.image = transforms_internal::InterleavedU8Image{first, window.height, window.width,
+                                                      image.pixel_bytes, image.row_bytes};
+    if (channels_ == 1 && w.image.pixel_bytes != 1) {
+      // Each row's luma at the row's start: the view keeps its row stride, 1 byte a pixel.
+      for (uint32_t r = 0; r < w.image.height; ++r) {
+        LumaInPlace(first + r * image.row_bytes, w.image.width, w.image.pixel_bytes);
+      }
+      w.image.pixel_bytes = 1;
+    }
+    return w;
+  }
   if (!StartsWith(io, kJpegMagic, sizeof(kJpegMagic))) return std::nullopt;
   const absl::string_view jpeg(static_cast<const char*>(io.src), io.src_bytes);
   ASSIGN_OR_RETURN(const transforms_internal::JpegHeader header,
@@ -325,7 +389,23 @@ SampleSpec DecodeImage::SplitPlanes(const transforms_internal::InterleavedU8Imag
                                     void* dst) const {
   const size_t pixels = size_t{image.height} * image.width;
   auto* out = static_cast<uint8_t*>(dst);
-  if (image.pixel_bytes == 1) {
+  const size_t packed = size_t{image.width} * image.pixel_bytes;
+  if (image.row_bytes != packed && image.height > 1) {
+    // A view with rows further apart (a PNG window): row by row.
+    const size_t w = image.width;
+    for (uint32_t r = 0; r < image.height; ++r) {
+      const uint8_t* row = image.pixels + r * image.row_bytes;
+      if (image.pixel_bytes == 1) {
+        for (uint32_t c = 0; c < channels_; ++c) std::memcpy(out + c * pixels + r * w, row, w);
+      } else {
+        for (size_t i = 0; i < w; ++i) {
+          for (uint32_t c = 0; c < channels_; ++c) {
+            out[c * pixels + r * w + i] = row[i * image.pixel_bytes + c];
+          }
+        }
+      }
+    }
+  } else if (image.pixel_bytes == 1) {
     for (uint32_t c = 0; c < channels_; ++c) std::memcpy(out + c * pixels, image.pixels, pixels);
   } else {
     SplitChannels(image.pixels, pixels, image.pixel_bytes, out);

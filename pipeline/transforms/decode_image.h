@@ -90,8 +90,10 @@ class DecodeImage final : public Transform {
   // A window of a JPEG, decoded from only the iMCU rows and columns that cover it (issue 36;
   // transforms_internal::DecodeJpegWindow): the pixels DecodeInterleaved would give, cut to the
   // window `choose` picks from the image's declared height and width, bitwise. The header is
-  // checked against `in`'s bound first, as DecodeInterleaved does. Not a JPEG: nullopt (decode
-  // it whole). `decoded_pixels` receives the area the decoder worked on, `stored_pixels` the
+  // checked against `in`'s bound first, as DecodeInterleaved does. A PNG decodes its rows from
+  // the first down to the window's last (all of them where it is interlaced), and the window
+  // is a view into them (rows the image's width apart: row_bytes). Neither: nullopt (decode it
+  // whole). `decoded_pixels` receives the area the decoder worked on, `stored_pixels` the
   // image's width x height.
   struct Window {
     transforms_internal::InterleavedU8Image image;

@@ -214,7 +214,34 @@ def test_corrupt_png_is_refused():
     data = bytearray(encoded(Image.fromarray(photo(64, 64)), "PNG"))
     data[len(data) // 2] ^= 0xFF
     with pytest.raises(sluice.DataLossError, match="PNG"):
-        decode("DecodeImage(), CenterCrop(8)", bytes(data))
+        decode("DecodeImage(), CenterCrop(64)", bytes(data))
+    with pytest.raises(sluice.DataLossError, match="PNG"):
+        decode("DecodeImage(), Resize((8, 8))", bytes(data))
+
+
+def test_png_rows_below_a_crop_are_not_decoded_nor_their_damage_seen():
+    # docs/transforms.md, "Decoding only the window": a PNG decodes its rows down to the crop's
+    # last; damage below them is not seen (ingestion's structure check reads the whole file).
+    image = photo(64, 64)
+    raw = zlib.compress(b"".join(b"\x00" + image[r].tobytes() for r in range(64)), 9)
+    ihdr = struct.pack(">IIBBBBB", 64, 64, 8, 2, 0, 0, 0)
+    head = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+    # The compressed rows in two IDAT chunks; the second's bytes damaged (its CRC kept right,
+    # as a flipped bit after the CRC was computed would not be: the inflate sees it).
+    first, rest = raw[:len(raw) // 4], bytearray(raw[len(raw) // 4:])
+    good = head + png_chunk(b"IDAT", first) + png_chunk(b"IDAT", bytes(rest)) + png_chunk(
+        b"IEND", b"")
+    top = decode("DecodeImage(), CenterCrop((4, 64))", good)
+    for i in range(len(rest) // 2, len(rest)):
+        rest[i] ^= 0x5A
+    damaged = head + png_chunk(b"IDAT", first) + png_chunk(b"IDAT", bytes(rest)) + png_chunk(
+        b"IEND", b"")
+    with pytest.raises(sluice.DataLossError, match="PNG"):
+        decode("DecodeImage(), CenterCrop(64)", damaged)
+    # CenterCrop((4, 64)) keeps rows 30-33, inflated from the compressed data before the damage
+    # (about the first 53% of it; the damage starts at 62%).
+    assert np.array_equal(decode("DecodeImage(), CenterCrop((4, 64))", damaged), top)
+    assert np.array_equal(top, image[30:34].transpose(2, 0, 1))
 
 
 def test_image_over_the_bound_is_refused_from_its_header():

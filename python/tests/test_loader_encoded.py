@@ -73,12 +73,13 @@ def test_batches_equal_pil_decode_then_resize_and_center_crop(images, threads):
     assert position == RECORDS
 
 
-# The second chain takes the fused path (decode, crop and flip in one pass): it times the
-# decode for the row as the op-by-op path does.
-@pytest.mark.parametrize("fused", [False, True])
+# The first chain decodes every image whole, op by op; the second takes the fused path (decode,
+# crop and flip in one pass), the third decodes only what Resize then CenterCrop reads: they
+# time the decode for the row alike.
+@pytest.mark.parametrize("fused", [False, True, "resize-crop"])
 def test_report_has_a_decode_row_inside_preprocess(images, fused):
-    chain = ([T.DecodeImage(), TV.RandomResizedCrop(10), TV.RandomHorizontalFlip()] if fused
-             else _chain())
+    chain = ([T.DecodeImage(), TV.RandomResizedCrop(10), TV.RandomHorizontalFlip()] if fused is True
+             else _chain() if fused else [T.DecodeImage(), TV.Resize((12, 12))])
     loader = sluice.Loader(images["dir"], batch_size=BATCH, dtype=torch.uint8,
                            transforms=chain, threads=1)
     for _ in loader:
@@ -91,8 +92,8 @@ def test_report_has_a_decode_row_inside_preprocess(images, fused):
     assert 0 < decode["busy_ns"] <= pre["busy_ns"]
     assert 0 < decode["busy_pct"] <= pre["busy_pct"] <= 100
     # Stored bytes: each image's height x width x 3 (RGB). Decoded: all of it op by op; on the
-    # fused path only the iMCU rows and columns of each JPEG's crop window (docs/transforms.md,
-    # "Decoding only the window"), never more.
+    # windowed paths only the iMCU rows and columns of each JPEG's window, and a PNG's rows down
+    # to the window's last (docs/transforms.md, "Decoding only the window"), never more.
     shapes = [np.array(PIL.open(io.BytesIO(d)).convert("RGB")).size for d in images["data"]]
     assert decode["stored_bytes"] == sum(shapes)
     if fused:

@@ -94,9 +94,11 @@ bool FramesAreCompressed(const PipelineStats& p) {
   return stored > 0 && static_cast<double>(raw) >= 1.1 * static_cast<double>(stored);
 }
 
-// Whether images stored at half their side would still hold at least a sample's pixels: the
-// decoded elements per image (u8) over a batch sample's elements (its bytes over the batch
-// dtype's size), at least 4. True when either is unknown.
+// Whether images stored at half their side would still have at least twice a sample's side
+// (four times its pixels), so that the transforms still crop and downscale rather than
+// upscale: the decoded elements per image (u8) over a batch sample's elements (its bytes over
+// the batch dtype's size), at least 16 before halving. True when either is unknown. (Floor 4,
+// a new user halved down to 37-75 px photos for a 32 px crop, each time as advised.)
 bool HalvedImagesHoldASample(const RunRecord& run) {
   const StageStats& decode = run.pipeline[Stage::kDecode];
   const StageStats& pre = run.pipeline[Stage::kPreprocess];
@@ -104,7 +106,7 @@ bool HalvedImagesHoldASample(const RunRecord& run) {
   const double decoded = static_cast<double>(decode.bytes) / static_cast<double>(decode.items);
   const double sample = static_cast<double>(pre.bytes) / static_cast<double>(pre.samples) /
                         static_cast<double>(H2DFormatSize(run.h2d_format));
-  return decoded >= 4 * sample;
+  return decoded >= 16 * sample;
 }
 
 std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunRecord& run,

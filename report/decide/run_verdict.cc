@@ -239,25 +239,31 @@ Verdict ComputeBound(const BottleneckReport& a, const RunRecord* run, const Stag
   v.verdict = VerdictClass::kComputeBound;
   v.sentence = absl::StrCat("compute-bound: ", Waited(a.input_bound_pct), "; ",
                             StageAt(a.row(Stage::kCompute)));
-  if (slow != nullptr) {
-    absl::StrAppend(&v.sentence, "; the pipeline has headroom (slowest stage ",
-                    StageName(slow->stage), " could do ", FormatRate(*slow->capacity_samples_per_s),
-                    ")");
-  }
-  absl::StrAppend(&v.sentence, ComputeBoundHint(a));
+  // Compute binds through the cores it shares with the pipeline: the pipeline's largest user of
+  // them, cheaper, gives compute cores. Said as that, with its priced advice, in place of the
+  // pipeline's headroom (its own threads could do more, beside the point where the cores bind)
+  // and of "a faster step raises it" (a new user read the two together as a contradiction).
   if (const StageRow* user = LargestPipelineCpuUser(a); user != nullptr) {
     const Stage whole = PartOf(user->stage).value_or(user->stage);
     const Suggestion suggestion = Suggest(*user, a, run, &v);
     if (!v.advice.empty()) {
       absl::StrAppendFormat(
           &v.sentence,
-          "; and as the %d cores bind (the resource model), a cheaper %s gives compute cores "
-          "(%s takes %.0f%% of the CPU time per sample%s): %s",
-          a.cores, StageName(user->stage), StageName(whole), CpuSharePct(a, whole),
-          whole == user->stage ? "" : absl::StrCat(", most of it in ", StageName(user->stage)),
-          suggestion.text);
+          "; compute and the pipeline share the %d cores, and the cores bind (the resource "
+          "model): compute takes %.0f%% of the CPU time per sample, %s %.0f%%%s, so a cheaper "
+          "%s gives compute cores: %s",
+          a.cores, CpuSharePct(a, Stage::kCompute), StageName(whole), CpuSharePct(a, whole),
+          whole == user->stage ? "" : absl::StrCat(" (most of it in ", StageName(user->stage), ")"),
+          StageName(user->stage), suggestion.text);
+      return v;
     }
   }
+  if (slow != nullptr) {
+    absl::StrAppend(&v.sentence, "; the pipeline has headroom (slowest stage ",
+                    StageName(slow->stage), " could do ", FormatRate(*slow->capacity_samples_per_s),
+                    ")");
+  }
+  absl::StrAppend(&v.sentence, ComputeBoundHint(a));
   return v;
 }
 

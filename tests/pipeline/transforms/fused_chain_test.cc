@@ -328,6 +328,10 @@ TEST(FusedChainTest, CenterCropDecodesOnlyTheKeptPartOfAJpegWithTheSameBytes) {
     }
   }
   records.push_back(EncodeJpeg(211, 157, 1, TestPixels(211, 157, 1)));
+  // PNGs decode their rows down to the crop's last (a view into them).
+  records.push_back(EncodePng(97, 61, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(97, 61, 3)));
+  records.push_back(EncodePng(80, 90, SPNG_COLOR_TYPE_GRAYSCALE_ALPHA, TestPixels(80, 90, 2)));
+  records.push_back(EncodePng(80, 90, SPNG_COLOR_TYPE_GRAYSCALE, TestPixels(80, 90, 1)));
   for (const char* text :
        {"DecodeImage(), CenterCrop(64)", "DecodeImage(), CenterCrop((31, 200))",
         "DecodeImage(mode=L), CenterCrop(37)",
@@ -380,6 +384,7 @@ TEST(FusedChainTest, ResizeThenCenterCropDecodesOnlyWhatThePartReadsWithTheSameB
   records.push_back(EncodeJpeg(211, 157, 1, TestPixels(211, 157, 1)));
   records.push_back(EncodeJpeg(1, 1, 3, TestPixels(1, 1, 3)));
   records.push_back(EncodePng(97, 61, SPNG_COLOR_TYPE_TRUECOLOR, TestPixels(97, 61, 3)));
+  records.push_back(EncodePng(120, 200, SPNG_COLOR_TYPE_TRUECOLOR_ALPHA, TestPixels(120, 200, 4)));
   for (const char* text :
        {"DecodeImage(), Resize(64), CenterCrop(56)",
         "DecodeImage(), Resize((40, 90)), CenterCrop((32, 77))",
