@@ -134,6 +134,16 @@ TEST(DecodeReportTest, SmallerImagesAreNotAdvisedBelowASamplesPixels) {
   EXPECT_FALSE(advises_image_side(16 * 196 - 1));
   EXPECT_FALSE(advises_image_side(4 * 196));
   EXPECT_FALSE(advises_image_side(196));
+  // A crop's window decoded 5% of each image: the images' stored size counts, not the window's.
+  RunRecord run = MakeRun(DecodingRun(1800));
+  run.h2d_format = H2DFormat::kF32;
+  run.pipeline.decode_stored_bytes = synthetic_run::kSamples * 16 * 196;
+  run.pipeline.stages[static_cast<int>(Stage::kDecode)].bytes =
+      run.pipeline.decode_stored_bytes / 20;
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
+  bool advised = false;
+  for (const Advice& a : rep.advice) advised = advised || a.setting == AdviceSetting::kImageSide;
+  EXPECT_TRUE(advised) << rep.sentence;
 }
 
 TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
