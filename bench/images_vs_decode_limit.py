@@ -169,8 +169,10 @@ def main():
             with open(path, "rb") as f:
                 files.append((path, f.read()))
         decoder = BareTurboJpeg(512 * 512)
+        # work_ahead=False: the bare decode runs between the Loader's epochs, and a Loader that
+        # works ahead would do much of its next epoch then, outside its timed epoch.
         loader = sluice.Loader(dataset, args.batch_size, shuffle=True, threads=args.threads,
-                               transforms=chain)
+                               transforms=chain, work_ahead=False)
         bare_decode_rate(decoder, files, 0)  # warm-up: code, buffer and file bytes touched
         check_against_pil(decoder, files[0])
         pipeline_epoch(loader)  # warm-up epoch: pipeline threads and buffers starting
