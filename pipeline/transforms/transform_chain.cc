@@ -204,37 +204,37 @@ absl::StatusOr<SampleSpec> TransformChain::DecodeRecord(const void* src, size_t 
   return out;
 }
 
+absl::StatusOr<std::optional<DecodeImage::Window>> TransformChain::DecodeWindow(
+    const SampleBuffers& io, const SampleKey& key, std::optional<ResizeCropPlan>* plan) const {
+  const DecodeImage* decoder = resize_crop_ != nullptr ? resize_decode_
+                               : window_decode_        ? decode_
+                                                       : center_decode_;
+  SampleRandom crop_rng(key, 1);  // RandomResizedCrop's draws, op 1's
+  absl::StatusOr<std::optional<DecodeImage::Window>> window =
+      decoder->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
+        if (resize_crop_ != nullptr) {
+          *plan = PlanResizeCrop(height, width);
+          return *plan ? (*plan)->source : transforms_internal::PixelWindow{0, 0, width, height};
+        }
+        if (!window_decode_) return center_->SourceWindow(height, width);
+        const CropWindow c = crop_->Window(height, width, crop_rng);
+        return transforms_internal::PixelWindow{c.left, c.top, c.width, c.height};
+      });
+  if (!window.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
+  }
+  return window;
+}
+
 absl::StatusOr<uint64_t> TransformChain::DecodeAsRun(const void* src, size_t src_bytes, void* dst,
                                                      const SampleKey& key, void* scratch) const {
-  if (resize_crop_ != nullptr) {
+  if (decodes_windows()) {
     char* base = static_cast<char*>(scratch);
     const SampleBuffers io{src, src_bytes, nullptr, 0, base + 2 * scratch_half_};
-    absl::StatusOr<std::optional<DecodeImage::Window>> window =
-        resize_decode_->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
-          const std::optional<ResizeCropPlan> plan = PlanResizeCrop(height, width);
-          return plan ? plan->source : transforms_internal::PixelWindow{0, 0, width, height};
-        });
-    if (!window.ok()) {
-      return absl::DataLossError(
-          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
-    }
-    if (window->has_value()) return (*window)->decoded_pixels * specs_[1].channels;
-  } else if (decodes_windows()) {
-    const DecodeImage* decoder = window_decode_ ? decode_ : center_decode_;
-    char* base = static_cast<char*>(scratch);
-    const SampleBuffers io{src, src_bytes, nullptr, 0, base + 2 * scratch_half_};
-    SampleRandom crop_rng(key, 1);  // RunFrom's draws
-    absl::StatusOr<std::optional<DecodeImage::Window>> window =
-        decoder->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
-          if (!window_decode_) return center_->SourceWindow(height, width);
-          const CropWindow c = crop_->Window(height, width, crop_rng);
-          return transforms_internal::PixelWindow{c.left, c.top, c.width, c.height};
-        });
-    if (!window.ok()) {
-      return absl::DataLossError(
-          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
-    }
-    if (window->has_value()) return (*window)->decoded_pixels * specs_[1].channels;
+    std::optional<ResizeCropPlan> plan;
+    ASSIGN_OR_RETURN(const std::optional<DecodeImage::Window> window, DecodeWindow(io, key, &plan));
+    if (window.has_value()) return window->decoded_pixels * specs_[1].channels;
   }
   ASSIGN_OR_RETURN(const SampleSpec decoded, DecodeRecord(src, src_bytes, dst, scratch));
   return decoded.bytes();
@@ -273,17 +273,13 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     // The crop's window is drawn from the image's declared size, and a JPEG decodes only the
     // window (DecodeImage::DecodeJpegWindow); a PNG decodes whole and the crop reads its window.
     SampleRandom crop_rng(key, 1);
-    absl::StatusOr<std::optional<DecodeImage::Window>> window = std::nullopt;
+    std::optional<DecodeImage::Window> window;
     if (window_decode_) {
-      window = decode_->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
-        const CropWindow c = crop_->Window(height, width, crop_rng);
-        return transforms_internal::PixelWindow{c.left, c.top, c.width, c.height};
-      });
+      std::optional<ResizeCropPlan> unused;
+      ASSIGN_OR_RETURN(window, DecodeWindow(io, key, &unused));
     }
     absl::StatusOr<transforms_internal::InterleavedU8Image> image =
-        !window.ok() ? absl::StatusOr<transforms_internal::InterleavedU8Image>(window.status())
-        : window->has_value() ? (*window)->image
-                              : decode_->DecodeInterleaved(specs_[0], io);
+        window.has_value() ? window->image : decode_->DecodeInterleaved(specs_[0], io);
     if (!image.ok()) {
       return absl::DataLossError(
           absl::StrCat(spec_.op(0).Identity(), ": ", image.status().message()));
@@ -292,10 +288,10 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
       const uint64_t channels = specs_[1].channels;
       const uint64_t whole = uint64_t{image->height} * image->width * channels;
-      *decode = window->has_value() ? DecodeTiming{decode->delay_us, start, NowNs(),
-                                                   (*window)->decoded_pixels * channels,
-                                                   (*window)->stored_pixels * channels}
-                                    : DecodeTiming{decode->delay_us, start, NowNs(), whole, whole};
+      *decode = window.has_value() ? DecodeTiming{decode->delay_us, start, NowNs(),
+                                                  window->decoded_pixels * channels,
+                                                  window->stored_pixels * channels}
+                                   : DecodeTiming{decode->delay_us, start, NowNs(), whole, whole};
     }
     const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
     bool mirror = false;
@@ -304,7 +300,7 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
       mirror = flip_->Flips(flip_rng);
     }
     void* out = fused_ops_ == spec_.size() ? dst : halves[(fused_ops_ - 1) % 2];
-    if (window->has_value()) {
+    if (window.has_value()) {
       crop_->ResizeWindow(*image, specs_[2].channels, mirror, static_cast<uint8_t*>(out));
     } else {
       crop_->ApplyInterleaved(*image, specs_[2].channels, mirror, crop_rng,
@@ -327,39 +323,29 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     const int64_t start = timed || decode != nullptr ? NowNs() : 0;
     const SampleBuffers io{in, in_bytes, nullptr, 0, base + 2 * scratch_half_};
     std::optional<ResizeCropPlan> plan;
-    absl::StatusOr<std::optional<DecodeImage::Window>> window =
-        resize_decode_->DecodeJpegWindow(specs_[0], io, [&](uint32_t height, uint32_t width) {
-          plan = PlanResizeCrop(height, width);
-          return plan ? plan->source : transforms_internal::PixelWindow{0, 0, width, height};
-        });
-    if (!window.ok()) {
-      return absl::DataLossError(
-          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
-    }
-    if (window->has_value()) {
+    ASSIGN_OR_RETURN(const std::optional<DecodeImage::Window> window, DecodeWindow(io, key, &plan));
+    if (window.has_value()) {
       if (decode != nullptr) {
         SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
         const uint64_t channels = specs_[1].channels;
-        *decode =
-            DecodeTiming{decode->delay_us, start, NowNs(), (*window)->decoded_pixels * channels,
-                         (*window)->stored_pixels * channels};
+        *decode = DecodeTiming{decode->delay_us, start, NowNs(), window->decoded_pixels * channels,
+                               window->stored_pixels * channels};
       }
       const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
       if (timed) op_ns[0] += decoded - start;
       if (plan) {
         void* out = spec_.size() == 3 ? dst : halves[0];
         transforms_internal::ResizeInterleavedU8Region(
-            (*window)->image, specs_[3].channels, -int64_t{plan->source.y},
-            -int64_t{plan->source.x}, plan->height, plan->width, plan->resized_h, plan->resized_w,
-            plan->part.y, plan->part.x, plan->part.height, plan->part.width,
-            static_cast<uint8_t*>(out));
+            window->image, specs_[3].channels, -int64_t{plan->source.y}, -int64_t{plan->source.x},
+            plan->height, plan->width, plan->resized_h, plan->resized_w, plan->part.y, plan->part.x,
+            plan->part.height, plan->part.width, static_cast<uint8_t*>(out));
         if (timed) op_ns[1] += NowNs() - decoded;
         first = 3;
         actual = specs_[3];
         in = out;
         in_bytes = actual.bytes();
       } else {
-        actual = resize_decode_->SplitPlanes((*window)->image, halves[0]);
+        actual = resize_decode_->SplitPlanes(window->image, halves[0]);
         first = 1;
         in = halves[0];
         in_bytes = actual.bytes();
@@ -372,21 +358,16 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     // pixels out (CenterCrop::SourceWindow). A PNG goes the usual way below.
     const int64_t start = timed || decode != nullptr ? NowNs() : 0;
     const SampleBuffers io{in, in_bytes, nullptr, 0, base + 2 * scratch_half_};
-    absl::StatusOr<std::optional<DecodeImage::Window>> window = center_decode_->DecodeJpegWindow(
-        specs_[0], io,
-        [&](uint32_t height, uint32_t width) { return center_->SourceWindow(height, width); });
-    if (!window.ok()) {
-      return absl::DataLossError(
-          absl::StrCat(spec_.op(0).Identity(), ": ", window.status().message()));
-    }
-    if (window->has_value()) {
-      actual = center_decode_->SplitPlanes((*window)->image, halves[0]);
+    std::optional<ResizeCropPlan> unused;
+    ASSIGN_OR_RETURN(const std::optional<DecodeImage::Window> window,
+                     DecodeWindow(io, key, &unused));
+    if (window.has_value()) {
+      actual = center_decode_->SplitPlanes(window->image, halves[0]);
       if (decode != nullptr) {
         SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
         const uint64_t channels = actual.channels;
-        *decode =
-            DecodeTiming{decode->delay_us, start, NowNs(), (*window)->decoded_pixels * channels,
-                         (*window)->stored_pixels * channels};
+        *decode = DecodeTiming{decode->delay_us, start, NowNs(), window->decoded_pixels * channels,
+                               window->stored_pixels * channels};
       }
       if (timed) op_ns[0] += (decode != nullptr ? decode->end_ns : NowNs()) - start;
       first = 1;

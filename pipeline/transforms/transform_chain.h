@@ -167,6 +167,14 @@ class TransformChain {
   };
   std::optional<ResizeCropPlan> PlanResizeCrop(uint32_t height, uint32_t width) const;
 
+  // A windowed chain's decode (decodes_windows()) of the record in `io`: op 0 decodes the
+  // window the chain's crop keeps for `key` (RandomResizedCrop's draws, CenterCrop's part, or
+  // what Resize then CenterCrop reads: `plan` receives that plan). RunFrom and DecodeAsRun
+  // both decode through it. nullopt for a record neither JPEG nor PNG; kDataLoss prefixed with
+  // op 0's identity.
+  absl::StatusOr<std::optional<DecodeImage::Window>> DecodeWindow(
+      const SampleBuffers& io, const SampleKey& key, std::optional<ResizeCropPlan>* plan) const;
+
   // Ops [first, size()) on `in` (`actual` its spec, in_bytes its size), the rest as ApplyRecord.
   absl::Status RunFrom(size_t first, SampleSpec actual, const void* in, size_t in_bytes, void* dst,
                        const SampleKey& key, void* scratch, int64_t* op_ns,

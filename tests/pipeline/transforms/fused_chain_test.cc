@@ -314,6 +314,41 @@ TEST(FusedChainTest, DecodesOnlyTheCropsWindowOfAJpegWithTheUnfusedBytes) {
   }
 }
 
+// One record through `chain` op by op (DecodeRecord, then ApplyDecoded) and as ApplyRecord
+// runs it (a windowed decode where the chain has one), key {7, 1, 0}.
+struct OpByOpAndRun {
+  std::string error;    // what failed, "" when both ran
+  std::string want;     // op by op
+  std::string got;      // ApplyRecord
+  SampleSpec decoded;   // the whole decode's spec
+  DecodeTiming timing;  // ApplyRecord's decode
+};
+OpByOpAndRun RunBothWays(const TransformChain& chain, const std::string& record) {
+  OpByOpAndRun out;
+  std::vector<char> scratch;
+  char* aligned = AlignedScratch(chain, &scratch);
+  std::vector<char> whole(chain.scratch_bytes());
+  absl::StatusOr<SampleSpec> spec =
+      chain.DecodeRecord(record.data(), record.size(), whole.data(), aligned);
+  if (!spec.ok()) {
+    out.error = std::string(spec.status().message());
+    return out;
+  }
+  out.decoded = *spec;
+  out.want.assign(chain.output_spec().bytes(), '\0');
+  absl::Status s =
+      chain.ApplyDecoded(*spec, whole.data(), out.want.data(), SampleKey{7, 1, 0}, aligned);
+  if (!s.ok()) {
+    out.error = std::string(s.message());
+    return out;
+  }
+  out.got.assign(chain.output_spec().bytes(), '\0');
+  s = chain.ApplyRecord(record.data(), record.size(), out.got.data(), SampleKey{7, 1, 0}, aligned,
+                        nullptr, &out.timing);
+  if (!s.ok()) out.error = std::string(s.message());
+  return out;
+}
+
 // DecodeImage, CenterCrop decodes only the part of a JPEG the crop keeps (issue 36): the same
 // bytes as the crop of the whole decoded image (DecodeRecord, then ApplyDecoded), for crops
 // smaller than, equal to and larger than (padded) each side, odd and even margins, every
@@ -340,26 +375,14 @@ TEST(FusedChainTest, CenterCropDecodesOnlyTheKeptPartOfAJpegWithTheSameBytes) {
     ASSERT_TRUE(chain.ok()) << chain.status();
     uint64_t decoded = 0, stored = 0;
     for (size_t r = 0; r < records.size(); ++r) {
-      std::vector<char> scratch;
-      char* aligned = AlignedScratch(*chain, &scratch);
-      std::vector<char> whole(chain->scratch_bytes());
-      absl::StatusOr<SampleSpec> spec =
-          chain->DecodeRecord(records[r].data(), records[r].size(), whole.data(), aligned);
-      ASSERT_TRUE(spec.ok()) << spec.status();
-      std::string want(chain->output_spec().bytes(), '\0');
-      ASSERT_TRUE(
-          chain->ApplyDecoded(*spec, whole.data(), want.data(), SampleKey{7, 1, 0}, aligned).ok());
-      std::string got(chain->output_spec().bytes(), '\0');
-      DecodeTiming timing;
-      ASSERT_TRUE(chain
-                      ->ApplyRecord(records[r].data(), records[r].size(), got.data(),
-                                    SampleKey{7, 1, 0}, aligned, nullptr, &timing)
-                      .ok());
-      ASSERT_EQ(got, want) << text << " record " << r;
-      EXPECT_LE(timing.bytes, timing.stored_bytes);
-      EXPECT_EQ(timing.stored_bytes, uint64_t{spec->height} * spec->width * spec->channels);
-      decoded += timing.bytes;
-      stored += timing.stored_bytes;
+      const OpByOpAndRun both = RunBothWays(*chain, records[r]);
+      ASSERT_EQ(both.error, "") << text << " record " << r;
+      ASSERT_EQ(both.got, both.want) << text << " record " << r;
+      EXPECT_LE(both.timing.bytes, both.timing.stored_bytes);
+      EXPECT_EQ(both.timing.stored_bytes,
+                uint64_t{both.decoded.height} * both.decoded.width * both.decoded.channels);
+      decoded += both.timing.bytes;
+      stored += both.timing.stored_bytes;
     }
     if (std::string(text).find("300") == std::string::npos) {
       EXPECT_LT(decoded, stored) << text << ": no pixel saved";
@@ -396,28 +419,19 @@ TEST(FusedChainTest, ResizeThenCenterCropDecodesOnlyWhatThePartReadsWithTheSameB
     ASSERT_TRUE(chain.ok()) << chain.status();
     uint64_t decoded = 0, stored = 0;
     for (size_t r = 0; r < records.size(); ++r) {
+      const OpByOpAndRun both = RunBothWays(*chain, records[r]);
+      ASSERT_EQ(both.error, "") << text << " record " << r;
+      ASSERT_EQ(both.got, both.want) << text << " record " << r;
+      EXPECT_LE(both.timing.bytes, both.timing.stored_bytes);
       std::vector<char> scratch;
       char* aligned = AlignedScratch(*chain, &scratch);
       std::vector<char> whole(chain->scratch_bytes());
-      absl::StatusOr<SampleSpec> spec =
-          chain->DecodeRecord(records[r].data(), records[r].size(), whole.data(), aligned);
-      ASSERT_TRUE(spec.ok()) << spec.status();
-      std::string want(chain->output_spec().bytes(), '\0');
-      ASSERT_TRUE(
-          chain->ApplyDecoded(*spec, whole.data(), want.data(), SampleKey{7, 1, 0}, aligned).ok());
-      std::string got(chain->output_spec().bytes(), '\0');
-      DecodeTiming timing;
-      const absl::Status s = chain->ApplyRecord(records[r].data(), records[r].size(), got.data(),
-                                                SampleKey{7, 1, 0}, aligned, nullptr, &timing);
-      ASSERT_TRUE(s.ok()) << text << " record " << r << ": " << s;
-      ASSERT_EQ(got, want) << text << " record " << r;
-      EXPECT_LE(timing.bytes, timing.stored_bytes);
       absl::StatusOr<uint64_t> alone = chain->DecodeAsRun(
           records[r].data(), records[r].size(), whole.data(), SampleKey{7, 1, 0}, aligned);
       ASSERT_TRUE(alone.ok()) << alone.status();
-      EXPECT_EQ(*alone, timing.bytes) << text << " record " << r;
-      decoded += timing.bytes;
-      stored += timing.stored_bytes;
+      EXPECT_EQ(*alone, both.timing.bytes) << text << " record " << r;
+      decoded += both.timing.bytes;
+      stored += both.timing.stored_bytes;
     }
     const std::string t(text);
     if (t.find("CenterCrop(40)") == std::string::npos && t.find("(29)") == std::string::npos) {
