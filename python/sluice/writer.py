@@ -12,7 +12,7 @@ from ._args import (_int_arg, _manifest_name, _native_path, _output_dir_arg, _pr
 def write_dataset(out, split, images, labels, records_per_shard=16384, records_per_frame=256,
                   zstd_level=3, threads=0, layout=None, num_classes=None,
                   frame_bytes=4 << 20, codec=None, classes=None, sources=None,
-                  max_image_pixels=_sluice.DEFAULT_MAX_IMAGE_PIXELS):
+                  max_image_pixels=_sluice.DEFAULT_MAX_IMAGE_PIXELS, verify_images="structure"):
     """Writes split `split` of a shard dataset into directory `out` (the code of
     `sluice-shard create`). Atomic; returns {"split", "records", "shards", "num_classes"}.
 
@@ -20,11 +20,19 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
     version 2; frames close at records_per_frame records or frame_bytes raw bytes; codec
     "none" (the default for them) or "zstd"; classes: optional class names, index = label,
     recorded in the manifest; sources: optional, one str per image, e.g. its file path,
-    recorded in the manifest to name a record that fails to decode); an empty or non-JPEG/PNG
-    item is refused naming its index, and so is one whose header declares more than
-    max_image_pixels pixels (width x height; default 89478485, PIL's Image.MAX_IMAGE_PIXELS,
-    as `sluice-shard create --max-image-pixels`; None or 0: no bound), before anything is
-    written (ValueError). A generator or other iterator is refused: pass list(images).
+    recorded in the manifest to name a record that fails to decode). Each image is checked as
+    `sluice-shard create` checks a folder's files, before anything is written; a refused one
+    is named by its index (and source), all of them counted (ValueError):
+      - verify_images="structure" (the default, as --verify-images=structure): the file's
+        markers or chunks walked to its end, so a truncated or non-JPEG/PNG file is refused
+        (docs/formats/shard.md, "Ingestion checks"); "decode": each image also decoded with
+        training's decoder (slower; finds damaged compressed data, CMYK JPEGs, 16-bit PNGs);
+        None: only the signature and the header's size are checked, for damaged images stored
+        on purpose (training then refuses them when it decodes them);
+      - max_image_pixels: an image whose header declares more pixels (width x height) is
+        refused; default 89478485, PIL's Image.MAX_IMAGE_PIXELS, as `sluice-shard create
+        --max-image-pixels`; None or 0: no bound.
+    A generator or other iterator is refused: pass list(images).
     Or an array, uint8 or float32, one of
       [N, D]        feature vectors, stored as 1 channel of 1 x D (batches: [B, 1, 1, D]);
       [N, H, W]     one channel;
@@ -44,10 +52,12 @@ def write_dataset(out, split, images, labels, records_per_shard=16384, records_p
         _refuse_zero_records(len(images), "an empty %s" % type(images).__name__, labels)
         return _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
                               zstd_level, threads, layout, num_classes, frame_bytes, codec,
-                              classes, sources, max_image_pixels)
+                              classes, sources, max_image_pixels, verify_images)
     if (frame_bytes != 4 << 20 or codec is not None or classes is not None or sources is not None
-            or max_image_pixels != _sluice.DEFAULT_MAX_IMAGE_PIXELS):
-        raise ValueError("frame_bytes, codec, classes, sources and max_image_pixels apply to "
+            or max_image_pixels != _sluice.DEFAULT_MAX_IMAGE_PIXELS
+            or not (isinstance(verify_images, str) and verify_images == "structure")):
+        raise ValueError("frame_bytes, codec, classes, sources, max_image_pixels and "
+                         "verify_images apply to "
                          "encoded images (a list of bytes); arrays are stored as zstd frames of "
                          "records_per_frame records")
     if layout is not None and layout not in ("NHWC", "NCHW"):
@@ -100,9 +110,13 @@ def _common_write_args(out, split, records_per_shard, records_per_frame, zstd_le
 
 def _write_encoded(out, split, images, labels, records_per_shard, records_per_frame,
                    zstd_level, threads, layout, num_classes, frame_bytes, codec, classes,
-                   sources, max_image_pixels):
+                   sources, max_image_pixels, verify_images):
     """write_dataset for a list of encoded images (arguments as write_dataset's)."""
     import numpy as np
+    if verify_images is not None and (not isinstance(verify_images, str) or
+                                      verify_images not in ("structure", "decode")):
+        raise ValueError("verify_images: expected \"structure\", \"decode\" or None, got %s"
+                         % _printable(verify_images))
     if layout is not None:
         raise ValueError("layout: applies to 4-D arrays, not to encoded images")
     codec = "none" if codec is None else codec
@@ -140,4 +154,5 @@ def _write_encoded(out, split, images, labels, records_per_shard, records_per_fr
                                          np.asarray(labels),
                                          records_per_shard, records_per_frame, frame_bytes,
                                          codec, zstd_level, threads, num_classes or 0,
-                                         classes or [], sources or [], max_image_pixels or 0)
+                                         classes or [], sources or [], max_image_pixels or 0,
+                                         verify_images or "none")

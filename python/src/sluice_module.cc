@@ -246,7 +246,7 @@ void BindFunctions(py::module_& m) {
         py::arg("images"), py::arg("labels"), py::arg("records_per_shard"),
         py::arg("records_per_frame"), py::arg("frame_bytes"), py::arg("codec"),
         py::arg("zstd_level"), py::arg("threads"), py::arg("num_classes"), py::arg("classes"),
-        py::arg("sources"), py::arg("max_image_pixels"));
+        py::arg("sources"), py::arg("max_image_pixels"), py::arg("verify_images"));
   // The manifest of `split` of `path` (python/src/dataset.h), for sluice.Loader's split=.
   m.def("_split_manifest", [](const std::string& path, const std::optional<std::string>& split) {
     return FsPathToPython(Unwrap(SplitManifestPath(path, split)));

@@ -1,5 +1,8 @@
 #include "python/src/writer.h"
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -8,11 +11,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "pipeline/transforms/decode_check.h"
 #include "python/src/errors.h"
 #include "python/src/fork_guard.h"
 #include "storage/array_layout.h"
 #include "storage/dataset_writer.h"
 #include "storage/image_structure.h"
+#include "storage/shard_format.h"
 
 namespace py = pybind11;
 
@@ -187,24 +192,68 @@ std::vector<std::string> EncodedSamples(const py::list& images) {
   return samples;
 }
 
-// The bound of sluice-shard create --max-image-pixels (storage/image_structure.h), in
-// write_dataset's words: the first image whose header declares more than `max_pixels` pixels
-// (0: no bound), by its index and source. An image whose header does not parse is left to the
-// writer's checks (which name it as such).
-absl::Status CheckImagePixels(const EncodedRecords& r, uint64_t max_pixels) {
-  if (max_pixels == 0) return absl::OkStatus();
-  for (size_t i = 0; i < r.samples.size(); ++i) {
-    absl::StatusOr<ImageStructure> header = ReadImageHeader(r.samples[i]);
-    if (!header.ok() || CheckDeclaredPixels(*header, max_pixels).ok()) continue;
+// The checks of sluice-shard create's ingestion, in write_dataset's words: each image's
+// structure (CheckImageStructure: markers and chunks walked to the end, a truncated file
+// refused), its declared size against `max_pixels` (0: no bound), and with `verify` "decode" a
+// decode with training's decoder (DecodeCheck). "none" reads the header only, for the pixel
+// bound: damaged images stored on purpose. Every image is checked (in parallel); the first
+// kNamedBad refused are named by index and source, then a count, then how to store damaged
+// images unchecked where the check refused one.
+absl::Status CheckImages(const EncodedRecords& r, uint64_t max_pixels, const std::string& verify) {
+  constexpr size_t kNamedBad = 5;
+  const size_t n = r.samples.size();
+  std::vector<std::string> bad(n);
+  std::vector<char> damaged(n, 0);  // refused by the check, not by the size bound
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [&](const tbb::blocked_range<size_t>& b) {
+    for (size_t i = b.begin(); i != b.end(); ++i) {
+      const std::string& bytes = r.samples[i];
+      absl::StatusOr<ImageStructure> s =
+          verify == "none" ? ReadImageHeader(bytes) : CheckImageStructure(bytes);
+      if (!s.ok()) {
+        // Unchecked, a header that does not parse is left to the writer's signature check.
+        if (verify != "none") {
+          bad[i] = std::string(s.status().message());
+          // verify_images=None would store it only if its header parses (not for a file that
+          // is no JPEG or PNG at all).
+          damaged[i] = ReadImageHeader(bytes).ok();
+        }
+        continue;
+      }
+      if (max_pixels != 0 && !CheckDeclaredPixels(*s, max_pixels).ok()) {
+        bad[i] = absl::StrCat("declares ", s->width, "x", s->height, " = ",
+                              uint64_t{s->width} * s->height,
+                              " pixels (width x height), more than the bound of ", max_pixels,
+                              " (max_image_pixels; the default is PIL's Image.MAX_IMAGE_PIXELS, ",
+                              kDefaultMaxImagePixels, ", and None means no bound)");
+        continue;
+      }
+      if (verify == "decode") {
+        if (absl::Status d = DecodeCheck(bytes); !d.ok()) {
+          bad[i] = std::string(d.message());
+          damaged[i] = 1;
+        }
+      }
+    }
+  });
+  std::string message;
+  size_t refused = 0;
+  bool any_damaged = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (bad[i].empty()) continue;
+    any_damaged = any_damaged || damaged[i];
+    if (++refused > kNamedBad) continue;
     const std::string source = i < r.sources.size() ? absl::StrCat(" (", r.sources[i], ")") : "";
-    return absl::InvalidArgumentError(
-        absl::StrCat("images[", i, "]", source, ": declares ", header->width, "x", header->height,
-                     " = ", uint64_t{header->width} * header->height,
-                     " pixels (width x height), more than the bound of ", max_pixels,
-                     " (max_image_pixels; the default is PIL's Image.MAX_IMAGE_PIXELS, ",
-                     kDefaultMaxImagePixels, ", and None means no bound); nothing was written"));
+    absl::StrAppend(&message, refused > 1 ? "; " : "", "images[", i, "]", source, ": ", bad[i]);
   }
-  return absl::OkStatus();
+  if (refused == 0) return absl::OkStatus();
+  if (refused > kNamedBad) absl::StrAppend(&message, "; and ", refused - kNamedBad, " more");
+  if (refused > 1) absl::StrAppend(&message, " (", refused, " images refused)");
+  if (any_damaged) {
+    absl::StrAppend(&message, " (checked with verify_images=\"", verify,
+                    "\"; verify_images=None stores such images unchecked, and training refuses "
+                    "each when it decodes it)");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(message, "; nothing was written"));
 }
 
 }  // namespace
@@ -214,8 +263,13 @@ py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& spli
                                  uint32_t records_per_frame, uint32_t frame_bytes,
                                  const std::string& codec, int zstd_level, int threads,
                                  uint64_t num_classes, std::vector<std::string> classes,
-                                 std::vector<std::string> sources, uint64_t max_image_pixels) {
+                                 std::vector<std::string> sources, uint64_t max_image_pixels,
+                                 const std::string& verify_images) {
   CheckNotForked("sluice.write_dataset");
+  if (verify_images != "structure" && verify_images != "decode" && verify_images != "none") {
+    RaiseStatus(absl::InvalidArgumentError(absl::StrCat(
+        "verify_images: expected \"structure\", \"decode\" or None, got \"", verify_images, "\"")));
+  }
   NoteThreadsStarted();  // its TBB workers
   EncodedRecords r;
   r.samples = EncodedSamples(images);
@@ -244,9 +298,11 @@ py::dict WriteDatasetFromEncoded(const std::string& out, const std::string& spli
   absl::StatusOr<Manifest> m;
   {
     py::gil_scoped_release nogil;
-    absl::Status pixels = CheckImagePixels(r, max_image_pixels);
-    m = pixels.ok() ? WriteEncodedDataset(Env::Default(), out, split, r, o)
-                    : absl::StatusOr<Manifest>(pixels);
+    // The split's name first: a cheap refusal before the images are read through.
+    absl::Status checked = CheckSplitName(split);
+    if (checked.ok()) checked = CheckImages(r, max_image_pixels, verify_images);
+    m = checked.ok() ? WriteEncodedDataset(Env::Default(), out, split, r, o)
+                     : absl::StatusOr<Manifest>(checked);
   }
   SkipTbbTeardownInForkChildren();
   return Summary(Unwrap(std::move(m)));

@@ -28,15 +28,18 @@ pybind11::dict WriteDatasetFromArrays(const std::string& out, const std::string&
 // 2, docs/formats/shard.md); labels as for WriteDatasetFromArrays; `classes` (optional, as many
 // as num_classes) recorded as the class names; codec "none" or "zstd". Raises TypeError for an
 // item that is not bytes and ValueError naming the record for an empty or non-JPEG/PNG one,
-// or for one whose header declares more than `max_image_pixels` pixels (0: no bound;
-// CheckDeclaredPixels, sluice-shard create's --max-image-pixels), before anything is written.
+// one whose header declares more than `max_image_pixels` pixels (0: no bound;
+// CheckDeclaredPixels, sluice-shard create's --max-image-pixels), and, with `verify_images`
+// "structure" or "decode" (sluice-shard create's --verify-images), one that fails that check;
+// "none" checks the header's size only. Before anything is written.
 pybind11::dict WriteDatasetFromEncoded(const std::string& out, const std::string& split,
                                        pybind11::list images, pybind11::array labels,
                                        uint64_t records_per_shard, uint32_t records_per_frame,
                                        uint32_t frame_bytes, const std::string& codec,
                                        int zstd_level, int threads, uint64_t num_classes,
                                        std::vector<std::string> classes,
-                                       std::vector<std::string> sources, uint64_t max_image_pixels);
+                                       std::vector<std::string> sources, uint64_t max_image_pixels,
+                                       const std::string& verify_images);
 
 }  // namespace sluice::python
 

@@ -82,7 +82,7 @@ def test_write_dataset_max_image_pixels_is_checked_as_an_int_argument(tmp_path, 
 
 
 def test_write_dataset_max_image_pixels_with_an_array_is_refused_as_the_clis_flag(tmp_path):
-    with pytest.raises(ValueError, match="max_image_pixels apply to encoded images"):
+    with pytest.raises(ValueError, match="max_image_pixels and verify_images apply to encoded images"):
         sluice.write_dataset(str(tmp_path / "ds"), "train", np.zeros((2, 4, 4), np.uint8),
                              [0, 1], max_image_pixels=None)
 

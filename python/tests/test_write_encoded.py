@@ -90,11 +90,16 @@ def test_bad_encoded_items_are_refused_naming_the_record(tmp_path):
     data = [b for b, _ in _images(3)]
     with pytest.raises(TypeError, match=r"images\[1\]: expected bytes .*got str"):
         sluice.write_dataset(tmp_path, "train", [data[0], "x.png", data[2]], [0, 1, 2])
-    with pytest.raises(ValueError, match=r"record 1: zero bytes, expected a JPEG or PNG"):
+    with pytest.raises(ValueError, match=r"images\[1\]: zero bytes, expected a JPEG or PNG"):
         sluice.write_dataset(tmp_path, "train", [data[0], b"", data[2]], [0, 1, 2])
+    with pytest.raises(ValueError, match=r"^images\[2\]: not a JPEG or PNG image \(starts with "
+                                         r"47 49 46 38 39 61 2E 2E; [^;]*; nothing was written$"):
+        sluice.write_dataset(tmp_path, "train", [data[0], data[1], b"GIF89a.."], [0, 1, 2])
+    # Unchecked, the writer's own signature check still refuses it.
     with pytest.raises(ValueError, match=r"record 2: not a JPEG or PNG image \(starts with "
                                          r"474946383961"):
-        sluice.write_dataset(tmp_path, "train", [data[0], data[1], b"GIF89a.."], [0, 1, 2])
+        sluice.write_dataset(tmp_path, "train", [data[0], data[1], b"GIF89a.."], [0, 1, 2],
+                             verify_images=None)
     with pytest.raises(ValueError, match=r"labels: expected an array of shape \[N\] with N = 3"):
         sluice.write_dataset(tmp_path, "train", data, [0, 1])
     with pytest.raises(ValueError, match=r"classes: 2 names for num_classes=3"):
@@ -103,8 +108,72 @@ def test_bad_encoded_items_are_refused_naming_the_record(tmp_path):
     with pytest.raises(ValueError, match=r"codec: expected None, 'none' or 'zstd'"):
         sluice.write_dataset(tmp_path, "train", data, [0, 1, 2], codec="lz4")
     with pytest.raises(ValueError,
-                       match=r"frame_bytes, codec, classes, sources and max_image_pixels "
-                             r"apply to encoded"):
+                       match=r"frame_bytes, codec, classes, sources, max_image_pixels and "
+                             r"verify_images apply to encoded"):
         sluice.write_dataset(tmp_path, "train", np.zeros((3, 2, 2), np.uint8), [0, 1, 2],
                              codec="zstd")
     assert not os.path.exists(tmp_path / "train.manifest.json")
+
+
+def _cmyk_jpeg():
+    buf = io.BytesIO()
+    PIL.new("CMYK", (12, 10), (10, 20, 30, 40)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def test_a_truncated_image_is_refused_by_the_structure_check_naming_it_and_writing_nothing(
+        tmp_path):
+    images = [b for b, _ in _images(6)]
+    jpeg = images[2]  # i % 3 == 2: a JPEG
+    images[2] = jpeg[:len(jpeg) // 2]  # no EOI: cut in its entropy-coded data
+    out = tmp_path / "ds"
+    with pytest.raises(ValueError, match=r"^images\[2\] \(c/2\.jpg\): truncated JPEG.*"
+                                         r"verify_images=None stores such images unchecked.*"
+                                         r"nothing was written$"):
+        sluice.write_dataset(str(out), "train", images, list(range(6)),
+                             sources=["c/%d.jpg" % i for i in range(6)])
+    assert not out.exists() or os.listdir(out) == []
+    # Stored on purpose, unchecked: the bytes come back as given.
+    sluice.write_dataset(str(out), "train", images, list(range(6)), verify_images=None)
+    ds = sluice.Dataset(str(out))
+    assert [ds[i][0] for i in range(6)] == images
+
+
+def test_every_refused_image_is_counted_and_the_first_five_named(tmp_path):
+    images = [b for b, _ in _images(12)]
+    for i in range(1, 12, 2):  # six damaged: PNGs and JPEGs cut short
+        images[i] = images[i][:len(images[i]) - 20]
+    with pytest.raises(ValueError) as e:
+        sluice.write_dataset(str(tmp_path / "ds"), "train", images, [0] * 12)
+    message = str(e.value)
+    for i in (1, 3, 5, 7, 9):
+        assert "images[%d]: " % i in message
+    assert "images[11]" not in message
+    assert "; and 1 more (6 images refused)" in message
+
+
+def test_verify_images_decode_refuses_what_only_a_decode_finds(tmp_path):
+    images = [b for b, _ in _images(3)] + [_cmyk_jpeg()]
+    # The structure check passes a CMYK JPEG (its markers are whole); training's decoder does not.
+    sluice.write_dataset(str(tmp_path / "a"), "train", images, [0, 1, 2, 3])
+    with pytest.raises(ValueError, match=r"^images\[3\]: .*CMYK.*verify_images=\"decode\""):
+        sluice.write_dataset(str(tmp_path / "b"), "train", images, [0, 1, 2, 3],
+                             verify_images="decode")
+    assert not (tmp_path / "b" / "train.manifest.json").exists()
+    sluice.write_dataset(str(tmp_path / "c"), "train", images[:3], [0, 1, 2],
+                         verify_images="decode")
+    assert len(sluice.Dataset(str(tmp_path / "c"))) == 3
+
+
+@pytest.mark.parametrize("value", ["yes", "", "Structure", 1, True, ["decode"]])
+def test_verify_images_takes_structure_decode_or_none_only(tmp_path, value):
+    images = [b for b, _ in _images(2)]
+    with pytest.raises(ValueError, match="verify_images: expected \"structure\", \"decode\" or "
+                                         "None, got "):
+        sluice.write_dataset(str(tmp_path / "ds"), "train", images, [0, 1], verify_images=value)
+
+
+def test_verify_images_with_an_array_is_refused_as_the_clis_flag(tmp_path):
+    with pytest.raises(ValueError, match="verify_images apply to encoded images"):
+        sluice.write_dataset(str(tmp_path / "ds"), "train", np.zeros((2, 4, 4), np.uint8), [0, 1],
+                             verify_images="decode")
