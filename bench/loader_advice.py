@@ -22,9 +22,14 @@ The report's price of the advice is given twice: the latest pass's, and the medi
 recent passes (report()["recent_passes"], from the fourth pass on). The second new user's loop
 (MLP 3072-256-8 at batch 64, shuffled): --batch-size 64 --hidden 256 --shuffle.
 
-  /usr/bin/python3 bench/loader_advice.py --build build [--rounds 5] [--epochs 6]
+--halvings N follows the advice N times, as a user taking it again would: the half-side folder
+is halved again (a quarter of the side), and each step (original -> half, half -> quarter, ...)
+is measured against the price the report of the step's starting folder gave.
+
+  /usr/bin/python3 bench/loader_advice.py --build build [--rounds 5] [--epochs 6] [--halvings 2]
 """
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -114,6 +119,45 @@ def recent_half_side_gain(report):
     return None, "0 of %d" % recent.get("passes", 0)
 
 
+def measure_step(args, datasets, threads, work_ahead, start, end):
+    """One step of following the advice (start -> end), --rounds times; prints each round
+    and the price against the measured gain."""
+    predicted, measured, recent = [], [], []
+    print("\nstep threads: %s, work_ahead=%s, %s -> %s" % (threads, work_ahead, start, end))
+    for i in range(args.rounds):
+        base = run(args, datasets[start], threads, work_ahead)
+        other = run(args, datasets[end], threads, work_ahead)
+        gain = half_side_gain(base)
+        measured.append(other["rate"] / base["rate"])
+        if gain:
+            predicted.append(gain)
+        median_gain, given = recent_half_side_gain(base)
+        if median_gain:
+            recent.append(median_gain)
+        print("  round %d: %s %.0f samples/s (report: %s, %s; predicted %.0f, "
+              "measured %.0f), first batch %.1f ms; %s %.0f samples/s, first batch "
+              "%.1f ms; advice %s: predicted %s (recent passes: %s, median %s), "
+              "measured %.2fx"
+              % (i + 1, start, base["rate"], base["class"], base["stage"], base["predicted"],
+                 base["measured"], base["first_ms"], end, other["rate"], other["first_ms"],
+                 [(s, v) for s, v, _ in base["advice"]] or "none",
+                 "%.2fx" % gain if gain else "-", given,
+                 "%.2fx" % median_gain if median_gain else "-", measured[-1]))
+    if predicted:
+        p, m = statistics.median(predicted), statistics.median(measured)
+        print("  half-side advice: predicted %.2fx (%.2f-%.2f), measured %.2fx (%.2f-%.2f): "
+              "error %.0f%%" % (p, min(predicted), max(predicted), m, min(measured),
+                                max(measured), 100 * abs(p / m - 1)))
+    else:
+        print("  no half-side advice in any round; measured %.2fx" % statistics.median(measured))
+    if recent:
+        m = statistics.median(measured)
+        print("  each round's price as the recent passes' median: %s against %.2fx "
+              "measured; errors %s"
+              % (", ".join("%.2fx" % g for g in recent), m,
+                 ", ".join("%.0f%%" % (100 * abs(g / m - 1)) for g in recent)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     photo_folder.add_arguments(ap)
@@ -130,6 +174,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=128, help="the MLP's hidden width")
     ap.add_argument("--shuffle", action="store_true")
+    ap.add_argument("--halvings", type=int, default=1,
+                    help="how many times the half-side advice is followed (1: original -> half)")
     args = ap.parse_args()
     args.sluice_shard = os.path.join(args.build, "tools", "sluice-shard")
     work = args.workdir or tempfile.mkdtemp(prefix="sluice-loader-advice-")
@@ -137,54 +183,25 @@ def main():
     if not args.folder and not os.path.isdir(folder):
         photo_folder.write_photo_folder(folder, args.images, args.classes, args.seed,
                                         args.min_side, args.max_side)
-    half = os.path.join(work, "photos_half")
-    if not os.path.isdir(half):
-        half_side_copy(folder, half)
+    names = ["original", "half side", "quarter side", "eighth side", "sixteenth side"]
+    if not 1 <= args.halvings < len(names):
+        raise SystemExit("--halvings: expected 1 to %d" % (len(names) - 1))
+    folders = {"original": folder}
+    for prev, name in zip(names, names[1:args.halvings + 1]):
+        folders[name] = os.path.join(work, "photos_" + name.split()[0])
+        if not os.path.isdir(folders[name]):
+            half_side_copy(folders[prev], folders[name])
     datasets = {}
-    for name, src in (("original", folder), ("half side", half)):
+    for name, src in folders.items():
         out = os.path.join(work, "data_" + name.replace(" ", "_"))
         if not os.path.isdir(out):
             photo_folder.ingest(args.sluice_shard, src, out)
         datasets[name] = out
-    print("photos:", photo_folder.describe(photo_folder.folder_files(folder)))
-    print("half side:", photo_folder.describe(photo_folder.folder_files(half)))
+        print("%s:" % name, photo_folder.describe(photo_folder.folder_files(src)))
     modes = [True, False] if args.work_ahead_too else [True]
-    for threads in args.threads.split(","):
-        for work_ahead in modes:
-            predicted, measured, recent = [], [], []
-            print("\nstep threads: %s, work_ahead=%s" % (threads, work_ahead))
-            for i in range(args.rounds):
-                base = run(args, datasets["original"], threads, work_ahead)
-                other = run(args, datasets["half side"], threads, work_ahead)
-                gain = half_side_gain(base)
-                measured.append(other["rate"] / base["rate"])
-                if gain:
-                    predicted.append(gain)
-                median_gain, given = recent_half_side_gain(base)
-                if median_gain:
-                    recent.append(median_gain)
-                print("  round %d: original %.0f samples/s (report: %s, %s; predicted %.0f, "
-                      "measured %.0f), first batch %.1f ms; half side %.0f samples/s, first batch "
-                      "%.1f ms; advice %s: predicted %s (recent passes: %s, median %s), "
-                      "measured %.2fx"
-                      % (i + 1, base["rate"], base["class"], base["stage"], base["predicted"],
-                         base["measured"], base["first_ms"], other["rate"], other["first_ms"],
-                         [(s, v) for s, v, _ in base["advice"]] or "none",
-                         "%.2fx" % gain if gain else "-", given,
-                         "%.2fx" % median_gain if median_gain else "-", measured[-1]))
-            if predicted:
-                p, m = statistics.median(predicted), statistics.median(measured)
-                print("  half-side advice: predicted %.2fx (%.2f-%.2f), measured %.2fx (%.2f-%.2f): "
-                      "error %.0f%%" % (p, min(predicted), max(predicted), m, min(measured),
-                                        max(measured), 100 * abs(p / m - 1)))
-            else:
-                print("  no half-side advice in any round; measured %.2fx" % statistics.median(measured))
-            if recent:
-                m = statistics.median(measured)
-                print("  each round's price as the recent passes' median: %s against %.2fx "
-                      "measured; errors %s"
-                      % (", ".join("%.2fx" % g for g in recent), m,
-                         ", ".join("%.0f%%" % (100 * abs(g / m - 1)) for g in recent)))
+    for threads, work_ahead, (start, end) in itertools.product(
+            args.threads.split(","), modes, zip(names, names[1:args.halvings + 1])):
+        measure_step(args, datasets, threads, work_ahead, start, end)
 
 
 if __name__ == "__main__":
