@@ -3,6 +3,7 @@ as zero-copy DLPack tensors), state_dict()/load_state_dict() for exact resume, a
 of the latest pass (docs/python.md)."""
 import math
 import numbers
+import weakref
 from collections.abc import Mapping
 
 import torch
@@ -165,6 +166,9 @@ class Loader:
         # What a pass left at a break carries to the pass that continues its epoch: ((epoch,
         # step) where that pass starts, (skipped, read, messages) so far), or None.
         self._carry = None
+        # The live iterators of the latest pass: a new iter() marks them replaced (unless that
+        # pass had ended), so they raise rather than hand out batches their pipeline had built.
+        self._iterators = weakref.WeakSet()
         # set_epoch or load_state_dict since the latest iter(): the running pass's batches no
         # longer move the position (the next iteration starts where they set it).
         self._position_set = False
@@ -273,7 +277,11 @@ class Loader:
         elif previous is not None:
             self._carry = None
         if previous is not None:
+            if not self._pass_ended:
+                for it in list(self._iterators):
+                    it._replaced = True
             previous.cancel()
+        self._iterators = weakref.WeakSet()
         # Dropped before the next pass starts: once no batch of it is alive, its pipeline gives
         # its buffers back for the next one to reuse instead of allocating (and page-faulting)
         # its own.
@@ -285,7 +293,9 @@ class Loader:
         self._position_set = False
         self._pass_epoch = self._epoch
         self._pass_complete = self._pass_ended = self._pass_delivered = False
-        return _Iterator(self, self._pass)
+        it = _Iterator(self, self._pass)
+        self._iterators.add(it)
+        return it
 
     def _end_pass(self):
         """The end of the latest pass, accounted for once: its rate (a bar of report_html) and
@@ -365,6 +375,11 @@ class Loader:
                 "messages": list(s["corrupt_frames"])}
 
 
+_REPLACED_PASS = ("this iterator's pass was replaced by a newer iter() of the same Loader (a "
+                  "Loader has one live pass): use the new iterator, or a second Loader for two "
+                  "passes at once")
+
+
 class _Iterator:
     def __init__(self, loader, run):
         self._loader = loader
@@ -373,11 +388,16 @@ class _Iterator:
         self._steps = len(loader)
         self._cuda = loader._device.startswith("cuda")
         self._ended = False
+        self._replaced = False  # set by a newer iter() of the loader before this pass ended
 
     def __iter__(self):
         return self
 
     def __next__(self):
+        if self._replaced:
+            # Batches the replaced pass had built are not handed out: the new pass delivers
+            # them again (a trial's loop got batch 2 from both).
+            raise RuntimeError(_REPLACED_PASS)
         stream = 0
         if self._cuda:
             stream = torch.cuda.current_stream(self._loader._torch_device).cuda_stream
@@ -385,10 +405,7 @@ class _Iterator:
             item = self._pass.next(stream)
         except RuntimeError as e:
             if self._loader._pass is not self._pass and "cancelled" in str(e):
-                raise RuntimeError(
-                    "this iterator's pass was replaced by a newer iter() of the same Loader (a "
-                    "Loader has one live pass): use the new iterator, or a second Loader for "
-                    "two passes at once") from None
+                raise RuntimeError(_REPLACED_PASS) from None
             raise
         loader = self._loader
         if item is None:
