@@ -192,6 +192,12 @@ std::vector<std::string> EncodedSamples(const py::list& images) {
   return samples;
 }
 
+// Whether `bytes` starts as a JPEG (FF D8 FF) or a PNG (its 8-byte signature) does.
+bool HasImageSignature(const std::string& bytes) {
+  static constexpr char kPng[] = "\x89PNG\r\n\x1a\n";
+  return bytes.starts_with("\xff\xd8\xff") || bytes.starts_with(std::string_view(kPng, 8));
+}
+
 // The checks of sluice-shard create's ingestion, in write_dataset's words: each image's
 // structure (CheckImageStructure: markers and chunks walked to the end, a truncated file
 // refused), its declared size against `max_pixels` (0: no bound), and with `verify` "decode" a
@@ -210,8 +216,12 @@ absl::Status CheckImages(const EncodedRecords& r, uint64_t max_pixels, const std
       absl::StatusOr<ImageStructure> s =
           verify == "none" ? ReadImageHeader(bytes) : CheckImageStructure(bytes);
       if (!s.ok()) {
-        // Unchecked, a header that does not parse is left to the writer's signature check.
-        if (verify != "none") {
+        // Unchecked, a file that is no JPEG or PNG at all is left to the writer's signature
+        // check; one whose header does not parse is refused even so (without its size the
+        // manifest records none, and the whole split decodes under the 4096x4096 fallback).
+        if (verify == "none" && HasImageSignature(bytes)) {
+          bad[i] = std::string(s.status().message());
+        } else if (verify != "none") {
           bad[i] = std::string(s.status().message());
           // verify_images=None would store it only if its header parses (not for a file that
           // is no JPEG or PNG at all).

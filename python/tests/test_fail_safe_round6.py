@@ -41,3 +41,23 @@ def test_an_iterator_whose_pass_ended_still_stops_after_a_new_iter(ids_dataset):
     with pytest.raises(StopIteration):
         next(first)
     assert sum(len(y) for _, y in second) == 120
+
+
+def test_unchecked_images_still_need_a_header_that_gives_their_size(tmp_path):
+    # A JPEG with no frame header was stored with verify_images=None; the manifest then recorded
+    # no image sizes, and the whole split decoded under the 4096x4096 fallback (228 MB resident
+    # where 15.6 MB sufficed).
+    import io
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (6, 5)).save(buf, format="JPEG")
+    good = buf.getvalue()
+    headerless = b"\xff\xd8\xff" + bytes(100)
+    with pytest.raises(ValueError, match=r"^images\[1\]: .*nothing was written$"):
+        sluice.write_dataset(str(tmp_path / "a"), "train", [good, headerless], [0, 1],
+                             verify_images=None)
+    assert not (tmp_path / "a" / "train.manifest.json").exists()
+    # A truncated file whose header parses is what None stores.
+    sluice.write_dataset(str(tmp_path / "b"), "train", [good, good[:-10]], [0, 1],
+                         verify_images=None)
+    assert len(sluice.Dataset(str(tmp_path / "b"))) == 2
