@@ -430,6 +430,9 @@ std::string Ceilings::CacheKey(const Dataset& dataset, const CeilingOptions& opt
       ",", b.sim.device.link_latency_ns, ",", b.sim.compute_ns_per_step, ",",
       b.sim.compute_samples_per_s, ";secs=", options.seconds_per_measurement,
       ";compute=", options.measure_compute, ";transforms=", transforms,
+      // The decode ceiling decodes as the run does: windows, or whole images with
+      // SLUICE_WINDOW_DECODE=0 (a run of either read the other's ceiling and note).
+      ";window_decode=", WindowDecodeEnabled(),
       // The code that measures: each build keeps its own file, so two builds sharing a
       // cache directory do not keep re-measuring over each other.
       ";build=", BuildId());

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,7 @@
 #include "pipeline/pinned_buffer_pool.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pool_cache.h"
+#include "storage/frame_view.h"
 
 namespace sluice::pipeline_internal {
 
@@ -78,7 +80,16 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   absl::Status BuildWhatIfCaches();
   absl::Status BuildChainFreeSamples();  // what-if transforms
   absl::Status BuildDecodedImages();     // what-if decode
-  absl::Status ReadFirstFrame(std::string* raw) const;
+  // The decoded bytes of the layout's frame `index` (its first: index 0).
+  absl::Status ReadLayoutFrame(size_t index, std::string* raw) const;
+  // Calls `take` on the records of the layout's first frame until `enough()`, and of the next
+  // (at most 16 frames) while none went through: under on_corrupt=skip a corrupt frame, and a
+  // record `take` refuses with kDataLoss, is passed over. Errors: `take`'s (naming the shard and
+  // record), or kDataLoss
+  // "<what>: no record of the first N frames ... goes through" when `take` took none.
+  absl::Status ForEachLeadingRecord(
+      const char* what, const std::function<absl::Status(const FrameView&, uint32_t)>& take,
+      const std::function<bool()>& enough) const;
   void BuildGraph();
   static absl::Status CheckPipelineThreadsCanStart(int threads);
   FrameMsg ReadBody(oneapi::tbb::flow_control& fc);

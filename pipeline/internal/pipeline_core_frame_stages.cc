@@ -105,8 +105,8 @@ absl::Status PipelineCore::BuildWhatIfCaches() {
 
 // The layout's first frame, read and decompressed: what the what-if transforms and decode
 // caches are built from.
-absl::Status PipelineCore::ReadFirstFrame(std::string* raw) const {
-  const FrameRef& fr = layout_.frames.front();
+absl::Status PipelineCore::ReadLayoutFrame(size_t index, std::string* raw) const {
+  const FrameRef& fr = layout_.frames[index];
   const ShardReader* r = readers_[fr.shard];
   std::string stored;
   RETURN_IF_ERROR(r->ReadStoredFrame(fr.frame, &stored));
@@ -115,7 +115,44 @@ absl::Status PipelineCore::ReadFirstFrame(std::string* raw) const {
                         ThisThreadDctx());
 }
 
-// The chain's outputs of the first frame's records (at most kChainFreeSamples), so the
+absl::Status PipelineCore::ForEachLeadingRecord(
+    const char* what, const std::function<absl::Status(const FrameView&, uint32_t)>& take,
+    const std::function<bool()>& enough) const {
+  // At most this many frames are read: a bound on the start-up where no record decodes.
+  constexpr size_t kMaxFrames = 16;
+  const size_t frames = std::min(kMaxFrames, layout_.frames.size());
+  const bool skip = opt_.on_corrupt == OnCorrupt::kSkip;
+  uint64_t taken = 0;
+  // The first frame with a record that goes through (its records only: the samples stay
+  // those of one frame where it has any).
+  for (size_t f = 0; f < frames && taken == 0; ++f) {
+    const FrameRef& fr = layout_.frames[f];
+    const ShardReader* r = readers_[fr.shard];
+    std::string raw;
+    if (absl::Status st = ReadLayoutFrame(f, &raw); !st.ok()) {
+      if (skip && absl::IsDataLoss(st)) continue;  // a corrupt frame, skipped as the run does
+      return st;
+    }
+    const FrameView frame(spec_, fr.record_count, raw.data());
+    for (uint32_t i = 0; i < fr.record_count && !enough(); ++i) {
+      const absl::Status st = take(frame, i);
+      taken += st.ok();
+      // A record the chain refuses (a corrupt image) is left out under the skip policy.
+      if (!st.ok() && (!skip || !absl::IsDataLoss(st))) {
+        return absl::Status(st.code(), absl::StrCat(r->path(), ": record ", fr.first_record + i,
+                                                    ": ", st.message()));
+      }
+    }
+  }
+  if (taken == 0) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": no record of the first ", frames, frames == 1 ? " frame" : " frames", " (from ",
+        readers_[layout_.frames.front().shard]->path(), " on) goes through"));
+  }
+  return absl::OkStatus();
+}
+
+// The chain's outputs of the first usable frame's records (at most kChainFreeSamples), so the
 // batches keep real values (a backend's cost can follow them) at no chain cost per sample.
 absl::Status PipelineCore::BuildChainFreeSamples() {
   if (!preprocessor_.has_value()) {
@@ -124,36 +161,27 @@ absl::Status PipelineCore::BuildChainFreeSamples() {
   }
   constexpr uint32_t kChainFreeSamples = 64;
   if (layout_.frames.empty()) return absl::OkStatus();  // no batches
-  const FrameRef& fr = layout_.frames.front();
-  const ShardReader* r = readers_[fr.shard];
-  std::string raw;
-  RETURN_IF_ERROR(ReadFirstFrame(&raw));
-  const FrameView frame(spec_, fr.record_count, raw.data());
   const size_t out_bytes = batch_sample_.bytes();
-  chain_free_samples_.assign(size_t{std::min(kChainFreeSamples, fr.record_count)} * out_bytes, 0);
+  chain_free_samples_.assign(size_t{kChainFreeSamples} * out_bytes, 0);
   ScratchSlot& s = scratch_.front();
   uint32_t made = 0;
-  // A record the chain refuses (a corrupt image) is left out under the skip policy.
-  for (uint32_t i = 0; i < fr.record_count && made < kChainFreeSamples; ++i) {
-    const absl::Status st = preprocessor_->Process(
-        frame.sample(i), frame.sample_size(i), chain_free_samples_.data() + made * out_bytes,
-        SampleKey{opt_.order.seed, 0, i}, s.aligned, nullptr);
-    if (st.ok()) {
-      ++made;
-    } else if (opt_.on_corrupt != OnCorrupt::kSkip || !absl::IsDataLoss(st)) {
-      return absl::Status(
-          st.code(), absl::StrCat(r->path(), ": record ", fr.first_record + i, ": ", st.message()));
-    }
-  }
-  if (made == 0 && fr.record_count > 0) {
-    return absl::DataLossError(absl::StrCat("what-if transforms: no record of ", r->path(),
-                                            "'s first frame goes through the chain"));
-  }
+  const absl::Status built = ForEachLeadingRecord(
+      "what-if transforms",
+      [&](const FrameView& frame, uint32_t i) {
+        RETURN_IF_ERROR(preprocessor_->Process(
+            frame.sample(i), frame.sample_size(i), chain_free_samples_.data() + made * out_bytes,
+            SampleKey{opt_.order.seed, 0, made}, s.aligned, nullptr));
+        ++made;
+        return absl::OkStatus();
+      },
+      [&] { return made == kChainFreeSamples; });
+  if (!built.ok()) return built;
   chain_free_count_ = made;
   return absl::OkStatus();
 }
-// The decoder's output for the first frame's records (at most kDecodedImages), so the ops after
-// it work on real images of this dataset, at no decode cost per sample.
+
+// The decoder's output for the first usable frame's records (at most kDecodedImages), so the ops
+// after it work on real images of this dataset, at no decode cost per sample.
 absl::Status PipelineCore::BuildDecodedImages() {
   if (!preprocessor_.has_value() || !preprocessor_->chain().decodes()) {
     return absl::InvalidArgumentError(
@@ -161,31 +189,20 @@ absl::Status PipelineCore::BuildDecodedImages() {
   }
   constexpr uint32_t kDecodedImages = 64;
   if (layout_.frames.empty()) return absl::OkStatus();  // no batches
-  const FrameRef& fr = layout_.frames.front();
-  const ShardReader* r = readers_[fr.shard];
-  std::string raw;
-  RETURN_IF_ERROR(ReadFirstFrame(&raw));
-  const FrameView frame(spec_, fr.record_count, raw.data());
   const TransformChain& chain = preprocessor_->chain();
   std::vector<char> image(chain.spec(1).bytes());
   ScratchSlot& s = scratch_.front();
-  for (uint32_t i = 0; i < fr.record_count && decoded_images_.size() < kDecodedImages; ++i) {
-    absl::StatusOr<SampleSpec> spec =
-        chain.DecodeRecord(frame.sample(i), frame.sample_size(i), image.data(), s.aligned);
-    if (spec.ok()) {
-      decoded_images_.push_back(
-          {*spec, std::vector<char>(image.begin(), image.begin() + spec->bytes())});
-    } else if (opt_.on_corrupt != OnCorrupt::kSkip || !absl::IsDataLoss(spec.status())) {
-      return absl::Status(
-          spec.status().code(),
-          absl::StrCat(r->path(), ": record ", fr.first_record + i, ": ", spec.status().message()));
-    }
-  }
-  if (decoded_images_.empty() && fr.record_count > 0) {
-    return absl::DataLossError(
-        absl::StrCat("what-if decode: no record of ", r->path(), "'s first frame decodes"));
-  }
-  return absl::OkStatus();
+  return ForEachLeadingRecord(
+      "what-if decode",
+      [&](const FrameView& frame, uint32_t i) {
+        ASSIGN_OR_RETURN(
+            const SampleSpec spec,
+            chain.DecodeRecord(frame.sample(i), frame.sample_size(i), image.data(), s.aligned));
+        decoded_images_.push_back(
+            {spec, std::vector<char>(image.begin(), image.begin() + spec.bytes())});
+        return absl::OkStatus();
+      },
+      [&] { return decoded_images_.size() == kDecodedImages; });
 }
 
 // ---------------------------------------------------------------------------------------------

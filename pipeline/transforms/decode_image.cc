@@ -263,6 +263,18 @@ uint32_t DecodeImage::JpegScale(const transforms_internal::JpegHeader& header) c
   return transforms_internal::DraftScale(header, draft_height_, draft_width_);
 }
 
+uint64_t DecodeImage::StoredPixels(const void* src, size_t src_bytes,
+                                   uint64_t decoded_pixels) const {
+  if (draft_height_ == 0 || src_bytes < sizeof(kJpegMagic) ||
+      std::memcmp(src, kJpegMagic, sizeof(kJpegMagic)) != 0) {
+    return decoded_pixels;
+  }
+  const absl::StatusOr<transforms_internal::JpegHeader> header =
+      transforms_internal::ReadJpegHeader(
+          absl::string_view(static_cast<const char*>(src), src_bytes));
+  return header.ok() ? uint64_t{header->width} * header->height : decoded_pixels;
+}
+
 absl::StatusOr<SampleSpec> DecodeImage::OutputSpec(const SampleSpec& in) const {
   if (in.extent != SampleExtent::kEncoded) {
     return absl::InvalidArgumentError(

@@ -86,6 +86,9 @@ class DecodeImage final : public Transform {
   }
   // The scale a JPEG of header's size decodes at: 1 without a draft.
   uint32_t JpegScale(const transforms_internal::JpegHeader& header) const;
+  // The stored image's width x height, for a record this op decoded whole to
+  // `decoded_pixels`: those, unless a draft reduced a JPEG (then its header's size).
+  uint64_t StoredPixels(const void* src, size_t src_bytes, uint64_t decoded_pixels) const;
 
   // A window of a JPEG, decoded from only the iMCU rows and columns that cover it (issue 36;
   // transforms_internal::DecodeJpegWindow): the pixels DecodeInterleaved would give, cut to the

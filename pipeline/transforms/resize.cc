@@ -104,8 +104,15 @@ absl::StatusOr<SampleSpec> Resize::OutputSpec(const SampleSpec& in) const {
   }
   if (!in.fixed()) {
     // Any one sample's sides stay within this bound unless its aspect ratio exceeds
-    // bound / size; such a sample still fits when its bytes do (ApplyVariable checks).
-    const uint32_t side = max_size_ != 0 ? max_size_ : std::max({height_, in.height, in.width});
+    // bound / size; such a sample still fits when its bytes do (ApplyVariable checks). At
+    // least twice the size: images smaller than it are upscaled, and their long side then
+    // passes the size (a 15x17 photo under Resize(256) becomes 256x290; with a bound of
+    // max(size, their sides) every such image of a split of small images was refused).
+    const uint32_t side =
+        max_size_ != 0
+            ? max_size_
+            : static_cast<uint32_t>(std::min<uint64_t>(
+                  UINT32_MAX, std::max<uint64_t>({uint64_t{2} * height_, in.height, in.width})));
     out.height = out.width = side;
     out.max_pixels = 0;  // resizing changes the area: the input's area bound does not hold
     return out;

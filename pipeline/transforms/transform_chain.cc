@@ -128,7 +128,10 @@ std::optional<TransformChain::ResizeCropPlan> TransformChain::PlanResizeCrop(uin
                                                                              uint32_t width) const {
   const SampleSpec image{ElementType::kU8, specs_[1].channels, height, width, SampleLayout::kCHW};
   const absl::StatusOr<SampleSpec> resized = resize_->OutputSpec(image);
-  if (!resized.ok()) return std::nullopt;
+  // A resize larger than the chain's intermediate goes the usual way, which refuses it: the
+  // window would deliver what the ops one by one refuse (SLUICE_WINDOW_DECODE=0, or another op
+  // between them, and the sample failed).
+  if (!resized.ok() || resized->bytes() > scratch_half_) return std::nullopt;
   ResizeCropPlan plan;
   plan.height = height;
   plan.width = width;
@@ -287,11 +290,13 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     if (decode != nullptr) {
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
       const uint64_t channels = specs_[1].channels;
-      const uint64_t whole = uint64_t{image->height} * image->width * channels;
-      *decode = window.has_value() ? DecodeTiming{decode->delay_us, start, NowNs(),
-                                                  window->decoded_pixels * channels,
-                                                  window->stored_pixels * channels}
-                                   : DecodeTiming{decode->delay_us, start, NowNs(), whole, whole};
+      const uint64_t whole = uint64_t{image->height} * image->width;
+      *decode =
+          window.has_value()
+              ? DecodeTiming{decode->delay_us, start, NowNs(), window->decoded_pixels * channels,
+                             window->stored_pixels * channels}
+              : DecodeTiming{decode->delay_us, start, NowNs(), whole * channels,
+                             decode_->StoredPixels(in, in_bytes, whole) * channels};
     }
     const int64_t decoded = timed ? (decode != nullptr ? decode->end_ns : NowNs()) : 0;
     bool mirror = false;
@@ -396,7 +401,12 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
     }
     if (decoding) {
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
-      *decode = DecodeTiming{decode->delay_us, start, NowNs(), actual.bytes(), actual.bytes()};
+      // A draft decodes a reduced image: the stored one is the header's size.
+      const uint64_t pixels = uint64_t{actual.height} * actual.width;
+      const auto* op = dynamic_cast<const DecodeImage*>(&spec_.op(0));
+      const uint64_t stored = op != nullptr ? op->StoredPixels(in, in_bytes, pixels) : pixels;
+      *decode = DecodeTiming{decode->delay_us, start, NowNs(), actual.bytes(),
+                             actual.bytes() / std::max<uint64_t>(1, pixels) * stored};
       if (timed) op_ns[i] += decode->end_ns - start;
     } else if (timed) {
       op_ns[i] += NowNs() - start;

@@ -23,8 +23,10 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/resource_limits.h"
 #include "pipeline/transforms/transform_spec.h"
+#include "report/stages.h"
 #include "storage/dataset.h"
 #include "storage/dataset_writer.h"
+#include "tests/pipeline/transforms/encoded_images.h"
 
 namespace sluice {
 namespace {
@@ -395,6 +397,39 @@ struct EncodedDataset {
 };
 
 constexpr char kDecodeChain[] = "DecodeImage(), RandomResizedCrop(4)";
+
+// What-if decode and what-if transforms take their samples from the first frame with a record
+// that decodes: a first frame of damaged images (on_corrupt=skip) failed the run (exit 1, no
+// report) though it trained (the sixth hostile trial).
+TEST(PipelineTransforms, WhatIfRunsTakeTheFirstFrameThatDecodesUnderSkip) {
+  EncodedRecords r;
+  for (int i = 0; i < 4; ++i) r.samples.push_back(PngHeader(8, 8));  // frame 0: no pixel data
+  for (int i = 0; i < 8; ++i) {
+    r.samples.push_back(testing::EncodePng(8, 8, SPNG_COLOR_TYPE_TRUECOLOR,
+                                           std::vector<uint8_t>(8 * 8 * 3, 40 + i)));
+  }
+  r.labels = std::string(r.samples.size(), '\0');
+  std::unique_ptr<Env> env = NewMemEnv();
+  WriteDatasetOptions w;
+  w.threads = 1;
+  w.sharding.records_per_frame = 4;
+  ASSERT_TRUE(WriteEncodedDataset(env.get(), "/enc", "train", r, w).ok());
+  auto dataset = Dataset::Open(env.get(), "/enc");
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  for (Stage stage : {Stage::kDecode, Stage::kTransforms}) {
+    SCOPED_TRACE(StageName(stage));
+    PipelineOptions o = Options(kDecodeChain);
+    o.diagnostics.what_if = stage;
+    o.on_corrupt = OnCorrupt::kSkip;
+    auto samples = RunSamples(dataset->get(), o);
+    ASSERT_TRUE(samples.ok()) << samples.status();
+    EXPECT_GT(samples->size(), 0u);
+    o.on_corrupt = OnCorrupt::kFail;  // without skip, the damaged record is named
+    samples = RunSamples(dataset->get(), o);
+    ASSERT_FALSE(samples.ok());
+    EXPECT_THAT(samples.status().message(), HasSubstr("record 0"));
+  }
+}
 
 // One 60000x1 and one 1x60000 image: the scratch used to be sized for the box of 60000x60000
 // (36 GB per preprocess thread, which could not be allocated); it is sized for 60000 pixels.

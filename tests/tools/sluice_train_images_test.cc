@@ -306,5 +306,30 @@ TEST_F(SluiceTrainImagesTest, WhatIfDecodeRunsTheChainOnCachedDecodedImages) {
   }
 }
 
+// The decode ceiling decodes as the run does (windows, or whole images with
+// SLUICE_WINDOW_DECODE=0), so the two are cached apart: a window run read the whole-decode
+// ceiling a run before had cached, with its note, and the reverse (the sixth hostile trial).
+TEST_F(SluiceTrainImagesTest, TheDecodeCeilingIsCachedApartForWindowAndWholeDecoding) {
+  Ingest(/*with_broken_image=*/false);
+  const std::string args = absl::StrCat(
+      SLUICE_TRAIN_BIN, " --data=", dir_, "/data --device=cpu --quiet --layers=768,32,3 ",
+      "--epochs=1 --batch-size=16 --cache-dir=", dir_, "/cache ",
+      "'--transforms=DecodeImage(), CenterCrop(16)' --report-json=");
+  const auto decode_note = [](const std::string& json) {
+    std::ifstream in(json);
+    return nlohmann::json::parse(in)["ceilings"]["decode"]["note"].get<std::string>();
+  };
+  Output out = RunShell(absl::StrCat("SLUICE_WINDOW_DECODE=0 ", args, dir_, "/whole.json"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(decode_note(dir_ + "/whole.json").find("only the windows"), std::string::npos);
+  out = RunShell(absl::StrCat(args, dir_, "/window.json"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(decode_note(dir_ + "/window.json").find("only the windows the crop keeps"),
+            std::string::npos);
+  out = RunShell(absl::StrCat("SLUICE_WINDOW_DECODE=0 ", args, dir_, "/whole2.json"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(decode_note(dir_ + "/whole2.json").find("only the windows"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -314,6 +314,30 @@ TEST(FusedChainTest, DecodesOnlyTheCropsWindowOfAJpegWithTheUnfusedBytes) {
   }
 }
 
+// A draft decoded whole (no window op after it): the decode row's stored bytes are the stored
+// image's, not the reduced decode's (they were the reduced size: the sixth hostile trial).
+TEST(FusedChainTest, ADraftDecodedWholeCountsTheStoredImageAsStored) {
+  const std::string jpeg = SubsampledJpeg(333, 250, TJSAMP_420, false);
+  for (const char* text : {"DecodeImage(draft=(40, 40)), Resize((16, 16))",
+                           "DecodeImage(mode=L, draft=(40, 40)), Resize((16, 16))"}) {
+    SCOPED_TRACE(text);
+    auto chain = Chain(text, EncodedSampleSpec(400, 400), true);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    const uint64_t channels = chain->output_spec().channels;
+    std::vector<char> scratch;
+    char* aligned = AlignedScratch(*chain, &scratch);
+    std::string out(chain->output_spec().bytes(), '\0');
+    DecodeTiming timing;
+    ASSERT_TRUE(chain
+                    ->ApplyRecord(jpeg.data(), jpeg.size(), out.data(), SampleKey{7, 1, 0}, aligned,
+                                  nullptr, &timing)
+                    .ok());
+    // PIL's rule: min(333 // 40, 250 // 40) = 6, so 1/4: 84 x 63 decoded.
+    EXPECT_EQ(timing.bytes, uint64_t{84} * 63 * channels);
+    EXPECT_EQ(timing.stored_bytes, uint64_t{333} * 250 * channels);
+  }
+}
+
 // One record through `chain` op by op (DecodeRecord, then ApplyDecoded) and as ApplyRecord
 // runs it (a windowed decode where the chain has one), key {7, 1, 0}.
 struct OpByOpAndRun {
@@ -347,6 +371,42 @@ OpByOpAndRun RunBothWays(const TransformChain& chain, const std::string& record)
                         nullptr, &out.timing);
   if (!s.ok()) out.error = std::string(s.message());
   return out;
+}
+
+// A resize larger than the chain's intermediate is refused by the window path as the ops one by
+// one refuse it (the window delivered a 1x50 strip under Resize(256), CenterCrop(224) that
+// SLUICE_WINDOW_DECODE=0 refused); an upscaled small photo fits both (a 15x17 photo in a split
+// of photos under 256 px was refused: the bound was 256 a side, now twice the size).
+TEST(FusedChainTest, TheWindowPathRefusesAndDeliversWhatTheOpsOneByOneDo) {
+  ASSERT_TRUE(WindowDecodeEnabled()) << "SLUICE_WINDOW_DECODE=0 is set";
+  const char* text = "DecodeImage(), Resize(256), CenterCrop(224)";
+  auto chain = Chain(text, EncodedSampleSpec(300, 300), true);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  const std::string strip = SubsampledJpeg(1, 50, TJSAMP_444, false);
+  std::vector<char> scratch;
+  char* aligned = AlignedScratch(*chain, &scratch);
+  std::vector<char> whole(chain->scratch_bytes());
+  absl::StatusOr<SampleSpec> decoded =
+      chain->DecodeRecord(strip.data(), strip.size(), whole.data(), aligned);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  std::string out(chain->output_spec().bytes(), '\0');
+  const absl::Status one_by_one =
+      chain->ApplyDecoded(*decoded, whole.data(), out.data(), SampleKey{7, 1, 0}, aligned);
+  const absl::Status run = chain->ApplyRecord(strip.data(), strip.size(), out.data(),
+                                              SampleKey{7, 1, 0}, aligned, nullptr, nullptr);
+  ASSERT_FALSE(one_by_one.ok());
+  EXPECT_THAT(one_by_one.message(), ::testing::HasSubstr("more than the chain's bound"));
+  EXPECT_EQ(run, one_by_one);
+  for (const char* small : {text,
+                            "DecodeImage(), Resize(256), RandomHorizontalFlip(), "
+                            "CenterCrop(224)"}) {
+    SCOPED_TRACE(small);
+    auto c = Chain(small, EncodedSampleSpec(200, 200), true);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const OpByOpAndRun both = RunBothWays(*c, SubsampledJpeg(15, 17, TJSAMP_420, false));
+    ASSERT_EQ(both.error, "");
+    EXPECT_EQ(both.got, both.want);
+  }
 }
 
 // DecodeImage, CenterCrop decodes only the part of a JPEG the crop keeps (issue 36): the same
