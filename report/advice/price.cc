@@ -19,6 +19,71 @@ double InjectedNs(const RunRecord& run, const StageRow& row) {
   return ns;
 }
 
+// A foreign step on the CPU (the Python consumer's: torch's intra-op team, OpenBLAS's threads)
+// runs far slower while the pipeline's threads take cores than a fair share of them says: the
+// team waits at each barrier for a member the scheduler took off its core. A new user's MLP
+// steps took 2.2 ms while the pipeline was idle and 20-90 ms while it worked (issue 34). The
+// run's own steps calibrate it: the fastest tenth of the steps is the step alone, and the rest
+// of the mean step is taken as proportional to the cores the pipeline kept busy (its CPU time
+// per sample times the rate). An alternative that changes either changes the step with it:
+// priced with the step's cost so scaled, its rate solved for (the halving of photos whose step
+// was mostly this wait was priced 1.36-1.44x and measured 1.72-2.05x).
+struct StepContention {
+  double alone_ns = 0;         // a step alone: the tenth-fastest percentile of the steps
+  double mean_ns = 0;          // the mean step
+  double pipeline_cpu_ns = 0;  // the pipeline's CPU time per sample in the run
+  double rate = 0;             // the model's rate for the run as it was
+};
+
+std::optional<StepContention> ForeignStepContention(const ResourceModel& model,
+                                                    const RunRecord& run, double now) {
+  const ComputeStats& cs = run.compute;
+  constexpr uint64_t kMinSteps = 16;  // fewer: no tenth to speak of
+  if (!cs.foreign_step || cs.on_device || cs.steps < kMinSteps || cs.busy_ns <= 0) {
+    return std::nullopt;
+  }
+  StepContention c;
+  c.alone_ns = static_cast<double>(cs.step_latency.Quantile(0.1));
+  c.mean_ns = static_cast<double>(cs.busy_ns) / static_cast<double>(cs.steps);
+  c.rate = now;
+  for (Stage s : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
+    if (const StageCost* cost = model.Find(s)) c.pipeline_cpu_ns += cost->cpu_ns;
+  }
+  // Steps that barely vary (within the histogram's buckets): nothing to scale.
+  if (c.alone_ns <= 0 || c.mean_ns < 1.1 * c.alone_ns || c.pipeline_cpu_ns <= 0) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+// The model's rate for `alt` with the step's cost scaled by the pipeline's load at that rate
+// (ForeignStepContention): the rate r where Predict, with the step at alone + (mean - alone) x
+// (the pipeline's CPU time per sample under alt x r) / (the run's x its rate), gives r back.
+double PredictWithStepContention(const ResourceModel& model, Allocation alt,
+                                 const StepContention& c) {
+  double alt_cpu = 0;
+  for (Stage s : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
+    const StageCost* cost = model.Find(s);
+    if (cost == nullptr) continue;
+    const auto scale = alt.cost_scale.find(s);
+    alt_cpu += cost->cpu_ns * (scale == alt.cost_scale.end() ? 1.0 : std::max(0.0, scale->second));
+  }
+  const double load = alt_cpu / (c.pipeline_cpu_ns * c.rate);  // per unit of rate
+  const auto rate_at = [&](double r) {
+    alt.cost_scale[Stage::kCompute] =
+        (c.alone_ns + (c.mean_ns - c.alone_ns) * load * r) / c.mean_ns;
+    return model.Predict(alt).samples_per_s;
+  };
+  // Predict(step at r) falls as r rises: bisect Predict(step at r) = r between 0 and the rate
+  // with the step alone.
+  double lo = 0, hi = rate_at(0);
+  for (int i = 0; i < 40 && hi - lo > 1e-4 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (rate_at(mid) >= mid ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 }  // namespace
 
 std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel& model,
@@ -112,6 +177,9 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
     case AdviceSetting::kPoolSize:
     case AdviceSetting::kZstdLevel:
       return std::nullopt;
+  }
+  if (const std::optional<StepContention> c = ForeignStepContention(model, run, now)) {
+    return PredictWithStepContention(model, alt, *c) / now;
   }
   return model.Predict(alt).samples_per_s / now;
 }
