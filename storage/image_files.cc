@@ -241,10 +241,14 @@ absl::Status ParseListLine(absl::string_view line, const std::string& where,
   uint32_t label = 0;
   if (sep == absl::string_view::npos ||
       !absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(sep + 1)), &label)) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", QuotedPrintable(line),
-                                                   ": expected \"<path>,<label>\" with a label in "
-                                                   "[0, ",
-                                                   kMaxLabel, "]"));
+    // Spaces and tabs separate too, so one after the label leaves an empty label: say so.
+    const bool trailing = !line.empty() && (line.back() == ' ' || line.back() == '\t');
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", QuotedPrintable(line), ": expected \"<path>,<label>\" with a label in [0, ",
+        kMaxLabel, "]",
+        trailing ? " (the line ends in a space or tab after its label: spaces and tabs "
+                   "separate a path from its label, so the label read was empty)"
+                 : ""));
   }
   if (label > kMaxLabel) {
     return absl::InvalidArgumentError(

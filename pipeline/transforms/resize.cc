@@ -126,7 +126,7 @@ absl::StatusOr<SampleSpec> Resize::OutputSpec(const SampleSpec& in) const {
   if (h < 1 || w < 1 || h > UINT32_MAX || w > UINT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat("Resize: ", in.height, "x", in.width,
                                                    " resizes to ", h, "x", w,
-                                                   "; expected a positive size"));
+                                                   " (height x width); expected a positive size"));
   }
   out.height = static_cast<uint32_t>(h);
   out.width = static_cast<uint32_t>(w);

@@ -223,6 +223,23 @@ TEST_F(ImageFilesTest, FifoAndSocketAreBadImagesSkippedAndCountedNeverOpened) {
   EXPECT_THAT(read->skipped_examples[0], HasSubstr("pipe.jpg: is not a regular file (a FIFO)"));
 }
 
+// A space after the label (spaces separate too) left an empty label; the message said only
+// what a line should be (the sixth hostile trial).
+TEST_F(ImageFilesTest, ASpaceAfterTheLabelIsNamedAsTheCause) {
+  Write("a.jpg");
+  for (const char* text : {"a.jpg,1 \n", "a.jpg,\t\n"}) {
+    Write("list.txt", text);
+    absl::StatusOr<ImageList> list = ReadImageListFile(Env::Default(), Path("list.txt"));
+    ASSERT_FALSE(list.ok()) << text;
+    EXPECT_THAT(list.status().message(),
+                HasSubstr("the line ends in a space or tab after its label"));
+  }
+  Write("list.txt", "a.jpg,x\n");
+  absl::StatusOr<ImageList> list = ReadImageListFile(Env::Default(), Path("list.txt"));
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(list.status().message(), Not(HasSubstr("space or tab")));
+}
+
 TEST_F(ImageFilesTest, MissingFileIsNamedOnce) {
   Write("a.jpg");
   Write("list.txt", "a.jpg,0\ndead.jpg,0\n");
