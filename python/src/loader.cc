@@ -501,7 +501,9 @@ void Pass::WriteReportHtml(const std::string& path, std::vector<EpochRate> epoch
 }
 
 py::dict Pass::CorruptionStats() const {
-  const BottleneckReport r = Report();
+  // The pipeline's counts alone (the report's analysis is not needed for them, and this is
+  // read at every pass's end, inside the user's loop).
+  const RunRecord r = Record();
   py::dict d;
   d["skipped_frames"] = r.pipeline.skipped_frames;
   d["skipped_records"] = skipped_records();

@@ -154,11 +154,12 @@ void BindLoader(py::module_& m) {
       .def("report_json", &Pass::ReportJson)
       .def("record", [](const Pass& p) { return PassRecord(p.Record(), UsableCores()); })
       .def("report_text", [](const Pass& p) { return p.Report().ToText(); })
-      // (samples, seconds, samples/s) of the pass so far, as the report counts them.
+      // (samples, seconds, samples/s) of the pass so far, as the report counts them (without
+      // the rest of the report: it is read at every pass's end, inside the user's loop).
       .def("epoch_rate",
            [](const Pass& p) {
-             const BottleneckReport r = p.Report();
-             return py::make_tuple(r.samples, r.train_seconds, r.measured_samples_per_s);
+             const MeasuredRate r = MeasureRate(p.Record());
+             return py::make_tuple(r.samples, r.seconds, r.samples_per_s);
            })
       // epochs: (epoch, samples, seconds, samples/s) of each finished pass.
       .def("report_html",

@@ -75,9 +75,10 @@ double PredictWithStepContention(const ResourceModel& model, Allocation alt,
     return model.Predict(alt).samples_per_s;
   };
   // Predict(step at r) falls as r rises: bisect Predict(step at r) = r between 0 and the rate
-  // with the step alone.
+  // with the step alone, to 0.2% (each Predict settles the cores' sharing: the Python
+  // consumer prices its advice at every pass's end, inside the user's loop).
   double lo = 0, hi = rate_at(0);
-  for (int i = 0; i < 40 && hi - lo > 1e-4 * hi; ++i) {
+  for (int i = 0; i < 12 && hi - lo > 2e-3 * hi; ++i) {
     const double mid = (lo + hi) / 2;
     (rate_at(mid) >= mid ? lo : hi) = mid;
   }

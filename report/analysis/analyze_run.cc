@@ -579,6 +579,17 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
 
 }  // namespace
 
+MeasuredRate MeasureRate(const RunRecord& run) {
+  const ComputeStats& cs = run.compute;
+  double train_ns = run.train_seconds * 1e9;
+  if (train_ns <= 0) train_ns = static_cast<double>(cs.last_end_ns - cs.first_start_ns);
+  MeasuredRate m;
+  m.seconds = train_ns / 1e9;
+  m.samples = cs.samples > 0 ? cs.samples : static_cast<uint64_t>(run.samples);
+  m.samples_per_s = train_ns > 0 ? m.samples * 1e9 / train_ns : 0;
+  return m;
+}
+
 BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int cores) {
   BottleneckReport rep;
   rep.cores = std::max(1, cores);
@@ -593,14 +604,14 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   if (ceilings != nullptr) rep.ceilings = *ceilings;
 
   const ComputeStats& cs = run.compute;
-  double train_ns = run.train_seconds * 1e9;
-  if (train_ns <= 0) train_ns = static_cast<double>(cs.last_end_ns - cs.first_start_ns);
-  rep.train_seconds = train_ns / 1e9;
-  rep.samples = cs.samples > 0 ? cs.samples : static_cast<uint64_t>(run.samples);
+  const MeasuredRate measured = MeasureRate(run);
+  const double train_ns = measured.seconds * 1e9;
+  rep.train_seconds = measured.seconds;
+  rep.samples = measured.samples;
   rep.other_cores_busy = run.other_cores_busy;
   rep.process_cores_busy = run.process_cores_busy;
   rep.steps = cs.steps;
-  rep.measured_samples_per_s = train_ns > 0 ? rep.samples * 1e9 / train_ns : 0;
+  rep.measured_samples_per_s = measured.samples_per_s;
 
   AddRows(run, train_ns, &rep);
   // The ceilings first: the model takes CPU compute's own rate from its ceiling.

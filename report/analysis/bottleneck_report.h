@@ -214,6 +214,16 @@ struct BottleneckReport {
 
 inline constexpr char kReportSchema[] = "sluice.bottleneck_report/1";
 
+// The run's samples, training span and rate exactly as AnalyzeRun counts them, without the rest
+// of the analysis (the resource model, the verdict, the advice's prices): what the Python
+// loader needs at each pass's end, inside the user's loop.
+struct MeasuredRate {
+  uint64_t samples = 0;
+  double seconds = 0;
+  double samples_per_s = 0;
+};
+MeasuredRate MeasureRate(const RunRecord& run);
+
 // Analyzes a finished run. `ceilings` may be null (no "% of ceiling" figures). `cores` is the
 // number of CPU cores the run could use (std::thread::hardware_concurrency() for sluice-train);
 // values < 1 are treated as 1.
