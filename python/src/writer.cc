@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/printable.h"
 #include "pipeline/transforms/decode_check.h"
 #include "python/src/errors.h"
 #include "python/src/fork_guard.h"
@@ -192,12 +193,6 @@ std::vector<std::string> EncodedSamples(const py::list& images) {
   return samples;
 }
 
-// Whether `bytes` starts as a JPEG (FF D8 FF) or a PNG (its 8-byte signature) does.
-bool HasImageSignature(const std::string& bytes) {
-  static constexpr char kPng[] = "\x89PNG\r\n\x1a\n";
-  return bytes.starts_with("\xff\xd8\xff") || bytes.starts_with(std::string_view(kPng, 8));
-}
-
 // The checks of sluice-shard create's ingestion, in write_dataset's words: each image's
 // structure (CheckImageStructure: markers and chunks walked to the end, a truncated file
 // refused), its declared size against `max_pixels` (0: no bound), and with `verify` "decode" a
@@ -216,17 +211,12 @@ absl::Status CheckImages(const EncodedRecords& r, uint64_t max_pixels, const std
       absl::StatusOr<ImageStructure> s =
           verify == "none" ? ReadImageHeader(bytes) : CheckImageStructure(bytes);
       if (!s.ok()) {
-        // Unchecked, a file that is no JPEG or PNG at all is left to the writer's signature
-        // check; one whose header does not parse is refused even so (without its size the
-        // manifest records none, and the whole split decodes under the 4096x4096 fallback).
-        if (verify == "none" && HasImageSignature(bytes)) {
-          bad[i] = std::string(s.status().message());
-        } else if (verify != "none") {
-          bad[i] = std::string(s.status().message());
-          // verify_images=None would store it only if its header parses (not for a file that
-          // is no JPEG or PNG at all).
-          damaged[i] = ReadImageHeader(bytes).ok();
-        }
+        // Unchecked too, an item whose header does not parse is refused: one that is no JPEG
+        // or PNG at all, and one whose header gives no size (the manifest would record none,
+        // and the whole split decode under the 4096x4096 fallback).
+        bad[i] = std::string(s.status().message());
+        // verify_images=None would store it only if its header parses.
+        damaged[i] = verify != "none" && ReadImageHeader(bytes).ok();
         continue;
       }
       if (max_pixels != 0 && !CheckDeclaredPixels(*s, max_pixels).ok()) {
@@ -252,7 +242,9 @@ absl::Status CheckImages(const EncodedRecords& r, uint64_t max_pixels, const std
     if (bad[i].empty()) continue;
     any_damaged = any_damaged || damaged[i];
     if (++refused > kNamedBad) continue;
-    const std::string source = i < r.sources.size() ? absl::StrCat(" (", r.sources[i], ")") : "";
+    // A source is the caller's text: escaped and cut as every name in a message is.
+    const std::string source =
+        i < r.sources.size() ? absl::StrCat(" (", Printable(r.sources[i]), ")") : "";
     absl::StrAppend(&message, refused > 1 ? "; " : "", "images[", i, "]", source, ": ", bad[i]);
   }
   if (refused == 0) return absl::OkStatus();

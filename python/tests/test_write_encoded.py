@@ -95,9 +95,9 @@ def test_bad_encoded_items_are_refused_naming_the_record(tmp_path):
     with pytest.raises(ValueError, match=r"^images\[2\]: not a JPEG or PNG image \(starts with "
                                          r"47 49 46 38 39 61 2E 2E; [^;]*; nothing was written$"):
         sluice.write_dataset(tmp_path, "train", [data[0], data[1], b"GIF89a.."], [0, 1, 2])
-    # Unchecked, the writer's own signature check still refuses it.
-    with pytest.raises(ValueError, match=r"record 2: not a JPEG or PNG image \(starts with "
-                                         r"474946383961"):
+    # Unchecked, the header check still refuses it, in the same words.
+    with pytest.raises(ValueError, match=r"^images\[2\]: not a JPEG or PNG image \(starts with "
+                                         r"47 49 46 38 39 61 2E 2E; [^;]*; nothing was written$"):
         sluice.write_dataset(tmp_path, "train", [data[0], data[1], b"GIF89a.."], [0, 1, 2],
                              verify_images=None)
     with pytest.raises(ValueError, match=r"labels: expected an array of shape \[N\] with N = 3"):
@@ -177,3 +177,23 @@ def test_verify_images_with_an_array_is_refused_as_the_clis_flag(tmp_path):
     with pytest.raises(ValueError, match="verify_images apply to encoded images"):
         sluice.write_dataset(str(tmp_path / "ds"), "train", np.zeros((2, 4, 4), np.uint8), [0, 1],
                              verify_images="decode")
+
+
+def test_unchecked_items_are_all_counted_and_sources_are_printed_escaped(tmp_path):
+    # With verify_images=None, items refused by the writer's own signature check were not in the
+    # count ("2 images refused" for 5), and sources reached the message raw (an ANSI escape, a
+    # newline, a 1 MB string whole).
+    good = [b for b, _ in _images(1)][0]
+    # The last is cut after its header: None stores it, as damage stored on purpose.
+    items = [good, b"", b"x", b"\x89PNG", good[:30], good[:40]]
+    sources = ["s0", "a\x1b[31mred\nnext", "s2", "s3", "x" * 1000000, "s5"]
+    with pytest.raises(ValueError) as e:
+        sluice.write_dataset(str(tmp_path / "ds"), "train", items, [0] * 6, sources=sources,
+                             verify_images=None)
+    message = str(e.value)
+    assert "(4 images refused)" in message and "images[5]" not in message
+    assert "\x1b" not in message and "\n" not in message
+    assert "\\x1b[31m" in message
+    assert len(message) < 4000
+    assert message.endswith("nothing was written")
+    assert not (tmp_path / "ds" / "train.manifest.json").exists()
