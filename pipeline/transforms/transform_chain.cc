@@ -85,6 +85,7 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
   }
   absl::Status fixed = CheckFixedOutput(spec, input, chain.specs_.back());
   if (!fixed.ok()) return fixed;
+  if (spec.size() >= 1) chain.first_decode_ = dynamic_cast<const DecodeImage*>(&spec.op(0));
   if (fuse_ops && spec.size() >= 2) {
     chain.decode_ = dynamic_cast<const DecodeImage*>(&spec.op(0));
     chain.crop_ = dynamic_cast<const RandomResizedCrop*>(&spec.op(1));
@@ -403,8 +404,8 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
       SpinFor(decode->delay_us);  // the injected delay is part of the decode's span
       // A draft decodes a reduced image: the stored one is the header's size.
       const uint64_t pixels = uint64_t{actual.height} * actual.width;
-      const auto* op = dynamic_cast<const DecodeImage*>(&spec_.op(0));
-      const uint64_t stored = op != nullptr ? op->StoredPixels(in, in_bytes, pixels) : pixels;
+      const uint64_t stored =
+          first_decode_ != nullptr ? first_decode_->StoredPixels(in, in_bytes, pixels) : pixels;
       *decode = DecodeTiming{decode->delay_us, start, NowNs(), actual.bytes(),
                              actual.bytes() / std::max<uint64_t>(1, pixels) * stored};
       if (timed) op_ns[i] += decode->end_ns - start;

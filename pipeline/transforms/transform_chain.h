@@ -198,6 +198,9 @@ class TransformChain {
   const Resize* resize_ = nullptr;
   const CenterCrop* resize_crop_ = nullptr;
   const DecodeImage* decode_ = nullptr;
+  // The chain's first op where it is a DecodeImage (any chain): the stored size of a record
+  // decoded whole under a draft (DecodeImage::StoredPixels).
+  const DecodeImage* first_decode_ = nullptr;
   const RandomResizedCrop* crop_ = nullptr;
   const RandomHorizontalFlip* flip_ = nullptr;
 };

@@ -26,6 +26,25 @@ Synth DecodingRun(double decode_ns) {
   return s;
 }
 
+// A step of 2 threads on 2 cores, the largest consumer of them, decode most of the rest: the
+// cores bind (a new user's tiny CNN).
+Synth SharedCoresRun() {
+  Synth s = DecodingRun(1000);
+  s.preprocess_ns = 1200;
+  s.compute_ns = 1400;
+  s.compute_threads = 2;
+  s.wait_pct = 0;
+  return s;
+}
+
+// The half-side advice's price in `r` (0: not advised).
+double ImageSidePrice(const BottleneckReport& r) {
+  for (const Advice& a : r.advice) {
+    if (a.setting == AdviceSetting::kImageSide) return a.predicted_speedup;
+  }
+  return 0.0;
+}
+
 TEST(DecodeReportTest, DecodeRowIsPartOfPreprocessAndNotCountedTwice) {
   const BottleneckReport plain = AnalyzeRun(MakeRun(DecodingRun(0)), nullptr, 16);
   const BottleneckReport rep = AnalyzeRun(MakeRun(DecodingRun(1800)), nullptr, 16);
@@ -100,12 +119,7 @@ TEST(DecodeReportTest, APlantedDecodeDelayIsNotPricedAsPixels) {
   RunRecord run = MakeRun(DecodingRun(2000));
   BottleneckReport rep = AnalyzeRun(run, nullptr, 16);
   ASSERT_EQ(rep.limiting_stage, Stage::kDecode) << rep.sentence;
-  auto image_side = [](const BottleneckReport& r) {
-    for (const Advice& a : r.advice) {
-      if (a.setting == AdviceSetting::kImageSide) return a.predicted_speedup;
-    }
-    return 0.0;
-  };
+  const auto image_side = ImageSidePrice;
   EXPECT_GT(image_side(rep), 1.2) << rep.sentence;
   run.injected_delay_us = {{Stage::kDecode, 2}};  // 2 us per image: decode's whole 2000 ns
   rep = AnalyzeRun(run, nullptr, 16);
@@ -152,18 +166,8 @@ TEST(DecodeReportTest, SmallerImagesAreNotAdvisedBelowASamplesPixels) {
 // time per sample times the rate (a new user's second halving was priced 1.36-1.44x and
 // measured 1.72-2.05x while the model held the step's cost fixed).
 TEST(DecodeReportTest, AForeignStepSlowedByThePipelineIsPricedToSpeedUpWithIt) {
-  Synth s = DecodingRun(1000);
-  s.preprocess_ns = 1200;
-  s.compute_ns = 1400;
-  s.compute_threads = 2;
-  s.wait_pct = 0;
-  const auto image_side = [](const BottleneckReport& r) {
-    for (const Advice& a : r.advice) {
-      if (a.setting == AdviceSetting::kImageSide) return a.predicted_speedup;
-    }
-    return 0.0;
-  };
-  RunRecord run = MakeRun(s);
+  const auto image_side = ImageSidePrice;
+  RunRecord run = MakeRun(SharedCoresRun());
   run.consumer = Consumer::kPython;
   run.compute.foreign_step = true;
   // Every step alike: the cost stays, as for sluice's own step (4300 / 3550 ns of CPU time
@@ -210,11 +214,7 @@ TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
 // gives compute cores back: the model prices half-side images (they measured 1.4x where the
 // report had said only "compute-bound").
 TEST(DecodeReportTest, ComputeBoundOnSharedCoresPricesCheaperDecoding) {
-  Synth s = DecodingRun(1000);
-  s.preprocess_ns = 1200;
-  s.compute_ns = 1400;
-  s.compute_threads = 2;
-  s.wait_pct = 0;
+  Synth s = SharedCoresRun();
   const BottleneckReport rep = AnalyzeRun(MakeRun(s), nullptr, /*cores=*/2);
   ASSERT_EQ(rep.verdict, VerdictClass::kComputeBound) << rep.sentence;
   EXPECT_EQ(rep.limiting_stage, Stage::kCompute);
