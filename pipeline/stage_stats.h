@@ -128,6 +128,19 @@ struct PipelineStats {
   // channels), summed: its bytes are those it decoded, fewer where a crop-window decode covered
   // only the window.
   uint64_t decode_stored_bytes = 0;
+  // The least-squares line through the decoded images' (whole size in bytes, as
+  // decode_stored_bytes counts it; decode's wall time in ns) pairs, as its sums: what part of a
+  // decode is paid per image whatever its size (the report's price of smaller images).
+  struct DecodeCostFit {
+    double n = 0, sum_x = 0, sum_y = 0, sum_xx = 0, sum_xy = 0;
+    void Add(double x, double y) {
+      n += 1;
+      sum_x += x;
+      sum_y += y;
+      sum_xx += x * x;
+      sum_xy += x * y;
+    }
+  } decode_cost_fit;
   uint64_t skipped_frames = 0;   // --on-corrupt=skip: corrupt frames met (per epoch read)
   uint64_t skipped_records = 0;  // records of those frames that a batch would have held
   uint64_t empty_batches = 0;    // batches all of whose samples were skipped (not delivered)

@@ -460,6 +460,10 @@ PipelineStats PipelineCore::Stats() const {
   st.frames_read = frames_read_.load(std::memory_order_relaxed);
   st.frames_decoded = frames_decoded_.load(std::memory_order_relaxed);
   st.decode_stored_bytes = decode_stored_bytes_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> l(decode_fit_mu_);
+    st.decode_cost_fit = decode_fit_;
+  }
   st.skipped_frames = skipped_frames_.load(std::memory_order_relaxed);
   st.skipped_records = skipped_records_.load(std::memory_order_relaxed);
   st.empty_batches = empty_batches_.load(std::memory_order_relaxed);

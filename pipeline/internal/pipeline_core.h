@@ -210,6 +210,10 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::atomic<int64_t> frames_queued_{0};
   // The decoded images' whole sizes (PipelineStats::decode_stored_bytes).
   std::atomic<uint64_t> decode_stored_bytes_{0};
+  // Each decoded image's size and time (PipelineStats::decode_cost_fit): a lock per image,
+  // hundreds of microseconds of decoding each.
+  mutable std::mutex decode_fit_mu_;
+  PipelineStats::DecodeCostFit decode_fit_;
   std::atomic<uint64_t> frames_read_{0}, frames_decoded_{0}, skipped_frames_{0},
       skipped_records_{0}, empty_batches_{0};
   int64_t start_ns_ = 0;

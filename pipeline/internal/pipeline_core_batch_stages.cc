@@ -133,6 +133,9 @@ uint32_t PipelineCore::GatherThroughChain(const EpochRun& run, uint32_t index, c
       if (decode.start_ns != 0) {
         Record(Stage::kDecode, decode.start_ns, decode.end_ns, plan.order[i], 1, decode.bytes);
         decode_stored_bytes_.fetch_add(decode.stored_bytes, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> l(decode_fit_mu_);
+        decode_fit_.Add(static_cast<double>(decode.stored_bytes),
+                        static_cast<double>(decode.end_ns - decode.start_ns));
       }
     }
     // A refused record's ops are not all timed: it is not one of the timed samples, and its

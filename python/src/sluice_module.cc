@@ -179,7 +179,7 @@ void BindLoader(py::module_& m) {
       .def("corrupt_counts",
            [](const Pass& p) {
              return py::make_tuple(p.skipped_records(), p.delivered_samples(),
-                                   p.Report().pipeline.corrupt_frames);
+                                   p.Record().pipeline.corrupt_frames);
            })
       // max_corrupt_fraction at the end of an epoch: DataLossError when more than `limit` of
       // the records read were skipped as corrupt, worded as engine/job/corrupt_fraction.h
@@ -190,7 +190,7 @@ void BindLoader(py::module_& m) {
           "check_corrupt_fraction",
           [](const Pass& p, const std::string& manifest, uint64_t epoch, double limit,
              uint64_t prior_skipped, uint64_t prior_read, std::vector<std::string> messages) {
-            const std::vector<std::string> mine = p.Report().pipeline.corrupt_frames;
+            const std::vector<std::string> mine = p.Record().pipeline.corrupt_frames;
             messages.insert(messages.end(), mine.begin(), mine.end());
             Check(CheckPassCorruptFraction(epoch,
                                            {manifest, prior_skipped + p.skipped_records(),

@@ -1,6 +1,7 @@
 #include "report/advice/price.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "pipeline/batch.h"
@@ -19,46 +20,73 @@ double InjectedNs(const RunRecord& run, const StageRow& row) {
   return ns;
 }
 
+// The share of a decode's time that follows the image's size, from the line through the run's
+// images' (whole size, decode time) pairs (PipelineStats::decode_cost_fit): its intercept is
+// paid per image whatever its size (the decoder's set-up, the headers, the buffers; and a delay
+// --inject-delay planted in each decode). None with fewer than 64 images, sizes that vary by
+// less than a tenth (the line is then the noise's), or a line that does not rise. A new user's
+// 2,400 photos (452 px on average, 92-353 k pixels) decoded in 492 us of CPU time each and at
+// half their side in 153 us, not the quarter of it that pixels alone predict.
+std::optional<double> DecodeSizeShare(const PipelineStats::DecodeCostFit& f) {
+  constexpr double kMinImages = 64, kMinSpread = 0.1;
+  if (f.n < kMinImages) return std::nullopt;
+  const double mean_x = f.sum_x / f.n, mean_y = f.sum_y / f.n;
+  const double var_x = f.sum_xx / f.n - mean_x * mean_x;
+  if (mean_x <= 0 || mean_y <= 0 || var_x < kMinSpread * kMinSpread * mean_x * mean_x) {
+    return std::nullopt;
+  }
+  const double slope = (f.sum_xy / f.n - mean_x * mean_y) / var_x;
+  if (slope <= 0) return std::nullopt;
+  return std::clamp(slope * mean_x / mean_y, 0.0, 1.0);
+}
+
 // A foreign step on the CPU (the Python consumer's: torch's intra-op team, OpenBLAS's threads)
 // runs far slower while the pipeline's threads take cores than a fair share of them says: the
 // team waits at each barrier for a member the scheduler took off its core. A new user's MLP
 // steps took 2.2 ms while the pipeline was idle and 20-90 ms while it worked (issue 34). The
 // run's own steps calibrate it: the fastest tenth of the steps is the step alone, and the rest
-// of the mean step is taken as proportional to the cores the pipeline kept busy (its CPU time
-// per sample times the rate). An alternative that changes either changes the step with it:
-// priced with the step's cost so scaled, its rate solved for (the halving of photos whose step
-// was mostly this wait was priced 1.36-1.44x and measured 1.72-2.05x).
+// of the mean step (its wait) grows as the cube of the cores the pipeline keeps busy (its CPU
+// time per sample times the rate). The cube is measured: the same loop over one photo folder
+// at full, half and quarter side (the pipeline keeping 1.73, 1.25 and 0.90 of 2 cores busy)
+// waited 16.7, 6.4 and 2.1 ms a step beyond its 2.3 ms alone, powers 2.9 and 3.4 between
+// neighbours (docs/bottleneck.md, "A Python step slowed by the pipeline"). The step's wall time
+// bounds the rate: the loop runs one step at a time.
 struct StepContention {
-  double alone_ns = 0;         // a step alone: the tenth-fastest percentile of the steps
-  double mean_ns = 0;          // the mean step
-  double pipeline_cpu_ns = 0;  // the pipeline's CPU time per sample in the run
-  double rate = 0;             // the model's rate for the run as it was
+  double alone_ns = 0;          // a step alone: the tenth-fastest percentile of the steps
+  double mean_ns = 0;           // the mean step
+  double samples_per_step = 0;  // the run's
+  double pipeline_cores = 0;    // the cores the pipeline kept busy: CPU time per sample x rate
 };
+constexpr double kStepWaitPower = 3;
 
 std::optional<StepContention> ForeignStepContention(const ResourceModel& model,
                                                     const RunRecord& run, double now) {
   const ComputeStats& cs = run.compute;
   constexpr uint64_t kMinSteps = 16;  // fewer: no tenth to speak of
-  if (!cs.foreign_step || cs.on_device || cs.steps < kMinSteps || cs.busy_ns <= 0) {
+  if (!cs.foreign_step || cs.on_device || cs.steps < kMinSteps || cs.busy_ns <= 0 ||
+      cs.samples == 0) {
     return std::nullopt;
   }
   StepContention c;
   c.alone_ns = static_cast<double>(cs.step_latency.Quantile(0.1));
   c.mean_ns = static_cast<double>(cs.busy_ns) / static_cast<double>(cs.steps);
-  c.rate = now;
+  c.samples_per_step = static_cast<double>(cs.samples) / static_cast<double>(cs.steps);
+  double pipeline_cpu_ns = 0;
   for (Stage s : {Stage::kRead, Stage::kDecompress, Stage::kPreprocess}) {
-    if (const StageCost* cost = model.Find(s)) c.pipeline_cpu_ns += cost->cpu_ns;
+    if (const StageCost* cost = model.Find(s)) pipeline_cpu_ns += cost->cpu_ns;
   }
+  c.pipeline_cores = pipeline_cpu_ns * 1e-9 * now;
   // Steps that barely vary (within the histogram's buckets): nothing to scale.
-  if (c.alone_ns <= 0 || c.mean_ns < 1.1 * c.alone_ns || c.pipeline_cpu_ns <= 0) {
+  if (c.alone_ns <= 0 || c.mean_ns < 1.1 * c.alone_ns || c.pipeline_cores <= 0) {
     return std::nullopt;
   }
   return c;
 }
 
-// The model's rate for `alt` with the step's cost scaled by the pipeline's load at that rate
-// (ForeignStepContention): the rate r where Predict, with the step at alone + (mean - alone) x
-// (the pipeline's CPU time per sample under alt x r) / (the run's x its rate), gives r back.
+// The model's rate for `alt` with the step's time moved by the pipeline's load at that rate
+// (ForeignStepContention): the rate r where the step takes alone + (mean - alone) x (the cores
+// the pipeline keeps busy under alt at r / the run's) ^ 3, and Predict with the step's cost
+// scaled as its time, or the step's time itself, gives r back.
 double PredictWithStepContention(const ResourceModel& model, Allocation alt,
                                  const StepContention& c) {
   double alt_cpu = 0;
@@ -68,15 +96,15 @@ double PredictWithStepContention(const ResourceModel& model, Allocation alt,
     const auto scale = alt.cost_scale.find(s);
     alt_cpu += cost->cpu_ns * (scale == alt.cost_scale.end() ? 1.0 : std::max(0.0, scale->second));
   }
-  const double load = alt_cpu / (c.pipeline_cpu_ns * c.rate);  // per unit of rate
   const auto rate_at = [&](double r) {
-    alt.cost_scale[Stage::kCompute] =
-        (c.alone_ns + (c.mean_ns - c.alone_ns) * load * r) / c.mean_ns;
-    return model.Predict(alt).samples_per_s;
+    const double load = alt_cpu * 1e-9 * r / c.pipeline_cores;
+    const double step = c.alone_ns + (c.mean_ns - c.alone_ns) * std::pow(load, kStepWaitPower);
+    alt.cost_scale[Stage::kCompute] = step / c.mean_ns;
+    return std::min(model.Predict(alt).samples_per_s, c.samples_per_step * 1e9 / step);
   };
-  // Predict(step at r) falls as r rises: bisect Predict(step at r) = r between 0 and the rate
-  // with the step alone, to 0.2% (each Predict settles the cores' sharing: the Python
-  // consumer prices its advice at every pass's end, inside the user's loop).
+  // rate_at falls as r rises: bisect rate_at(r) = r between 0 and the rate with the step
+  // alone, to 0.2% (each Predict settles the cores' sharing: the Python consumer prices its
+  // advice at every pass's end, inside the user's loop).
   double lo = 0, hi = rate_at(0);
   for (int i = 0; i < 12 && hi - lo > 2e-3 * hi; ++i) {
     const double mid = (lo + hi) / 2;
@@ -164,7 +192,13 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       if (!decode.present || pre.busy_ns <= 0) return std::nullopt;
       // Decoding's cost follows the pixels; the rest of preprocess stays, and so does a delay
       // --inject-delay planted in each decode.
-      const double pixels_ns = static_cast<double>(decode.busy_ns) - InjectedNs(run, decode);
+      // A decode's part paid per image (DecodeSizeShare) stays too, where the run's images
+      // vary enough in size to tell it.
+      const double busy = static_cast<double>(decode.busy_ns);
+      double pixels_ns = busy - InjectedNs(run, decode);
+      if (const std::optional<double> share = DecodeSizeShare(run.pipeline.decode_cost_fit)) {
+        pixels_ns = std::min(pixels_ns, busy * *share);
+      }
       const double share = std::clamp(pixels_ns / pre.busy_ns, 0.0, 1.0);
       alt.cost_scale[Stage::kPreprocess] = 1 - share * (1 - side * side);
       break;
@@ -180,7 +214,8 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       return std::nullopt;
   }
   if (const std::optional<StepContention> c = ForeignStepContention(model, run, now)) {
-    return PredictWithStepContention(model, alt, *c) / now;
+    const double here = PredictWithStepContention(model, model.Current(), *c);
+    if (here > 0) return PredictWithStepContention(model, alt, *c) / here;
   }
   return model.Predict(alt).samples_per_s / now;
 }

@@ -175,8 +175,10 @@ TEST(DecodeReportTest, AForeignStepSlowedByThePipelineIsPricedToSpeedUpWithIt) {
   EXPECT_NEAR(image_side(AnalyzeRun(run, nullptr, 2)), 4300.0 / 3550.0, 0.01);
   // 60% of the steps at a quarter of the mean (alone), 40% at 2.125x it: the same mean. The
   // step's 2800 ns of CPU time per sample is 700 alone plus 2100 of wait at the pipeline's
-  // load. Half side: the pipeline's 1500 ns become 750, so at a rate x times the run's the
-  // load is 0.5x; the cores bind where x (750 + 700 + 2100 x 0.5x) = 4300 ns, x = 1.448.
+  // load, a wait that grows as the cube of that load. Half side: the pipeline's 1500 ns become
+  // 750, so at a rate x times the run's the load is 0.5x; the cores bind where
+  // x (750 + 700 + 2100 x (0.5x)^3) = 4300 ns, x = 1.644 (the step's own time, 1400 ns per
+  // sample x (0.25 + 0.75 x 0.125 x^3), allows more).
   const int64_t mean = run.compute.busy_ns / static_cast<int64_t>(run.compute.steps);
   run.compute.step_latency = LatencyHistogram();
   for (uint64_t i = 0; i < run.compute.steps; ++i) {
@@ -184,11 +186,44 @@ TEST(DecodeReportTest, AForeignStepSlowedByThePipelineIsPricedToSpeedUpWithIt) {
   }
   const BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
   ASSERT_EQ(rep.limiting_stage, Stage::kCompute) << rep.sentence;
-  EXPECT_NEAR(image_side(rep), 1.448, 0.06) << rep.sentence;
+  EXPECT_NEAR(image_side(rep), 1.644, 0.03) << rep.sentence;
   // sluice's own step (not foreign) keeps its cost whatever its steps' spread.
   run.compute.foreign_step = false;
   run.consumer = Consumer::kTrainJob;
   EXPECT_NEAR(image_side(AnalyzeRun(run, nullptr, 2)), 4300.0 / 3550.0, 0.01);
+}
+
+// A decode's part paid per image whatever its size stays when the images are stored smaller:
+// the line through the run's (size, decode time) pairs tells it, where the sizes vary.
+TEST(DecodeReportTest, HalfSideKeepsTheDecodesPartPaidPerImage) {
+  // SaturatedCoresMakeDecodingCheaperNotMoreThreads's run: preprocess 80% of the CPU time,
+  // decode 75% of preprocess.
+  Synth s = DecodingRun(1800);
+  s.compute_ns = 300;
+  RunRecord run = MakeRun(s);
+  const uint64_t images = run.pipeline[Stage::kDecode].items;
+  ASSERT_GE(images, 64u);
+  // Sizes 50-150% of their mean; each decode 40% a fixed cost and 60% in proportion to size.
+  auto fit_with = [&](double spread) {
+    PipelineStats::DecodeCostFit f;
+    for (uint64_t i = 0; i < images; ++i) {
+      const double x = 1e5 * (1 + spread * (static_cast<double>(i % 11) / 5 - 1));
+      f.Add(x, 400 + 600 * x / 1e5);
+    }
+    return f;
+  };
+  const double pixels_only = 1 / (0.2 + 0.8 * (1 - 0.75 * 0.75));
+  run.pipeline.decode_cost_fit = fit_with(0.5);
+  BottleneckReport rep = AnalyzeRun(run, nullptr, /*cores=*/2);
+  ASSERT_EQ(rep.advice.size(), 1u) << rep.sentence;
+  ASSERT_EQ(rep.advice[0].setting, AdviceSetting::kImageSide);
+  // decode is 75% of preprocess and 60% of it follows the size: 45% shrinks to a quarter.
+  EXPECT_NEAR(rep.advice[0].predicted_speedup, 1 / (0.2 + 0.8 * (1 - 0.45 * 0.75)), 0.02);
+  // Sizes all alike (within 5%): the line cannot be told from the noise, and pixels are all.
+  run.pipeline.decode_cost_fit = fit_with(0.05);
+  rep = AnalyzeRun(run, nullptr, 2);
+  ASSERT_EQ(rep.advice.size(), 1u) << rep.sentence;
+  EXPECT_NEAR(rep.advice[0].predicted_speedup, pixels_only, 0.02);
 }
 
 TEST(DecodeReportTest, SaturatedCoresMakeDecodingCheaperNotMoreThreads) {
