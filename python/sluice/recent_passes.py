@@ -103,10 +103,17 @@ def headline_text(s):
     lines = ["over the last %d passes: %s (%s) in %d of them"
              % (s["passes"], top["class"], top["limiting_stage"] or "-", top["passes"])]
     for a in s["advice"]:
-        lines.append("  advice %s in %d of them, median price %.2fx (%.2fx-%.2fx): act on "
-                     "the median, not on one pass's price below"
-                     % (a["text"], a["passes"], a["predicted_speedup_median"],
-                        a["predicted_speedup_min"], a["predicted_speedup_max"]))
+        line = ("  advice %s in %d of them, median price %.2fx (%.2fx-%.2fx): act on the "
+                "median, not on one pass's price below"
+                % (a["text"], a["passes"], a["predicted_speedup_median"],
+                   a["predicted_speedup_min"], a["predicted_speedup_max"]))
+        if a["passes"] < s["passes"]:
+            # The other passes did not advise it (their limit was another, or their price was
+            # under the floor for advice): the median is of the passes that did.
+            line += ("; the other %d passes did not advise it (a close call), so this "
+                     "price may read high (docs/bottleneck.md, \"Short passes\")"
+                     % (s["passes"] - a["passes"]))
+        lines.append(line)
     if not s["advice"]:
         lines.append("  no advice in any of them")
     lines.append("the latest pass's report follows; the summary of the passes is at the end")
