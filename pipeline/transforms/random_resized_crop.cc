@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "pipeline/transforms/internal/bilinear.h"
 #include "pipeline/transforms/internal/op_checks.h"
+#include "pipeline/transforms/internal/pil_resample.h"
 
 namespace sluice {
 namespace {
@@ -32,8 +33,12 @@ int64_t RoundHalfEven(double v) { return static_cast<int64_t>(std::nearbyint(v))
 }  // namespace
 
 RandomResizedCrop::RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2],
-                                     const double ratio[2])
-    : height_(height), width_(width), scale_{scale[0], scale[1]}, ratio_{ratio[0], ratio[1]} {}
+                                     const double ratio[2], bool antialias)
+    : height_(height),
+      width_(width),
+      scale_{scale[0], scale[1]},
+      ratio_{ratio[0], ratio[1]},
+      antialias_(antialias) {}
 
 absl::StatusOr<std::unique_ptr<Transform>> RandomResizedCrop::FromArgs(const TransformArgs& args) {
   ASSIGN_OR_RETURN(const transforms_internal::CropSize size, transforms_internal::SizeArg(args));
@@ -41,14 +46,14 @@ absl::StatusOr<std::unique_ptr<Transform>> RandomResizedCrop::FromArgs(const Tra
   RETURN_IF_ERROR(RangeArg(args, "scale", 0.08, 1.0, scale));
   RETURN_IF_ERROR(RangeArg(args, "ratio", 3.0 / 4.0, 4.0 / 3.0, ratio));
   RETURN_IF_ERROR(transforms_internal::BilinearArg(args));
-  RETURN_IF_ERROR(transforms_internal::NoAntialiasArg(args));
+  ASSIGN_OR_RETURN(const bool antialias, transforms_internal::AntialiasArg(args));
   ASSIGN_OR_RETURN(std::unique_ptr<RandomResizedCrop> op,
-                   Create(size.height, size.width, scale, ratio));
+                   Create(size.height, size.width, scale, ratio, antialias));
   return op;
 }
 
 absl::StatusOr<std::unique_ptr<RandomResizedCrop>> RandomResizedCrop::Create(
-    uint32_t height, uint32_t width, const double scale[2], const double ratio[2]) {
+    uint32_t height, uint32_t width, const double scale[2], const double ratio[2], bool antialias) {
   if (height == 0 || width == 0) {
     return absl::InvalidArgumentError("RandomResizedCrop: expected a positive size");
   }
@@ -58,7 +63,8 @@ absl::StatusOr<std::unique_ptr<RandomResizedCrop>> RandomResizedCrop::Create(
           "RandomResizedCrop: expected scale and ratio of (lo, hi) with 0 < lo <= hi");
     }
   }
-  return std::unique_ptr<RandomResizedCrop>(new RandomResizedCrop(height, width, scale, ratio));
+  return std::unique_ptr<RandomResizedCrop>(
+      new RandomResizedCrop(height, width, scale, ratio, antialias));
 }
 
 CropWindow RandomResizedCrop::Window(uint32_t height, uint32_t width, SampleRandom& rng) const {
@@ -96,11 +102,12 @@ std::string RandomResizedCrop::Identity() const {
   return absl::StrCat(kName, "(size=", transforms_internal::SizeText(height_, width_), ", scale=(",
                       FormatDouble(scale_[0]), ", ", FormatDouble(scale_[1]), "), ratio=(",
                       FormatDouble(ratio_[0]), ", ", FormatDouble(ratio_[1]),
-                      "), interpolation=bilinear, antialias=False)");
+                      "), interpolation=bilinear, antialias=", antialias_ ? "True)" : "False)");
 }
 
 absl::StatusOr<SampleSpec> RandomResizedCrop::OutputSpec(const SampleSpec& in) const {
   RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
+  if (antialias_) RETURN_IF_ERROR(transforms_internal::CheckU8ForAntialias(kName, in));
   if (in.height == 0 || in.width == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("RandomResizedCrop: expected a non-empty image, got ", SampleSpecString(in)));
@@ -115,20 +122,55 @@ absl::StatusOr<SampleSpec> RandomResizedCrop::OutputSpec(const SampleSpec& in) c
 void RandomResizedCrop::Apply(const SampleSpec& in, const void* src, void* dst,
                               SampleRandom& rng) const {
   const CropWindow win = Window(in.height, in.width, rng);
+  if (antialias_) {
+    const size_t plane = size_t{in.height} * in.width;
+    const transforms_internal::U8ImageView view{
+        static_cast<const uint8_t*>(src) + size_t{win.top} * in.width + win.left,
+        in.width,
+        1,
+        plane,
+        in.channels,
+        win.height,
+        win.width};
+    transforms_internal::PilResample(view, height_, width_,
+                                     transforms_internal::PilFilter::kBilinear, false,
+                                     static_cast<uint8_t*>(dst));
+    return;
+  }
   transforms_internal::ResizeBilinear(in, src, win.top, win.left, win.height, win.width, height_,
                                       width_, dst);
+}
+
+void RandomResizedCrop::PilResize(const transforms_internal::InterleavedU8Image& image,
+                                  uint32_t channels, const CropWindow& win, bool mirror,
+                                  uint8_t* dst) const {
+  // A grey image gives its one plane to every channel asked for (channel stride 0).
+  const transforms_internal::U8ImageView view{
+      image.pixels + win.top * image.row_bytes + size_t{win.left} * image.pixel_bytes,
+      image.row_bytes,
+      image.pixel_bytes,
+      image.pixel_bytes >= 3 ? size_t{1} : size_t{0},
+      channels,
+      win.height,
+      win.width};
+  transforms_internal::PilResample(view, height_, width_, transforms_internal::PilFilter::kBilinear,
+                                   mirror, dst);
 }
 
 void RandomResizedCrop::ApplyInterleaved(const transforms_internal::InterleavedU8Image& image,
                                          uint32_t channels, bool mirror, SampleRandom& rng,
                                          uint8_t* dst) const {
   const CropWindow win = Window(image.height, image.width, rng);
+  if (antialias_) return PilResize(image, channels, win, mirror, dst);
   transforms_internal::ResizeInterleavedU8(image, channels, win.top, win.left, win.height,
                                            win.width, height_, width_, mirror, dst);
 }
 
 void RandomResizedCrop::ResizeWindow(const transforms_internal::InterleavedU8Image& window,
                                      uint32_t channels, bool mirror, uint8_t* dst) const {
+  if (antialias_) {
+    return PilResize(window, channels, CropWindow{0, 0, window.height, window.width}, mirror, dst);
+  }
   transforms_internal::ResizeInterleavedU8(window, channels, 0, 0, window.height, window.width,
                                            height_, width_, mirror, dst);
 }

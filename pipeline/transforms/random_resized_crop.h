@@ -4,9 +4,11 @@
 // h = round(sqrt(area / aspect)) (halves to even, as Python's round), accepted when
 // 0 < w <= width and 0 < h <= height, at a uniform offset; else the centre fallback (the whole
 // image, cut to the nearer end of `ratio`). The window is then resized bilinearly (no
-// antialiasing, internal/bilinear.h) to `size`. The draws come from SampleRandom, so a window
-// is a function of (seed, epoch, index, position) only; they are not torch's generator.
-// Fixes the size: takes images whose size varies per sample. Any element type.
+// antialiasing, internal/bilinear.h) to `size`; with antialias=True as PIL resizes the crop
+// (internal/pil_resample.h: torchvision's RandomResizedCrop on a PIL image, uint8 only). The draws
+// come from SampleRandom, so a window is a function of (seed, epoch, index, position) only; they
+// are not torch's generator. Fixes the size: takes images whose size varies per sample. Any element
+// type.
 #ifndef SLUICE_PIPELINE_TRANSFORMS_RANDOM_RESIZED_CROP_H_
 #define SLUICE_PIPELINE_TRANSFORMS_RANDOM_RESIZED_CROP_H_
 
@@ -39,7 +41,10 @@ class RandomResizedCrop final : public Transform {
   // scale: [lo, hi] with 0 < lo <= hi; ratio: [lo, hi] with 0 < lo <= hi.
   static absl::StatusOr<std::unique_ptr<RandomResizedCrop>> Create(uint32_t height, uint32_t width,
                                                                    const double scale[2],
-                                                                   const double ratio[2]);
+                                                                   const double ratio[2],
+                                                                   bool antialias = false);
+  // PIL's resampling of the crop (antialias=True).
+  bool antialias() const { return antialias_; }
 
   // torchvision's get_params for an image of height x width (both positive).
   CropWindow Window(uint32_t height, uint32_t width, SampleRandom& rng) const;
@@ -63,12 +68,17 @@ class RandomResizedCrop final : public Transform {
                     bool mirror, uint8_t* dst) const;
 
  private:
-  RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2], const double ratio[2]);
+  RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2], const double ratio[2],
+                    bool antialias);
+  // The crop `win` of `image` (a view of the whole image) through PIL's resampling.
+  void PilResize(const transforms_internal::InterleavedU8Image& image, uint32_t channels,
+                 const CropWindow& win, bool mirror, uint8_t* dst) const;
 
   uint32_t height_;
   uint32_t width_;
   double scale_[2];
   double ratio_[2];
+  bool antialias_;
 };
 
 }  // namespace sluice

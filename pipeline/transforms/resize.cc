@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "pipeline/transforms/internal/bilinear.h"
 #include "pipeline/transforms/internal/op_checks.h"
+#include "pipeline/transforms/internal/pil_resample.h"
 
 namespace sluice {
 namespace {
@@ -50,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Transform>> Resize::FromArgs(const TransformArgs&
     }
   }
   RETURN_IF_ERROR(transforms_internal::BilinearArg(args));
-  RETURN_IF_ERROR(transforms_internal::NoAntialiasArg(args));
+  ASSIGN_OR_RETURN(const bool antialias, transforms_internal::AntialiasArg(args));
   ASSIGN_OR_RETURN(const uint32_t max_size, MaxSizeArg(args));
   if (size.size() == 2) {
     if (max_size != 0) {
@@ -58,10 +59,10 @@ absl::StatusOr<std::unique_ptr<Transform>> Resize::FromArgs(const TransformArgs&
           args.Where("max_size"), ": expected None when size is (h, w), as torchvision does"));
     }
     return std::unique_ptr<Transform>(
-        Exact(static_cast<uint32_t>(size[0]), static_cast<uint32_t>(size[1])));
+        Exact(static_cast<uint32_t>(size[0]), static_cast<uint32_t>(size[1]), antialias));
   }
   absl::StatusOr<std::unique_ptr<Resize>> op =
-      SmallerEdge(static_cast<uint32_t>(size[0]), max_size);
+      SmallerEdge(static_cast<uint32_t>(size[0]), max_size, antialias);
   if (!op.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(args.Where("max_size"), ": ", op.status().message()));
@@ -69,12 +70,12 @@ absl::StatusOr<std::unique_ptr<Transform>> Resize::FromArgs(const TransformArgs&
   return std::unique_ptr<Transform>(std::move(*op));
 }
 
-std::unique_ptr<Resize> Resize::Exact(uint32_t height, uint32_t width) {
-  return std::unique_ptr<Resize>(new Resize(height, width, false, 0));
+std::unique_ptr<Resize> Resize::Exact(uint32_t height, uint32_t width, bool antialias) {
+  return std::unique_ptr<Resize>(new Resize(height, width, false, 0, antialias));
 }
 
 absl::StatusOr<std::unique_ptr<Resize>> Resize::SmallerEdge(uint32_t smaller_edge,
-                                                            uint32_t max_size) {
+                                                            uint32_t max_size, bool antialias) {
   if (smaller_edge == 0) return absl::InvalidArgumentError("expected a positive size");
   if (max_size != 0 && max_size <= smaller_edge) {
     return absl::InvalidArgumentError(absl::StrCat("max_size = ", max_size,
@@ -82,7 +83,7 @@ absl::StatusOr<std::unique_ptr<Resize>> Resize::SmallerEdge(uint32_t smaller_edg
                                                    "size ",
                                                    smaller_edge));
   }
-  return std::unique_ptr<Resize>(new Resize(smaller_edge, smaller_edge, true, max_size));
+  return std::unique_ptr<Resize>(new Resize(smaller_edge, smaller_edge, true, max_size, antialias));
 }
 
 std::string Resize::Identity() const {
@@ -90,11 +91,12 @@ std::string Resize::Identity() const {
       smaller_edge_ ? absl::StrCat(height_) : transforms_internal::SizeText(height_, width_);
   const std::string max_size = max_size_ == 0 ? "None" : absl::StrCat(max_size_);
   return absl::StrCat(kName, "(size=", size, ", interpolation=bilinear, max_size=", max_size,
-                      ", antialias=False)");
+                      antialias_ ? ", antialias=True)" : ", antialias=False)");
 }
 
 absl::StatusOr<SampleSpec> Resize::OutputSpec(const SampleSpec& in) const {
   RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
+  if (antialias_) RETURN_IF_ERROR(transforms_internal::CheckU8ForAntialias(kName, in));
   SampleSpec out = in;
   if (!smaller_edge_) {
     out.height = height_;
@@ -137,6 +139,19 @@ void Resize::Apply(const SampleSpec& in, const void* src, void* dst, SampleRando
   const SampleSpec out = *OutputSpec(in);
   if (out.height == in.height && out.width == in.width) {
     std::memcpy(dst, src, in.bytes());  // torchvision returns the image unchanged
+    return;
+  }
+  if (antialias_) {
+    const transforms_internal::U8ImageView view{static_cast<const uint8_t*>(src),
+                                                in.width,
+                                                1,
+                                                size_t{in.height} * in.width,
+                                                in.channels,
+                                                in.height,
+                                                in.width};
+    transforms_internal::PilResample(view, out.height, out.width,
+                                     transforms_internal::PilFilter::kBilinear, false,
+                                     static_cast<uint8_t*>(dst));
     return;
   }
   transforms_internal::ResizeBilinear(in, src, 0, 0, in.height, in.width, out.height, out.width,

@@ -114,8 +114,10 @@ absl::StatusOr<TransformChain> TransformChain::Create(const TransformSpec& spec,
     chain.resize_decode_ = dynamic_cast<const DecodeImage*>(&spec.op(0));
     chain.resize_ = dynamic_cast<const Resize*>(&spec.op(1));
     chain.resize_crop_ = dynamic_cast<const CenterCrop*>(&spec.op(2));
+    // PIL's resampling (antialias=True) reads other taps than the part's plan holds: the
+    // whole image is decoded and resized, then cropped.
     if (chain.resize_decode_ == nullptr || chain.resize_ == nullptr ||
-        chain.resize_crop_ == nullptr) {
+        chain.resize_crop_ == nullptr || chain.resize_->antialias()) {
       chain.resize_decode_ = nullptr;
       chain.resize_ = nullptr;
       chain.resize_crop_ = nullptr;

@@ -140,6 +140,9 @@ class Loader:
         if dtype == torch.uint8 and _transforms.has_to_tensor(transforms):
             raise ValueError("transforms: ToTensor gives float32 x/255, but dtype=torch.uint8 "
                              "delivers raw pixels; drop ToTensor or use dtype=torch.float32")
+        if dtype != torch.uint8 and _transforms.has_to_tensor(transforms, "PILToTensor"):
+            raise ValueError("transforms: PILToTensor gives the raw uint8 pixels; pass "
+                             "dtype=torch.uint8 (the Loader's dtype is %s)" % (dtype,))
         self.rank, self.world_size = rank, world_size
         self._core = _sluice._LoaderCore(
             _native_path("path", path), batch_size, bool(shuffle), int(seed),
@@ -174,6 +177,23 @@ class Loader:
         self._position_set = False
         self._epoch_rates = []  # (epoch, samples, seconds, samples/s) of each finished pass
         self._recent = RecentPasses()  # what the recent finished passes measured
+
+    @property
+    def classes(self):
+        """The class names, index = label, as torchvision's ImageFolder.classes (the class
+        folders' names, sorted, for a dataset sharded from an image folder); [] when the
+        dataset records none."""
+        return list(self._dataset_info().classes)
+
+    @property
+    def class_to_idx(self):
+        """Each class name to its label, as torchvision's ImageFolder.class_to_idx."""
+        return dict(self._dataset_info().class_to_idx)
+
+    def _dataset_info(self):
+        if getattr(self, "_info", None) is None:
+            self._info = _sluice.Dataset(self._core.manifest_path())
+        return self._info
 
     def __len__(self):
         """Batches per epoch: global steps (every rank gets every step when world_size > 1;

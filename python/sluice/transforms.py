@@ -119,14 +119,20 @@ class CenterCrop(_Op):
 
 
 def _bilinear(interpolation, antialias):
-    """Checks torchvision's interpolation and antialias arguments: sluice resizes bilinearly
-    without antialiasing (F.interpolate's bilinear, align_corners=False)."""
+    """Checks torchvision's interpolation and antialias arguments: sluice resizes bilinearly,
+    without antialiasing as torchvision resizes a tensor (None, False), or as PIL resizes an
+    8-bit image (True: what torchvision's Resize does to a PIL image). Returns the grammar's
+    antialias arguments."""
     if str(interpolation).lower() not in ("bilinear", "interpolationmode.bilinear"):
         raise ValueError("interpolation: expected bilinear (the only mode sluice implements), "
                          "got %r" % (interpolation,))
+    if antialias is True:
+        return ["antialias=True"]
     if antialias not in (None, False):
-        raise ValueError("antialias: expected None or False (sluice's bilinear resize has no "
-                         "antialiasing), got %r" % (antialias,))
+        raise ValueError("antialias: expected True (PIL's resampling, as torchvision resizes a "
+                         "PIL image), False or None (the tensor path, no antialiasing), got %s"
+                         % (_printable(antialias),))
+    return []
 
 
 class DecodeImage(_Op):
@@ -157,24 +163,27 @@ class DecodeImage(_Op):
 
 
 class Resize(_Op):
-    """torchvision.transforms.Resize on tensors: an int is the smaller edge, (h, w) exact;
-    bilinear without antialiasing."""
+    """torchvision.transforms.Resize: an int is the smaller edge, (h, w) exact; bilinear.
+    antialias=None or False: as torchvision resizes a tensor (no antialiasing).
+    antialias=True: as torchvision resizes a PIL image (PIL's resampling, bit for bit; uint8
+    images only, so before Normalize or ToDtype)."""
 
     def __init__(self, size, interpolation="bilinear", max_size=None, antialias=None):
-        _bilinear(interpolation, antialias)
+        flag = _bilinear(interpolation, antialias)
         arguments = [_ints("size", size)]
         if max_size is not None:
             arguments.append("max_size=" + _int("max_size", max_size))
-        super().__init__("Resize", arguments)
+        super().__init__("Resize", arguments + flag)
 
 
 class RandomResizedCrop(_Op):
     """torchvision.transforms.RandomResizedCrop: a window drawn by torchvision's get_params
-    (scale, ratio, 10 attempts, then the central crop), resized bilinearly to `size`."""
+    (scale, ratio, 10 attempts, then the central crop), resized bilinearly to `size`;
+    antialias=True resizes it as PIL does (torchvision's op on a PIL image), as Resize."""
 
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation="bilinear", antialias=None):
-        _bilinear(interpolation, antialias)
+        flag = _bilinear(interpolation, antialias)
         checked = {}
         for name, value in (("scale", scale), ("ratio", ratio)):
             if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
@@ -191,7 +200,8 @@ class RandomResizedCrop(_Op):
             checked[name] = list(value)
         super().__init__("RandomResizedCrop", [_ints("size", size),
                                                "scale=" + _numbers("scale", checked["scale"]),
-                                               "ratio=" + _numbers("ratio", checked["ratio"])])
+                                               "ratio=" + _numbers("ratio", checked["ratio"])]
+                         + flag)
 
 
 class RandomHorizontalFlip(_Op):
@@ -308,20 +318,50 @@ def _class_params(cls):
     return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
 
-def _from_torchvision(op):
+# torchvision's ops that turn a PIL image into a tensor: the ops before one (or all, in a list
+# with neither, as an ImageFolder's transform list is) ran on PIL images.
+_TO_TENSOR = ("ToTensor", "PILToTensor")
+# torchvision's resizing ops, whose pixels differ between a PIL image and a tensor.
+_RESIZING = ("Resize", "RandomResizedCrop")
+
+
+def _is_torchvision(op, kinds=None):
+    return (type(op).__module__ or "").startswith("torchvision.transforms") and (
+        kinds is None or type(op).__name__ in kinds)
+
+
+def _flatten(transforms):
+    """The ops of `transforms` (an op, a list, or nested Composes of sluice's or torchvision's),
+    in order."""
+    if isinstance(transforms, Compose) or (
+            _is_torchvision(transforms, ("Compose",)) and hasattr(transforms, "transforms")):
+        transforms = transforms.transforms
+    if not isinstance(transforms, (list, tuple)):
+        return [transforms]
+    out = []
+    for op in transforms:
+        if isinstance(op, Compose) or _is_torchvision(op, ("Compose",)):
+            out.extend(_flatten(op))
+        else:
+            out.append(op)
+    return out
+
+
+def _from_torchvision(op, on_pil=False):
     """sluice's op for a torchvision transform object of the same name, or None. The object's
-    attributes of the same names as the op's arguments are its arguments."""
-    module = type(op).__module__ or ""
-    if not module.startswith("torchvision.transforms"):
+    attributes of the same names as the op's arguments are its arguments. `on_pil`: the op ran
+    on PIL images in the user's pipeline (before ToTensor or PILToTensor), where a resize is
+    PIL's, antialiased whatever its antialias says (torchvision ignores it there)."""
+    if not _is_torchvision(op):
         return None
     kind = type(op).__name__
     if kind == "Compose":
         return Compose(op.transforms)
-    if kind == "ToTensor":  # x/255 to float32: the Loader's dtype=torch.float32 (the default)
-        return Compose([])
+    if kind in _TO_TENSOR:  # ToTensor: x/255 to float32, the Loader's dtype=torch.float32 (the
+        return Compose([])  # default); PILToTensor: uint8, the Loader's dtype=torch.uint8
     if kind not in _REGISTRY:
         raise TypeError("transforms: torchvision's %s has no sluice equivalent yet; sluice runs "
-                        "%s and ToTensor (docs/transforms.md)"
+                        "%s, ToTensor and PILToTensor (docs/transforms.md)"
                         % (kind, ", ".join(sorted(_REGISTRY))))
     arguments = {}
     for name in _class_params(globals()[kind]):
@@ -333,46 +373,49 @@ def _from_torchvision(op):
         if hasattr(value, "value") and not isinstance(value, (numbers.Number, str)):
             value = value.value  # an enum such as InterpolationMode: its name
         arguments[name] = value
+    if kind in _RESIZING:
+        if on_pil:
+            arguments["antialias"] = True
+        elif arguments.get("antialias") is True:
+            raise ValueError("transforms: torchvision's %s(antialias=True) after ToTensor (its "
+                             "antialiased tensor resize) has no sluice equivalent; put the resize "
+                             "before ToTensor, where torchvision resizes the PIL image as sluice's "
+                             "antialias=True does, or pass antialias=None" % kind)
     return globals()[kind](**arguments)
 
 
-def has_to_tensor(transforms):
-    """Whether `transforms` (as chain_text takes it) holds torchvision's ToTensor, which
-    chain_text folds into the Loader's float32 dtype."""
-    if isinstance(transforms, Compose):
-        transforms = transforms.transforms
-    elif type(transforms).__name__ == "Compose" and hasattr(transforms, "transforms"):
-        transforms = transforms.transforms
-    if not isinstance(transforms, (list, tuple)):
-        transforms = [transforms]
-    for op in transforms:
-        if type(op).__name__ == "ToTensor" and (type(op).__module__ or "").startswith(
-                "torchvision.transforms"):
-            return True
-        if isinstance(op, Compose) or type(op).__name__ == "Compose":
-            if has_to_tensor(op):
-                return True
-    return False
+def _first_to_tensor(ops):
+    for i, op in enumerate(ops):
+        if _is_torchvision(op, _TO_TENSOR):
+            return i
+    return None
+
+
+def has_to_tensor(transforms, kind="ToTensor"):
+    """Whether `transforms` (as chain_text takes it) holds torchvision's `kind` (ToTensor, which
+    chain_text folds into the Loader's float32 dtype, or PILToTensor, its uint8 one)."""
+    return any(_is_torchvision(op, (kind,)) for op in _flatten(transforms))
 
 
 def chain_text(transforms):
     """The `--transforms` text of a chain: a str is taken as it is; otherwise a sequence (or a
-    Compose) of sluice.transforms ops or torchvision's ops of the same names."""
+    Compose) of sluice.transforms ops or torchvision's ops of the same names. torchvision's
+    Resize and RandomResizedCrop before ToTensor or PILToTensor, or in a list with neither (as
+    an ImageFolder's transform list), resized PIL images: they become antialias=True, PIL's
+    resampling; after it, the tensor path's."""
     if transforms is None:
         return ""
     if isinstance(transforms, str):
         return transforms
-    if isinstance(transforms, Compose):
-        transforms = transforms.transforms
-    converted = _from_torchvision(transforms)
-    if converted is not None:
-        return str(converted)
-    if not isinstance(transforms, (list, tuple)):
+    if not isinstance(transforms, (list, tuple, Compose)) and not _is_torchvision(transforms):
         raise TypeError("transforms: expected a list of sluice.transforms ops (or torchvision's "
                         "of the same names), a Compose or a str, got %r" % (transforms,))
+    ops = _flatten(transforms)
+    to_tensor = _first_to_tensor(ops)
     parts = []
-    for i, op in enumerate(transforms):
-        converted = op if isinstance(op, (_Op, Compose)) else _from_torchvision(op)
+    for i, op in enumerate(ops):
+        converted = op if isinstance(op, _Op) else _from_torchvision(
+            op, on_pil=to_tensor is None or i < to_tensor)
         if converted is None:
             raise TypeError("transforms[%d]: expected a sluice.transforms op (or torchvision's "
                             "of the same name), got %r" % (i, op))

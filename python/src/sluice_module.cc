@@ -226,6 +226,16 @@ void BindDataset(py::module_& m) {
                              })
       .def_property_readonly("classes",
                              [](const PyDataset& d) { return d.dataset().manifest().class_names; })
+      // As torchvision's ImageFolder: each class name to its label.
+      .def_property_readonly("class_to_idx",
+                             [](const PyDataset& d) {
+                               py::dict out;
+                               const auto& names = d.dataset().manifest().class_names;
+                               for (size_t i = 0; i < names.size(); ++i) {
+                                 out[py::str(names[i])] = py::int_(i);
+                               }
+                               return out;
+                             })
       .def_property_readonly("sources",
                              [](const PyDataset& d) -> py::object {
                                // record_sources: each record's file, or None when not recorded

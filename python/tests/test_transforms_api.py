@@ -100,9 +100,14 @@ def test_decode_and_resize_ops_render_the_grammar_and_read_torchvisions_objects(
     assert str(T.Resize(8, max_size=20)) == "Resize(8, max_size=20)"
     assert str(T.RandomResizedCrop(224)) == (
         "RandomResizedCrop(224, scale=[0.08, 1.0], ratio=[0.75, 1.3333333333333333])")
+    # A list with no ToTensor ran on PIL images: PIL's resampling (test_pil_resize.py).
     tv = TV.Compose([TV.RandomResizedCrop(224), TV.Resize(256), TV.Resize((5, 6))])
     assert T.chain_text(tv) == ("RandomResizedCrop([224, 224], scale=[0.08, 1.0], "
-                                "ratio=[0.75, 1.3333333333333333]), Resize(256), Resize([5, 6])")
+                                "ratio=[0.75, 1.3333333333333333], antialias=True), "
+                                "Resize(256, antialias=True), Resize([5, 6], antialias=True)")
+    tv = TV.Compose([TV.ToTensor(), TV.RandomResizedCrop(224), TV.Resize((5, 6))])
+    assert T.chain_text(tv) == ("RandomResizedCrop([224, 224], scale=[0.08, 1.0], "
+                                "ratio=[0.75, 1.3333333333333333]), Resize([5, 6])")
     x = image(3)
     ours = apply([T.Resize((10, 30))], x.astype(np.float32))
     theirs = TV.Resize((10, 30))(torch.from_numpy(x).float()).numpy()
@@ -111,7 +116,7 @@ def test_decode_and_resize_ops_render_the_grammar_and_read_torchvisions_objects(
 
 @pytest.mark.parametrize("make,error", [
     (lambda: T.Resize(8, interpolation="nearest"), "expected bilinear"),
-    (lambda: T.Resize(8, antialias=True), "antialias"),
+    (lambda: T.Resize(8, antialias=1), "antialias"),
     (lambda: T.RandomResizedCrop(8, scale=(0.9, 0.1)), "scale"),
     (lambda: T.DecodeImage("CMYK"), "mode"),
 ])
@@ -153,6 +158,6 @@ def test_a_torchvision_op_sluice_lacks_is_named_with_the_registrys_ops():
     names = sorted(name for name, _ in _sluice._transform_registry())
     assert len(names) >= 2
     with pytest.raises(TypeError, match=re.escape(
-            "ColorJitter has no sluice equivalent yet; sluice runs %s and ToTensor "
+            "ColorJitter has no sluice equivalent yet; sluice runs %s, ToTensor and PILToTensor "
             "(docs/transforms.md)" % ", ".join(names))):
         T.chain_text([TV.ColorJitter(0.4)])

@@ -56,15 +56,28 @@ inline absl::Status BilinearArg(const TransformArgs& args) {
   return args.Wrong("interpolation", "bilinear (the only mode sluice implements)");
 }
 
-// torchvision's `antialias` (None means False on tensors in 0.14): sluice matches
-// F.interpolate without antialiasing only, so True is refused.
-inline absl::Status NoAntialiasArg(const TransformArgs& args) {
-  if (!args.Has("antialias")) return absl::OkStatus();
+// torchvision's `antialias`: None or False (0.14's default on tensors: F.interpolate without
+// antialiasing, internal/bilinear.h) give false; True gives true, PIL's resampling
+// (internal/pil_resample.h), what torchvision applies to PIL images whatever the flag says.
+inline absl::StatusOr<bool> AntialiasArg(const TransformArgs& args) {
+  if (!args.Has("antialias")) return false;
   absl::StatusOr<std::string> name = args.Name("antialias", std::nullopt);
-  if (name.ok() && (*name == "None" || *name == "False")) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(args.Where("antialias"),
-                   ": expected False or None (sluice's bilinear resize has no antialiasing)"));
+  if (name.ok() && (*name == "None" || *name == "False")) return false;
+  if (name.ok() && *name == "True") return true;
+  return absl::InvalidArgumentError(absl::StrCat(
+      args.Where("antialias"),
+      ": expected True (PIL's resampling, as torchvision resizes a PIL image), False or None "
+      "(the tensor path's bilinear resize without antialiasing)"));
+}
+
+// The PIL path takes 8-bit images only (PIL's resampling is fixed-point on 8 bits).
+inline absl::Status CheckU8ForAntialias(absl::string_view op, const SampleSpec& in) {
+  if (in.dtype == ElementType::kU8) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, "(antialias=True) resamples as PIL does, on 8-bit images: expected uint8 input, got ",
+      SampleSpecString(in),
+      " (put it before ToDtype and Normalize, as a PIL pipeline resizes "
+      "before ToTensor)"));
 }
 
 // "(32, 32)": a size as the identities write it.

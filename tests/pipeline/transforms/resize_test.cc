@@ -60,8 +60,14 @@ TEST(ResizeTest, IdentityParsesBackAndRefusesWhatItCannotDo) {
       "Resize(size=(3, 4), interpolation=bilinear, max_size=None, antialias=False)");
   EXPECT_THAT(ParseTransforms("Resize(8, interpolation=nearest)").status().message(),
               HasSubstr("expected bilinear"));
-  EXPECT_THAT(ParseTransforms("Resize(8, antialias=True)").status().message(),
-              HasSubstr("expected False or None"));
+  // antialias=True is PIL's resampling (its own identity); anything else is refused.
+  EXPECT_EQ(OneOp("Resize(8, antialias=True)")->Identity(),
+            "Resize(size=8, interpolation=bilinear, max_size=None, antialias=True)");
+  EXPECT_EQ(OneOp("RandomResizedCrop(8, antialias=True)")->Identity(),
+            "RandomResizedCrop(size=(8, 8), scale=(0.08, 1), ratio=(0.75, 1.3333333333333333), "
+            "interpolation=bilinear, antialias=True)");
+  EXPECT_THAT(ParseTransforms("Resize(8, antialias=1)").status().message(),
+              HasSubstr("expected True (PIL's resampling"));
   EXPECT_THAT(ParseTransforms("Resize(8, max_size=8)").status().message(),
               HasSubstr("must be greater than"));
 }
@@ -69,7 +75,8 @@ TEST(ResizeTest, IdentityParsesBackAndRefusesWhatItCannotDo) {
 TEST(ResizeTest, IdentitiesReadBackAsThemselves) {
   for (const char* text :
        {"Resize(256)", "Resize((3, 4))", "Resize(8, max_size=20)", "RandomResizedCrop(224)",
-        "RandomResizedCrop((3, 5), (0.5, 0.7))", "DecodeImage()"}) {
+        "RandomResizedCrop((3, 5), (0.5, 0.7))", "DecodeImage()", "Resize(7, antialias=True)",
+        "RandomResizedCrop(9, antialias=True)"}) {
     const std::string identity = OneOp(text)->Identity();
     EXPECT_EQ(OneOp(identity)->Identity(), identity) << text;
   }
