@@ -45,19 +45,21 @@ std::optional<double> DecodeSizeShare(const PipelineStats::DecodeCostFit& f) {
 // team waits at each barrier for a member the scheduler took off its core. A new user's MLP
 // steps took 2.2 ms while the pipeline was idle and 20-90 ms while it worked (issue 34). The
 // run's own steps calibrate it: the fastest tenth of the steps is the step alone, and the rest
-// of the mean step (its wait) grows as the cube of the cores the pipeline keeps busy (its CPU
-// time per sample times the rate). The cube is measured: the same loop over one photo folder
-// at full, half and quarter side (the pipeline keeping 1.73, 1.25 and 0.90 of 2 cores busy)
-// waited 16.7, 6.4 and 2.1 ms a step beyond its 2.3 ms alone, powers 2.9 and 3.4 between
-// neighbours (docs/bottleneck.md, "A Python step slowed by the pipeline"). The step's wall time
-// bounds the rate: the loop runs one step at a time.
+// of the mean step (its wait) grows as the square of the cores the pipeline keeps busy (its
+// CPU time per sample times the rate). The power is fitted on two loops, neither of which it
+// fits alone (docs/bottleneck.md, "A Python step slowed by the pipeline"): one over real
+// photographs at full, half and quarter side waited 16.7, 6.4 and 2.1 ms a step beyond 2.3 ms
+// alone as the pipeline kept 1.73, 1.25 and 0.90 of 2 cores busy (a power near 3), one with a
+// smaller step over generated photos waited 5.6, 2.6 and 2.1 ms at 1.58, 0.88 and 0.41 cores
+// (near 1). Priced with 2, the four halvings measured were 2-18% off; with 3, 39% for one; with
+// 1, 19% for another. The step's wall time bounds the rate: the loop runs one step at a time.
 struct StepContention {
   double alone_ns = 0;          // a step alone: the tenth-fastest percentile of the steps
   double mean_ns = 0;           // the mean step
   double samples_per_step = 0;  // the run's
   double pipeline_cores = 0;    // the cores the pipeline kept busy: CPU time per sample x rate
 };
-constexpr double kStepWaitPower = 3;
+constexpr double kStepWaitPower = 2;
 
 std::optional<StepContention> ForeignStepContention(const ResourceModel& model,
                                                     const RunRecord& run, double now) {
@@ -85,7 +87,7 @@ std::optional<StepContention> ForeignStepContention(const ResourceModel& model,
 
 // The model's rate for `alt` with the step's time moved by the pipeline's load at that rate
 // (ForeignStepContention): the rate r where the step takes alone + (mean - alone) x (the cores
-// the pipeline keeps busy under alt at r / the run's) ^ 3, and Predict with the step's cost
+// the pipeline keeps busy under alt at r / the run's) ^ 2, and Predict with the step's cost
 // scaled as its time, or the step's time itself, gives r back.
 double PredictWithStepContention(const ResourceModel& model, Allocation alt,
                                  const StepContention& c) {
