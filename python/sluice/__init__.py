@@ -15,7 +15,8 @@ copies once it holds half of the buffers (docs/python.md, "Zero copy").
 
 The modules: loader (Loader), writer (write_dataset), probe (probe, Probe), transforms (the
 ops of transforms=[...]), _args (the argument checks and the DataLoader-argument table),
-advice_check (report(check_advice=True)), corruption_budget (max_corrupt_fraction), and _sluice,
+advice_check (report(check_advice=True)), corruption_budget (max_corrupt_fraction), state
+(load_state_dict: sluice-train's exported weights for torch), and _sluice,
 the C++ extension (Dataset, DataLossError and the pipeline under them).
 """
 # Not in __all__: sluice._sluice and sluice.transforms (named in docs/python.md), and the
@@ -27,6 +28,8 @@ from ._sluice import DataLossError, Dataset
 from .advice_check import _check_advice, _step_seconds  # noqa: F401
 from .loader import Loader
 from .probe import Probe, probe
+from .state import load_state_dict
 from .writer import write_dataset
 
-__all__ = ["Loader", "Dataset", "DataLossError", "write_dataset", "probe", "Probe"]
+__all__ = ["Loader", "Dataset", "DataLossError", "write_dataset", "probe", "Probe",
+           "load_state_dict"]
