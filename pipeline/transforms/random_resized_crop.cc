@@ -33,27 +33,30 @@ int64_t RoundHalfEven(double v) { return static_cast<int64_t>(std::nearbyint(v))
 }  // namespace
 
 RandomResizedCrop::RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2],
-                                     const double ratio[2], bool antialias)
+                                     const double ratio[2], bool antialias,
+                                     transforms_internal::PilFilter filter)
     : height_(height),
       width_(width),
       scale_{scale[0], scale[1]},
       ratio_{ratio[0], ratio[1]},
-      antialias_(antialias) {}
+      antialias_(antialias),
+      filter_(filter) {}
 
 absl::StatusOr<std::unique_ptr<Transform>> RandomResizedCrop::FromArgs(const TransformArgs& args) {
   ASSIGN_OR_RETURN(const transforms_internal::CropSize size, transforms_internal::SizeArg(args));
   double scale[2], ratio[2];
   RETURN_IF_ERROR(RangeArg(args, "scale", 0.08, 1.0, scale));
   RETURN_IF_ERROR(RangeArg(args, "ratio", 3.0 / 4.0, 4.0 / 3.0, ratio));
-  RETURN_IF_ERROR(transforms_internal::BilinearArg(args));
-  ASSIGN_OR_RETURN(const bool antialias, transforms_internal::AntialiasArg(args));
+  ASSIGN_OR_RETURN(const transforms_internal::ResizeMode mode,
+                   transforms_internal::ResizeModeArg(args));
   ASSIGN_OR_RETURN(std::unique_ptr<RandomResizedCrop> op,
-                   Create(size.height, size.width, scale, ratio, antialias));
+                   Create(size.height, size.width, scale, ratio, mode.antialias, mode.filter));
   return op;
 }
 
 absl::StatusOr<std::unique_ptr<RandomResizedCrop>> RandomResizedCrop::Create(
-    uint32_t height, uint32_t width, const double scale[2], const double ratio[2], bool antialias) {
+    uint32_t height, uint32_t width, const double scale[2], const double ratio[2], bool antialias,
+    transforms_internal::PilFilter filter) {
   if (height == 0 || width == 0) {
     return absl::InvalidArgumentError("RandomResizedCrop: expected a positive size");
   }
@@ -64,7 +67,7 @@ absl::StatusOr<std::unique_ptr<RandomResizedCrop>> RandomResizedCrop::Create(
     }
   }
   return std::unique_ptr<RandomResizedCrop>(
-      new RandomResizedCrop(height, width, scale, ratio, antialias));
+      new RandomResizedCrop(height, width, scale, ratio, antialias, filter));
 }
 
 CropWindow RandomResizedCrop::Window(uint32_t height, uint32_t width, SampleRandom& rng) const {
@@ -102,7 +105,8 @@ std::string RandomResizedCrop::Identity() const {
   return absl::StrCat(kName, "(size=", transforms_internal::SizeText(height_, width_), ", scale=(",
                       FormatDouble(scale_[0]), ", ", FormatDouble(scale_[1]), "), ratio=(",
                       FormatDouble(ratio_[0]), ", ", FormatDouble(ratio_[1]),
-                      "), interpolation=bilinear, antialias=", antialias_ ? "True)" : "False)");
+                      "), interpolation=", transforms_internal::InterpolationName(filter_),
+                      ", antialias=", antialias_ ? "True)" : "False)");
 }
 
 absl::StatusOr<SampleSpec> RandomResizedCrop::OutputSpec(const SampleSpec& in) const {
@@ -132,8 +136,7 @@ void RandomResizedCrop::Apply(const SampleSpec& in, const void* src, void* dst,
         in.channels,
         win.height,
         win.width};
-    transforms_internal::PilResample(view, height_, width_,
-                                     transforms_internal::PilFilter::kBilinear, false,
+    transforms_internal::PilResample(view, height_, width_, filter_, false,
                                      static_cast<uint8_t*>(dst));
     return;
   }
@@ -153,8 +156,7 @@ void RandomResizedCrop::PilResize(const transforms_internal::InterleavedU8Image&
       channels,
       win.height,
       win.width};
-  transforms_internal::PilResample(view, height_, width_, transforms_internal::PilFilter::kBilinear,
-                                   mirror, dst);
+  transforms_internal::PilResample(view, height_, width_, filter_, mirror, dst);
 }
 
 void RandomResizedCrop::ApplyInterleaved(const transforms_internal::InterleavedU8Image& image,

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "pipeline/transforms/internal/bilinear_interleaved.h"
+#include "pipeline/transforms/internal/pil_resample.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -39,10 +40,10 @@ class RandomResizedCrop final : public Transform {
                                                   "antialias"};
   static absl::StatusOr<std::unique_ptr<Transform>> FromArgs(const TransformArgs& args);
   // scale: [lo, hi] with 0 < lo <= hi; ratio: [lo, hi] with 0 < lo <= hi.
-  static absl::StatusOr<std::unique_ptr<RandomResizedCrop>> Create(uint32_t height, uint32_t width,
-                                                                   const double scale[2],
-                                                                   const double ratio[2],
-                                                                   bool antialias = false);
+  static absl::StatusOr<std::unique_ptr<RandomResizedCrop>> Create(
+      uint32_t height, uint32_t width, const double scale[2], const double ratio[2],
+      bool antialias = false,
+      transforms_internal::PilFilter filter = transforms_internal::PilFilter::kBilinear);
   // PIL's resampling of the crop (antialias=True).
   bool antialias() const { return antialias_; }
 
@@ -69,7 +70,7 @@ class RandomResizedCrop final : public Transform {
 
  private:
   RandomResizedCrop(uint32_t height, uint32_t width, const double scale[2], const double ratio[2],
-                    bool antialias);
+                    bool antialias, transforms_internal::PilFilter filter);
   // The crop `win` of `image` (a view of the whole image) through PIL's resampling.
   void PilResize(const transforms_internal::InterleavedU8Image& image, uint32_t channels,
                  const CropWindow& win, bool mirror, uint8_t* dst) const;
@@ -79,6 +80,7 @@ class RandomResizedCrop final : public Transform {
   double scale_[2];
   double ratio_[2];
   bool antialias_;
+  transforms_internal::PilFilter filter_;  // with antialias_: PIL's filter
 };
 
 }  // namespace sluice

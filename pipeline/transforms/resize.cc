@@ -50,19 +50,20 @@ absl::StatusOr<std::unique_ptr<Transform>> Resize::FromArgs(const TransformArgs&
           absl::StrCat(args.Where("size"), ": expected a positive size, got ", v));
     }
   }
-  RETURN_IF_ERROR(transforms_internal::BilinearArg(args));
-  ASSIGN_OR_RETURN(const bool antialias, transforms_internal::AntialiasArg(args));
+  ASSIGN_OR_RETURN(const transforms_internal::ResizeMode mode,
+                   transforms_internal::ResizeModeArg(args));
   ASSIGN_OR_RETURN(const uint32_t max_size, MaxSizeArg(args));
   if (size.size() == 2) {
     if (max_size != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           args.Where("max_size"), ": expected None when size is (h, w), as torchvision does"));
     }
-    return std::unique_ptr<Transform>(
-        Exact(static_cast<uint32_t>(size[0]), static_cast<uint32_t>(size[1]), antialias));
+    return std::unique_ptr<Transform>(Exact(static_cast<uint32_t>(size[0]),
+                                            static_cast<uint32_t>(size[1]), mode.antialias,
+                                            mode.filter));
   }
   absl::StatusOr<std::unique_ptr<Resize>> op =
-      SmallerEdge(static_cast<uint32_t>(size[0]), max_size, antialias);
+      SmallerEdge(static_cast<uint32_t>(size[0]), max_size, mode.antialias, mode.filter);
   if (!op.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(args.Where("max_size"), ": ", op.status().message()));
@@ -70,12 +71,14 @@ absl::StatusOr<std::unique_ptr<Transform>> Resize::FromArgs(const TransformArgs&
   return std::unique_ptr<Transform>(std::move(*op));
 }
 
-std::unique_ptr<Resize> Resize::Exact(uint32_t height, uint32_t width, bool antialias) {
-  return std::unique_ptr<Resize>(new Resize(height, width, false, 0, antialias));
+std::unique_ptr<Resize> Resize::Exact(uint32_t height, uint32_t width, bool antialias,
+                                      transforms_internal::PilFilter filter) {
+  return std::unique_ptr<Resize>(new Resize(height, width, false, 0, antialias, filter));
 }
 
 absl::StatusOr<std::unique_ptr<Resize>> Resize::SmallerEdge(uint32_t smaller_edge,
-                                                            uint32_t max_size, bool antialias) {
+                                                            uint32_t max_size, bool antialias,
+                                                            transforms_internal::PilFilter filter) {
   if (smaller_edge == 0) return absl::InvalidArgumentError("expected a positive size");
   if (max_size != 0 && max_size <= smaller_edge) {
     return absl::InvalidArgumentError(absl::StrCat("max_size = ", max_size,
@@ -83,15 +86,17 @@ absl::StatusOr<std::unique_ptr<Resize>> Resize::SmallerEdge(uint32_t smaller_edg
                                                    "size ",
                                                    smaller_edge));
   }
-  return std::unique_ptr<Resize>(new Resize(smaller_edge, smaller_edge, true, max_size, antialias));
+  return std::unique_ptr<Resize>(
+      new Resize(smaller_edge, smaller_edge, true, max_size, antialias, filter));
 }
 
 std::string Resize::Identity() const {
   const std::string size =
       smaller_edge_ ? absl::StrCat(height_) : transforms_internal::SizeText(height_, width_);
   const std::string max_size = max_size_ == 0 ? "None" : absl::StrCat(max_size_);
-  return absl::StrCat(kName, "(size=", size, ", interpolation=bilinear, max_size=", max_size,
-                      antialias_ ? ", antialias=True)" : ", antialias=False)");
+  return absl::StrCat(
+      kName, "(size=", size, ", interpolation=", transforms_internal::InterpolationName(filter_),
+      ", max_size=", max_size, antialias_ ? ", antialias=True)" : ", antialias=False)");
 }
 
 absl::StatusOr<SampleSpec> Resize::OutputSpec(const SampleSpec& in) const {
@@ -149,8 +154,7 @@ void Resize::Apply(const SampleSpec& in, const void* src, void* dst, SampleRando
                                                 in.channels,
                                                 in.height,
                                                 in.width};
-    transforms_internal::PilResample(view, out.height, out.width,
-                                     transforms_internal::PilFilter::kBilinear, false,
+    transforms_internal::PilResample(view, out.height, out.width, filter_, false,
                                      static_cast<uint8_t*>(dst));
     return;
   }

@@ -1,7 +1,8 @@
 // Resize: torchvision.transforms.Resize (0.14) on one CHW tensor, bilinear without antialiasing
 // (torchvision's default for tensors; F.interpolate(align_corners=False), internal/bilinear.h).
 // With antialias=True, PIL's resampling instead (internal/pil_resample.h): the pixels
-// torchvision's Resize gives on a PIL image, bit for bit; it takes uint8 images only.
+// torchvision's Resize gives on a PIL image, bit for bit (bilinear, or bicubic); it takes uint8
+// images only.
 // size=(h, w) gives exactly h x w; size=s (or [s]) gives the smaller edge s and the other
 // int(s * long / short), capped by max_size as torchvision does. Any element type.
 //
@@ -17,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/transforms/internal/pil_resample.h"
 #include "pipeline/transforms/transform.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -29,11 +31,13 @@ class Resize final : public Transform {
   static absl::StatusOr<std::unique_ptr<Transform>> FromArgs(const TransformArgs& args);
 
   // Exactly height x width.
-  static std::unique_ptr<Resize> Exact(uint32_t height, uint32_t width, bool antialias = false);
+  static std::unique_ptr<Resize> Exact(
+      uint32_t height, uint32_t width, bool antialias = false,
+      transforms_internal::PilFilter filter = transforms_internal::PilFilter::kBilinear);
   // The smaller edge to `smaller_edge`; max_size 0 means none (else it must exceed the edge).
-  static absl::StatusOr<std::unique_ptr<Resize>> SmallerEdge(uint32_t smaller_edge,
-                                                             uint32_t max_size,
-                                                             bool antialias = false);
+  static absl::StatusOr<std::unique_ptr<Resize>> SmallerEdge(
+      uint32_t smaller_edge, uint32_t max_size, bool antialias = false,
+      transforms_internal::PilFilter filter = transforms_internal::PilFilter::kBilinear);
   // PIL's resampling (antialias=True).
   bool antialias() const { return antialias_; }
 
@@ -45,18 +49,21 @@ class Resize final : public Transform {
   }
 
  private:
-  Resize(uint32_t height, uint32_t width, bool smaller_edge, uint32_t max_size, bool antialias)
+  Resize(uint32_t height, uint32_t width, bool smaller_edge, uint32_t max_size, bool antialias,
+         transforms_internal::PilFilter filter)
       : height_(height),
         width_(width),
         smaller_edge_(smaller_edge),
         max_size_(max_size),
-        antialias_(antialias) {}
+        antialias_(antialias),
+        filter_(filter) {}
 
   uint32_t height_;  // with smaller_edge_: the edge (height_ == width_)
   uint32_t width_;
   bool smaller_edge_;
   uint32_t max_size_;  // 0: none
   bool antialias_;
+  transforms_internal::PilFilter filter_;  // with antialias_: PIL's filter
 };
 
 }  // namespace sluice

@@ -121,18 +121,20 @@ class CenterCrop(_Op):
 def _bilinear(interpolation, antialias):
     """Checks torchvision's interpolation and antialias arguments: sluice resizes bilinearly,
     without antialiasing as torchvision resizes a tensor (None, False), or as PIL resizes an
-    8-bit image (True: what torchvision's Resize does to a PIL image). Returns the grammar's
-    antialias arguments."""
-    if str(interpolation).lower() not in ("bilinear", "interpolationmode.bilinear"):
-        raise ValueError("interpolation: expected bilinear (the only mode sluice implements), "
-                         "got %r" % (interpolation,))
-    if antialias is True:
-        return ["antialias=True"]
-    if antialias not in (None, False):
+    8-bit image (True: what torchvision's Resize does to a PIL image), bilinear or, there only,
+    bicubic. Returns the grammar's arguments for them."""
+    if antialias is not True and antialias not in (None, False):
         raise ValueError("antialias: expected True (PIL's resampling, as torchvision resizes a "
                          "PIL image), False or None (the tensor path, no antialiasing), got %s"
                          % (_printable(antialias),))
-    return []
+    mode = str(interpolation).lower().replace("interpolationmode.", "")
+    if mode == "bicubic" and antialias is True:
+        return ["interpolation=bicubic", "antialias=True"]
+    if mode != "bilinear":
+        raise ValueError("interpolation: expected bilinear, or bicubic with antialias=True (PIL's "
+                         "bicubic resampling; the tensor path is bilinear only), got %s"
+                         % (_printable(interpolation),))
+    return ["antialias=True"] if antialias is True else []
 
 
 class DecodeImage(_Op):

@@ -70,6 +70,32 @@ def test_resize_antialias_is_torchvision_on_pil_images_bitwise(kind):
         assert np.array_equal(ours, theirs), (kind, (h, w), edge)
 
 
+@pytest.mark.parametrize("kind", ["jpeg-420", "jpeg-444", "jpeg-grey", "png-rgb", "png-rgba"])
+def test_bicubic_resize_is_torchvision_bicubic_on_pil_images_bitwise(kind):
+    # Keys' cubic (a = -0.5): negative weights, so sums clip at 0 and 255 as PIL's do.
+    bicubic = TV.InterpolationMode.BICUBIC
+    for seed, (h, w) in enumerate(SHAPES):
+        data = KINDS[kind](Image.fromarray(photo(h, w, seed + 20)))
+        pil = pil_of(data)
+        for size in [(64, 64), (h * 2, w + 7), (h // 2 + 1, w * 3)]:
+            ours = decode("DecodeImage(), Resize(%r, interpolation=bicubic, antialias=True)"
+                          % (size,), data)
+            assert np.array_equal(ours, chw(TV.Resize(size, bicubic)(pil))), (kind, (h, w), size)
+    chain = T.chain_text([T.DecodeImage(), TV.RandomResizedCrop(
+        (40, 56), scale=(1, 1), ratio=(w / h, w / h), interpolation=bicubic)])
+    assert "interpolation=bicubic, antialias=True" in chain
+    assert np.array_equal(decode(chain, data), chw(pil.resize((56, 40), Image.BICUBIC)))
+
+
+def test_bicubic_is_refused_on_the_tensor_path():
+    with pytest.raises(ValueError, match="bicubic with antialias=True"):
+        T.Resize(8, interpolation="bicubic")
+    with pytest.raises(ValueError, match="bicubic with antialias=True"):
+        T.chain_text([TV.ToTensor(), TV.Resize(8, TV.InterpolationMode.BICUBIC)])
+    with pytest.raises(ValueError, match="bicubic with antialias=True"):
+        decode("DecodeImage(), Resize(8, interpolation=bicubic)", b"")
+
+
 @pytest.mark.parametrize("kind", ["jpeg-420", "jpeg-grey", "png-rgb", "png-palette"])
 def test_grey_output_resizes_as_pil_resizes_an_l_image(kind):
     data = KINDS[kind](Image.fromarray(photo(150, 210, 3)))

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "pipeline/sample_spec.h"
+#include "pipeline/transforms/internal/pil_resample.h"
 #include "pipeline/transforms/transform_args.h"
 
 namespace sluice::transforms_internal {
@@ -68,6 +69,34 @@ inline absl::StatusOr<bool> AntialiasArg(const TransformArgs& args) {
       args.Where("antialias"),
       ": expected True (PIL's resampling, as torchvision resizes a PIL image), False or None "
       "(the tensor path's bilinear resize without antialiasing)"));
+}
+
+// Resize's and RandomResizedCrop's resampling: antialias (PIL's, AntialiasArg) and its filter.
+// interpolation bilinear (torchvision's default) either way; bicubic only with antialias=True
+// (PIL's bicubic; the tensor path is bilinear only).
+struct ResizeMode {
+  bool antialias = false;
+  PilFilter filter = PilFilter::kBilinear;
+};
+inline absl::StatusOr<ResizeMode> ResizeModeArg(const TransformArgs& args) {
+  absl::StatusOr<bool> antialias = AntialiasArg(args);
+  if (!antialias.ok()) return antialias.status();
+  absl::StatusOr<std::string> mode = args.Name("interpolation", "bilinear");
+  if (!mode.ok()) return mode.status();
+  const std::string lower = absl::AsciiStrToLower(*mode);
+  if (lower == "bilinear" || lower == "interpolationmode.bilinear") {
+    return ResizeMode{*antialias, PilFilter::kBilinear};
+  }
+  if ((lower == "bicubic" || lower == "interpolationmode.bicubic") && *antialias) {
+    return ResizeMode{true, PilFilter::kBicubic};
+  }
+  return args.Wrong("interpolation",
+                    "bilinear, or bicubic with antialias=True (PIL's bicubic resampling; the "
+                    "tensor path is bilinear only)");
+}
+
+inline const char* InterpolationName(PilFilter f) {
+  return f == PilFilter::kBicubic ? "bicubic" : "bilinear";
 }
 
 // The PIL path takes 8-bit images only (PIL's resampling is fixed-point on 8 bits).

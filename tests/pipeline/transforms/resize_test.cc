@@ -68,6 +68,13 @@ TEST(ResizeTest, IdentityParsesBackAndRefusesWhatItCannotDo) {
             "interpolation=bilinear, antialias=True)");
   EXPECT_THAT(ParseTransforms("Resize(8, antialias=1)").status().message(),
               HasSubstr("expected True (PIL's resampling"));
+  // Bicubic is PIL's only: with antialias=True, in the identity; refused on the tensor path.
+  EXPECT_EQ(OneOp("Resize(8, interpolation=InterpolationMode.BICUBIC, antialias=True)")->Identity(),
+            "Resize(size=8, interpolation=bicubic, max_size=None, antialias=True)");
+  EXPECT_THAT(ParseTransforms("Resize(8, interpolation=bicubic)").status().message(),
+              HasSubstr("bicubic with antialias=True"));
+  EXPECT_THAT(ParseTransforms("RandomResizedCrop(8, interpolation=bicubic)").status().message(),
+              HasSubstr("bicubic with antialias=True"));
   EXPECT_THAT(ParseTransforms("Resize(8, max_size=8)").status().message(),
               HasSubstr("must be greater than"));
 }
@@ -76,7 +83,8 @@ TEST(ResizeTest, IdentitiesReadBackAsThemselves) {
   for (const char* text :
        {"Resize(256)", "Resize((3, 4))", "Resize(8, max_size=20)", "RandomResizedCrop(224)",
         "RandomResizedCrop((3, 5), (0.5, 0.7))", "DecodeImage()", "Resize(7, antialias=True)",
-        "RandomResizedCrop(9, antialias=True)"}) {
+        "RandomResizedCrop(9, antialias=True)",
+        "RandomResizedCrop(9, interpolation=bicubic, antialias=True)"}) {
     const std::string identity = OneOp(text)->Identity();
     EXPECT_EQ(OneOp(identity)->Identity(), identity) << text;
   }
