@@ -110,8 +110,9 @@ def headline_text(s):
         if a["passes"] < s["passes"]:
             # The other passes did not advise it (their limit was another, or their price was
             # under the floor for advice): the median is of the passes that did.
-            line += ("; the other %d passes did not advise it (a close call), so this "
-                     "price may read high (docs/bottleneck.md, \"Short passes\")"
+            line += ("; the other %d passes did not advise it (their price for it was under "
+                     "the 1.2x floor for advice, or their limit was one it does not relieve), so "
+                     "this price may read high (docs/bottleneck.md, \"Short passes\")"
                      % (s["passes"] - a["passes"]))
         lines.append(line)
     if not s["advice"]:
