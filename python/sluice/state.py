@@ -13,6 +13,7 @@ file, the tensor and what was expected.
 """
 import collections
 import json
+import os
 import struct
 
 import torch
@@ -30,25 +31,28 @@ _MAX_HEADER = 100 << 20  # the safetensors library's own bound on the JSON heade
 def load_state_dict(path):
     """The tensors of the safetensors file `path` by name, in the order of their data (a
     model's layer order), as an OrderedDict of torch tensors that own their memory."""
-    with open(path, "rb") as f:
-        data = f.read()
-
     def bad(what):
         return DataLossError("%s: not a safetensors file sluice can read: %s" % (path, what))
 
-    if len(data) < 8:
-        raise bad("%d bytes, expected at least the 8-byte header length" % len(data))
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > min(_MAX_HEADER, len(data) - 8):
-        raise bad("the header length is %d bytes, but the file holds %d after it"
-                  % (n, len(data) - 8))
+    # The header is read and checked before the data: another file given by mistake (a shard
+    # of gigabytes) is refused after reading at most its first 8 bytes and the bounded header.
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        if len(head) < 8:
+            raise bad("%d bytes, expected at least the 8-byte header length" % len(head))
+        (n,) = struct.unpack("<Q", head)
+        if n > min(_MAX_HEADER, size - 8):
+            raise bad("the header length is %d bytes, but the file holds %d after it"
+                      % (n, size - 8))
+        text = f.read(n)
+    body_size = size - 8 - n
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
+        header = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise bad("the %d-byte header is not JSON (%s)" % (n, e)) from None
     if not isinstance(header, dict):
         raise bad("the header is a JSON %s, expected an object" % type(header).__name__)
-    body = memoryview(data)[8 + n:]
     entries = []
     for name, entry in header.items():
         if name == "__metadata__":
@@ -69,9 +73,9 @@ def load_state_dict(path):
             raise bad("%s: shape %r, expected a list of non-negative ints" % (where, shape))
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(
                 isinstance(o, int) and not isinstance(o, bool) for o in offsets) or not (
-                0 <= offsets[0] <= offsets[1] <= len(body)):
+                0 <= offsets[0] <= offsets[1] <= body_size):
             raise bad("%s: data_offsets %r, expected [begin, end] with 0 <= begin <= end <= %d "
-                      "(the data's size)" % (where, offsets, len(body)))
+                      "(the data's size)" % (where, offsets, body_size))
         dtype, size = _DTYPES[entry["dtype"]]
         count = 1
         for d in shape:
@@ -87,8 +91,14 @@ def load_state_dict(path):
             raise bad("tensor %r starts at byte %d of the data, expected %d (tensors must tile "
                       "the data, without gaps or overlaps)" % (name, begin, end))
         end = stop
-    if end != len(body):
-        raise bad("the tensors cover %d bytes of the data, which holds %d" % (end, len(body)))
+    if end != body_size:
+        raise bad("the tensors cover %d bytes of the data, which holds %d" % (end, body_size))
+    with open(path, "rb") as f:  # the header checked: now the data it describes
+        f.seek(8 + n)
+        body = memoryview(f.read())
+    if len(body) != body_size:
+        raise bad("the file changed while it was read (%d bytes of data, then %d)"
+                  % (body_size, len(body)))
     out = collections.OrderedDict()
     for begin, stop, name, dtype, shape in entries:
         raw = bytearray(body[begin:stop])  # owned, writable memory for torch

@@ -51,8 +51,10 @@ std::optional<double> DecodeSizeShare(const PipelineStats::DecodeCostFit& f) {
 // photographs at full, half and quarter side waited 16.7, 6.4 and 2.1 ms a step beyond 2.3 ms
 // alone as the pipeline kept 1.73, 1.25 and 0.90 of 2 cores busy (a power near 3), one with a
 // smaller step over generated photos waited 5.6, 2.6 and 2.1 ms at 1.58, 0.88 and 0.41 cores
-// (near 1). Priced with 2, the four halvings measured were 2-18% off; with 3, 39% for one; with
-// 1, 19% for another. The step's wall time bounds the rate: the loop runs one step at a time.
+// (near 1). Priced with 2, both loops' first halvings measured 1-5% off and their second
+// halvings 12-17% under and 28-34% over (0.2 s passes, unsteady); with 3, one first halving
+// was 39% over; with 1, the other 19% under. The step's wall time bounds the rate: the loop runs
+// one step at a time.
 struct StepContention {
   double alone_ns = 0;          // a step alone: the tenth-fastest percentile of the steps
   double mean_ns = 0;           // the mean step
