@@ -89,7 +89,61 @@ void BM_Preprocess_Chain(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? "Normalize" : "RandomCrop+Flip+Normalize");
 }
 
+// BM_Preprocess_Layout/<kind>/<chain>: sluice.Loader's batch kinds, 0: f32 CHW, 1: bf16 CHW,
+// 2: f32 channels_last (HWC), 3: bf16 channels_last; chain 0: none (SampleConverter), 1:
+// RandomCrop + flip with the normalization after the chain (u8 output, converted per plane),
+// 2: RandomCrop + flip + Normalize in the chain (f32 output). What bench/loader_layouts.py
+// measures end to end, here per sample on one thread.
+void BM_Preprocess_Layout(benchmark::State& state) {
+  const RecordSpec spec = Cifar();
+  const std::vector<uint8_t> records = Records();
+  const int kind = static_cast<int>(state.range(0));
+  const int chain_index = static_cast<int>(state.range(1));
+  BatchFormat format;
+  format.h2d_format = kind % 2 == 0 ? ElementType::kF32 : ElementType::kBF16;
+  format.layout = kind < 2 ? SampleLayout::kCHW : SampleLayout::kHWC;
+  const char* const chains[] = {"", "RandomCrop(32, padding=4), RandomHorizontalFlip()",
+                                kChains[1]};
+  auto chain = TransformSpec::Parse(chains[chain_index]);
+  if (!chain.ok()) return state.SkipWithError(std::string(chain.status().message()).c_str());
+  format.transforms = *chain;
+  const Normalization norm = chain_index == 2 ? Normalization{} : kNorm;
+  format.normalization = norm;
+  auto resolved = ResolveBatchFormat(spec, format, SettingNames::kPythonArguments);
+  if (!resolved.ok()) return state.SkipWithError(std::string(resolved.status().message()).c_str());
+  std::vector<char> out(resolved->sample.bytes());
+  size_t i = 0;
+  uint64_t index = 0;
+  const char* in = reinterpret_cast<const char*>(records.data());
+  if (chain_index == 0) {
+    auto conv = SampleConverter::Create(spec, format.h2d_format, norm, format.layout);
+    if (!conv.ok()) return state.SkipWithError(std::string(conv.status().message()).c_str());
+    for (auto _ : state) {
+      conv->Convert(in + i * spec.sample_bytes(), out.data(), 1);
+      benchmark::DoNotOptimize(out.data());
+      i = (i + 1) % kRecords;
+    }
+  } else {
+    auto pre = ChainPreprocessor::Create(spec, *resolved, norm);
+    if (!pre.ok()) return state.SkipWithError(std::string(pre.status().message()).c_str());
+    std::vector<char> scratch(pre->scratch_bytes() + 64);
+    char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    std::vector<int64_t> op_ns(pre->chain().size());
+    for (auto _ : state) {
+      pre->Process(in + i * spec.sample_bytes(), spec.sample_bytes(), out.data(),
+                   SampleKey{7, 0, index++}, aligned, op_ns.data())
+          .IgnoreError();  // fixed-size records: always OK
+      benchmark::DoNotOptimize(out.data());
+      i = (i + 1) % kRecords;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  const char* const kinds[] = {"f32", "bf16", "f32 channels_last", "bf16 channels_last"};
+  state.SetLabel(kinds[kind]);
+}
+
 BENCHMARK(BM_Preprocess_NoChain);
+BENCHMARK(BM_Preprocess_Layout)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}});
 BENCHMARK(BM_Preprocess_Chain)->Arg(0)->Arg(1);
 
 }  // namespace

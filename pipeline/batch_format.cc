@@ -109,6 +109,7 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
     }
     r.sample = input;
     r.sample.dtype = r.h2d_format;
+    r.sample.layout = format.layout;
     return r;
   }
   if (stored.encoded()) RETURN_IF_ERROR(CheckDecodesFirst(stored, format.transforms, n));
@@ -125,6 +126,19 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
       }
       break;
     case ElementType::kBF16:
+      // bf16 batches only when asked for by name (sluice.Loader's dtype=torch.bfloat16), never
+      // by --h2d-format auto: sluice-train's engine reads u8, f16 or f32.
+      if (format.h2d_format == ElementType::kBF16 && !format.h2d_auto) {
+        ASSIGN_OR_RETURN(r.h2d_format, FormatForFloatOutput(out, format, n));
+        break;
+      }
+      if (names == SettingNames::kPythonArguments) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(n.transforms, " outputs ", SampleSpecString(out), " samples; ", n.h2d, " ",
+                         H2DFormatName(format.h2d_format),
+                         " does not match them: pass dtype=torch.bfloat16, or end the chain with "
+                         "ToDtype(float32)"));
+      }
       return absl::InvalidArgumentError(
           absl::StrCat(n.transforms, " outputs ", SampleSpecString(out), " samples; bf16 is not ",
                        "an h2d format (", n.h2d, " takes u8, f16 or f32): end the chain with ",
@@ -135,12 +149,9 @@ absl::StatusOr<ResolvedBatchFormat> ResolveBatchFormat(
       break;
     }
   }
-  if (r.h2d_format == ElementType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(n.h2d, ": the batch's h2d format must be u8, f16 or f32, not bf16"));
-  }
   r.sample = out;
   r.sample.dtype = r.h2d_format;
+  r.sample.layout = format.layout;
   return r;
 }
 
@@ -159,6 +170,7 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
   }
   const SampleSpec& out = p.chain_->output_spec();
   const SampleSpec& batch = format.sample;
+  p.out_dtype_ = batch.dtype;
   if (out.dtype != batch.dtype) {
     const SampleDType source = out.dtype == ElementType::kU8 ? SampleDType::kU8 : SampleDType::kF32;
     const bool per_plane = out.dtype == ElementType::kU8 &&
@@ -182,10 +194,15 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
     p.out_plane_bytes_in_ = run * ElementSize(out.dtype);
     p.out_plane_bytes_out_ = run * ElementSize(batch.dtype);
   }
+  // channels_last batches: the chain's CHW output (converted to the batch's dtype in scratch
+  // when it differs) is transposed into the batch.
+  p.to_hwc_ = batch.layout == SampleLayout::kHWC && out.channels > 1;
   // Encoded records go to the chain as they lie in the frame: no CHW copy in the scratch.
   p.chain_out_offset_ = stored.encoded() ? 0 : Aligned(p.chain_->input_spec().bytes());
-  p.chain_scratch_offset_ =
-      p.chain_out_offset_ + (p.out_converters_.empty() ? 0 : Aligned(out.bytes()));
+  const bool chain_to_scratch = !p.out_converters_.empty() || p.to_hwc_;
+  p.converted_offset_ = p.chain_out_offset_ + (chain_to_scratch ? Aligned(out.bytes()) : 0);
+  const bool convert_to_scratch = !p.out_converters_.empty() && p.to_hwc_;
+  p.chain_scratch_offset_ = p.converted_offset_ + (convert_to_scratch ? Aligned(batch.bytes()) : 0);
   return p;
 }
 
@@ -193,7 +210,7 @@ absl::Status ChainPreprocessor::Process(const char* stored, size_t stored_bytes,
                                         const SampleKey& key, char* scratch, int64_t* op_ns,
                                         DecodeTiming* decode) const {
   char* chain_scratch = scratch + chain_scratch_offset_;
-  char* dst = out_converters_.empty() ? out : scratch + chain_out_offset_;
+  char* dst = out_converters_.empty() && !to_hwc_ ? out : scratch + chain_out_offset_;
   if (to_chw_.has_value()) {
     to_chw_->Convert(stored, scratch, 1);
     chain_->Apply(scratch, dst, key, chain_scratch, op_ns);
@@ -201,25 +218,30 @@ absl::Status ChainPreprocessor::Process(const char* stored, size_t stored_bytes,
     RETURN_IF_ERROR(
         chain_->ApplyRecord(stored, stored_bytes, dst, key, chain_scratch, op_ns, decode));
   }
-  ConvertOut(dst, out);
+  ConvertOut(dst, out, scratch);
   return absl::OkStatus();
 }
 
 absl::Status ChainPreprocessor::ProcessDecoded(const SampleSpec& decoded, const char* pixels,
                                                char* out, const SampleKey& key, char* scratch,
                                                int64_t* op_ns) const {
-  char* dst = out_converters_.empty() ? out : scratch + chain_out_offset_;
+  char* dst = out_converters_.empty() && !to_hwc_ ? out : scratch + chain_out_offset_;
   RETURN_IF_ERROR(
       chain_->ApplyDecoded(decoded, pixels, dst, key, scratch + chain_scratch_offset_, op_ns));
-  ConvertOut(dst, out);
+  ConvertOut(dst, out, scratch);
   return absl::OkStatus();
 }
 
-void ChainPreprocessor::ConvertOut(const char* chain_out, char* out) const {
+void ChainPreprocessor::ConvertOut(const char* chain_out, char* out, char* scratch) const {
+  char* converted = to_hwc_ ? scratch + converted_offset_ : out;
   for (size_t i = 0; i < out_converters_.size(); ++i) {
-    out_converters_[i].Convert(chain_out + i * out_plane_bytes_in_, out + i * out_plane_bytes_out_,
-                               1);
+    out_converters_[i].Convert(chain_out + i * out_plane_bytes_in_,
+                               converted + i * out_plane_bytes_out_, 1);
   }
+  if (!to_hwc_) return;
+  const SampleSpec& s = chain_->output_spec();
+  ChwToHwc(out_converters_.empty() ? chain_out : converted, out, s.channels, s.plane_values(),
+           ElementSize(out_dtype_));
 }
 
 }  // namespace sluice

@@ -11,10 +11,12 @@
 //
 // The batch-format rules (docs/transforms.md, "Using a chain"): a chain that outputs u8 goes
 // to any h2d format with the normalization applied as without a chain (u8 batches: by the
-// consumer); one that outputs f32 goes to f32 or f16 batches and refuses a normalization (the
-// chain normalizes: it would run twice); one that outputs f16 needs f16 batches; bf16 is no
-// h2d format. With h2d_auto the chain's float output picks the format. Each refusal is one
-// kInvalidArgument line naming both settings as the caller spells them.
+// consumer); one that outputs f32 goes to f32, f16 or bf16 batches and refuses a normalization
+// (the chain normalizes: it would run twice); one that outputs f16 needs f16 batches, and one
+// that outputs bf16 bf16 batches, asked for by name (sluice.Loader's dtype=torch.bfloat16:
+// sluice-train's engine takes no bf16 batches). BatchFormat::layout sets the batch's layout
+// (the chain itself always works on CHW). With h2d_auto the chain's float output picks the format.
+// Each refusal is one kInvalidArgument line naming both settings as the caller spells them.
 //
 // Encoded images (RecordSpec::encoded(): JPEG/PNG records of a version 2 split): the chain's
 // input is EncodedSampleSpec(max_height, max_width, max_pixels) of the split's largest image
@@ -57,7 +59,7 @@ SampleSpec EncodedChainInput(const std::optional<ImageSizeBound>& bound);
 
 struct ResolvedBatchFormat {
   H2DFormat h2d_format = H2DFormat::kF32;  // after h2d_auto
-  SampleSpec sample;                       // one batch sample: CHW, dtype h2d_format
+  SampleSpec sample;  // one batch sample: layout BatchFormat::layout, dtype h2d_format
   // The chain, built for the stored sample as CHW in its dtype; null without transforms.
   std::shared_ptr<const TransformChain> chain;
 };
@@ -95,8 +97,9 @@ class ChainPreprocessor {
 
  private:
   ChainPreprocessor() = default;
-  // The chain's output (in scratch, when there are converters) to the batch sample.
-  void ConvertOut(const char* chain_out, char* out) const;
+  // The chain's output (in scratch, when there are converters or the batch is HWC) to the
+  // batch sample.
+  void ConvertOut(const char* chain_out, char* out, char* scratch) const;
 
   std::shared_ptr<const TransformChain> chain_;
   std::optional<SampleConverter>
@@ -106,8 +109,12 @@ class ChainPreprocessor {
   std::vector<SampleConverter> out_converters_;
   size_t out_plane_bytes_in_ = 0;   // bytes of one converted input run
   size_t out_plane_bytes_out_ = 0;  // bytes of one converted output run
-  size_t chain_out_offset_ = 0;     // scratch: [CHW input | chain output | chain scratch]
+  // scratch: [CHW input | chain output | converted CHW output (HWC batches) | chain scratch]
+  size_t chain_out_offset_ = 0;
+  size_t converted_offset_ = 0;
   size_t chain_scratch_offset_ = 0;
+  bool to_hwc_ = false;  // channels_last batch of several channels: ChwToHwc into the batch
+  ElementType out_dtype_ = ElementType::kF32;  // the batch's
 };
 
 }  // namespace sluice

@@ -129,6 +129,11 @@ struct BatchFormat {
   // h2d_format is the automatic choice (--h2d-format=auto): a chain that outputs f32 or f16
   // samples sets the format to fit them.
   bool h2d_auto = false;
+  // The batch's memory order: kCHW ([B, C, H, W] contiguous), or kHWC, torch's channels_last
+  // ([B, C, H, W] with strides (HWC, 1, WC, C)), which the preprocess threads write directly.
+  // kHWC and an h2d_format of bf16 are sluice.Loader's (memory_format=torch.channels_last,
+  // dtype=torch.bfloat16); sluice-train's engine reads CHW u8/f16/f32 batches.
+  SampleLayout layout = SampleLayout::kCHW;
 };
 
 // Which part of the run this pipeline delivers.

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-tests='BitwisePromises|CpuBatchSplit|CpuBackendTest|SimBackend\.|ResumeTest\.|Convert\.|InterleavedResize|FusedChain|SameSamplesForOneAndTwoThreads|SameBatchesWhateverThreads'
+tests='BitwisePromises|CpuBatchSplit|CpuBackendTest|SimBackend\.|ResumeTest\.|Convert\.|F32ToBf16\.|ChannelsLastAndBf16|InterleavedResize|FusedChain|SameSamplesForOneAndTwoThreads|SameBatchesWhateverThreads'
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 has() { [[ " $flags " == *" $1 "* ]]; }
 

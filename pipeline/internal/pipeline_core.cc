@@ -227,8 +227,9 @@ absl::Status PipelineCore::InitPreprocess() {
   opt_.format.h2d_format = format.h2d_format;
   batch_sample_ = format.sample;
   if (format.chain == nullptr) {
-    ASSIGN_OR_RETURN(SampleConverter conv, SampleConverter::Create(spec_, opt_.format.h2d_format,
-                                                                   opt_.format.normalization));
+    ASSIGN_OR_RETURN(SampleConverter conv,
+                     SampleConverter::Create(spec_, opt_.format.h2d_format,
+                                             opt_.format.normalization, opt_.format.layout));
     converter_.emplace(std::move(conv));
     return absl::OkStatus();
   }

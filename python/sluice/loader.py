@@ -21,7 +21,8 @@ from .recent_passes import annotate_advice as _annotate_recent_advice
 from .recent_passes import headline_text as _recent_passes_headline
 from .recent_passes import summary_text as _recent_passes_text
 
-_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.uint8: "u8"}
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.uint8: "u8"}
+_MEMORY_FORMATS = {torch.contiguous_format: "contiguous", torch.channels_last: "channels_last"}
 _MAX_SHUFFLE_WINDOW = 2**20   # as --shuffle-window (frames; 0 means the whole split)
 _MAX_EPOCH = 2**32 - 1        # set_epoch, load_state_dict; the last epoch a loader delivers
 
@@ -50,8 +51,11 @@ class Loader:
     """Iterates (images, labels) batches of a shard dataset, in sluice's deterministic order.
 
     images: [B, C, H, W] in `dtype` (torchvision's ToTensor layout; float values x/255,
-    bitwise equal to ToTensor, or (x/255 - mean)/std with normalize=(mean, std)); uint8 gives
-    the raw pixels. labels: int64 [B]. batch_size is the global batch size: with world_size N
+    bitwise equal to ToTensor, or (x/255 - mean)/std with normalize=(mean, std); bfloat16 and
+    float16 are those float32 values rounded to nearest even, as tensor.to(dtype) rounds);
+    uint8 gives the raw pixels. memory_format=torch.channels_last gives the same values in
+    torch's channels_last strides, written so by the preprocess threads (no copy in Python).
+    labels: int64 [B]. batch_size is the global batch size: with world_size N
     each rank gets its slice of every global batch (docs/architecture.md, "Data parallel").
     One iteration is one epoch; the next iteration starts the next epoch (set_epoch sets it).
     Defaults are sluice-train's (no shuffle; threads None or 0: all usable cores); split picks
@@ -74,7 +78,7 @@ class Loader:
                  device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
                  max_corrupt_fraction=0.01, split=None, transforms=None, work_ahead=True,
-                 **other_arguments):
+                 memory_format=torch.contiguous_format, **other_arguments):
         _refuse_other_arguments(other_arguments, Loader.__init__)
         self._arguments = {k: v for k, v in locals().items()
                            if k not in ("self", "other_arguments")}  # check_advice
@@ -116,13 +120,16 @@ class Loader:
                              % (max_corrupt_fraction,))
         self._max_corrupt_fraction = float(max_corrupt_fraction)
         if dtype not in _DTYPES:
-            raise ValueError("dtype: must be torch.float32, torch.float16 or torch.uint8, got %r"
-                             % (dtype,))
+            raise ValueError("dtype: must be torch.float32, torch.float16, torch.bfloat16 or "
+                             "torch.uint8, got %r" % (dtype,))
+        if memory_format not in _MEMORY_FORMATS:
+            raise ValueError("memory_format: must be torch.contiguous_format or "
+                             "torch.channels_last, got %r" % (memory_format,))
         mean, std = [0.0], [1.0]
         if normalize is not None:
             if dtype == torch.uint8:
                 raise ValueError("normalize: uint8 batches carry raw pixels; normalize needs "
-                                 "dtype torch.float32 or torch.float16")
+                                 "dtype torch.float32, torch.float16 or torch.bfloat16")
             mean, std = _normalize_arg(normalize)
         if on_corrupt not in ("fail", "skip"):
             raise ValueError("on_corrupt: must be 'fail' or 'skip', got %s"
@@ -150,7 +157,8 @@ class Loader:
             bool(drop_last), self._device, _DTYPES[dtype], mean, std, threads or 0, rank,
             world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
             decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames),
-            _text_arg("transforms", transforms_text), bool(work_ahead))
+            _text_arg("transforms", transforms_text), bool(work_ahead),
+            _MEMORY_FORMATS[memory_format])
         self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
                        "window": int(shuffle_window_frames), "drop_last": bool(drop_last),
                        "transforms": self._core.transforms_identity()}

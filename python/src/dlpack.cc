@@ -78,12 +78,18 @@ DLDataType DLType(H2DFormat f) {
 }  // namespace
 
 BatchCapsules WrapBatch(std::shared_ptr<void> owner, const BatchView& batch, DLDevice device) {
-  // Batches are [B, C, H, W], channels first and contiguous (pipeline/batch.h).
+  // Batches are [B, C, H, W]: channels first and contiguous, or channels_last (HWC samples:
+  // torch's strides for memory_format=torch.channels_last).
   const SampleSpec& s = batch.sample;
   const int64_t b = batch.size, c = s.channels, h = s.height, w = s.width;
   BatchCapsules out;
-  out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(s.dtype), device,
-                           {b, c, h, w}, {c * h * w, h * w, w, 1});
+  if (s.layout == SampleLayout::kHWC) {
+    out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(s.dtype), device,
+                             {b, c, h, w}, {c * h * w, 1, w * c, c});
+  } else {
+    out.images = MakeCapsule(owner, const_cast<void*>(batch.samples), DLType(s.dtype), device,
+                             {b, c, h, w}, {c * h * w, h * w, w, 1});
+  }
   if (device.device_type == kDLCPU) {
     // Host labels leave as int64, torch's class-index type, converted here (B values, no GIL
     // needed): torch's .to(int64) on the int32 view cost more than the conversion. The copy

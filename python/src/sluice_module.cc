@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "device/device.h"
 #include "device/device_spec.h"
@@ -85,49 +86,58 @@ py::tuple DrainEpochTimed(const LoaderCore& c, uint64_t epoch) {
 
 void BindLoader(py::module_& m) {
   py::class_<LoaderCore, std::shared_ptr<LoaderCore>>(m, "_LoaderCore")
-      .def(py::init([](const std::string& path, uint32_t batch_size, bool shuffle, uint64_t seed,
-                       uint32_t window, bool drop_last, const std::string& device,
-                       const std::string& format, const std::vector<float>& mean,
-                       const std::vector<float>& std, int64_t threads, uint32_t rank,
-                       uint32_t world_size, const std::string& on_corrupt, int64_t pool_size,
-                       int64_t device_ring_depth, bool device_zero_copy, int64_t decompress_threads,
-                       int64_t preprocess_threads, int64_t read_ahead_frames,
-                       const std::string& transforms, bool work_ahead) {
-        // sluice-train's bounds, before the values are narrowed (pipeline/resource_limits.h).
-        Check(
-            CheckResourceSettings(ResourceSettings{threads, decompress_threads, preprocess_threads,
-                                                   pool_size, read_ahead_frames, device_ring_depth},
-                                  SettingNames::kPythonArguments));
-        LoaderConfig c;
-        c.path = path;
-        c.order.batch_size = batch_size;
-        c.order.shuffle = shuffle;
-        c.order.seed = seed;
-        c.order.shuffle_window_frames = window;
-        c.order.drop_last = drop_last;
-        c.device = device;
-        c.format.h2d_format = Unwrap(ParseH2DFormat(format));
-        c.format.normalization = Normalization{.mean = mean, .std = std};
-        c.threads = static_cast<int>(threads);
-        c.slice = DataParallelSlice{rank, world_size};
-        c.on_corrupt = Unwrap(ParseOnCorrupt(on_corrupt));
-        c.pool_size = static_cast<uint32_t>(pool_size);
-        c.device_ring_depth = static_cast<uint32_t>(device_ring_depth);
-        c.device_zero_copy = device_zero_copy;
-        c.decompress_threads = static_cast<int>(decompress_threads);
-        c.preprocess_threads = static_cast<int>(preprocess_threads);
-        c.read_ahead_frames = static_cast<uint32_t>(read_ahead_frames);
-        c.work_ahead = work_ahead;
-        // Parsed here, once (pipeline/transforms/transform_spec.h); the fit to the samples
-        // is checked when the dataset is open.
-        absl::StatusOr<TransformSpec> chain = TransformSpec::Parse(transforms);
-        if (!chain.ok()) {
-          RaiseStatus(
-              absl::InvalidArgumentError(absl::StrCat("transforms: ", chain.status().message())));
-        }
-        c.format.transforms = *std::move(chain);
-        return LoaderCore::Create(c);
-      }))
+      .def(py::init(
+          [](const std::string& path, uint32_t batch_size, bool shuffle, uint64_t seed,
+             uint32_t window, bool drop_last, const std::string& device, const std::string& format,
+             const std::vector<float>& mean, const std::vector<float>& std, int64_t threads,
+             uint32_t rank, uint32_t world_size, const std::string& on_corrupt, int64_t pool_size,
+             int64_t device_ring_depth, bool device_zero_copy, int64_t decompress_threads,
+             int64_t preprocess_threads, int64_t read_ahead_frames, const std::string& transforms,
+             bool work_ahead, const std::string& memory_format) {
+            // sluice-train's bounds, before the values are narrowed (pipeline/resource_limits.h).
+            Check(CheckResourceSettings(
+                ResourceSettings{threads, decompress_threads, preprocess_threads, pool_size,
+                                 read_ahead_frames, device_ring_depth},
+                SettingNames::kPythonArguments));
+            LoaderConfig c;
+            c.path = path;
+            c.order.batch_size = batch_size;
+            c.order.shuffle = shuffle;
+            c.order.seed = seed;
+            c.order.shuffle_window_frames = window;
+            c.order.drop_last = drop_last;
+            c.device = device;
+            // bf16 batches are the Loader's alone (sluice-train's --h2d-format refuses bf16).
+            c.format.h2d_format =
+                format == "bf16" ? ElementType::kBF16 : Unwrap(ParseH2DFormat(format));
+            if (memory_format != "contiguous" && memory_format != "channels_last") {
+              RaiseStatus(absl::InvalidArgumentError(
+                  absl::StrCat("memory_format: expected 'contiguous' or 'channels_last', got '",
+                               Printable(memory_format), "'")));
+            }
+            c.format.layout =
+                memory_format == "channels_last" ? SampleLayout::kHWC : SampleLayout::kCHW;
+            c.format.normalization = Normalization{.mean = mean, .std = std};
+            c.threads = static_cast<int>(threads);
+            c.slice = DataParallelSlice{rank, world_size};
+            c.on_corrupt = Unwrap(ParseOnCorrupt(on_corrupt));
+            c.pool_size = static_cast<uint32_t>(pool_size);
+            c.device_ring_depth = static_cast<uint32_t>(device_ring_depth);
+            c.device_zero_copy = device_zero_copy;
+            c.decompress_threads = static_cast<int>(decompress_threads);
+            c.preprocess_threads = static_cast<int>(preprocess_threads);
+            c.read_ahead_frames = static_cast<uint32_t>(read_ahead_frames);
+            c.work_ahead = work_ahead;
+            // Parsed here, once (pipeline/transforms/transform_spec.h); the fit to the samples
+            // is checked when the dataset is open.
+            absl::StatusOr<TransformSpec> chain = TransformSpec::Parse(transforms);
+            if (!chain.ok()) {
+              RaiseStatus(absl::InvalidArgumentError(
+                  absl::StrCat("transforms: ", chain.status().message())));
+            }
+            c.format.transforms = *std::move(chain);
+            return LoaderCore::Create(c);
+          }))
       .def("steps_per_epoch", &LoaderCore::steps_per_epoch)
       .def("manifest_path",
            [](const LoaderCore& c) { return FsPathToPython(c.dataset().manifest_path()); })

@@ -229,6 +229,135 @@ TEST(Convert, F32HwcSamplesBecomeChwPlanesNormalizedPerChannel) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(out[i], want[i]) << i;
 }
 
+// torch's round_to_nearest_even (c10/util/BFloat16.h): the upper 16 bits, ties to even.
+TEST(FloatToBFloat16, RoundsAsTorchDoes) {
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16(-2.0f), 0xc000);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1); 1 + 3 * 2^-8: up to 1 + 2^-6.
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(FloatToBFloat16(std::nanf("")), 0x7fc0);
+}
+
+// The bulk conversion (AVX2 where the CPU has it, SLUICE_CPU_ISA=baseline: the scalar loop) is
+// FloatToBFloat16 on every 89th bit pattern (normals, subnormals, ties, infinities, NaNs), at
+// every position of its 16-wide body and in the tail, from an unaligned address.
+TEST(F32ToBf16, IsFloatToBFloat16OnEveryValue) {
+  constexpr size_t kChunk = 1000;
+  std::vector<char> in(kChunk * 4 + 1);
+  std::vector<uint16_t> out(kChunk);
+  uint64_t bits = 0;
+  while (bits < (uint64_t{1} << 32)) {
+    std::vector<float> values;
+    for (size_t i = 0; i < kChunk && bits < (uint64_t{1} << 32); ++i, bits += 89) {
+      const uint32_t b = static_cast<uint32_t>(bits);
+      float f;
+      std::memcpy(&f, &b, 4);
+      values.push_back(f);
+    }
+    std::memcpy(in.data() + 1, values.data(), values.size() * 4);
+    F32ToBf16(in.data() + 1, out.data(), values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(out[i], FloatToBFloat16(values[i])) << std::hex << i << " " << values[i];
+    }
+  }
+}
+
+// A bf16 batch is the f32 batch rounded as tensor.to(torch.bfloat16) rounds: every u8 value,
+// for the normalizations users pass, bit for bit.
+TEST(Convert, Bf16IsTheF32ReferenceRoundedToNearestEven) {
+  const Normalization norms[] = {Scalar(0.0f, 1.0f), Scalar(0.2860f, 0.3530f),
+                                 Scalar(0.485f, 0.229f), Scalar(0.5f, 0.5f)};
+  std::vector<uint8_t> in(256 + 13);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i);
+  for (const Normalization& norm : norms) {
+    auto conv = SampleConverter::Create(SampleDType::kU8, ElementType::kBF16, norm, in.size());
+    ASSERT_TRUE(conv.ok()) << conv.status();
+    // f32's proven kernel then the rounding (AVX2 CPUs), or the bf16 table: the same bits.
+    EXPECT_TRUE(conv->kernel_name() == "avx2+fma+bf16" || conv->kernel_name() == "table")
+        << conv->kernel_name();
+    std::vector<uint16_t> out(in.size());
+    conv->Convert(reinterpret_cast<const char*>(in.data()), out.data(), 1);
+    for (size_t i = 0; i < in.size(); ++i) {
+      ASSERT_EQ(out[i], FloatToBFloat16(NormalizeU8(in[i], norm))) << norm.mean[0] << " " << i;
+    }
+  }
+  auto f32 = SampleConverter::Create(SampleDType::kF32, ElementType::kBF16, Scalar(1, 2), 2);
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  const float x[2] = {3.0f, 1.0f + 0x1p-7f};
+  uint16_t y[2];
+  f32->Convert(reinterpret_cast<const char*>(x), y, 1);
+  EXPECT_EQ(y[0], 0x3f80);                    // (3 - 1) / 2
+  EXPECT_EQ(y[1], FloatToBFloat16(0x1p-8f));  // (1 + 2^-7 - 1) / 2
+}
+
+// channels_last batches: each value stays in its pixel (HWC), and is bit for bit the value the
+// CHW batch holds for that channel and pixel, in every format; 20 channels take the path that
+// reads one channel at a time, 1 channel the whole-run path; 17x19 needs several gather runs.
+TEST(Convert, HwcBatchesHoldTheChwBatchesValuesInTheirPixels) {
+  for (uint32_t channels : {1u, 2u, 3u, 4u, 20u}) {
+    Normalization n;
+    n.mean.clear();
+    n.std.clear();
+    for (uint32_t c = 0; c < channels; ++c) {
+      n.mean.push_back(0.4f + 0.01f * c);
+      n.std.push_back(0.2f + 0.013f * c);
+    }
+    for (auto [h, w] : {std::pair{5u, 7u}, std::pair{17u, 19u}}) {
+      RecordSpec spec;
+      spec.height = h;
+      spec.width = w;
+      spec.channels = channels;
+      const size_t plane = size_t{h} * w, values = plane * channels;
+      std::vector<uint8_t> in(2 * values);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 37 + channels);
+      for (ElementType format :
+           {ElementType::kU8, ElementType::kF16, ElementType::kBF16, ElementType::kF32}) {
+        SCOPED_TRACE(::testing::Message()
+                     << channels << "x" << h << "x" << w << " " << ElementTypeName(format));
+        auto chw = SampleConverter::Create(spec, format, n);
+        auto hwc = SampleConverter::Create(spec, format, n, SampleLayout::kHWC);
+        ASSERT_TRUE(chw.ok() && hwc.ok()) << hwc.status();
+        EXPECT_EQ(hwc->out_spec(), (SampleSpec{format, channels, h, w, SampleLayout::kHWC}));
+        const size_t size = ElementSize(format);
+        std::vector<char> a(2 * values * size), b(2 * values * size);
+        chw->Convert(reinterpret_cast<const char*>(in.data()), a.data(), 2);
+        hwc->Convert(reinterpret_cast<const char*>(in.data()), b.data(), 2);
+        for (size_t s = 0; s < 2; ++s) {
+          for (size_t c = 0; c < channels; ++c) {
+            for (size_t p = 0; p < plane; ++p) {
+              const size_t at_chw = s * values + c * plane + p;
+              const size_t at_hwc = s * values + p * channels + c;
+              ASSERT_EQ(std::memcmp(a.data() + at_chw * size, b.data() + at_hwc * size, size), 0)
+                  << s << " " << c << " " << p;
+            }
+          }
+        }
+        std::vector<char> t(values * size);  // ChwToHwc of the CHW sample is the HWC one
+        ChwToHwc(a.data(), t.data(), channels, plane, size);
+        EXPECT_EQ(std::memcmp(t.data(), b.data(), t.size()), 0);
+      }
+    }
+  }
+}
+
+TEST(Convert, F32SamplesKeepTheirPixelsInHwcBatches) {
+  RecordSpec spec;
+  spec.sample_dtype = SampleDType::kF32;
+  spec.height = 1;
+  spec.width = 2;
+  spec.channels = 3;
+  const float in[6] = {1, 2, 3, 4, 5, 6};  // pixel 0: 1 2 3, pixel 1: 4 5 6
+  auto conv = SampleConverter::Create(spec, H2DFormat::kF32, Normalization{{1, 2, 3}, {1, 2, 4}},
+                                      SampleLayout::kHWC);
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  float out[6];
+  conv->Convert(reinterpret_cast<const char*>(in), out, 1);
+  const float want[6] = {0, 0, 0, 3, 1.5f, 0.75f};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out[i], want[i]) << i;
+}
+
 TEST(Convert, NormalizationOfTheWrongLengthIsRefusedNamingTheChannelCount) {
   RecordSpec spec;
   spec.height = 4;

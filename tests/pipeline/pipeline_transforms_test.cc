@@ -246,7 +246,12 @@ TEST(PipelineTransforms, BatchFormatRulesRefuseWhatDoesNotFit) {
   EXPECT_THAT(std::string(RunSamples(data.dataset.get(), twice).status().message()),
               HasSubstr("normalize is set: the float samples would be normalized twice"));
   auto bf16 = RunSamples(data.dataset.get(), Options("ToDtype(bfloat16)", H2DFormat::kF32));
-  EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("bf16 is not an h2d format"));
+  EXPECT_THAT(std::string(bf16.status().message()),
+              HasSubstr("dtype f32 does not match them: pass dtype=torch.bfloat16"));
+  PipelineOptions bf16_auto = Options("ToDtype(bfloat16)", H2DFormat::kBF16);
+  bf16_auto.format.h2d_auto = true;  // --h2d-format auto never picks bf16: the engine reads none
+  EXPECT_FALSE(RunSamples(data.dataset.get(), bf16_auto).ok());
+  EXPECT_TRUE(RunSamples(data.dataset.get(), Options("ToDtype(bfloat16)", H2DFormat::kBF16)).ok());
   auto f16 = RunSamples(data.dataset.get(), Options("ToDtype(float16)", H2DFormat::kF32));
   EXPECT_THAT(std::string(f16.status().message()), HasSubstr("dtype f32 does not match them"));
   // The flags' spelling, as sluice-train checks it before the run.
@@ -257,6 +262,63 @@ TEST(PipelineTransforms, BatchFormatRulesRefuseWhatDoesNotFit) {
       std::string(
           ResolveBatchFormat(data.dataset->spec(), flags, SettingNames::kFlags).status().message()),
       StartsWith("--transforms outputs f32 3x8x8 CHW samples; --h2d-format u8"));
+}
+
+// sluice.Loader's memory_format=torch.channels_last and dtype=torch.bfloat16: every sample holds
+// the values of the CHW float32 (or u8) batch, in its pixel (HWC) and rounded as
+// tensor.to(torch.bfloat16) rounds; without a chain, with a chain that outputs u8 (converted
+// with a per-channel normalization) and with one that outputs f32 (Normalize in the chain).
+TEST(PipelineTransforms, ChannelsLastAndBf16BatchesHoldTheChwBatchesValues) {
+  ColourDataset data;
+  const Normalization per_channel{{0.5f, 0.4f, 0.3f}, {0.2f, 0.25f, 0.3f}};
+  const std::string to_f32 =
+      "RandomCrop(6, padding=2), Normalize(mean=[0.5, 0.4, 0.3], "
+      "std=[0.2, 0.25, 0.3])";
+  for (const std::string& chain : {std::string(), std::string(kRandomChain), to_f32}) {
+    const bool chain_normalizes = chain == to_f32;
+    for (ElementType format : {ElementType::kU8, ElementType::kF32, ElementType::kBF16}) {
+      if (chain_normalizes && format == ElementType::kU8) continue;  // refused: f32 samples
+      for (SampleLayout layout : {SampleLayout::kCHW, SampleLayout::kHWC}) {
+        SCOPED_TRACE(::testing::Message() << "'" << chain << "' " << ElementTypeName(format) << " "
+                                          << SampleLayoutName(layout));
+        PipelineOptions ref = Options(chain, format == ElementType::kU8 ? format : H2DFormat::kF32);
+        if (!chain_normalizes && format != ElementType::kU8) ref.format.normalization = per_channel;
+        PipelineOptions got = ref;
+        got.format.h2d_format = format;
+        got.format.layout = layout;
+        SampleSpec ref_spec, got_spec;
+        auto want = RunSamples(data.dataset.get(), ref, &ref_spec);
+        auto have = RunSamples(data.dataset.get(), got, &got_spec);
+        ASSERT_TRUE(want.ok()) << want.status();
+        ASSERT_TRUE(have.ok()) << have.status();
+        EXPECT_EQ(got_spec.layout, layout);
+        EXPECT_EQ(got_spec.dtype, format);
+        ASSERT_EQ(want->size(), have->size());
+        const size_t channels = ref_spec.channels, plane = ref_spec.plane_values();
+        const size_t in_size = ElementSize(ref_spec.dtype), out_size = ElementSize(format);
+        for (const auto& [key, sample] : *want) {
+          const std::string& other = have->at(key);
+          ASSERT_EQ(other.size(), channels * plane * out_size);
+          for (size_t c = 0; c < channels; ++c) {
+            for (size_t p = 0; p < plane; ++p) {
+              const char* a = sample.data() + (c * plane + p) * in_size;
+              const size_t at = layout == SampleLayout::kHWC ? p * channels + c : c * plane + p;
+              const char* b = other.data() + at * out_size;
+              if (format == ElementType::kBF16) {
+                float f;
+                std::memcpy(&f, a, 4);
+                uint16_t h;
+                std::memcpy(&h, b, 2);
+                ASSERT_EQ(h, FloatToBFloat16(f)) << c << " " << p;
+              } else {
+                ASSERT_EQ(std::memcmp(a, b, out_size), 0) << c << " " << p;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(PipelineTransforms, BadChainsFailAtStartNamingTheSetting) {

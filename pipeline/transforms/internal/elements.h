@@ -16,13 +16,7 @@ namespace sluice::transforms_internal {
 
 float HalfToFloat(uint16_t h);
 
-// torch's round_to_nearest_even (c10/util/BFloat16.h); NaN gives the quiet NaN 0x7fc0.
-inline uint16_t FloatToBFloat16(float f) {
-  if (std::isnan(f)) return 0x7fc0;
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  return static_cast<uint16_t>((x + (((x >> 16) & 1u) + 0x7fffu)) >> 16);
-}
+using ::sluice::FloatToBFloat16;  // pipeline/convert.h
 inline float BFloat16ToFloat(uint16_t b) {
   const uint32_t x = uint32_t{b} << 16;
   float f;
