@@ -108,6 +108,11 @@ ABSL_FLAG(std::string, normalize_std, "1",
 ABSL_FLAG(std::string, transforms, "",
           "Ops applied to each training sample, torchvision's names and arguments, e.g. "
           "'RandomCrop(32, padding=4), RandomHorizontalFlip()' (docs/transforms.md)");
+ABSL_FLAG(std::string, eval_transforms, "",
+          "Ops applied to each test sample when evaluating; empty: --transforms with each random "
+          "op made deterministic (RandomResizedCrop(S): Resize(S/0.875), CenterCrop(S); "
+          "RandomCrop(S): CenterCrop(S); flips dropped), as torchvision's recipes evaluate "
+          "(docs/transforms.md, \"Evaluation\")");
 ABSL_FLAG(int64_t, threads, 0, "Pipeline threads (0: all cores; at most 4 x hardware threads)");
 ABSL_FLAG(int64_t, decompress_threads, 0,
           "Decompress concurrency (0: --threads; at most 4 x "
@@ -361,6 +366,11 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   absl::StatusOr<TransformSpec> transforms = TransformSpec::Parse(absl::GetFlag(FLAGS_transforms));
   if (!transforms.ok()) return UsageError("transforms", transforms.status().message());
   p.format.transforms = *std::move(transforms);
+  if (const std::string eval = absl::GetFlag(FLAGS_eval_transforms); !eval.empty()) {
+    absl::StatusOr<TransformSpec> spec = TransformSpec::Parse(eval);
+    if (!spec.ok()) return UsageError("eval-transforms", spec.status().message());
+    o.eval_transforms = *std::move(spec);
+  }
   // Their count against the samples' channels is checked when the pipeline starts.
   ASSIGN_OR_RETURN(p.format.normalization.mean,
                    ChannelValues("normalize-mean", absl::GetFlag(FLAGS_normalize_mean), -10, 10));
@@ -494,7 +504,7 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   // The flags that define the run, recorded in checkpoints and the report.
   for (const auto* flag :
        {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size", "epochs", "seed",
-        "shuffle", "h2d_format", "device", "precision", "transforms"}) {
+        "shuffle", "h2d_format", "device", "precision", "transforms", "eval_transforms"}) {
     absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
     if (f != nullptr) o.run_config.emplace_back(flag, f->CurrentValue());
   }

@@ -63,8 +63,10 @@ std::string InjectedDelays(const TrainJobOptions& o,
 }
 
 // Evaluation reads the test split in file order, with no diagnostics.
-PipelineOptions TestPipelineOptions(const TrainJobOptions& options, const Backend& backend) {
+PipelineOptions TestPipelineOptions(const TrainJobOptions& options, const Backend& backend,
+                                    const TransformSpec& eval_transforms) {
   PipelineOptions p = options.pipeline;
+  p.format.transforms = eval_transforms;
   p.order.shuffle = false;
   p.order.drop_last = false;
   p.placement.device = backend.device();
@@ -176,6 +178,7 @@ class TrainJob {
 
  private:
   absl::Status OpenData();
+  absl::Status ChooseEvalTransforms();
   absl::Status CheckOutputs();
   absl::StatusOr<std::unique_ptr<Backend>> CreateJobBackend(const ModelState& initial);
   TrainerOptions TrainerOptionsFor(PipelineBatchSource& train_source, MeasuredBackend& backend,
@@ -192,6 +195,7 @@ class TrainJob {
   TrainJobResult result_;
   int64_t baseline_rss_ = 0;
   Splits splits_;
+  TransformSpec eval_transforms_;  // the test split's chain (ChooseEvalTransforms)
   KeyValues identity_;
   std::optional<Checkpoint> checkpoint_;
   std::unique_ptr<dist::Communicator> gradient_comm_;
@@ -237,6 +241,49 @@ absl::Status TrainJob::OpenData() {
   } else if (splits_.test == nullptr) {
     result_.not_evaluated = absl::StrCat("no test split beside ", result_.train_manifest,
                                          " (give one with --test-data)");
+  }
+  if (splits_.test != nullptr) RETURN_IF_ERROR(ChooseEvalTransforms());
+  return absl::OkStatus();
+}
+
+// The test split's chain: --eval-transforms, or the training chain with its random ops made
+// deterministic (said at start when that changes it). Its samples must be the model's input:
+// the shape and type the training chain gives.
+absl::Status TrainJob::ChooseEvalTransforms() {
+  const BatchFormat& train_format = o_.pipeline.format;
+  if (o_.eval_transforms.has_value()) {
+    eval_transforms_ = *o_.eval_transforms;
+  } else {
+    ASSIGN_OR_RETURN(eval_transforms_, EvalTransforms(train_format.transforms));
+    if (eval_transforms_.identity() != train_format.transforms.identity() && o_.on_notice) {
+      o_.on_notice(absl::StrCat(
+          "--transforms is random; the test split is evaluated through '",
+          eval_transforms_.empty() ? "no transforms" : eval_transforms_.identity(),
+          "', its deterministic form (docs/transforms.md, \"Evaluation\"; --eval-transforms "
+          "sets another)"));
+    }
+  }
+  BatchFormat eval_format = train_format;
+  eval_format.transforms = eval_transforms_;
+  ASSIGN_OR_RETURN(const ResolvedBatchFormat train,
+                   ResolveBatchFormat(splits_.train->spec(), train_format, SettingNames::kFlags,
+                                      splits_.train->manifest().image_bound));
+  absl::StatusOr<ResolvedBatchFormat> eval =
+      ResolveBatchFormat(splits_.test->spec(), eval_format, SettingNames::kFlags,
+                         splits_.test->manifest().image_bound);
+  const std::string what = o_.eval_transforms.has_value()
+                               ? std::string("--eval-transforms")
+                               : absl::StrCat("the evaluation chain '", eval_transforms_.identity(),
+                                              "' (from --transforms)");
+  if (!eval.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " on ", splits_.test->manifest_path(), ": ", eval.status().message()));
+  }
+  if (!(eval->sample == train.sample)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the test samples after it are ", SampleSpecString(eval->sample),
+                     ", but the model trains on ", SampleSpecString(train.sample),
+                     " (after --transforms); give --eval-transforms that makes the same"));
   }
   return absl::OkStatus();
 }
@@ -391,7 +438,7 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
   std::unique_ptr<PipelineBatchSource> test_source;
   if (splits_.test != nullptr) {
     test_source = std::make_unique<PipelineBatchSource>(
-        splits_.test.get(), TestPipelineOptions(o_, backend), 1, compute_stream);
+        splits_.test.get(), TestPipelineOptions(o_, backend, eval_transforms_), 1, compute_stream);
   }
   budget_.emplace(o_.max_corrupt_fraction, result_.train_manifest, result_.test_manifest, o_.comm);
   if (!o_.metrics_out.empty() && IsRankZero(o_)) {

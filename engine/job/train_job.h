@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ struct TrainJobOptions {
   // position, the placement from the backend (a CPU backend never gets uploaded batches).
   // pipeline.order.seed is the run's seed: the shuffle's and the model initialization's.
   PipelineOptions pipeline;
+  // The chain the test split goes through (--eval-transforms); nullopt: EvalTransforms of
+  // pipeline.format.transforms (pipeline/transforms/transform_spec.h), said in a notice at start
+  // when it differs from the training chain.
+  std::optional<TransformSpec> eval_transforms;
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: end only)
   std::string resume;            // a checkpoint file, or "auto": checkpoint_dir's, if present

@@ -258,6 +258,11 @@ std::string DecodeImage::Identity() const {
   return absl::StrCat(kName, "(mode=", channels_ == 3 ? "RGB" : "L", draft, ")");
 }
 
+std::string DecodeImage::EvalForm() const {
+  if (!draft_from_next_op_) return Identity();
+  return absl::StrCat(kName, "(mode=", channels_ == 3 ? "RGB" : "L", ", draft=True)");
+}
+
 uint32_t DecodeImage::JpegScale(const transforms_internal::JpegHeader& header) const {
   if (draft_height_ == 0) return 1;
   return transforms_internal::DraftScale(header, draft_height_, draft_width_);

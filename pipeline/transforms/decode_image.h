@@ -60,6 +60,9 @@ class DecodeImage final : public Transform {
       : channels_(channels), draft_height_(draft_height), draft_width_(draft_width) {}
 
   std::string Identity() const override;
+  // A draft sized from the op after it (draft=True) stays draft=True: the evaluation chain's
+  // Resize sizes it anew.
+  std::string EvalForm() const override;
   // Takes EncodedSampleSpec only; gives u8 CxHxW CHW varying, bounded by the input's size.
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   // Never called: a decode's size is known only per record (ApplyVariable).
@@ -82,7 +85,9 @@ class DecodeImage final : public Transform {
   bool draft_pending() const { return draft_pending_; }
   // The same op with a draft of height x width.
   std::unique_ptr<DecodeImage> WithDraft(uint32_t height, uint32_t width) const {
-    return std::make_unique<DecodeImage>(channels_, height, width);
+    auto op = std::make_unique<DecodeImage>(channels_, height, width);
+    op->draft_from_next_op_ = draft_pending_;
+    return op;
   }
   // The scale a JPEG of header's size decodes at: 1 without a draft.
   uint32_t JpegScale(const transforms_internal::JpegHeader& header) const;
@@ -116,6 +121,7 @@ class DecodeImage final : public Transform {
   uint32_t draft_height_ = 0;  // PIL's draft size; 0 x 0: none
   uint32_t draft_width_ = 0;
   bool draft_pending_ = false;
+  bool draft_from_next_op_ = false;  // draft=True, sized by WithDraft from the op after it
 };
 
 }  // namespace sluice

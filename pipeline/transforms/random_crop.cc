@@ -74,6 +74,10 @@ void RandomCrop::PaddedAxes(const SampleSpec& in, PaddedAxis& rows, PaddedAxis& 
   }
 }
 
+std::string RandomCrop::EvalForm() const {
+  return absl::StrCat("CenterCrop(size=", transforms_internal::SizeText(o_.height, o_.width), ")");
+}
+
 absl::StatusOr<SampleSpec> RandomCrop::OutputSpec(const SampleSpec& in) const {
   RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
   if (!in.fixed()) {

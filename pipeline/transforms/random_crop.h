@@ -38,6 +38,7 @@ class RandomCrop final : public Transform {
   static absl::StatusOr<std::unique_ptr<RandomCrop>> Create(const RandomCropOptions& options);
 
   std::string Identity() const override;
+  std::string EvalForm() const override;  // CenterCrop(size=(height, width))
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
 

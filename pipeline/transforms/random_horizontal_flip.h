@@ -23,6 +23,7 @@ class RandomHorizontalFlip final : public Transform {
   static absl::StatusOr<std::unique_ptr<RandomHorizontalFlip>> Create(double p);
 
   std::string Identity() const override;
+  std::string EvalForm() const override { return ""; }  // evaluation flips nothing
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
 

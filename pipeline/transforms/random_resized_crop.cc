@@ -109,6 +109,15 @@ std::string RandomResizedCrop::Identity() const {
                       ", antialias=", antialias_ ? "True)" : "False)");
 }
 
+std::string RandomResizedCrop::EvalForm() const {
+  // torchvision's reference recipes: crop 224 of a resize to 256, 224 / 0.875 (exact in binary).
+  const uint32_t side = static_cast<uint32_t>(std::floor(std::max(height_, width_) / 0.875));
+  return absl::StrCat("Resize(size=", side,
+                      ", interpolation=", transforms_internal::InterpolationName(filter_),
+                      ", antialias=", antialias_ ? "True" : "False",
+                      "), CenterCrop(size=", transforms_internal::SizeText(height_, width_), ")");
+}
+
 absl::StatusOr<SampleSpec> RandomResizedCrop::OutputSpec(const SampleSpec& in) const {
   RETURN_IF_ERROR(transforms_internal::CheckChannelsFirst(kName, in));
   if (antialias_) RETURN_IF_ERROR(transforms_internal::CheckU8ForAntialias(kName, in));

@@ -51,6 +51,9 @@ class RandomResizedCrop final : public Transform {
   CropWindow Window(uint32_t height, uint32_t width, SampleRandom& rng) const;
 
   std::string Identity() const override;
+  // Resize(size=floor(max(height, width) / 0.875), the same interpolation and antialias),
+  // CenterCrop(size=(height, width)): 224 gives torchvision's Resize(256), CenterCrop(224).
+  std::string EvalForm() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
   std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const override {

@@ -100,6 +100,13 @@ class Transform {
   // CenterCrop); nullopt for the others. DecodeImage(draft=True) takes its requested size from
   // the first op after it that has one (parse.cc).
   virtual std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const { return std::nullopt; }
+
+  // This op in the chain that evaluates a test split when the training chain is random
+  // (EvalTransforms, transform_spec.h; docs/transforms.md, "Evaluation"), as --transforms text:
+  // the op itself (Identity()) for a deterministic op; a random op gives its deterministic
+  // counterpart, as torchvision's reference recipes evaluate (RandomResizedCrop(S): Resize of
+  // S / 0.875 then CenterCrop(S); RandomCrop(S): CenterCrop(S)), or "" to be left out (a flip).
+  virtual std::string EvalForm() const { return Identity(); }
 };
 
 }  // namespace sluice

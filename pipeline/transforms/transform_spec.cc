@@ -20,4 +20,16 @@ absl::StatusOr<TransformSpec> TransformSpec::Parse(absl::string_view text) {
   return TransformSpec(std::move(ops));
 }
 
+absl::StatusOr<TransformSpec> EvalTransforms(const TransformSpec& train) {
+  std::string text;
+  bool changed = false;
+  for (size_t i = 0; i < train.size(); ++i) {
+    const std::string form = train.op(i).EvalForm();
+    changed |= form != train.op(i).Identity();
+    if (!form.empty()) absl::StrAppend(&text, text.empty() ? "" : ", ", form);
+  }
+  if (!changed) return train;
+  return TransformSpec::Parse(text);
+}
+
 }  // namespace sluice

@@ -48,6 +48,12 @@ class TransformSpec {
   std::string identity_;
 };
 
+// The chain that evaluates a test split of a model trained through `train`: each op's
+// EvalForm (transform.h), the deterministic counterpart of a random op, joined and parsed; the
+// same spec when no op is random (a chain of deterministic ops evaluates as it trains). It is
+// docs/transforms.md's "Evaluation" rule, sluice-train's default --eval-transforms.
+absl::StatusOr<TransformSpec> EvalTransforms(const TransformSpec& train);
+
 }  // namespace sluice
 
 #endif  // SLUICE_PIPELINE_TRANSFORMS_TRANSFORM_SPEC_H_

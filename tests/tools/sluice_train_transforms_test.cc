@@ -80,9 +80,43 @@ TEST_F(SluiceTrainTransformsTest, TrainsThroughARandomChainAndPrintsTheAccuracy)
                             "/gray --device=cpu --epochs=3 --quiet "
                             "--transforms='RandomCrop(28, padding=2), RandomHorizontalFlip()'"));
   ASSERT_EQ(out.exit_code, 0) << out.text;
-  // Chance is 0.1. A crop shifted by 2 rows moves a class's band onto its neighbour's (and the
-  // test split goes through the same chain), so the bar is lower than without the chain.
+  // Chance is 0.1. A crop shifted by 2 rows moves a class's band onto its neighbour's, so the
+  // bar is lower than without the chain.
   EXPECT_GT(FinalAccuracy(out.text), 0.3) << out.text;
+}
+
+// A random training chain evaluates through its deterministic form, said at start; an
+// --eval-transforms is taken as given, and one whose samples are not the model's input fails
+// at start naming the flag and both shapes.
+TEST_F(SluiceTrainTransformsTest, ARandomChainEvaluatesThroughItsDeterministicForm) {
+  const std::string common =
+      absl::StrCat("--data=", dir_, "/gray --device=cpu --epochs=1 --quiet ",
+                   "--transforms='RandomCrop(28, padding=2), RandomHorizontalFlip()' ");
+  Output out = RunTrain(common);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("--transforms is random; the test split is evaluated through "
+                          "'CenterCrop(size=(28, 28))'"),
+            std::string::npos)
+      << out.text;
+  EXPECT_GT(FinalAccuracy(out.text), 0.3) << out.text;
+  out = RunTrain(common + "--eval-transforms='RandomCrop(28, padding=2)'");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(out.text.find("--transforms is random"), std::string::npos) << out.text;
+  out = RunTrain(common + "--eval-transforms='CenterCrop(24)'");
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("--eval-transforms: the test samples after it are f32 1x24x24 CHW, but "
+                          "the model trains on f32 1x28x28 CHW"),
+            std::string::npos)
+      << out.text;
+  EXPECT_EQ(out.text.find("step "), std::string::npos) << "trained before failing: " << out.text;
+  out = RunTrain(common + "--eval-transforms='CenterCrop(24'");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--eval-transforms"), std::string::npos) << out.text;
+  // A deterministic chain evaluates as it trains: nothing to say.
+  out = RunTrain(absl::StrCat("--data=", dir_, "/gray --device=cpu --epochs=1 --quiet ",
+                              "--transforms='CenterCrop(28)'"));
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(out.text.find("the test split is evaluated through"), std::string::npos) << out.text;
 }
 
 TEST_F(SluiceTrainTransformsTest, ThreeChannelImagesTrainWithTheirOwnInputWidth) {
