@@ -165,6 +165,34 @@ absl::Status ParseClassNames(const Fields& lf, Manifest* m) {
   return absl::OkStatus();
 }
 
+// label.class_counts: num_classes non-negative integers adding up to record_count.
+absl::Status ParseClassCounts(const Fields& lf, Manifest* m) {
+  ASSIGN_OR_RETURN(const Json* counts, lf.Get("class_counts"));
+  if (!counts->is_array() || !m->num_classes || counts->size() != *m->num_classes) {
+    return lf.Error("class_counts",
+                    absl::StrCat("expected an array of num_classes (",
+                                 m->num_classes ? *m->num_classes : 0, ") record counts"));
+  }
+  uint64_t sum = 0;
+  for (const Json& count : *counts) {
+    if (!count.is_number_unsigned()) {
+      return lf.Error("class_counts", "expected non-negative integers");
+    }
+    const uint64_t n = count.get<uint64_t>();
+    if (n > m->record_count - sum) {
+      return lf.Error("class_counts", absl::StrCat("the counts add up to more than record_count ",
+                                                   m->record_count));
+    }
+    sum += n;
+    m->class_counts.push_back(n);
+  }
+  if (sum != m->record_count) {
+    return lf.Error("class_counts", absl::StrCat("the counts add up to ", sum,
+                                                 ", expected record_count ", m->record_count));
+  }
+  return absl::OkStatus();
+}
+
 // The "options" object; encoded splits add frame_bytes and codec, and have zstd_level only
 // with codec zstd.
 absl::Status ParseOptions(const Fields& of, bool encoded, ShardingOptions* o) {
@@ -209,6 +237,7 @@ std::string Manifest::ToJson() const {
   Json label_json = ObjectOf({{"dtype", std::string(LabelDTypeName(spec.label_dtype))}});
   if (num_classes) label_json["num_classes"] = *num_classes;
   if (!class_names.empty()) label_json["classes"] = class_names;
+  if (!class_counts.empty()) label_json["class_counts"] = class_counts;
   Json sources_json = Json::array();
   for (const SourceEntry& s : sources) {
     sources_json.push_back(ObjectOf(
@@ -294,6 +323,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(absl::string_view json, const std::s
     m.num_classes = static_cast<uint32_t>(classes);
   }
   if (lf.Has("classes")) RETURN_IF_ERROR(ParseClassNames(lf, &m));
+  if (lf.Has("class_counts")) RETURN_IF_ERROR(ParseClassCounts(lf, &m));
 
   ASSIGN_OR_RETURN(const Json* options, top.Get("options"));
   RETURN_IF_ERROR(ParseOptions(Fields(*options, "options.", path), encoded, &m.options));

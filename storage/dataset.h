@@ -64,6 +64,10 @@ struct Manifest {
   // The class names of an ImageFolder ingestion, index = label (sorted subfolder names); empty
   // otherwise. When set, its size equals num_classes.
   std::vector<std::string> class_names;
+  // Records per class, index = label (label.class_counts): num_classes values summing to
+  // record_count; empty in manifests written before the field existed and when num_classes is
+  // over kMaxCountedClasses (storage/dataset_writer.h).
+  std::vector<uint64_t> class_counts;
   // Encoded splits written by ingestion: the largest image (sample.max_*); absent in manifests
   // written before the field existed and when some record's header could not be read.
   std::optional<ImageSizeBound> image_bound;

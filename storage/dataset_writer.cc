@@ -227,6 +227,16 @@ absl::StatusOr<uint32_t> CheckLabelValues(LabelDType type, absl::string_view lab
   return static_cast<uint32_t>(max_label + 1);
 }
 
+// Records per class of `count` labels below num_classes (checked by CheckLabelValues), or none
+// when there are more classes than a manifest counts.
+std::vector<uint64_t> CountClasses(LabelDType type, absl::string_view labels, uint64_t count,
+                                   std::optional<uint32_t> num_classes) {
+  if (!num_classes || *num_classes > kMaxCountedClasses) return {};
+  std::vector<uint64_t> counts(*num_classes, 0);
+  for (uint64_t i = 0; i < count; ++i) ++counts[static_cast<size_t>(LabelAt(type, labels, i))];
+  return counts;
+}
+
 // "record 7 (cats/x.jpg)", or "record 7" when the records carry no names.
 std::string RecordName(const EncodedRecords& r, uint64_t i) {
   if (i < r.names.size()) return absl::StrCat("record ", i, " (", r.names[i], ")");
@@ -614,7 +624,10 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     AppendFrameRaw(spec, records.samples.data() + job.first * spec.sample_bytes(),
                    records.labels.data() + job.first * spec.label_bytes(), job.count, raw);
   };
-  return WriteSplit(env, dir, PlanFixedFrames(split, records.count, spec, o), assemble, options);
+  SplitPlan plan = PlanFixedFrames(split, records.count, spec, o);
+  plan.manifest.class_counts =
+      CountClasses(spec.label_dtype, records.labels, records.count, options.num_classes);
+  return WriteSplit(env, dir, std::move(plan), assemble, options);
 }
 
 absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const std::string& split,
@@ -640,7 +653,10 @@ absl::StatusOr<Manifest> WriteDataset(Env* env, const std::string& dir, const st
     raw->append(records.labels.data() + job.first * spec.label_bytes(),
                 size_t{job.count} * spec.label_bytes());
   };
-  return WriteSplit(env, dir, PlanFixedFrames(split, records.count, spec, o), assemble, options);
+  SplitPlan plan = PlanFixedFrames(split, records.count, spec, o);
+  plan.manifest.class_counts =
+      CountClasses(spec.label_dtype, records.labels, records.count, options.num_classes);
+  return WriteSplit(env, dir, std::move(plan), assemble, options);
 }
 
 namespace {
@@ -688,6 +704,8 @@ absl::StatusOr<Manifest> WriteEncodedDataset(Env* env, const std::string& dir,
   plan.manifest.image_bound = LargestImage(records, &largest);
   if (plan.manifest.image_bound) plan.manifest.max_pixels_record = largest;
   plan.manifest.record_sources = records.sources;
+  plan.manifest.class_counts =
+      CountClasses(spec.label_dtype, records.labels, records.samples.size(), options.num_classes);
   AssembleFrame assemble = [&](const FrameJob& job, std::string* raw) {
     raw->clear();
     std::vector<absl::string_view> samples(records.samples.begin() + job.first,

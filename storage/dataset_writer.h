@@ -58,6 +58,10 @@ struct ShardingOptionNames {
   std::string records_per_shard = "--records-per-shard";
 };
 
+// The most classes whose record counts a manifest records (label.class_counts): ImageNet-21k's
+// 21841 fit; labels used as ids of millions of classes would make the manifest their list.
+inline constexpr uint32_t kMaxCountedClasses = 65536;
+
 struct WriteDatasetOptions {
   ShardingOptions sharding;
   ShardingOptionNames names;
@@ -66,6 +70,8 @@ struct WriteDatasetOptions {
   // Recorded in the manifest as label.num_classes; when set, a label outside [0, num_classes)
   // is refused before anything is written (the front doors set it with CheckLabels).
   std::optional<uint32_t> num_classes;
+  // With num_classes, the manifest also records the records of each class (label.class_counts)
+  // when there are at most kMaxCountedClasses classes.
   // Encoded records only: the class names (index = label) recorded in the manifest
   // (label.classes), as many as num_classes.
   std::vector<std::string> class_names;

@@ -174,10 +174,19 @@ absl::Status InspectDataset(Env* env, const std::string& path) {
               Printable(m.split).c_str(), static_cast<unsigned long long>(m.record_count));
   std::printf("  %s%s\n", SpecString(m.spec).c_str(),
               m.num_classes ? absl::StrCat(", ", *m.num_classes, " classes").c_str() : "");
-  if (!m.class_names.empty()) {
-    std::printf("  classes (label: name): ");
-    for (size_t k = 0; k < m.class_names.size(); ++k) {
-      std::printf("%s%zu: %s", k > 0 ? ", " : "", k, Printable(m.class_names[k]).c_str());
+  // Names and record counts (label.classes, label.class_counts), as far as the manifest has them.
+  const bool counts = !m.class_counts.empty();
+  if (!m.class_names.empty() || counts) {
+    std::printf("  classes (label: %s%s): ", m.class_names.empty() ? "" : "name",
+                counts ? (m.class_names.empty() ? "records" : " (records)") : "");
+    const size_t n = std::max(m.class_names.size(), m.class_counts.size());
+    for (size_t k = 0; k < n; ++k) {
+      std::printf("%s%zu: ", k > 0 ? ", " : "", k);
+      if (!m.class_names.empty()) std::printf("%s", Printable(m.class_names[k]).c_str());
+      if (counts) {
+        std::printf(m.class_names.empty() ? "%llu" : " (%llu)",
+                    static_cast<unsigned long long>(m.class_counts[k]));
+      }
     }
     std::printf("\n");
   }

@@ -198,6 +198,14 @@ class Loader:
         """Each class name to its label, as torchvision's ImageFolder.class_to_idx."""
         return dict(self._dataset_info().class_to_idx)
 
+    @property
+    def class_counts(self):
+        """Records per class in the split, index = label (a list of ints, as recorded by
+        sluice-shard create / write_dataset); None for a dataset written before sluice counted
+        them (shard it again to get them)."""
+        counts = self._dataset_info().class_counts
+        return None if counts is None else list(counts)
+
     def _dataset_info(self):
         if getattr(self, "_info", None) is None:
             self._info = _sluice.Dataset(self._core.manifest_path())

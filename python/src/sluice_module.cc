@@ -236,6 +236,14 @@ void BindDataset(py::module_& m) {
                              })
       .def_property_readonly("classes",
                              [](const PyDataset& d) { return d.dataset().manifest().class_names; })
+      // Records per class, index = label; None when the manifest has no count (written before
+      // label.class_counts existed, or more classes than it counts).
+      .def_property_readonly("class_counts",
+                             [](const PyDataset& d) -> py::object {
+                               const auto& counts = d.dataset().manifest().class_counts;
+                               if (counts.empty()) return py::none();
+                               return py::cast(counts);
+                             })
       // As torchvision's ImageFolder: each class name to its label.
       .def_property_readonly("class_to_idx",
                              [](const PyDataset& d) {

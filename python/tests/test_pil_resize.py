@@ -203,6 +203,9 @@ def test_an_imagefolder_script_ported_gets_the_same_pixels(folder):
     assert loader.classes == reference.classes == ["class_0", "class_1", "class_2"]
     assert loader.class_to_idx == reference.class_to_idx
     assert sluice.Dataset(str(folder / "data")).class_to_idx == reference.class_to_idx
+    # Records per class, index = label, as counted from ImageFolder's targets.
+    counts = [reference.targets.count(k) for k in range(len(reference.classes))]
+    assert loader.class_counts == sluice.Dataset(str(folder / "data")).class_counts == counts
     ours = torch.cat([x for x, _ in loader])
     theirs = torch.stack([reference[i][0] for i in range(len(reference))])
     assert ours.shape == theirs.shape

@@ -33,7 +33,7 @@ def test_nchw_and_nhwc_of_the_same_images_write_byte_identical_datasets(tmp_path
     assert _files(tmp_path / "nchw") == _files(tmp_path / "nhwc")
     manifest = json.loads((tmp_path / "nchw" / "train.manifest.json").read_text())
     assert manifest["sample"] == {"dtype": "u8", "height": 32, "width": 32, "channels": 3}
-    assert manifest["label"] == {"dtype": "u8", "num_classes": 10}
+    assert manifest["label"] == {"dtype": "u8", "num_classes": 10, "class_counts": [4] * 10}
 
 
 def test_nchw_comes_back_as_the_same_records_and_batches(tmp_path):
@@ -113,12 +113,26 @@ def test_label_at_or_above_num_classes_is_refused_naming_the_record(tmp_path):
     assert not os.path.exists(tmp_path / "train.manifest.json")
 
 
+def test_each_classes_records_are_counted_and_a_dataset_without_counts_says_none(tmp_path):
+    labels = np.array([2, 0, 2, 2, 1, 0, 2], dtype=np.uint8)
+    sluice.write_dataset(tmp_path, "train", np.zeros((7, 2, 2), np.uint8), labels, num_classes=4)
+    assert sluice.Dataset(str(tmp_path)).class_counts == [2, 1, 4, 0]
+    assert sluice.Loader(str(tmp_path), 2).class_counts == [2, 1, 4, 0]
+    # A manifest written before label.class_counts existed: None, not a guess.
+    manifest = tmp_path / "train.manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["label"]["class_counts"]
+    manifest.write_text(json.dumps(data, indent=2) + "\n")
+    assert sluice.Dataset(str(tmp_path)).class_counts is None
+
+
 def test_num_classes_is_recorded_as_given(tmp_path):
     info = sluice.write_dataset(tmp_path, "train", _nchw(), np.arange(40) % 4, layout="NCHW",
                                 num_classes=12)
     assert info["num_classes"] == 12
     manifest = json.loads((tmp_path / "train.manifest.json").read_text())
-    assert manifest["label"] == {"dtype": "i32", "num_classes": 12}
+    assert manifest["label"] == {"dtype": "i32", "num_classes": 12,
+                                 "class_counts": [10] * 4 + [0] * 8}
     with pytest.raises(ValueError, match="num_classes"):
         sluice.write_dataset(tmp_path, "train", _nchw(), np.zeros(40, np.uint8), layout="NCHW",
                              num_classes=0)

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/coding.h"
+#include "common/testing/mem_env.h"
 #include "storage/array_layout.h"
 #include "storage/cifar10.h"
 #include "storage/dataset.h"
@@ -283,6 +284,43 @@ TEST(ManifestNumClassesTest, RoundTripsAndIsOptionalAndBounded) {
   absl::Status s = Manifest::FromJson(m.ToJson(), "/m").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("/m: label.num_classes: 300, expected in [1, 256]"));
+}
+
+// label.class_counts: written by every writer with the records of each class, read back;
+// a count list that is not num_classes long or does not add up to record_count is refused.
+TEST(ManifestClassCountsTest, WritersRecordEachClassesRecordsAndReadersCheckThem) {
+  RecordArrays r = testing::MakeRecords(testing::U8Spec(2, 2), 7);
+  const char labels[] = {2, 0, 2, 2, 1, 0, 2};
+  r.labels.assign(labels, labels + 7);
+  auto env = NewMemEnv();
+  WriteDatasetOptions o;
+  o.num_classes = 4;  // class 3 has no records: counted 0
+  auto written = WriteDataset(env.get(), "/d", "train", r, o);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->class_counts, (std::vector<uint64_t>{2, 1, 4, 0}));
+  auto read = Dataset::Open(env.get(), "/d");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)->manifest().class_counts, (std::vector<uint64_t>{2, 1, 4, 0}));
+
+  Manifest m = *written;
+  EXPECT_THAT(m.ToJson(), HasSubstr("\"num_classes\": 4,\n    \"class_counts\": [\n      2,"));
+  m.class_counts = {2, 1, 4};
+  absl::Status s = Manifest::FromJson(m.ToJson(), "/m").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("/m: label.class_counts: expected an array of num_classes (4)"));
+  m.class_counts = {2, 1, 4, 1};
+  s = Manifest::FromJson(m.ToJson(), "/m").status();
+  EXPECT_THAT(s.message(), HasSubstr("the counts add up to more than record_count 7"));
+  m.class_counts = {2, 1, 3, 0};
+  s = Manifest::FromJson(m.ToJson(), "/m").status();
+  EXPECT_THAT(s.message(), HasSubstr("the counts add up to 6, expected record_count 7"));
+  // Without num_classes nothing is counted, and a manifest without the key reads as before.
+  o.num_classes.reset();
+  written = WriteDataset(env.get(), "/e", "train", r, o);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_TRUE(written->class_counts.empty());
+  EXPECT_THAT(written->ToJson(), ::testing::Not(HasSubstr("class_counts")));
 }
 
 // A manifest of nothing but "[" cost 0.79 GB (10 MB) to refuse, or ended in std::bad_alloc.

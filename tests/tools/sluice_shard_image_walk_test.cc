@@ -9,9 +9,11 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "nlohmann/json.hpp"
 #include "tests/tools/tool_runner.h"
 
 namespace sluice {
@@ -134,7 +136,7 @@ TEST_F(SluiceShardImageWalkTest, TerminalEscapesInFileAndClassNamesArePrintedAsT
   EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
   r = Shard(absl::StrCat("inspect ", Path("ds")));
   EXPECT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("classes (label: name): 0: \\x1b[31mred"));
+  EXPECT_THAT(r.text, HasSubstr("classes (label: name (records)): 0: \\x1b[31mred (1)"));
   EXPECT_THAT(r.text, Not(HasSubstr("\x1b")));
   Write("img/" + red + "/" + red + ".jpg", "not an image");
   r = Shard(absl::StrCat("create --quiet --image-folder ", Path("img"), " --out ", Path("ds")));
@@ -238,7 +240,13 @@ TEST_F(SluiceShardImageWalkTest, NumClassesAbove256StoresTheListsLabelsAsI32) {
   absl::StatusOr<std::string> manifest =
       ReadFileToString(Env::Default(), Path("ds/train.manifest.json"));
   ASSERT_TRUE(manifest.ok()) << manifest.status();
-  EXPECT_THAT(*manifest, HasSubstr("\"dtype\": \"i32\",\n    \"num_classes\": 1000\n"));
+  EXPECT_THAT(
+      *manifest,
+      HasSubstr("\"dtype\": \"i32\",\n    \"num_classes\": 1000,\n    \"class_counts\": ["));
+  std::vector<uint64_t> counts(1000, 0);
+  counts[3] = counts[7] = 1;
+  EXPECT_EQ(nlohmann::json::parse(*manifest)["label"]["class_counts"].get<std::vector<uint64_t>>(),
+            counts);
   r = Shard(absl::StrCat("verify ", Path("ds")));
   EXPECT_EQ(r.exit_code, 0) << r.text;
 }

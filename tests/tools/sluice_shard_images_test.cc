@@ -198,7 +198,13 @@ TEST_F(SluiceShardImagesTest, ImageFolderFromPilIsStoredInTorchvisionOrderWithIt
       for (size_t c = 1; c < ends.size(); ++c) EXPECT_EQ(ends[c], header[c]) << rows[row];
     }
   }
-  EXPECT_THAT(inspect.text, HasSubstr("classes (label: name): 0: Bee, 1: ant, 2: zebra"));
+  // Names and records per class, as torchvision's targets count them.
+  std::vector<uint64_t> counts(classes_.size(), 0);
+  for (const auto& [path, label] : samples_) ++counts[static_cast<size_t>(label)];
+  EXPECT_EQ((*ds)->manifest().class_counts, counts);
+  EXPECT_THAT(inspect.text,
+              HasSubstr(absl::StrCat("classes (label: name (records)): 0: Bee (", counts[0],
+                                     "), 1: ant (", counts[1], "), 2: zebra (", counts[2], ")")));
   EXPECT_EQ(RunShard(absl::StrCat("verify ", out)).exit_code, 0);
 }
 
