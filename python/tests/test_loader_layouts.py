@@ -128,3 +128,17 @@ def test_a_chain_that_ends_in_bf16_gives_bf16_batches(colour):
     want, _ = next(iter(sluice.Loader(colour, 8, transforms=[T.Normalize(MEAN, STD)])))
     assert x.dtype == torch.bfloat16
     assert torch.equal(x.view(torch.int16), want.to(torch.bfloat16).view(torch.int16))
+
+
+def test_cuda_batches_hold_the_host_batches_values(colour):
+    """Device batches: the same bytes uploaded, so the same values and strides on the GPU."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (torch.cuda.is_available() is False): the device copy of "
+                    "bf16 / channels_last batches is checked on a GPU machine only")
+    kwargs = dict(dtype=torch.bfloat16, memory_format=torch.channels_last, normalize=(MEAN, STD))
+    host = batches(colour, **kwargs)
+    device = [(x.cpu(), y.cpu()) for x, y in sluice.Loader(colour, batch_size=8, shuffle=True,
+                                                          seed=3, device="cuda", **kwargs)]
+    for (x, y), (hx, hy) in zip(device, host):
+        assert x.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(x.view(torch.int16), hx.view(torch.int16)) and torch.equal(y, hy)
