@@ -231,6 +231,15 @@ absl::Status TrainJob::OpenData() {
                      " larger than the ", result_.train_records, " records of ",
                      result_.train_manifest, ": no batch would be trained"));
   }
+  // An image folder's records are stored class by class (torchvision's order): unshuffled,
+  // every batch holds one class and the model learns the last classes it saw.
+  if (!o_.pipeline.order.shuffle && !splits_.train->manifest().class_names.empty() &&
+      o_.on_notice) {
+    o_.on_notice(absl::StrCat(
+        result_.train_manifest,
+        " was sharded from an image folder, whose records are stored class by class, and "
+        "--shuffle is off: each batch holds one or two classes; add --shuffle"));
+  }
   if (!o_.evaluate) {
     result_.not_evaluated = "evaluation is off (--evaluate=false)";
   } else if (!splits_.not_evaluated.empty()) {

@@ -91,6 +91,16 @@ TEST_F(SluiceTrainImagesTest, TrainsOnAnImageFolderThroughDecodeAndResize) {
   ASSERT_EQ(out.exit_code, 0) << out.text;
   // Chance is 1/3; the class is the bright channel, which survives decode and resize.
   EXPECT_GT(FinalAccuracy(out.text), 0.8) << out.text;
+  // The folder's records are stored class by class: unshuffled batches hold one class, said at
+  // start; with --shuffle nothing is said.
+  EXPECT_NE(out.text.find("was sharded from an image folder, whose records are stored class by "
+                          "class, and --shuffle is off: each batch holds one or two classes; add "
+                          "--shuffle"),
+            std::string::npos)
+      << out.text;
+  const Output shuffled = Train(absl::StrCat("--epochs=1 --batch-size=16 --shuffle ", kChain));
+  ASSERT_EQ(shuffled.exit_code, 0) << shuffled.text;
+  EXPECT_EQ(shuffled.text.find("stored class by class"), std::string::npos) << shuffled.text;
 }
 
 TEST_F(SluiceTrainImagesTest, ACorruptImageFailsTheRunNamingShardRecordAndReason) {
