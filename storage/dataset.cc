@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -408,6 +409,23 @@ Dataset::Dataset(Env* env, std::string dir, std::string manifest_path, Manifest 
       manifest_(std::move(m)),
       readers_(manifest_.shards.size()) {}
 
+absl::Status NoManifestError(Env* env, const std::string& dir,
+                             const std::vector<std::string>& children) {
+  // A few entries tell an image folder: its class subfolders, or images at its top.
+  bool images = false;
+  for (size_t i = 0; i < children.size() && i < 64 && !images; ++i) {
+    const std::string name = absl::AsciiStrToLower(children[i]);
+    images = absl::EndsWith(name, ".jpg") || absl::EndsWith(name, ".jpeg") ||
+             absl::EndsWith(name, ".png") || env->GetChildren(JoinPath(dir, children[i])).ok();
+  }
+  return absl::NotFoundError(absl::StrCat(
+      dir, ": no *", kManifestSuffix, " (not a dataset, or its writing did not finish)",
+      images ? absl::StrCat("; it holds folders or images: to train on an image folder, shard it "
+                            "once (sluice-shard create --image-folder ",
+                            dir, " --out DATA) and give DATA")
+             : ""));
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::string& path,
                                                        absl::string_view default_split,
                                                        ShardFiles files) {
@@ -429,8 +447,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
     } else if (manifests.size() == 1) {
       manifest_path = JoinPath(path, manifests[0]);
     } else if (manifests.empty()) {
-      return absl::NotFoundError(absl::StrCat(path, ": no *", kManifestSuffix,
-                                              " (not a dataset, or its writing did not finish)"));
+      return NoManifestError(env, path, *children);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(path, ": holds ", manifests.size(),
                                                      " manifests and none of split \"",

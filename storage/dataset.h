@@ -99,6 +99,13 @@ enum class ShardFiles {
   kOneAtATime,
 };
 
+// kNotFound for a directory without a manifest: "DIR: no *.manifest.json (not a dataset, or
+// its writing did not finish)", and, when DIR holds subfolders or JPEG/PNG files (an image
+// folder not yet sharded), the sluice-shard command that makes a dataset of it. `children`:
+// DIR's entries.
+absl::Status NoManifestError(Env* env, const std::string& dir,
+                             const std::vector<std::string>& children);
+
 class Dataset {
  public:
   // `path` is a manifest file, or a directory holding exactly one manifest or a manifest of

@@ -177,13 +177,21 @@ bool SameManifest(const Dataset& a, const Dataset& b) {
          ::stat(b.manifest_path().c_str(), &sb) == 0 && IdentityOf(sa) == IdentityOf(sb);
 }
 
-// The test split: --test-data, else the train split's "test" sibling, else (IDX input) the
-// directory's t10k files; null when there is none.
+// The test split: --test-data (a directory's "test" split, else its "val" split), else the
+// train split's "test" sibling, else its "val" sibling (an image folder's train/ and val/,
+// sharded as they are named), else (IDX input) the directory's t10k files; null when there is
+// none.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSources& options,
                                                        const Dataset& train) {
   std::unique_ptr<Dataset> test;
   if (!options.test_data.empty()) {
-    ASSIGN_OR_RETURN(test, OpenOrShardDataset(env, options.test_data, "test", options.cache_dir));
+    std::string path = options.test_data;
+    if (!absl::EndsWith(path, kManifestSuffix) &&
+        !env->FileExists(JoinPath(path, ManifestFileName("test"))) &&
+        env->FileExists(JoinPath(path, ManifestFileName("val")))) {
+      path = JoinPath(path, ManifestFileName("val"));
+    }
+    ASSIGN_OR_RETURN(test, OpenOrShardDataset(env, path, "test", options.cache_dir));
     // A directory's only split is opened when it has no test split: refuse it when that split
     // is a train split (evaluating on training data is not what --test-data asked for).
     if (!absl::EndsWith(options.test_data, kManifestSuffix) &&
@@ -195,6 +203,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTestSplit(Env* env, const SplitSour
     }
   } else if (auto sibling = train.SiblingManifest("test"); sibling.ok()) {
     ASSIGN_OR_RETURN(test, Dataset::Open(env, *sibling, "test"));
+  } else if (auto val = train.SiblingManifest("val"); val.ok()) {
+    ASSIGN_OR_RETURN(test, Dataset::Open(env, *val, "val"));
   } else if (!absl::EndsWith(options.data, kManifestSuffix) &&
              !env->FileExists(JoinPath(options.data, ManifestFileName("train")))) {
     auto idx_test = OpenOrShardDataset(env, options.data, "test", options.cache_dir);

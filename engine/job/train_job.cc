@@ -288,11 +288,22 @@ absl::Status TrainJob::ChooseEvalTransforms() {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " on ", splits_.test->manifest_path(), ": ", eval.status().message()));
   }
-  if (!(eval->sample == train.sample)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": the test samples after it are ", SampleSpecString(eval->sample),
-                     ", but the model trains on ", SampleSpecString(train.sample),
-                     " (after --transforms); give --eval-transforms that makes the same"));
+  // The chains' outputs too, not only the batches': a u8 chain and one ending in Normalize both
+  // make f32 batches, one of x/255 and the other normalized.
+  auto chain_output = [](const ResolvedBatchFormat& f, const RecordSpec& stored) {
+    if (f.chain != nullptr) return f.chain->output_spec();
+    SampleSpec s = StoredSampleSpec(stored);
+    s.layout = SampleLayout::kCHW;
+    return s;
+  };
+  const SampleSpec eval_out = chain_output(*eval, splits_.test->spec());
+  const SampleSpec train_out = chain_output(train, splits_.train->spec());
+  if (!(eval->sample == train.sample) || !(eval_out == train_out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the test samples after it are ", SampleSpecString(eval_out),
+        ", but the model trains on ", SampleSpecString(train_out),
+        " (after --transforms); give --eval-transforms that makes the same (the same size, and "
+        "ending as --transforms ends: a Normalize or ToDtype)"));
   }
   return absl::OkStatus();
 }

@@ -71,10 +71,7 @@ absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
       splits.push_back(child.substr(0, child.size() - std::strlen(kManifestSuffix)));
     }
   }
-  if (splits.empty()) {
-    return absl::NotFoundError(absl::StrCat(path, ": no *", kManifestSuffix,
-                                            " (not a dataset, or its writing did not finish)"));
-  }
+  if (splits.empty()) return NoManifestError(Env::Default(), path, *children);
   std::sort(splits.begin(), splits.end());
   return absl::InvalidArgumentError(absl::StrCat("split: ", path, " has no split \"", *split,
                                                  "\"; its splits: ", absl::StrJoin(splits, ", ")));

@@ -67,7 +67,8 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
   }
   // The transforms are built against the dataset's samples now: a bad op raises here.
   absl::StatusOr<ResolvedBatchFormat> format =
-      ResolveBatchFormat(core->dataset_->spec(), c.format, SettingNames::kPythonArguments);
+      ResolveBatchFormat(core->dataset_->spec(), c.format, SettingNames::kPythonArguments,
+                         core->dataset_->manifest().image_bound);
   Check(format.status());
   absl::StatusOr<device::DeviceSpec> spec = device::ParseDeviceSpec(c.device);
   if (!spec.ok()) {

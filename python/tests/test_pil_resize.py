@@ -3,6 +3,8 @@ torchvision's Resize and RandomResizedCrop give on PIL images (Pillow 9.4, torch
 JPEGs of every colour kind and on PNGs (docs/transforms.md, "PIL or tensor semantics"); and the
 position rule that gives torchvision's own objects the semantics they had in the user's list."""
 import io
+import re
+import json
 
 import numpy as np
 import pytest
@@ -212,3 +214,28 @@ def test_an_imagefolder_script_ported_gets_the_same_pixels(folder):
     assert torch.equal(ours, theirs)
     with pytest.raises(ValueError, match="PILToTensor gives the raw uint8 pixels"):
         sluice.Loader(str(folder / "data"), batch_size=8, transforms=[T.DecodeImage(), transform])
+
+
+def test_a_loader_on_the_image_folder_itself_says_how_to_shard_it(folder):
+    """The natural first try: the folder, not a dataset. The error says what to run."""
+    with pytest.raises(FileNotFoundError, match=r"no \*\.manifest\.json .*shard it once "
+                                                r"\(sluice-shard create --image-folder "):
+        sluice.Loader(str(folder / "photos"), batch_size=8, transforms=[T.DecodeImage()])
+
+
+def test_a_size_that_varies_is_refused_naming_the_manifests_largest_image(folder):
+    import torchvision.datasets as datasets
+    reference = datasets.ImageFolder(str(folder / "photos"))
+    data = [open(path, "rb").read() for path, _ in reference.samples]
+    labels = np.array([label for _, label in reference.samples], dtype=np.uint8)
+    sluice.write_dataset(folder / "data", "train", data, labels, classes=reference.classes)
+    bound = json.loads((folder / "data" / "train.manifest.json").read_text())["sample"]
+    with pytest.raises(ValueError, match="sizes vary") as refused:
+        sluice.Loader(str(folder / "data"), batch_size=8,
+                      transforms=[T.DecodeImage(), TV.Resize(72), TV.ToTensor()])
+    # Resize(72) of images at most max_height x max_width (139 px here), not of the 4096 px
+    # bound a split without recorded sizes gets: its smaller edge 72, its larger at most 72 x
+    # the largest aspect ratio.
+    height, width = map(int, re.search(r"at most (\d+)x(\d+)", str(refused.value)).groups())
+    assert 72 <= height <= 72 * max(bound["max_height"], bound["max_width"]) / 40 + 1
+    assert "4096" not in str(refused.value)

@@ -62,8 +62,9 @@ class SluiceTrainImagesTest : public ::testing::Test {
   }
   void TearDown() override { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
 
-  // The folders written and ingested into dir_/data (splits train and test).
-  void Ingest(bool with_broken_image) {
+  // The folders written and ingested into dir_/data (splits train and `eval_split`: the test
+  // folder's images).
+  void Ingest(bool with_broken_image, const std::string& eval_split = "test") {
     const std::string script = absl::StrCat(dir_, "/write_folders.py");
     ASSERT_TRUE(WriteFileAtomically(Env::Default(), script, kWriteFolders).ok());
     Output out = RunShell(absl::StrCat("/usr/bin/python3 ", script, " ", dir_, "/images",
@@ -71,7 +72,8 @@ class SluiceTrainImagesTest : public ::testing::Test {
     ASSERT_EQ(out.exit_code, 0) << out.text;
     for (const char* split : {"train", "test"}) {
       out = RunShell(absl::StrCat(SLUICE_SHARD_BIN, " create --image-folder ", dir_, "/images/",
-                                  split, " --out ", dir_, "/data --split ", split,
+                                  split, " --out ", dir_, "/data --split ",
+                                  std::string(split) == "test" ? eval_split : split,
                                   " --records-per-frame 16"));
       ASSERT_EQ(out.exit_code, 0) << out.text;
     }
@@ -101,6 +103,21 @@ TEST_F(SluiceTrainImagesTest, TrainsOnAnImageFolderThroughDecodeAndResize) {
   const Output shuffled = Train(absl::StrCat("--epochs=1 --batch-size=16 --shuffle ", kChain));
   ASSERT_EQ(shuffled.exit_code, 0) << shuffled.text;
   EXPECT_EQ(shuffled.text.find("stored class by class"), std::string::npos) << shuffled.text;
+}
+
+// An image folder's train/ and val/ sharded under their names: the val split is evaluated (no
+// test split beside it), found beside the train split or in a --test-data directory.
+TEST_F(SluiceTrainImagesTest, AValSplitIsEvaluatedWhenThereIsNoTestSplit) {
+  Ingest(/*with_broken_image=*/false, "val");
+  for (const std::string& test_data :
+       {std::string(), absl::StrCat(" --test-data=", dir_, "/data")}) {
+    const Output out =
+        Train(absl::StrCat("--epochs=2 --batch-size=16 --shuffle ", kChain, test_data));
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_EQ(out.text.find("nothing was evaluated"), std::string::npos) << out.text;
+    EXPECT_NE(out.text.find("(60 samples)"), std::string::npos) << out.text;  // val: 3 x 20
+    EXPECT_GT(FinalAccuracy(out.text), 0.6) << out.text;
+  }
 }
 
 TEST_F(SluiceTrainImagesTest, ACorruptImageFailsTheRunNamingShardRecordAndReason) {

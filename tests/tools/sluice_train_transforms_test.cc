@@ -104,11 +104,20 @@ TEST_F(SluiceTrainTransformsTest, ARandomChainEvaluatesThroughItsDeterministicFo
   EXPECT_EQ(out.text.find("--transforms is random"), std::string::npos) << out.text;
   out = RunTrain(common + "--eval-transforms='CenterCrop(24)'");
   EXPECT_EQ(out.exit_code, 1) << out.text;
-  EXPECT_NE(out.text.find("--eval-transforms: the test samples after it are f32 1x24x24 CHW, but "
-                          "the model trains on f32 1x28x28 CHW"),
+  EXPECT_NE(out.text.find("--eval-transforms: the test samples after it are u8 1x24x24 CHW, but "
+                          "the model trains on u8 1x28x28 CHW"),
             std::string::npos)
       << out.text;
   EXPECT_EQ(out.text.find("step "), std::string::npos) << "trained before failing: " << out.text;
+  // The same f32 batches, but x/255 against normalized values: refused too.
+  out = RunTrain(absl::StrCat("--data=", dir_, "/gray --device=cpu --epochs=1 --quiet ",
+                              "--transforms='RandomCrop(28, padding=2), Normalize(mean=[0.5], "
+                              "std=[0.25])' --eval-transforms='CenterCrop(28)'"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("the test samples after it are u8 1x28x28 CHW, but the model trains on "
+                          "f32 1x28x28 CHW"),
+            std::string::npos)
+      << out.text;
   out = RunTrain(common + "--eval-transforms='CenterCrop(24'");
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("--eval-transforms"), std::string::npos) << out.text;
