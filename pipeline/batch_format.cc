@@ -171,7 +171,19 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
   const SampleSpec& out = p.chain_->output_spec();
   const SampleSpec& batch = format.sample;
   p.out_dtype_ = batch.dtype;
-  if (out.dtype != batch.dtype) {
+  // channels_last batches of a chain's u8 output: converted and interleaved in one pass.
+  const bool planar = batch.layout == SampleLayout::kHWC && out.channels > 1 &&
+                      out.dtype == ElementType::kU8 && batch.dtype != ElementType::kU8;
+  if (planar) {
+    RecordSpec planes;
+    planes.height = out.height;
+    planes.width = out.width;
+    planes.channels = out.channels;
+    ASSIGN_OR_RETURN(
+        SampleConverter conv,
+        SampleConverter::Create(planes, batch.dtype, normalization, SampleLayout::kHWC));
+    p.planar_.emplace(std::move(conv));
+  } else if (out.dtype != batch.dtype) {
     const SampleDType source = out.dtype == ElementType::kU8 ? SampleDType::kU8 : SampleDType::kF32;
     const bool per_plane = out.dtype == ElementType::kU8 &&
                            (normalization.mean.size() > 1 || normalization.std.size() > 1);
@@ -199,7 +211,7 @@ absl::StatusOr<ChainPreprocessor> ChainPreprocessor::Create(const RecordSpec& st
   p.to_hwc_ = batch.layout == SampleLayout::kHWC && out.channels > 1;
   // Encoded records go to the chain as they lie in the frame: no CHW copy in the scratch.
   p.chain_out_offset_ = stored.encoded() ? 0 : Aligned(p.chain_->input_spec().bytes());
-  const bool chain_to_scratch = !p.out_converters_.empty() || p.to_hwc_;
+  const bool chain_to_scratch = !p.out_converters_.empty() || p.to_hwc_ || p.planar_.has_value();
   p.converted_offset_ = p.chain_out_offset_ + (chain_to_scratch ? Aligned(out.bytes()) : 0);
   const bool convert_to_scratch = !p.out_converters_.empty() && p.to_hwc_;
   p.chain_scratch_offset_ = p.converted_offset_ + (convert_to_scratch ? Aligned(batch.bytes()) : 0);
@@ -233,6 +245,7 @@ absl::Status ChainPreprocessor::ProcessDecoded(const SampleSpec& decoded, const 
 }
 
 void ChainPreprocessor::ConvertOut(const char* chain_out, char* out, char* scratch) const {
+  if (planar_.has_value()) return planar_->ConvertPlanar(chain_out, out);
   char* converted = to_hwc_ ? scratch + converted_offset_ : out;
   for (size_t i = 0; i < out_converters_.size(); ++i) {
     out_converters_[i].Convert(chain_out + i * out_plane_bytes_in_,

@@ -107,6 +107,9 @@ class ChainPreprocessor {
   // The chain's output to the batch's format: one converter per channel plane (u8 output with
   // a per-channel normalization), one for the whole sample, or none (a copy).
   std::vector<SampleConverter> out_converters_;
+  // channels_last batches of a u8 chain output: its planes to the batch's dtype and HWC in one
+  // pass (SampleConverter::ConvertPlanar); then out_converters_ is empty.
+  std::optional<SampleConverter> planar_;
   size_t out_plane_bytes_in_ = 0;   // bytes of one converted input run
   size_t out_plane_bytes_out_ = 0;  // bytes of one converted output run
   // scratch: [CHW input | chain output | converted CHW output (HWC batches) | chain scratch]

@@ -400,6 +400,7 @@ __attribute__((target("avx2"))) size_t Interleave3U16Avx2(const char* r, const c
   }
   return p;
 }
+
 #endif
 
 // Three planes to interleaved pixels in one sequential pass (RGB: the common case).
@@ -456,9 +457,8 @@ void ChwToHwc(const char* in, char* out, size_t channels, size_t plane, size_t e
 // the CPU has AVX2), and for bf16 rounded as one run: the same bits as the general path.
 void SampleConverter::ConvertU8ToHwc3(const uint8_t* in, char* out) const {
   const size_t plane = out_.plane_values();
+  const size_t out_size = ElementSize(out_.dtype);
   alignas(32) uint8_t runs[3][kConvertRun];
-  alignas(32) float planes[3 * kConvertRun];  // the runs' f32 values, one after another
-  alignas(32) float pixels[3 * kConvertRun];  // interleaved (bf16 only)
   for (size_t p0 = 0; p0 < plane; p0 += kConvertRun) {
     const size_t n = std::min(kConvertRun, plane - p0);
     const uint8_t* pixel = in + p0 * 3;
@@ -467,12 +467,49 @@ void SampleConverter::ConvertU8ToHwc3(const uint8_t* in, char* out) const {
       runs[1][p] = pixel[1];
       runs[2][p] = pixel[2];
     }
-    for (size_t c = 0; c < 3; ++c) ConvertU8RunF32(channels_[c], runs[c], planes + c * n, n);
-    if (out_.dtype == H2DFormat::kF32) {
-      ChwToHwc(reinterpret_cast<const char*>(planes), out + p0 * 3 * 4, 3, n, 4);
-    } else {
-      ChwToHwc(reinterpret_cast<const char*>(planes), reinterpret_cast<char*>(pixels), 3, n, 4);
-      F32ToBf16(pixels, reinterpret_cast<uint16_t*>(out) + p0 * 3, 3 * n);
+    Hwc3FromRuns(runs[0], runs[1], runs[2], n, out + p0 * 3 * out_size);
+  }
+}
+
+void SampleConverter::Hwc3FromRuns(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n,
+                                   char* out) const {
+  alignas(32) float planes[3 * kConvertRun];  // the runs' f32 values, one after another
+  alignas(32) float pixels[3 * kConvertRun];  // interleaved (bf16 only)
+  const uint8_t* runs[3] = {r, g, b};
+  for (size_t c = 0; c < 3; ++c) ConvertU8RunF32(channels_[c], runs[c], planes + c * n, n);
+  if (out_.dtype == H2DFormat::kF32) {
+    ChwToHwc(reinterpret_cast<const char*>(planes), out, 3, n, 4);
+  } else {
+    ChwToHwc(reinterpret_cast<const char*>(planes), reinterpret_cast<char*>(pixels), 3, n, 4);
+    F32ToBf16(pixels, reinterpret_cast<uint16_t*>(out), 3 * n);
+  }
+}
+
+void SampleConverter::ConvertPlanar(const char* src, void* dst) const {
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(src);
+  char* out = static_cast<char*>(dst);
+  const size_t channels = out_.channels;
+  const size_t plane = out_.plane_values();
+  const size_t out_size = ElementSize(out_.dtype);
+  if (out_.layout == SampleLayout::kCHW || channels == 1) {
+    for (size_t c = 0; c < channels; ++c) {
+      ConvertU8Run(channels_[c], in + c * plane, out + c * plane * out_size, plane);
+    }
+    return;
+  }
+  if (channels == 3 && (out_.dtype == H2DFormat::kF32 || out_.dtype == H2DFormat::kBF16)) {
+    for (size_t p0 = 0; p0 < plane; p0 += kConvertRun) {
+      Hwc3FromRuns(in + p0, in + plane + p0, in + 2 * plane + p0, std::min(kConvertRun, plane - p0),
+                   out + p0 * 3 * out_size);
+    }
+    return;
+  }
+  alignas(32) char converted[kConvertRun * 4];  // one channel's converted run
+  for (size_t c = 0; c < channels; ++c) {
+    for (size_t p0 = 0; p0 < plane; p0 += kConvertRun) {
+      const size_t n = std::min(kConvertRun, plane - p0);
+      ConvertU8Run(channels_[c], in + c * plane + p0, converted, n);
+      ScatterRun(converted, out + (p0 * channels + c) * out_size, n, channels, out_size);
     }
   }
 }

@@ -75,6 +75,10 @@ class SampleConverter {
                                                 const Normalization& norm, size_t values);
   // Converts `count` consecutive samples at `src` into `dst`.
   void Convert(const char* src, void* dst, size_t count) const;
+  // One u8 sample given channels first (C planes: a chain's u8 output) into `dst` in this
+  // converter's output layout and dtype, each channel normalized as Convert does (the same
+  // bits): a channels_last batch of a chain that outputs u8, written in one pass.
+  void ConvertPlanar(const char* src, void* dst) const;
   size_t out_bytes_per_sample() const { return out_.bytes(); }
   size_t in_bytes_per_sample() const { return out_.values() * SampleDTypeSize(source_); }
   // What a converted sample is: the batch's sample spec (its layout, dtype the h2d format).
@@ -105,7 +109,10 @@ class SampleConverter {
   void ConvertU8Run(const ChannelKernel& k, const uint8_t* in, void* dst, size_t n) const;
   // The same to f32 whatever the batch's dtype (f32 and bf16 batches: k's kernel is f32's).
   static void ConvertU8RunF32(const ChannelKernel& k, const uint8_t* in, float* out, size_t n);
-  void ConvertU8ToHwc3(const uint8_t* in, char* out) const;       // 3 channels to f32/bf16 HWC
+  void ConvertU8ToHwc3(const uint8_t* in, char* out) const;  // 3 channels to f32/bf16 HWC
+  // n pixels' u8 values of channels 0, 1, 2 (contiguous runs) to n f32/bf16 HWC pixels.
+  void Hwc3FromRuns(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t n,
+                    char* out) const;
   void ConvertU8Interleaved(const uint8_t* in, char* out) const;  // one HWC sample to CHW/HWC
   void ConvertF32(const char* src, void* dst, size_t count) const;
 

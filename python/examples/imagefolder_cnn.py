@@ -4,9 +4,9 @@ loaders are sluice.Loader (decode, crop, resize, flip and normalize in sluice's 
 or, with --loader torchvision, ImageFolder + DataLoader, everything else the same.
 
     # ROOT/train/<class>/*.jpg and ROOT/val/<class>/*.jpg, as for torchvision's ImageFolder
-    build/tools/sluice-shard create --image-folder ROOT/train --out data/photos
-    build/tools/sluice-shard create --image-folder ROOT/val --out data/photos --split val
-    PYTHONPATH=build/python /usr/bin/python3 python/examples/imagefolder_cnn.py data/photos
+    build/tools/sluice-shard create --image-folder ROOT/train --out data
+    build/tools/sluice-shard create --image-folder ROOT/val --out data --split val
+    PYTHONPATH=build/python /usr/bin/python3 python/examples/imagefolder_cnn.py data
     PYTHONPATH=build/python /usr/bin/python3 python/examples/imagefolder_cnn.py ROOT \\
         --loader torchvision                      # the same run on ImageFolder + DataLoader
 

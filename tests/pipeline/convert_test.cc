@@ -337,6 +337,16 @@ TEST(Convert, HwcBatchesHoldTheChwBatchesValuesInTheirPixels) {
         std::vector<char> t(values * size);  // ChwToHwc of the CHW sample is the HWC one
         ChwToHwc(a.data(), t.data(), channels, plane, size);
         EXPECT_EQ(std::memcmp(t.data(), b.data(), t.size()), 0);
+        // The same sample given as u8 planes (a chain's output), converted in one pass.
+        auto to_planes = SampleConverter::Create(spec, ElementType::kU8, n);
+        ASSERT_TRUE(to_planes.ok());
+        std::vector<char> planes(values);
+        to_planes->Convert(reinterpret_cast<const char*>(in.data()), planes.data(), 1);
+        std::vector<char> p(values * size);
+        hwc->ConvertPlanar(planes.data(), p.data());
+        EXPECT_EQ(std::memcmp(p.data(), b.data(), p.size()), 0);
+        chw->ConvertPlanar(planes.data(), p.data());
+        EXPECT_EQ(std::memcmp(p.data(), a.data(), p.size()), 0);
       }
     }
   }
