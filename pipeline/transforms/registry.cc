@@ -3,10 +3,14 @@
 #include "absl/strings/str_join.h"
 #include "pipeline/transforms/center_crop.h"
 #include "pipeline/transforms/decode_image.h"
+#include "pipeline/transforms/grayscale.h"
 #include "pipeline/transforms/normalize.h"
+#include "pipeline/transforms/pad.h"
 #include "pipeline/transforms/random_crop.h"
+#include "pipeline/transforms/random_grayscale.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
 #include "pipeline/transforms/random_resized_crop.h"
+#include "pipeline/transforms/random_vertical_flip.h"
 #include "pipeline/transforms/resize.h"
 #include "pipeline/transforms/to_dtype.h"
 
@@ -21,10 +25,14 @@ constexpr TransformInfo Entry() {
 const TransformInfo kTransforms[] = {
     Entry<CenterCrop>(),
     Entry<DecodeImage>(),
+    Entry<Grayscale>(),
     Entry<Normalize>(),
+    Entry<Pad>(),
     Entry<RandomCrop>(),
+    Entry<RandomGrayscale>(),
     Entry<RandomHorizontalFlip>(),
     Entry<RandomResizedCrop>(),
+    Entry<RandomVerticalFlip>(),
     Entry<Resize>(),
     Entry<ToDtype>(),
 };

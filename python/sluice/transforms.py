@@ -325,6 +325,9 @@ def _class_params(cls):
 _TO_TENSOR = ("ToTensor", "PILToTensor")
 # torchvision's resizing ops, whose pixels differ between a PIL image and a tensor.
 _RESIZING = ("Resize", "RandomResizedCrop")
+# torchvision's ops whose arithmetic differs between a PIL image and a tensor, and which sluice
+# runs either way (pil=True: PIL's).
+_PIL_ARITHMETIC = ("Grayscale", "RandomGrayscale")
 
 
 def _is_torchvision(op, kinds=None):
@@ -375,6 +378,8 @@ def _from_torchvision(op, on_pil=False):
         if hasattr(value, "value") and not isinstance(value, (numbers.Number, str)):
             value = value.value  # an enum such as InterpolationMode: its name
         arguments[name] = value
+    if kind in _PIL_ARITHMETIC and on_pil:
+        arguments["pil"] = True
     if kind in _RESIZING:
         if on_pil:
             arguments["antialias"] = True

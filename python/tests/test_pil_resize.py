@@ -239,3 +239,22 @@ def test_a_size_that_varies_is_refused_naming_the_manifests_largest_image(folder
     height, width = map(int, re.search(r"at most (\d+)x(\d+)", str(refused.value)).groups())
     assert 72 <= height <= 72 * max(bound["max_height"], bound["max_width"]) / 40 + 1
     assert "4096" not in str(refused.value)
+
+
+def test_pad_flip_and_grayscale_in_an_imagefolder_chain_are_its_pixels(folder):
+    """Issue 38's deterministic ops (p=1 for the random ones) in one ImageFolder chain over the
+    folder's JPEGs and PNGs: the same uint8 pixels as torchvision on PIL images."""
+    import torchvision.datasets as datasets
+    transform = TV.Compose([TV.Pad((3, 1, 0, 2), padding_mode="reflect"),
+                            TV.RandomVerticalFlip(p=1.0), TV.RandomGrayscale(p=1.0),
+                            TV.Resize((40, 36)), TV.Grayscale(3), TV.PILToTensor()])
+    reference = datasets.ImageFolder(str(folder / "photos"), transform=transform)
+    data = [open(path, "rb").read() for path, _ in reference.samples]
+    labels = np.array([label for _, label in reference.samples], dtype=np.uint8)
+    sluice.write_dataset(folder / "data", "train", data, labels, classes=reference.classes)
+    loader = sluice.Loader(str(folder / "data"), batch_size=8, dtype=torch.uint8,
+                           transforms=[T.DecodeImage(), transform])
+    ours = torch.cat([x for x, _ in loader])
+    theirs = torch.stack([reference[i][0] for i in range(len(reference))])
+    assert ours.shape == theirs.shape == (24, 3, 40, 36)
+    assert torch.equal(ours, theirs)

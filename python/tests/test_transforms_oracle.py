@@ -183,3 +183,82 @@ def test_impossible_shapes_and_bad_strings_raise_value_error_naming_them():
         apply("Normalize(mean=[0.5, 0.5], std=[1, 1])", x)
     with pytest.raises(ValueError, match=r"unknown transform 'RandomCrap'; known: CenterCrop"):
         apply("RandomCrap(32)", x)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32])
+def test_vertical_flip_at_p1_is_bitwise_torchvisions_and_p0_is_the_input(dtype):
+    x = image_u8(3, 6, 5).astype(dtype)
+    theirs = T.RandomVerticalFlip(p=1.0)(torch.from_numpy(x)).numpy()
+    for index in range(5):
+        assert np.array_equal(bits(apply("RandomVerticalFlip(p=1)", x, index)), bits(theirs))
+        assert np.array_equal(bits(apply("RandomVerticalFlip(p=0)", x, index)), bits(x))
+
+
+PADDINGS = [1, (2, 3), (3, 0, 1, 2)]
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_pad_is_bitwise_torchvisions_on_tensors(padding, mode, dtype):
+    x = image_u8(3, 7, 9).astype(dtype)
+    theirs = T.Pad(padding, fill=7, padding_mode=mode)(torch.from_numpy(x)).numpy()
+    ours = apply("Pad(%r, fill=7, padding_mode=%r)" % (padding, mode), x)
+    assert ours.shape == theirs.shape
+    assert np.array_equal(bits(ours), bits(theirs))
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_pad_and_vertical_flip_are_torchvisions_on_pil_images(padding, mode, channels):
+    """On PIL images (an ImageFolder pipeline) torchvision pads with ImageOps / NumPy: the same
+    pixels as its tensor path, so sluice's one implementation is both."""
+    from PIL import Image
+    x = image_u8(channels, 8, 11, seed=4)
+    pil = Image.fromarray(x[0] if channels == 1 else x.transpose(1, 2, 0))
+    pil_out = np.asarray(T.RandomVerticalFlip(p=1.0)(T.Pad(padding, 5, mode)(pil)))
+    theirs = pil_out[None] if channels == 1 else pil_out.transpose(2, 0, 1)
+    ours = apply("Pad(%r, fill=5, padding_mode=%r), RandomVerticalFlip(p=1)" % (padding, mode), x)
+    assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_grayscale_is_bitwise_torchvisions_on_tensors(channels, dtype):
+    x = (every_u8_value(3) if dtype == np.uint8 else
+         np.random.default_rng(2).random((3, 16, 16), dtype=np.float32))
+    x = np.ascontiguousarray(x[:channels])
+    for n in (1, 3):
+        theirs = T.Grayscale(n)(torch.from_numpy(x)).numpy()
+        ours = apply("Grayscale(%d)" % n, x)
+        assert ours.shape == theirs.shape
+        assert np.array_equal(bits(ours), bits(theirs))
+        ours = apply("RandomGrayscale(p=1)", x)
+        assert np.array_equal(bits(ours), bits(T.RandomGrayscale(p=1.0)(torch.from_numpy(x))))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_grayscale_with_pil_true_is_pils_convert_l(channels):
+    """PIL's convert("L") over 2^18 random pixels and every value on each channel."""
+    from PIL import Image
+    x = np.concatenate([every_u8_value(3), image_u8(3, 16, 16, seed=9)], axis=2)[:channels]
+    x = np.ascontiguousarray(x)
+    pil = Image.fromarray(x[0] if channels == 1 else x.transpose(1, 2, 0))
+    for n in (1, 3):
+        out = np.asarray(T.Grayscale(n)(pil))
+        theirs = out[None] if n == 1 else out.transpose(2, 0, 1)
+        assert np.array_equal(apply("Grayscale(%d, pil=True)" % n, x), theirs)
+    out = np.asarray(T.RandomGrayscale(p=1.0)(pil))
+    theirs = out[None] if channels == 1 else out.transpose(2, 0, 1)
+    assert np.array_equal(apply("RandomGrayscale(p=1, pil=True)", x), theirs)
+    big = image_u8(3, 512, 512, seed=10)
+    theirs = np.asarray(Image.fromarray(big.transpose(1, 2, 0)).convert("L"))[None]
+    assert np.array_equal(apply("Grayscale(pil=True)", big), theirs)
+
+
+def test_torchvisions_grayscale_takes_the_semantics_of_its_place():
+    from sluice.transforms import chain_text
+    assert "pil=True" in chain_text([T.Grayscale(3), T.RandomGrayscale(0.2)])
+    assert chain_text([T.Grayscale(3), T.ToTensor()]).count("pil=True") == 1
+    assert "pil=True" not in chain_text([T.ToTensor(), T.Grayscale(3), T.RandomGrayscale()])

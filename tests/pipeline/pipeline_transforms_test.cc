@@ -162,6 +162,41 @@ TEST(PipelineTransforms, MidEpochResumeReplaysTheSameSamples) {
   EXPECT_EQ(*resumed, expected);
 }
 
+// The augmentation ops (issue 38) draw from the same per-sample streams: the same samples for
+// one and two threads and after a mid-epoch resume, and some of the random ones did change them.
+TEST(PipelineTransforms, AugmentationsGiveTheSameSamplesForAnyThreadsAndAfterAResume) {
+  ColourDataset data;
+  const std::string chain =
+      "Pad(1, padding_mode='edge'), RandomCrop(8, padding=1), RandomVerticalFlip(), "
+      "RandomGrayscale(p=0.5), RandomHorizontalFlip()";
+  auto one = RunSamples(data.dataset.get(), Options(chain));
+  ASSERT_TRUE(one.ok()) << one.status();
+  PipelineOptions two = Options(chain);
+  two.resources.threads = 2;
+  two.resources.preprocess_threads = 2;
+  auto b = RunSamples(data.dataset.get(), two);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*one, *b);
+  PipelineOptions resumed = Options(chain);
+  resumed.span.start_step = 3;
+  auto r = RunSamples(data.dataset.get(), resumed);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Samples expected;
+  for (const auto& [key, bytes] : *one) {
+    if (key[0] > 0 || key[1] >= 3) expected[key] = bytes;
+  }
+  EXPECT_EQ(*r, expected);
+  // Grey samples (three equal planes) appear, and not for every sample.
+  int grey = 0;
+  for (const auto& [key, bytes] : *one) {
+    const size_t plane = bytes.size() / 3;
+    grey += bytes.compare(0, plane, bytes, plane, plane) == 0 &&
+            bytes.compare(0, plane, bytes, 2 * plane, plane) == 0;
+  }
+  EXPECT_GT(grey, 0);
+  EXPECT_LT(grey, static_cast<int>(one->size()));
+}
+
 // Every output is the crop at some offset (dy, dx) in [0, 6]^2 of the record zero-padded by 2,
 // and the offsets differ between samples (the draws are per sample).
 TEST(PipelineTransforms, EveryRandomCropIsAPaddedCropOfItsRecord) {

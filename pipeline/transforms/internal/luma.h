@@ -1,0 +1,30 @@
+// The grey conversion both Grayscale and RandomGrayscale run (grayscale.h has the semantics):
+// torchvision's tensor arithmetic or PIL's convert("L"), bit for bit. Built without FMA
+// contraction (-ffp-contract=off): the float32 luma rounds each product and sum as torch does.
+#ifndef SLUICE_PIPELINE_TRANSFORMS_INTERNAL_LUMA_H_
+#define SLUICE_PIPELINE_TRANSFORMS_INTERNAL_LUMA_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "pipeline/sample_spec.h"
+
+namespace sluice::transforms_internal {
+
+// What both ops accept: 1 or 3 channels; u8 or f32 (tensor), u8 (PIL). kInvalidArgument naming
+// `op` and the spec otherwise.
+absl::Status CheckGreyInput(absl::string_view op, const SampleSpec& in, bool pil);
+
+// The output's channels: PIL repeats the grey plane to num_output_channels; the tensor path
+// keeps a 1-channel input's one channel (torchvision's expand to the input's shape).
+inline uint32_t GreyOutputChannels(const SampleSpec& in, uint32_t requested, bool pil) {
+  return pil || in.channels == 3 ? requested : 1;
+}
+
+// The grey plane of `in` (1 or 3 channels) into `dst`, repeated to `out_channels` planes.
+void ToGrey(const SampleSpec& in, const void* src, void* dst, uint32_t out_channels, bool pil);
+
+}  // namespace sluice::transforms_internal
+
+#endif  // SLUICE_PIPELINE_TRANSFORMS_INTERNAL_LUMA_H_
