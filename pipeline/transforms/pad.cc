@@ -16,25 +16,14 @@ using transforms_internal::PaddingMode;
 
 absl::StatusOr<std::unique_ptr<Transform>> Pad::FromArgs(const TransformArgs& args) {
   PadOptions o;
-  ASSIGN_OR_RETURN(const std::vector<int64_t> p, args.Ints("padding", {1, 2, 4}, std::nullopt));
-  for (int64_t v : p) {
-    if (v > UINT32_MAX / 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(args.Where("padding"), ": expected at most ", UINT32_MAX / 4));
-    }
-  }
-  // torchvision: one value pads every side, two are (left/right, top/bottom).
-  o.left = static_cast<uint32_t>(p[0]);
-  o.top = static_cast<uint32_t>(p.size() == 1 ? p[0] : p[1]);
-  o.right = static_cast<uint32_t>(p.size() == 4 ? p[2] : p[0]);
-  o.bottom = static_cast<uint32_t>(p.size() == 4 ? p[3] : o.top);
+  ASSIGN_OR_RETURN(const transforms_internal::PaddingSides sides,
+                   transforms_internal::PaddingArg(args, std::nullopt));
+  o.left = sides.left;
+  o.top = sides.top;
+  o.right = sides.right;
+  o.bottom = sides.bottom;
   ASSIGN_OR_RETURN(o.fill, args.Number("fill", 0.0));
-  ASSIGN_OR_RETURN(const std::string mode, args.Name("padding_mode", "constant"));
-  absl::StatusOr<PaddingMode> parsed = transforms_internal::ParsePaddingMode(mode);
-  if (!parsed.ok()) {
-    return args.Wrong("padding_mode", absl::StripPrefix(parsed.status().message(), "expected "));
-  }
-  o.mode = *parsed;
+  ASSIGN_OR_RETURN(o.mode, transforms_internal::PaddingModeArg(args));
   ASSIGN_OR_RETURN(std::unique_ptr<Pad> op, Create(o));
   return op;
 }

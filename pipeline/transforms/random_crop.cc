@@ -18,27 +18,15 @@ absl::StatusOr<std::unique_ptr<Transform>> RandomCrop::FromArgs(const TransformA
   ASSIGN_OR_RETURN(const transforms_internal::CropSize size, transforms_internal::SizeArg(args));
   o.height = size.height;
   o.width = size.width;
-  ASSIGN_OR_RETURN(const std::vector<int64_t> p,
-                   args.Ints("padding", {1, 2, 4}, std::vector<int64_t>{0}));
-  for (int64_t v : p) {
-    if (v > UINT32_MAX / 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(args.Where("padding"), ": expected at most ", UINT32_MAX / 4));
-    }
-  }
-  // torchvision: one value pads every side, two are (left/right, top/bottom).
-  o.pad_left = static_cast<uint32_t>(p[0]);
-  o.pad_top = static_cast<uint32_t>(p.size() == 1 ? p[0] : p[1]);
-  o.pad_right = static_cast<uint32_t>(p.size() == 4 ? p[2] : p[0]);
-  o.pad_bottom = static_cast<uint32_t>(p.size() == 4 ? p[3] : o.pad_top);
+  ASSIGN_OR_RETURN(const transforms_internal::PaddingSides sides,
+                   transforms_internal::PaddingArg(args, std::vector<int64_t>{0}));
+  o.pad_left = sides.left;
+  o.pad_top = sides.top;
+  o.pad_right = sides.right;
+  o.pad_bottom = sides.bottom;
   ASSIGN_OR_RETURN(o.pad_if_needed, args.Bool("pad_if_needed", false));
   ASSIGN_OR_RETURN(o.fill, args.Number("fill", 0.0));
-  ASSIGN_OR_RETURN(const std::string mode, args.Name("padding_mode", "constant"));
-  absl::StatusOr<PaddingMode> parsed = transforms_internal::ParsePaddingMode(mode);
-  if (!parsed.ok()) {
-    return args.Wrong("padding_mode", absl::StripPrefix(parsed.status().message(), "expected "));
-  }
-  o.padding_mode = *parsed;
+  ASSIGN_OR_RETURN(o.padding_mode, transforms_internal::PaddingModeArg(args));
   ASSIGN_OR_RETURN(std::unique_ptr<RandomCrop> op, Create(o));
   return op;
 }

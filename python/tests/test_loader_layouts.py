@@ -142,3 +142,15 @@ def test_cuda_batches_hold_the_host_batches_values(colour):
     for (x, y), (hx, hy) in zip(device, host):
         assert x.is_contiguous(memory_format=torch.channels_last)
         assert torch.equal(x.view(torch.int16), hx.view(torch.int16)) and torch.equal(y, hy)
+
+
+def test_simulated_device_batches_hold_the_host_batches_values(colour):
+    """The device path (upload into device slots, DLPack with the layout's strides) on the
+    simulated accelerator: the same bytes and strides as the host batches."""
+    kwargs = dict(dtype=torch.bfloat16, memory_format=torch.channels_last, normalize=(MEAN, STD))
+    host = batches(colour, **kwargs)
+    sim = batches(colour, device="sim", **kwargs)
+    assert len(sim) == len(host)
+    for (x, y), (hx, hy) in zip(sim, host):
+        assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+        assert torch.equal(x.view(torch.int16), hx.view(torch.int16)) and torch.equal(y, hy)

@@ -3,14 +3,18 @@
 #define SLUICE_PIPELINE_TRANSFORMS_INTERNAL_OP_CHECKS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "pipeline/sample_spec.h"
+#include "pipeline/transforms/internal/padded_window.h"
 #include "pipeline/transforms/internal/pil_resample.h"
 #include "pipeline/transforms/transform_args.h"
 
@@ -43,6 +47,42 @@ inline absl::StatusOr<CropSize> SizeArg(const TransformArgs& args) {
         absl::StrCat(args.Where("size"), ": expected a positive size, got ", h, "x", w));
   }
   return CropSize{static_cast<uint32_t>(h), static_cast<uint32_t>(w)};
+}
+
+struct PaddingSides {
+  uint32_t left = 0, top = 0, right = 0, bottom = 0;
+};
+
+// torchvision's `padding`: one int pads every side, two are (left/right, top/bottom), four
+// (left, top, right, bottom); each at most 2^30. `fallback` when absent (nullopt: required).
+inline absl::StatusOr<PaddingSides> PaddingArg(const TransformArgs& args,
+                                               std::optional<std::vector<int64_t>> fallback) {
+  absl::StatusOr<std::vector<int64_t>> p = args.Ints("padding", {1, 2, 4}, std::move(fallback));
+  if (!p.ok()) return p.status();
+  for (int64_t v : *p) {
+    if (v > UINT32_MAX / 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(args.Where("padding"), ": expected at most ", UINT32_MAX / 4));
+    }
+  }
+  const std::vector<int64_t>& v = *p;
+  PaddingSides s;
+  s.left = static_cast<uint32_t>(v[0]);
+  s.top = static_cast<uint32_t>(v.size() == 1 ? v[0] : v[1]);
+  s.right = static_cast<uint32_t>(v.size() == 4 ? v[2] : v[0]);
+  s.bottom = static_cast<uint32_t>(v.size() == 4 ? v[3] : s.top);
+  return s;
+}
+
+// torchvision's `padding_mode` (default constant).
+inline absl::StatusOr<PaddingMode> PaddingModeArg(const TransformArgs& args) {
+  absl::StatusOr<std::string> mode = args.Name("padding_mode", "constant");
+  if (!mode.ok()) return mode.status();
+  absl::StatusOr<PaddingMode> parsed = ParsePaddingMode(*mode);
+  if (!parsed.ok()) {
+    return args.Wrong("padding_mode", absl::StripPrefix(parsed.status().message(), "expected "));
+  }
+  return *parsed;
 }
 
 // torchvision's `interpolation` of Resize and RandomResizedCrop: only bilinear (the default) is
