@@ -182,7 +182,8 @@ def test_measure_switch_predicts_from_sluice_alone_and_the_steps_cpu(fashion):
 def test_replay_reports_how_the_step_ran_and_notes_a_step_faulting_its_memory_in():
     # A step that allocates and fills 64 MB each time: glibc maps it fresh from the kernel and
     # returns it on free, so every step faults 16,384 pages in (the kernel's share is most of
-    # its time); a step that only computes on a small tensor has no such note.
+    # its time); a step that only computes on a small tensor faults nothing in and has no such
+    # note (its kernel share is the machine's: 0-2% alone, 16% once under a loaded CI).
     p = sluice.probe(_sleepy_batches(5, size=50, load_s=0.001))
     for _ in p:
         pass
@@ -201,7 +202,7 @@ def test_replay_reports_how_the_step_ran_and_notes_a_step_faulting_its_memory_in
         for _ in range(20):
             w = (w @ w).clamp_(-1, 1)
     g = q.report()["probe"]
-    assert g["replay_kernel_pct"] < 15
+    assert 0 <= g["replay_kernel_pct"] <= 100 and g["replay_page_faults_per_step"] < 1
     assert not any("in the kernel" in n for n in q.report()["notes"])
 
 

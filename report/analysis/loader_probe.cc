@@ -44,6 +44,10 @@ constexpr double kProbeTeamCores = 1.3;
 // A replay with this share of its CPU time in the kernel swings with the allocator's state
 // (an MLP step: 20-35% when it swung 2x between runs, under 5% with the memory kept).
 constexpr double kProbeKernelPct = 15;
+// ... and only when the step faults memory in on every step: kernel time without faults is
+// something else (a loaded machine's scheduling, threads yielding), which the allocator's
+// settings do not change (a compute-only step: 0-0.24 faults per step, 0-16% in the kernel).
+constexpr double kProbeFaultsPerStep = 1;
 
 absl::Status Validate(const LoaderProbeRecord& r) {
   auto bad = [](const char* field, const std::string& why) {
@@ -193,7 +197,8 @@ void AddReplayNotes(const ProbeFigures& f, int cores, std::vector<std::string>* 
         "which torch.set_num_threads does not bind) leaves the loader its own core",
         *f.replay_cores_busy, cores, f.switch_samples_per_s ? " after switching" : ""));
   }
-  if (f.replay_kernel_pct && *f.replay_kernel_pct >= kProbeKernelPct) {
+  if (f.replay_kernel_pct && *f.replay_kernel_pct >= kProbeKernelPct &&
+      f.replay_page_faults_per_step.value_or(0) >= kProbeFaultsPerStep) {
     notes->push_back(absl::StrFormat(
         "your step spent %.0f%% of its CPU time in the kernel (%.0f page faults per step): the "
         "allocator hands large freed tensors back to the system and faults them in again on "

@@ -94,7 +94,7 @@ TEST(LoaderProbeTest, SwitchIsPredictedFromSluiceAloneAndTheStepOnTheSameCores) 
 
 // How the step ran in the replay: the cores it kept busy and its time in the kernel. A team of
 // threads (1.6 cores busy) and a step faulting its memory in (25% in the kernel) each get a
-// note; a steady one-thread step gets neither.
+// note; a steady one-thread step gets neither, nor does kernel time without a fault per step.
 TEST(LoaderProbeTest, ATeamOfThreadsOrAStepInTheKernelIsNoted) {
   LoaderProbeRecord r = LoaderBound();  // a replay of 0.5 s
   r.replay_cpu_ns = 490'000'000;
@@ -116,6 +116,13 @@ TEST(LoaderProbeTest, ATeamOfThreadsOrAStepInTheKernelIsNoted) {
   EXPECT_THAT(team.report.notes, Contains(HasSubstr("OPENBLAS_NUM_THREADS=1")));
   EXPECT_THAT(team.report.notes,
               Contains(HasSubstr("25% of its CPU time in the kernel (16 page faults per step)")));
+  // Kernel time without a page fault on every step is not the allocator's: no such note.
+  r.replay_page_faults = 40;
+  const ProbeReport unfaulted = *AnalyzeLoaderProbe(r, 2);
+  EXPECT_NEAR(*unfaulted.probe.replay_kernel_pct, 25.0, 1e-9);
+  for (const std::string& n : unfaulted.report.notes) {
+    EXPECT_THAT(n, Not(HasSubstr("in the kernel")));
+  }
   // Kernel time beyond the CPU time is refused, naming the field.
   r.replay_sys_ns = r.replay_cpu_ns + 1;
   EXPECT_THAT(AnalyzeLoaderProbe(r, 2).status().message(), HasSubstr("replay_sys_ns"));
