@@ -21,6 +21,7 @@
 namespace sluice {
 namespace {
 constexpr int kMaxListDepth = 8;
+constexpr int kMaxOpDepth = 4;  // RandomApply([RandomChoice([...])]) and a little more
 
 bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool IsNameChar(char c) {
@@ -81,6 +82,11 @@ class Parser {
 
   absl::StatusOr<std::unique_ptr<Transform>> Op() {
     const size_t start = pos_;
+    // Nested ops count too: a list of thousands inside one RandomApply is refused at once.
+    if (++ops_seen_ > kMaxTransformOps) {
+      return Error(start, absl::StrCat("more than ", kMaxTransformOps,
+                                       " transforms, the most a chain may have"));
+    }
     const absl::string_view name = Name();
     if (name.empty()) return Error(start, "expected a transform name");
     const TransformInfo* info = FindTransform(name);
@@ -168,8 +174,24 @@ class Parser {
       return v;
     }
     if (IsNameStart(c)) {
+      const size_t start = pos_;
       v.kind = TransformArgValue::Kind::kName;
       v.text = std::string(Name());
+      const size_t after = pos_;
+      SkipSpace();
+      if (pos_ < text_.size() && text_[pos_] == '(') {  // an op: RandomApply's transforms
+        pos_ = start;
+        if (op_depth_ >= kMaxOpDepth) return Error(start, "ops nest too deeply");
+        ++op_depth_;
+        absl::StatusOr<std::unique_ptr<Transform>> op = Op();
+        --op_depth_;
+        if (!op.ok()) return op.status();
+        v.kind = TransformArgValue::Kind::kOp;
+        v.op = std::move(*op);
+        v.text = std::string(text_.substr(start, pos_ - start));
+        return v;
+      }
+      pos_ = after;
       return v;
     }
     return Number();
@@ -244,6 +266,8 @@ class Parser {
 
   absl::string_view text_;
   size_t pos_ = 0;
+  int op_depth_ = 0;
+  size_t ops_seen_ = 0;
 };
 }  // namespace
 

@@ -98,6 +98,14 @@ absl::StatusOr<SampleSpec> RandomCrop::OutputSpec(const SampleSpec& in) const {
   return out;
 }
 
+std::string RandomCrop::Draws(const SampleSpec& in, SampleRandom& rng) const {
+  PaddedAxis rows, cols;
+  PaddedAxes(in, rows, cols);
+  const uint64_t top = rng.UniformInt(0, rows.padded_size() - o_.height);
+  const uint64_t left = rng.UniformInt(0, cols.padded_size() - o_.width);
+  return absl::StrCat("{\"top\": ", top, ", \"left\": ", left, "}");  // in the padded image
+}
+
 void RandomCrop::Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const {
   PaddedAxis rows, cols;
   PaddedAxes(in, rows, cols);

@@ -41,6 +41,7 @@ class RandomCrop final : public Transform {
   std::string EvalForm() const override;  // CenterCrop(size=(height, width))
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::string Draws(const SampleSpec& in, SampleRandom& rng) const override;
 
  private:
   explicit RandomCrop(const RandomCropOptions& o) : o_(o) {}

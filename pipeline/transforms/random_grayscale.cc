@@ -28,6 +28,10 @@ absl::StatusOr<SampleSpec> RandomGrayscale::OutputSpec(const SampleSpec& in) con
   return in;
 }
 
+std::string RandomGrayscale::Draws(const SampleSpec& in, SampleRandom& rng) const {
+  return rng.UniformDouble() < p_ ? "{\"grey\": true}" : "{\"grey\": false}";
+}
+
 void RandomGrayscale::Apply(const SampleSpec& in, const void* src, void* dst,
                             SampleRandom& rng) const {
   if (!(rng.UniformDouble() < p_)) {

@@ -25,6 +25,7 @@ class RandomGrayscale final : public Transform {
   std::string EvalForm() const override { return ""; }  // evaluation keeps the colours
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::string Draws(const SampleSpec& in, SampleRandom& rng) const override;
 
  private:
   RandomGrayscale(double p, bool pil) : p_(p), pil_(pil) {}

@@ -71,6 +71,10 @@ absl::StatusOr<SampleSpec> RandomHorizontalFlip::OutputSpec(const SampleSpec& in
   return in;
 }
 
+std::string RandomHorizontalFlip::Draws(const SampleSpec& in, SampleRandom& rng) const {
+  return Flips(rng) ? "{\"flip\": true}" : "{\"flip\": false}";
+}
+
 void RandomHorizontalFlip::Apply(const SampleSpec& in, const void* src, void* dst,
                                  SampleRandom& rng) const {
   if (!Flips(rng)) {

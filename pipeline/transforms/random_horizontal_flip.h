@@ -26,6 +26,7 @@ class RandomHorizontalFlip final : public Transform {
   std::string EvalForm() const override { return ""; }  // evaluation flips nothing
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::string Draws(const SampleSpec& in, SampleRandom& rng) const override;
 
   // This sample's draw: true when it is flipped. Apply makes it first; the chain's fused path
   // (transform_chain.h) makes it instead and mirrors the resize before.

@@ -132,6 +132,12 @@ absl::StatusOr<SampleSpec> RandomResizedCrop::OutputSpec(const SampleSpec& in) c
   return out;
 }
 
+std::string RandomResizedCrop::Draws(const SampleSpec& in, SampleRandom& rng) const {
+  const CropWindow win = Window(in.height, in.width, rng);
+  return absl::StrCat("{\"top\": ", win.top, ", \"left\": ", win.left, ", \"height\": ", win.height,
+                      ", \"width\": ", win.width, "}");
+}
+
 void RandomResizedCrop::Apply(const SampleSpec& in, const void* src, void* dst,
                               SampleRandom& rng) const {
   const CropWindow win = Window(in.height, in.width, rng);

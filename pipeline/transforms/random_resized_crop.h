@@ -56,6 +56,7 @@ class RandomResizedCrop final : public Transform {
   std::string EvalForm() const override;
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::string Draws(const SampleSpec& in, SampleRandom& rng) const override;
   std::optional<std::pair<uint32_t, uint32_t>> SizeItMakes() const override {
     return std::make_pair(height_, width_);
   }

@@ -35,6 +35,10 @@ absl::StatusOr<SampleSpec> RandomVerticalFlip::OutputSpec(const SampleSpec& in) 
   return in;
 }
 
+std::string RandomVerticalFlip::Draws(const SampleSpec& in, SampleRandom& rng) const {
+  return rng.UniformDouble() < p_ ? "{\"flip\": true}" : "{\"flip\": false}";
+}
+
 void RandomVerticalFlip::Apply(const SampleSpec& in, const void* src, void* dst,
                                SampleRandom& rng) const {
   if (!(rng.UniformDouble() < p_)) {

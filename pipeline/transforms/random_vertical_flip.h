@@ -28,6 +28,7 @@ class RandomVerticalFlip final : public Transform {
   std::string EvalForm() const override { return ""; }  // evaluation flips nothing
   absl::StatusOr<SampleSpec> OutputSpec(const SampleSpec& in) const override;
   void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const override;
+  std::string Draws(const SampleSpec& in, SampleRandom& rng) const override;
 
  private:
   explicit RandomVerticalFlip(double p) : p_(p) {}

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_join.h"
 #include "pipeline/transforms/center_crop.h"
+#include "pipeline/transforms/color_jitter.h"
 #include "pipeline/transforms/decode_image.h"
 #include "pipeline/transforms/grayscale.h"
 #include "pipeline/transforms/normalize.h"
@@ -23,17 +24,10 @@ constexpr TransformInfo Entry() {
 
 // One line per op, sorted by name.
 const TransformInfo kTransforms[] = {
-    Entry<CenterCrop>(),
-    Entry<DecodeImage>(),
-    Entry<Grayscale>(),
-    Entry<Normalize>(),
-    Entry<Pad>(),
-    Entry<RandomCrop>(),
-    Entry<RandomGrayscale>(),
-    Entry<RandomHorizontalFlip>(),
-    Entry<RandomResizedCrop>(),
-    Entry<RandomVerticalFlip>(),
-    Entry<Resize>(),
+    Entry<CenterCrop>(),        Entry<ColorJitter>(),        Entry<DecodeImage>(),
+    Entry<Grayscale>(),         Entry<Normalize>(),          Entry<Pad>(),
+    Entry<RandomCrop>(),        Entry<RandomGrayscale>(),    Entry<RandomHorizontalFlip>(),
+    Entry<RandomResizedCrop>(), Entry<RandomVerticalFlip>(), Entry<Resize>(),
     Entry<ToDtype>(),
 };
 }  // namespace

@@ -82,6 +82,22 @@ class Transform {
   // are aligned to their element sizes. Allocates nothing.
   virtual void Apply(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng) const = 0;
 
+  // Apply with the op's per-thread working memory: `scratch` holds ScratchBytes(in) bytes,
+  // 64-byte aligned. TransformChain calls this form; the default ignores `scratch` and runs
+  // Apply. Ops that run other ops in turn (RandomApply) override it, and their Apply without a
+  // scratch allocates one.
+  virtual void ApplyWithScratch(const SampleSpec& in, const void* src, void* dst, SampleRandom& rng,
+                                void* scratch) const {
+    Apply(in, src, dst, rng);
+  }
+
+  // The random parameters Apply would draw for a sample of spec `in` (one OutputSpec accepted)
+  // from `rng`, as a JSON object, e.g. {"order": [2, 0, 1, 3], "brightness": 1.2109375}; "{}"
+  // for an op that draws nothing. It consumes `rng` exactly as Apply does (both call the op's
+  // one drawing function), so an op inside RandomApply reports what it applies. The oracle tests
+  // run torchvision's functional ops with these parameters (python/tests).
+  virtual std::string Draws(const SampleSpec& in, SampleRandom& rng) const { return "{}"; }
+
   // The per-sample form TransformChain uses where sizes vary (docs/transforms.md, "Variable
   // sizes"): `in` is this sample's actual spec (kFixed) or, for an encoded record, the chain's
   // kEncoded input spec. Returns the actual output spec, or kDataLoss saying why this sample

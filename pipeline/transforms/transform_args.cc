@@ -83,6 +83,37 @@ absl::StatusOr<std::string> TransformArgs::Name(absl::string_view name,
   return v->text;
 }
 
+absl::StatusOr<std::vector<std::shared_ptr<const Transform>>> TransformArgs::Ops(
+    absl::string_view name) const {
+  const TransformArgValue* v = Find(name);
+  if (v == nullptr) return Missing(name);
+  if (v->kind == TransformArgValue::Kind::kOp) {
+    return std::vector<std::shared_ptr<const Transform>>{v->op};
+  }
+  std::vector<std::shared_ptr<const Transform>> out;
+  if (v->kind == TransformArgValue::Kind::kList) {
+    for (const TransformArgValue& item : v->items) {
+      if (item.kind != TransformArgValue::Kind::kOp) break;
+      out.push_back(item.op);
+    }
+  }
+  if (out.empty() || out.size() != v->items.size()) {
+    return Wrong(name, "an op or a list of ops, e.g. [ColorJitter(0.4, 0.4, 0.4)]");
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<double>> TransformArgs::NumberOrNone(
+    absl::string_view name, std::optional<double> fallback) const {
+  const TransformArgValue* v = Find(name);
+  if (v == nullptr) return fallback;
+  if (v->kind == TransformArgValue::Kind::kName && v->text == "None") {
+    return std::optional<double>();
+  }
+  if (v->kind != TransformArgValue::Kind::kNumber) return Wrong(name, "a number or None");
+  return std::optional<double>(v->number);
+}
+
 absl::StatusOr<std::vector<double>> TransformArgs::Numbers(absl::string_view name) const {
   const TransformArgValue* v = Find(name);
   if (v == nullptr) return Missing(name);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,14 +17,17 @@
 
 namespace sluice {
 
-// One value: a number (3, -0.5, 1e-3), a name (reflect, True, float32, or a quoted string), or
-// a list ([1, 2] or (1, 2)).
+class Transform;
+
+// One value: a number (3, -0.5, 1e-3), a name (reflect, True, float32, or a quoted string), a
+// list ([1, 2] or (1, 2)), or an op (ColorJitter(0.4), the ops RandomApply takes).
 struct TransformArgValue {
-  enum class Kind { kNumber, kName, kList };
+  enum class Kind { kNumber, kName, kList, kOp };
   Kind kind = Kind::kNumber;
   double number = 0;
   std::string text;  // as written (a name without its quotes)
   std::vector<TransformArgValue> items;
+  std::shared_ptr<const Transform> op;  // kOp: the op, parsed and built
   size_t position = 0;  // 1-based character of the value in the chain text; 0 if not parsed
 };
 
@@ -45,6 +49,11 @@ class TransformArgs {
                                    std::optional<std::string> fallback) const;
   // A number or a list of numbers (a bare number is a list of one).
   absl::StatusOr<std::vector<double>> Numbers(absl::string_view name) const;
+  // An op or a list of ops (RandomApply's transforms), at least one; `fallback` when absent.
+  absl::StatusOr<std::vector<std::shared_ptr<const Transform>>> Ops(absl::string_view name) const;
+  // A number or None: nullopt for None (torchvision's "not given").
+  absl::StatusOr<std::optional<double>> NumberOrNone(absl::string_view name,
+                                                     std::optional<double> fallback) const;
   // A non-negative integer or a list of them, of one of the lengths in `lengths` (a bare
   // integer counts as length 1); `fallback` when absent.
   absl::StatusOr<std::vector<int64_t>> Ints(absl::string_view name, std::vector<size_t> lengths,

@@ -172,7 +172,7 @@ void TransformChain::Apply(const void* src, void* dst, const SampleKey& key, voi
     void* out = i + 1 == spec_.size() ? dst : halves[i % 2];
     SampleRandom rng(key, i);
     const int64_t start = timed ? NowNs() : 0;
-    spec_.op(i).Apply(specs_[i], in, out, rng);
+    spec_.op(i).ApplyWithScratch(specs_[i], in, out, rng, halves[1] + scratch_half_);
     if (timed) op_ns[i] += NowNs() - start;
     in = out;
   }
@@ -399,7 +399,7 @@ absl::Status TransformChain::RunFrom(size_t first, SampleSpec actual, const void
       }
       actual = *next;
     } else {
-      spec_.op(i).Apply(specs_[i], in, out, rng);
+      spec_.op(i).ApplyWithScratch(specs_[i], in, out, rng, base + 2 * scratch_half_);
       actual = specs_[i + 1];
     }
     if (decoding) {

@@ -1,15 +1,18 @@
 #include "python/src/transforms_binding.h"
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/transforms/decode_image.h"
 #include "pipeline/transforms/parse.h"
 #include "pipeline/transforms/registry.h"
 #include "pipeline/transforms/transform_chain.h"
 #include "pybind11/numpy.h"
+#include "pybind11/stl.h"
 #include "python/src/errors.h"
 
 namespace py = pybind11;
@@ -94,6 +97,36 @@ py::array DecodeTransforms(const std::string& text, const py::bytes& data, uint6
   return out;
 }
 
+// What each op of a chain draws for one sample (Transform::Draws, a JSON object per op), for a
+// sample of `shape` (C, H, W) and `dtype` ("uint8" or "float32"); for a chain that starts with
+// DecodeImage, `shape` is the decoded image's (its draws are {}).
+py::list TransformDraws(const std::string& text, const std::vector<uint32_t>& shape,
+                        const std::string& dtype, uint64_t seed, uint64_t epoch, uint64_t index) {
+  if (shape.size() != 3) {
+    Check(absl::InvalidArgumentError(
+        absl::StrCat("shape: expected (C, H, W), got ", shape.size(), " numbers")));
+  }
+  if (dtype != "uint8" && dtype != "float32") {
+    Check(absl::InvalidArgumentError(
+        absl::StrCat("dtype: expected 'uint8' or 'float32', got '", dtype, "'")));
+  }
+  const std::vector<std::unique_ptr<Transform>> ops = Unwrap(ParseTransforms(text));
+  SampleSpec spec{dtype == "uint8" ? ElementType::kU8 : ElementType::kF32, shape[0], shape[1],
+                  shape[2], SampleLayout::kCHW};
+  py::list out;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i == 0 && dynamic_cast<const DecodeImage*>(ops[0].get()) != nullptr) {
+      out.append(py::str("{}"));
+      continue;
+    }
+    SampleRandom rng(SampleKey{seed, epoch, index}, i);
+    const SampleSpec next = Unwrap(ops[i]->OutputSpec(spec));
+    out.append(py::str(ops[i]->Draws(spec, rng)));
+    spec = next;
+  }
+  return out;
+}
+
 // The registry (pipeline/transforms/registry.h): (name, (params...)) per op, sorted by name.
 py::list TransformRegistry() {
   py::list out;
@@ -117,6 +150,11 @@ void BindTransforms(py::module_& m) {
         py::arg("epoch") = 0, py::arg("index") = 0, py::arg("input_dtype") = "",
         "One CHW sample through a --transforms chain (tests only): returns the output array "
         "(bfloat16 as its uint16 bits).");
+  m.def("_transform_draws", &TransformDraws, py::arg("chain"), py::arg("shape"),
+        py::arg("dtype") = "uint8", py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0,
+        "What each op of a chain draws for one sample (tests only): a JSON object per op; "
+        "`shape` is (C, H, W) of the input, or of the decoded image for a chain that starts "
+        "with DecodeImage.");
   m.def("_decode_transforms", &DecodeTransforms, py::arg("chain"), py::arg("data"),
         py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0, py::arg("max_side") = 4096,
         "One encoded image (JPEG or PNG bytes) through a chain starting with DecodeImage "

@@ -7,15 +7,6 @@
 #include "pipeline/transforms/internal/op_checks.h"
 
 namespace sluice::transforms_internal {
-namespace {
-// torchvision's tensor arithmetic: each product and sum a float32 operation (no FMA: this file
-// is compiled without contraction, -ffp-contract=off).
-inline float TensorLuma(float r, float g, float b) {
-  const float rg = 0.2989f * r + 0.587f * g;
-  return rg + 0.114f * b;
-}
-}  // namespace
-
 absl::Status CheckGreyInput(absl::string_view op, const SampleSpec& in, bool pil) {
   RETURN_IF_ERROR(CheckChannelsFirst(op, in));
   if (in.channels != 1 && in.channels != 3) {
@@ -45,11 +36,8 @@ void ToGrey(const SampleSpec& in, const void* src, void* dst, uint32_t out_chann
     const uint8_t* g = r + plane;
     const uint8_t* b = g + plane;
     uint8_t* out = static_cast<uint8_t*>(dst);
-    if (pil) {  // Pillow's L24: ITU-R 601-2 luma in 16-bit fixed point, rounded
-      for (size_t i = 0; i < plane; ++i) {
-        out[i] =
-            static_cast<uint8_t>((r[i] * 19595u + g[i] * 38470u + b[i] * 7471u + 0x8000u) >> 16);
-      }
+    if (pil) {
+      for (size_t i = 0; i < plane; ++i) out[i] = PilLuma(r[i], g[i], b[i]);
     } else {  // at most 254.97: the cast truncates, as .to(torch.uint8)
       for (size_t i = 0; i < plane; ++i) {
         out[i] = static_cast<uint8_t>(TensorLuma(r[i], g[i], b[i]));

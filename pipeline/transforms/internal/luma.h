@@ -12,6 +12,18 @@
 
 namespace sluice::transforms_internal {
 
+// torchvision's float32 luma, each product and sum rounded as torch rounds them. Include only
+// from files built without FMA contraction (-ffp-contract=off: luma.cc, color.cc).
+inline float TensorLuma(float r, float g, float b) {
+  const float rg = 0.2989f * r + 0.587f * g;
+  return rg + 0.114f * b;
+}
+
+// Pillow's L24: ITU-R 601-2 luma in 16-bit fixed point, rounded (Image.convert("L")).
+inline uint8_t PilLuma(uint32_t r, uint32_t g, uint32_t b) {
+  return static_cast<uint8_t>((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
+}
+
 // What both ops accept: 1 or 3 channels; u8 or f32 (tensor), u8 (PIL). kInvalidArgument naming
 // `op` and the spec otherwise.
 absl::Status CheckGreyInput(absl::string_view op, const SampleSpec& in, bool pil);

@@ -1,0 +1,351 @@
+#include "pipeline/transforms/internal/color.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "pipeline/transforms/internal/luma.h"
+
+namespace sluice::transforms_internal {
+namespace {
+
+// torch's _blend for one value: ratio * x + (1 - ratio) * y, clamped to [0, bound]. `other` is
+// (1 - ratio) rounded once to float32 (Python computes it in double, torch casts the scalar).
+inline float Blend(float ratio, float other, float x, float y, float bound) {
+  const float a = ratio * x;
+  const float b = other * y;
+  return std::min(std::max(a + b, 0.0f), bound);
+}
+
+inline float OtherOf(float ratio) { return static_cast<float>(1.0 - static_cast<double>(ratio)); }
+
+// The grey plane a blend needs, one value at a time: torch's rgb_to_grayscale in the sample's
+// dtype (u8 truncated).
+template <typename T>
+inline float TensorGrey(const T* r, const T* g, const T* b, size_t i) {
+  const float l =
+      TensorLuma(static_cast<float>(r[i]), static_cast<float>(g[i]), static_cast<float>(b[i]));
+  if constexpr (sizeof(T) == 1) return static_cast<float>(static_cast<uint8_t>(l));
+  return l;
+}
+
+template <typename T>
+inline T Store(float v) {
+  if constexpr (sizeof(T) == 1) return static_cast<uint8_t>(v);  // in [0, 255]: truncates
+  return v;
+}
+
+template <typename T>
+constexpr float Bound() {
+  return sizeof(T) == 1 ? 255.0f : 1.0f;
+}
+
+template <typename T>
+void BlendWithScalar(const SampleSpec& s, T* data, float factor, float y) {
+  const float other = OtherOf(factor);
+  const size_t n = s.values();
+  for (size_t i = 0; i < n; ++i) {
+    data[i] = Store<T>(Blend(factor, other, static_cast<float>(data[i]), y, Bound<T>()));
+  }
+}
+
+template <typename T>
+void Contrast(const SampleSpec& s, T* data, float factor) {
+  const size_t plane = s.plane_values();
+  float mean;
+  if constexpr (sizeof(T) == 1) {
+    // Integers: the sum is exact (torch's float32 sum is too, below 2^24).
+    uint64_t sum = 0;
+    if (s.channels == 3) {
+      for (size_t i = 0; i < plane; ++i) {
+        sum += static_cast<uint64_t>(TensorGrey(data, data + plane, data + 2 * plane, i));
+      }
+    } else {
+      for (size_t i = 0; i < plane; ++i) sum += data[i];
+    }
+    mean = static_cast<float>(sum) / static_cast<float>(plane);
+  } else {
+    double sum = 0;
+    if (s.channels == 3) {
+      for (size_t i = 0; i < plane; ++i) sum += TensorGrey(data, data + plane, data + 2 * plane, i);
+    } else {
+      for (size_t i = 0; i < plane; ++i) sum += data[i];
+    }
+    mean = static_cast<float>(sum) / static_cast<float>(plane);
+  }
+  BlendWithScalar(s, data, factor, mean);
+}
+
+template <typename T>
+void Saturation(const SampleSpec& s, T* data, float factor) {
+  if (s.channels != 3) return;
+  const float other = OtherOf(factor);
+  const size_t plane = s.plane_values();
+  T* r = data;
+  T* g = data + plane;
+  T* b = data + 2 * plane;
+  for (size_t i = 0; i < plane; ++i) {
+    const float y = TensorGrey(r, g, b, i);
+    r[i] = Store<T>(Blend(factor, other, static_cast<float>(r[i]), y, Bound<T>()));
+    g[i] = Store<T>(Blend(factor, other, static_cast<float>(g[i]), y, Bound<T>()));
+    b[i] = Store<T>(Blend(factor, other, static_cast<float>(b[i]), y, Bound<T>()));
+  }
+}
+
+// torch.remainder(a, 1.0) for float32: fmod, moved into [0, 1) when negative.
+inline float RemainderOne(float a) {
+  float mod = std::fmod(a, 1.0f);
+  if (mod != 0 && mod < 0) mod += 1.0f;
+  return mod;
+}
+
+inline float Clamp01(float v) { return std::min(std::max(v, 0.0f), 1.0f); }
+
+// torchvision's _rgb2hsv, the hue shift and _hsv2rgb for one pixel in [0, 1].
+inline void HueShift(float r, float g, float b, float hue, float out[3]) {
+  const float maxc = std::max(std::max(r, g), b);
+  const float minc = std::min(std::min(r, g), b);
+  const bool eqc = maxc == minc;
+  const float cr = maxc - minc;
+  const float s = cr / (eqc ? 1.0f : maxc);
+  const float divisor = eqc ? 1.0f : cr;
+  const float rc = (maxc - r) / divisor;
+  const float gc = (maxc - g) / divisor;
+  const float bc = (maxc - b) / divisor;
+  // A mask times a value, as torch multiplies them: 0 * x is a zero of x's sign.
+  const float hr = static_cast<float>(maxc == r) * (bc - gc);
+  const float hg = static_cast<float>(maxc == g && maxc != r) * ((2.0f + rc) - bc);
+  const float hb = static_cast<float>(maxc != g && maxc != r) * ((4.0f + gc) - rc);
+  float h = (hr + hg) + hb;
+  h = std::fmod(h / 6.0f + 1.0f, 1.0f);
+  h = RemainderOne(h + hue);
+  const float v = maxc;
+  const float i = std::floor(h * 6.0f);
+  const float f = h * 6.0f - i;
+  const int sector = static_cast<int>(i) % 6;
+  const float p = Clamp01(v * (1.0f - s));
+  const float q = Clamp01(v * (1.0f - s * f));
+  const float t = Clamp01(v * (1.0f - s * (1.0f - f)));
+  switch (sector) {
+    case 0:
+      out[0] = v, out[1] = t, out[2] = p;
+      break;
+    case 1:
+      out[0] = q, out[1] = v, out[2] = p;
+      break;
+    case 2:
+      out[0] = p, out[1] = v, out[2] = t;
+      break;
+    case 3:
+      out[0] = p, out[1] = q, out[2] = v;
+      break;
+    case 4:
+      out[0] = t, out[1] = p, out[2] = v;
+      break;
+    default:
+      out[0] = v, out[1] = p, out[2] = q;
+      break;
+  }
+}
+
+template <typename T>
+void Hue(const SampleSpec& s, T* data, float hue) {
+  if (s.channels != 3) return;
+  const size_t plane = s.plane_values();
+  T* r = data;
+  T* g = data + plane;
+  T* b = data + 2 * plane;
+  float rgb[3];
+  for (size_t i = 0; i < plane; ++i) {
+    if constexpr (sizeof(T) == 1) {
+      HueShift(static_cast<float>(r[i]) / 255.0f, static_cast<float>(g[i]) / 255.0f,
+               static_cast<float>(b[i]) / 255.0f, hue, rgb);
+      r[i] = static_cast<uint8_t>(rgb[0] * 255.0f);
+      g[i] = static_cast<uint8_t>(rgb[1] * 255.0f);
+      b[i] = static_cast<uint8_t>(rgb[2] * 255.0f);
+    } else {
+      HueShift(r[i], g[i], b[i], hue, rgb);
+      r[i] = rgb[0], g[i] = rgb[1], b[i] = rgb[2];
+    }
+  }
+}
+
+// ImagingBlend(in1, in2, alpha) for one value (alpha not 0 or 1, which copy an input).
+inline uint8_t PilBlend(int in1, int in2, float alpha) {
+  const float v = static_cast<float>(in1) + alpha * static_cast<float>(in2 - in1);
+  if (alpha >= 0 && alpha <= 1.0f) return static_cast<uint8_t>(v);
+  if (v <= 0.0f) return 0;
+  if (v >= 255.0f) return 255;
+  return static_cast<uint8_t>(v);
+}
+
+// Image.blend(degenerate, image, alpha) with a degenerate of one value everywhere.
+void PilBlendWithScalar(const SampleSpec& s, uint8_t* data, float alpha, int degenerate) {
+  const size_t n = s.values();
+  if (alpha == 0.0f) {
+    std::fill(data, data + n, static_cast<uint8_t>(degenerate));
+    return;
+  }
+  if (alpha == 1.0f) return;
+  for (size_t i = 0; i < n; ++i) data[i] = PilBlend(degenerate, data[i], alpha);
+}
+
+// Pillow's rgb2hsv_row: H, S, V bytes (float and double arithmetic as Pillow's C writes it).
+inline void PilRgbToHsv(uint8_t r, uint8_t g, uint8_t b, uint8_t hsv[3]) {
+  const uint8_t maxc = std::max(r, std::max(g, b));
+  const uint8_t minc = std::min(r, std::min(g, b));
+  hsv[2] = maxc;
+  if (minc == maxc) {
+    hsv[0] = hsv[1] = 0;
+    return;
+  }
+  const float cr = static_cast<float>(maxc - minc);
+  const float s = cr / static_cast<float>(maxc);
+  const float rc = static_cast<float>(maxc - r) / cr;
+  const float gc = static_cast<float>(maxc - g) / cr;
+  const float bc = static_cast<float>(maxc - b) / cr;
+  float h;
+  if (r == maxc) {
+    h = bc - gc;
+  } else if (g == maxc) {
+    h = static_cast<float>(2.0 + static_cast<double>(rc) - static_cast<double>(bc));
+  } else {
+    h = static_cast<float>(4.0 + static_cast<double>(gc) - static_cast<double>(rc));
+  }
+  h = static_cast<float>(std::fmod(static_cast<double>(h) / 6.0 + 1.0, 1.0));
+  hsv[0] =
+      static_cast<uint8_t>(std::clamp(static_cast<int>(static_cast<double>(h) * 255.0), 0, 255));
+  hsv[1] =
+      static_cast<uint8_t>(std::clamp(static_cast<int>(static_cast<double>(s) * 255.0), 0, 255));
+}
+
+inline uint8_t Clip8(double v) {
+  return static_cast<uint8_t>(std::clamp(static_cast<int>(std::round(v)), 0, 255));
+}
+
+// Pillow's hsv2rgb for one pixel.
+inline void PilHsvToRgb(uint8_t h, uint8_t s, uint8_t v, uint8_t rgb[3]) {
+  if (s == 0) {
+    rgb[0] = rgb[1] = rgb[2] = v;
+    return;
+  }
+  const double h6 = static_cast<double>(static_cast<float>(h)) * 6.0 / 255.0;
+  const int i = static_cast<int>(std::floor(h6));
+  const float f = static_cast<float>(h6 - static_cast<double>(static_cast<float>(i)));
+  const float fs = static_cast<float>(static_cast<double>(static_cast<float>(s)) / 255.0);
+  const double fv = static_cast<float>(v);
+  const uint8_t p = Clip8(fv * (1.0 - static_cast<double>(fs)));
+  const float fsf = fs * f;  // float * float: Pillow rounds the product to float
+  const uint8_t q = Clip8(fv * (1.0 - static_cast<double>(fsf)));
+  const uint8_t t = Clip8(fv * (1.0 - static_cast<double>(fs) * (1.0 - static_cast<double>(f))));
+  switch (i % 6) {
+    case 0:
+      rgb[0] = v, rgb[1] = t, rgb[2] = p;
+      break;
+    case 1:
+      rgb[0] = q, rgb[1] = v, rgb[2] = p;
+      break;
+    case 2:
+      rgb[0] = p, rgb[1] = v, rgb[2] = t;
+      break;
+    case 3:
+      rgb[0] = p, rgb[1] = q, rgb[2] = v;
+      break;
+    case 4:
+      rgb[0] = t, rgb[1] = p, rgb[2] = v;
+      break;
+    default:
+      rgb[0] = v, rgb[1] = p, rgb[2] = q;
+      break;
+  }
+}
+
+}  // namespace
+
+void TensorBrightness(const SampleSpec& s, void* data, float factor) {
+  if (s.dtype == ElementType::kU8) {
+    BlendWithScalar(s, static_cast<uint8_t*>(data), factor, 0.0f);
+  } else {
+    BlendWithScalar(s, static_cast<float*>(data), factor, 0.0f);
+  }
+}
+
+void TensorContrast(const SampleSpec& s, void* data, float factor) {
+  if (s.dtype == ElementType::kU8) {
+    Contrast(s, static_cast<uint8_t*>(data), factor);
+  } else {
+    Contrast(s, static_cast<float*>(data), factor);
+  }
+}
+
+void TensorSaturation(const SampleSpec& s, void* data, float factor) {
+  if (s.dtype == ElementType::kU8) {
+    Saturation(s, static_cast<uint8_t*>(data), factor);
+  } else {
+    Saturation(s, static_cast<float*>(data), factor);
+  }
+}
+
+void TensorHue(const SampleSpec& s, void* data, float hue) {
+  if (s.dtype == ElementType::kU8) {
+    Hue(s, static_cast<uint8_t*>(data), hue);
+  } else {
+    Hue(s, static_cast<float*>(data), hue);
+  }
+}
+
+void PilBrightness(const SampleSpec& s, void* data, float factor) {
+  PilBlendWithScalar(s, static_cast<uint8_t*>(data), factor, 0);
+}
+
+void PilContrast(const SampleSpec& s, void* data, float factor) {
+  uint8_t* p = static_cast<uint8_t*>(data);
+  const size_t plane = s.plane_values();
+  uint64_t sum = 0;  // ImageStat's mean of the L image: its histogram's sum over its count
+  if (s.channels == 3) {
+    for (size_t i = 0; i < plane; ++i) sum += PilLuma(p[i], p[plane + i], p[2 * plane + i]);
+  } else {
+    for (size_t i = 0; i < plane; ++i) sum += p[i];
+  }
+  const double mean = static_cast<double>(sum) / static_cast<double>(plane);
+  PilBlendWithScalar(s, p, factor, static_cast<int>(mean + 0.5));
+}
+
+void PilSaturation(const SampleSpec& s, void* data, float factor) {
+  if (s.channels != 3) return;  // convert("L") of an L image is the image: the blend keeps it
+  uint8_t* r = static_cast<uint8_t*>(data);
+  const size_t plane = s.plane_values();
+  uint8_t* g = r + plane;
+  uint8_t* b = g + plane;
+  if (factor == 1.0f) return;
+  for (size_t i = 0; i < plane; ++i) {
+    const uint8_t l = PilLuma(r[i], g[i], b[i]);
+    if (factor == 0.0f) {
+      r[i] = g[i] = b[i] = l;
+      continue;
+    }
+    r[i] = PilBlend(l, r[i], factor);
+    g[i] = PilBlend(l, g[i], factor);
+    b[i] = PilBlend(l, b[i], factor);
+  }
+}
+
+void PilHue(const SampleSpec& s, void* data, float hue) {
+  if (s.channels != 3) return;
+  // np.uint8(hue * 255): the double truncated toward zero, then taken modulo 256.
+  const auto shift = static_cast<uint8_t>(
+      static_cast<int64_t>(std::trunc(static_cast<double>(hue) * 255.0)) & 0xFF);
+  uint8_t* r = static_cast<uint8_t*>(data);
+  const size_t plane = s.plane_values();
+  uint8_t* g = r + plane;
+  uint8_t* b = g + plane;
+  uint8_t hsv[3], rgb[3];
+  for (size_t i = 0; i < plane; ++i) {
+    PilRgbToHsv(r[i], g[i], b[i], hsv);
+    PilHsvToRgb(static_cast<uint8_t>(hsv[0] + shift), hsv[1], hsv[2], rgb);
+    r[i] = rgb[0], g[i] = rgb[1], b[i] = rgb[2];
+  }
+}
+
+}  // namespace sluice::transforms_internal
