@@ -4,10 +4,14 @@
 #include "pipeline/transforms/center_crop.h"
 #include "pipeline/transforms/color_jitter.h"
 #include "pipeline/transforms/decode_image.h"
+#include "pipeline/transforms/gaussian_blur.h"
 #include "pipeline/transforms/grayscale.h"
 #include "pipeline/transforms/normalize.h"
 #include "pipeline/transforms/pad.h"
+#include "pipeline/transforms/random_apply.h"
+#include "pipeline/transforms/random_choice.h"
 #include "pipeline/transforms/random_crop.h"
+#include "pipeline/transforms/random_erasing.h"
 #include "pipeline/transforms/random_grayscale.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
 #include "pipeline/transforms/random_resized_crop.h"
@@ -23,13 +27,27 @@ constexpr TransformInfo Entry() {
 }
 
 // One line per op, sorted by name.
+// clang-format off
 const TransformInfo kTransforms[] = {
-    Entry<CenterCrop>(),        Entry<ColorJitter>(),        Entry<DecodeImage>(),
-    Entry<Grayscale>(),         Entry<Normalize>(),          Entry<Pad>(),
-    Entry<RandomCrop>(),        Entry<RandomGrayscale>(),    Entry<RandomHorizontalFlip>(),
-    Entry<RandomResizedCrop>(), Entry<RandomVerticalFlip>(), Entry<Resize>(),
+    Entry<CenterCrop>(),
+    Entry<ColorJitter>(),
+    Entry<DecodeImage>(),
+    Entry<GaussianBlur>(),
+    Entry<Grayscale>(),
+    Entry<Normalize>(),
+    Entry<Pad>(),
+    Entry<RandomApply>(),
+    Entry<RandomChoice>(),
+    Entry<RandomCrop>(),
+    Entry<RandomErasing>(),
+    Entry<RandomGrayscale>(),
+    Entry<RandomHorizontalFlip>(),
+    Entry<RandomResizedCrop>(),
+    Entry<RandomVerticalFlip>(),
+    Entry<Resize>(),
     Entry<ToDtype>(),
 };
+// clang-format on
 }  // namespace
 
 absl::Span<const TransformInfo> RegisteredTransforms() { return kTransforms; }

@@ -26,6 +26,7 @@ same table, so a new op needs no Python.
 import inspect
 import math
 import numbers
+import re
 
 from . import _sluice
 from ._args import _printable
@@ -264,6 +265,12 @@ class Compose:
 
 def _grammar_value(name, value):
     """A Python value in the --transforms grammar (checked by the C++ parser)."""
+    if isinstance(value, _Op):  # an op RandomApply runs
+        return str(value)
+    if _is_torchvision(value):
+        raise TypeError("%s: give sluice.transforms ops here, or pass torchvision's own "
+                        "RandomApply or RandomChoice in the list (it keeps their place's PIL or "
+                        "tensor semantics); got torchvision's %s" % (name, type(value).__name__))
     if isinstance(value, bool):
         return "True" if value else "False"
     if value is None:
@@ -327,7 +334,51 @@ _TO_TENSOR = ("ToTensor", "PILToTensor")
 _RESIZING = ("Resize", "RandomResizedCrop")
 # torchvision's ops whose arithmetic differs between a PIL image and a tensor, and which sluice
 # runs either way (pil=True: PIL's).
-_PIL_ARITHMETIC = ("Grayscale", "RandomGrayscale")
+_PIL_ARITHMETIC = ("ColorJitter", "Grayscale", "RandomGrayscale")
+# torchvision's ops that run other ops (their `transforms`), which keep the position's semantics.
+_NESTING = ("RandomApply", "RandomChoice")
+# sluice's ops that only move values (or, Normalize, read u8 as ToTensor then Normalize): after
+# torchvision's ToTensor they give the same batches on u8 samples as on ToTensor's floats, so
+# ToTensor's x/255 can wait for the Loader. Any other op after ToTensor computes on values (a
+# blend, a blur, a resize, a fill): ToTensor then becomes Normalize(mean=[0.0], std=[1.0]), its
+# x/255 in float32, so that op sees ToTensor's floats as in torchvision.
+_MOVES_VALUES = ("CenterCrop", "Normalize", "RandomHorizontalFlip", "RandomVerticalFlip",
+                 "ToDtype")
+_ZERO_FILLED = ("Pad", "RandomCrop", "RandomErasing")
+_TO_TENSOR_OP = "Normalize(mean=[0.0], std=[1.0])"
+
+
+def _moves_values(text):
+    """Whether an op's grammar text (as str(op) gives it) only moves values."""
+    name = text.split("(", 1)[0]
+    if name in _MOVES_VALUES:
+        return True
+    if name in _NESTING:
+        inner = text[text.index("(") + 1:].lstrip()
+        if inner.startswith("["):
+            inner = inner[1:]
+        return all(_moves_values(part) for part in _split_ops(inner))
+    if name in _ZERO_FILLED:
+        filled = re.search(r"\b(fill|value)=([^,)]*)", text)
+        return filled is None or filled.group(2).strip() in ("0", "0.0", "[0]", "[0.0]")
+    return False
+
+
+def _split_ops(text):
+    """The top-level op texts of a list of ops in the grammar ("A(...), B(...)], p=0.5)")."""
+    ops, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+            if depth < 0:
+                ops.append(text[start:i])
+                break
+        elif c == "," and depth == 0:
+            ops.append(text[start:i])
+            start = i + 1
+    return [op for op in (o.strip() for o in ops) if "(" in op]
 
 
 def _is_torchvision(op, kinds=None):
@@ -364,6 +415,10 @@ def _from_torchvision(op, on_pil=False):
         return Compose(op.transforms)
     if kind in _TO_TENSOR:  # ToTensor: x/255 to float32, the Loader's dtype=torch.float32 (the
         return Compose([])  # default); PILToTensor: uint8, the Loader's dtype=torch.uint8
+    if kind in _NESTING:  # their ops ran where they stand: PIL images or tensors
+        inner = [_from_torchvision(t, on_pil) if _is_torchvision(t) else t
+                 for t in _flatten(list(op.transforms))]
+        return globals()[kind](inner, getattr(op, "p", None))
     if kind not in _REGISTRY:
         raise TypeError("transforms: torchvision's %s has no sluice equivalent yet; sluice runs "
                         "%s, ToTensor and PILToTensor (docs/transforms.md)"
@@ -420,13 +475,22 @@ def chain_text(transforms):
     ops = _flatten(transforms)
     to_tensor = _first_to_tensor(ops)
     parts = []
+    after_to_tensor = None  # where ToTensor's x/255 would go in `parts`
     for i, op in enumerate(ops):
         converted = op if isinstance(op, _Op) else _from_torchvision(
             op, on_pil=to_tensor is None or i < to_tensor)
         if converted is None:
             raise TypeError("transforms[%d]: expected a sluice.transforms op (or torchvision's "
                             "of the same name), got %r" % (i, op))
+        if i == to_tensor and _is_torchvision(op, ("ToTensor",)):
+            after_to_tensor = len(parts)
         text = str(converted)
         if text:
             parts.append(text)
+    if after_to_tensor is not None:
+        rest = parts[after_to_tensor:]
+        # Up to the first Normalize, which reads u8 as ToTensor does: after it, values are floats.
+        upto = next((k for k, t in enumerate(rest) if t.startswith("Normalize(")), len(rest))
+        if not all(_moves_values(t) for t in rest[:upto]):
+            parts.insert(after_to_tensor, _TO_TENSOR_OP)
     return ", ".join(parts)

@@ -157,8 +157,10 @@ def test_torchvision_objects_take_the_semantics_of_their_place_in_the_list():
         "RandomResizedCrop([32, 32], scale=[0.08, 1.0], ratio=[0.75, 1.3333333333333333], "
         "antialias=True), RandomHorizontalFlip(")
     assert "antialias=True" in T.chain_text([TV.Resize((8, 8)), TV.PILToTensor()])
-    # After ToTensor: the tensor path, as torchvision resizes a tensor.
-    assert T.chain_text([TV.ToTensor(), TV.Resize((8, 8))]) == "Resize([8, 8])"
+    # After ToTensor: the tensor path, as torchvision resizes a tensor, on ToTensor's floats
+    # (x/255 first: a resize computes on values).
+    assert T.chain_text([TV.ToTensor(), TV.Resize((8, 8))]) == (
+        "Normalize(mean=[0.0], std=[1.0]), Resize([8, 8])")
     with pytest.raises(ValueError, match=r"antialias=True\) after ToTensor"):
         T.chain_text([TV.ToTensor(), TV.Resize((8, 8), antialias=True)])
     # sluice's own ops say which they are, wherever they stand.

@@ -71,23 +71,39 @@ TEST(EvalTransforms, ADeterministicChainEvaluatesAsItTrains) {
   EXPECT_EQ(EvalOf("RandomHorizontalFlip()"), "");
 }
 
-// Every random op the registry knows has a deterministic form: none is kept as it trains (a
-// new random op that forgot EvalForm fails here).
+// Every random op the registry knows has a deterministic form and every deterministic op is
+// kept: an op is random when it draws something (Draws) for a 3x16x16 image. A new random op
+// that forgot EvalForm fails here.
 TEST(EvalTransforms, EveryRandomOpHasADeterministicForm) {
+  const SampleSpec image{ElementType::kU8, 3, 16, 16, SampleLayout::kCHW};
+  int random = 0;
   for (const TransformInfo& info : RegisteredTransforms()) {
-    if (!absl::StartsWith(info.name, "Random")) continue;
-    // Its defaults, or a size where it needs one (the crops).
-    std::string text = absl::StrCat(info.name, "()");
-    auto spec = TransformSpec::Parse(text);
-    if (!spec.ok()) {
-      text = absl::StrCat(info.name, "(8)");
+    // Its defaults, or a size where it needs one (the crops, a blur's kernel), or ops to run.
+    absl::StatusOr<TransformSpec> spec = absl::UnknownError("no form parsed");
+    std::string text;
+    for (const char* args : {"", "8", "3", "[RandomHorizontalFlip()]", "0.5, 0.5", "float32"}) {
+      text = absl::StrCat(info.name, "(", args, ")");
       spec = TransformSpec::Parse(text);
+      if (spec.ok()) break;
     }
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
-    EXPECT_NE(spec->op(0).EvalForm(), spec->op(0).Identity()) << info.name;
-    EXPECT_THAT(spec->op(0).EvalForm(), ::testing::Not(::testing::HasSubstr("Random")))
-        << info.name;
+    const Transform& op = spec->op(0);
+    bool draws = false;
+    if (op.OutputSpec(image).ok()) {
+      for (uint64_t i = 0; i < 8 && !draws; ++i) {
+        SampleRandom rng(SampleKey{1, 0, i}, 0);
+        draws = op.Draws(image, rng) != "{}";
+      }
+    }
+    if (!draws) {
+      EXPECT_EQ(op.EvalForm(), op.Identity()) << info.name << " draws nothing: kept";
+      continue;
+    }
+    ++random;
+    EXPECT_NE(op.EvalForm(), op.Identity()) << info.name;
+    EXPECT_THAT(op.EvalForm(), ::testing::Not(::testing::HasSubstr("Random"))) << info.name;
   }
+  EXPECT_GE(random, 8);  // the crops, the flips, RandomGrayscale, ColorJitter, RandomApply...
 }
 
 }  // namespace
