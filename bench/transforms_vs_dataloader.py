@@ -2,7 +2,7 @@
 torchvision transforms, side by side in one process (issue 22's preprocess benchmark).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/transforms_vs_dataloader.py \
-        [--records 20000] [--batch-size 256] [--threads 2] [--workers 2] [--rounds 3]
+        [--records 20000] [--batch-size 256] [--threads 2] [--workers 2] [--rounds 3] [--jitter]
 
 Data: a 3x32x32 uint8 dataset of --records images (Fashion-MNIST padded to 32x32, three
 differently scaled channels; random bytes when the IDX files are missing), written once with
@@ -19,6 +19,9 @@ processes starting):
   persistent_workers=True, batch_size) over a Dataset that applies torchvision's
   RandomCrop(32, padding=4), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std) to a PIL
   image (the torchvision CIFAR10 recipe).
+With --jitter, both chains gain ColorJitter(0.4, 0.4, 0.4) after the flip (issue 38's CIFAR
+recipe, goal >= 20x): on the PIL image in torchvision's, and sluice is given torchvision's own
+Compose, whose ColorJitter before ToTensor becomes sluice's with PIL's arithmetic (pil=True).
 Each round runs one epoch of each, in turn.
 Rates are samples/s of the wall clock of each epoch; medians over rounds. The chain's cost per
 sample is the preprocess stage's busy time per sample from each sluice run's own report
@@ -57,11 +60,8 @@ def make_images(records):
 
 
 class TorchvisionDataset(torch.utils.data.Dataset):
-    def __init__(self, images_nhwc, labels):
-        import torchvision.transforms as TV
-        self.images, self.labels = images_nhwc, labels
-        self.transform = TV.Compose([TV.RandomCrop(32, padding=4), TV.RandomHorizontalFlip(),
-                                     TV.ToTensor(), TV.Normalize(MEAN, STD)])
+    def __init__(self, images_nhwc, labels, transform):
+        self.images, self.labels, self.transform = images_nhwc, labels, transform
 
     def __len__(self):
         return len(self.labels)
@@ -94,13 +94,21 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--jitter", action="store_true",
+                   help="add ColorJitter(0.4, 0.4, 0.4) after the flip on both sides")
     args = p.parse_args()
+    import torchvision.transforms as TV
     images, labels = make_images(args.records)
-    chain = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.Normalize(MEAN, STD)]
+    jitter = [TV.ColorJitter(0.4, 0.4, 0.4)] if args.jitter else []
+    recipe = TV.Compose([TV.RandomCrop(32, padding=4), TV.RandomHorizontalFlip()] + jitter +
+                        [TV.ToTensor(), TV.Normalize(MEAN, STD)])
+    chain = recipe if args.jitter else [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(),
+                                        T.Normalize(MEAN, STD)]
     plain = [T.Normalize(MEAN, STD)]
     with tempfile.TemporaryDirectory() as d:
         sluice.write_dataset(d, "train", images, labels, layout="NCHW", num_classes=10)
-        dataset = TorchvisionDataset(np.ascontiguousarray(images.transpose(0, 2, 3, 1)), labels)
+        dataset = TorchvisionDataset(np.ascontiguousarray(images.transpose(0, 2, 3, 1)), labels,
+                                     recipe)
         # Each loader is built once and iterated epoch after epoch, as a training loop does;
         # the first epoch of each (pipelines and buffers, worker processes starting) is a
         # warm-up, not counted.

@@ -168,16 +168,18 @@ TEST(PipelineTransforms, AugmentationsGiveTheSameSamplesForAnyThreadsAndAfterARe
   ColourDataset data;
   const std::string chain =
       "Pad(1, padding_mode='edge'), RandomCrop(8, padding=1), RandomVerticalFlip(), "
-      "RandomGrayscale(p=0.5), RandomHorizontalFlip()";
-  auto one = RunSamples(data.dataset.get(), Options(chain));
+      "RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(p=0.5), "
+      "RandomChoice([RandomHorizontalFlip(), GaussianBlur(3)]), Normalize(0.5, 0.25), "
+      "RandomErasing(value=random)";
+  auto one = RunSamples(data.dataset.get(), Options(chain, H2DFormat::kF32));
   ASSERT_TRUE(one.ok()) << one.status();
-  PipelineOptions two = Options(chain);
+  PipelineOptions two = Options(chain, H2DFormat::kF32);
   two.resources.threads = 2;
   two.resources.preprocess_threads = 2;
   auto b = RunSamples(data.dataset.get(), two);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(*one, *b);
-  PipelineOptions resumed = Options(chain);
+  PipelineOptions resumed = Options(chain, H2DFormat::kF32);
   resumed.span.start_step = 3;
   auto r = RunSamples(data.dataset.get(), resumed);
   ASSERT_TRUE(r.ok()) << r.status();

@@ -11,6 +11,8 @@
 #include "gtest/gtest.h"
 #include "pipeline/transforms/internal/gaussian_blur_kernel.h"
 #include "pipeline/transforms/parse.h"
+#include "pipeline/transforms/transform_chain.h"
+#include "tests/pipeline/transforms/encoded_images.h"
 #include "tests/pipeline/transforms/transform_test_util.h"
 
 namespace sluice {
@@ -201,6 +203,44 @@ TEST(GaussianBlur, ApplyWithScratchEqualsApply) {
     op->ApplyWithScratch(spec, in.data(), out.data(), rng, scratch);
     EXPECT_EQ(out, ApplyOp<float>(*op, spec, in, i));
   }
+}
+
+// After DecodeImage sizes vary: each image is blurred at its own size with the chain's scratch
+// (sized from the bound), as Apply blurs it; one too small to reflect is refused.
+TEST(GaussianBlur, VaryingSizesAreBlurredEachAtItsOwnSize) {
+  auto op = OneOp("GaussianBlur((5, 3))");
+  const SampleKey key{5, 1, 9};
+  for (const auto& [w, h] : {std::pair{16u, 40u}, std::pair{60u, 9u}, std::pair{3u, 2u}}) {
+    const std::string text =
+        absl::StrCat("DecodeImage(), GaussianBlur((5, 3)), CenterCrop((", h, ", ", w, "))");
+    auto ops = ParseTransforms(text);
+    ASSERT_TRUE(ops.ok()) << ops.status();
+    auto chain = TransformChain::Create(std::move(*ops), EncodedSampleSpec(64, 64));
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    std::vector<char> scratch(chain->scratch_bytes() + 64);
+    char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    const std::string png = testing::EncodePng(w, h, 2, testing::TestPixels(w, h, 3));
+    std::vector<uint8_t> decoded(chain->spec(1).bytes());
+    auto spec = chain->DecodeRecord(png.data(), png.size(), decoded.data(), aligned);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    std::vector<uint8_t> want(spec->bytes()), out(chain->output_spec().bytes());
+    SampleRandom rng(key, 1);  // op 1's stream
+    op->Apply(*spec, decoded.data(), want.data(), rng);
+    ASSERT_TRUE(chain->ApplyRecord(png.data(), png.size(), out.data(), key, aligned).ok());
+    EXPECT_EQ(out, want) << w << "x" << h;
+  }
+  auto ops = ParseTransforms("DecodeImage(), GaussianBlur((5, 3)), CenterCrop(1)");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  auto chain = TransformChain::Create(std::move(*ops), EncodedSampleSpec(64, 64));
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  std::vector<char> scratch(chain->scratch_bytes() + 64);
+  char* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  const std::string flat = testing::EncodePng(40, 1, 2, testing::TestPixels(40, 1, 3));
+  std::vector<uint8_t> out(chain->output_spec().bytes());
+  const absl::Status s = chain->ApplyRecord(flat.data(), flat.size(), out.data(), key, aligned);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("GaussianBlur(kernel_size=[5, 3]"));
+  EXPECT_THAT(s.message(), HasSubstr("1x40 image is too small"));
 }
 
 }  // namespace
