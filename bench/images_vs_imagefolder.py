@@ -21,6 +21,11 @@ warm-up epoch each first, not counted: worker processes, pipelines and buffers s
 - sluice: sluice.Loader(shuffle=True, threads=--threads (default: all usable cores),
   transforms=[sluice.transforms.DecodeImage()] + the same Compose's transforms (the same
   torchvision objects; ToTensor is folded into Normalize, docs/python.md)), float32 batches.
+  Before ToTensor they ran on PIL images, so sluice runs them with PIL's arithmetic (PIL's
+  antialiased resampling in RandomResizedCrop, ImageEnhance in ColorJitter: the same pixels
+  as torchvision's). With --sluice-ops, sluice's own ops instead: RandomResizedCrop(224)
+  without antialiasing and ColorJitter's tensor arithmetic (torchvision's on a uint8 tensor),
+  other pixels for the same recipe.
 Both loops have an empty body. Each round runs one epoch of each, in turn; rates are samples/s
 of each epoch's wall clock, medians over rounds; it prints both and the ratio sluice /
 DataLoader (issue 23's goal: at least 3x).
@@ -28,10 +33,11 @@ DataLoader (issue 23's goal: at least 3x).
 Size: an epoch should last seconds, not milliseconds (a few thousand images): a
 tiny folder measures the per-epoch start and drain more than the steady rate; a run
 on 64 images only shows that the script works.
-Not the same work, stated so the ratio is read right: on PIL images torchvision's resize
-always antialiases (a downscale reads more source pixels), while sluice's RandomResizedCrop is
-torchvision's tensor path without antialias (docs/transforms.md, "The ops"). Both decode the
-whole image at full size with libjpeg-turbo (PIL's draft mode is not used by ImageFolder).
+Not the same work with --sluice-ops, stated so the ratio is read right: on PIL images
+torchvision's resize always antialiases (a downscale reads more source pixels), while sluice's
+own RandomResizedCrop is torchvision's tensor path without antialias (docs/transforms.md, "The
+ops"). ImageFolder decodes the whole image at full size with libjpeg-turbo (PIL's draft mode
+is not used by ImageFolder); sluice decodes only the crop's window of a JPEG.
 The DataLoader's workers are fork()ed (their first epoch) before the sluice Loader is built
 and run: a fork makes every page of this process copy-on-write, so sluice buffers touched
 before it would each fault again on their next write (bench/transforms_vs_dataloader.py).
@@ -71,11 +77,17 @@ def main():
     p.add_argument("--jitter", action="store_true",
                    help="add ColorJitter(0.4, 0.4, 0.4) after the flip on both sides (issue 38's "
                         "ImageNet recipe; goal >= 5x)")
+    p.add_argument("--sluice-ops", action="store_true",
+                   help="give sluice its own ops (tensor semantics: RandomResizedCrop without "
+                        "antialiasing, ColorJitter's tensor arithmetic) instead of the same "
+                        "torchvision objects (PIL semantics before ToTensor)")
     args = p.parse_args()
     TV = torchvision.transforms
     jitter = [TV.ColorJitter(0.4, 0.4, 0.4)] if args.jitter else []
     recipe = TV.Compose([TV.RandomResizedCrop(224), TV.RandomHorizontalFlip()] + jitter +
                         [TV.ToTensor(), TV.Normalize(MEAN, STD)])
+    own = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()] + (
+        [T.ColorJitter(0.4, 0.4, 0.4)] if args.jitter else []) + [T.Normalize(MEAN, STD)]
     with tempfile.TemporaryDirectory() as workdir:
         folder, paths, dataset = photo_folder.prepare(args, workdir)
         print("images: %s (%s); %d usable cores"
@@ -90,7 +102,8 @@ def main():
         # works ahead would do much of its next epoch then, outside its timed epoch (measured:
         # 15.8x with it, against the rates below without).
         loader = sluice.Loader(dataset, args.batch_size, shuffle=True, threads=args.threads,
-                               transforms=[T.DecodeImage()] + recipe.transforms,
+                               transforms=[T.DecodeImage()] + (own if args.sluice_ops
+                                                               else recipe.transforms),
                                work_ahead=False)
         epoch_rate(loader)  # warm-up epoch
         rows = []

@@ -28,6 +28,7 @@ PACKAGES=(
   # PyTorch side-by-side comparisons (bench/) and the safetensors interop test
   python3 python3-numpy python3-torch python3-torchvision
   python3-pil       # the decode oracle tests write and read images with PIL
+  plasma-workspace-wallpapers  # real photographs (94 MB): the augmentation oracle over a photo folder (python/tests/test_augment_photos.py, bench/real_photo_folder.py)
   # the Python package `sluice` (python/, docs/python.md)
   pybind11-dev python3-pybind11 python3-dev  # the extension module _sluice (pybind11 2.10, Python headers)
   libdlpack-dev                  # dlpack/dlpack.h: batches cross to PyTorch as DLPack tensors
