@@ -133,59 +133,72 @@ void Saturation(const SampleSpec& s, T* data, float factor) {
   }
 }
 
-// torch.remainder(a, 1.0) for float32: fmod, moved into [0, 1) when negative.
-inline float RemainderOne(float a) {
-  float mod = std::fmod(a, 1.0f);
-  if (mod != 0 && mod < 0) mod += 1.0f;
-  return mod;
-}
-
 inline float Clamp01(float v) { return std::min(std::max(v, 0.0f), 1.0f); }
 
-// torchvision's _rgb2hsv, the hue shift and _hsv2rgb for one pixel in [0, 1].
-inline void HueShift(float r, float g, float b, float hue, float out[3]) {
+// torchvision's _rgb2hsv, the hue shift and _hsv2rgb for one pixel in [0, 1], without branches
+// (so the loops below vectorize), each step the float32 operation torch makes:
+//   h / 6 + 1 lies in [5/6, 11/6), so fmod(., 1) is a subtraction of 1 at or above 1 (exact);
+//   h + hue lies in [-0.5, 1.5), so torch.remainder(., 1) adds or subtracts 1 the same way
+//   (fmod leaves a negative value as it is, then remainder adds 1, rounding as here);
+//   h * 6 is at least 0 (or -0), so its floor is its truncation; i % 6 only folds 6 to 0.
+inline void HueShift(float r, float g, float b, float hue, float& out_r, float& out_g,
+                     float& out_b) {
   const float maxc = std::max(std::max(r, g), b);
   const float minc = std::min(std::min(r, g), b);
   const bool eqc = maxc == minc;
   const float cr = maxc - minc;
-  const float s = cr / (eqc ? 1.0f : maxc);
-  const float divisor = eqc ? 1.0f : cr;
+  // torch divides by 1 where maxc == minc (the numerators are 0 there, so any divisor but 0
+  // gives the same 0). Written as arithmetic, not a select: a compiler would turn a select of
+  // divisors into a branch around the division (it may trap), and the loop would not vectorize.
+  const float equal = static_cast<float>(eqc);
+  const float s = cr / (maxc + equal * (1.0f - maxc));  // maxc + 0 where they differ: maxc
+  const float divisor = cr + equal;                     // cr is 0 where they are equal
   const float rc = (maxc - r) / divisor;
   const float gc = (maxc - g) / divisor;
   const float bc = (maxc - b) / divisor;
   // A mask times a value, as torch multiplies them: 0 * x is a zero of x's sign.
   const float hr = static_cast<float>(maxc == r) * (bc - gc);
-  const float hg = static_cast<float>(maxc == g && maxc != r) * ((2.0f + rc) - bc);
-  const float hb = static_cast<float>(maxc != g && maxc != r) * ((4.0f + gc) - rc);
+  const float hg = static_cast<float>((maxc == g) & (maxc != r)) * ((2.0f + rc) - bc);
+  const float hb = static_cast<float>((maxc != g) & (maxc != r)) * ((4.0f + gc) - rc);
   float h = (hr + hg) + hb;
-  h = std::fmod(h / 6.0f + 1.0f, 1.0f);
-  h = RemainderOne(h + hue);
+  // Both arms first, then a select: -ftrapping-math keeps a compiler from computing an arm
+  // that a branch skips, so a ternary over two operations would stay a branch.
+  h = h / 6.0f + 1.0f;
+  const float h_less = h - 1.0f;
+  h = h >= 1.0f ? h_less : h;
+  h = h + hue;
+  const float h_down = h - 1.0f;
+  const float h_up = h + 1.0f;
+  h = h >= 1.0f ? h_down : (h < 0.0f ? h_up : h);
   const float v = maxc;
-  const float i = std::floor(h * 6.0f);
-  const float f = h * 6.0f - i;
-  const int sector = static_cast<int>(i) % 6;
+  const float h6 = h * 6.0f;
+  const int truncated = static_cast<int>(h6);
+  const float f = h6 - static_cast<float>(truncated);
+  const int sector = truncated == 6 ? 0 : truncated;
   const float p = Clamp01(v * (1.0f - s));
   const float q = Clamp01(v * (1.0f - s * f));
   const float t = Clamp01(v * (1.0f - s * (1.0f - f)));
-  switch (sector) {
-    case 0:
-      out[0] = v, out[1] = t, out[2] = p;
-      break;
-    case 1:
-      out[0] = q, out[1] = v, out[2] = p;
-      break;
-    case 2:
-      out[0] = p, out[1] = v, out[2] = t;
-      break;
-    case 3:
-      out[0] = p, out[1] = q, out[2] = v;
-      break;
-    case 4:
-      out[0] = t, out[1] = p, out[2] = v;
-      break;
-    default:
-      out[0] = v, out[1] = p, out[2] = q;
-      break;
+  // (r, g, b) by sector: 0 (v, t, p), 1 (q, v, p), 2 (p, v, t), 3 (p, q, v), 4 (t, p, v),
+  // 5 (v, p, q).
+  out_r = (sector == 0) | (sector == 5) ? v : (sector == 1 ? q : (sector == 4 ? t : p));
+  out_g = sector == 0 ? t : ((sector == 1) | (sector == 2) ? v : (sector == 3 ? q : p));
+  out_b = (sector == 0) | (sector == 1) ? p : (sector == 2 ? t : (sector == 5 ? q : v));
+}
+
+SLUICE_CLONES void HueF32(float* __restrict r, float* __restrict g, float* __restrict b, size_t n,
+                          float hue) {
+  for (size_t i = 0; i < n; ++i) HueShift(r[i], g[i], b[i], hue, r[i], g[i], b[i]);
+}
+
+SLUICE_CLONES void HueU8(uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b,
+                         size_t n, float hue) {
+  for (size_t i = 0; i < n; ++i) {
+    float out_r, out_g, out_b;
+    HueShift(static_cast<float>(r[i]) / 255.0f, static_cast<float>(g[i]) / 255.0f,
+             static_cast<float>(b[i]) / 255.0f, hue, out_r, out_g, out_b);
+    r[i] = static_cast<uint8_t>(static_cast<int32_t>(out_r * 255.0f));
+    g[i] = static_cast<uint8_t>(static_cast<int32_t>(out_g * 255.0f));
+    b[i] = static_cast<uint8_t>(static_cast<int32_t>(out_b * 255.0f));
   }
 }
 
@@ -193,21 +206,10 @@ template <typename T>
 void Hue(const SampleSpec& s, T* data, float hue) {
   if (s.channels != 3) return;
   const size_t plane = s.plane_values();
-  T* r = data;
-  T* g = data + plane;
-  T* b = data + 2 * plane;
-  float rgb[3];
-  for (size_t i = 0; i < plane; ++i) {
-    if constexpr (sizeof(T) == 1) {
-      HueShift(static_cast<float>(r[i]) / 255.0f, static_cast<float>(g[i]) / 255.0f,
-               static_cast<float>(b[i]) / 255.0f, hue, rgb);
-      r[i] = static_cast<uint8_t>(rgb[0] * 255.0f);
-      g[i] = static_cast<uint8_t>(rgb[1] * 255.0f);
-      b[i] = static_cast<uint8_t>(rgb[2] * 255.0f);
-    } else {
-      HueShift(r[i], g[i], b[i], hue, rgb);
-      r[i] = rgb[0], g[i] = rgb[1], b[i] = rgb[2];
-    }
+  if constexpr (sizeof(T) == 1) {
+    HueU8(data, data + plane, data + 2 * plane, plane, hue);
+  } else {
+    HueF32(data, data + plane, data + 2 * plane, plane, hue);
   }
 }
 
