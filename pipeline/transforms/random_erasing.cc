@@ -124,10 +124,11 @@ absl::StatusOr<SampleSpec> RandomErasing::OutputSpec(const SampleSpec& in) const
   }
   if (value_.empty()) {
     if (in.dtype == ElementType::kU8) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("RandomErasing: value=random needs float samples: put it after Normalize "
-                       "(got ",
-                       SampleSpecString(in), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RandomErasing: value=random needs float samples: put it after Normalize (in Python, "
+          "after torchvision's ToTensor also does) "
+          "(got ",
+          SampleSpecString(in), ")"));
     }
     return in;
   }

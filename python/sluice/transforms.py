@@ -23,10 +23,10 @@ parameters and leaves the checks to the C++ parser. torchvision's objects are ma
 same table, so a new op needs no Python.
 """
 
-import inspect
-import math
+import inspect as _inspect
+import math as _math
 import numbers
-import re
+import re as _re
 
 from . import _sluice
 from ._args import _printable
@@ -39,7 +39,7 @@ __all__ = ["CenterCrop", "Compose", "DecodeImage", "Normalize", "RandomCrop",
 def _number(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError("%s: expected a number, got %r" % (name, value))
-    if not math.isfinite(value):
+    if not _math.isfinite(value):
         raise ValueError("%s: expected a finite number, got %r" % (name, value))
     return repr(int(value)) if isinstance(value, numbers.Integral) else repr(float(value))
 
@@ -77,10 +77,21 @@ def _numbers(name, value):
 
 
 class _Op:
-    """One op: its torchvision name and its arguments in the grammar's text."""
+    """One op: its torchvision name and its arguments in the grammar's text, checked by sluice's
+    parser when built (ValueError naming the argument and what it takes)."""
 
     def __init__(self, name, arguments):
         self._text = "%s(%s)" % (name, ", ".join(arguments))
+        if name == "DecodeImage":  # draft=True needs the op after it: its class checks the rest
+            return
+        try:
+            _sluice._parse_transforms(self._text)
+        except ValueError as e:
+            # The positions are in the text built here, which the user did not write.
+            message = _re.sub(r" \(character \d+\)", "", str(e))
+            message = _re.sub(r"^at character \d+ \('[^']*'\): ", "", message)
+            raise ValueError("%s: %s" % (name, message) if not message.startswith(name)
+                             else message) from None
 
     def __str__(self):
         return self._text
@@ -119,22 +130,22 @@ class CenterCrop(_Op):
         super().__init__("CenterCrop", [_ints("size", size)])
 
 
-def _bilinear(interpolation, antialias):
+def _bilinear(interpolation, antialias, op="Resize"):
     """Checks torchvision's interpolation and antialias arguments: sluice resizes bilinearly,
     without antialiasing as torchvision resizes a tensor (None, False), or as PIL resizes an
     8-bit image (True: what torchvision's Resize does to a PIL image), bilinear or, there only,
     bicubic. Returns the grammar's arguments for them."""
     if antialias is not True and antialias not in (None, False):
-        raise ValueError("antialias: expected True (PIL's resampling, as torchvision resizes a "
+        raise ValueError("%s antialias: expected True (PIL's resampling, as torchvision resizes a "
                          "PIL image), False or None (the tensor path, no antialiasing), got %s"
-                         % (_printable(antialias),))
+                         % (op, _printable(antialias)))
     mode = str(interpolation).lower().replace("interpolationmode.", "")
     if mode == "bicubic" and antialias is True:
         return ["interpolation=bicubic", "antialias=True"]
     if mode != "bilinear":
-        raise ValueError("interpolation: expected bilinear, or bicubic with antialias=True (PIL's "
-                         "bicubic resampling; the tensor path is bilinear only), got %s"
-                         % (_printable(interpolation),))
+        raise ValueError("%s interpolation: expected bilinear, or bicubic with antialias=True "
+                         "(PIL's bicubic resampling; the tensor path is bilinear only), got %s"
+                         % (op, _printable(interpolation)))
     return ["antialias=True"] if antialias is True else []
 
 
@@ -186,7 +197,7 @@ class RandomResizedCrop(_Op):
 
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation="bilinear", antialias=None):
-        flag = _bilinear(interpolation, antialias)
+        flag = _bilinear(interpolation, antialias, "RandomResizedCrop")
         checked = {}
         for name, value in (("scale", scale), ("ratio", ratio)):
             if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
@@ -324,7 +335,7 @@ def _class_params(cls):
     """The argument names an op class takes (its __init__'s, else the registry's)."""
     if hasattr(cls, "_params"):
         return cls._params
-    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+    return tuple(p for p in _inspect.signature(cls.__init__).parameters if p != "self")
 
 
 # torchvision's ops that turn a PIL image into a tensor: the ops before one (or all, in a list
@@ -359,7 +370,7 @@ def _moves_values(text):
             inner = inner[1:]
         return all(_moves_values(part) for part in _split_ops(inner))
     if name in _ZERO_FILLED:
-        filled = re.search(r"\b(fill|value)=([^,)]*)", text)
+        filled = _re.search(r"\b(fill|value)=([^,)]*)", text)
         return filled is None or filled.group(2).strip() in ("0", "0.0", "[0]", "[0.0]")
     return False
 
@@ -403,7 +414,7 @@ def _flatten(transforms):
     return out
 
 
-def _from_torchvision(op, on_pil=False):
+def _from_torchvision(op, on_pil=False, has_tensor=False):
     """sluice's op for a torchvision transform object of the same name, or None. The object's
     attributes of the same names as the op's arguments are its arguments. `on_pil`: the op ran
     on PIL images in the user's pipeline (before ToTensor or PILToTensor), where a resize is
@@ -416,7 +427,7 @@ def _from_torchvision(op, on_pil=False):
     if kind in _TO_TENSOR:  # ToTensor: x/255 to float32, the Loader's dtype=torch.float32 (the
         return Compose([])  # default); PILToTensor: uint8, the Loader's dtype=torch.uint8
     if kind in _NESTING:  # their ops ran where they stand: PIL images or tensors
-        inner = [_from_torchvision(t, on_pil) if _is_torchvision(t) else t
+        inner = [_from_torchvision(t, on_pil, has_tensor) if _is_torchvision(t) else t
                  for t in _flatten(list(op.transforms))]
         return globals()[kind](inner, getattr(op, "p", None))
     if kind not in _REGISTRY:
@@ -435,6 +446,10 @@ def _from_torchvision(op, on_pil=False):
         arguments[name] = value
     if kind in _PIL_ARITHMETIC and on_pil:
         arguments["pil"] = True
+    if on_pil and (kind == "RandomErasing" or (kind == "Normalize" and has_tensor)):
+        raise ValueError("transforms: torchvision's %s stands before ToTensor, where torchvision "
+                         "gives it a PIL image and fails (it takes tensors only); put it after "
+                         "ToTensor, as torchvision needs" % kind)
     if kind in _RESIZING:
         if on_pil:
             arguments["antialias"] = True
@@ -478,7 +493,7 @@ def chain_text(transforms):
     after_to_tensor = None  # where ToTensor's x/255 would go in `parts`
     for i, op in enumerate(ops):
         converted = op if isinstance(op, _Op) else _from_torchvision(
-            op, on_pil=to_tensor is None or i < to_tensor)
+            op, on_pil=to_tensor is None or i < to_tensor, has_tensor=to_tensor is not None)
         if converted is None:
             raise TypeError("transforms[%d]: expected a sluice.transforms op (or torchvision's "
                             "of the same name), got %r" % (i, op))

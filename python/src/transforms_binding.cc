@@ -127,6 +127,16 @@ py::list TransformDraws(const std::string& text, const std::vector<uint32_t>& sh
   return out;
 }
 
+// The identities of a chain's ops (Transform::Identity), or ValueError saying why it does not
+// parse: what sluice.transforms' classes check their own text with when built.
+py::list ParseChain(const std::string& text) {
+  py::list out;
+  for (const std::unique_ptr<Transform>& op : Unwrap(ParseTransforms(text))) {
+    out.append(py::str(op->Identity()));
+  }
+  return out;
+}
+
 // The registry (pipeline/transforms/registry.h): (name, (params...)) per op, sorted by name.
 py::list TransformRegistry() {
   py::list out;
@@ -150,9 +160,13 @@ void BindTransforms(py::module_& m) {
         py::arg("epoch") = 0, py::arg("index") = 0, py::arg("input_dtype") = "",
         "One CHW sample through a --transforms chain (tests only): returns the output array "
         "(bfloat16 as its uint16 bits).");
+  m.def("_parse_transforms", &ParseChain, py::arg("chain"),
+        "The identities of a --transforms chain's ops (each argument written out); ValueError "
+        "saying why the text does not parse.");
   m.def("_transform_draws", &TransformDraws, py::arg("chain"), py::arg("shape"),
         py::arg("dtype") = "uint8", py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0,
-        "What each op of a chain draws for one sample (tests only): a JSON object per op; "
+        "What each op of a chain draws for one sample, for checking sluice against "
+        "torchvision (docs/transforms.md, \"Random parameters\"): a JSON object per op; "
         "`shape` is (C, H, W) of the input, or of the decoded image for a chain that starts "
         "with DecodeImage.");
   m.def("_decode_transforms", &DecodeTransforms, py::arg("chain"), py::arg("data"),

@@ -187,3 +187,24 @@ def test_torchvisions_random_apply_and_choice_become_sluices_with_their_ops():
         T.RandomApply([TV.ColorJitter(0.4)])
     with pytest.raises(ValueError, match="a skipped RandomApply leaves the sample as it is"):
         apply("RandomApply([CenterCrop(4)])", x)
+
+
+def test_sluices_ops_check_their_arguments_when_built_in_the_users_words():
+    for build, name in ((lambda: T.ColorJitter(0.4, 0.4, 0.4, 0.7), "'hue'"),
+                        (lambda: T.GaussianBlur(4), "'kernel_size'"),
+                        (lambda: T.RandomErasing(scale=(0.5, 0.1)), "'scale'"),
+                        (lambda: T.RandomApply([T.ColorJitter(0.4)], p=1.5), "p")):
+        with pytest.raises(ValueError) as e:
+            build()
+        assert name in str(e.value) and "character" not in str(e.value), str(e.value)
+    assert not {"re", "math", "inspect"} & set(dir(T))
+
+
+def test_torchvisions_tensor_only_ops_before_to_tensor_are_refused_as_torchvision_fails():
+    with pytest.raises(ValueError, match="RandomErasing stands before ToTensor"):
+        T.chain_text([TV.RandomCrop(32, padding=4), TV.RandomErasing(), TV.ToTensor()])
+    with pytest.raises(ValueError, match="Normalize stands before ToTensor"):
+        T.chain_text([TV.Normalize((0.5,), (0.5,)), TV.ToTensor()])
+    assert T.chain_text([TV.ToTensor(), TV.Normalize((0.5,), (0.5,)), TV.RandomErasing()]) == (
+        "Normalize(mean=[0.5], std=[0.5]), RandomErasing(p=0.5, scale=[0.02, 0.33], "
+        "ratio=[0.3, 3.3], value=0, inplace=False)")

@@ -20,6 +20,9 @@ constexpr double kOtherCoresNoted = 0.2;
 constexpr double kShortSpanSeconds = 1.0;
 // A stage that built this share of its samples outside the span gets the work-ahead note.
 constexpr double kWorkAheadNotedPct = 5;
+// A Python step is noted for running a team of threads only when its CPU time is this share
+// of the run's wall clock or more.
+constexpr double kStepNotedShare = 0.05;
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 // A share of the span: device events and the host clock that bound the span can differ by a
@@ -497,9 +500,12 @@ void Predict(const ComputeStats& cs, double train_ns, BottleneckReport* rep) {
     if (c.cpu_ns > 0) rep->starved_pct.emplace_back(c.stage, model.StarvedPct(c.stage));
   }
   // A foreign step (the Python consumer) that ran a team of threads: its CPU time came from
-  // the process's, beyond its own thread's (AddForeignStepCpu).
+  // the process's, beyond its own thread's (AddForeignStepCpu). Only a step that takes a part
+  // of the run worth naming (5% of its wall clock): an empty loop's few microseconds make a
+  // ratio of noise (a new user's empty loop was said to run on 2.0 cores).
   const StageCost* step = model.Find(Stage::kCompute);
-  if (cs.foreign_step && !cs.on_device && step != nullptr && step->threads > 1 && cs.samples > 0) {
+  if (cs.foreign_step && !cs.on_device && step != nullptr && step->threads > 1 && cs.samples > 0 &&
+      step->cpu_ns * static_cast<double>(cs.samples) >= kStepNotedShare * train_ns) {
     rep->notes.push_back(absl::StrFormat(
         "your step ran on about %.1f cores: its thread's CPU time was %.0f us per sample and "
         "the process's time no stage accounts for %.0f us, which the model gives to the step "

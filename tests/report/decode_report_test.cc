@@ -193,6 +193,35 @@ TEST(DecodeReportTest, AForeignStepSlowedByThePipelineIsPricedToSpeedUpWithIt) {
   EXPECT_NEAR(image_side(AnalyzeRun(run, nullptr, 2)), 4300.0 / 3550.0, 0.01);
 }
 
+// A Python step whose process took more CPU time than its thread ran a team of threads, and the
+// report says so; an empty loop's few microseconds a sample are noise, not a team, and get no
+// such note (a new user's empty loop was said to run on 2.0 cores).
+TEST(DecodeReportTest, AForeignStepsTeamIsNotedOnlyWhenTheStepTakesAPartOfTheRun) {
+  auto noted = [](const BottleneckReport& rep) {
+    for (const std::string& n : rep.notes) {
+      if (n.find("your step ran on about") != std::string::npos) return true;
+    }
+    return false;
+  };
+  Synth s = SharedCoresRun();
+  s.compute_cpu_ns = 1400;  // the step's thread: one core's worth over its wall time
+  RunRecord run = MakeRun(s);
+  run.consumer = Consumer::kPython;
+  run.compute.foreign_step = true;
+  run.process_cores_busy = 2.0;  // the process kept both cores busy: the rest is the team's
+  const BottleneckReport team = AnalyzeRun(run, nullptr, 2);
+  EXPECT_TRUE(noted(team)) << team.sentence;
+  Synth empty = s;
+  empty.compute_ns = 2;  // an empty loop body
+  empty.compute_cpu_ns = 2;
+  RunRecord loop = MakeRun(empty);
+  loop.consumer = Consumer::kPython;
+  loop.compute.foreign_step = true;
+  loop.process_cores_busy = 2.0;
+  const BottleneckReport rep = AnalyzeRun(loop, nullptr, 2);
+  EXPECT_FALSE(noted(rep)) << rep.sentence;
+}
+
 // A decode's part paid per image whatever its size stays when the images are stored smaller:
 // the line through the run's (size, decode time) pairs tells it, where the sizes vary.
 TEST(DecodeReportTest, HalfSideKeepsTheDecodesPartPaidPerImage) {

@@ -1,5 +1,6 @@
 #include "pipeline/transforms/internal/pil_resample.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -83,7 +84,29 @@ inline uint8_t Clip8(int32_t in) {
 struct Scratch {
   Taps horizontal, vertical;
   std::vector<uint8_t> rows;  // the horizontal pass's output: channels x rows x out_w
+  std::vector<int32_t> sums;  // one output row's sums in the vertical pass
 };
+
+// The horizontal pass over one row of an interleaved image (pixel_stride == channels,
+// channel_stride == 1), every channel in one sweep of the taps: PIL's own order. Integer sums,
+// so the order of the additions cannot change a bit.
+template <int kChannels>
+void HorizontalInterleaved(const uint8_t* row, const Taps& th, uint32_t out_w, uint8_t* out,
+                           size_t out_channel) {
+  for (uint32_t xx = 0; xx < out_w; ++xx) {
+    const int xmin = th.bounds[size_t{xx} * 2];
+    const int xmax = th.bounds[size_t{xx} * 2 + 1];
+    const int32_t* k = &th.weights[size_t{xx} * th.ksize];
+    int32_t ss[kChannels];
+    for (int c = 0; c < kChannels; ++c) ss[c] = 1 << (kPrecisionBits - 1);
+    const uint8_t* p = row + static_cast<size_t>(xmin) * kChannels;
+    for (int x = 0; x < xmax; ++x) {
+      for (int c = 0; c < kChannels; ++c)
+        ss[c] += static_cast<int32_t>(p[x * kChannels + c]) * k[x];
+    }
+    for (int c = 0; c < kChannels; ++c) out[c * out_channel + xx] = Clip8(ss[c]);
+  }
+}
 
 }  // namespace
 
@@ -125,7 +148,21 @@ void PilResample(const U8ImageView& src, uint32_t out_h, uint32_t out_w, PilFilt
       out = s.rows.data();
       for (uint32_t yy = 0; yy < out_h; ++yy) tv.bounds[size_t{yy} * 2] -= first_row;
     }
-    for (uint32_t c = 0; c < src.channels; ++c) {
+    const bool interleaved = src.channel_stride == 1 && src.pixel_stride == src.channels &&
+                             (src.channels == 3 || src.channels == 1) && out != nullptr;
+    for (uint32_t c = 0; c < src.channels && interleaved; ++c) {  // once: every channel at once
+      for (int yy = 0; yy < rows; ++yy) {
+        const uint8_t* row = src.data + static_cast<size_t>(yy + first_row) * src.row_stride;
+        uint8_t* o = out + static_cast<size_t>(yy) * out_row;
+        if (src.channels == 3) {
+          HorizontalInterleaved<3>(row, th, out_w, o, out_channel);
+        } else {
+          HorizontalInterleaved<1>(row, th, out_w, o, out_channel);
+        }
+      }
+      c = src.channels;
+    }
+    for (uint32_t c = 0; c < src.channels && !interleaved; ++c) {
       for (int yy = 0; yy < rows; ++yy) {
         const uint8_t* row = src.data + static_cast<size_t>(yy + first_row) * src.row_stride +
                              c * src.channel_stride;
@@ -152,19 +189,33 @@ void PilResample(const U8ImageView& src, uint32_t out_h, uint32_t out_w, PilFilt
     vin_pixel = 1;
     vin_channel = out_channel;
   }
+  // Row by row: each tap's input row is added to the output row's sums, contiguous values the
+  // compiler vectorizes (integer sums: the same bits in any order).
+  s.sums.resize(out_w);
+  int32_t* sums = s.sums.data();
   for (uint32_t c = 0; c < src.channels; ++c) {
     const uint8_t* in = vin + c * vin_channel;
     for (uint32_t yy = 0; yy < out_h; ++yy) {
       const int ymin = tv.bounds[size_t{yy} * 2];
       const int ymax = tv.bounds[size_t{yy} * 2 + 1];
       const int32_t* k = &tv.weights[size_t{yy} * tv.ksize];
-      for (uint32_t xx = 0; xx < out_w; ++xx) {
-        int32_t ss = 1 << (kPrecisionBits - 1);
-        for (int y = 0; y < ymax; ++y) {
-          ss += static_cast<int32_t>(in[static_cast<size_t>(y + ymin) * vin_row + xx * vin_pixel]) *
-                k[y];
+      std::fill(sums, sums + out_w, 1 << (kPrecisionBits - 1));
+      for (int y = 0; y < ymax; ++y) {
+        const uint8_t* row = in + static_cast<size_t>(y + ymin) * vin_row;
+        const int32_t w = k[y];
+        if (vin_pixel == 1) {
+          for (uint32_t xx = 0; xx < out_w; ++xx) sums[xx] += static_cast<int32_t>(row[xx]) * w;
+        } else {
+          for (uint32_t xx = 0; xx < out_w; ++xx) {
+            sums[xx] += static_cast<int32_t>(row[xx * vin_pixel]) * w;
+          }
         }
-        put(c, yy, xx, Clip8(ss));
+      }
+      uint8_t* o = dst + c * plane + size_t{yy} * out_w;
+      if (mirror) {
+        for (uint32_t xx = 0; xx < out_w; ++xx) o[out_w - 1 - xx] = Clip8(sums[xx]);
+      } else {
+        for (uint32_t xx = 0; xx < out_w; ++xx) o[xx] = Clip8(sums[xx]);
       }
     }
   }
