@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,12 @@ class CeilingsTest : public ::testing::Test {
     options_.model.layers = {784, 16, 10};
     options_.backend.device.platform = device::Platform::kCpu;
     options_.cache_dir = dir_ + "/cache";
+  }
+  // Each test's shards and cache go with it (they were left in the temp dir, 48 of them here).
+  void TearDown() override {
+    dataset_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
 
   std::string dir_;
@@ -130,6 +137,9 @@ TEST(CeilingsDecodeTest, AWindowDecodingChainHasAWindowCeilingAndTheWholeDecodeA
       EXPECT_THAT(c->decode.note, ::testing::Not(HasSubstr("whole decode")));
     }
   }
+  ds->reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 // On the simulated device the H2D ceilings follow its link model and the compute ceiling is
