@@ -143,8 +143,10 @@ inline float Clamp01(float v) { return std::min(std::max(v, 0.0f), 1.0f); }
 //   h * 6 is at least 0 (or -0), so its floor is its truncation; i % 6 only folds 6 to 0.
 inline void HueShift(float r, float g, float b, float hue, float& out_r, float& out_g,
                      float& out_b) {
-  const float maxc = std::max(std::max(r, g), b);
-  const float minc = std::min(std::min(r, g), b);
+  const float max_rg = r < g ? g : r;  // values, not std::max's references: selects
+  const float maxc = max_rg < b ? b : max_rg;
+  const float min_rg = g < r ? g : r;
+  const float minc = b < min_rg ? b : min_rg;
   const bool eqc = maxc == minc;
   const float cr = maxc - minc;
   // torch divides by 1 where maxc == minc (the numerators are 0 there, so any divisor but 0
