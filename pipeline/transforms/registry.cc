@@ -8,6 +8,7 @@
 #include "pipeline/transforms/grayscale.h"
 #include "pipeline/transforms/normalize.h"
 #include "pipeline/transforms/pad.h"
+#include "pipeline/transforms/random_affine.h"
 #include "pipeline/transforms/random_apply.h"
 #include "pipeline/transforms/random_choice.h"
 #include "pipeline/transforms/random_crop.h"
@@ -15,6 +16,7 @@
 #include "pipeline/transforms/random_grayscale.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
 #include "pipeline/transforms/random_resized_crop.h"
+#include "pipeline/transforms/random_rotation.h"
 #include "pipeline/transforms/random_vertical_flip.h"
 #include "pipeline/transforms/resize.h"
 #include "pipeline/transforms/to_dtype.h"
@@ -36,6 +38,7 @@ const TransformInfo kTransforms[] = {
     Entry<Grayscale>(),
     Entry<Normalize>(),
     Entry<Pad>(),
+    Entry<RandomAffine>(),
     Entry<RandomApply>(),
     Entry<RandomChoice>(),
     Entry<RandomCrop>(),
@@ -43,6 +46,7 @@ const TransformInfo kTransforms[] = {
     Entry<RandomGrayscale>(),
     Entry<RandomHorizontalFlip>(),
     Entry<RandomResizedCrop>(),
+    Entry<RandomRotation>(),
     Entry<RandomVerticalFlip>(),
     Entry<Resize>(),
     Entry<ToDtype>(),

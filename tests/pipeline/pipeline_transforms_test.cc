@@ -169,7 +169,9 @@ TEST(PipelineTransforms, AugmentationsGiveTheSameSamplesForAnyThreadsAndAfterARe
   const std::string chain =
       "Pad(1, padding_mode='edge'), RandomCrop(8, padding=1), RandomVerticalFlip(), "
       "RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(p=0.5), "
-      "RandomChoice([RandomHorizontalFlip(), GaussianBlur(3)]), Normalize(0.5, 0.25), "
+      "RandomChoice([RandomHorizontalFlip(), GaussianBlur(3)]), RandomRotation(20), "
+      "RandomAffine(10, translate=(0.1, 0.1), shear=5, interpolation=bilinear), "
+      "Normalize(0.5, 0.25), "
       "RandomErasing(value=random)";
   auto one = RunSamples(data.dataset.get(), Options(chain, H2DFormat::kF32));
   ASSERT_TRUE(one.ok()) << one.status();
