@@ -8,15 +8,21 @@
 #include "pipeline/transforms/grayscale.h"
 #include "pipeline/transforms/normalize.h"
 #include "pipeline/transforms/pad.h"
+#include "pipeline/transforms/random_adjust_sharpness.h"
 #include "pipeline/transforms/random_affine.h"
 #include "pipeline/transforms/random_apply.h"
+#include "pipeline/transforms/random_autocontrast.h"
 #include "pipeline/transforms/random_choice.h"
 #include "pipeline/transforms/random_crop.h"
+#include "pipeline/transforms/random_equalize.h"
 #include "pipeline/transforms/random_erasing.h"
 #include "pipeline/transforms/random_grayscale.h"
 #include "pipeline/transforms/random_horizontal_flip.h"
+#include "pipeline/transforms/random_invert.h"
+#include "pipeline/transforms/random_posterize.h"
 #include "pipeline/transforms/random_resized_crop.h"
 #include "pipeline/transforms/random_rotation.h"
+#include "pipeline/transforms/random_solarize.h"
 #include "pipeline/transforms/random_vertical_flip.h"
 #include "pipeline/transforms/resize.h"
 #include "pipeline/transforms/to_dtype.h"
@@ -38,15 +44,21 @@ const TransformInfo kTransforms[] = {
     Entry<Grayscale>(),
     Entry<Normalize>(),
     Entry<Pad>(),
+    Entry<RandomAdjustSharpness>(),
     Entry<RandomAffine>(),
     Entry<RandomApply>(),
+    Entry<RandomAutocontrast>(),
     Entry<RandomChoice>(),
     Entry<RandomCrop>(),
+    Entry<RandomEqualize>(),
     Entry<RandomErasing>(),
     Entry<RandomGrayscale>(),
     Entry<RandomHorizontalFlip>(),
+    Entry<RandomInvert>(),
+    Entry<RandomPosterize>(),
     Entry<RandomResizedCrop>(),
     Entry<RandomRotation>(),
+    Entry<RandomSolarize>(),
     Entry<RandomVerticalFlip>(),
     Entry<Resize>(),
     Entry<ToDtype>(),

@@ -345,7 +345,8 @@ _TO_TENSOR = ("ToTensor", "PILToTensor")
 _RESIZING = ("Resize", "RandomResizedCrop")
 # torchvision's ops whose arithmetic differs between a PIL image and a tensor, and which sluice
 # runs either way (pil=True: PIL's).
-_PIL_ARITHMETIC = ("ColorJitter", "Grayscale", "RandomAffine", "RandomGrayscale", "RandomRotation")
+_PIL_ARITHMETIC = ("ColorJitter", "Grayscale", "RandomAdjustSharpness", "RandomAffine",
+                   "RandomAutocontrast", "RandomGrayscale", "RandomRotation")
 # torchvision's ops that run other ops (their `transforms`), which keep the position's semantics.
 _NESTING = ("RandomApply", "RandomChoice")
 # sluice's ops that only move values (or, Normalize, read u8 as ToTensor then Normalize): after

@@ -171,6 +171,8 @@ TEST(PipelineTransforms, AugmentationsGiveTheSameSamplesForAnyThreadsAndAfterARe
       "RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(p=0.5), "
       "RandomChoice([RandomHorizontalFlip(), GaussianBlur(3)]), RandomRotation(20), "
       "RandomAffine(10, translate=(0.1, 0.1), shear=5, interpolation=bilinear), "
+      "RandomChoice([RandomInvert(), RandomPosterize(4), RandomSolarize(128), "
+      "RandomAutocontrast(pil=True), RandomEqualize(), RandomAdjustSharpness(2)]), "
       "Normalize(0.5, 0.25), "
       "RandomErasing(value=random)";
   auto one = RunSamples(data.dataset.get(), Options(chain, H2DFormat::kF32));
