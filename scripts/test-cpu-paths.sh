@@ -6,14 +6,15 @@
 #     (Nehalem, Sandybridge, Haswell, Zen, SkylakeX, Cooperlake, by the CPU's flags).
 # Each configuration runs the tests that compare two runs bitwise (a world of one against the
 # same update path, sim against cpu, thread counts, resume, the vector converters and resize
-# against their portable loops), and sluice-train's own check: --exchange-always against
+# against their portable loops, ColorJitter's and PIL resampling's loops against torchvision and
+# PIL), and sluice-train's own check: --exchange-always against
 # --fused-sgd=false on the sim device, equal weights byte for byte.
 #   scripts/test-cpu-paths.sh [BUILD_DIR]   (default build; run after the build)
 # Exits non-zero when any configuration fails, naming it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-tests='BitwisePromises|CpuBatchSplit|CpuBackendTest|SimBackend\.|ResumeTest\.|Convert\.|F32ToBf16\.|ChannelsLastAndBf16|InterleavedResize|FusedChain|SameSamplesForOneAndTwoThreads|SameBatchesWhateverThreads'
+tests='BitwisePromises|CpuBatchSplit|CpuBackendTest|SimBackend\.|ResumeTest\.|Convert\.|F32ToBf16\.|ChannelsLastAndBf16|InterleavedResize|FusedChain|SameSamplesForOneAndTwoThreads|SameBatchesWhateverThreads|python_isa_oracles'
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 has() { [[ " $flags " == *" $1 "* ]]; }
 

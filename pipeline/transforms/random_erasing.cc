@@ -65,20 +65,23 @@ class Normals {
  public:
   explicit Normals(SampleRandom& rng) : rng_(rng) {}
   float Next() {
-    if (spare_) {
-      const float z = *spare_;
-      spare_.reset();
-      return z;
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
     }
     const double r = std::sqrt(-2.0 * std::log(1.0 - rng_.UniformDouble()));  // 1 - u in (0, 1]
     const double theta = 2.0 * std::numbers::pi * rng_.UniformDouble();
     spare_ = static_cast<float>(r * std::sin(theta));
+    has_spare_ = true;
     return static_cast<float>(r * std::cos(theta));
   }
 
  private:
   SampleRandom& rng_;
-  std::optional<float> spare_;
+  // A bool and a value, not std::optional: gcc's -O2 -fsanitize=thread build warned that the
+  // optional's value may be used uninitialized.
+  bool has_spare_ = false;
+  float spare_ = 0;
 };
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pipeline/transforms/internal/isa_dispatch.h"
 #include "pipeline/transforms/internal/luma.h"
 
 namespace sluice::transforms_internal {
@@ -42,22 +43,17 @@ constexpr float Bound() {
   return sizeof(T) == 1 ? 255.0f : 1.0f;
 }
 
-// The hot loops are built twice, for AVX2 and for any x86-64 (the loader picks one at run
-// time): the same IEEE operations in either (no FMA: AVX2 alone does not enable it), so the
-// same bits, 8 values an instruction instead of 4.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define SLUICE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SLUICE_CLONES
-#endif
-
-SLUICE_CLONES void BlendU8(uint8_t* __restrict data, size_t n, float factor, float other, float y) {
+SLUICE_AVX2_DISPATCH(void, BlendU8,
+                     (uint8_t* __restrict data, size_t n, float factor, float other, float y),
+                     (data, n, factor, other, y)) {
   for (size_t i = 0; i < n; ++i) {
     data[i] = Store<uint8_t>(Blend(factor, other, static_cast<float>(data[i]), y, 255.0f));
   }
 }
 
-SLUICE_CLONES void BlendF32(float* __restrict data, size_t n, float factor, float other, float y) {
+SLUICE_AVX2_DISPATCH(void, BlendF32,
+                     (float* __restrict data, size_t n, float factor, float other, float y),
+                     (data, n, factor, other, y)) {
   for (size_t i = 0; i < n; ++i) data[i] = Blend(factor, other, data[i], y, 1.0f);
 }
 
@@ -70,8 +66,10 @@ void BlendWithScalar(const SampleSpec& s, float* data, float factor, float y) {
 }
 
 // The sum of torch's truncated grey values of a u8 image.
-SLUICE_CLONES uint64_t GreySumU8(const uint8_t* __restrict r, const uint8_t* __restrict g,
-                                 const uint8_t* __restrict b, size_t n) {
+SLUICE_AVX2_DISPATCH(uint64_t, GreySumU8,
+                     (const uint8_t* __restrict r, const uint8_t* __restrict g,
+                      const uint8_t* __restrict b, size_t n),
+                     (r, g, b, n)) {
   uint64_t sum = 0;
   for (size_t i = 0; i < n; ++i) sum += static_cast<uint32_t>(TensorGrey(r, g, b, i));
   return sum;
@@ -102,8 +100,10 @@ void Contrast(const SampleSpec& s, T* data, float factor) {
   BlendWithScalar(s, data, factor, mean);
 }
 
-SLUICE_CLONES void SaturationU8(uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b,
-                                size_t n, float factor, float other) {
+SLUICE_AVX2_DISPATCH(void, SaturationU8,
+                     (uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b, size_t n,
+                      float factor, float other),
+                     (r, g, b, n, factor, other)) {
   for (size_t i = 0; i < n; ++i) {
     const float y = TensorGrey(r, g, b, i);
     r[i] = Store<uint8_t>(Blend(factor, other, static_cast<float>(r[i]), y, 255.0f));
@@ -112,8 +112,10 @@ SLUICE_CLONES void SaturationU8(uint8_t* __restrict r, uint8_t* __restrict g, ui
   }
 }
 
-SLUICE_CLONES void SaturationF32(float* __restrict r, float* __restrict g, float* __restrict b,
-                                 size_t n, float factor, float other) {
+SLUICE_AVX2_DISPATCH(void, SaturationF32,
+                     (float* __restrict r, float* __restrict g, float* __restrict b, size_t n,
+                      float factor, float other),
+                     (r, g, b, n, factor, other)) {
   for (size_t i = 0; i < n; ++i) {
     const float y = TensorGrey(r, g, b, i);
     r[i] = Blend(factor, other, r[i], y, 1.0f);
@@ -187,13 +189,17 @@ inline void HueShift(float r, float g, float b, float hue, float& out_r, float& 
   out_b = (sector == 0) | (sector == 1) ? p : (sector == 2 ? t : (sector == 5 ? q : v));
 }
 
-SLUICE_CLONES void HueF32(float* __restrict r, float* __restrict g, float* __restrict b, size_t n,
-                          float hue) {
+SLUICE_AVX2_DISPATCH(void, HueF32,
+                     (float* __restrict r, float* __restrict g, float* __restrict b, size_t n,
+                      float hue),
+                     (r, g, b, n, hue)) {
   for (size_t i = 0; i < n; ++i) HueShift(r[i], g[i], b[i], hue, r[i], g[i], b[i]);
 }
 
-SLUICE_CLONES void HueU8(uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b,
-                         size_t n, float hue) {
+SLUICE_AVX2_DISPATCH(void, HueU8,
+                     (uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b, size_t n,
+                      float hue),
+                     (r, g, b, n, hue)) {
   for (size_t i = 0; i < n; ++i) {
     float out_r, out_g, out_b;
     HueShift(static_cast<float>(r[i]) / 255.0f, static_cast<float>(g[i]) / 255.0f,
@@ -226,7 +232,8 @@ inline uint8_t PilMix(float in1, float in2, float alpha, bool clip) {
 
 inline bool PilClips(float alpha) { return !(alpha >= 0 && alpha <= 1.0f); }
 
-SLUICE_CLONES void PilBlendU8(uint8_t* __restrict data, size_t n, float alpha, float in1) {
+SLUICE_AVX2_DISPATCH(void, PilBlendU8, (uint8_t* __restrict data, size_t n, float alpha, float in1),
+                     (data, n, alpha, in1)) {
   if (PilClips(alpha)) {
     for (size_t i = 0; i < n; ++i) data[i] = PilMix(in1, data[i], alpha, true);
   } else {
@@ -245,15 +252,19 @@ void PilBlendWithScalar(const SampleSpec& s, uint8_t* data, float alpha, int deg
   PilBlendU8(data, n, alpha, static_cast<float>(degenerate));
 }
 
-SLUICE_CLONES uint64_t PilLumaSum(const uint8_t* __restrict r, const uint8_t* __restrict g,
-                                  const uint8_t* __restrict b, size_t n) {
+SLUICE_AVX2_DISPATCH(uint64_t, PilLumaSum,
+                     (const uint8_t* __restrict r, const uint8_t* __restrict g,
+                      const uint8_t* __restrict b, size_t n),
+                     (r, g, b, n)) {
   uint64_t sum = 0;
   for (size_t i = 0; i < n; ++i) sum += PilLuma(r[i], g[i], b[i]);
   return sum;
 }
 
-SLUICE_CLONES void PilSaturationU8(uint8_t* __restrict r, uint8_t* __restrict g,
-                                   uint8_t* __restrict b, size_t n, float alpha) {
+SLUICE_AVX2_DISPATCH(void, PilSaturationU8,
+                     (uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b, size_t n,
+                      float alpha),
+                     (r, g, b, n, alpha)) {
   const bool clip = PilClips(alpha);
   if (clip) {
     for (size_t i = 0; i < n; ++i) {

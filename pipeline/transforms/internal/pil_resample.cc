@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "pipeline/transforms/internal/isa_dispatch.h"
+
 namespace sluice::transforms_internal {
 namespace {
 
@@ -93,12 +95,6 @@ struct Scratch {
 // vector the compiler makes of the inner loop. Integer sums: the same bits as PIL's order.
 constexpr int kBlock = 16;
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define SLUICE_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SLUICE_CLONES
-#endif
-
 // Rows [y0, y0 + n) of channel c, transposed into t (width x kBlock bytes); rows n and on of
 // the block are zero.
 void TransposeBlock(const U8ImageView& src, uint32_t c, int y0, int n, uint8_t* t) {
@@ -115,9 +111,11 @@ void TransposeBlock(const U8ImageView& src, uint32_t c, int y0, int n, uint8_t* 
 }
 
 // One block's outputs: out[r * out_row + xx] for the block's first n rows.
-SLUICE_CLONES void HorizontalBlock(const uint8_t* __restrict t, const int* __restrict bounds,
-                                   const int32_t* __restrict weights, int ksize, uint32_t out_w,
-                                   int n, uint8_t* __restrict out, size_t out_row) {
+SLUICE_AVX2_DISPATCH(void, HorizontalBlock,
+                     (const uint8_t* __restrict t, const int* __restrict bounds,
+                      const int32_t* __restrict weights, int ksize, uint32_t out_w, int n,
+                      uint8_t* __restrict out, size_t out_row),
+                     (t, bounds, weights, ksize, out_w, n, out, out_row)) {
   for (uint32_t xx = 0; xx < out_w; ++xx) {
     const int xmin = bounds[size_t{xx} * 2];
     const int xmax = bounds[size_t{xx} * 2 + 1];

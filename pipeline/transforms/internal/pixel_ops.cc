@@ -14,14 +14,9 @@
 namespace sluice::transforms_internal {
 namespace {
 
-// The blur loops are built twice, for FMA (with AVX) and for any x86-64 (the loader picks one at
-// run time): the same IEEE operations in either (std::fma rounds once, inlined or glibc's), so
-// the same bits, several values an instruction.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define SLUICE_PIXEL_CLONES __attribute__((target_clones("fma", "default")))
-#else
+// The blur loops are built once, for any x86-64 (std::fma is glibc's, which uses the CPU's FMA
+// where it has one): target_clones' ifunc resolvers crashed the ThreadSanitizer build.
 #define SLUICE_PIXEL_CLONES
-#endif
 // The per-value helpers, inlined into each clone (and so built for its instructions).
 #define SLUICE_PIXEL_INLINE inline __attribute__((always_inline))
 
