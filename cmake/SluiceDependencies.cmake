@@ -12,6 +12,7 @@ pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas) # libopenblas-dev
 pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg) # libturbojpeg0-dev (DecodeImage)
 pkg_check_modules(LIBJPEG REQUIRED IMPORTED_TARGET libjpeg)        # libjpeg62-turbo-dev (jpeg_window.h)
 pkg_check_modules(SPNG REQUIRED IMPORTED_TARGET spng)         # libspng-dev (DecodeImage)
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)       # libcurl4-openssl-dev (storage/remote: object storage)
 if(SLUICE_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)               # libbenchmark-dev
 endif()

@@ -33,6 +33,9 @@ class RandomAccessFile {
   virtual absl::StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
   virtual uint64_t Size() const = 0;
   virtual const std::string& path() const = 0;
+  // A hint that [offset, offset + n) will be read soon: a remote file starts fetching it
+  // (storage/remote/remote_env.h); a local file ignores it. Thread safe.
+  virtual void WillRead(uint64_t offset, size_t n) const {}
 };
 
 class WritableFile {

@@ -155,6 +155,10 @@ struct PipelineResources {
   int decompress_threads = 0;      // concurrency of decompress; 0: threads
   int preprocess_threads = 0;      // concurrency of assemble+preprocess; 0: threads
   uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
+  // Frames of the epoch's order after the one being read that the reader hints
+  // (ShardReader::WillReadFrame): a remote dataset fetches that many ranges at once
+  // (docs/storage.md, "Concurrency"); local files ignore hints. 0: none.
+  uint32_t read_concurrency = 0;
   // Pinned batch buffers; 0: AutoPoolSize (kAutoPoolSamples samples, at most kAutoPoolBytes).
   // A thread hand-off costs 100-200 us on a VM, so small batches need many buffers in flight
   // to hide it (measured: batch 32 with 4 buffers left compute waiting 22% of the time, with

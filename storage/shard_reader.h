@@ -45,6 +45,12 @@ class ShardReader {
   // reuses its buffers pays neither an allocation nor resize()'s zero fill per frame.
   absl::Status ReadStoredFrame(uint32_t i, absl::Span<char> out) const;
 
+  // A hint that frame `i` will be read soon (RandomAccessFile::WillRead): a remote shard starts
+  // fetching it. No effect for a local file or an index out of range.
+  void WillReadFrame(uint32_t i) const {
+    if (i < frames_.size()) file_->WillRead(frames_[i].offset, frames_[i].stored_size);
+  }
+
   // Verifies `stored` against frame `i`'s checksum and decompresses it into `raw`, which must
   // hold exactly frames()[i].raw_size bytes; read raw through FrameView (storage/frame_view.h).
   // A version 2 frame's offset table is checked too (every record's sample within the frame

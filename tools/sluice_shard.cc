@@ -41,6 +41,7 @@
 #include "common/status_macros.h"
 #include "storage/dataset_files.h"
 #include "storage/image_structure.h"
+#include "storage/remote/remote_env.h"
 #include "storage/shard_format.h"
 #include "tools/sluice_shard_create.h"
 #include "tools/sluice_shard_flags.h"
@@ -258,7 +259,12 @@ int ReportUsageError(const absl::Status& error) {
 // `split_given`: --split was on the command line (export: a split asked for by name).
 absl::Status RunCommand(const std::string& command, const std::vector<std::string>& positional,
                         CreateOptions create_options, bool split_given) {
-  Env* env = Env::Default();
+  // Datasets may be URLs (docs/storage.md). inspect and verify read the store itself, never the
+  // local cache of an earlier run: verify checks what a run would fetch.
+  remote::RemoteOptions remote_options;
+  remote_options.cache_bytes = 0;
+  RETURN_IF_ERROR(remote::ConfigureRemote(remote_options));
+  Env* env = remote::UrlEnv();
   if (command == "create") {
     // Before any input is read: a file, a FIFO or a socket at --out fails now.
     RETURN_IF_ERROR(ProbeOutputDirectory(create_options.out, "out"));

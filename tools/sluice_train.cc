@@ -21,6 +21,7 @@
 #include "pipeline/resource_limits.h"
 #include "pipeline/transforms/transform_spec.h"
 #include "report/stages.h"
+#include "storage/remote/remote_env.h"
 #include "tools/sluice_train_flags.h"
 
 namespace {
@@ -52,7 +53,9 @@ ABSL_FLAG(std::string, test_data, "",
           "Evaluation split; default: the dataset's sibling 'test' "
           "split (or the t10k IDX files beside the train files)");
 ABSL_FLAG(bool, evaluate, true, "Evaluate on the test split after each epoch");
-ABSL_FLAG(std::string, cache_dir, "", "Where IDX input is sharded (default ~/.cache/sluice)");
+ABSL_FLAG(std::string, cache_dir, "",
+          "Where IDX input is sharded and remote datasets' frames are cached (default "
+          "~/.cache/sluice)");
 ABSL_FLAG(int64_t, epochs, 10, "Epochs to train");
 ABSL_FLAG(int64_t, batch_size, 32, "Samples per batch");
 ABSL_FLAG(double, lr, 0.01, "Learning rate");
@@ -129,6 +132,12 @@ ABSL_FLAG(
     "batches, over several epochs a quarter of an epoch's (at least 2 per preprocess "
     "thread), 4..256; at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
+ABSL_FLAG(int64_t, read_concurrency, sluice::remote::kDefaultReadConcurrency,
+          "Remote datasets (s3://, https://, http://): byte ranges fetched at once, 1 to 256 "
+          "(docs/storage.md)");
+ABSL_FLAG(std::string, cache_bytes, "16G",
+          "Remote datasets: the bound of the local cache of fetched frames under --cache-dir "
+          "(bytes, or with a K/M/G/T suffix; 0: no cache)");
 ABSL_FLAG(int64_t, device_ring_depth, sluice::kDefaultDeviceRingDepth,
           "Device batch slots uploads may fill ahead of compute (--device cuda/sim; 2..64)");
 ABSL_FLAG(std::string, on_corrupt, "fail", "fail | skip (skip corrupt frames, count them)");
@@ -396,6 +405,10 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
   ASSIGN_OR_RETURN(p.resources.read_ahead_frames,
                    Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
   p.resources.device_ring_depth = static_cast<uint32_t>(absl::GetFlag(FLAGS_device_ring_depth));
+  ASSIGN_OR_RETURN(const int64_t concurrency,
+                   InRange("read-concurrency", absl::GetFlag(FLAGS_read_concurrency), 1,
+                           remote::kMaxReadConcurrency));
+  p.resources.read_concurrency = static_cast<uint32_t>(concurrency);
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));
   if (!on_corrupt.ok()) return UsageError("on-corrupt", on_corrupt.status().message());
   p.on_corrupt = *on_corrupt;
@@ -491,6 +504,18 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
   return absl::OkStatus();
 }
 
+// --read-concurrency, --cache-dir, --cache-bytes: how remote datasets are read
+// (storage/remote/remote_env.h).
+absl::Status RemoteFromFlags(const TrainJobOptions& o) {
+  remote::RemoteOptions r;
+  r.read_concurrency = static_cast<int>(o.pipeline.resources.read_concurrency);
+  r.cache_dir = o.cache_dir;
+  absl::StatusOr<uint64_t> bytes = remote::ParseByteCount(absl::GetFlag(FLAGS_cache_bytes));
+  if (!bytes.ok()) return UsageError("cache-bytes", bytes.status().message());
+  r.cache_bytes = *bytes;
+  return remote::ConfigureRemote(r);
+}
+
 }  // namespace
 
 absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
@@ -501,6 +526,7 @@ absl::StatusOr<TrainJobOptions> OptionsFromFlags() {
   RETURN_IF_ERROR(PipelineFromFlags(o));
   RETURN_IF_ERROR(OutputsFromFlags(o));
   RETURN_IF_ERROR(DiagnosticsFromFlags(o));
+  RETURN_IF_ERROR(RemoteFromFlags(o));
   // The flags that define the run, recorded in checkpoints and the report.
   for (const auto* flag :
        {"lr", "optimizer", "momentum", "weight_decay", "layers", "batch_size", "epochs", "seed",

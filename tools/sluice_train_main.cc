@@ -48,6 +48,8 @@
 #include "report/decide/decide.h"
 #include "report/render/html.h"
 #include "report/stages.h"
+#include "storage/remote/http_client.h"
+#include "storage/remote/remote_env.h"
 #include "tools/sluice_train_flags.h"
 #include "tools/stdout_output.h"
 #include "tools/tool_flags.h"
@@ -485,12 +487,14 @@ absl::StatusOr<int> Run(TrainJobOptions options, const std::vector<std::string>&
                         dist::Communicator* world) {
   InstallStopHandlers();
   options.stop_requested = &g_stop_requested;
+  remote::HttpClient::SetStopFlag(&g_stop_requested);  // a stop ends requests in flight
   options.comm = world;
   // In a data-parallel run rank 0 speaks for the job; the others print only their errors.
   const bool rank_zero = world->rank() == 0;
   ProgressPrinter printer(absl::GetFlag(FLAGS_quiet) || !rank_zero);
   AddPrinters(options, printer, rank_zero);
-  Env* env = Env::Default();
+  // Datasets may be URLs (docs/storage.md); every other path is a local file.
+  Env* env = remote::UrlEnv();
   // Every output is checked before any work (the job checks its own again before training):
   // a run never trains and then cannot write, nor waits on a FIFO without a reader. Rank 0
   // alone writes the report and the trace, so it alone probes them (ranks probing one path at

@@ -274,6 +274,14 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   const FrameRef& fr = layout_.frames[g];
   uint64_t bytes = 0;
   if (stored_cache_.empty()) {
+    // Remote shards start fetching the next frames while this one is read.
+    const std::vector<uint32_t>& order = reading_->plan.read_frames;
+    const size_t hint_end = std::min<size_t>(
+        order.size(), static_cast<size_t>(m.slot) + 1 + opt_.resources.read_concurrency);
+    for (size_t s = m.slot + 1; s < hint_end; ++s) {
+      const FrameRef& next = layout_.frames[order[s]];
+      readers_[next.shard]->WillReadFrame(next.frame);
+    }
     m.stored = std::make_shared<StoredFrame>();
     m.stored->bytes = stored_buffers_->Take();
     m.stored->size = readers_[fr.shard]->frames()[fr.frame].stored_size;

@@ -1,0 +1,231 @@
+#include "storage/remote/frame_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "xxhash.h"
+
+namespace sluice::remote {
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'L', 'C', 'A', 'C', 'H', 'E', '1'};
+constexpr size_t kHeaderBytes = 32;
+constexpr size_t kMaxKeyBytes = 8192;
+
+bool MakeDirs(const std::string& dir) {
+  if (dir.empty()) return true;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 && !MakeDirs(dir.substr(0, slash))) return false;
+  return ::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST;
+}
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+FrameCache::FrameCache(std::string dir, uint64_t max_bytes)
+    : root_(absl::StrCat(dir, "/remote/v1")), max_bytes_(max_bytes) {
+  Evict();  // counts what earlier runs left (and trims it to a smaller bound)
+}
+
+std::string FrameCache::Key(absl::string_view path, absl::string_view etag, uint64_t offset,
+                            uint64_t length) {
+  return absl::StrCat(path, "\n", etag, "\n", offset, "\n", length, "\n");
+}
+
+std::string FrameCache::EntryPath(const std::string& key) const {
+  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  const std::string hex = absl::StrFormat("%016x%016x", h.high64, h.low64);
+  return absl::StrCat(root_, "/", hex.substr(0, 2), "/", hex, ".slc");
+}
+
+bool FrameCache::Contains(const std::string& key) const {
+  struct stat st;
+  return ::stat(EntryPath(key).c_str(), &st) == 0;
+}
+
+bool FrameCache::Lookup(const std::string& key, uint64_t length, char* dest) {
+  const std::string path = EntryPath(key);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.misses;
+    return false;
+  }
+  bool ok = false;
+  char header[kHeaderBytes];
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && ReadAll(fd, header, kHeaderBytes) &&
+      std::memcmp(header, kMagic, 8) == 0) {
+    const uint32_t key_bytes = DecodeFixed32(header + 8);
+    const uint64_t payload_bytes = DecodeFixed64(header + 16);
+    const uint64_t sum = DecodeFixed64(header + 24);
+    if (key_bytes == key.size() && payload_bytes == length &&
+        static_cast<uint64_t>(st.st_size) == kHeaderBytes + key_bytes + payload_bytes) {
+      std::string stored_key(key_bytes, '\0');
+      ok = ReadAll(fd, stored_key.data(), key_bytes) && stored_key == key &&
+           ReadAll(fd, dest, length) && XXH3_64bits(dest, length) == sum;
+    }
+  }
+  ::close(fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ok) {
+    ++stats_.bad_entries;
+    ++stats_.misses;
+    ::unlink(path.c_str());
+    return false;
+  }
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // now: recently used
+  ++stats_.hits;
+  stats_.hit_bytes += length;
+  return true;
+}
+
+void FrameCache::TurnWritesOff(const std::string& why) {
+  if (writes_off_.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.writes_off = true;
+  stats_.writes_off_why = why;
+  std::fprintf(stderr, "sluice: the remote read cache stops writing for this run: %s\n",
+               why.c_str());
+}
+
+void FrameCache::Insert(const std::string& key, absl::string_view payload) {
+  if (writes_off_.load(std::memory_order_relaxed) || key.size() > kMaxKeyBytes) return;
+  const std::string path = EntryPath(key);
+  const std::string dir = path.substr(0, path.find_last_of('/'));
+  if (!MakeDirs(dir)) {
+    TurnWritesOff(absl::StrCat(dir, ": cannot be created: ", std::strerror(errno)));
+    return;
+  }
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", tmp_counter_.fetch_add(1));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    TurnWritesOff(absl::StrCat(tmp, ": cannot be created: ", std::strerror(errno)));
+    return;
+  }
+  char header[kHeaderBytes] = {};
+  std::memcpy(header, kMagic, 8);
+  EncodeFixed32(header + 8, static_cast<uint32_t>(key.size()));
+  EncodeFixed64(header + 16, payload.size());
+  EncodeFixed64(header + 24, XXH3_64bits(payload.data(), payload.size()));
+  const bool written = WriteAll(fd, header, kHeaderBytes) && WriteAll(fd, key.data(), key.size()) &&
+                       WriteAll(fd, payload.data(), payload.size());
+  const int write_errno = errno;
+  if (::close(fd) != 0 || !written) {
+    ::unlink(tmp.c_str());
+    TurnWritesOff(absl::StrCat(tmp, ": write failed: ", std::strerror(write_errno),
+                               " (reads go on from the store and from the entries already "
+                               "cached)"));
+    return;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    TurnWritesOff(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
+    return;
+  }
+  const uint64_t bytes = kHeaderBytes + key.size() + payload.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.inserted;
+  }
+  if (counted_bytes_.fetch_add(bytes) + bytes > max_bytes_) Evict();
+}
+
+void FrameCache::Evict() {
+  std::lock_guard<std::mutex> lock(mu_);
+  struct Entry {
+    int64_t mtime_ns;
+    uint64_t bytes;
+    std::string path;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  if (DIR* top = ::opendir(root_.c_str())) {
+    while (dirent* d = ::readdir(top)) {
+      if (d->d_name[0] == '.') continue;
+      const std::string sub = absl::StrCat(root_, "/", d->d_name);
+      DIR* inner = ::opendir(sub.c_str());
+      if (inner == nullptr) continue;
+      while (dirent* e = ::readdir(inner)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string p = absl::StrCat(sub, "/", e->d_name);
+        struct stat st;
+        if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        entries.push_back(
+            {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+             static_cast<uint64_t>(st.st_size), p});
+        total += static_cast<uint64_t>(st.st_size);
+      }
+      ::closedir(inner);
+    }
+    ::closedir(top);
+  }
+  if (total > max_bytes_) {
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
+    const uint64_t target = max_bytes_ / 10 * 9;
+    for (const Entry& e : entries) {
+      if (total <= target) break;
+      if (::unlink(e.path.c_str()) == 0 || errno == ENOENT) {
+        total -= e.bytes;
+        ++stats_.evicted;
+      }
+    }
+  }
+  counted_bytes_.store(total);
+}
+
+CacheStats FrameCache::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void FrameCache::ResetStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool off = stats_.writes_off;
+  const std::string why = stats_.writes_off_why;
+  stats_ = CacheStats();
+  stats_.writes_off = off;
+  stats_.writes_off_why = why;
+}
+
+}  // namespace sluice::remote
