@@ -18,6 +18,7 @@ PACKAGES=(
   libturbojpeg0-dev libspng-dev  # DecodeImage: JPEG (libjpeg-turbo's TurboJPEG) and PNG
   libjpeg62-turbo-dev  # JPEG window decoding: libjpeg-turbo's libjpeg API (jpeg_window.h)
   nlohmann-json3-dev  # manifest, report and trace JSON
+  libcurl4-openssl-dev  # remote datasets: S3 and HTTP(S) range reads (storage/remote, docs/storage.md)
   openmpi-bin libopenmpi-dev  # data-parallel runs: mpirun, MPI collectives (engine/dist)
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -33,6 +34,11 @@ PACKAGES=(
   pybind11-dev python3-pybind11 python3-dev  # the extension module _sluice (pybind11 2.10, Python headers)
   libdlpack-dev                  # dlpack/dlpack.h: batches cross to PyTorch as DLPack tensors
   python3-pytest                 # python/tests, run by ctest (README's test command)
+  # object storage in the tests, started on 127.0.0.1 only (python/tests/object_servers.py):
+  # nginx over HTTPS and HTTP, OpenStack Swift with its s3api middleware (memcached for its
+  # tempauth), and the clients a user uploads with
+  nginx-light memcached swift-proxy swift-object swift-container swift-account awscli s3cmd
+  openssl                        # the tests' self-signed certificate
   chromium                       # renders --report-html headless (tests/tools/report_html_browser_test.py)
   python3-pip python3-setuptools python3-wheel  # `pip install .` offline (setup.py drives CMake)
 )

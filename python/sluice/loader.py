@@ -78,7 +78,8 @@ class Loader:
                  device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
                  max_corrupt_fraction=0.01, split=None, transforms=None, work_ahead=True,
-                 memory_format=torch.contiguous_format, **other_arguments):
+                 memory_format=torch.contiguous_format, read_concurrency=16, cache_dir=None,
+                 cache_bytes=16 << 30, **other_arguments):
         _refuse_other_arguments(other_arguments, Loader.__init__)
         self._arguments = {k: v for k, v in locals().items()
                            if k not in ("self", "other_arguments")}  # check_advice
@@ -109,6 +110,11 @@ class Loader:
                                   meaning=" (None: automatic)")
         device_ring_depth = _resource_arg("device_ring_depth", device_ring_depth)
         read_ahead_frames = _resource_arg("read_ahead_frames", read_ahead_frames)
+        read_concurrency = _int_arg("read_concurrency", read_concurrency, 1, 256)
+        cache_bytes = _int_arg("cache_bytes", cache_bytes, 0, 2**63 - 1,
+                               meaning=" (0: no cache)")
+        cache_dir = "" if cache_dir is None else _native_path("cache_dir",
+                                                              _path_arg("cache_dir", cache_dir))
         rank = _int_arg("rank", rank, 0, 2**32 - 2, none_ok=True, meaning=" (below world_size)")
         world_size = _int_arg("world_size", world_size, 1, 2**32 - 1, none_ok=True)
         if isinstance(max_corrupt_fraction, bool) or not isinstance(max_corrupt_fraction,
@@ -158,7 +164,7 @@ class Loader:
             world_size, on_corrupt, pool_size or 0, device_ring_depth, bool(device_zero_copy),
             decompress_threads or 0, preprocess_threads or 0, int(read_ahead_frames),
             _text_arg("transforms", transforms_text), bool(work_ahead),
-            _MEMORY_FORMATS[memory_format])
+            _MEMORY_FORMATS[memory_format], read_concurrency, cache_dir, cache_bytes)
         self._order = {"batch_size": batch_size, "seed": int(seed), "shuffle": bool(shuffle),
                        "window": int(shuffle_window_frames), "drop_last": bool(drop_last),
                        "transforms": self._core.transforms_identity()}

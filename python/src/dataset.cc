@@ -15,6 +15,7 @@
 #include "pybind11/numpy.h"
 #include "python/src/errors.h"
 #include "storage/frame_view.h"
+#include "storage/remote/remote_env.h"
 #include "storage/shard_reader.h"
 
 namespace py = pybind11;
@@ -58,7 +59,7 @@ absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
         name.substr(0, name.size() - std::strlen(kManifestSuffix)), "\", not \"", *split,
         "\"; pass the dataset directory with split=, or that split's manifest"));
   }
-  absl::StatusOr<std::vector<std::string>> children = Env::Default()->GetChildren(path);
+  absl::StatusOr<std::vector<std::string>> children = remote::UrlEnv()->GetChildren(path);
   if (!children.ok()) {
     return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory or a *",
                                             kManifestSuffix, " file (", children.status().message(),
@@ -71,7 +72,7 @@ absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
       splits.push_back(child.substr(0, child.size() - std::strlen(kManifestSuffix)));
     }
   }
-  if (splits.empty()) return NoManifestError(Env::Default(), path, *children);
+  if (splits.empty()) return NoManifestError(remote::UrlEnv(), path, *children);
   std::sort(splits.begin(), splits.end());
   return absl::InvalidArgumentError(absl::StrCat("split: ", path, " has no split \"", *split,
                                                  "\"; its splits: ", absl::StrJoin(splits, ", ")));
@@ -134,7 +135,7 @@ PyDataset::PyDataset(const py::object& path, const py::object& split) {
   absl::StatusOr<std::unique_ptr<Dataset>> ds;
   {
     py::gil_scoped_release nogil;
-    ds = Dataset::Open(Env::Default(), manifest, "train", ShardFiles::kOneAtATime);
+    ds = Dataset::Open(remote::UrlEnv(), manifest, "train", ShardFiles::kOneAtATime);
   }
   ds_ = Unwrap(std::move(ds));
 }

@@ -23,6 +23,7 @@
 #include "python/src/fork_guard.h"
 #include "report/render/html.h"
 #include "storage/dataset_files.h"
+#include "storage/remote/remote_env.h"
 #ifdef SLUICE_DEVICE_CUDA
 #include "device/cuda/cuda_device.h"
 #endif
@@ -51,7 +52,17 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
   std::unique_ptr<Dataset> ds;
   {
     py::gil_scoped_release nogil;
-    absl::StatusOr<std::unique_ptr<Dataset>> opened = Dataset::Open(Env::Default(), c.path);
+    // Remote datasets (docs/storage.md): the process's remote reads take this Loader's
+    // concurrency and cache.
+    remote::RemoteOptions remote_options;
+    remote_options.read_concurrency = static_cast<int>(c.read_concurrency);
+    remote_options.cache_dir = c.cache_dir;
+    remote_options.cache_bytes = c.cache_bytes;
+    if (absl::Status s = remote::ConfigureRemote(remote_options); !s.ok()) {
+      py::gil_scoped_acquire gil;
+      RaiseStatus(absl::InvalidArgumentError(absl::StrCat("read_concurrency: ", s.message())));
+    }
+    absl::StatusOr<std::unique_ptr<Dataset>> opened = Dataset::Open(remote::UrlEnv(), c.path);
     if (!opened.ok()) {
       py::gil_scoped_acquire gil;
       RaiseStatus(opened.status());
@@ -155,6 +166,7 @@ PipelineOptions LoaderCore::Options(uint64_t epoch, uint64_t step) const {
   o.resources.decompress_threads = config_.decompress_threads;
   o.resources.preprocess_threads = config_.preprocess_threads;
   o.resources.read_ahead_frames = config_.read_ahead_frames;
+  o.resources.read_concurrency = config_.read_concurrency;
   o.resources.pool_size = config_.pool_size;
   o.resources.device_ring_depth = config_.device_ring_depth;
   o.resources.pool_cache = pool_cache_;

@@ -42,6 +42,11 @@ struct LoaderConfig {
   int decompress_threads = 0;  // 0: threads
   int preprocess_threads = 0;  // 0: threads
   uint32_t read_ahead_frames = 4;
+  // Remote datasets (docs/storage.md): ranges fetched at once, and the local cache of fetched
+  // frames (cache_dir "": the default cache directory; cache_bytes 0: no cache).
+  uint32_t read_concurrency = 16;
+  std::string cache_dir;
+  uint64_t cache_bytes = uint64_t{16} << 30;
   uint32_t pool_size = 0;
   uint32_t device_ring_depth = kDefaultDeviceRingDepth;
   bool device_zero_copy = true;  // device batches: zero copy (false: the caller copies each)

@@ -93,7 +93,8 @@ void BindLoader(py::module_& m) {
              uint32_t rank, uint32_t world_size, const std::string& on_corrupt, int64_t pool_size,
              int64_t device_ring_depth, bool device_zero_copy, int64_t decompress_threads,
              int64_t preprocess_threads, int64_t read_ahead_frames, const std::string& transforms,
-             bool work_ahead, const std::string& memory_format) {
+             bool work_ahead, const std::string& memory_format, int64_t read_concurrency,
+             const std::string& cache_dir, uint64_t cache_bytes) {
             // sluice-train's bounds, before the values are narrowed (pipeline/resource_limits.h).
             Check(CheckResourceSettings(
                 ResourceSettings{threads, decompress_threads, preprocess_threads, pool_size,
@@ -128,6 +129,9 @@ void BindLoader(py::module_& m) {
             c.preprocess_threads = static_cast<int>(preprocess_threads);
             c.read_ahead_frames = static_cast<uint32_t>(read_ahead_frames);
             c.work_ahead = work_ahead;
+            c.read_concurrency = static_cast<uint32_t>(read_concurrency);
+            c.cache_dir = cache_dir;
+            c.cache_bytes = cache_bytes;
             // Parsed here, once (pipeline/transforms/transform_spec.h); the fit to the samples
             // is checked when the dataset is open.
             absl::StatusOr<TransformSpec> chain = TransformSpec::Parse(transforms);
