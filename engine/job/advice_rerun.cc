@@ -76,6 +76,7 @@ std::string AdviceChecksText(const std::vector<AdviceCheck>& checks, Consumer co
 std::string LoaderRerunNote(AdviceSetting setting) {
   switch (setting) {
     case AdviceSetting::kReadAhead:
+    case AdviceSetting::kReadConcurrency:
     case AdviceSetting::kDecompressThreads:
     case AdviceSetting::kPreprocessThreads:
     case AdviceSetting::kPoolSize:

@@ -25,6 +25,7 @@
 #include "engine/job/run_limits.h"
 #include "pipeline/batch_format.h"
 #include "report/stages.h"
+#include "storage/remote/remote_env.h"
 
 namespace sluice {
 namespace {
@@ -99,10 +100,12 @@ RunRecord RecordRun(const PipelineBatchSource& source, MeasuredBackend& backend)
   RunRecord r = RunRecordFromStats(
       source.pipeline() != nullptr ? source.pipeline()->Stats() : PipelineStats{}, backend.stats());
   r.memory = backend.memory();
+  r.network = CollectNetworkRead();    // remote datasets only
   if (source.pipeline() != nullptr) {  // the settings the report's advice starts from
     const PipelineOptions& o = source.pipeline()->options();
     r.h2d_format = o.format.h2d_format;
     r.read_ahead_frames = o.resources.read_ahead_frames;
+    r.read_concurrency = o.resources.read_concurrency;
     r.batch_size = o.order.batch_size;
   }
   return r;
@@ -479,6 +482,7 @@ absl::StatusOr<TrainJobResult> TrainJob::Run() {
   }
   // Other processes' use of the cores while this trains (the resource model counts the rest).
   const CpuLoadSnapshot load_before = TakeCpuLoadSnapshot();
+  remote::ResetRemoteStats();  // the report's network figures: from here (storage/remote)
   ASSIGN_OR_RETURN(result_.train, trainer.Run());
   const CpuLoadSnapshot load_after = TakeCpuLoadSnapshot();
   const std::optional<double> other_cores_busy = OtherCoresBusy(load_before, load_after);

@@ -55,13 +55,9 @@ std::shared_ptr<LoaderCore> LoaderCore::Create(const LoaderConfig& c) {
     // Remote datasets (docs/storage.md): the process's remote reads take this Loader's
     // concurrency and cache.
     remote::RemoteOptions remote_options;
-    remote_options.read_concurrency = static_cast<int>(c.read_concurrency);
     remote_options.cache_dir = c.cache_dir;
     remote_options.cache_bytes = c.cache_bytes;
-    if (absl::Status s = remote::ConfigureRemote(remote_options); !s.ok()) {
-      py::gil_scoped_acquire gil;
-      RaiseStatus(absl::InvalidArgumentError(absl::StrCat("read_concurrency: ", s.message())));
-    }
+    remote::ConfigureRemote(remote_options);
     absl::StatusOr<std::unique_ptr<Dataset>> opened = Dataset::Open(remote::UrlEnv(), c.path);
     if (!opened.ok()) {
       py::gil_scoped_acquire gil;
@@ -483,6 +479,8 @@ RunRecord Pass::Record() const {
   r.consumer = sluice::Consumer::kPython;
   r.h2d_format = core_->config().format.h2d_format;
   r.read_ahead_frames = core_->config().read_ahead_frames;
+  r.read_concurrency = core_->config().read_concurrency;
+  r.network = CollectNetworkRead();  // remote datasets only
   r.batch_size = core_->config().order.batch_size;
   r.rank = static_cast<int>(core_->config().slice.rank);
   r.world_size = static_cast<int>(core_->config().slice.world_size);

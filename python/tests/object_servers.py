@@ -417,6 +417,7 @@ _STORAGE_CONF = """\
 bind_ip = 127.0.0.1
 bind_port = {port}
 workers = 0
+bind_timeout = 3
 user = {user}
 swift_dir = {etc}
 devices = {devices}
@@ -441,6 +442,7 @@ _PROXY_CONF = """\
 bind_ip = 127.0.0.1
 bind_port = {port}
 workers = 0
+bind_timeout = 3
 user = {user}
 swift_dir = {etc}
 log_level = {log_level}
@@ -576,13 +578,38 @@ class SwiftS3Server:
         return self._spawn(kind, [SYSTEM_PYTHON, self._wrapper, program, conf, "-v"])
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self, timeout=60.0):
+    def start(self, timeout=60.0, attempts=3):
+        """Start memcached, build the rings, start the four Swift servers; wait until each
+        answers (memcached: 'version'; Swift: GET /healthcheck).  A port taken between
+        choosing and binding it makes it start again on fresh ports (attempts in all)."""
         t0 = time.monotonic()
+        deadline = t0 + timeout
+        for attempt in range(attempts):
+            try:
+                self._start_once(deadline)
+                self.startup_s = time.monotonic() - t0
+                return
+            except ServerStartError:
+                logs = self.logs()
+                self.close()
+                bind_failed = any(m in logs for m in (
+                    "Could not bind", "Address already in use", "failed to listen"))
+                if not bind_failed or attempt == attempts - 1 or time.monotonic() > deadline:
+                    raise
+                names = list(self.ports)
+                self.ports = dict(zip(names, free_ports(len(names))))
+                self.endpoint = "http://%s:%d" % (LOOPBACK, self.ports["proxy"])
+                os.makedirs(os.path.join(self.log_dir, "failed-%d" % attempt))
+                for n in os.listdir(self.log_dir):
+                    if n.endswith(".log"):
+                        os.rename(os.path.join(self.log_dir, n),
+                                  os.path.join(self.log_dir, "failed-%d" % attempt, n))
+
+    def _start_once(self, deadline):
         self._write_confs()
         self._wrapper = os.path.join(self.etc, "run_swift_server.py")
         with open(self._wrapper, "w") as f:
             f.write(_SWIFT_WRAPPER)
-        deadline = t0 + timeout
         memcached = self._spawn("memcached", [
             MEMCACHED, "-l", LOOPBACK, "-p", str(self.ports["memcached"]), "-U", "0",
             "-m", "32", "-c", "256", "-t", "2"] + (["-u", "root"] if os.geteuid() == 0 else []))
@@ -595,7 +622,7 @@ class SwiftS3Server:
         storage = [self._swift("account", SWIFT_ACCOUNT),
                    self._swift("container", SWIFT_CONTAINER),
                    self._swift("object", SWIFT_OBJECT)]
-        # the proxy loads the rings at start: wait for them
+        # the proxy loads the rings when it starts: wait for them
         while rings.popen.poll() is None:
             if time.monotonic() > deadline:
                 raise ServerStartError("building the Swift rings timed out\n" + self.logs())
@@ -605,11 +632,27 @@ class SwiftS3Server:
         self._procs.remove(rings)
         rings.stop()
         proxy = self._swift("proxy", SWIFT_PROXY)
-        wait_for_port(self.ports["memcached"], max(1.0, deadline - time.monotonic()),
-                      [memcached], "memcached")
+        self._wait_memcached(memcached, deadline)
         for proc in storage + [proxy]:
             self._wait_healthy(proc, deadline)
-        self.startup_s = time.monotonic() - t0
+
+    def _wait_memcached(self, proc, deadline):
+        port = self.ports["memcached"]
+        while True:
+            if proc.alive():
+                try:
+                    with socket.create_connection((LOOPBACK, port), timeout=1.0) as s:
+                        s.sendall(b"version\r\n")
+                        if s.recv(100).startswith(b"VERSION"):
+                            return
+                except OSError:
+                    pass
+            else:
+                raise ServerStartError("memcached exited during startup\n" + self.logs())
+            if time.monotonic() > deadline:
+                raise ServerStartError("memcached not answering on 127.0.0.1:%d in time\n%s"
+                                       % (port, self.logs()))
+            time.sleep(0.03)
 
     def _wait_healthy(self, proc, deadline):
         port = self.ports[proc.name]
@@ -630,7 +673,8 @@ class SwiftS3Server:
         self._procs = []
 
     def logs(self):
-        paths = sorted(os.path.join(self.log_dir, n) for n in os.listdir(self.log_dir))
+        paths = sorted(os.path.join(self.log_dir, n) for n in os.listdir(self.log_dir)
+                       if n.endswith(".log"))
         return _logs_text(self._procs, paths)
 
     # -- clients ----------------------------------------------------------------------------
@@ -654,17 +698,26 @@ class SwiftS3Server:
         })
         return env
 
-    def aws(self, *args, timeout=120, input=None):
-        """Run /usr/bin/aws --endpoint-url <endpoint> *args; return stdout (str).  Raises
-        RuntimeError with stderr (and the server logs' tails) when it fails."""
-        argv = [AWS, "--endpoint-url", self.endpoint, *[str(a) for a in args]]
+    def aws(self, *args, endpoint=None, timeout=120, input=None):
+        """Run /usr/bin/aws --endpoint-url <endpoint> *args with env(); return stdout (str).
+        endpoint overrides self.endpoint (e.g. a delay_proxy in front of the proxy server).
+        Raises AwsCliError (a RuntimeError: rc, stdout, stderr; the message also has the
+        tail of the proxy log) when it fails."""
+        argv = [AWS, "--endpoint-url", endpoint or self.endpoint, *[str(a) for a in args]]
         r = subprocess.run(argv, env=self.env(), capture_output=True, timeout=timeout,
                            input=input, cwd=self.dir)
         if r.returncode != 0:
-            raise RuntimeError("%s failed (rc %d)\nstdout: %s\nstderr: %s\n%s" % (
-                " ".join(argv), r.returncode, r.stdout.decode("utf-8", "replace"),
-                r.stderr.decode("utf-8", "replace"), self.logs()))
+            raise AwsCliError(argv, r.returncode, r.stdout.decode("utf-8", "replace"),
+                              r.stderr.decode("utf-8", "replace"),
+                              _read_tail(self._log("proxy"), 3000))
         return r.stdout.decode("utf-8", "replace")
+
+
+class AwsCliError(RuntimeError):
+    def __init__(self, argv, returncode, stdout, stderr, server_log=""):
+        self.argv, self.returncode, self.stdout, self.stderr = argv, returncode, stdout, stderr
+        super().__init__("%s failed (rc %d)\nstdout: %s\nstderr: %s\n--- proxy log tail ---\n%s"
+                         % (" ".join(argv), returncode, stdout, stderr, server_log))
 
 
 def _current_user():
@@ -1144,12 +1197,14 @@ class DelayProxy:
         try:
             while not self._stop.is_set():
                 data = client.recv(65536)
-                line.put((time.monotonic() + self.delay_s, data or None))
                 if not data:
-                    return
+                    break
+                line.put((time.monotonic() + self.delay_s, data))
         except OSError:
             pass
-        line.put((0.0, None))
+        finally:
+            # EOF (or error, or closing): forward what is queued, then half-close upstream
+            line.put((time.monotonic() + self.delay_s, None))
 
     def _write_up(self, line, client, upstream, done):
         try:

@@ -11,6 +11,8 @@ namespace {
 
 // Advice never names a value the tool refuses: the bounds are pipeline/resource_limits.h's.
 constexpr uint64_t kMaxReadAhead = kMaxReadAheadFrames;
+// --read-concurrency's bound (storage/remote/remote_env.h kMaxReadConcurrency).
+constexpr uint64_t kMaxReadConcurrency = 256;
 
 // Each setting's sluice-train flag and, where sluice.Loader has it, its argument ("": none).
 struct SettingSpellings {
@@ -20,6 +22,7 @@ struct SettingSpellings {
 };
 constexpr SettingSpellings kSettings[] = {
     {AdviceSetting::kReadAhead, "read-ahead", "read_ahead_frames"},
+    {AdviceSetting::kReadConcurrency, "read-concurrency", "read_concurrency"},
     {AdviceSetting::kDecompressThreads, "decompress-threads", "decompress_threads"},
     {AdviceSetting::kPreprocessThreads, "preprocess-threads", "preprocess_threads"},
     {AdviceSetting::kPoolSize, "pool-size", "pool_size"},
@@ -128,6 +131,15 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
           WaitedAsLongAsItWorked(run.pipeline[Stage::kRead])) {
         out.push_back({AdviceSetting::kReadAhead, Doubled(run.read_ahead_frames, kMaxReadAhead),
                        "more frames in flight hide the serial reader's latency"});
+      }
+      // A remote dataset whose requests filled the read concurrency: more ranges in flight
+      // hide the object store's latency, up to the server's bandwidth.
+      if (run.network && run.read_concurrency > 0 &&
+          run.read_concurrency < static_cast<uint32_t>(kMaxReadConcurrency) &&
+          run.network->max_in_flight >= static_cast<int64_t>(run.read_concurrency)) {
+        out.push_back({AdviceSetting::kReadConcurrency,
+                       Doubled(run.read_concurrency, kMaxReadConcurrency),
+                       "more byte ranges in flight hide the object store's latency"});
       }
       break;
     case Stage::kDecompress:

@@ -22,6 +22,7 @@ namespace sluice {
 // it, a Loader argument.
 enum class AdviceSetting {
   kReadAhead,          // --read-ahead, read_ahead_frames=
+  kReadConcurrency,    // --read-concurrency, read_concurrency= (remote datasets)
   kDecompressThreads,  // --decompress-threads, decompress_threads=
   kPreprocessThreads,  // --preprocess-threads, preprocess_threads=
   kPoolSize,           // --pool-size, pool_size=

@@ -207,6 +207,23 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       alt.cost_scale[Stage::kPreprocess] = 1 - share * (1 - side * side);
       break;
     }
+    case AdviceSetting::kReadConcurrency: {
+      // The reader waits for ranges fetched `concurrency` at a time: a latency-bound store
+      // answers twice the requests in the same time, so the read's time off the CPU (its wait
+      // for the network) halves; its CPU time stays. An upper bound: the server's bandwidth
+      // may cap it first.
+      const StageCost* read = model.Find(Stage::kRead);
+      uint64_t after = 0;
+      if (read == nullptr || run.read_concurrency == 0 || !absl::SimpleAtoi(advice.value, &after) ||
+          after <= run.read_concurrency) {
+        return std::nullopt;
+      }
+      const double total = read->cpu_ns + read->blocked_ns;
+      if (total <= 0) return std::nullopt;
+      const double ratio = static_cast<double>(run.read_concurrency) / static_cast<double>(after);
+      alt.cost_scale[Stage::kRead] = (read->cpu_ns + read->blocked_ns * ratio) / total;
+      break;
+    }
     case AdviceSetting::kReadAhead:
     case AdviceSetting::kDeviceRingDepth:
       // A wait the model does not hold: the stage waited downstream for a frame or a slot.

@@ -331,7 +331,9 @@ std::optional<EpochSplit> MeasureEpochSplit(const RunRecord& run, EpochExtras* x
 }
 
 // The note on a first epoch that differs: why, when the reads tell.
-std::string EpochSplitNote(const EpochSplit& s, const EpochExtras& x, uint32_t pool_buffers) {
+// `remote`: a remote dataset read through the local cache (RunRecord::network).
+std::string EpochSplitNote(const EpochSplit& s, const EpochExtras& x, uint32_t pool_buffers,
+                           bool remote) {
   const std::string rates =
       absl::StrFormat("epoch %d trained at %s, the %d later %s at %s (%.1fx)", s.first_epoch + 1,
                       FormatRate(s.first_samples_per_s), s.later_epochs,
@@ -347,11 +349,11 @@ std::string EpochSplitNote(const EpochSplit& s, const EpochExtras& x, uint32_t p
   if (s.cold) {
     return absl::StrFormat(
         "cold first epoch: %s; its reads ran at %.1f MB/s against %.1f MB/s after (the reader "
-        "busy %.2f s against %.2f s per later epoch): epoch %d read from disk, the later ones "
-        "from the page cache; the table covers every epoch, and a longer run gets the later "
-        "rate",
+        "busy %.2f s against %.2f s per later epoch): epoch %d read %s, the later ones "
+        "from %s; the table covers every epoch, and a longer run gets the later rate",
         rates, s.first_read_mb_per_s, s.later_read_mb_per_s, s.first_read_seconds,
-        s.later_read_seconds, s.first_epoch + 1);
+        s.later_read_seconds, s.first_epoch + 1, remote ? "from the object store" : "from disk",
+        remote ? "the local cache (--cache-bytes)" : "the page cache");
   }
   if (x.slower_reads) {
     return absl::StrFormat(
@@ -374,7 +376,10 @@ void AddEpochSplit(const RunRecord& run, BottleneckReport* rep) {
   const std::optional<EpochSplit> s = MeasureEpochSplit(run, &x);
   if (!s) return;
   rep->epoch_split = *s;
-  if (s->differ) rep->notes.push_back(EpochSplitNote(*s, x, run.pipeline.pool_buffers));
+  if (s->differ) {
+    rep->notes.push_back(EpochSplitNote(*s, x, run.pipeline.pool_buffers,
+                                        run.network.has_value() && run.network->cache_on));
+  }
 }
 
 }  // namespace
@@ -607,6 +612,8 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.memory = run.memory;
   rep.memory_formula = run.memory_formula;
   rep.host_memory = run.host_memory;
+  rep.network = run.network;
+  rep.read_concurrency = run.read_concurrency;
   if (ceilings != nullptr) rep.ceilings = *ceilings;
 
   const ComputeStats& cs = run.compute;

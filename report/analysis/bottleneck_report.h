@@ -179,6 +179,10 @@ struct BottleneckReport {
   // Data-parallel runs only (AddWorldFigures; absent from text and JSON in a single process).
   std::optional<ExchangeFigures> exchange;
   std::vector<RankSummary> ranks;  // index = rank
+  // A remote dataset: what the read stage fetched (RunRecord::network), and the read
+  // concurrency it fetched with. Absent from text and JSON for local files.
+  std::optional<NetworkRead> network;
+  uint32_t read_concurrency = 0;
   // Device runs: the share of the trained batches' copy time (copy-stream device time) that ran
   // while a step computed, in [0, 100] (ComputeStats::copy_hidden_ns / copy_ns; it equals the
   // trace's otherData.copy_hidden_share x 100). nullopt: no copies (the CPU backend, or a

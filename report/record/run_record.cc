@@ -3,7 +3,30 @@
 #include <algorithm>
 #include <utility>
 
+#include "storage/remote/remote_env.h"
+
 namespace sluice {
+
+std::optional<NetworkRead> CollectNetworkRead() {
+  const remote::RemoteReadStats s = remote::CollectRemoteStats();
+  if (!s.used) return std::nullopt;
+  NetworkRead n;
+  n.requests = s.requests;
+  n.retries = s.retries;
+  n.throttled = s.throttled;
+  n.server_errors = s.server_errors;
+  n.connection_errors = s.connection_errors;
+  n.bytes = s.bytes;
+  n.max_in_flight = s.max_in_flight;
+  n.latency_p50_ns = s.latency.p50_ns;
+  n.latency_p99_ns = s.latency.p99_ns;
+  n.cache_hits = s.cache_hits;
+  n.cache_misses = s.cache_misses;
+  n.cache_hit_bytes = s.cache_hit_bytes;
+  n.cache_on = s.cache_on;
+  n.cache_writes_off = s.cache_writes_off_why;
+  return n;
+}
 
 int ComputeTimeline::used() const {
   if (bucket_ns == 0) return 0;

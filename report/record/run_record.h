@@ -159,6 +159,26 @@ struct ComputeSpan {
 // report's advice names the settings that consumer has (flags, or Loader arguments).
 enum class Consumer : uint8_t { kTrainJob, kPython };
 
+// What the read stage fetched from object storage (storage/remote, docs/storage.md): the report's
+// network view of a remote dataset. Counted over the report's span by sluice-train; since the
+// process's first remote read by sluice.Loader.
+struct NetworkRead {
+  uint64_t requests = 0;  // HTTP attempts, retries included
+  uint64_t retries = 0;
+  uint64_t throttled = 0;          // 429 / 503 answers
+  uint64_t server_errors = 0;      // other 5xx
+  uint64_t connection_errors = 0;  // refused, reset, timed out
+  uint64_t bytes = 0;              // received from servers
+  int64_t max_in_flight = 0;
+  int64_t latency_p50_ns = 0;  // per successful request, send to last byte
+  int64_t latency_p99_ns = 0;
+  uint64_t cache_hits = 0;  // frames read from the local cache
+  uint64_t cache_misses = 0;
+  uint64_t cache_hit_bytes = 0;
+  bool cache_on = false;
+  std::string cache_writes_off;  // why the cache stopped writing (empty: it did not)
+};
+
 struct RunRecord {
   PipelineStats pipeline;                  // per-stage statistics of the data path
   ComputeStats compute;                    // the train steps
@@ -195,7 +215,10 @@ struct RunRecord {
   Consumer consumer = Consumer::kTrainJob;
   H2DFormat h2d_format = H2DFormat::kF32;
   uint32_t read_ahead_frames = 0;
-  uint32_t batch_size = 0;  // samples per batch (0: not known)
+  uint32_t read_concurrency = 0;  // byte ranges a remote dataset fetches at once
+  uint32_t batch_size = 0;        // samples per batch (0: not known)
+  // A remote dataset's network figures (absent for local files).
+  std::optional<NetworkRead> network;
 };
 
 // The record of a run from the data path's and the consumer's statistics: device is
@@ -204,6 +227,10 @@ struct RunRecord {
 // earlier) to the consumer's last end. Everything else (memory, trace, ranks, evaluation) is
 // left for the caller.
 RunRecord RunRecordFromStats(PipelineStats pipeline, ComputeStats compute);
+
+// The process's remote reads since it started or since storage/remote's ResetRemoteStats(), as
+// the report shows them; nullopt when no remote file was opened.
+std::optional<NetworkRead> CollectNetworkRead();
 
 }  // namespace sluice
 

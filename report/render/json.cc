@@ -120,6 +120,15 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
   m["host"] = host;
   j["memory"] = m;
   j["ceilings"] = ceilings ? ceilings->ToJson() : nlohmann::ordered_json(nullptr);
+  if (network) {  // remote datasets only: a local run's JSON is unchanged
+    const NetworkRead& n = *network;
+    nlohmann::ordered_json w;
+    SLUICE_JSON_SET_FIELDS(w, n, requests, retries, throttled, server_errors, connection_errors,
+                           bytes, max_in_flight, latency_p50_ns, latency_p99_ns, cache_hits,
+                           cache_misses, cache_hit_bytes, cache_on, cache_writes_off);
+    w["read_concurrency"] = read_concurrency;
+    j["network"] = w;
+  }
   if (exchange) {  // data-parallel runs only: a single process's JSON is unchanged
     j["exchange"] = *exchange;
     j["ranks"] = ranks;

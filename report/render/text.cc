@@ -83,6 +83,35 @@ std::string FormatLatencies(const BottleneckReport& rep) {
   return out.empty() ? out : absl::StrCat("item latency (each item's wall time):\n", out);
 }
 
+// The network section of a remote dataset's report; "" for local files.
+std::string FormatNetwork(const BottleneckReport& rep) {
+  if (!rep.network) return "";
+  const NetworkRead& n = *rep.network;
+  std::string out = absl::StrFormat(
+      "network: %.1f MB fetched from the object store in %d requests (training and "
+      "evaluation); request latency p50 %.1f ms, p99 %.1f ms; at most %d in flight (read "
+      "concurrency %d)\n",
+      static_cast<double>(n.bytes) / 1e6, n.requests, static_cast<double>(n.latency_p50_ns) / 1e6,
+      static_cast<double>(n.latency_p99_ns) / 1e6, n.max_in_flight, rep.read_concurrency);
+  absl::StrAppendFormat(&out,
+                        "  retries    %d (%d throttled: 429/503, %d other 5xx, %d connection "
+                        "errors)\n",
+                        n.retries, n.throttled, n.server_errors, n.connection_errors);
+  const uint64_t lookups = n.cache_hits + n.cache_misses;
+  if (!n.cache_on) {
+    absl::StrAppend(&out, "  cache      off (--cache-bytes 0)\n");
+  } else {
+    absl::StrAppendFormat(
+        &out, "  cache      %d of %d frames read from the local cache (%.0f%%)%s\n", n.cache_hits,
+        lookups,
+        lookups > 0 ? 100.0 * static_cast<double>(n.cache_hits) / static_cast<double>(lookups)
+                    : 0.0,
+        n.cache_writes_off.empty() ? ""
+                                   : absl::StrCat("; it stopped writing: ", n.cache_writes_off));
+  }
+  return out;
+}
+
 // The exchange section and the ranks table of a data-parallel report; "" in a single process.
 std::string FormatWorld(const BottleneckReport& rep) {
   if (!rep.exchange) return "";
@@ -194,7 +223,8 @@ std::string BottleneckReport::ToText() const {
                           pinned.batches_waiting_avg, pinned.busy_pct, pinned.queue_high_water,
                           pipeline.pool_buffers, input_bound_pct);
   }
-  absl::StrAppend(&out, FormatWorld(*this));  // data parallel only
+  absl::StrAppend(&out, FormatNetwork(*this));  // remote datasets only
+  absl::StrAppend(&out, FormatWorld(*this));    // data parallel only
   absl::StrAppend(&out, "verdict: ", sentence, "\n");
   for (const std::string& n : notes) absl::StrAppend(&out, "note: ", n, "\n");
   if (memory.total_peak > 0 || memory.total_current > 0) {

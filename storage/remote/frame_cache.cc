@@ -214,6 +214,11 @@ void FrameCache::Evict() {
   counted_bytes_.store(total);
 }
 
+void FrameCache::NoteMiss() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.misses;
+}
+
 CacheStats FrameCache::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

@@ -43,6 +43,8 @@ class FrameCache {
   // Whether an entry of `key` exists (unchecked): read-ahead skips what is cached.
   bool Contains(const std::string& key) const;
   void Insert(const std::string& key, absl::string_view payload);
+  // Counts a miss that Lookup did not see: a range fetched ahead (WillRead) without a lookup.
+  void NoteMiss();
 
   CacheStats Stats() const;
   void ResetStats();

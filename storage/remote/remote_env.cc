@@ -34,8 +34,7 @@ struct Globals {
   std::shared_ptr<FrameCache> cache;     // guarded by mu; null: none
   bool cache_made = false;               // guarded by mu
   std::shared_ptr<const AwsConfig> aws;  // guarded by mu; loaded at first S3 use
-  std::atomic<int> concurrency{kDefaultReadConcurrency};
-  std::atomic<int> ahead{0};  // ranges fetched ahead and not yet read
+  std::atomic<int> ahead{0};             // ranges fetched ahead and not yet read
   std::atomic<bool> used{false};
 };
 
@@ -133,7 +132,10 @@ class RemoteFile final : public RandomAccessFile {
       if (got.ok()) {
         RETURN_IF_ERROR(CheckEtag(*got));
         std::memcpy(scratch, a->bytes.data(), n);
-        if (cache_ != nullptr) cache_->Insert(Key(offset, n), a->bytes);
+        if (cache_ != nullptr) {
+          cache_->NoteMiss();  // fetched ahead because it was not cached
+          cache_->Insert(Key(offset, n), a->bytes);
+        }
         return n;
       }
       // A read-ahead that failed after its retries fails the read as the read itself would.
@@ -160,7 +162,7 @@ class RemoteFile final : public RandomAccessFile {
     // Take a slot of the process-wide window, or leave the range to its read.
     int now = g.ahead.load(std::memory_order_relaxed);
     do {
-      if (now >= g.concurrency.load(std::memory_order_relaxed)) return;
+      if (now >= kMaxReadConcurrency) return;
     } while (!g.ahead.compare_exchange_weak(now, now + 1, std::memory_order_relaxed));
     auto a = std::make_shared<Ahead>();
     a->bytes.resize(n);
@@ -405,11 +407,7 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text) {
   return v << shift;
 }
 
-absl::Status ConfigureRemote(const RemoteOptions& options) {
-  if (options.read_concurrency < 1 || options.read_concurrency > kMaxReadConcurrency) {
-    return absl::InvalidArgumentError(absl::StrCat("read concurrency ", options.read_concurrency,
-                                                   ": expected 1 to ", kMaxReadConcurrency));
-  }
+void ConfigureRemote(const RemoteOptions& options) {
   Globals& g = G();
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.options.cache_dir != options.cache_dir || g.options.cache_bytes != options.cache_bytes) {
@@ -417,8 +415,6 @@ absl::Status ConfigureRemote(const RemoteOptions& options) {
     g.cache_made = false;
   }
   g.options = options;
-  g.concurrency.store(options.read_concurrency);
-  return absl::OkStatus();
 }
 
 RemoteOptions CurrentRemoteOptions() {
@@ -445,7 +441,6 @@ RemoteReadStats CollectRemoteStats() {
   s.bytes = h.bytes;
   s.max_in_flight = h.max_in_flight;
   s.latency = h.latency.Summary();
-  s.read_concurrency = G().concurrency.load(std::memory_order_relaxed);
   Globals& g = G();
   std::shared_ptr<FrameCache> cache;
   {

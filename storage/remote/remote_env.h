@@ -5,9 +5,11 @@
 // store, and any other path goes to Env::Default(). A remote file is opened with one HEAD (its
 // size and ETag); each Read is one HTTP range GET, sent with If-Match: ETAG, so a dataset
 // replaced while a run reads it is refused (kFailedPrecondition), never mixed. WillRead starts
-// the GET of a range the reader is about to want (read-ahead): at most
-// RemoteOptions::read_concurrency ranges are fetched ahead at once, across all files, so memory
-// stays bounded by that many frames whatever the latency.
+// the GET of a range the reader is about to want (read-ahead). The pipeline hints the next
+// PipelineResources::read_concurrency frames of its order (--read-concurrency), so that many
+// requests stay in flight and memory stays bounded by that many frames whatever the latency;
+// the ranges fetched ahead and not yet read never exceed kMaxReadConcurrency in the process
+// (a range hinted past that is fetched when it is read).
 //
 // Writing, deleting, renaming and locking a remote path is refused (kInvalidArgument): sluice
 // reads object storage and writes local files; datasets are uploaded with the user's client.
@@ -33,8 +35,6 @@ inline constexpr int kMaxReadConcurrency = 256;
 inline constexpr uint64_t kDefaultCacheBytes = uint64_t{16} << 30;
 
 struct RemoteOptions {
-  // Ranges fetched ahead at once, in [1, kMaxReadConcurrency].
-  int read_concurrency = kDefaultReadConcurrency;
   // The local cache of fetched ranges (docs/formats/remote-cache.md): its directory (empty:
   // DefaultCacheDir()) and its bound in bytes (0: no cache).
   std::string cache_dir;
@@ -46,8 +46,7 @@ struct RemoteOptions {
 absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text);
 
 // Sets the options of every remote read from now on (files opened earlier keep their cache).
-// kInvalidArgument for a concurrency out of range.
-absl::Status ConfigureRemote(const RemoteOptions& options);
+void ConfigureRemote(const RemoteOptions& options);
 RemoteOptions CurrentRemoteOptions();
 
 // The process-wide Env that reads URLs. Never deleted.
@@ -73,7 +72,6 @@ struct RemoteReadStats {
   bool cache_on = false;
   bool cache_writes_off = false;
   std::string cache_writes_off_why;
-  int read_concurrency = 0;
 };
 RemoteReadStats CollectRemoteStats();
 void ResetRemoteStats();
