@@ -432,6 +432,11 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(Env* env, const std::stri
   std::string manifest_path = path;
   if (!absl::EndsWith(path, kManifestSuffix)) {
     auto children = env->GetChildren(path);
+    // A URL's store that could not be asked (unreachable, access denied) says so as it is.
+    if (!children.ok() && children.status().code() != absl::StatusCode::kNotFound &&
+        absl::StrContains(path, "://")) {
+      return children.status();
+    }
     if (!children.ok()) {
       return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory or a *",
                                               kManifestSuffix, " file (",

@@ -60,6 +60,11 @@ absl::StatusOr<std::string> SplitManifestPath(const std::string& path,
         "\"; pass the dataset directory with split=, or that split's manifest"));
   }
   absl::StatusOr<std::vector<std::string>> children = remote::UrlEnv()->GetChildren(path);
+  // A URL's store that could not be asked (unreachable, access denied) says so as it is.
+  if (!children.ok() && children.status().code() != absl::StatusCode::kNotFound &&
+      absl::StrContains(path, "://")) {
+    return children.status();
+  }
   if (!children.ok()) {
     return absl::NotFoundError(absl::StrCat(path, ": expected a dataset directory or a *",
                                             kManifestSuffix, " file (", children.status().message(),

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <random>
 #include <thread>
 #include <vector>
@@ -38,6 +39,13 @@ double RetryBudgetFromEnv() {
   double s = 0;
   if (v != nullptr && absl::SimpleAtod(v, &s) && s >= 0) return s;
   return 120;
+}
+
+// "scheme://authority" of a URL.
+std::string HostOf(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  return url.substr(0, slash);
 }
 
 std::string Describe(const HttpRequest& r) {
@@ -100,6 +108,10 @@ struct HttpClient::State {
   std::vector<std::shared_ptr<PendingRequest>> active;
   std::vector<std::shared_ptr<PendingRequest>> waiting;  // to retry at their retry_at
   std::mt19937_64 rng{std::random_device{}()};
+  // Hosts ("scheme://authority") whose request failed after the whole retry budget: later
+  // requests to them fail at once (a run that probes several names of a dead store would
+  // otherwise spend the budget once per name).
+  std::map<std::string, absl::Status> unreachable;
   // Stats, guarded by stats_mu.
   mutable std::mutex stats_mu;
   HttpStats stats;
@@ -308,11 +320,23 @@ Verdict Judge(PendingRequest::Transfer* t, CURLcode code, HttpResponse* out) {
       case CURLE_RECV_ERROR:
       case CURLE_GOT_NOTHING:
       case CURLE_PARTIAL_FILE:
-      case CURLE_SSL_CONNECT_ERROR:
       case CURLE_HTTP2:
       case CURLE_HTTP2_STREAM:
         return {Outcome::kRetry, absl::UnavailableError(absl::StrCat(what, ": ", detail)),
                 Verdict::kConnection};
+      case CURLE_SSL_CONNECT_ERROR:
+        return {Outcome::kFail,
+                absl::UnavailableError(absl::StrCat(
+                    what, ": ", detail,
+                    " (the TLS handshake failed: is it an http:// server given as https://?)"))};
+      case CURLE_COULDNT_RESOLVE_HOST:
+        return {Outcome::kFail,
+                absl::UnavailableError(absl::StrCat(
+                    what, ": ", detail,
+                    r.aws && r.aws->endpoint.empty()
+                        ? " (no endpoint is set, so this is AWS's address: for another S3 "
+                          "server set AWS_ENDPOINT_URL, docs/storage.md)"
+                        : ""))};
       case CURLE_PEER_FAILED_VERIFICATION:
         return {Outcome::kFail,
                 absl::UnavailableError(absl::StrCat(
@@ -365,7 +389,12 @@ Verdict Judge(PendingRequest::Transfer* t, CURLcode code, HttpResponse* out) {
     }
     return {Outcome::kDone, absl::OkStatus()};
   }
-  const std::string why = absl::StrCat(what, ": HTTP ", s, ErrorDetail(t->body));
+  const std::string why =
+      absl::StrCat(what, ": HTTP ", s, ErrorDetail(t->body),
+                   r.aws && r.aws->anonymous() && s >= 400 && s < 500
+                       ? " (no credentials were found, so the request went unsigned: set "
+                         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile)"
+                       : "");
   if (s == 429 || s == 503) {
     return {Outcome::kRetry, absl::UnavailableError(why), Verdict::kThrottled};
   }
@@ -379,7 +408,7 @@ Verdict Judge(PendingRequest::Transfer* t, CURLcode code, HttpResponse* out) {
                 absl::StrCat(why, r.aws ? absl::StrCat(": access denied with ", r.aws->Describe())
                                         : ": access denied"))};
   }
-  if (s == 412) {
+  if (s == 412 && !r.if_match.empty()) {
     return {
         Outcome::kFail,
         absl::FailedPreconditionError(
@@ -440,7 +469,22 @@ void HttpClient::Loop() {
       std::lock_guard<std::mutex> lock(st.stats_mu);
       st.stats.in_flight = 0;
     }
-    for (auto& p : incoming) add(p);
+    for (auto& p : incoming) {
+      auto dead = st.unreachable.find(HostOf(p->transfer()->request.url));
+      if (dead == st.unreachable.end()) {
+        add(p);
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(st.stats_mu);
+        ++st.stats.failed;
+      }
+      Finish(p, absl::Status(dead->second.code(),
+                             absl::StrCat(Describe(p->transfer()->request),
+                                          ": not tried: an earlier request to this server gave "
+                                          "up (",
+                                          dead->second.message(), ")")));
+    }
     incoming.clear();
     for (size_t i = 0; i < st.waiting.size();) {
       if (st.waiting[i]->transfer()->retry_at <= now) {
@@ -516,6 +560,7 @@ void HttpClient::Loop() {
                                         " attempts over ", static_cast<int>(elapsed_s + 0.5),
                                         " s: the retry budget, SLUICE_RETRY_SECONDS, is ",
                                         retry_budget_s_, " s)"));
+          if (v.kind == Verdict::kConnection) st.unreachable.emplace(HostOf(t->request.url), s);
         }
         curl_easy_cleanup(t->easy);
         t->easy = nullptr;

@@ -311,7 +311,8 @@ class RoutingEnv final : public Env {
     return base_->DeleteFile(path);
   }
   absl::Status RenameFile(const std::string& from, const std::string& to) override {
-    if (IsRemotePath(from) || IsRemotePath(to)) return ReadOnly(to, "rename");
+    if (IsRemotePath(from)) return ReadOnly(from, "rename");
+    if (IsRemotePath(to)) return ReadOnly(to, "rename");
     return base_->RenameFile(from, to);
   }
   absl::Status SyncDir(const std::string& dir) override {
@@ -400,7 +401,12 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text) {
     if (shift != 0) digits.remove_suffix(1);
   }
   uint64_t v = 0;
-  if (!absl::SimpleAtoi(digits, &v) || (shift != 0 && v > (~uint64_t{0} >> shift))) {
+  // Digits only: SimpleAtoi would take a sign and white space.
+  const bool digits_only = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c));
+  });
+  if (!digits_only || !absl::SimpleAtoi(digits, &v) ||
+      (shift != 0 && v > (~uint64_t{0} >> shift))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "\"", text, "\": expected a byte count, optionally with K, M, G or T (e.g. 16G)"));
   }

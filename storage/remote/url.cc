@@ -29,6 +29,17 @@ absl::StatusOr<ObjectPath> ParseObjectPath(absl::string_view path) {
     auto refuse = [&](absl::string_view what) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
     };
+    {
+      // Before anything names the path: a password in it is never printed.
+      const absl::string_view authority = rest.substr(0, rest.find('/'));
+      if (authority.find('@') != absl::string_view::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            p.text, "...@", authority.substr(authority.rfind('@') + 1),
+            ": a user or password in the URL is refused (not printed here; it would be in "
+            "reports); give credentials through AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or a "
+            "profile"));
+      }
+    }
     if (rest.find_first_of("?#") != absl::string_view::npos) {
       return refuse(
           "a query or fragment ('?', '#') is not part of a dataset path; name the object's "
@@ -42,11 +53,6 @@ absl::StatusOr<ObjectPath> ParseObjectPath(absl::string_view path) {
     if (out.bucket.empty()) {
       return refuse(p.scheme == Scheme::kS3 ? "expected s3://BUCKET/PREFIX"
                                             : "expected a host after the scheme");
-    }
-    if (out.bucket.find('@') != std::string::npos) {
-      return refuse(
-          "a user or password in the URL is refused (it would be printed in reports); give "
-          "credentials through AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or a profile");
     }
     while (absl::EndsWith(out.key, "/")) out.key.pop_back();
     return out;
