@@ -251,7 +251,8 @@ Pass::Pass(std::shared_ptr<LoaderCore> core, uint64_t epoch, uint64_t step)
     : core_(std::move(core)) {
   CheckNotForked("iterating a sluice.Loader");
   NoteThreadsStarted();
-  clock_.Requested(NowNs());  // starting the pipeline is asking for its first batch
+  clock_.Requested(NowNs());   // starting the pipeline is asking for its first batch
+  remote::ResetRemoteStats();  // the report's network figures: this pass's
   load_start_ = TakeCpuLoadSnapshot();
   epoch_ = epoch;
   next_step_ = step;

@@ -34,6 +34,19 @@ constexpr char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934
 
 std::atomic<const std::atomic<bool>*> g_stop{nullptr};
 
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// Sets the requests in flight, adding the span since the last change to the integral.
+void SetInFlight(HttpStats* s, int64_t n) {
+  const int64_t now = SteadyNs();
+  s->in_flight_ns += static_cast<double>(s->in_flight) * static_cast<double>(now - s->changed_ns);
+  s->changed_ns = now;
+  s->in_flight = n;
+}
+
 double RetryBudgetFromEnv() {
   const char* v = std::getenv("SLUICE_RETRY_SECONDS");
   double s = 0;
@@ -196,6 +209,7 @@ HttpClient& HttpClient::Global() {
 HttpClient::HttpClient() : state_(std::make_unique<State>()) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   retry_budget_s_ = RetryBudgetFromEnv();
+  state_->stats.since_ns = state_->stats.changed_ns = SteadyNs();
   state_->multi = curl_multi_init();
   curl_multi_setopt(state_->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 256L);
   curl_multi_setopt(state_->multi, CURLMOPT_MAXCONNECTS, 256L);
@@ -219,8 +233,15 @@ std::shared_ptr<PendingRequest> HttpClient::Start(HttpRequest request) {
 }
 
 HttpStats HttpClient::Stats() const {
-  std::lock_guard<std::mutex> lock(state_->stats_mu);
-  return state_->stats;
+  HttpStats s;
+  {
+    std::lock_guard<std::mutex> lock(state_->stats_mu);
+    s = state_->stats;
+  }
+  SetInFlight(&s, s.in_flight);  // the integral up to now
+  const int64_t span = s.changed_ns - s.since_ns;
+  s.mean_in_flight = span > 0 ? s.in_flight_ns / static_cast<double>(span) : 0;
+  return s;
 }
 
 void HttpClient::ResetStats() {
@@ -229,6 +250,7 @@ void HttpClient::ResetStats() {
   state_->stats = HttpStats();
   state_->stats.in_flight = in_flight;
   state_->stats.max_in_flight = in_flight;
+  state_->stats.since_ns = state_->stats.changed_ns = SteadyNs();
 }
 
 namespace {
@@ -447,7 +469,7 @@ void HttpClient::Loop() {
       std::lock_guard<std::mutex> lock(st.stats_mu);
       ++st.stats.requests;
       if (t->attempts > 1) ++st.stats.retries;
-      st.stats.in_flight = static_cast<int64_t>(st.active.size());
+      SetInFlight(&st.stats, static_cast<int64_t>(st.active.size()));
       st.stats.max_in_flight = std::max(st.stats.max_in_flight, st.stats.in_flight);
     };
     auto cancel = [&](const std::shared_ptr<PendingRequest>& p) {
@@ -467,7 +489,7 @@ void HttpClient::Loop() {
       st.waiting.clear();
       incoming.clear();
       std::lock_guard<std::mutex> lock(st.stats_mu);
-      st.stats.in_flight = 0;
+      SetInFlight(&st.stats, 0);
     }
     for (auto& p : incoming) {
       auto dead = st.unreachable.find(HostOf(p->transfer()->request.url));
@@ -516,7 +538,7 @@ void HttpClient::Loop() {
       const double elapsed_s = std::chrono::duration<double>(end - t->first_start).count();
       {
         std::lock_guard<std::mutex> lock(st.stats_mu);
-        st.stats.in_flight = static_cast<int64_t>(st.active.size());
+        SetInFlight(&st.stats, static_cast<int64_t>(st.active.size()));
         st.stats.bytes += t->received;
         if (v.kind == Verdict::kThrottled) ++st.stats.throttled;
         if (v.kind == Verdict::kServer) ++st.stats.server_errors;

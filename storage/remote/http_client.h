@@ -93,6 +93,14 @@ struct HttpStats {
   uint64_t bytes = 0;              // body bytes received
   int64_t in_flight = 0;
   int64_t max_in_flight = 0;
+  // The mean number of requests in flight since the stats began (time-weighted): by Little's
+  // law, what a latency-bound reader's rate follows.
+  double mean_in_flight = 0;
+  // Internal: the integral of in_flight over time (request-ns) and the steady-clock ns of the
+  // stats' start and of the last change of in_flight.
+  double in_flight_ns = 0;
+  int64_t since_ns = 0;
+  int64_t changed_ns = 0;
   LatencyHistogram latency;  // per successful request, send to last byte
 };
 

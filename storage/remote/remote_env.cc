@@ -446,6 +446,7 @@ RemoteReadStats CollectRemoteStats() {
   s.failed = h.failed;
   s.bytes = h.bytes;
   s.max_in_flight = h.max_in_flight;
+  s.mean_in_flight = h.mean_in_flight;
   s.latency = h.latency.Summary();
   Globals& g = G();
   std::shared_ptr<FrameCache> cache;

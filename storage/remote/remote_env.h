@@ -64,7 +64,8 @@ struct RemoteReadStats {
   uint64_t failed = 0;
   uint64_t bytes = 0;  // bytes received from servers
   int64_t max_in_flight = 0;
-  LatencySummary latency;  // per successful request
+  double mean_in_flight = 0;  // time-weighted, since the stats began
+  LatencySummary latency;     // per successful request
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
   uint64_t cache_hit_bytes = 0;
