@@ -199,6 +199,7 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   uint64_t next_frame_seq_ = 0;
   std::shared_ptr<EpochRun> reading_;
   uint32_t next_slot_ = 0;
+  uint32_t hinted_end_ = 0;  // the epoch's slots before this one were hinted (WillReadFrame)
   int64_t read_last_end_ns_ = 0;
   // Per-epoch read figures: written by the reader, copied by Stats() on another thread.
   mutable std::mutex epoch_reads_mu_;

@@ -248,6 +248,7 @@ bool PipelineCore::AdvanceEpoch() {
     if (!frameless.empty()) scheduler_->AddReady(&frameless);
     reading_ = std::move(run);
     next_slot_ = 0;
+    hinted_end_ = 0;
   }
   return true;
 }
@@ -274,14 +275,16 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   const FrameRef& fr = layout_.frames[g];
   uint64_t bytes = 0;
   if (stored_cache_.empty()) {
-    // Remote shards start fetching the next frames while this one is read.
+    // Remote shards start fetching the next frames while this one is read; each frame of
+    // the epoch is hinted once.
     const std::vector<uint32_t>& order = reading_->plan.read_frames;
     const size_t hint_end = std::min<size_t>(
         order.size(), static_cast<size_t>(m.slot) + 1 + opt_.resources.read_concurrency);
-    for (size_t s = m.slot + 1; s < hint_end; ++s) {
+    for (size_t s = std::max<size_t>(hinted_end_, m.slot + 1); s < hint_end; ++s) {
       const FrameRef& next = layout_.frames[order[s]];
       readers_[next.shard]->WillReadFrame(next.frame);
     }
+    hinted_end_ = static_cast<uint32_t>(std::max<size_t>(hinted_end_, hint_end));
     m.stored = std::make_shared<StoredFrame>();
     m.stored->bytes = stored_buffers_->Take();
     m.stored->size = readers_[fr.shard]->frames()[fr.frame].stored_size;

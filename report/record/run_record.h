@@ -170,7 +170,7 @@ struct NetworkRead {
   uint64_t connection_errors = 0;  // refused, reset, timed out
   uint64_t bytes = 0;              // received from servers
   int64_t max_in_flight = 0;
-  double mean_in_flight = 0;  // time-weighted over the span counted
+  double mean_in_flight = 0;   // time-weighted over the span counted
   int64_t latency_p50_ns = 0;  // per successful request, send to last byte
   int64_t latency_p99_ns = 0;
   uint64_t cache_hits = 0;  // frames read from the local cache
