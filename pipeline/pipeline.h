@@ -150,6 +150,11 @@ inline constexpr uint32_t kDefaultDeviceRingDepth = 8;
 
 // Resources: how much CPU, memory and read-ahead the pipeline uses. The only settings that
 // autotune changes; they never change which samples a batch holds or their order.
+// The read concurrency's tuning (PipelineResources::read_concurrency 0): where it starts, and
+// its bound (storage/remote/remote_env.h kMaxReadConcurrency).
+inline constexpr uint32_t kAutoReadConcurrencyStart = 4;
+inline constexpr uint32_t kMaxReadConcurrencyTuned = 256;
+
 struct PipelineResources {
   int threads = 0;                 // TBB arena size; 0: UsableCores() (affinity mask, cgroup)
   int decompress_threads = 0;      // concurrency of decompress; 0: threads
@@ -157,7 +162,8 @@ struct PipelineResources {
   uint32_t read_ahead_frames = 4;  // frames read beyond the deadlock-free minimum
   // Frames of the epoch's order after the one being read that the reader hints
   // (ShardReader::WillReadFrame): a remote dataset fetches that many ranges at once
-  // (docs/storage.md, "Concurrency"); local files ignore hints. 0: none.
+  // (docs/storage.md, "Concurrency"); local files ignore hints. 0: tuned by the reader while
+  // it reads (kAutoReadConcurrencyStart doubled while the rate it delivers rises by 10%).
   uint32_t read_concurrency = 0;
   // Pinned batch buffers; 0: AutoPoolSize (kAutoPoolSamples samples, at most kAutoPoolBytes).
   // A thread hand-off costs 100-200 us on a VM, so small batches need many buffers in flight

@@ -149,6 +149,10 @@ struct PipelineStats {
   // Frames that may be read and not yet freed at once: the limiter's budget (decoded or
   // queued for decompress) plus the one frame the reader holds while the budget is full.
   uint32_t frame_budget = 0;
+  // Frames the reader hints ahead (remote datasets: requests in flight) at the end of the run:
+  // PipelineResources::read_concurrency, or what the reader's tuning chose when that was 0.
+  uint32_t read_concurrency = 0;
+  bool read_concurrency_tuned = false;
   uint32_t ring_depth = 0;  // device batch slots (0 without upload)
   uint64_t pool_bytes = 0;  // the pinned batch pool: pool_buffers x bytes per buffer
   // Decoded-frame buffers allocated so far (they are recycled, never freed before the pipeline):

@@ -132,9 +132,9 @@ ABSL_FLAG(
     "batches, over several epochs a quarter of an epoch's (at least 2 per preprocess "
     "thread), 4..256; at most 1024)");
 ABSL_FLAG(int64_t, read_ahead, 4, "Frames read ahead (at most 1024)");
-ABSL_FLAG(int64_t, read_concurrency, sluice::remote::kDefaultReadConcurrency,
-          "Remote datasets (s3://, https://, http://): byte ranges fetched at once, 1 to 256 "
-          "(docs/storage.md)");
+ABSL_FLAG(int64_t, read_concurrency, 0,
+          "Remote datasets (s3://, https://, http://): byte ranges fetched at once, 1 to 256; "
+          "0: tuned while reading (docs/storage.md)");
 ABSL_FLAG(std::string, cache_bytes, "16G",
           "Remote datasets: the bound of the local cache of fetched frames under --cache-dir "
           "(bytes, or with a K/M/G/T suffix; 0: no cache)");
@@ -406,7 +406,7 @@ absl::Status PipelineFromFlags(TrainJobOptions& o) {
                    Positive<uint32_t>("read-ahead", absl::GetFlag(FLAGS_read_ahead), true));
   p.resources.device_ring_depth = static_cast<uint32_t>(absl::GetFlag(FLAGS_device_ring_depth));
   ASSIGN_OR_RETURN(const int64_t concurrency,
-                   InRange("read-concurrency", absl::GetFlag(FLAGS_read_concurrency), 1,
+                   InRange("read-concurrency", absl::GetFlag(FLAGS_read_concurrency), 0,
                            remote::kMaxReadConcurrency));
   p.resources.read_concurrency = static_cast<uint32_t>(concurrency);
   auto on_corrupt = ParseOnCorrupt(absl::GetFlag(FLAGS_on_corrupt));

@@ -105,7 +105,8 @@ RunRecord RecordRun(const PipelineBatchSource& source, MeasuredBackend& backend)
     const PipelineOptions& o = source.pipeline()->options();
     r.h2d_format = o.format.h2d_format;
     r.read_ahead_frames = o.resources.read_ahead_frames;
-    r.read_concurrency = o.resources.read_concurrency;
+    r.read_concurrency = r.pipeline.read_concurrency;  // the reader's, tuned or set
+    r.read_concurrency_tuned = r.pipeline.read_concurrency_tuned;
     r.batch_size = o.order.batch_size;
   }
   return r;

@@ -161,6 +161,9 @@ absl::Status PipelineCore::Init() {
   }
   total_batches_ = steps_per_epoch_ * opt_.span.epochs - opt_.span.start_step;
   frame_budget_ = FramesAliveBound(layout_, order_) + opt_.resources.read_ahead_frames;
+  tuning_concurrency_ = opt_.resources.read_concurrency == 0;
+  read_concurrency_.store(tuning_concurrency_ ? kAutoReadConcurrencyStart
+                                              : opt_.resources.read_concurrency);
   next_epoch_ = opt_.span.start_epoch;
 
   sample_region_ = (batch_sample_.bytes() * batch_capacity_ + kAlign - 1) / kAlign * kAlign;
@@ -469,6 +472,8 @@ PipelineStats PipelineCore::Stats() const {
   st.skipped_records = skipped_records_.load(std::memory_order_relaxed);
   st.empty_batches = empty_batches_.load(std::memory_order_relaxed);
   st.pool_buffers = opt_.resources.pool_size;
+  st.read_concurrency = read_concurrency_.load(std::memory_order_relaxed);
+  st.read_concurrency_tuned = opt_.resources.read_concurrency == 0;
   st.frame_budget = frame_budget_ + 1;  // + the frame the reader holds while the limiter is full
   st.ring_depth = uploader_ ? opt_.resources.device_ring_depth : 0;
   st.pool_bytes = pool_ ? uint64_t{pool_->count()} * pool_->buffer_bytes() : 0;

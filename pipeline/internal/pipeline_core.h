@@ -200,6 +200,16 @@ class PipelineCore : public std::enable_shared_from_this<PipelineCore> {
   std::shared_ptr<EpochRun> reading_;
   uint32_t next_slot_ = 0;
   uint32_t hinted_end_ = 0;  // the epoch's slots before this one were hinted (WillReadFrame)
+  // The read concurrency (frames hinted ahead) and its tuning (TuneReadConcurrency): the
+  // frames and the start of the window being measured, the best rate and its concurrency.
+  std::atomic<uint32_t> read_concurrency_{0};
+  bool tuning_concurrency_ = false;
+  bool tuning_warmed_ = false;
+  uint32_t tune_frames_ = 0;
+  int64_t tune_start_ns_ = 0;
+  double tune_best_rate_ = 0;
+  uint32_t tune_best_ = 0;
+  void TuneReadConcurrency(int64_t now_ns);
   int64_t read_last_end_ns_ = 0;
   // Per-epoch read figures: written by the reader, copied by Stats() on another thread.
   mutable std::mutex epoch_reads_mu_;

@@ -278,8 +278,9 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
     // Remote shards start fetching the next frames while this one is read; each frame of
     // the epoch is hinted once.
     const std::vector<uint32_t>& order = reading_->plan.read_frames;
-    const size_t hint_end = std::min<size_t>(
-        order.size(), static_cast<size_t>(m.slot) + 1 + opt_.resources.read_concurrency);
+    const size_t hint_end =
+        std::min<size_t>(order.size(), static_cast<size_t>(m.slot) + 1 +
+                                           read_concurrency_.load(std::memory_order_relaxed));
     for (size_t s = std::max<size_t>(hinted_end_, m.slot + 1); s < hint_end; ++s) {
       const FrameRef& next = layout_.frames[order[s]];
       readers_[next.shard]->WillReadFrame(next.frame);
@@ -304,6 +305,7 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
   SleepFor(opt_.diagnostics.inject_delay_us[static_cast<int>(Stage::kRead)]);
   const int64_t end = NowNs();
   read_last_end_ns_ = end;
+  if (tuning_concurrency_) TuneReadConcurrency(end);
   frames_read_.fetch_add(1, std::memory_order_relaxed);
   recorders_[Stage::kRead].NoteQueue(frames_resident_.fetch_add(1, std::memory_order_relaxed) + 1);
   recorders_[Stage::kDecompress].NoteQueue(frames_queued_.fetch_add(1, std::memory_order_relaxed) +
@@ -320,6 +322,39 @@ FrameMsg PipelineCore::ReadBody(oneapi::tbb::flow_control& fc) {
     e.busy_ns += end - start;
   }
   return m;
+}
+
+// Hill climbing on the rate the reader delivers (frames per second of wall time, its waits for
+// the frame budget included): after a first window that only warms up, each window of
+// max(16, 2 x concurrency) frames at a concurrency doubles it while the rate rose by 10% over
+// the best so far; the first window that does not goes back to the best and stops. A reader
+// held back downstream, or a local file (hints are no-ops), stops at once.
+void PipelineCore::TuneReadConcurrency(int64_t now_ns) {
+  constexpr double kGain = 1.10;
+  if (tune_start_ns_ == 0) {
+    tune_start_ns_ = now_ns;
+    tune_frames_ = 0;
+    return;
+  }
+  const uint32_t c = read_concurrency_.load(std::memory_order_relaxed);
+  if (++tune_frames_ < std::max<uint32_t>(16, 2 * c)) return;
+  const double rate = tune_frames_ / (static_cast<double>(now_ns - tune_start_ns_) * 1e-9);
+  tune_start_ns_ = now_ns;
+  tune_frames_ = 0;
+  if (!tuning_warmed_) {  // the first window holds the start-up
+    tuning_warmed_ = true;
+    return;
+  }
+  if (rate > tune_best_rate_ * kGain && c < kMaxReadConcurrencyTuned) {
+    tune_best_rate_ = rate;
+    tune_best_ = c;
+    read_concurrency_.store(std::min(kMaxReadConcurrencyTuned, 2 * c), std::memory_order_relaxed);
+    return;
+  }
+  if (rate > tune_best_rate_ * kGain) tune_best_ = c;  // at the bound and still rising
+  read_concurrency_.store(std::max(tune_best_, kAutoReadConcurrencyStart),
+                          std::memory_order_relaxed);
+  tuning_concurrency_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------

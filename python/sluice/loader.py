@@ -78,7 +78,7 @@ class Loader:
                  device_ring_depth=_sluice.DEFAULT_DEVICE_RING_DEPTH, device_zero_copy=True,
                  decompress_threads=None, preprocess_threads=None, read_ahead_frames=4,
                  max_corrupt_fraction=0.01, split=None, transforms=None, work_ahead=True,
-                 memory_format=torch.contiguous_format, read_concurrency=16, cache_dir=None,
+                 memory_format=torch.contiguous_format, read_concurrency=None, cache_dir=None,
                  cache_bytes=16 << 30, **other_arguments):
         _refuse_other_arguments(other_arguments, Loader.__init__)
         self._arguments = {k: v for k, v in locals().items()
@@ -110,7 +110,8 @@ class Loader:
                                   meaning=" (None: automatic)")
         device_ring_depth = _resource_arg("device_ring_depth", device_ring_depth)
         read_ahead_frames = _resource_arg("read_ahead_frames", read_ahead_frames)
-        read_concurrency = _int_arg("read_concurrency", read_concurrency, 1, 256)
+        read_concurrency = _int_arg("read_concurrency", read_concurrency, 1, 256, none_ok=True,
+                                    meaning=" (None: tuned while reading)") or 0
         cache_bytes = _int_arg("cache_bytes", cache_bytes, 0, 2**63 - 1,
                                meaning=" (0: no cache)")
         cache_dir = "" if cache_dir is None else _native_path("cache_dir",

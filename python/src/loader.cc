@@ -480,7 +480,8 @@ RunRecord Pass::Record() const {
   r.consumer = sluice::Consumer::kPython;
   r.h2d_format = core_->config().format.h2d_format;
   r.read_ahead_frames = core_->config().read_ahead_frames;
-  r.read_concurrency = core_->config().read_concurrency;
+  r.read_concurrency = r.pipeline.read_concurrency;  // the reader's, tuned or set
+  r.read_concurrency_tuned = r.pipeline.read_concurrency_tuned;
   r.network = CollectNetworkRead();  // remote datasets only
   r.batch_size = core_->config().order.batch_size;
   r.rank = static_cast<int>(core_->config().slice.rank);

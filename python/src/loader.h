@@ -44,7 +44,7 @@ struct LoaderConfig {
   uint32_t read_ahead_frames = 4;
   // Remote datasets (docs/storage.md): ranges fetched at once, and the local cache of fetched
   // frames (cache_dir "": the default cache directory; cache_bytes 0: no cache).
-  uint32_t read_concurrency = 16;
+  uint32_t read_concurrency = 0;  // 0: tuned while reading
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{16} << 30;
   uint32_t pool_size = 0;

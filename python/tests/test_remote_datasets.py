@@ -269,3 +269,52 @@ def test_a_stop_ends_requests_in_flight_promptly(faulty, tmp_path):
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 4.0, err[-2000:]
     assert proc.returncode != 0
+
+
+def test_the_read_concurrency_is_tuned_and_a_fixed_one_too_small_is_advised(faulty):
+    faulty.delay_s = 0.02  # 20 ms per request
+    url = faulty.url + "/fm"
+    tuned = sluice.Loader(url, batch_size=256, dtype=torch.uint8, work_ahead=False,
+                          cache_bytes=0)
+    assert sum(x.shape[0] for x, _ in tuned) == 60000
+    network = tuned.report()["network"]
+    assert network["read_concurrency_tuned"] and network["read_concurrency"] >= 16, network
+    fixed = sluice.Loader(url, batch_size=256, dtype=torch.uint8, work_ahead=False,
+                          cache_bytes=0, read_concurrency=2)
+    assert sum(x.shape[0] for x, _ in fixed) == 60000
+    report = fixed.report()
+    assert not report["network"]["read_concurrency_tuned"]
+    assert report["network"]["mean_in_flight"] >= 1.5, report["network"]
+    advice = report["verdict"]["advice"]
+    assert any("read" in json.dumps(a) and "4" in json.dumps(a) for a in advice), advice
+    assert "read_concurrency=4" in report["verdict"]["sentence"], report["verdict"]["sentence"]
+
+
+def test_an_image_folder_over_http_gives_the_batches_of_local_disk(tmp_path):
+    _need(*NGINX_PROGRAMS)
+    from PIL import Image
+    import numpy as np
+    folder = tmp_path / "photos"
+    rng = np.random.default_rng(5)
+    for k in range(3):
+        (folder / ("class%d" % k)).mkdir(parents=True)
+        for i in range(12):
+            h, w = rng.integers(40, 90, size=2)
+            pixels = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / ("class%d" % k) / ("%02d.jpg" % i), quality=90)
+    root = tmp_path / "www"
+    p = subprocess.run([SHARD, "create", "--image-folder", str(folder), "--out",
+                        str(root / "photos"), "--split", "train"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    chain = "DecodeImage(), RandomResizedCrop(32), RandomHorizontalFlip(), Normalize(mean=[0.5], std=[0.25])"
+    with nginx_server(str(root), str(tmp_path)) as web:
+        remote = sluice.Loader(web.url + "/photos", batch_size=8, shuffle=True, seed=2,
+                               transforms=chain, cache_dir=str(tmp_path / "cache"))
+        local = sluice.Loader(str(root / "photos"), batch_size=8, shuffle=True, seed=2,
+                              transforms=chain)
+        count = 0
+        for (xr, yr), (xl, yl) in zip(remote, local):
+            assert torch.equal(xr, xl) and torch.equal(yr, yl)
+            count += xr.shape[0]
+        assert count == 36
+        assert remote.classes == ["class0", "class1", "class2"]

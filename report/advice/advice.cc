@@ -139,7 +139,8 @@ std::vector<Advice> AdviceFor(Stage stage, int threads, int cores, const RunReco
       // peak: a reader held back by the server's bandwidth peaks at it too, and gains nothing,
       // measured 1.0x from 8 to 32 behind a 40 MB/s cap): more ranges in flight hide the
       // object store's latency.
-      if (run.network && run.read_concurrency > 0 &&
+      // A tuned concurrency stopped where doubling no longer paid: nothing to advise.
+      if (run.network && run.read_concurrency > 0 && !run.read_concurrency_tuned &&
           run.read_concurrency < static_cast<uint32_t>(kMaxReadConcurrency) &&
           run.network->mean_in_flight >= kFullConcurrency * run.read_concurrency) {
         out.push_back({AdviceSetting::kReadConcurrency,

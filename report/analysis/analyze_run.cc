@@ -614,6 +614,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.host_memory = run.host_memory;
   rep.network = run.network;
   rep.read_concurrency = run.read_concurrency;
+  rep.read_concurrency_tuned = run.read_concurrency_tuned;
   if (ceilings != nullptr) rep.ceilings = *ceilings;
 
   const ComputeStats& cs = run.compute;

@@ -183,6 +183,7 @@ struct BottleneckReport {
   // concurrency it fetched with. Absent from text and JSON for local files.
   std::optional<NetworkRead> network;
   uint32_t read_concurrency = 0;
+  bool read_concurrency_tuned = false;
   // Device runs: the share of the trained batches' copy time (copy-stream device time) that ran
   // while a step computed, in [0, 100] (ComputeStats::copy_hidden_ns / copy_ns; it equals the
   // trace's otherData.copy_hidden_share x 100). nullopt: no copies (the CPU backend, or a

@@ -216,8 +216,9 @@ struct RunRecord {
   Consumer consumer = Consumer::kTrainJob;
   H2DFormat h2d_format = H2DFormat::kF32;
   uint32_t read_ahead_frames = 0;
-  uint32_t read_concurrency = 0;  // byte ranges a remote dataset fetches at once
-  uint32_t batch_size = 0;        // samples per batch (0: not known)
+  uint32_t read_concurrency = 0;        // byte ranges a remote dataset fetches at once
+  bool read_concurrency_tuned = false;  // chosen by the reader's tuning (no setting given)
+  uint32_t batch_size = 0;              // samples per batch (0: not known)
   // A remote dataset's network figures (absent for local files).
   std::optional<NetworkRead> network;
 };

@@ -127,6 +127,7 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
                            bytes, max_in_flight, mean_in_flight, latency_p50_ns, latency_p99_ns,
                            cache_hits, cache_misses, cache_hit_bytes, cache_on, cache_writes_off);
     w["read_concurrency"] = read_concurrency;
+    w["read_concurrency_tuned"] = read_concurrency_tuned;
     j["network"] = w;
   }
   if (exchange) {  // data-parallel runs only: a single process's JSON is unchanged

@@ -30,7 +30,6 @@
 
 namespace sluice::remote {
 
-inline constexpr int kDefaultReadConcurrency = 16;
 inline constexpr int kMaxReadConcurrency = 256;
 inline constexpr uint64_t kDefaultCacheBytes = uint64_t{16} << 30;
 

@@ -72,8 +72,6 @@ TEST_F(ConfigureRemoteTest, DefaultsAreDocumented) {
   EXPECT_EQ(o.cache_dir, "");
   EXPECT_EQ(kDefaultCacheBytes, uint64_t{16} << 30);
   EXPECT_EQ(kMaxReadConcurrency, 256);
-  EXPECT_GE(kDefaultReadConcurrency, 1);
-  EXPECT_LE(kDefaultReadConcurrency, kMaxReadConcurrency);
 }
 
 TEST_F(ConfigureRemoteTest, OptionsSetAreTheCurrentOnes) {
