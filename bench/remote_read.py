@@ -2,7 +2,8 @@
 """Remote datasets' read rates (docs/storage.md), against the same dataset on local disk:
 
 1. warm cache: sluice.Loader over an http:// dataset whose frames are all in the local cache,
-   against the local directory (goal: at least 0.95 of the local rate);
+   against the local directory (goal: at least 0.95 of the local rate), and the same for
+   sluice-train's reference job;
 2. cold, with a delaying, rate-capping proxy in front of nginx (20 ms added to every request, the
    total bandwidth capped): the bandwidth reached at each read concurrency, as a fraction of the
    cap (goal: at least 0.8);
@@ -13,6 +14,7 @@ Every server runs on 127.0.0.1 (python/tests/object_servers.py). Fashion-MNIST's
 (Debian's dataset-fashion-mnist) four times over, sharded with sluice.write_dataset.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/remote_read.py [--rounds 3] [--mb-per-s 40]
+      [--build build]
 """
 import argparse
 import gzip
@@ -88,6 +90,7 @@ def peak_rss(url, concurrency, batches):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--build", default="build", help="the build directory (sluice-train)")
     ap.add_argument("--mb-per-s", type=float, default=40.0, help="the proxy's bandwidth cap")
     ap.add_argument("--delay-ms", type=float, default=20.0)
     ap.add_argument("--concurrency", default="1,2,4,8,16,32,64")
@@ -115,21 +118,53 @@ def main():
                                                   zip(warm_rates, local_rates))))
             results["warm"] = {"local_samples_per_s": lr, "warm_samples_per_s": wr,
                                "ratio": wr / lr}
+            # The same in a training job: sluice-train's reference MLP, 3 epochs.
+            train = os.path.join(args.build, "tools", "sluice-train")
+            report = os.path.join(tmp, "r.json")
+
+            def train_rate(data):
+                subprocess.run([train, "--data", data, "--epochs", "3", "--quiet", "--device",
+                                "cpu", "--report=false", "--report-json", report,
+                                "--cache-dir", cache], check=True, capture_output=True)
+                with open(report) as f:
+                    return json.load(f)["measured_samples_per_s"]
+
+            train_rate(url)
+            tl, tw = [], []
+            for _ in range(args.rounds):
+                tl.append(train_rate(local))
+                tw.append(train_rate(url))
+            print("warm cache, sluice-train 3 epochs: %.0f samples/s vs local %.0f: %.3f of "
+                  "local (rounds %s)" % (statistics.median(tw), statistics.median(tl),
+                                         statistics.median(tw) / statistics.median(tl),
+                                         ", ".join("%.2f" % (w / l) for w, l in zip(tw, tl))))
+            results["warm_train"] = {"local_samples_per_s": statistics.median(tl),
+                                     "warm_samples_per_s": statistics.median(tw)}
             cap = args.mb_per_s * 1e6
             with delay_proxy("127.0.0.1", web.port, delay_s=args.delay_ms / 1e3,
                              bytes_per_s=cap) as proxy:
                 purl = proxy.url + "/fm"
                 sweep = []
-                for c in [int(v) for v in args.concurrency.split(",")]:
-                    best = 0.0
+                for c in [None] + [int(v) for v in args.concurrency.split(",")]:
+                    best, chosen = 0.0, c
                     for _ in range(max(1, args.rounds - 1)):
-                        t, _ = one_pass(purl, cache_bytes=0, read_concurrency=c)
-                        best = max(best, size / t)
-                    sweep.append({"concurrency": c, "bytes_per_s": best,
-                                  "of_cap": best / cap})
-                    print("cold, %.0f ms per request, cap %.0f MB/s: read concurrency %3d: "
-                          "%.1f MB/s, %.2f of the cap" % (args.delay_ms, args.mb_per_s, c,
-                                                          best / 1e6, best / cap))
+                        loader = sluice.Loader(purl, batch_size=256, work_ahead=False,
+                                               dtype=__import__("torch").uint8, cache_bytes=0,
+                                               read_concurrency=c)
+                        t0 = time.perf_counter()
+                        for _ in loader:
+                            pass
+                        t = time.perf_counter() - t0
+                        if size / t > best:
+                            best = size / t
+                            chosen = loader.report()["network"]["read_concurrency"]
+                    sweep.append({"concurrency": c or "tuned", "chosen": chosen,
+                                  "bytes_per_s": best, "of_cap": best / cap})
+                    print("cold, %.0f ms per request, cap %.0f MB/s: read concurrency %s: "
+                          "%.1f MB/s, %.2f of the cap" % (
+                              args.delay_ms, args.mb_per_s,
+                              "%3d" % c if c else "tuned (chose %d)" % chosen,
+                              best / 1e6, best / cap))
                 results["cold"] = sweep
                 proxy.bytes_per_s = None
                 proxy.delay_s = 1.0

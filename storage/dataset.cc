@@ -1,6 +1,8 @@
 #include "storage/dataset.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -490,6 +492,35 @@ absl::StatusOr<const ShardReader*> Dataset::shard(size_t i) const {
   if (readers_[i] != nullptr) return readers_[i].get();
   ASSIGN_OR_RETURN(readers_[i], OpenShard(i));
   return readers_[i].get();
+}
+
+absl::Status Dataset::OpenAllShards(int concurrency) const {
+  std::vector<size_t> missing;
+  {
+    absl::MutexLock l(&mu_);
+    for (size_t i = 0; i < readers_.size(); ++i) {
+      if (readers_[i] == nullptr) missing.push_back(i);
+    }
+  }
+  if (missing.size() <= 1) return absl::OkStatus();  // shard(i) opens it
+  std::vector<absl::StatusOr<std::unique_ptr<ShardReader>>> opened(missing.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next.fetch_add(1); k < missing.size(); k = next.fetch_add(1)) {
+      opened[k] = OpenShard(missing[k]);
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t n = std::min<size_t>(missing.size(), static_cast<size_t>(std::max(1, concurrency)));
+  for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock l(&mu_);
+  for (size_t k = 0; k < missing.size(); ++k) {
+    if (!opened[k].ok()) return opened[k].status();
+    if (readers_[missing[k]] == nullptr) readers_[missing[k]] = std::move(*opened[k]);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<ShardReader>> Dataset::OpenShard(size_t i) const {

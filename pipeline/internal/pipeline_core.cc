@@ -113,6 +113,7 @@ void PipelineCore::GivePoolsBack() {
 absl::Status PipelineCore::BuildLayout() {
   const Manifest& m = dataset_->manifest();
   spec_ = dataset_->spec();
+  RETURN_IF_ERROR(dataset_->OpenAllShards());
   for (size_t i = 0; i < m.shards.size(); ++i) {
     ASSIGN_OR_RETURN(const ShardReader* r, dataset_->shard(i));
     readers_.push_back(r);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,17 +51,6 @@ bool WriteAll(int fd, const char* p, size_t n) {
   return true;
 }
 
-bool ReadAll(int fd, char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 }  // namespace
 
 FrameCache::FrameCache(std::string dir, uint64_t max_bytes)
@@ -95,17 +85,18 @@ bool FrameCache::Lookup(const std::string& key, uint64_t length, char* dest) {
   bool ok = false;
   char header[kHeaderBytes];
   struct stat st;
-  if (::fstat(fd, &st) == 0 && ReadAll(fd, header, kHeaderBytes) &&
-      std::memcmp(header, kMagic, 8) == 0) {
-    const uint32_t key_bytes = DecodeFixed32(header + 8);
-    const uint64_t payload_bytes = DecodeFixed64(header + 16);
-    const uint64_t sum = DecodeFixed64(header + 24);
-    if (key_bytes == key.size() && payload_bytes == length &&
-        static_cast<uint64_t>(st.st_size) == kHeaderBytes + key_bytes + payload_bytes) {
-      std::string stored_key(key_bytes, '\0');
-      ok = ReadAll(fd, stored_key.data(), key_bytes) && stored_key == key &&
-           ReadAll(fd, dest, length) && XXH3_64bits(dest, length) == sum;
-    }
+  // The entry as the key says it must be, in one read: header, key, payload (a file of any
+  // other size fails the size check).
+  std::string stored_key(key.size(), '\0');
+  iovec parts[3] = {{header, kHeaderBytes},
+                    {stored_key.data(), stored_key.size()},
+                    {dest, static_cast<size_t>(length)}};
+  const size_t want = kHeaderBytes + key.size() + length;
+  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == want &&
+      ::readv(fd, parts, 3) == static_cast<ssize_t>(want) && std::memcmp(header, kMagic, 8) == 0 &&
+      DecodeFixed32(header + 8) == key.size() && DecodeFixed64(header + 16) == length &&
+      stored_key == key) {
+    ok = XXH3_64bits(dest, length) == DecodeFixed64(header + 24);
   }
   ::close(fd);
   std::lock_guard<std::mutex> lock(mu_);
