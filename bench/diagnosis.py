@@ -25,6 +25,7 @@ first frames read, decompressed and paged in, was a tenth of it); a case's flags
 with it.
 """
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -56,6 +57,9 @@ class Case:
 CASES = [
     Case("read", "fm", ["--inject-delay=read:6000"], "read", "read",
          "the reader sleeps 6 ms per frame (I/O latency)"),
+    Case("object-store", "fm-remote", ["--read-concurrency=2", "--cache-bytes=0"], "read", "read",
+         "the dataset over HTTP from nginx behind a proxy adding 20 ms to each request, 2 "
+         "requests in flight"),
     Case("decompress", "fm", ["--inject-delay=decompress:8000"], "decompress", "decompress",
          "decompress spins 8 ms per frame on its 2 threads: it holds the cores"),
     Case("preprocess", "fm", ["--inject-delay=preprocess:1200"], "preprocess", "preprocess",
@@ -360,8 +364,19 @@ def main():
     if not wanted:
         raise SystemExit("--cases: none of %s" % ", ".join(c.name for c in CASES))
     start = time.time()
-    with tempfile.TemporaryDirectory(prefix="sluice-diagnosis-") as work:
+    with tempfile.TemporaryDirectory(prefix="sluice-diagnosis-") as work, \
+            contextlib.ExitStack() as servers:
         data = prepare_data(args, work)
+        if any(c.data == "fm-remote" for c in wanted):
+            # The Fashion-MNIST dataset from a web server on 127.0.0.1 behind a delaying proxy
+            # (python/tests/object_servers.py): an object store's latency.
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                            "python", "tests"))
+            import object_servers
+            web = servers.enter_context(object_servers.nginx_server(work, work))
+            proxy = servers.enter_context(
+                object_servers.delay_proxy("127.0.0.1", web.port, delay_s=0.02))
+            data["fm-remote"] = proxy.url + "/fm"
         rows = []
         for case in wanted:
             print("%s: %s" % (case.name, " ".join(case.flags)), flush=True)
