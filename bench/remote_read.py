@@ -69,6 +69,7 @@ CHILD = r"""
 import resource, sys, time, torch
 sys.path.insert(0, %(build)r)
 import sluice
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 loader = sluice.Loader(%(url)r, batch_size=256, dtype=torch.uint8, work_ahead=False,
                        read_concurrency=%(c)d, cache_bytes=0)
 n = 0
@@ -76,7 +77,7 @@ for i, (x, _) in enumerate(loader):
     n += x.shape[0]
     if i == %(batches)d:
         break
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
 """
 
 
@@ -168,12 +169,13 @@ def main():
                 results["cold"] = sweep
                 proxy.bytes_per_s = None
                 proxy.delay_s = 1.0
-                slow = peak_rss(purl, 16, 12)
+                slow = peak_rss(purl, 64, 12)
                 proxy.delay_s = 0.0
-                fast = peak_rss(purl, 16, 12)
-                print("peak RSS, 13 batches at read concurrency 16: %.1f MB at 1 s per request, "
-                      "%.1f MB at none (frames of about %.0f KB)"
-                      % (slow / 1e6, fast / 1e6, size / (4 * 235) / 1e3))
+                fast = peak_rss(purl, 64, 12)
+                print("peak RSS growth over the imports, 13 batches at read concurrency 64: "
+                      "%.1f MB at 1 s per request, %.1f MB at none (64 frames of about %.0f KB: "
+                      "%.1f MB)" % (slow / 1e6, fast / 1e6, size / (4 * 235) / 1e3,
+                                    64 * size / (4 * 235) / 1e6))
                 results["memory"] = {"rss_1s_bytes": slow, "rss_0s_bytes": fast}
         print(json.dumps(results))
     finally:
