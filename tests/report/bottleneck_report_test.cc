@@ -54,6 +54,8 @@ TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   std::set<std::string> documented;  // the first cell of each table row "| `path` | ..."
   for (std::string line; std::getline(doc, line);) {
     if (line.rfind("## Data-parallel runs", 0) == 0) break;  // fields a single process lacks
+    // A remote dataset's network object (its own test: NetworkObjectIsTheDocumentedOne).
+    if (line.rfind("| `network.", 0) == 0) continue;
     if (line.rfind("| `", 0) != 0) continue;
     documented.insert(line.substr(3, line.find('`', 3) - 3));
   }
@@ -61,6 +63,55 @@ TEST(BottleneckReportTest, JsonHasEveryDocumentedFieldAndNoOther) {
   for (const std::string& p : documented) EXPECT_TRUE(paths.count(p)) << "not in the JSON: " << p;
   // It round-trips through text.
   EXPECT_EQ(nlohmann::ordered_json::parse(j.dump()), j);
+}
+
+// A run that read a remote dataset (docs/storage.md) writes a `network` object before `notes`
+// holding exactly the fields docs/report-schema.md's "Remote datasets" table documents, with
+// the run's figures; a run of local files has none.
+TEST(BottleneckReportTest, NetworkObjectIsTheDocumentedOne) {
+  RunRecord run = MakeRun(Synth{});
+  EXPECT_FALSE(AnalyzeRun(run, nullptr, 2).ToJson().contains("network"));
+  NetworkRead n;
+  n.requests = 300;
+  n.retries = 6;
+  n.throttled = 6;
+  n.bytes = 31'900'000;
+  n.max_in_flight = 17;
+  n.mean_in_flight = 12.5;
+  n.latency_p50_ns = 21'000'000;
+  n.latency_p99_ns = 48'000'000;
+  n.cache_hits = 10;
+  n.cache_misses = 225;
+  n.cache_on = true;
+  run.network = n;
+  run.read_concurrency = 16;
+  run.read_concurrency_tuned = true;
+  const BottleneckReport rep = AnalyzeRun(run, nullptr, 2);
+  const nlohmann::ordered_json j = rep.ToJson();
+  ASSERT_TRUE(j.contains("network"));
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys[keys.size() - 2], "network");
+  std::set<std::string> paths;
+  Paths(j["network"], "network", &paths);
+  std::ifstream doc(std::string(SLUICE_SOURCE_DIR) + "/docs/report-schema.md");
+  ASSERT_TRUE(doc.good());
+  std::set<std::string> documented;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("| `network.", 0) == 0) {
+      documented.insert(line.substr(3, line.find('`', 3) - 3));
+    }
+  }
+  EXPECT_EQ(paths, documented);
+  EXPECT_EQ(j["network"]["retries"], 6);
+  EXPECT_EQ(j["network"]["mean_in_flight"], 12.5);
+  EXPECT_EQ(j["network"]["read_concurrency"], 16);
+  EXPECT_EQ(j["network"]["read_concurrency_tuned"], true);
+  const std::string text = rep.ToText();
+  EXPECT_THAT(text, HasSubstr("network: 31.9 MB fetched from the object store in 300 requests"));
+  EXPECT_THAT(text,
+              HasSubstr("12.5 in flight on average, at most 17 (read concurrency 16, tuned)"));
+  EXPECT_THAT(text, HasSubstr("10 of 235 frames read from the local cache (4%)"));
 }
 
 // Item latency: each row's p50, p99 and max in the JSON (ns, as recorded) and under the text's

@@ -217,6 +217,8 @@ TEST(DataParallelReportTest, JsonHasEveryDocumentedDataParallelFieldAndNoOther) 
   std::set<std::string> documented;  // every table: the single-process one and the data-parallel
   for (std::string line; std::getline(doc, line);) {
     if (line.rfind("## Probe reports", 0) == 0) break;  // sluice.probe's, not a sluice run's
+    // A remote dataset's network object (its own test: NetworkObjectIsTheDocumentedOne).
+    if (line.rfind("| `network.", 0) == 0) continue;
     if (line.rfind("| `", 0) != 0) continue;
     documented.insert(line.substr(3, line.find('`', 3) - 3));
   }
