@@ -769,6 +769,8 @@ class _FaultHandler(http.server.BaseHTTPRequestHandler):
 
     def _simple(self, status, body=b"", headers=(), head=False):
         body = body or (b"%d %s\n" % (status, http.client.responses.get(status, "").encode()))
+        # Counted before the answer is sent: a client that has read it sees the count.
+        self.server.state._count(status)
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
@@ -777,7 +779,6 @@ class _FaultHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(body)
-        self.server.state._count(status)
 
     def _serve(self, head):
         st = self.server.state
@@ -848,6 +849,7 @@ class _FaultHandler(http.server.BaseHTTPRequestHandler):
                     start, end = parsed
                     status = 206
             length = max(0, end - start + 1)
+            st._count(status)  # before the answer, as in _simple
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(length))
@@ -857,7 +859,6 @@ class _FaultHandler(http.server.BaseHTTPRequestHandler):
             if status == 206:
                 self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
             self.end_headers()
-            st._count(status)
             if head or length == 0:
                 return
             flips = st._corruptions(url_path)
