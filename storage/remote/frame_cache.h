@@ -14,7 +14,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 
 namespace sluice::remote {
@@ -38,9 +40,12 @@ class FrameCache {
   // The key text of a range (docs/formats/remote-cache.md, "The key").
   static std::string Key(absl::string_view path, absl::string_view etag, uint64_t offset,
                          uint64_t length);
-  // Reads the entry of `key` into dest[0, length) when it exists and passes every check.
+  // Reads the entry of `key` into dest[0, length) when it exists and passes every check. An
+  // entry this process wrote or has already checked is read without hashing its payload again
+  // (its size, magic, key and length are still checked; docs/formats/remote-cache.md).
   bool Lookup(const std::string& key, uint64_t length, char* dest);
-  // Whether an entry of `key` exists (unchecked): read-ahead skips what is cached.
+  // Whether an entry of `key` exists (unchecked): read-ahead skips what is cached. No file
+  // system call for an entry this process wrote or checked.
   bool Contains(const std::string& key) const;
   void Insert(const std::string& key, absl::string_view payload);
   // Counts a miss that Lookup did not see: a range fetched ahead (WillRead) without a lookup.
@@ -52,7 +57,11 @@ class FrameCache {
   uint64_t max_bytes() const { return max_bytes_; }
 
  private:
-  std::string EntryPath(const std::string& key) const;
+  using Hash = std::pair<uint64_t, uint64_t>;  // XXH3-128 of the key: the entry's name
+  static Hash KeyHash(const std::string& key);
+  std::string EntryPath(const Hash& h) const;
+  bool Known(const Hash& h) const;
+  void SetKnown(const Hash& h, bool known);
   void Evict();
   void TurnWritesOff(const std::string& why);
 
@@ -63,6 +72,12 @@ class FrameCache {
   mutable std::mutex mu_;  // guards stats_ and eviction
   CacheStats stats_;
   std::atomic<bool> writes_off_{false};
+  // Entries this process wrote or checked since its last eviction (which forgets them all), at
+  // most kMaxKnown: trusted without rehashing their payload; their frames' own checksums still
+  // hold downstream.
+  static constexpr size_t kMaxKnown = size_t{1} << 20;
+  mutable std::mutex known_mu_;
+  absl::flat_hash_set<Hash> known_;
 };
 
 }  // namespace sluice::remote

@@ -202,10 +202,12 @@ TEST_F(FrameCacheTest, AnEntryWrittenByTheDocumentedLayoutIsRead) {
   EXPECT_EQ(got, payload);
 }
 
+// The payload is hashed by a process that did not write or check the entry (a later run, as
+// here, or another rank).
 TEST_F(FrameCacheTest, AFlippedPayloadByteIsABadEntryThatIsRemoved) {
-  FrameCache cache(dir_, 1 << 20);
   const std::string key = FrameCache::Key("s3://b/k", "\"e\"", 0, 64);
-  cache.Insert(key, Payload(64, 3));
+  FrameCache(dir_, 1 << 20).Insert(key, Payload(64, 3));
+  FrameCache cache(dir_, 1 << 20);
   const std::string path = DocPath(key);
   std::string bytes = ReadBytes(path);
   bytes[bytes.size() - 10] ^= 0x01;
@@ -223,6 +225,39 @@ TEST_F(FrameCacheTest, AFlippedPayloadByteIsABadEntryThatIsRemoved) {
   cache.Insert(key, Payload(64, 3));
   ASSERT_TRUE(cache.Lookup(key, 64, got.data()));
   EXPECT_EQ(got, Payload(64, 3));
+}
+
+// An entry this process wrote is trusted without rehashing its payload (the format doc,
+// "Reading"), but not without its file: removed by another process, it is a miss, and
+// forgotten.
+TEST_F(FrameCacheTest, AKnownEntryRemovedByAnotherProcessIsAMissAndForgotten) {
+  FrameCache cache(dir_, 1 << 20);
+  const std::string key = FrameCache::Key("s3://b/k", "\"e\"", 0, 64);
+  cache.Insert(key, Payload(64, 5));
+  std::string got(64, '\0');
+  ASSERT_TRUE(cache.Lookup(key, 64, got.data()));
+  ASSERT_TRUE(fs::remove(DocPath(key)));
+  EXPECT_TRUE(cache.Contains(key));  // known: no file system call
+  EXPECT_FALSE(cache.Lookup(key, 64, got.data()));
+  EXPECT_FALSE(cache.Contains(key));
+  const CacheStats s = cache.Stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.bad_entries, 0u);
+}
+
+// A known entry's size, magic, key and length are still checked on every read.
+TEST_F(FrameCacheTest, AKnownEntryCutShortIsStillABadEntry) {
+  FrameCache cache(dir_, 1 << 20);
+  const std::string key = FrameCache::Key("s3://b/k", "\"e\"", 0, 64);
+  cache.Insert(key, Payload(64, 6));
+  const std::string path = DocPath(key);
+  std::string bytes = ReadBytes(path);
+  WriteBytes(path, bytes.substr(0, bytes.size() - 1));
+  std::string got(64, '\0');
+  EXPECT_FALSE(cache.Lookup(key, 64, got.data()));
+  EXPECT_EQ(cache.Stats().bad_entries, 1u);
+  EXPECT_FALSE(fs::exists(path));
 }
 
 TEST_F(FrameCacheTest, ATruncatedEntryIsAMissAndIsRemoved) {
