@@ -121,10 +121,15 @@ struct HttpClient::State {
   std::vector<std::shared_ptr<PendingRequest>> active;
   std::vector<std::shared_ptr<PendingRequest>> waiting;  // to retry at their retry_at
   std::mt19937_64 rng{std::random_device{}()};
-  // Hosts ("scheme://authority") whose request failed after the whole retry budget: later
-  // requests to them fail at once (a run that probes several names of a dead store would
-  // otherwise spend the budget once per name).
-  std::map<std::string, absl::Status> unreachable;
+  // Hosts ("scheme://authority") whose request failed after the whole retry budget, and when:
+  // later requests to them fail at once for one more budget (a run that probes several names
+  // of a dead store would otherwise spend the budget once per name); after that they are tried
+  // again (a long-lived process, a notebook, outlives a store's outage).
+  struct Unreachable {
+    absl::Status status;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<std::string, Unreachable> unreachable;
   // Stats, guarded by stats_mu.
   mutable std::mutex stats_mu;
   HttpStats stats;
@@ -493,6 +498,12 @@ void HttpClient::Loop() {
     }
     for (auto& p : incoming) {
       auto dead = st.unreachable.find(HostOf(p->transfer()->request.url));
+      if (dead != st.unreachable.end() &&
+          std::chrono::duration<double>(Clock::now() - dead->second.since).count() >=
+              retry_budget_s_) {
+        st.unreachable.erase(dead);  // a budget has passed: try the server again
+        dead = st.unreachable.end();
+      }
       if (dead == st.unreachable.end()) {
         add(p);
         continue;
@@ -501,11 +512,11 @@ void HttpClient::Loop() {
         std::lock_guard<std::mutex> lock(st.stats_mu);
         ++st.stats.failed;
       }
-      Finish(p, absl::Status(dead->second.code(),
+      Finish(p, absl::Status(dead->second.status.code(),
                              absl::StrCat(Describe(p->transfer()->request),
                                           ": not tried: an earlier request to this server gave "
                                           "up (",
-                                          dead->second.message(), ")")));
+                                          dead->second.status.message(), ")")));
     }
     incoming.clear();
     for (size_t i = 0; i < st.waiting.size();) {
@@ -582,7 +593,10 @@ void HttpClient::Loop() {
                                         " attempts over ", static_cast<int>(elapsed_s + 0.5),
                                         " s: the retry budget, SLUICE_RETRY_SECONDS, is ",
                                         retry_budget_s_, " s)"));
-          if (v.kind == Verdict::kConnection) st.unreachable.emplace(HostOf(t->request.url), s);
+          if (v.kind == Verdict::kConnection) {
+            st.unreachable.insert_or_assign(HostOf(t->request.url),
+                                            State::Unreachable{s, Clock::now()});
+          }
         }
         curl_easy_cleanup(t->easy);
         t->easy = nullptr;

@@ -470,6 +470,64 @@ TEST(HttpClientTest, ARefusedConnectionIsRetriedThenUnavailable) {
   EXPECT_GE(HttpClient::Global().Stats().connection_errors - before.connection_errors, 2u);
 }
 
+// A server that used up the retry budget with refused connections is not tried again for one
+// more budget (later requests fail at once, naming the earlier failure), and is tried after it:
+// a long-lived process outlives a store's outage.
+TEST(HttpClientTest, AServerThatGaveUpIsSkippedForOneBudgetThenTriedAgain) {
+  // Bound but not listening: connections are refused until listen().
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string url = absl::StrCat("http://127.0.0.1:", ntohs(addr.sin_port), "/x");
+  HttpClient& client = HttpClient::Global();
+  char dest[4];
+  absl::StatusOr<HttpResponse> got = client.Perform(RangeGet(url, 0, 4, dest));
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("gave up after"));
+  const Clock::time_point gave_up = Clock::now();
+
+  const HttpStats before = client.Stats();
+  got = client.Perform(RangeGet(url, 0, 4, dest));
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("not tried"));
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("gave up after"));
+  EXPECT_EQ(client.Stats().connection_errors, before.connection_errors);  // no connection made
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - gave_up).count(), 0.5);
+
+  // The server comes back; once a budget (1 s here) has passed since, the client tries it.
+  ASSERT_EQ(::listen(fd, 4), 0);
+  std::thread serve([fd] {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) return;
+    const int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return;
+    std::string in;
+    char buf[4096];
+    while (in.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    const std::string out = Partial("abcd", 0, 3, 10);
+    ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+    ::shutdown(c, SHUT_WR);
+    while (::recv(c, buf, sizeof(buf), 0) > 0) {
+    }
+    ::close(c);
+  });
+  std::this_thread::sleep_until(gave_up + std::chrono::milliseconds(1100));
+  got = client.Perform(RangeGet(url, 0, 4, dest));
+  serve.join();
+  ::close(fd);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(std::string(dest, 4), "abcd");
+}
+
 TEST(HttpClientTest, ABodyLongerThanTheRangeIsDataLossAndNeverOverrunsDest) {
   Outcome o = RangeGetAnsweredBy({Partial(Bytes(20, 6), 100, 109, 1000)});
   ASSERT_FALSE(o.result.ok());
