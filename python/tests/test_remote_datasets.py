@@ -93,6 +93,47 @@ def test_https_with_its_ca_trains_the_weights_of_local_disk(served, tmp_path):
         assert not os.path.exists(out + ".no")
 
 
+MPIRUN = ["/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+          "btl_vader_single_copy_mechanism", "none", "-np", "2"]
+
+
+def test_two_mpi_ranks_from_http_share_one_cache_and_train_the_weights_of_local_disk(
+        served, tmp_path):
+    """docs/storage.md, "Data parallel": the ranks of one machine read one dataset URL and
+    share one cache, and the weights are those of the same 2-rank job on local disk, byte for
+    byte; a second job reads every frame from the cache its ranks filled."""
+    _need(*NGINX_PROGRAMS, "/usr/bin/mpirun")
+    probe = subprocess.run(MPIRUN + ["true"], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        pytest.skip("mpirun cannot start a job here: %s" % probe.stderr[-500:])
+
+    def mpi_train(data, out, extra=()):
+        args = MPIRUN + [TRAIN, "--data", data, "--epochs", "1", "--shuffle", "--seed", "7",
+                         "--device", "cpu", "--quiet", "--report=false", "--ceilings=false",
+                         "--export-safetensors", out, "--cache-dir", str(tmp_path / "cache")]
+        p = subprocess.run(args + list(extra), env=_env(), capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, "mpirun sluice-train failed (%d):\n%s" % (
+            p.returncode, p.stderr[-4000:])
+        with open(out, "rb") as f:
+            return f.read()
+
+    local = mpi_train(os.path.join(served["root"], "fm"), str(tmp_path / "local.safetensors"))
+    assert local != served["weights"]  # two ranks: a different reduction order, other weights
+    with nginx_server(served["root"], str(tmp_path)) as web:
+        report = str(tmp_path / "r.json")
+        cold = mpi_train(web.url + "/fm", str(tmp_path / "cold.safetensors"),
+                         ["--report-json", report])
+        assert cold == local, "2 ranks over http:// trained other weights than on local disk"
+        first = json.load(open(report))["network"]
+        assert first["cache_misses"] > 0
+        warm = mpi_train(web.url + "/fm", str(tmp_path / "warm.safetensors"),
+                         ["--report-json", report])
+        assert warm == local
+        second = json.load(open(report))["network"]
+        assert second["cache_misses"] == 0 and second["cache_hits"] > 0, second
+
+
 def test_http_loader_and_inspect_verify(served, tmp_path):
     _need(*NGINX_PROGRAMS)
     with nginx_server(served["root"], str(tmp_path)) as web:
