@@ -60,6 +60,10 @@ CASES = [
     Case("object-store", "fm-remote", ["--read-concurrency=2", "--cache-bytes=0"], "read", "read",
          "the dataset over HTTP from nginx behind a proxy adding 20 ms to each request, 2 "
          "requests in flight"),
+    Case("object-store-bandwidth", "fm-remote-capped", ["--read-concurrency=2",
+                                                        "--cache-bytes=0"], "read", "read",
+         "the dataset over HTTP from nginx behind a proxy capping the total rate at 10 MB/s, 2 "
+         "requests in flight: bandwidth-bound, so no more concurrency is advised"),
     Case("decompress", "fm", ["--inject-delay=decompress:8000"], "decompress", "decompress",
          "decompress spins 8 ms per frame on its 2 threads: it holds the cores"),
     Case("preprocess", "fm", ["--inject-delay=preprocess:1200"], "preprocess", "preprocess",
@@ -367,7 +371,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="sluice-diagnosis-") as work, \
             contextlib.ExitStack() as servers:
         data = prepare_data(args, work)
-        if any(c.data == "fm-remote" for c in wanted):
+        if any(c.data.startswith("fm-remote") for c in wanted):
             # The Fashion-MNIST dataset from a web server on 127.0.0.1 behind a delaying proxy
             # (python/tests/object_servers.py): an object store's latency.
             sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -377,6 +381,9 @@ def main():
             proxy = servers.enter_context(
                 object_servers.delay_proxy("127.0.0.1", web.port, delay_s=0.02))
             data["fm-remote"] = proxy.url + "/fm"
+            capped = servers.enter_context(
+                object_servers.delay_proxy("127.0.0.1", web.port, delay_s=0.0, bytes_per_s=10e6))
+            data["fm-remote-capped"] = capped.url + "/fm"
         rows = []
         for case in wanted:
             print("%s: %s" % (case.name, " ".join(case.flags)), flush=True)

@@ -1142,9 +1142,15 @@ class DelayProxy:
         if not rate:
             self._bucket, self._chunk = None, 65536
         else:
-            # small reads so the cap is smooth: ~50 chunks a second at most
-            self._chunk = int(max(1024, min(65536, rate / 50)))
-            self._bucket = TokenBucket(rate)
+            # Small reads so that, as on a real bottleneck link, the bytes of every response in
+            # flight interleave: 16 KB at most (2,500 chunks a second at 40 MB/s). With 64 KB
+            # chunks a 116 KB frame came in two bursts, and between bursts every response in
+            # flight could be waiting for its first byte while the link was in fact busy.
+            self._chunk = int(max(1024, min(16384, rate / 50)))
+            # A burst of one chunk: a link cannot bank the time it was idle (a bucket of 1 MB
+            # at 20 MB/s let 50 ms of traffic through at once after an idle spell, so the mean
+            # rate held at the cap while the link sat idle a fifth of the time).
+            self._bucket = TokenBucket(rate, burst=self._chunk)
 
     @property
     def active(self):

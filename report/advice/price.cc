@@ -225,8 +225,14 @@ std::optional<double> PredictedSpeedup(const Advice& advice, const ResourceModel
       if (total <= 0) return std::nullopt;
       const double now_in_flight = run.network ? std::max(run.network->mean_in_flight, 1.0)
                                                : static_cast<double>(run.read_concurrency);
-      const double ratio =
+      double ratio =
           now_in_flight / (now_in_flight + static_cast<double>(after - run.read_concurrency));
+      // Bytes that arrived back to back cannot arrive faster: a response was arriving for this
+      // share of the span, so the network part of the read shrinks at most to it. Behind a
+      // bandwidth cap (10 MB/s, 2 in flight: a response arriving 95% of the time) the ratio
+      // alone predicted 1.70x and 4 in flight measured 0.92x.
+      if (run.network)
+        ratio = std::max(ratio, std::clamp(run.network->receiving_fraction, 0.0, 1.0));
       alt.cost_scale[Stage::kRead] = (read->cpu_ns + read->blocked_ns * ratio) / total;
       break;
     }

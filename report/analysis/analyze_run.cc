@@ -23,6 +23,9 @@ constexpr double kWorkAheadNotedPct = 5;
 // A Python step is noted for running a team of threads only when its CPU time is this share
 // of the run's wall clock or more.
 constexpr double kStepNotedShare = 0.05;
+// A remote read whose responses were arriving this share of the time one was in flight is
+// bandwidth-bound (measured: 0.99 behind a 10 MB/s cap, 0.01 behind 20 ms of latency).
+constexpr double kBandwidthBoundReceiving = 0.9;
 
 double Pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 // A share of the span: device events and the host clock that bound the span can differ by a
@@ -588,6 +591,22 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   }
 }
 
+// Reads from an object store that limit the run while its bytes arrived back to back: the
+// store's or the link's bandwidth, not its latency, which no concurrency relieves.
+void AddBandwidthNote(const RunRecord& run, BottleneckReport* rep) {
+  if (!run.network || rep->limiting_stage != Stage::kRead ||
+      run.network->receiving_fraction < kBandwidthBoundReceiving) {
+    return;
+  }
+  rep->notes.push_back(absl::StrFormat(
+      "the reads are bandwidth-bound: a response was arriving %.0f%% of the time one was in "
+      "flight, so the bytes came as fast as the object store or the link sent them, and more "
+      "requests in flight (--read-concurrency) cannot raise that rate; the local cache "
+      "(--cache-dir, --cache-bytes) serves the epochs after the first from disk, and fewer "
+      "bytes per sample fetch less (docs/storage.md, \"What the report shows\")",
+      100.0 * run.network->receiving_fraction));
+}
+
 }  // namespace
 
 MeasuredRate MeasureRate(const RunRecord& run) {
@@ -643,6 +662,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
         rep.compute_host_pct, rep.host_wait_pct, rep.input_bound_pct));
   }
   ApplyVerdict(Decide({.analysis = &rep, .run = &run}), &rep);
+  AddBandwidthNote(run, &rep);
   return rep;
 }
 

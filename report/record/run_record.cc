@@ -19,6 +19,7 @@ std::optional<NetworkRead> CollectNetworkRead() {
   n.bytes = s.bytes;
   n.max_in_flight = s.max_in_flight;
   n.mean_in_flight = s.mean_in_flight;
+  n.receiving_fraction = s.receiving_fraction;
   n.latency_p50_ns = s.latency.p50_ns;
   n.latency_p99_ns = s.latency.p99_ns;
   n.cache_hits = s.cache_hits;

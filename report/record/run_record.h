@@ -170,7 +170,11 @@ struct NetworkRead {
   uint64_t connection_errors = 0;  // refused, reset, timed out
   uint64_t bytes = 0;              // received from servers
   int64_t max_in_flight = 0;
-  double mean_in_flight = 0;   // time-weighted over the span counted
+  double mean_in_flight = 0;  // time-weighted over the span counted
+  // Of the time with a request in flight, the share, in [0, 1], with at least one response body
+  // arriving: near 1 the bytes came as fast as the server or link allowed (bandwidth-bound),
+  // near 0 the requests waited for their first byte (latency-bound).
+  double receiving_fraction = 0;
   int64_t latency_p50_ns = 0;  // per successful request, send to last byte
   int64_t latency_p99_ns = 0;
   uint64_t cache_hits = 0;  // frames read from the local cache

@@ -124,8 +124,9 @@ nlohmann::ordered_json BottleneckReport::ToJson() const {
     const NetworkRead& n = *network;
     nlohmann::ordered_json w;
     SLUICE_JSON_SET_FIELDS(w, n, requests, retries, throttled, server_errors, connection_errors,
-                           bytes, max_in_flight, mean_in_flight, latency_p50_ns, latency_p99_ns,
-                           cache_hits, cache_misses, cache_hit_bytes, cache_on, cache_writes_off);
+                           bytes, max_in_flight, mean_in_flight, receiving_fraction, latency_p50_ns,
+                           latency_p99_ns, cache_hits, cache_misses, cache_hit_bytes, cache_on,
+                           cache_writes_off);
     w["read_concurrency"] = read_concurrency;
     w["read_concurrency_tuned"] = read_concurrency_tuned;
     j["network"] = w;

@@ -43,8 +43,18 @@ int64_t SteadyNs() {
 void SetInFlight(HttpStats* s, int64_t n) {
   const int64_t now = SteadyNs();
   s->in_flight_ns += static_cast<double>(s->in_flight) * static_cast<double>(now - s->changed_ns);
+  if (s->in_flight > 0) s->active_ns += static_cast<double>(now - s->changed_ns);
   s->changed_ns = now;
   s->in_flight = n;
+}
+
+// Sets the requests receiving a body now, adding the span since the last change to the time
+// with at least one.
+void SetReceiving(HttpStats* s, int64_t n) {
+  const int64_t now = SteadyNs();
+  if (s->receiving > 0) s->receiving_ns += static_cast<double>(now - s->receiving_changed_ns);
+  s->receiving_changed_ns = now;
+  s->receiving = n;
 }
 
 double RetryBudgetFromEnv() {
@@ -214,7 +224,8 @@ HttpClient& HttpClient::Global() {
 HttpClient::HttpClient() : state_(std::make_unique<State>()) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   retry_budget_s_ = RetryBudgetFromEnv();
-  state_->stats.since_ns = state_->stats.changed_ns = SteadyNs();
+  state_->stats.since_ns = state_->stats.changed_ns = state_->stats.receiving_changed_ns =
+      SteadyNs();
   state_->multi = curl_multi_init();
   curl_multi_setopt(state_->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 256L);
   curl_multi_setopt(state_->multi, CURLMOPT_MAXCONNECTS, 256L);
@@ -243,19 +254,24 @@ HttpStats HttpClient::Stats() const {
     std::lock_guard<std::mutex> lock(state_->stats_mu);
     s = state_->stats;
   }
-  SetInFlight(&s, s.in_flight);  // the integral up to now
+  SetInFlight(&s, s.in_flight);  // the integrals up to now
+  SetReceiving(&s, s.receiving);
   const int64_t span = s.changed_ns - s.since_ns;
   s.mean_in_flight = span > 0 ? s.in_flight_ns / static_cast<double>(span) : 0;
+  s.receiving_fraction = s.active_ns > 0 ? std::clamp(s.receiving_ns / s.active_ns, 0.0, 1.0) : 0;
   return s;
 }
 
 void HttpClient::ResetStats() {
   std::lock_guard<std::mutex> lock(state_->stats_mu);
   const int64_t in_flight = state_->stats.in_flight;
+  const int64_t receiving = state_->stats.receiving;
   state_->stats = HttpStats();
   state_->stats.in_flight = in_flight;
   state_->stats.max_in_flight = in_flight;
-  state_->stats.since_ns = state_->stats.changed_ns = SteadyNs();
+  state_->stats.receiving = receiving;
+  state_->stats.since_ns = state_->stats.changed_ns = state_->stats.receiving_changed_ns =
+      SteadyNs();
 }
 
 namespace {
@@ -495,6 +511,7 @@ void HttpClient::Loop() {
       incoming.clear();
       std::lock_guard<std::mutex> lock(st.stats_mu);
       SetInFlight(&st.stats, 0);
+      SetReceiving(&st.stats, 0);
     }
     for (auto& p : incoming) {
       auto dead = st.unreachable.find(HostOf(p->transfer()->request.url));
@@ -602,6 +619,14 @@ void HttpClient::Loop() {
         t->easy = nullptr;
         Finish(p, s);
       }
+    }
+    {
+      // Those of the requests still in flight whose body has begun: one that began and ended
+      // within one curl_multi_perform (a small body arriving at once) took no time receiving.
+      int64_t receiving = 0;
+      for (const auto& p : st.active) receiving += p->transfer()->received > 0 ? 1 : 0;
+      std::lock_guard<std::mutex> lock(st.stats_mu);
+      if (receiving != st.stats.receiving || receiving > 0) SetReceiving(&st.stats, receiving);
     }
     int timeout_ms = kPollMs;
     for (const auto& p : st.waiting) {

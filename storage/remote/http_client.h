@@ -101,6 +101,17 @@ struct HttpStats {
   double in_flight_ns = 0;
   int64_t since_ns = 0;
   int64_t changed_ns = 0;
+  // Of the time with at least one request in flight, the share, in [0, 1], during which at least
+  // one response body was arriving: near 1, the bytes came as fast as the server or the link
+  // let them, and more requests in flight cannot raise the byte rate; near 0, the requests
+  // spent their time waiting for a first byte (latency), which more in flight hide. Internal:
+  // the time with at least one request in flight (ns), the requests receiving a body now, the
+  // integral of "at least one" (ns) and the ns of its last change.
+  double receiving_fraction = 0;
+  double active_ns = 0;
+  int64_t receiving = 0;
+  double receiving_ns = 0;
+  int64_t receiving_changed_ns = 0;
   LatencyHistogram latency;  // per successful request, send to last byte
 };
 

@@ -447,6 +447,7 @@ RemoteReadStats CollectRemoteStats() {
   s.bytes = h.bytes;
   s.max_in_flight = h.max_in_flight;
   s.mean_in_flight = h.mean_in_flight;
+  s.receiving_fraction = h.receiving_fraction;
   s.latency = h.latency.Summary();
   Globals& g = G();
   std::shared_ptr<FrameCache> cache;

@@ -64,7 +64,10 @@ struct RemoteReadStats {
   uint64_t bytes = 0;  // bytes received from servers
   int64_t max_in_flight = 0;
   double mean_in_flight = 0;  // time-weighted, since the stats began
-  LatencySummary latency;     // per successful request
+  // Of the time with a request in flight, the share with a response body arriving, in [0, 1]
+  // (HttpStats).
+  double receiving_fraction = 0;
+  LatencySummary latency;  // per successful request
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
   uint64_t cache_hit_bytes = 0;

@@ -78,6 +78,7 @@ TEST(BottleneckReportTest, NetworkObjectIsTheDocumentedOne) {
   n.bytes = 31'900'000;
   n.max_in_flight = 17;
   n.mean_in_flight = 12.5;
+  n.receiving_fraction = 0.25;
   n.latency_p50_ns = 21'000'000;
   n.latency_p99_ns = 48'000'000;
   n.cache_hits = 10;
@@ -112,6 +113,58 @@ TEST(BottleneckReportTest, NetworkObjectIsTheDocumentedOne) {
   EXPECT_THAT(text,
               HasSubstr("12.5 in flight on average, at most 17 (read concurrency 16, tuned)"));
   EXPECT_THAT(text, HasSubstr("10 of 235 frames read from the local cache (4%)"));
+  EXPECT_EQ(j["network"]["receiving_fraction"], 0.25);
+  EXPECT_THAT(text, HasSubstr("a response was arriving 25% of the time one was in flight"));
+}
+
+// A read-bound remote run at a set concurrency of 2, its requests kept full: more in flight is
+// advised when the requests waited for their first byte (latency), and not when the bytes
+// arrived back to back (bandwidth: a response arriving 99% of the time one was in flight).
+TEST(BottleneckReportTest, ReadConcurrencyIsAdvisedForLatencyAndNotForBandwidth) {
+  Synth synth;
+  synth.read_ns = 5000;  // the read limits: 200 k samples/s against compute's 2 M
+  auto run_with = [&](double receiving) {
+    RunRecord run = MakeRun(synth);
+    StageStats& read = run.pipeline.stages[static_cast<int>(Stage::kRead)];
+    read.cpu_ns = read.busy_ns / 50;  // the rest of its time off the CPU, waiting for bytes
+    NetworkRead n;
+    n.requests = 240;
+    n.bytes = 27'000'000;
+    n.max_in_flight = 4;
+    n.mean_in_flight = 2.9;
+    n.receiving_fraction = receiving;
+    run.network = n;
+    run.read_concurrency = 2;
+    run.read_concurrency_tuned = false;
+    return AnalyzeRun(run, nullptr, 2);
+  };
+  auto advised = [](const BottleneckReport& r) -> const Advice* {
+    for (const Advice& a : r.advice) {
+      if (a.setting == AdviceSetting::kReadConcurrency) return &a;
+    }
+    return nullptr;
+  };
+  const BottleneckReport latency = run_with(0.02);
+  EXPECT_EQ(latency.limiting_stage, Stage::kRead) << latency.sentence;
+  const Advice* more = advised(latency);
+  ASSERT_NE(more, nullptr) << latency.sentence;
+  EXPECT_EQ(more->value, "4");
+  // Little's law on the mean in flight: 2.9 -> 4.9 requests, the waits 2.9/4.9 as long.
+  EXPECT_GT(more->predicted_speedup, 1.5) << latency.sentence;
+  EXPECT_LT(more->predicted_speedup, 1.75) << latency.sentence;
+
+  const BottleneckReport bandwidth = run_with(0.99);
+  EXPECT_EQ(bandwidth.limiting_stage, Stage::kRead) << bandwidth.sentence;
+  EXPECT_EQ(advised(bandwidth), nullptr) << bandwidth.sentence;
+  EXPECT_THAT(bandwidth.sentence, HasSubstr("--read-concurrency=4 1.0")) << bandwidth.sentence;
+  auto bandwidth_note = [](const BottleneckReport& r) {
+    for (const std::string& note : r.notes) {
+      if (note.find("the reads are bandwidth-bound") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(bandwidth_note(bandwidth));
+  EXPECT_FALSE(bandwidth_note(latency));
 }
 
 // Item latency: each row's p50, p99 and max in the JSON (ns, as recorded) and under the text's

@@ -528,6 +528,89 @@ TEST(HttpClientTest, AServerThatGaveUpIsSkippedForOneBudgetThenTriedAgain) {
   EXPECT_EQ(std::string(dest, 4), "abcd");
 }
 
+// Serves one range request on a fresh loopback port: the status line and headers after
+// `first_byte_ms`, then the 1,000-byte body in `pieces` pieces `gap_ms` apart.
+class TrickleServer {
+ public:
+  TrickleServer(int first_byte_ms, int pieces, int gap_ms) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 4), 0);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    url_ = absl::StrCat("http://127.0.0.1:", ntohs(addr.sin_port), "/x");
+    thread_ = std::thread([this, first_byte_ms, pieces, gap_ms] {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 10000) <= 0) return;
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      std::string in;
+      char buf[4096];
+      while (in.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(first_byte_ms));
+      const std::string body(1000, 'b');
+      const std::string head = absl::StrCat(
+          "HTTP/1.1 206 Partial Content\r\nContent-Length: 1000\r\nContent-Range: bytes "
+          "0-999/5000\r\nConnection: close\r\n\r\n");
+      ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
+      const size_t piece = body.size() / static_cast<size_t>(pieces);
+      for (int i = 0; i < pieces; ++i) {
+        if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+        const size_t n = i + 1 == pieces ? body.size() - piece * i : piece;
+        ::send(c, body.data() + piece * i, n, MSG_NOSIGNAL);
+      }
+      ::shutdown(c, SHUT_WR);
+      pollfd q{c, POLLIN, 0};  // the client closes (Connection: close); never wait long
+      while (::poll(&q, 1, 2000) > 0 && ::recv(c, buf, sizeof(buf), 0) > 0) {
+      }
+      ::close(c);
+    });
+  }
+  ~TrickleServer() {
+    thread_.join();
+    ::close(fd_);
+  }
+  const std::string& url() const { return url_; }
+
+ private:
+  int fd_ = -1;
+  std::string url_;
+  std::thread thread_;
+};
+
+// receiving_fraction tells latency from bandwidth: a response that waits 400 ms for its first
+// byte and then arrives at once was receiving for almost none of its time in flight; one whose
+// body trickles in over 400 ms, for almost all of it.
+TEST(HttpClientTest, ReceivingFractionTellsAWaitForTheFirstByteFromASlowBody) {
+  HttpClient& client = HttpClient::Global();
+  std::string dest(1000, '\0');
+  {
+    TrickleServer latency(/*first_byte_ms=*/400, /*pieces=*/1, /*gap_ms=*/0);
+    client.ResetStats();
+    auto got = client.Perform(RangeGet(latency.url(), 0, 1000, dest.data()));
+    ASSERT_TRUE(got.ok()) << got.status();
+    const HttpStats s = client.Stats();
+    EXPECT_LT(s.receiving_fraction, 0.2) << "a wait for the first byte counted as receiving";
+  }
+  {
+    TrickleServer bandwidth(/*first_byte_ms=*/0, /*pieces=*/9, /*gap_ms=*/50);
+    client.ResetStats();
+    auto got = client.Perform(RangeGet(bandwidth.url(), 0, 1000, dest.data()));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(dest, std::string(1000, 'b'));
+    const HttpStats s = client.Stats();
+    EXPECT_GT(s.receiving_fraction, 0.8) << "a trickling body not counted as receiving";
+    EXPECT_LE(s.receiving_fraction, 1.0);
+  }
+}
+
 TEST(HttpClientTest, ABodyLongerThanTheRangeIsDataLossAndNeverOverrunsDest) {
   Outcome o = RangeGetAnsweredBy({Partial(Bytes(20, 6), 100, 109, 1000)});
   ASSERT_FALSE(o.result.ok());
