@@ -350,7 +350,7 @@ def test_behind_a_bandwidth_cap_more_concurrency_is_not_advised(served, tmp_path
     assert report["verdict"]["limiting_stage"] == "read", report["verdict"]["sentence"]
     advice = [a for a in report["verdict"]["advice"] if "concurrency" in json.dumps(a)]
     assert not advice, report["verdict"]["sentence"]
-    assert any("the reads are bandwidth-bound" in note for note in report["notes"]), \
+    assert any("the remote reads were bandwidth-bound" in note for note in report["notes"]), \
         report["notes"]
 
 

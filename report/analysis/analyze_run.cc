@@ -545,6 +545,25 @@ void AddWorkAheadNote(BottleneckReport* rep) {
       "time (stages[].outside_span_pct)"));
 }
 
+// Remote reads whose bytes arrived back to back: the store's or the link's bandwidth held
+// them, not its latency. A fact about the reads, whichever stage the verdict names (a what-if
+// table or the ranks' figures may decide it again after this note).
+void AddBandwidthNote(const RunRecord& run, BottleneckReport* rep) {
+  if (!run.network || run.network->requests == 0 ||
+      run.network->receiving_fraction < kBandwidthBoundReceiving) {
+    return;
+  }
+  rep->notes.push_back(absl::StrFormat(
+      "the remote reads were bandwidth-bound: a response was arriving %.0f%% of the time one "
+      "was in flight, so the bytes came as fast as the object store or the link sent them; "
+      "where the reads limit the run, more requests in flight (--read-concurrency) do not "
+      "raise that rate unless the store caps each connection rather than the total (the "
+      "default, --read-concurrency 0, tries more and keeps what pays); the local cache "
+      "(--cache-dir, --cache-bytes) serves the epochs after the first from disk, and fewer "
+      "bytes per sample fetch less (docs/storage.md, \"What the report shows\")",
+      100.0 * run.network->receiving_fraction));
+}
+
 // The caveats: dropped spans, skipped frames, injected delays, nothing evaluated, device time.
 void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   const PipelineStats& ps = run.pipeline;
@@ -575,6 +594,7 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
   if (!run.not_evaluated.empty()) {
     rep->notes.push_back(absl::StrCat("nothing was evaluated: ", run.not_evaluated));
   }
+  AddBandwidthNote(run, rep);
   AddWorkAheadNote(rep);
   if (rep->train_seconds > 0 && rep->train_seconds < kShortSpanSeconds && rep->steps > 0) {
     rep->notes.push_back(absl::StrFormat(
@@ -589,22 +609,6 @@ void AddNotes(const RunRecord& run, BottleneckReport* rep) {
         "resource model counts the %.1f left (a quieter machine would run faster)",
         *rep->other_cores_busy, rep->cores, rep->model_cores));
   }
-}
-
-// Reads from an object store that limit the run while its bytes arrived back to back: the
-// store's or the link's bandwidth, not its latency, which no concurrency relieves.
-void AddBandwidthNote(const RunRecord& run, BottleneckReport* rep) {
-  if (!run.network || rep->limiting_stage != Stage::kRead ||
-      run.network->receiving_fraction < kBandwidthBoundReceiving) {
-    return;
-  }
-  rep->notes.push_back(absl::StrFormat(
-      "the reads are bandwidth-bound: a response was arriving %.0f%% of the time one was in "
-      "flight, so the bytes came as fast as the object store or the link sent them, and more "
-      "requests in flight (--read-concurrency) cannot raise that rate; the local cache "
-      "(--cache-dir, --cache-bytes) serves the epochs after the first from disk, and fewer "
-      "bytes per sample fetch less (docs/storage.md, \"What the report shows\")",
-      100.0 * run.network->receiving_fraction));
 }
 
 }  // namespace
@@ -662,7 +666,6 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
         rep.compute_host_pct, rep.host_wait_pct, rep.input_bound_pct));
   }
   ApplyVerdict(Decide({.analysis = &rep, .run = &run}), &rep);
-  AddBandwidthNote(run, &rep);
   return rep;
 }
 

@@ -90,12 +90,16 @@ std::string FormatNetwork(const BottleneckReport& rep) {
   std::string out = absl::StrFormat(
       "network: %.1f MB fetched from the object store in %d requests (%s); request latency p50 "
       "%.1f ms, p99 %.1f ms; %.1f in flight on average, at most "
-      "%d (read concurrency %d%s); a response was arriving %.0f%% of the time one was in flight\n",
+      "%d (read concurrency %d%s)%s\n",
       static_cast<double>(n.bytes) / 1e6, n.requests,
       rep.consumer == Consumer::kPython ? "this pass" : "training and evaluation",
       static_cast<double>(n.latency_p50_ns) / 1e6, static_cast<double>(n.latency_p99_ns) / 1e6,
       n.mean_in_flight, n.max_in_flight, rep.read_concurrency,
-      rep.read_concurrency_tuned ? ", tuned" : "", 100.0 * n.receiving_fraction);
+      rep.read_concurrency_tuned ? ", tuned" : "",
+      n.requests > 0 ? absl::StrFormat("; a response was arriving %.0f%% of the time one was in "
+                                       "flight",
+                                       100.0 * n.receiving_fraction)
+                     : std::string());
   absl::StrAppendFormat(&out,
                         "  retries    %d (%d throttled: 429/503, %d other 5xx, %d connection "
                         "errors)\n",

@@ -94,12 +94,17 @@ bool FrameCache::Contains(const std::string& key) const {
   return ::stat(EntryPath(h).c_str(), &st) == 0;
 }
 
-bool FrameCache::Lookup(const std::string& key, uint64_t length, char* dest) {
+bool FrameCache::Lookup(const std::string& key, uint64_t length, char* dest, bool trust_known) {
   const Hash h = KeyHash(key);
   const std::string path = EntryPath(h);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    SetKnown(h, false);  // another process evicted it
+    if (Known(h)) {
+      // Another process evicted it, and with it about a tenth of the cache: forget everything
+      // known, or read-ahead would skip each evicted range and its read would wait for it.
+      std::lock_guard<std::mutex> lock(known_mu_);
+      known_.clear();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.misses;
     return false;
@@ -120,7 +125,7 @@ bool FrameCache::Lookup(const std::string& key, uint64_t length, char* dest) {
       stored_key == key) {
     // Entries are immutable once renamed, and one this process wrote or checked was whole
     // then: hashing it again on every epoch cost the warm cache 3% of a 2-core machine.
-    ok = Known(h) || XXH3_64bits(dest, length) == DecodeFixed64(header + 24);
+    ok = (trust_known && Known(h)) || XXH3_64bits(dest, length) == DecodeFixed64(header + 24);
   }
   ::close(fd);
   SetKnown(h, ok);
@@ -228,11 +233,6 @@ void FrameCache::Evict() {
     ::closedir(top);
   }
   if (total > max_bytes_) {
-    {
-      // Which entries go is decided below; what this process knew of them is dropped whole.
-      std::lock_guard<std::mutex> known_lock(known_mu_);
-      known_.clear();
-    }
     std::sort(entries.begin(), entries.end(),
               [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
     const uint64_t target = max_bytes_ / 10 * 9;
@@ -243,6 +243,10 @@ void FrameCache::Evict() {
         ++stats_.evicted;
       }
     }
+    // What this process knew of the removed entries is dropped whole, after the removals (a
+    // lookup during them may have marked one known).
+    std::lock_guard<std::mutex> known_lock(known_mu_);
+    known_.clear();
   }
   counted_bytes_.store(total);
 }

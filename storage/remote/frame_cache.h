@@ -40,10 +40,11 @@ class FrameCache {
   // The key text of a range (docs/formats/remote-cache.md, "The key").
   static std::string Key(absl::string_view path, absl::string_view etag, uint64_t offset,
                          uint64_t length);
-  // Reads the entry of `key` into dest[0, length) when it exists and passes every check. An
+  // Reads the entry of `key` into dest[0, length) when it exists and passes every check. With
+  // `trust_known` (the caller checks the bytes itself: a shard's frames carry their XXH3), an
   // entry this process wrote or has already checked is read without hashing its payload again
   // (its size, magic, key and length are still checked; docs/formats/remote-cache.md).
-  bool Lookup(const std::string& key, uint64_t length, char* dest);
+  bool Lookup(const std::string& key, uint64_t length, char* dest, bool trust_known = false);
   // Whether an entry of `key` exists (unchecked): read-ahead skips what is cached. No file
   // system call for an entry this process wrote or checked.
   bool Contains(const std::string& key) const;
@@ -72,10 +73,10 @@ class FrameCache {
   mutable std::mutex mu_;  // guards stats_ and eviction
   CacheStats stats_;
   std::atomic<bool> writes_off_{false};
-  // Entries this process wrote or checked since its last eviction (which forgets them all), at
-  // most kMaxKnown: trusted without rehashing their payload; their frames' own checksums still
-  // hold downstream.
-  static constexpr size_t kMaxKnown = size_t{1} << 20;
+  // Entries this process wrote or checked since its last eviction, or since it found a known
+  // entry gone (either forgets them all), at most kMaxKnown: read without rehashing their
+  // payload when the caller checks the bytes itself (Lookup's trust_known).
+  static constexpr size_t kMaxKnown = size_t{1} << 18;  // about 5 MB; frames of 100 KB: 26 GB
   mutable std::mutex known_mu_;
   absl::flat_hash_set<Hash> known_;
 };

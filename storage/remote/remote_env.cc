@@ -20,6 +20,7 @@
 #include "storage/remote/frame_cache.h"
 #include "storage/remote/http_client.h"
 #include "storage/remote/url.h"
+#include "storage/shard_format.h"
 
 namespace sluice::remote {
 namespace {
@@ -103,7 +104,8 @@ class RemoteFile final : public RandomAccessFile {
         base_(std::move(base)),
         size_(size),
         etag_(std::move(etag)),
-        cache_(etag_.empty() ? nullptr : Cache()) {}
+        cache_(etag_.empty() ? nullptr : Cache()),
+        checked_by_reader_(absl::EndsWith(path_, kShardSuffix)) {}
 
   ~RemoteFile() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -141,7 +143,9 @@ class RemoteFile final : public RandomAccessFile {
       // A read-ahead that failed after its retries fails the read as the read itself would.
       return got.status();
     }
-    if (cache_ != nullptr && cache_->Lookup(Key(offset, n), n, scratch)) return n;
+    if (cache_ != nullptr && cache_->Lookup(Key(offset, n), n, scratch, checked_by_reader_)) {
+      return n;
+    }
     HttpRequest r = RangeRequest(offset, n, scratch);
     ASSIGN_OR_RETURN(HttpResponse got, HttpClient::Global().Perform(std::move(r)));
     RETURN_IF_ERROR(CheckEtag(got));
@@ -210,6 +214,11 @@ class RemoteFile final : public RandomAccessFile {
   uint64_t size_;
   std::string etag_;
   std::shared_ptr<FrameCache> cache_;
+  // A shard: every range a reader takes from it is checked by its own XXH3 (a frame's, or the
+  // manifest's meta_xxh3 for the header and index), so a cache entry this process already
+  // checked need not be hashed again. Images, IDX and record files have no checksum: each
+  // cache read of theirs is hashed.
+  bool checked_by_reader_;
   mutable std::mutex mu_;
   mutable std::map<std::pair<uint64_t, size_t>, std::shared_ptr<Ahead>> ahead_;
 };

@@ -159,7 +159,7 @@ TEST(BottleneckReportTest, ReadConcurrencyIsAdvisedForLatencyAndNotForBandwidth)
   EXPECT_THAT(bandwidth.sentence, HasSubstr("--read-concurrency=4 1.0")) << bandwidth.sentence;
   auto bandwidth_note = [](const BottleneckReport& r) {
     for (const std::string& note : r.notes) {
-      if (note.find("the reads are bandwidth-bound") != std::string::npos) return true;
+      if (note.find("the remote reads were bandwidth-bound") != std::string::npos) return true;
     }
     return false;
   };

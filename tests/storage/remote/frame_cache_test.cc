@@ -227,19 +227,44 @@ TEST_F(FrameCacheTest, AFlippedPayloadByteIsABadEntryThatIsRemoved) {
   EXPECT_EQ(got, Payload(64, 3));
 }
 
-// An entry this process wrote is trusted without rehashing its payload (the format doc,
-// "Reading"), but not without its file: removed by another process, it is a miss, and
-// forgotten.
-TEST_F(FrameCacheTest, AKnownEntryRemovedByAnotherProcessIsAMissAndForgotten) {
+// An entry this process wrote is read without rehashing its payload only for a caller that
+// checks the bytes itself (a shard's reader: the format doc, "Reading"); any other caller's
+// read is hashed, known or not.
+TEST_F(FrameCacheTest, AKnownEntryIsRehashedUnlessTheCallerChecksTheBytes) {
   FrameCache cache(dir_, 1 << 20);
   const std::string key = FrameCache::Key("s3://b/k", "\"e\"", 0, 64);
-  cache.Insert(key, Payload(64, 5));
+  cache.Insert(key, Payload(64, 7));
+  const std::string path = DocPath(key);
+  std::string bytes = ReadBytes(path);
+  bytes[bytes.size() - 10] ^= 0x01;
+  WriteBytes(path, bytes);
   std::string got(64, '\0');
-  ASSERT_TRUE(cache.Lookup(key, 64, got.data()));
-  ASSERT_TRUE(fs::remove(DocPath(key)));
-  EXPECT_TRUE(cache.Contains(key));  // known: no file system call
+  // Trusted: the damaged byte reaches the caller, whose own checksum is then what catches it.
+  ASSERT_TRUE(cache.Lookup(key, 64, got.data(), /*trust_known=*/true));
+  EXPECT_NE(got, Payload(64, 7));
+  // Not trusted: the hash finds the damage, and the entry goes.
   EXPECT_FALSE(cache.Lookup(key, 64, got.data()));
+  EXPECT_EQ(cache.Stats().bad_entries, 1u);
+  EXPECT_FALSE(fs::exists(path));
+}
+
+// Known or not, an entry's file must be there: removed by another process, it is a miss, and
+// the process forgets every entry it knew (another process's eviction removed about a tenth).
+TEST_F(FrameCacheTest, AKnownEntryRemovedByAnotherProcessIsAMissAndAllIsForgotten) {
+  FrameCache cache(dir_, 1 << 20);
+  const std::string key = FrameCache::Key("s3://b/k", "\"e\"", 0, 64);
+  const std::string other = FrameCache::Key("s3://b/k", "\"e\"", 64, 64);
+  cache.Insert(key, Payload(64, 5));
+  cache.Insert(other, Payload(64, 6));
+  std::string got(64, '\0');
+  ASSERT_TRUE(cache.Lookup(key, 64, got.data(), /*trust_known=*/true));
+  ASSERT_TRUE(fs::remove(DocPath(key)));
+  ASSERT_TRUE(fs::remove(DocPath(other)));
+  EXPECT_TRUE(cache.Contains(key));  // known: no file system call
+  EXPECT_TRUE(cache.Contains(other));
+  EXPECT_FALSE(cache.Lookup(key, 64, got.data(), /*trust_known=*/true));
   EXPECT_FALSE(cache.Contains(key));
+  EXPECT_FALSE(cache.Contains(other));  // forgotten too: asked of the file system
   const CacheStats s = cache.Stats();
   EXPECT_EQ(s.hits, 1u);
   EXPECT_EQ(s.misses, 1u);
