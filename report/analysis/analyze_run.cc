@@ -636,6 +636,7 @@ BottleneckReport AnalyzeRun(const RunRecord& run, const Ceilings* ceilings, int 
   rep.memory_formula = run.memory_formula;
   rep.host_memory = run.host_memory;
   rep.network = run.network;
+  rep.network_includes_evaluation = run.not_evaluated.empty();
   rep.read_concurrency = run.read_concurrency;
   rep.read_concurrency_tuned = run.read_concurrency_tuned;
   if (ceilings != nullptr) rep.ceilings = *ceilings;

@@ -182,6 +182,9 @@ struct BottleneckReport {
   // A remote dataset: what the read stage fetched (RunRecord::network), and the read
   // concurrency it fetched with. Absent from text and JSON for local files.
   std::optional<NetworkRead> network;
+  // sluice-train's network counts include its evaluation's fetches; false when nothing was
+  // evaluated (RunRecord::not_evaluated).
+  bool network_includes_evaluation = true;
   uint32_t read_concurrency = 0;
   bool read_concurrency_tuned = false;
   // Device runs: the share of the trained batches' copy time (copy-stream device time) that ran

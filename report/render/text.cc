@@ -92,7 +92,9 @@ std::string FormatNetwork(const BottleneckReport& rep) {
       "%.1f ms, p99 %.1f ms; %.1f in flight on average, at most "
       "%d (read concurrency %d%s)%s\n",
       static_cast<double>(n.bytes) / 1e6, n.requests,
-      rep.consumer == Consumer::kPython ? "this pass" : "training and evaluation",
+      rep.consumer == Consumer::kPython ? "this pass"
+      : rep.network_includes_evaluation ? "training and evaluation"
+                                        : "training",
       static_cast<double>(n.latency_p50_ns) / 1e6, static_cast<double>(n.latency_p99_ns) / 1e6,
       n.mean_in_flight, n.max_in_flight, rep.read_concurrency,
       rep.read_concurrency_tuned ? ", tuned" : "",

@@ -115,6 +115,13 @@ TEST(BottleneckReportTest, NetworkObjectIsTheDocumentedOne) {
   EXPECT_THAT(text, HasSubstr("10 of 235 frames read from the local cache (4%)"));
   EXPECT_EQ(j["network"]["receiving_fraction"], 0.25);
   EXPECT_THAT(text, HasSubstr("a response was arriving 25% of the time one was in flight"));
+  EXPECT_THAT(text, HasSubstr("in 300 requests (training and evaluation)"));
+  // What the counts cover: no evaluation, no evaluation's fetches.
+  run.not_evaluated = "evaluation is off (--evaluate=false)";
+  EXPECT_THAT(AnalyzeRun(run, nullptr, 2).ToText(), HasSubstr("in 300 requests (training);"));
+  // Nothing fetched (every frame from the cache): no arriving share to speak of.
+  run.network->requests = 0;
+  EXPECT_THAT(AnalyzeRun(run, nullptr, 2).ToText(), Not(HasSubstr("a response was arriving")));
 }
 
 // A read-bound remote run at a set concurrency of 2, its requests kept full: more in flight is
