@@ -111,6 +111,9 @@ def main():
                          "concurrency sweep and the memory bound)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
+    if not parts or not parts <= {"warm", "train", "cold"}:
+        ap.error("--parts: expected a comma-separated subset of warm,train,cold, got %r"
+                 % args.parts)
     tmp = tempfile.mkdtemp(prefix="sluice-remote-bench-")
     try:
         root = os.path.join(tmp, "www")
