@@ -195,11 +195,24 @@ def _slow(us=4000):
     return ["--inject-delay", "read:%d" % us, "--read-concurrency", "2"]
 
 
+def _after_ranges(server, n, action):
+    # Runs `action` once the server has answered n range requests: mid-epoch by the run's own
+    # progress (its shards opened, frames read), not by a timer that a slow start outlasts.
+    def wait():
+        deadline = time.monotonic() + 120
+        while server.status_counts.get(206, 0) < n and time.monotonic() < deadline:
+            time.sleep(0.005)
+        action()
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_503_storm_mid_epoch_is_retried_and_counted(served, faulty, tmp_path):
     _need()
     report = str(tmp_path / "r.json")
-    timer = threading.Timer(0.4, faulty.fail_next, args=(6, 503))
-    timer.start()
+    timer = _after_ranges(faulty, 40, lambda: faulty.fail_next(6, 503))
     out = str(tmp_path / "w.safetensors")
     _train(faulty.url + "/fm", out, str(tmp_path),
            extra_args=_slow() + ["--report-json", report, "--cache-bytes", "0"])
@@ -243,8 +256,7 @@ def test_the_dataset_replaced_mid_run_is_refused(faulty, tmp_path):
             f.write(bytes(data))
         os.replace(last + ".new", last)  # same bytes, a new file: a new ETag
 
-    timer = threading.Timer(0.3, replace)
-    timer.start()
+    timer = _after_ranges(faulty, 40, replace)  # every shard opened, the last not yet read
     out = str(tmp_path / "w.safetensors")
     p = _train(faulty.url + "/fm", out, str(tmp_path), check=False,
                extra_args=_slow() + ["--cache-bytes", "0"])
@@ -313,13 +325,17 @@ def test_a_stop_ends_requests_in_flight_promptly(faulty, tmp_path):
 
 
 def test_the_read_concurrency_is_tuned_and_a_fixed_one_too_small_is_advised(faulty):
-    faulty.delay_s = 0.02  # 20 ms per request
+    # 50 ms per request while tuning: 16 in flight are then 320 requests a second, which this
+    # process's Python server answers with cores to spare (at 20 ms, 800 a second, one run
+    # of the climb could stall at 8 on a loaded machine).
+    faulty.delay_s = 0.05
     url = faulty.url + "/fm"
     tuned = sluice.Loader(url, batch_size=256, dtype=torch.uint8, work_ahead=False,
                           cache_bytes=0)
     assert sum(x.shape[0] for x, _ in tuned) == 60000
     network = tuned.report()["network"]
     assert network["read_concurrency_tuned"] and network["read_concurrency"] >= 16, network
+    faulty.delay_s = 0.02  # 20 ms per request
     fixed = sluice.Loader(url, batch_size=256, dtype=torch.uint8, work_ahead=False,
                           cache_bytes=0, read_concurrency=2)
     assert sum(x.shape[0] for x, _ in fixed) == 60000

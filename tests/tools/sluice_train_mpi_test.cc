@@ -353,6 +353,21 @@ JobEnd WaitForJob(const BackgroundJob& job, double limit_s) {
   return end;
 }
 
+// Waits until `path` holds a line (sluice-train's --metrics-out gets one after each epoch):
+// the job is training, whatever its start-up took on a loaded machine. False after `limit_s`.
+bool WaitForLine(const std::string& path, double limit_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    auto text = ReadFileToString(Env::Default(), path);
+    if (text.ok() && text->find('\n') != std::string::npos) break;
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(limit_s)) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 // The segments in `now` that were not in `before`.
 std::set<std::string> NewSegments(const std::set<std::string>& before) {
   std::set<std::string> left;
@@ -365,11 +380,15 @@ std::set<std::string> NewSegments(const std::set<std::string>& before) {
 TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSecondsAndLeavesNoSharedMemory) {
   const std::set<std::string> segments_before = SharedMemorySegments();
   // A long run; rank 1 is killed with SIGKILL once both ranks are training.
-  BackgroundJob job = StartInBackground(Mpirun(2) + Train("killed", "--epochs=1000"),
-                                        *dir_ + "/killed[.]safetensors", *dir_ + "/killed.log");
+  BackgroundJob job = StartInBackground(
+      Mpirun(2) + Train("killed",
+                        absl::StrCat("--epochs=1000", " --metrics-out=", *dir_, "/killed.metrics")),
+      *dir_ + "/killed[.]safetensors", *dir_ + "/killed.log");
   const pid_t rank1 = FindRank(job, 1);
   ASSERT_GT(rank1, 0) << "rank 1 never started";
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  const bool training = WaitForLine(absl::StrCat(*dir_, "/killed.metrics"), 60);
+  if (!training) WaitForJob(job, 0);  // ends it
+  ASSERT_TRUE(training) << "no epoch ended within 60 s";
   ASSERT_EQ(::kill(rank1, SIGKILL), 0);
   const JobEnd end = WaitForJob(job, 60);
   ASSERT_TRUE(end.ended) << "the job was still running 60 s after rank 1 was killed\n" << end.log;
@@ -383,12 +402,15 @@ TEST_F(SluiceTrainMpiTest, AKilledRankEndsEveryRankWithinSecondsAndLeavesNoShare
 
 TEST_F(SluiceTrainMpiTest, AStoppedRankEndsTheJobAtTheCollectiveTimeoutNamingTheRankAndStep) {
   const std::set<std::string> segments_before = SharedMemorySegments();
-  BackgroundJob job =
-      StartInBackground(Mpirun(2) + Train("stopped", "--epochs=1000 --collective-timeout-s=10"),
-                        *dir_ + "/stopped[.]safetensors", *dir_ + "/stopped.log");
+  BackgroundJob job = StartInBackground(
+      Mpirun(2) + Train("stopped", absl::StrCat("--epochs=1000 --collective-timeout-s=10",
+                                                " --metrics-out=", *dir_, "/stopped.metrics")),
+      *dir_ + "/stopped[.]safetensors", *dir_ + "/stopped.log");
   const pid_t rank1 = FindRank(job, 1);
   ASSERT_GT(rank1, 0) << "rank 1 never started";
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  const bool training = WaitForLine(absl::StrCat(*dir_, "/stopped.metrics"), 60);
+  if (!training) WaitForJob(job, 0);  // ends it
+  ASSERT_TRUE(training) << "no epoch ended within 60 s";
   ASSERT_EQ(::kill(rank1, SIGSTOP), 0);
   const JobEnd end = WaitForJob(job, 60);
   ASSERT_TRUE(end.ended) << "the job was still running 60 s after rank 1 was stopped\n" << end.log;
@@ -404,12 +426,15 @@ TEST_F(SluiceTrainMpiTest, AStoppedRankEndsTheJobAtTheCollectiveTimeoutNamingThe
 }
 
 TEST_F(SluiceTrainMpiTest, SigtermToOneRankStopsTheJobNamingTheSignalWithItsExitCode) {
-  BackgroundJob job =
-      StartInBackground(Mpirun(2) + Train("term", "--epochs=1000 --collective-timeout-s=30"),
-                        *dir_ + "/term[.]safetensors", *dir_ + "/term.log");
+  BackgroundJob job = StartInBackground(
+      Mpirun(2) + Train("term", absl::StrCat("--epochs=1000 --collective-timeout-s=30",
+                                             " --metrics-out=", *dir_, "/term.metrics")),
+      *dir_ + "/term[.]safetensors", *dir_ + "/term.log");
   const pid_t rank1 = FindRank(job, 1);
   ASSERT_GT(rank1, 0) << "rank 1 never started";
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // training by now
+  const bool training = WaitForLine(absl::StrCat(*dir_, "/term.metrics"), 60);
+  if (!training) WaitForJob(job, 0);  // ends it
+  ASSERT_TRUE(training) << "no epoch ended within 60 s";
   ASSERT_EQ(::kill(rank1, SIGTERM), 0);
   const JobEnd end = WaitForJob(job, 60);
   ASSERT_TRUE(end.ended) << end.log;
