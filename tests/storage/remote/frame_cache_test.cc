@@ -529,9 +529,8 @@ TEST_F(FrameCacheTest, ConcurrentInsertsAndLookupsReturnOnlyTheRightBytes) {
 // Several writers on one directory near its bound: each writer's eviction lists every regular
 // file, the other writers' temporaries (XX/KEYHASH.slc.tmp.PID.N) included, and may remove one
 // (all are about as recent: the file system's clock ticks in milliseconds); that writer's
-// rename then fails with ENOENT and turns the cache's writes off for the rest of the run.
-// Disabled: storage/remote/frame_cache.cc Evict() and Insert() (see the report); it fails in
-// most runs.
+// rename then failed with ENOENT and turned the cache's writes off for the rest of the run.
+// Evict() now leaves temporaries alone and takes a file already gone as removed.
 TEST_F(FrameCacheTest, ConcurrentWritersNearTheBoundKeepWritesOn) {
   FrameCache cache(dir_, 4 * (kHeader + 40 + 4096));
   std::vector<std::thread> threads;
