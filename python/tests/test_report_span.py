@@ -139,11 +139,17 @@ def _consume(loader, late_start, stop_after):
 def test_report_html_timeline_spans_the_loops_wall_time(fashion, tmp_path, shuffle, consumer):
     loader = sluice.Loader(fashion["dir"] + "/test.manifest.json", batch_size=100,
                            shuffle=shuffle)
-    for _ in range(2 if consumer == "twice" else 1):  # the report is of the latest pass
-        wall = _consume(loader, late_start=consumer == "late_start",
-                        stop_after=30 if consumer == "break" else None)
-    report = loader.report()
-    seconds, compute_share = _timeline(open(loader.report_html(tmp_path / "report.html")).read())
+    # A loop of 65-300 ms on a shared machine: a stall between the test's clock and the
+    # report's (another process, a garbage collection) is more than 5% of it; three tries.
+    for _ in range(3):
+        for _ in range(2 if consumer == "twice" else 1):  # the report is of the latest pass
+            wall = _consume(loader, late_start=consumer == "late_start",
+                            stop_after=30 if consumer == "break" else None)
+        report = loader.report()
+        seconds, compute_share = _timeline(
+            open(loader.report_html(tmp_path / "report.html")).read())
+        if seconds == pytest.approx(wall, rel=0.05):
+            break
     assert seconds == pytest.approx(report["train_seconds"], abs=2e-6)
     assert seconds == pytest.approx(wall, rel=0.05), (seconds, wall)
     # The waits are drawn as the report counts them: compute's share of the chart is its busy

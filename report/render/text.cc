@@ -46,11 +46,12 @@ std::string FormatPartLine(const BottleneckReport& rep, const StageRow& part) {
                 100.0 * part.bytes / part.stored_bytes)
           : absl::StrFormat("%.0f KB out on average", part.bytes / per_item);
   std::string out = absl::StrFormat(
-      "  %s runs inside %s, on its %d threads: %.1f%% of their time on %d %ss (%.1f us each, "
+      "  %s runs inside %s, on its %d %s: %.1f%% of their time on %d %ss (%.1f us each, "
       "%s); %s's %.1f%% busy includes it",
-      StageName(part.stage), StageName(whole_stage), part.concurrency, part.busy_pct, part.items,
-      info.unit, part.items > 0 ? part.busy_ns / 1e3 / part.items : 0.0, out_bytes,
-      StageName(whole_stage), whole.busy_pct);
+      StageName(part.stage), StageName(whole_stage), part.concurrency,
+      part.concurrency == 1 ? "thread" : "threads", part.busy_pct, part.items, info.unit,
+      part.items > 0 ? part.busy_ns / 1e3 / part.items : 0.0, out_bytes, StageName(whole_stage),
+      whole.busy_pct);
   if (part.ceiling_samples_per_s) {
     absl::StrAppendFormat(&out, "; ceiling: %s per core alone",
                           FormatRate(*part.ceiling_samples_per_s /

@@ -106,16 +106,18 @@ TEST(SimDevice, PoisonIsVisibleWhileACopyIsInFlight) {
                   "poison exposes); ThreadSanitizer rightly reports that read as a race";
 #endif
   SimOptions o;
-  o.link_bytes_per_s = 1e8;  // 100 MB/s: a 2 MB copy takes 20 ms
+  // 100 MB/s: a 20 MB copy takes 200 ms, of which the reader watches the first 150 (with a
+  // 2 MB copy and 15 ms, a stream thread scheduled late on a loaded machine could miss it).
+  o.link_bytes_per_s = 1e8;
   o.poison = true;
   auto dev = Open(o);
   auto s = *dev->CreateStream();
-  std::vector<char> src(2'000'000, 3);
+  std::vector<char> src(20'000'000, 3);
   auto dst = *dev->Allocate(src.size());
   std::memset(dst.data(), 0, src.size());
   ASSERT_TRUE(s->CopyToDevice(dst.data(), src.data(), src.size()).ok());
   // A reader that does not wait for the copy's event sees poison, never the old bytes.
-  const int64_t until = NowNs() + 15'000'000;
+  const int64_t until = NowNs() + 150'000'000;
   unsigned char seen = 0;
   while (NowNs() < until && seen != 0xFF) seen = static_cast<unsigned char*>(dst.data())[0];
   EXPECT_EQ(seen, 0xFF);

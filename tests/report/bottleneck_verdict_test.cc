@@ -188,6 +188,24 @@ TEST(BottleneckReportTest, ComputeCpuIsWhatItsThreadsMeasuredWhenATeamThreadWasN
   EXPECT_EQ(rep.verdict, VerdictClass::kComputeBound);
   EXPECT_THAT(rep.sentence, HasSubstr("while computing, its 2 threads ran on 0.8 cores on "
                                       "average: other processes may hold the cores"));
+  // Measured: this process kept 7.5 of the 8 cores busy (its timed stages 1.3) and other
+  // processes none, so the cores went to this process's threads outside the stages it times,
+  // not to other processes (a batch of 1 on 2 idle cores: 2.0 busy, 0.6 of it outside).
+  RunRecord own = MakeRun(c);
+  own.other_cores_busy = 0.0;
+  own.process_cores_busy = 7.5;
+  rep = AnalyzeRun(own, nullptr, /*cores=*/8);
+  EXPECT_THAT(rep.sentence, HasSubstr("ran on 0.8 cores on average: this process kept 7.5 of the "
+                                      "8 cores busy, 6.2 of them outside the stages it times"))
+      << rep.sentence;
+  EXPECT_THAT(rep.sentence, HasSubstr("a larger batch takes fewer steps"));
+  EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
+  // Measured, and neither this process nor others filled the cores: the threads waited.
+  own.process_cores_busy = 1.0;
+  rep = AnalyzeRun(own, nullptr, /*cores=*/8);
+  EXPECT_THAT(rep.sentence, HasSubstr("the cores were not full (this process 1.0, other "
+                                      "processes 0.0 of 8): its threads waited off the cores"))
+      << rep.sentence;
   // Not when this run's own stages saturate the cores (that clause names them instead).
   rep = AnalyzeRun(MakeRun(c), nullptr, /*cores=*/1);
   EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));

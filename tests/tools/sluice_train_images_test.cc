@@ -261,7 +261,7 @@ TEST_F(SluiceTrainImagesTest, InjectedDecodeDelayIsNamedWithItsRowCeilingAndTrac
                                           "--report-json=", json, " --trace=", trace,
                                           " --inject-delay=decode:3000 ", kChain));
     ASSERT_EQ(out.exit_code, 0) << out.text;
-    EXPECT_NE(out.text.find("decode runs inside preprocess, on its 1 threads"), std::string::npos)
+    EXPECT_NE(out.text.find("decode runs inside preprocess, on its 1 thread:"), std::string::npos)
         << out.text;
     EXPECT_NE(out.text.find("note: injected delays (--inject-delay): decode 3000 us per image;"),
               std::string::npos)

@@ -68,6 +68,14 @@ TEST(AdviceCheckRerunTest, TextIsWordedForEachConsumer) {
       "\ncheck-advice (each change against the loader as it was, 100 batches with your "
       "step as a sleep, the better of 1 runs each):\n"
       "  decompress_threads=4         before    100.0 k  after    150.0 k samples/s  1.50x\n");
+  // Under 10 k samples/s the rates are whole samples: "0.2 k" and "0.3 k" beside 1.84x read
+  // as 1.5x.
+  AdviceCheck slow{kThreads, "", 274, 504};
+  EXPECT_EQ(
+      AdviceChecksText({slow}, Consumer::kTrainJob, 50, 2),
+      "\ncheck-advice (each change against the run as it was, 50 steps, the better of 2 "
+      "runs each):\n"
+      "  --decompress-threads=4       before        274  after        504 samples/s  1.84x\n");
   // Nothing rerun (a change to the data alone): the header promises no steps or runs.
   EXPECT_EQ(AdviceChecksText({not_run}, Consumer::kTrainJob, 50, 2),
             "\ncheck-advice (no entry is a change a rerun can make):\n"
