@@ -190,9 +190,9 @@ std::string ComputeBoundHint(const BottleneckReport& a) {
                              others, a.cores);
     }
     // This process's own CPU time beyond its timed stages (measured: the process's clock over
-    // the span): threads handing batches over and waiting for work, which costs per step. A
-    // batch of 1 on 2 idle cores: 2.0 cores busy, 0.6 of them outside the stages, and the
-    // machine's other processes 0.01 (2026-12-07).
+    // the span): hand-offs between the stages, threads waiting for work. On 2 idle cores, other
+    // processes 0.01: a batch of 1 kept 2.0 cores busy, 0.6-0.7 of them outside the stages;
+    // batch 32 1.9, 0.3-0.6 (2026-12-07), so not a cost per step alone.
     const double compute_cores_busy = cores_while_computing * compute.busy_pct / 100;
     const double own_rest =
         a.process_cores_busy > 0
@@ -202,8 +202,7 @@ std::string ComputeBoundHint(const BottleneckReport& a) {
         own_rest + pipeline_cores + cores_while_computing >= kHeldCoresShare * a.cores) {
       return absl::StrFormat(
           "%sthis process kept %.1f of the %d cores busy, %.1f of them outside the stages it "
-          "times (its threads handing batches over and waiting for work, a cost per step: a "
-          "larger batch takes fewer steps)",
+          "times (between the stages: hand-offs, threads waiting for work)",
           ran, a.process_cores_busy, a.cores, own_rest);
     }
     if (a.other_cores_busy.has_value() && a.process_cores_busy > 0) {

@@ -198,7 +198,7 @@ TEST(BottleneckReportTest, ComputeCpuIsWhatItsThreadsMeasuredWhenATeamThreadWasN
   EXPECT_THAT(rep.sentence, HasSubstr("ran on 0.8 cores on average: this process kept 7.5 of the "
                                       "8 cores busy, 6.2 of them outside the stages it times"))
       << rep.sentence;
-  EXPECT_THAT(rep.sentence, HasSubstr("a larger batch takes fewer steps"));
+  EXPECT_THAT(rep.sentence, HasSubstr("(between the stages: hand-offs, threads waiting for work)"));
   EXPECT_THAT(rep.sentence, Not(HasSubstr("other processes")));
   // Measured, and neither this process nor others filled the cores: the threads waited.
   own.process_cores_busy = 1.0;
