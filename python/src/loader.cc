@@ -316,6 +316,7 @@ bool Pass::WaitForBatch(BatchLease* lease) {
     if (!*got) {
       done_ = ended_ = true;
       load_end_ = TakeCpuLoadSnapshot();
+      network_end_ = CollectNetworkRead();
       core_->PassEnded();
     }
     return *got;
@@ -349,6 +350,7 @@ bool Pass::Exhausted() {
     if (!*got) {
       done_ = ended_ = true;
       load_end_ = TakeCpuLoadSnapshot();
+      network_end_ = CollectNetworkRead();
       core_->PassEnded();
     }
     return *got == false;
@@ -482,7 +484,7 @@ RunRecord Pass::Record() const {
   r.read_ahead_frames = core_->config().read_ahead_frames;
   r.read_concurrency = r.pipeline.read_concurrency;  // the reader's, tuned or set
   r.read_concurrency_tuned = r.pipeline.read_concurrency_tuned;
-  r.network = CollectNetworkRead();  // remote datasets only
+  r.network = ended_ ? network_end_ : CollectNetworkRead();  // remote datasets only
   r.batch_size = core_->config().order.batch_size;
   r.rank = static_cast<int>(core_->config().slice.rank);
   r.world_size = static_cast<int>(core_->config().slice.world_size);

@@ -259,6 +259,9 @@ class Pass {
   // report's other processes' use of the cores.
   CpuLoadSnapshot load_start_;
   std::optional<CpuLoadSnapshot> load_end_;
+  // The network figures when the pass ended: a report asked for later does not count what the
+  // next pass's work-ahead fetched after this pass ended.
+  std::optional<NetworkRead> network_end_;
   ConsumerClock clock_;
 };
 

@@ -154,6 +154,27 @@ def test_http_loader_and_inspect_verify(served, tmp_path):
         assert p.returncode == 0 and "10000 records" in p.stdout, p.stderr
 
 
+def test_a_pass_network_counts_are_its_own_whenever_the_report_is_asked(faulty):
+    # The next pass's work-ahead pipeline goes on fetching after this pass ended: the report
+    # asked later still gives what this pass's window fetched (frozen at its end).
+    loader = sluice.Loader(faulty.url + "/fm", batch_size=500, cache_bytes=0)
+    frames = sum(e["frame_count"] for e in
+                 json.load(open(os.path.join(faulty.root, "fm", "train.manifest.json")))["shards"])
+    for _ in loader:
+        pass
+    first = loader.report()["network"]
+    time.sleep(1.0)  # the work-ahead's fetches, if any, land now
+    assert loader.report()["network"] == first
+    assert first["requests"] >= frames
+    # Without work-ahead, a later pass fetches exactly its frames: the shards' headers and
+    # indexes were read once, when the loader opened them.
+    alone = sluice.Loader(faulty.url + "/fm", batch_size=500, cache_bytes=0, work_ahead=False)
+    for _ in range(2):
+        for _ in alone:
+            pass
+    assert alone.report()["network"]["requests"] == frames
+
+
 def test_s3_bucket_filled_with_awscli_trains_the_weights_of_local_disk(served, tmp_path):
     _need(*NGINX_PROGRAMS)
     if swift_missing():
